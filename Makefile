@@ -1,0 +1,55 @@
+# The two commands of the README: `make run` and `make test`. Both start from a fresh machine
+# with nothing but Python 3.11+ (and, for the polyglot test, Node.js): they create .venv and
+# install the project into it first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/wm-server
+
+test: install buf-lint stubs-check lint typecheck pytest
+
+buf-lint: install
+	$(BIN)/buf lint
+	$(BIN)/buf format --diff --exit-code
+	@if git rev-parse --verify --quiet main:protos/wm/v1 >/dev/null 2>&1; then \
+		$(BIN)/buf breaking --against '.git#branch=main'; \
+	else echo "buf breaking: main has no protos yet, nothing to compare"; fi
+
+stubs-check: install
+	$(BIN)/python scripts/gen_protos.py --check
+
+protos: install
+	$(BIN)/python scripts/gen_protos.py
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+typecheck: install
+	$(BIN)/mypy --strict wm_core
+
+pytest: install
+	$(BIN)/pytest
+
+bench: install
+	$(BIN)/python bench/merge_bench.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

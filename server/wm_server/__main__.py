@@ -1,0 +1,29 @@
+"""``wm-server``: run the Working Memory Service with settings from the environment."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from wm_server.app import serve
+from wm_server.config import ConfigurationError, load_settings
+from wm_server.observability import configure_logging
+
+
+def main() -> int:
+    try:
+        settings = load_settings()
+    except ConfigurationError as exc:
+        print(f"wm-server: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level.value)
+    try:
+        asyncio.run(serve(settings))
+    except ConfigurationError as exc:
+        print(f"wm-server: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The gRPC edge: servicer, status mapping and proto conversion."""

@@ -1,0 +1,98 @@
+"""The composition root: builds the store, the services, the Phase 2 worker and the gRPC
+server from the settings, and runs them until a signal asks to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from dataclasses import dataclass, field
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from wm_proto.v1 import working_memory_service_pb2 as service_pb2
+from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.api.servicer import WorkingMemoryServicer
+from wm_server.config import Settings, split_host_port
+
+log = structlog.get_logger("wm_server")
+
+SERVICE_NAME = service_pb2.DESCRIPTOR.services_by_name["WorkingMemoryService"].full_name
+
+
+def server_options(settings: Settings) -> list[tuple[str, int]]:
+    """Channel settings for a server behind a load balancer or mesh (grpc-conventions 2.3)."""
+    max_receive = max(4 * 1024 * 1024, settings.max_message_bytes * 4)
+    return [
+        ("grpc.max_receive_message_length", max_receive),
+        ("grpc.max_send_message_length", max(16 * 1024 * 1024, max_receive)),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.max_connection_age_ms", 300_000),
+        ("grpc.max_connection_age_grace_ms", 30_000),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+@dataclass
+class Application:
+    """A running server and everything it owns."""
+
+    settings: Settings
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    port: int
+    _stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def address(self) -> str:
+        host, _ = split_host_port(self.settings.address)
+        return f"{host}:{self.port}"
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Health NOT_SERVING, drain, then stop the server within ``grace`` seconds."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        await self.health.enter_graceful_shutdown()
+        if self.settings.shutdown_drain_seconds:
+            await asyncio.sleep(self.settings.shutdown_drain_seconds)
+        await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
+        log.info("server_stopped")
+
+
+async def start_application(settings: Settings) -> Application:
+    """Build and start everything; the returned application is serving."""
+    server = grpc.aio.server(
+        options=server_options(settings),
+        maximum_concurrent_rpcs=1024,
+    )
+    service_grpc.add_WorkingMemoryServiceServicer_to_server(WorkingMemoryServicer(), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if settings.reflection:
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+    port = server.add_insecure_port(settings.address)
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    app = Application(settings=settings, server=server, health=health_servicer, port=port)
+    log.info("server_started", address=app.address, provider=settings.provider.value)
+    return app
+
+
+async def serve(settings: Settings) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    app = await start_application(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutdown_requested")
+    await app.stop()

@@ -1,0 +1,138 @@
+"""Configuration, read once from the environment at start (pydantic-settings).
+
+Every setting is an environment variable ``WM_<NAME>``; the Anthropic key keeps the SDK's own
+name, ``ANTHROPIC_API_KEY``. A bad value stops the server before it binds, naming the variable.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class LlmProviderName(StrEnum):
+    """Which model answers Phase 2."""
+
+    OFFLINE = "offline"
+    ANTHROPIC = "anthropic"
+    SCRIPTED = "scripted"
+
+
+class LogLevel(StrEnum):
+    """Log threshold."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """Split ``host:port`` (``[v6]:port`` for IPv6); raise ValueError when malformed."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"expected host:port, got {address!r}")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range in {address!r}")
+    return host.strip("[]"), port
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost and the loopback ranges (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class Settings(BaseSettings):
+    """The server's settings. See the configuration table in README.md."""
+
+    model_config = SettingsConfigDict(env_prefix="WM_", extra="ignore", case_sensitive=False)
+
+    address: str = "127.0.0.1:50051"
+    data_dir: Path = Path("./var")
+    database_url: str | None = None
+    llm_provider: LlmProviderName | None = None
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY")
+    )
+    anthropic_model: str = "claude-haiku-4-5"
+    anthropic_max_tokens: Annotated[int, Field(ge=256, le=64_000)] = 8192
+    anthropic_timeout: Seconds = 120.0
+    anthropic_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    scripted_responses: Path | None = None
+    scripted_delay: Annotated[float, Field(ge=0)] = 0.0
+    metrics_address: str | None = None
+    log_level: LogLevel = LogLevel.INFO
+    max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    phase2_concurrency: Annotated[int, Field(ge=1, le=256)] = 4
+    phase2_max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
+    phase2_retry_base_delay: Annotated[float, Field(ge=0)] = 1.0
+    phase2_lease_seconds: Seconds = 60.0
+    heartbeat_seconds: Seconds = 10.0
+    shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 0.0
+    shutdown_grace_seconds: Annotated[float, Field(ge=0)] = 10.0
+    reflection: bool = True
+
+    @field_validator("address")
+    @classmethod
+    def _check_address(cls, value: str) -> str:
+        split_host_port(value)
+        return value
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _check_metrics_address(cls, value: str | None) -> str | None:
+        if value:
+            split_host_port(value)
+        return value or None
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("postgresql://", "postgres://", "sqlite:///")):
+            raise ValueError("expected postgresql://… or sqlite:///path")
+        return value or None
+
+    @property
+    def provider(self) -> LlmProviderName:
+        """The provider in force: explicit, else anthropic with a key, else offline."""
+        if self.llm_provider is not None:
+            return self.llm_provider
+        return LlmProviderName.ANTHROPIC if self.anthropic_api_key else LlmProviderName.OFFLINE
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite file used when no PostgreSQL URL is configured."""
+        if self.database_url and self.database_url.startswith("sqlite:///"):
+            return Path(self.database_url.removeprefix("sqlite:///"))
+        return self.data_dir / "wm.sqlite3"
+
+
+class ConfigurationError(Exception):
+    """A setting has a bad value; the message names the environment variable."""
+
+
+def load_settings() -> Settings:
+    """Read the environment, turning validation errors into messages that name variables."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "?"
+            name = "ANTHROPIC_API_KEY" if field == "ANTHROPIC_API_KEY" else f"WM_{field.upper()}"
+            lines.append(f"{name}: {error['msg']}")
+        raise ConfigurationError("invalid configuration: " + "; ".join(lines)) from None

@@ -1,0 +1,91 @@
+"""Errors of the service layer, free of gRPC: the API edge maps them to canonical codes.
+
+Each carries a machine-readable ``reason`` (google.rpc.ErrorInfo) and the metadata that
+explains it, so that clients in any language can act on an error without parsing its text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One bad field of a request (google.rpc.BadRequest.FieldViolation)."""
+
+    field: str
+    description: str
+    reason: str = "INVALID_VALUE"
+
+
+class ServiceError(Exception):
+    """Base of every error the API reports with a canonical status code."""
+
+    code_name = "INTERNAL"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        metadata: dict[str, str] | None = None,
+        violations: list[FieldViolation] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.metadata = metadata or {}
+        self.violations = violations or []
+
+
+class InvalidArgument(ServiceError):
+    """The request is malformed; nothing was changed."""
+
+    code_name = "INVALID_ARGUMENT"
+
+    def __init__(self, violations: list[FieldViolation], message: str | None = None) -> None:
+        summary = message or "; ".join(f"{v.field}: {v.description}" for v in violations)
+        super().__init__(summary, reason="INVALID_REQUEST", violations=violations)
+
+
+def invalid(field: str, description: str, reason: str = "INVALID_VALUE") -> InvalidArgument:
+    """Shorthand for a single-field InvalidArgument."""
+    return InvalidArgument([FieldViolation(field, description, reason)])
+
+
+class NotFound(ServiceError):
+    """The resource does not exist for this caller."""
+
+    code_name = "NOT_FOUND"
+
+
+class AlreadyExists(ServiceError):
+    """A resource with that id exists already."""
+
+    code_name = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(ServiceError):
+    """The resource is not in a state that allows the request."""
+
+    code_name = "FAILED_PRECONDITION"
+
+
+class Aborted(ServiceError):
+    """A concurrency conflict (e.g. an expected version did not match); retry higher up."""
+
+    code_name = "ABORTED"
+
+
+class Unavailable(ServiceError):
+    """Temporarily unable to serve (shutting down, store busy); safe to retry."""
+
+    code_name = "UNAVAILABLE"
+
+
+def session_not_found(session_id: str) -> NotFound:
+    return NotFound(
+        f"session {session_id!r} not found",
+        reason="SESSION_NOT_FOUND",
+        metadata={"session_id": session_id},
+    )

@@ -1,0 +1,42 @@
+"""A real server on a loopback port with a real SQLite file, and real gRPC clients."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.app import Application, start_application
+from wm_server.config import Settings
+
+
+def make_settings(data_dir: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "address": "127.0.0.1:0",
+        "data_dir": data_dir,
+        "llm_provider": "offline",
+        "shutdown_grace_seconds": 1.0,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[Application]:
+    application = await start_application(make_settings(tmp_path))
+    yield application
+    await application.stop(grace=0.5)
+
+
+@pytest.fixture
+async def channel(app: Application) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(app.address) as ch:
+        yield ch
+
+
+@pytest.fixture
+def stub(channel: grpc.aio.Channel) -> service_grpc.WorkingMemoryServiceStub:
+    return service_grpc.WorkingMemoryServiceStub(channel)

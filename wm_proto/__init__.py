@@ -1,0 +1,1 @@
+"""Generated stubs of the Working Memory Service contract."""
