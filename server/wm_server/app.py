@@ -16,6 +16,9 @@ from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.config import Settings, split_host_port
+from wm_server.services.sessions import SessionService
+from wm_server.storage.port import Store
+from wm_server.storage.sqlite import SqliteStore
 
 log = structlog.get_logger("wm_server")
 
@@ -45,6 +48,7 @@ class Application:
     server: grpc.aio.Server
     health: health.aio.HealthServicer
     port: int
+    store: Store
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -61,16 +65,32 @@ class Application:
         if self.settings.shutdown_drain_seconds:
             await asyncio.sleep(self.settings.shutdown_drain_seconds)
         await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
+        await self.store.close()
         log.info("server_stopped")
+
+
+def build_store(settings: Settings) -> Store:
+    """SQLite by default; PostgreSQL when WM_DATABASE_URL says so."""
+    if settings.database_url and settings.database_url.startswith(("postgresql://", "postgres://")):
+        from wm_server.config import ConfigurationError
+
+        raise ConfigurationError("WM_DATABASE_URL: the PostgreSQL engine is not available yet")
+    return SqliteStore(settings.sqlite_path)
 
 
 async def start_application(settings: Settings) -> Application:
     """Build and start everything; the returned application is serving."""
+    store = build_store(settings)
+    await store.open()
+    sessions = SessionService(store)
+    servicer = WorkingMemoryServicer(
+        sessions=sessions, max_message_bytes=settings.max_message_bytes
+    )
     server = grpc.aio.server(
         options=server_options(settings),
         maximum_concurrent_rpcs=1024,
     )
-    service_grpc.add_WorkingMemoryServiceServicer_to_server(WorkingMemoryServicer(), server)
+    service_grpc.add_WorkingMemoryServiceServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if settings.reflection:
@@ -81,7 +101,9 @@ async def start_application(settings: Settings) -> Application:
     await server.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    app = Application(settings=settings, server=server, health=health_servicer, port=port)
+    app = Application(
+        settings=settings, server=server, health=health_servicer, port=port, store=store
+    )
     log.info("server_started", address=app.address, provider=settings.provider.value)
     return app
 

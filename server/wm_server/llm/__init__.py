@@ -1,0 +1,1 @@
+"""Language-model providers for Phase 2 and the recovery chain around them."""

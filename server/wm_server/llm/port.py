@@ -1,0 +1,111 @@
+"""The port Phase 2 uses to talk to a language model.
+
+A provider makes one model call and hands back the raw tool arguments; deciding what they
+mean (schema validation, salvage, repair, fallback to creation) is the recovery chain's job,
+so that every provider, real or scripted, goes through the same checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from wm_core.messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens of one or more model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    llm_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.llm_calls + other.llm_calls,
+        )
+
+
+class Purpose(StrEnum):
+    """Which step of the recovery chain a call serves."""
+
+    UPDATE = "update"
+    REPAIR = "repair"
+    CREATE = "create"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What one model call produced.
+
+    ``tool_input`` is the forced tool call's input as the model sent it: a dict when the
+    transport decoded it, a string when only raw text is available (a broken or truncated
+    call), None when the model answered without a tool call. ``text`` is any plain text.
+    """
+
+    tool_input: dict[str, Any] | str | None
+    stop_reason: str
+    usage: Usage
+    text: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRequest:
+    """Ask for per-section ops on an existing working memory."""
+
+    previous_document: str
+    messages: Sequence[Message]
+    reminders: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRequest:
+    """Ask again after an unusable update answer, showing the model what was wrong."""
+
+    update: UpdateRequest
+    previous_reply: ModelReply
+    errors: Sequence[str] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    """Ask for a whole working memory from messages (first one, legacy upgrade, fallback)."""
+
+    messages: Sequence[Message]
+    context_document: str | None = None
+
+
+class LlmError(Exception):
+    """A model call failed. ``retryable`` tells Phase 2 whether trying again can help."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class LlmProvider(Protocol):
+    """One model behind the three calls of the recovery chain."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    async def update(self, request: UpdateRequest) -> ModelReply: ...
+
+    async def repair(self, request: RepairRequest) -> ModelReply: ...
+
+    async def create(self, request: CreateRequest) -> ModelReply: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,40 @@
+"""Rules for identifiers and request-level values, shared by every service."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from wm_server.errors import invalid
+
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
+MESSAGE_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+MAX_REQUEST_ID = 128
+MAX_KEEP_RECENT = 10_000
+MAX_BATCH = 1000
+
+
+def session_id(value: str, field: str = "session_id") -> str:
+    if not value:
+        raise invalid(field, "required", "REQUIRED")
+    if not SESSION_ID_PATTERN.fullmatch(value):
+        raise invalid(field, "must be 1-128 characters of [A-Za-z0-9._-]", "INVALID_FORMAT")
+    return value
+
+
+def request_id(value: str) -> str | None:
+    if len(value) > MAX_REQUEST_ID:
+        raise invalid("request_id", f"at most {MAX_REQUEST_ID} characters")
+    return value or None
+
+
+def new_session_id() -> str:
+    return f"s-{uuid.uuid4().hex}"
+
+
+def new_message_id() -> str:
+    return f"m-{uuid.uuid4().hex}"
+
+
+def new_commit_id() -> str:
+    return f"c-{uuid.uuid4().hex}"

@@ -1,0 +1,1 @@
+"""Persistence: the storage port and its engines (SQLite embedded, PostgreSQL for replicas)."""

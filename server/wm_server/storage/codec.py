@@ -1,0 +1,52 @@
+"""How messages are kept in a row: parts as compact JSON, shared by both engines."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from wm_core.messages import Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
+
+
+def parts_to_json(parts: tuple[Part, ...]) -> str:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append({"t": part.text})
+        elif isinstance(part, ToolUsePart):
+            out.append({"u": part.id, "n": part.name, "i": part.input_json})
+        else:
+            item: dict[str, Any] = {"r": part.tool_use_id, "c": part.content}
+            if part.is_error:
+                item["e"] = 1
+            out.append(item)
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def parts_from_json(text: str) -> tuple[Part, ...]:
+    parts: list[Part] = []
+    for item in json.loads(text):
+        if "t" in item:
+            parts.append(TextPart(item["t"]))
+        elif "u" in item:
+            parts.append(ToolUsePart(item["u"], item["n"], item["i"]))
+        else:
+            parts.append(ToolResultPart(item["r"], item["c"], bool(item.get("e"))))
+    return tuple(parts)
+
+
+def message_from_row(message_id: str, role: str, parts_json: str, tokens: int) -> Message:
+    return Message(message_id, Role(role), parts_from_json(parts_json), tokens)
+
+
+def searchable_text(message: Message) -> list[str]:
+    """The content a search looks at: text, tool names and inputs, tool outputs."""
+    out: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            out.append(part.text)
+        elif isinstance(part, ToolUsePart):
+            out.append(f"{part.name} {part.input_json}")
+        else:
+            out.append(part.content)
+    return out

@@ -1,0 +1,166 @@
+"""What the store returns: plain immutable records, independent of the engine and of gRPC."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from wm_core.messages import Message
+
+
+class CommitState(StrEnum):
+    """Lifecycle of a commit (mirrors wm.v1.CommitState)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (CommitState.COMPLETED, CommitState.FAILED, CommitState.SKIPPED)
+
+
+class SkipReason(StrEnum):
+    """Why a commit archived nothing."""
+
+    NO_MESSAGES = "no_messages"
+    WITHIN_KEEP_WINDOW = "within_keep_window"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    tenant: str
+    session_id: str
+    create_time: float
+    update_time: float
+    message_count: int
+    total_message_count: int
+    pending_tokens: int
+    live_tokens: int
+    keep_recent_count: int
+    archive_count: int
+    wm_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message with its place in the session and, once archived, its archive number."""
+
+    position: int
+    message: Message
+    create_time: float
+    archive_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    session: SessionRecord
+    added_ids: tuple[str, ...]
+    duplicate_ids: tuple[str, ...]
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """A commit and, when it archived messages, its archive."""
+
+    commit_id: str
+    tenant: str
+    session_id: str
+    state: CommitState
+    keep_recent_count: int
+    archive_seq: int | None
+    archived_message_count: int
+    kept_message_count: int
+    archived_tokens: int
+    skip_reason: SkipReason | None
+    request_id: str | None
+    attempt_count: int
+    error_reason: str | None
+    error_message: str | None
+    covered_by_seq: int | None
+    abstract: str
+    wm_version: int
+    usage_json: str
+    decisions_json: str
+    last_sequence: int
+    create_time: float
+    complete_time: float | None
+
+    @property
+    def archive_id(self) -> str:
+        return archive_name(self.archive_seq) if self.archive_seq is not None else ""
+
+
+def archive_name(seq: int) -> str:
+    """archive_001 … archive_999, archive_1000 …: zero-padded to three digits, growing."""
+    return f"archive_{seq:03d}"
+
+
+@dataclass(frozen=True, slots=True)
+class Phase1Result:
+    commit: CommitRecord
+    created: bool  # False when the request id matched an earlier commit
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    commit_id: str
+    sequence: int
+    payload: bytes
+    terminal: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingMemoryRecord:
+    tenant: str
+    session_id: str
+    version: int
+    document: str
+    archive_seq: int | None
+    commit_id: str | None
+    estimated_tokens: int
+    create_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A Phase 2 job this worker holds the lease of."""
+
+    commit_id: str
+    tenant: str
+    session_id: str
+    archive_seq: int
+    attempts: int
+    lease_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Phase2Input:
+    """What Phase 2 of one archive reads: the previous WM and the messages to cover."""
+
+    previous: WorkingMemoryRecord | None
+    messages: tuple[Message, ...]
+    covered_seqs: tuple[int, ...]  # the archive itself plus earlier failed, uncovered ones
+
+
+@dataclass(frozen=True, slots=True)
+class SearchMatch:
+    session_id: str
+    archive_seq: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Phase2Completion:
+    """Everything Phase 2 stores at the end, in one transaction."""
+
+    document: str
+    estimated_tokens: int
+    abstract: str
+    decisions_json: str
+    usage_json: str
+    covered_seqs: tuple[int, ...]
+    events: tuple[tuple[int, bytes, bool], ...] = field(default=())

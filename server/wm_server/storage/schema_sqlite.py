@@ -1,0 +1,123 @@
+"""Versioned schema of the SQLite engine. Append new migrations; never edit an applied one."""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (
+        1,
+        """
+        CREATE TABLE sessions (
+            sid INTEGER PRIMARY KEY AUTOINCREMENT,
+            tenant TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            create_time REAL NOT NULL,
+            update_time REAL NOT NULL,
+            message_count INTEGER NOT NULL DEFAULT 0,
+            total_message_count INTEGER NOT NULL DEFAULT 0,
+            first_live_position INTEGER NOT NULL DEFAULT 1,
+            next_position INTEGER NOT NULL DEFAULT 1,
+            live_tokens INTEGER NOT NULL DEFAULT 0,
+            pending_tokens INTEGER NOT NULL DEFAULT 0,
+            keep_recent_count INTEGER NOT NULL DEFAULT 0,
+            archive_count INTEGER NOT NULL DEFAULT 0,
+            wm_version INTEGER NOT NULL DEFAULT 0,
+            create_request_id TEXT,
+            UNIQUE (tenant, session_id)
+        );
+        CREATE TABLE messages (
+            sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            message_id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            parts_json TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            create_time REAL NOT NULL,
+            result_ids TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (sid, position)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX messages_by_id ON messages (sid, message_id);
+        CREATE TABLE tool_calls (
+            sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            tool_use_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            PRIMARY KEY (sid, tool_use_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE commits (
+            commit_id TEXT PRIMARY KEY,
+            sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            state TEXT NOT NULL,
+            keep_recent_count INTEGER NOT NULL,
+            archive_seq INTEGER,
+            archived_message_count INTEGER NOT NULL DEFAULT 0,
+            kept_message_count INTEGER NOT NULL DEFAULT 0,
+            archived_tokens INTEGER NOT NULL DEFAULT 0,
+            skip_reason TEXT,
+            request_id TEXT,
+            attempt_count INTEGER NOT NULL DEFAULT 0,
+            error_reason TEXT,
+            error_message TEXT,
+            covered_by_seq INTEGER,
+            wm_version INTEGER NOT NULL DEFAULT 0,
+            usage_json TEXT NOT NULL DEFAULT '{}',
+            decisions_json TEXT NOT NULL DEFAULT '[]',
+            last_sequence INTEGER NOT NULL DEFAULT 0,
+            create_time REAL NOT NULL,
+            complete_time REAL
+        );
+        CREATE UNIQUE INDEX commits_by_request ON commits (sid, request_id);
+        CREATE UNIQUE INDEX commits_by_archive ON commits (sid, archive_seq);
+        CREATE INDEX commits_by_session ON commits (sid, create_time);
+        CREATE TABLE archives (
+            sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            commit_id TEXT NOT NULL,
+            message_count INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            first_position INTEGER NOT NULL,
+            last_position INTEGER NOT NULL,
+            abstract TEXT NOT NULL DEFAULT '',
+            create_time REAL NOT NULL,
+            PRIMARY KEY (sid, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE commit_events (
+            commit_id TEXT NOT NULL REFERENCES commits(commit_id) ON DELETE CASCADE,
+            sequence INTEGER NOT NULL,
+            terminal INTEGER NOT NULL,
+            payload BLOB NOT NULL,
+            PRIMARY KEY (commit_id, sequence)
+        ) WITHOUT ROWID;
+        CREATE TABLE phase2_jobs (
+            commit_id TEXT PRIMARY KEY REFERENCES commits(commit_id) ON DELETE CASCADE,
+            sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            not_before REAL NOT NULL,
+            lease_token TEXT,
+            lease_expires REAL,
+            create_time REAL NOT NULL
+        );
+        CREATE INDEX phase2_jobs_open ON phase2_jobs (state, not_before);
+        CREATE INDEX phase2_jobs_by_session ON phase2_jobs (sid, seq);
+        CREATE TABLE working_memories (
+            sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            version INTEGER NOT NULL,
+            document TEXT NOT NULL,
+            archive_seq INTEGER,
+            covered_seq INTEGER NOT NULL DEFAULT 0,
+            commit_id TEXT,
+            estimated_tokens INTEGER NOT NULL,
+            create_time REAL NOT NULL,
+            PRIMARY KEY (sid, version)
+        ) WITHOUT ROWID;
+        CREATE TABLE idempotency (
+            tenant TEXT NOT NULL,
+            method TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            result_json TEXT NOT NULL,
+            create_time REAL NOT NULL,
+            PRIMARY KEY (tenant, method, request_id)
+        ) WITHOUT ROWID;
+        """,
+    ),
+)

@@ -1,0 +1,87 @@
+"""Run the real server as a child process (``python -m wm_server``), for kill and restart tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """A ``wm-server`` child on a fixed loopback port, with its log captured to a file."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, **env: str) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.env = env
+        self.log_path = data_dir / f"server-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 20.0) -> ServerProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("WM_", "ANTHROPIC_"))}
+        env.update(
+            WM_ADDRESS=self.address,
+            WM_DATA_DIR=str(self.data_dir),
+            WM_LLM_PROVIDER="offline",
+            WM_SHUTDOWN_GRACE_SECONDS="2",
+        )
+        env.update(self.env)
+        before = self._started_count()
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wm_server"], env=env, stdout=log, stderr=log
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log_path.read_text()}")
+            if self._started_count() > before:
+                return self
+            time.sleep(0.05)
+        raise TimeoutError(f"server did not start:\n{self.log_path.read_text()}")
+
+    def _started_count(self) -> int:
+        return sum(1 for e in self.log_events() if e.get("event") == "server_started")
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+    def log_events(self) -> list[dict[str, object]]:
+        events: list[dict[str, object]] = []
+        if not self.log_path.exists():
+            return events
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                events.append(value)
+        return events
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait: the graceful path."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
