@@ -16,7 +16,15 @@ from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.config import Settings, split_host_port
+from wm_server.llm.factory import build_provider
+from wm_server.llm.port import LlmProvider
+from wm_server.phase2.worker import Phase2Worker, WorkerSettings
+from wm_server.services.archives import ArchiveService
+from wm_server.services.commits import CommitService
+from wm_server.services.context import ContextService
+from wm_server.services.event_bus import EventBus
 from wm_server.services.sessions import SessionService
+from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.port import Store
 from wm_server.storage.sqlite import SqliteStore
 
@@ -49,6 +57,8 @@ class Application:
     health: health.aio.HealthServicer
     port: int
     store: Store
+    worker: Phase2Worker
+    provider: LlmProvider
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -64,7 +74,9 @@ class Application:
         await self.health.enter_graceful_shutdown()
         if self.settings.shutdown_drain_seconds:
             await asyncio.sleep(self.settings.shutdown_drain_seconds)
+        await self.worker.stop()
         await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
+        await self.provider.aclose()
         await self.store.close()
         log.info("server_stopped")
 
@@ -78,13 +90,35 @@ def build_store(settings: Settings) -> Store:
     return SqliteStore(settings.sqlite_path)
 
 
-async def start_application(settings: Settings) -> Application:
-    """Build and start everything; the returned application is serving."""
+async def start_application(
+    settings: Settings, *, provider: LlmProvider | None = None
+) -> Application:
+    """Build and start everything; the returned application is serving. ``provider``
+    replaces the configured model (tests drive Phase 2 with prepared answers this way)."""
     store = build_store(settings)
     await store.open()
-    sessions = SessionService(store)
+    provider = provider or build_provider(settings)
+    bus = EventBus()
+    worker = Phase2Worker(
+        store,
+        provider,
+        bus,
+        WorkerSettings(
+            concurrency=settings.phase2_concurrency,
+            max_attempts=settings.phase2_max_attempts,
+            retry_base_delay=settings.phase2_retry_base_delay,
+            lease_seconds=settings.phase2_lease_seconds,
+        ),
+    )
     servicer = WorkingMemoryServicer(
-        sessions=sessions, max_message_bytes=settings.max_message_bytes
+        sessions=SessionService(store),
+        commits=CommitService(
+            store, bus, heartbeat_seconds=settings.heartbeat_seconds, on_enqueued=worker.wake
+        ),
+        memory=WorkingMemoryService(store),
+        archives=ArchiveService(store),
+        context=ContextService(store),
+        max_message_bytes=settings.max_message_bytes,
     )
     server = grpc.aio.server(
         options=server_options(settings),
@@ -99,10 +133,17 @@ async def start_application(settings: Settings) -> Application:
         )
     port = server.add_insecure_port(settings.address)
     await server.start()
+    await worker.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     app = Application(
-        settings=settings, server=server, health=health_servicer, port=port, store=store
+        settings=settings,
+        server=server,
+        health=health_servicer,
+        port=port,
+        store=store,
+        worker=worker,
+        provider=provider,
     )
     log.info("server_started", address=app.address, provider=settings.provider.value)
     return app

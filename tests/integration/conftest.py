@@ -8,6 +8,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from support.providers import ProgrammableProvider
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.app import Application, start_application
 from wm_server.config import Settings
@@ -25,8 +26,16 @@ def make_settings(data_dir: Path, **overrides: object) -> Settings:
 
 
 @pytest.fixture
-async def app(tmp_path: Path) -> AsyncIterator[Application]:
-    application = await start_application(make_settings(tmp_path))
+def provider() -> ProgrammableProvider:
+    return ProgrammableProvider()
+
+
+@pytest.fixture
+async def app(tmp_path: Path, provider: ProgrammableProvider) -> AsyncIterator[Application]:
+    application = await start_application(
+        make_settings(tmp_path, phase2_retry_base_delay=0.05, heartbeat_seconds=0.5),
+        provider=provider,
+    )
     yield application
     await application.stop(grace=0.5)
 

@@ -83,7 +83,9 @@ async def test_list_sessions_pages_newest_first(stub: Stub) -> None:
 
 async def test_delete_removes_the_session_and_is_idempotent_by_request_id(stub: Stub) -> None:
     await stub.AddMessages(
-        api.AddMessagesRequest(session_id="d", messages=[b.user("x")], create_session_if_missing=True)
+        api.AddMessagesRequest(
+            session_id="d", messages=[b.user("x")], create_session_if_missing=True
+        )
     )
     await stub.DeleteSession(api.DeleteSessionRequest(session_id="d", request_id="del-1"))
     await stub.DeleteSession(api.DeleteSessionRequest(session_id="d", request_id="del-1"))
@@ -176,7 +178,9 @@ async def test_batch_size_limits(stub: Stub) -> None:
     error = await _error(stub.AddMessages(api.AddMessagesRequest(session_id="lim")))
     assert details(error)[1] == ["messages"]
     too_many = [b.user(str(i)) for i in range(1001)]
-    error = await _error(stub.AddMessages(api.AddMessagesRequest(session_id="lim", messages=too_many)))
+    error = await _error(
+        stub.AddMessages(api.AddMessagesRequest(session_id="lim", messages=too_many))
+    )
     assert details(error)[1] == ["messages"]
     ok = await stub.AddMessages(api.AddMessagesRequest(session_id="lim", messages=too_many[:1000]))
     assert ok.message_count == 1000

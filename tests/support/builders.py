@@ -28,11 +28,17 @@ def tool_call(call_id: str, name: str, args: dict[str, Any], message_id: str = "
     )
 
 
-def tool_result(call_id: str, output: str, is_error: bool = False, message_id: str = "") -> pb.Message:
+def tool_result(
+    call_id: str, output: str, is_error: bool = False, message_id: str = ""
+) -> pb.Message:
     return pb.Message(
         id=message_id,
         role=pb.ROLE_USER,
-        parts=[pb.Part(tool_result=pb.ToolResult(tool_use_id=call_id, content=output, is_error=is_error))],
+        parts=[
+            pb.Part(
+                tool_result=pb.ToolResult(tool_use_id=call_id, content=output, is_error=is_error)
+            )
+        ],
     )
 
 

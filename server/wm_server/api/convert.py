@@ -11,8 +11,17 @@ import json
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from wm_core.sections import SECTIONS
-from wm_core.messages import Message, Part, Role, TextPart, ToolResultPart, ToolUsePart, message_tokens
+from wm_core import SECTIONS, estimate_tokens, parse_document
+from wm_core.messages import (
+    Message,
+    Part,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    message_tokens,
+)
+from wm_core.ops import SectionOp
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.errors import FieldViolation, InvalidArgument
 from wm_server.services.validation import MAX_BATCH, MESSAGE_ID_PATTERN
@@ -23,6 +32,7 @@ from wm_server.storage.records import (
     SkipReason,
     StoredMessage,
     WorkingMemoryRecord,
+    archive_name,
 )
 
 MAX_PARTS = 256
@@ -59,7 +69,9 @@ def messages_in(messages: list[pb.Message], max_bytes: int) -> list[Message]:
     """Validate and convert a batch; raise InvalidArgument listing every violation."""
     violations: list[FieldViolation] = []
     if not messages:
-        violations.append(FieldViolation("messages", "at least one message is required", "REQUIRED"))
+        violations.append(
+            FieldViolation("messages", "at least one message is required", "REQUIRED")
+        )
     elif len(messages) > MAX_BATCH:
         violations.append(
             FieldViolation("messages", f"at most {MAX_BATCH} messages per call", "TOO_MANY")
@@ -82,7 +94,9 @@ def _message_in(
     before = len(violations)
     if message.id and not MESSAGE_ID_PATTERN.fullmatch(message.id):
         violations.append(
-            FieldViolation(f"{path}.id", "must be 1-128 characters of [A-Za-z0-9._:-]", "INVALID_FORMAT")
+            FieldViolation(
+                f"{path}.id", "must be 1-128 characters of [A-Za-z0-9._:-]", "INVALID_FORMAT"
+            )
         )
     role = _ROLE_IN.get(message.role)
     if role is None:
@@ -90,7 +104,9 @@ def _message_in(
             FieldViolation(f"{path}.role", f"unknown role {message.role}", "INVALID_ENUM")
         )
     if not message.parts:
-        violations.append(FieldViolation(f"{path}.parts", "at least one part is required", "REQUIRED"))
+        violations.append(
+            FieldViolation(f"{path}.parts", "at least one part is required", "REQUIRED")
+        )
     elif len(message.parts) > MAX_PARTS:
         violations.append(FieldViolation(f"{path}.parts", f"at most {MAX_PARTS} parts", "TOO_MANY"))
     parts: list[Part] = []
@@ -104,9 +120,13 @@ def _message_in(
         elif kind == "tool_use":
             use = part.tool_use
             if not use.id:
-                violations.append(FieldViolation(f"{part_path}.tool_use.id", "required", "REQUIRED"))
+                violations.append(
+                    FieldViolation(f"{part_path}.tool_use.id", "required", "REQUIRED")
+                )
             if not use.name:
-                violations.append(FieldViolation(f"{part_path}.tool_use.name", "required", "REQUIRED"))
+                violations.append(
+                    FieldViolation(f"{part_path}.tool_use.name", "required", "REQUIRED")
+                )
             input_json = use.input_json or "{}"
             try:
                 decoded = json.loads(input_json)
@@ -130,7 +150,9 @@ def _message_in(
             size += len(result.tool_use_id) + len(result.content.encode())
         else:
             violations.append(
-                FieldViolation(part_path, "one of text, tool_use or tool_result is required", "REQUIRED")
+                FieldViolation(
+                    part_path, "one of text, tool_use or tool_result is required", "REQUIRED"
+                )
             )
     if size > max_bytes:
         violations.append(
@@ -200,9 +222,7 @@ def skip_out(reason: SkipReason | None) -> int:
     return _SKIP_OUT[reason] if reason else pb.SKIP_REASON_UNSPECIFIED
 
 
-def working_memory_out(record: WorkingMemoryRecord, parse: object = None) -> pb.WorkingMemory:
-    from wm_core import estimate_tokens, parse_document
-
+def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
     bodies = parse_document(record.document)
     return pb.WorkingMemory(
         session_id=record.session_id,
@@ -211,7 +231,9 @@ def working_memory_out(record: WorkingMemoryRecord, parse: object = None) -> pb.
         document=record.document,
         sections=[
             pb.SectionBody(
-                name=name, body=bodies.get(name, ""), estimated_tokens=estimate_tokens(bodies.get(name, ""))
+                name=name,
+                body=bodies.get(name, ""),
+                estimated_tokens=estimate_tokens(bodies.get(name, "")),
             )
             for name in SECTIONS
         ],
@@ -221,8 +243,6 @@ def working_memory_out(record: WorkingMemoryRecord, parse: object = None) -> pb.
 
 
 def archive_id(seq: int | None) -> str:
-    from wm_server.storage.records import archive_name
-
     return archive_name(seq) if seq else ""
 
 
@@ -244,3 +264,62 @@ def commit_summary_out(record: CommitRecord) -> pb.Commit:
         create_time=timestamp(record.create_time),
         complete_time=timestamp(record.complete_time),
     )
+
+
+def ops_in(ops: list[pb.SectionOp]) -> dict[str, SectionOp]:
+    """Client ops by section; unknown or repeated sections are field violations."""
+    violations: list[FieldViolation] = []
+    out: dict[str, SectionOp] = {}
+    for index, op in enumerate(ops):
+        path = f"ops[{index}]"
+        if op.section not in SECTIONS:
+            violations.append(
+                FieldViolation(
+                    f"{path}.section", f"must be one of {', '.join(SECTIONS)}", "UNKNOWN_SECTION"
+                )
+            )
+            continue
+        if op.section in out:
+            violations.append(FieldViolation(f"{path}.section", "section given twice", "DUPLICATE"))
+            continue
+        if op.kind == pb.SECTION_OP_KIND_UPDATE:
+            out[op.section] = SectionOp.update(op.content)
+        elif op.kind == pb.SECTION_OP_KIND_APPEND:
+            if not op.items:
+                violations.append(FieldViolation(f"{path}.items", "APPEND needs items", "REQUIRED"))
+                continue
+            out[op.section] = SectionOp.append(op.items)
+        elif op.kind in (pb.SECTION_OP_KIND_KEEP, pb.SECTION_OP_KIND_UNSPECIFIED):
+            out[op.section] = SectionOp.keep()
+        else:
+            violations.append(
+                FieldViolation(f"{path}.kind", f"unknown kind {op.kind}", "INVALID_ENUM")
+            )
+    if violations:
+        raise InvalidArgument(violations)
+    for section in SECTIONS:
+        out.setdefault(section, SectionOp.keep())
+    return out
+
+
+def archive_out(record: CommitRecord) -> pb.Archive:
+    """An archive without its messages (GetArchive adds them)."""
+    from wm_server.services.events import commit_out
+
+    commit = commit_out(record)
+    archive = pb.Archive(
+        archive_id=record.archive_id,
+        session_id=record.session_id,
+        commit_id=record.commit_id,
+        state=state_out(record.state),
+        abstract=record.abstract,
+        message_count=record.archived_message_count,
+        estimated_tokens=record.archived_tokens,
+        decisions=commit.decisions,
+        token_usage=commit.token_usage,
+        create_time=timestamp(record.create_time),
+        covered_by_archive_id=archive_id(record.covered_by_seq),
+    )
+    if commit.HasField("error"):
+        archive.error.CopyFrom(commit.error)
+    return archive

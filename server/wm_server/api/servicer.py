@@ -17,7 +17,13 @@ from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api import convert
 from wm_server.api.handlers import server_stream, unary
+from wm_server.services import events, validation
+from wm_server.services.archives import ArchiveService
+from wm_server.services.assembly import anthropic_json
+from wm_server.services.commits import CommitService
+from wm_server.services.context import ContextService, as_json, openai_shape, tool_definitions
 from wm_server.services.sessions import SessionService
+from wm_server.services.working_memory import WorkingMemoryService
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -25,13 +31,28 @@ Context = grpc.aio.ServicerContext[Any, Any]
 class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     """wm.v1.WorkingMemoryService."""
 
-    def __init__(self, *, sessions: SessionService, max_message_bytes: int) -> None:
+    def __init__(
+        self,
+        *,
+        sessions: SessionService,
+        commits: CommitService,
+        memory: WorkingMemoryService,
+        archives: ArchiveService,
+        context: ContextService,
+        max_message_bytes: int,
+    ) -> None:
+        self._archives = archives
+        self._context = context
         self._sessions = sessions
+        self._commits = commits
+        self._memory = memory
         self._max_message_bytes = max_message_bytes
 
     # --- sessions --------------------------------------------------------------------------
     @unary
-    async def CreateSession(self, request: api.CreateSessionRequest, context: Context) -> pb.Session:
+    async def CreateSession(
+        self, request: api.CreateSessionRequest, context: Context
+    ) -> pb.Session:
         record, _ = await self._sessions.create(request.session_id, request.request_id)
         return convert.session_out(record)
 
@@ -59,8 +80,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def AddMessages(
         self, request: api.AddMessagesRequest, context: Context
     ) -> api.AddMessagesResponse:
-        from wm_server.services import validation
-
         validation.session_id(request.session_id)
         messages = convert.messages_in(list(request.messages), self._max_message_bytes)
         result = await self._sessions.add_messages(
@@ -78,5 +97,164 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             session_created=result.created,
         )
 
+    # --- commits ---------------------------------------------------------------------------
+    @server_stream
+    async def Commit(
+        self, request: api.CommitRequest, context: Context
+    ) -> AsyncIterator[pb.CommitEvent]:
+        _, stream = await self._commits.commit(
+            request.session_id, request.keep_recent_count, request.request_id
+        )
+        async for payload in stream:
+            yield pb.CommitEvent.FromString(payload)
 
-__all__ = ["AsyncIterator", "WorkingMemoryServicer", "server_stream"]
+    @server_stream
+    async def Compact(
+        self, request: api.CompactRequest, context: Context
+    ) -> AsyncIterator[pb.CommitEvent]:
+        _, stream = await self._commits.commit(request.session_id, 0, request.request_id)
+        async for payload in stream:
+            yield pb.CommitEvent.FromString(payload)
+
+    @server_stream
+    async def WatchCommit(
+        self, request: api.WatchCommitRequest, context: Context
+    ) -> AsyncIterator[pb.CommitEvent]:
+        validation.session_id(request.session_id)
+        async for payload in self._commits.watch(
+            request.session_id, request.commit_id, request.after_sequence
+        ):
+            yield pb.CommitEvent.FromString(payload)
+
+    @unary
+    async def GetCommit(self, request: api.GetCommitRequest, context: Context) -> pb.Commit:
+        return events.commit_out(await self._commits.get(request.session_id, request.commit_id))
+
+    @unary
+    async def ListCommits(
+        self, request: api.ListCommitsRequest, context: Context
+    ) -> api.ListCommitsResponse:
+        records, token = await self._commits.list(
+            request.session_id, request.page_size, request.page_token
+        )
+        return api.ListCommitsResponse(
+            commits=[events.commit_out(r) for r in records], next_page_token=token
+        )
+
+    @unary
+    async def RetryCommit(self, request: api.RetryCommitRequest, context: Context) -> pb.Commit:
+        record = await self._commits.retry(
+            request.session_id, request.commit_id, request.request_id
+        )
+        return events.commit_out(record)
+
+    # --- working memory --------------------------------------------------------------------
+    @unary
+    async def GetWorkingMemory(
+        self, request: api.GetWorkingMemoryRequest, context: Context
+    ) -> pb.WorkingMemory:
+        return convert.working_memory_out(
+            await self._memory.get(request.session_id, request.version)
+        )
+
+    @unary
+    async def ApplyWorkingMemoryOps(
+        self, request: api.ApplyWorkingMemoryOpsRequest, context: Context
+    ) -> api.ApplyWorkingMemoryOpsResponse:
+        validation.session_id(request.session_id)
+        ops = convert.ops_in(list(request.ops))
+        record, decisions = await self._memory.apply(
+            request.session_id, ops, request.expected_version, request.request_id
+        )
+        return api.ApplyWorkingMemoryOpsResponse(
+            working_memory=convert.working_memory_out(record),
+            decisions=[events.decision_out(d.to_dict()) for d in decisions],
+        )
+
+    # --- archives --------------------------------------------------------------------------
+    @unary
+    async def ListArchives(
+        self, request: api.ListArchivesRequest, context: Context
+    ) -> api.ListArchivesResponse:
+        records, token = await self._archives.list(
+            request.session_id, request.page_size, request.page_token
+        )
+        return api.ListArchivesResponse(
+            archives=[convert.archive_out(r) for r in records], next_page_token=token
+        )
+
+    @unary
+    async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
+        record, messages, wm = await self._archives.get(request.session_id, request.archive_id)
+        archive = convert.archive_out(record)
+        archive.messages.extend(convert.message_out(m) for m in messages)
+        if wm is not None:
+            archive.working_memory.CopyFrom(convert.working_memory_out(wm))
+        return archive
+
+    @unary
+    async def SearchArchives(
+        self, request: api.SearchArchivesRequest, context: Context
+    ) -> api.SearchArchivesResponse:
+        hits, total = await self._context.search(
+            request.session_id,
+            request.query,
+            request.archive_id,
+            request.max_hits,
+            request.all_sessions,
+        )
+        return api.SearchArchivesResponse(
+            hits=[
+                api.SearchHit(
+                    session_id=match.session_id,
+                    archive_id=convert.archive_id(match.archive_seq),
+                    message_id=match.message.id,
+                    role=convert.role_out(match.message.role),
+                    snippet=text,
+                )
+                for match, text in hits
+            ],
+            total_matches=total,
+        )
+
+    # --- context ---------------------------------------------------------------------------
+    @unary
+    async def AssembleContext(
+        self, request: api.AssembleContextRequest, context: Context
+    ) -> api.AssembleContextResponse:
+        result, wm, uncovered = await self._context.assemble(
+            request.session_id, request.token_budget, request.system_prompt
+        )
+        return api.AssembleContextResponse(
+            system_prompt_addition=result.system_prompt_addition,
+            messages=[convert.message_out(m) for m in result.messages],
+            anthropic_messages_json=(
+                anthropic_json(result.messages) if request.include_anthropic_json else ""
+            ),
+            estimated_tokens=result.estimated_tokens,
+            reply_reserve_tokens=result.reply_reserve,
+            working_memory_version=wm.version if wm else 0,
+            working_memory_tokens=result.working_memory_tokens,
+            trimmed_items=result.trimmed_items,
+            uncovered_archive_ids=[convert.archive_id(s) for s in uncovered],
+            included_message_count=result.included_source_messages,
+            dropped_message_count=result.dropped_source_messages,
+        )
+
+    @unary
+    async def GetToolDefinitions(
+        self, request: api.GetToolDefinitionsRequest, context: Context
+    ) -> api.GetToolDefinitionsResponse:
+        tools = []
+        for tool in tool_definitions():
+            definition = api.ToolDefinition(
+                name=tool["name"],
+                description=tool["description"],
+                input_schema_json=as_json(tool["input_schema"]),
+            )
+            if request.format in (api.TOOL_FORMAT_UNSPECIFIED, api.TOOL_FORMAT_ANTHROPIC):
+                definition.anthropic_json = as_json(tool)
+            if request.format in (api.TOOL_FORMAT_UNSPECIFIED, api.TOOL_FORMAT_OPENAI):
+                definition.openai_json = as_json(openai_shape(tool))
+            tools.append(definition)
+        return api.GetToolDefinitionsResponse(tools=tools)

@@ -81,6 +81,7 @@ class CommitRecord:
     error_reason: str | None
     error_message: str | None
     covered_by_seq: int | None
+    covered_by_commit_id: str | None
     abstract: str
     wm_version: int
     usage_json: str

@@ -50,6 +50,7 @@ _COMMIT_COLUMNS = (
     "c.commit_id, s.tenant, s.session_id, c.state, c.keep_recent_count, c.archive_seq, "
     "c.archived_message_count, c.kept_message_count, c.archived_tokens, c.skip_reason, "
     "c.request_id, c.attempt_count, c.error_reason, c.error_message, c.covered_by_seq, "
+    "(SELECT x.commit_id FROM commits x WHERE x.sid = c.sid AND x.archive_seq = c.covered_by_seq), "
     "COALESCE(a.abstract, ''), c.wm_version, c.usage_json, c.decisions_json, c.last_sequence, "
     "c.create_time, c.complete_time"
 )
@@ -112,7 +113,9 @@ class SqliteStore(Store):
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=10000")
             conn.execute("PRAGMA cache_size=-65536")
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"
+            )
             applied = {v for (v,) in conn.execute("SELECT version FROM schema_migrations")}
             for version, sql in MIGRATIONS:
                 if version in applied:
@@ -151,7 +154,9 @@ class SqliteStore(Store):
 
     @staticmethod
     def _session_row(conn: sqlite3.Connection, sid: int) -> SessionRecord:
-        row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE sid = ?", (sid,)).fetchone()
+        row = conn.execute(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE sid = ?", (sid,)
+        ).fetchone()
         return _session(row)
 
     # --- sessions and messages -------------------------------------------------------------
@@ -376,7 +381,9 @@ class SqliteStore(Store):
     @staticmethod
     def _first_live(conn: sqlite3.Connection, sid: int) -> int:
         return int(
-            conn.execute("SELECT first_live_position FROM sessions WHERE sid = ?", (sid,)).fetchone()[0]
+            conn.execute(
+                "SELECT first_live_position FROM sessions WHERE sid = ?", (sid,)
+            ).fetchone()[0]
         )
 
     @staticmethod
@@ -667,7 +674,9 @@ class SqliteStore(Store):
                 " lease_token = NULL, lease_expires = NULL WHERE commit_id = ?",
                 (now, commit_id),
             )
-            self._insert_events(conn, commit_id, [(last_sequence + 1, event(last_sequence + 1), False)])
+            self._insert_events(
+                conn, commit_id, [(last_sequence + 1, event(last_sequence + 1), False)]
+            )
             return self._commit_row(conn, commit_id)
 
         return await self._run(tx)
@@ -778,7 +787,9 @@ class SqliteStore(Store):
         def tx(conn: sqlite3.Connection) -> tuple[CommitRecord, WorkingMemoryRecord] | None:
             self._hold(conn, job)
             sid = self._sid(conn, job.tenant, job.session_id)
-            current = conn.execute("SELECT wm_version FROM sessions WHERE sid = ?", (sid,)).fetchone()[0]
+            current = conn.execute(
+                "SELECT wm_version FROM sessions WHERE sid = ?", (sid,)
+            ).fetchone()[0]
             if current != expected_previous_version:
                 return None
             now = time.time()
@@ -892,7 +903,9 @@ class SqliteStore(Store):
 
         def tx(conn: sqlite3.Connection) -> tuple[WorkingMemoryRecord | None, int]:
             sid = self._sid(conn, tenant, session_id)
-            version = conn.execute("SELECT wm_version FROM sessions WHERE sid = ?", (sid,)).fetchone()[0]
+            version = conn.execute(
+                "SELECT wm_version FROM sessions WHERE sid = ?", (sid,)
+            ).fetchone()[0]
             wm = self._wm_row(conn, sid, tenant, session_id, version)
             if wm is None:
                 return None, 0
@@ -914,7 +927,9 @@ class SqliteStore(Store):
     ) -> WorkingMemoryRecord | None:
         def tx(conn: sqlite3.Connection) -> WorkingMemoryRecord | None:
             sid = self._sid(conn, tenant, session_id)
-            current = conn.execute("SELECT wm_version FROM sessions WHERE sid = ?", (sid,)).fetchone()[0]
+            current = conn.execute(
+                "SELECT wm_version FROM sessions WHERE sid = ?", (sid,)
+            ).fetchone()[0]
             if current != expected_version:
                 return None
             covered = 0
@@ -1058,4 +1073,3 @@ def _commit_not_found(session_id: str, commit_id: str) -> NotFound:
 
 def _with_id(message: Message, message_id: str) -> Message:
     return Message(message_id, message.role, message.parts, message.estimated_tokens)
-

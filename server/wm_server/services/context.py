@@ -1,0 +1,158 @@
+"""AssembleContext, archive search and the tool definitions a runtime registers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from wm_core import UPDATE_TOOL
+from wm_core.messages import Message
+from wm_server.errors import invalid
+from wm_server.services import validation
+from wm_server.services.archives import archive_seq
+from wm_server.services.assembly import AssembledContext, assemble
+from wm_server.storage.codec import searchable_text
+from wm_server.storage.port import Store
+from wm_server.storage.records import SearchMatch, WorkingMemoryRecord
+from wm_server.tenancy import current_tenant
+
+MAX_BUDGET = 10_000_000
+MAX_SYSTEM_PROMPT = 1024 * 1024
+DEFAULT_HITS = 12
+MAX_HITS = 50
+SNIPPET = 1500
+MAX_QUERY = 1000
+_JSON_ESCAPED = {'"', "\\"}
+
+
+class ContextService:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def assemble(
+        self, session_id: str, token_budget: int, system_prompt: str
+    ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int]]:
+        sid = validation.session_id(session_id)
+        if not 1 <= token_budget <= MAX_BUDGET:
+            raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
+        if len(system_prompt.encode()) > MAX_SYSTEM_PROMPT:
+            raise invalid("system_prompt", "at most 1 MiB", "TOO_LARGE")
+        tenant = current_tenant()
+        wm, covered = await self._store.latest_coverage(tenant, sid)
+        stored, uncovered = await self._store.uncovered_messages(tenant, sid, covered)
+        result = assemble(
+            token_budget, system_prompt, wm.document if wm else None, [s.message for s in stored]
+        )
+        return result, wm if result.working_memory_included else None, uncovered
+
+    async def search(
+        self,
+        session_id: str,
+        query: str,
+        archive_id: str,
+        max_hits: int,
+        all_sessions: bool,
+    ) -> tuple[list[tuple[SearchMatch, str]], int]:
+        needle = query.strip()
+        if not needle:
+            raise invalid("query", "required", "REQUIRED")
+        if len(needle) > MAX_QUERY:
+            raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
+        if max_hits < 0:
+            raise invalid("max_hits", "must not be negative", "OUT_OF_RANGE")
+        limit = min(max_hits or DEFAULT_HITS, MAX_HITS)
+        sid = None if all_sessions else validation.session_id(session_id)
+        seq = archive_seq(archive_id) if archive_id else None
+        folded = needle.casefold()
+
+        def matches(message: Message) -> bool:
+            return any(folded in chunk.casefold() for chunk in searchable_text(message))
+
+        prefilter = None
+        if needle.isascii() and not (_JSON_ESCAPED & set(needle)) and needle.isprintable():
+            prefilter = needle.lower()
+        found, total = await self._store.search_archives(
+            current_tenant(), sid, seq, matches, prefilter, limit
+        )
+        return [(m, snippet(m.message, folded)) for m in found], total
+
+
+def snippet(message: Message, folded: str) -> str:
+    """At most 1,500 characters of the first chunk that matches, centred on the match."""
+    for chunk in searchable_text(message):
+        at = chunk.casefold().find(folded)
+        if at < 0:
+            continue
+        if len(chunk) <= SNIPPET:
+            return chunk
+        start = max(0, min(at + len(folded) // 2 - SNIPPET // 2, len(chunk) - SNIPPET))
+        return chunk[start : start + SNIPPET]
+    return ""
+
+
+ARCHIVE_EXPAND: dict[str, Any] = {
+    "name": "archive_expand",
+    "description": (
+        "Fetch the original, verbatim messages of one archive of this session. Use it when the "
+        "[Session History Summary] mentions something but lacks the exact detail you need "
+        "(a command, a file path, a code snippet, a configuration value, an error message). "
+        "Archive ids look like archive_001; archive_search results name them."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "archive_id": {
+                "type": "string",
+                "description": "The archive to expand, e.g. archive_002.",
+                "pattern": "^archive_[0-9]{3,}$",
+            }
+        },
+        "required": ["archive_id"],
+        "additionalProperties": False,
+    },
+}
+
+ARCHIVE_SEARCH: dict[str, Any] = {
+    "name": "archive_search",
+    "description": (
+        "Search the archived original messages of this session for a literal keyword or short "
+        "phrase (case-insensitive), newest archive first. Use it whenever the summary lacks a "
+        "detail the user asks about, before saying something was never mentioned: pick two or "
+        "three concrete words from the question (names, paths, numbers, dates) and search each "
+        "separately; conclude the information is absent only after at least two variants."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "A keyword or short phrase, matched literally.",
+            },
+            "archive_id": {
+                "type": "string",
+                "description": "Optional: search only this archive, e.g. archive_003.",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+}
+
+
+def tool_definitions() -> list[dict[str, Any]]:
+    return [ARCHIVE_EXPAND, ARCHIVE_SEARCH, dict(UPDATE_TOOL)]
+
+
+def openai_shape(tool: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": tool["description"],
+            "parameters": tool["input_schema"],
+        },
+    }
+
+
+def as_json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
