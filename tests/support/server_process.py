@@ -47,10 +47,17 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{self.log_path.read_text()}")
-            if self._started_count() > before:
+            if self._started_count() > before and self._accepting():
                 return self
             time.sleep(0.05)
         raise TimeoutError(f"server did not start:\n{self.log_path.read_text()}")
+
+    def _accepting(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
 
     def _started_count(self) -> int:
         return sum(1 for e in self.log_events() if e.get("event") == "server_started")
