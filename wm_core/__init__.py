@@ -1,0 +1,56 @@
+"""The working-memory engine: a pure library, no I/O, no clocks, no randomness.
+
+The facade below is the stable surface the server and outside tests rely on (DESIGN.md,
+section 2). Everything else in the package is an implementation detail, importable for tests.
+"""
+
+from __future__ import annotations
+
+from wm_core.creation import CreationRejected, CreationResult, normalize_creation
+from wm_core.decisions import Decision, Guard
+from wm_core.document import (
+    ParsedDocument,
+    is_working_memory,
+    parse_document,
+    parse_document_detailed,
+    render_document,
+)
+from wm_core.merge import MergeResult, merge
+from wm_core.ops import OpKind, SectionOp
+from wm_core.recovery import ParsedOps, ReadMethod, parse_tool_arguments
+from wm_core.reminders import section_reminders
+from wm_core.schema import (
+    CREATE_TOOL,
+    UPDATE_TOOL,
+    validate_create_arguments,
+    validate_update_arguments,
+)
+from wm_core.sections import SECTIONS
+from wm_core.tokens import estimate_tokens
+
+__all__ = [
+    "CREATE_TOOL",
+    "SECTIONS",
+    "UPDATE_TOOL",
+    "CreationRejected",
+    "CreationResult",
+    "Decision",
+    "Guard",
+    "MergeResult",
+    "OpKind",
+    "ParsedDocument",
+    "ParsedOps",
+    "ReadMethod",
+    "SectionOp",
+    "estimate_tokens",
+    "is_working_memory",
+    "merge",
+    "normalize_creation",
+    "parse_document",
+    "parse_document_detailed",
+    "parse_tool_arguments",
+    "render_document",
+    "section_reminders",
+    "validate_create_arguments",
+    "validate_update_arguments",
+]

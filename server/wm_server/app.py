@@ -14,10 +14,13 @@ from grpc_reflection.v1alpha import reflection
 
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.servicer import WorkingMemoryServicer
+from wm_server.auth import check_bind_safety, load_keyring
 from wm_server.config import Settings, split_host_port
 from wm_server.llm.factory import build_provider
 from wm_server.llm.port import LlmProvider
+from wm_server.metrics import Metrics
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
@@ -27,6 +30,7 @@ from wm_server.services.sessions import SessionService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.port import Store
 from wm_server.storage.sqlite import SqliteStore
+from wm_server.tls import server_credentials, tls_mode
 
 log = structlog.get_logger("wm_server")
 
@@ -59,6 +63,9 @@ class Application:
     store: Store
     worker: Phase2Worker
     provider: LlmProvider
+    bus: EventBus | None = None
+    metrics: Metrics | None = None
+    metrics_port: int | None = None
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -67,7 +74,12 @@ class Application:
         return f"{host}:{self.port}"
 
     async def stop(self, grace: float | None = None) -> None:
-        """Health NOT_SERVING, drain, then stop the server within ``grace`` seconds."""
+        """Health NOT_SERVING, drain, then stop the server within ``grace`` seconds.
+
+        Running Phase 2 jobs give their lease back (a restart or another replica resumes
+        them), then open commit streams send what is stored and end UNAVAILABLE with the
+        sequence to resume from, so ``server.stop`` need not cut them at the end of grace.
+        """
         if self._stopped.is_set():
             return
         self._stopped.set()
@@ -75,7 +87,11 @@ class Application:
         if self.settings.shutdown_drain_seconds:
             await asyncio.sleep(self.settings.shutdown_drain_seconds)
         await self.worker.stop()
+        if self.bus is not None:
+            self.bus.close()
         await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
+        if self.metrics is not None:
+            await asyncio.to_thread(self.metrics.stop)
         await self.provider.aclose()
         await self.store.close()
         log.info("server_stopped")
@@ -95,6 +111,10 @@ async def start_application(
 ) -> Application:
     """Build and start everything; the returned application is serving. ``provider``
     replaces the configured model (tests drive Phase 2 with prepared answers this way)."""
+    keyring = load_keyring(settings)
+    check_bind_safety(settings, keyring)
+    credentials = server_credentials(settings)
+    metrics = Metrics()
     store = build_store(settings)
     await store.open()
     provider = provider or build_provider(settings)
@@ -109,6 +129,7 @@ async def start_application(
             retry_base_delay=settings.phase2_retry_base_delay,
             lease_seconds=settings.phase2_lease_seconds,
         ),
+        observer=metrics,
     )
     servicer = WorkingMemoryServicer(
         sessions=SessionService(store),
@@ -121,8 +142,9 @@ async def start_application(
         max_message_bytes=settings.max_message_bytes,
     )
     server = grpc.aio.server(
+        interceptors=[RpcInterceptor(keyring=keyring, metrics=metrics)],
         options=server_options(settings),
-        maximum_concurrent_rpcs=1024,
+        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
     service_grpc.add_WorkingMemoryServiceServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
@@ -131,8 +153,13 @@ async def start_application(
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
-    port = server.add_insecure_port(settings.address)
+    if credentials is None:
+        port = server.add_insecure_port(settings.address)
+    else:
+        port = server.add_secure_port(settings.address, credentials)
     await server.start()
+    metrics.watch_queue(store.open_job_count)
+    metrics_port = metrics.serve(settings.metrics_address) if settings.metrics_address else None
     await worker.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -144,8 +171,19 @@ async def start_application(
         store=store,
         worker=worker,
         provider=provider,
+        bus=bus,
+        metrics=metrics,
+        metrics_port=metrics_port,
     )
-    log.info("server_started", address=app.address, provider=settings.provider.value)
+    log.info(
+        "server_started",
+        address=app.address,
+        provider=settings.provider.value,
+        auth="api_keys" if keyring else "off",
+        tenants=len(keyring.tenants) if keyring else 0,
+        tls=tls_mode(settings).value,
+        metrics_port=metrics_port,
+    )
     return app
 
 

@@ -85,6 +85,14 @@ class Settings(BaseSettings):
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 0.0
     shutdown_grace_seconds: Annotated[float, Field(ge=0)] = 10.0
     reflection: bool = True
+    # Authentication (wm_server.auth) and transport security (wm_server.tls).
+    api_keys: SecretStr | None = None
+    api_keys_file: Path | None = None
+    allow_insecure: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    max_concurrent_rpcs: Annotated[int, Field(ge=1, le=100_000)] = 1024
 
     @field_validator("address")
     @classmethod

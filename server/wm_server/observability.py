@@ -12,7 +12,27 @@ def configure_logging(level: str = "info") -> None:
     """JSON lines on stderr with ISO timestamps; context variables (request and session ids)
     are merged into every line."""
     numeric = logging.getLevelNamesMapping()[level.upper()]
-    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=numeric)
+    # Standard-library records (grpc, httpx, the SDKs) are rendered as JSON too, so that every
+    # line on stderr parses: log shippers and the tests read the stream line by line.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.contextvars.merge_contextvars,
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                structlog.processors.JSONRenderer(),
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -36,6 +36,8 @@ async def test_sigkill_during_ingest_loses_no_acknowledged_message(tmp_path: Pat
             stub = service_grpc.WorkingMemoryServiceStub(channel)
             await stub.CreateSession(api.CreateSessionRequest(session_id="ingest"))
 
+            enough = asyncio.Event()
+
             async def writer() -> None:
                 batch = 0
                 while True:
@@ -49,10 +51,11 @@ async def test_sigkill_during_ingest_loses_no_acknowledged_message(tmp_path: Pat
                     )
                     acked.extend(ids)
                     batch += 1
+                    if len(acked) >= 400:
+                        enough.set()
 
             task = asyncio.create_task(writer())
-            while len(acked) < 400:
-                await asyncio.sleep(0.02)
+            await asyncio.wait_for(enough.wait(), 30)
             server.kill()
             with pytest.raises(grpc.aio.AioRpcError):
                 await task

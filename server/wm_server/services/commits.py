@@ -2,7 +2,9 @@
 
 The stream is a view over the event log, never the work itself: Phase 2 runs in the worker,
 so a client that cancels or loses its stream changes nothing, and any client can re-attach
-with WatchCommit from the last sequence it saw.
+with WatchCommit from the last sequence it saw. When the server shuts down, an open stream
+sends what is stored and ends UNAVAILABLE (reason SHUTTING_DOWN, with ``last_sequence``) rather
+than hanging until the grace period cuts it, so the client resumes on another replica at once.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from wm_server.errors import invalid
+from wm_server.errors import Unavailable, invalid
 from wm_server.services import events, paging, validation
 from wm_server.services.event_bus import EventBus
 from wm_server.storage.port import Store
@@ -19,6 +21,19 @@ from wm_server.tenancy import current_tenant
 
 # A stream yields stored event bytes, or a heartbeat it builds itself.
 EventStream = AsyncIterator[bytes]
+
+
+def shutting_down(session_id: str, commit_id: str, last_sequence: int) -> Unavailable:
+    """The stream ends because the server stops; the metadata says where to resume."""
+    return Unavailable(
+        "the server is shutting down; resume with WatchCommit after last_sequence",
+        reason="SHUTTING_DOWN",
+        metadata={
+            "session_id": session_id,
+            "commit_id": commit_id,
+            "last_sequence": str(last_sequence),
+        },
+    )
 
 
 class CommitService:
@@ -70,6 +85,8 @@ class CommitService:
                     last = event.sequence
                 if stored and stored[-1].terminal:
                     return
+                if self._bus.closed:
+                    raise shutting_down(session_id, commit_id, last)
                 try:
                     await asyncio.wait_for(wake.wait(), self._heartbeat)
                 except TimeoutError:

@@ -16,10 +16,19 @@ from contextlib import contextmanager
 class EventBus:
     def __init__(self) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self.closed = False
 
     def publish(self, commit_id: str) -> None:
         for waiter in self._waiters.get(commit_id, ()):
             waiter.set()
+
+    def close(self) -> None:
+        """The server is shutting down: wake every stream one last time; streams see
+        ``closed``, send what is stored and end, so clients resume elsewhere at once."""
+        self.closed = True
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                waiter.set()
 
     @contextmanager
     def subscribe(self, commit_id: str) -> Iterator[asyncio.Event]:

@@ -48,6 +48,15 @@ class Store(ABC):
     @abstractmethod
     async def close(self) -> None: ...
 
+    def subscribe_events(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(commit_id)`` when any process stores events of a commit.
+
+        Only an engine shared by several replicas has something to report (PostgreSQL relays
+        LISTEN/NOTIFY); with one process its own worker already wakes the streams, so the
+        default does nothing.
+        """
+        del callback
+
     # --- sessions and messages -------------------------------------------------------------
     @abstractmethod
     async def create_session(
