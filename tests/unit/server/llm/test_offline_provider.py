@@ -1,0 +1,258 @@
+"""The offline provider on the bundled coding session, through the chain and the guards."""
+
+from __future__ import annotations
+
+from llm_samples import PREVIOUS_WM
+
+from support.conversation import load_raw
+from wm_core import (
+    SECTIONS,
+    parse_document,
+    validate_create_arguments,
+    validate_update_arguments,
+)
+from wm_core.messages import Message
+from wm_server.llm.chain import generate_working_memory
+from wm_server.llm.offline import OfflineProvider, extract, title_from
+from wm_server.llm.port import CreateRequest, Purpose, UpdateRequest
+
+# Written by hand from tests/data/coding_session.jsonl, not computed by the code under test.
+PATHS = (
+    "samples/dkb_2025-01.csv",
+    "ledgerline/importers/csv_importer.py",
+    "ledgerline/importers/dialects.py",
+    "tests/test_csv_importer.py",
+    "ledgerline/db.py",
+    "ledgerline/cli.py",
+    "tests/test_external_id.py",
+    "~/.local/share/ledgerline/ledger.db",
+    "README.md",
+    "docs/importing.md",
+    "samples/sparkasse_2025-01.csv",
+    "/home/dev/ledgerline/ledgerline/__main__.py",
+    "/home/dev/ledgerline/ledgerline/cli.py",
+    "/home/dev/ledgerline/ledgerline/importers/csv_importer.py",
+    "/home/dev/ledgerline/ledgerline/db.py",
+)
+ERRORS = (
+    "ValueError: time data '31.01.2025' does not match format '%Y-%m-%d'",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'ledgerline/importers/dialects.py'",
+    "FAILED tests/test_csv_importer.py::test_amount_with_thousands_separator",
+    "sqlite3.IntegrityError: UNIQUE constraint failed: transactions.external_id",
+    "error: unrecognized arguments: --dry-run",
+)
+OPEN_QUESTIONS = (
+    "Is there a way to categorize spending automatically by payee?",
+    "Is the balance line even present in every DKB export?",
+)
+TODOS = (
+    "update docs/importing.md once you confirm whether the Sparkasse export",
+    "the importer should warn when the closing balance of a statement doesn't match",
+)
+ANSWERED_QUESTIONS = (
+    "doesn't including the row position break re-imports?",
+    "are they imported now?",
+)
+
+
+def test_expected_lists_cover_every_failure_in_the_data():
+    """Each failed tool result of the conversation is represented in ERRORS (and only those)."""
+    failed = [
+        part["content"]
+        for message in load_raw()
+        for part in message["parts"]
+        if part["type"] == "tool_result" and part.get("is_error")
+    ]
+    assert len(failed) == len(ERRORS)
+    for content in failed:
+        assert sum(error in content for error in ERRORS) == 1
+
+
+async def test_every_path_error_and_open_question_reaches_the_working_memory(
+    conversation: list[Message],
+):
+    generation = await generate_working_memory(
+        OfflineProvider(), previous_document=None, messages=conversation
+    )
+
+    sections = parse_document(generation.document)
+    assert set(sections) == set(SECTIONS)
+    for path in PATHS:
+        assert path in sections["Files & Context"], path
+    for error in ERRORS:
+        assert error in sections["Errors & Corrections"], error
+    for question in (*OPEN_QUESTIONS, *TODOS):
+        assert question in sections["Open Issues"], question
+    for question in ANSWERED_QUESTIONS:
+        assert question not in sections["Open Issues"], question
+    assert sections["Session Title"] == "Fix the CSV importer in ledgerline"
+    assert sections["Current State"].startswith("Done: `ledgerline import --dry-run` reports")
+    assert sections["Current State"].endswith("All 15 tests pass.")  # three sentences, no more
+    assert "--dry-run flag to the import command" in sections["Task & Goals"]
+    assert "detect the layout from the header row" in sections["Key Facts & Decisions"]
+    assert "don't touch the schema in ledgerline/db.py" in sections["Key Facts & Decisions"]
+
+
+async def test_two_commits_keep_everything_through_the_guards(conversation: list[Message]):
+    provider = OfflineProvider()
+    split = next(i for i, m in enumerate(conversation) if m.id == "m029")  # after a text reply
+    first = await generate_working_memory(
+        provider, previous_document=None, messages=conversation[:split]
+    )
+    second = await generate_working_memory(
+        provider, previous_document=first.document, messages=conversation[split:]
+    )
+
+    assert (first.mode, second.mode) == ("create", "update")
+    assert second.calls == (Purpose.UPDATE,)
+    sections = parse_document(second.document)
+    for path in PATHS:
+        assert path in sections["Files & Context"], path
+    for error in ERRORS:
+        assert error in sections["Errors & Corrections"], error
+    for question in (*OPEN_QUESTIONS, *TODOS):
+        assert question in sections["Open Issues"], question
+    # The title was set by the first commit and is not proposed again.
+    assert sections["Session Title"] == "Fix the CSV importer in ledgerline"
+    assert second.ops is not None and second.ops["Session Title"].kind == "KEEP"
+    # Nothing from the first commit's document was lost.
+    first_sections = parse_document(first.document)
+    for name in ("Task & Goals", "Key Facts & Decisions", "Errors & Corrections"):
+        assert first_sections[name] in sections[name]
+
+
+async def test_output_is_deterministic(conversation: list[Message]):
+    provider = OfflineProvider()
+    runs = [
+        await generate_working_memory(
+            provider, previous_document=PREVIOUS_WM, messages=conversation
+        )
+        for _ in range(2)
+    ]
+    assert runs[0].document == runs[1].document
+    assert runs[0].ops == runs[1].ops
+    fresh = await generate_working_memory(
+        OfflineProvider(), previous_document=PREVIOUS_WM, messages=list(conversation)
+    )
+    assert fresh.document == runs[0].document
+
+
+async def test_answers_match_the_tool_schemas(conversation: list[Message]):
+    provider = OfflineProvider()
+    update = await provider.update(UpdateRequest(PREVIOUS_WM, conversation))
+    create = await provider.create(CreateRequest(conversation))
+
+    assert validate_update_arguments(update.tool_input) == []
+    assert validate_create_arguments(create.tool_input) == []
+    assert update.stop_reason == create.stop_reason == "tool_use"
+    assert update.usage.llm_calls == 1 and update.usage.input_tokens == 0
+
+
+async def test_existing_title_is_kept_and_known_items_are_not_repeated(
+    conversation: list[Message],
+):
+    provider = OfflineProvider()
+    reply = await provider.update(UpdateRequest(PREVIOUS_WM, conversation))
+    assert isinstance(reply.tool_input, dict)
+    ops = reply.tool_input["sections"]
+
+    assert ops["Session Title"] == {"op": "KEEP"}
+    files = ops["Files & Context"]["items"]
+    assert not any(item.startswith("ledgerline/importers/csv_importer.py ") for item in files)
+    assert any(item.startswith("ledgerline/cli.py ") for item in files)
+
+
+async def test_legacy_summary_is_carried_into_the_creation(conversation: list[Message]):
+    legacy = "# Session Summary\n\n**Overview**: the user keeps a ledger in SQLite"
+
+    generation = await generate_working_memory(
+        OfflineProvider(), previous_document=legacy, messages=conversation[:4]
+    )
+
+    assert generation.mode == "create"
+    facts = parse_document(generation.document)["Key Facts & Decisions"]
+    assert "the user keeps a ledger in SQLite" in facts
+
+
+async def test_fallback_creation_with_previous_document_keeps_it(conversation: list[Message]):
+    provider = OfflineProvider()
+    reply = await provider.create(CreateRequest(conversation[:6], context_document=PREVIOUS_WM))
+    assert isinstance(reply.tool_input, dict)
+
+    assert reply.tool_input["Session Title"] == "Ledgerline CSV importer for German bank exports"
+    assert (
+        "ledgerline/importers/dialects.py — new dialect module"
+        in reply.tool_input["Files & Context"]
+    )
+    assert "Should pending (Vorgemerkt) rows be imported?" in reply.tool_input["Open Issues"]
+
+
+def test_title_skips_greetings_and_request_phrasing():
+    assert title_from("Hello! Could you please add CSV export to the report page?") == (
+        "Add CSV export to the report page?".rstrip("?")
+    )
+    assert title_from("hi, can you migrate the billing service to Postgres 16") == (
+        "Migrate the billing service to Postgres 16"
+    )
+    assert len(title_from(" ".join(["word"] * 30)).split()) == 10
+
+
+def test_extraction_of_a_small_exchange(conversation: list[Message]):
+    found = extract(conversation[:6])
+
+    assert found.title == "Fix the CSV importer in ledgerline"
+    assert found.errors[0].startswith(
+        "bash failed (python -m ledgerline import samples/dkb_2025-01.csv --account giro): "
+        "ValueError: time data"
+    )
+    assert "next: Reproduced: `parse_date` uses a fixed `%Y-%m-%d` format." in found.errors[0]
+    assert found.files[0] == "samples/dkb_2025-01.csv — mentioned by user, in bash command"
+    assert found.files[1].startswith("ledgerline/importers/csv_importer.py — read")
+
+
+async def test_answered_open_question_is_marked_resolved_not_deleted(
+    conversation: list[Message],
+):
+    previous = PREVIOUS_WM.replace(
+        "- Should pending (Vorgemerkt) rows be imported?",
+        "- Should pending (Vorgemerkt) rows be imported?\n"
+        "- Which currency should foreign card payments be booked in?",
+    )
+
+    generation = await generate_working_memory(
+        OfflineProvider(), previous_document=previous, messages=conversation
+    )
+
+    issues = parse_document(generation.document)["Open Issues"].split("\n")
+    assert issues[0].startswith(
+        "- [resolved] Should pending (Vorgemerkt) rows be imported? Answer: Pending rows"
+    )
+    assert issues[1] == "- Which currency should foreign card payments be booked in?"
+    assert generation.ops is not None and generation.ops["Open Issues"].kind == "UPDATE"
+    assert not [d for d in generation.decisions if d.section == "Open Issues"]  # nothing restored
+
+
+def test_edge_messages_are_handled():
+    from wm_core.messages import Role, TextPart, ToolResultPart
+
+    messages = [
+        Message("s", Role.SYSTEM, (TextPart("You must always answer in French. TODO: none"),)),
+        Message("u", Role.USER, (TextPart("Ok"),)),
+        Message("r", Role.USER, (ToolResultPart("toolu_old", "PermissionError: /etc/shadow"),)),
+        Message("r2", Role.USER, (ToolResultPart("toolu_old2", "boom", is_error=True),)),
+        Message("a", Role.ASSISTANT, (TextPart("Shall I retry with sudo? Or skip it?"),)),
+    ]
+
+    found = extract(messages)
+
+    assert found.title == ""  # "Ok" is no title
+    assert found.facts == ()  # nothing from the system prompt
+    assert not any("French" in issue or "none" in issue for issue in found.open_issues)
+    assert "PermissionError: /etc/shadow (in tool output)" in found.errors
+    assert "tool call toolu_old2 failed: boom — next: Shall I retry with sudo?" in found.errors
+    assert found.goals == ()  # "Ok" is no task either
+    assert found.open_issues == (
+        "Waiting for the user: Shall I retry with sudo?",
+        "Waiting for the user: Or skip it?",
+    )
+    assert found.current_state == "Shall I retry with sudo? Or skip it?"
