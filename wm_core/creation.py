@@ -1,0 +1,130 @@
+"""Turning the output of a creation call into a canonical working memory, or refusing it.
+
+Creation runs for the first working memory, to upgrade a legacy summary, and as a fallback when
+an update fails. The reference stores that output verbatim, preambles and code fences included;
+a document without the canonical headings is then re-created from scratch on the next commit
+and everything in it is lost. Here the output is read tolerantly and rewritten canonically, and
+an output in which no section can be recognised is rejected so the caller can treat the attempt
+as failed and keep the previous working memory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import json_repair
+
+from wm_core.document import parse_document_detailed, render_document, sanitize_body
+from wm_core.ops import describe
+from wm_core.sections import SECTIONS, canonical_name
+
+_FENCE = re.compile(r"^```[\w.+-]*[ \t]*\n(.*?)\n?```$", re.DOTALL)
+
+
+class CreationRejected(ValueError):
+    """The creation output has no recognisable section with content."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class CreationResult:
+    """A canonical document made from creation output, and what had to be fixed on the way."""
+
+    document: str
+    sections: tuple[str, ...]  # the sections that have content
+    problems: tuple[str, ...] = ()
+
+
+def _unfence(text: str) -> str:
+    match = _FENCE.match(text)
+    return match.group(1).strip() if match else text
+
+
+def _decode_object(text: str) -> Mapping[object, object] | None:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        try:
+            value = json_repair.loads(text)
+        except Exception:  # hostile input to a third-party parser: treat as "not JSON"
+            return None
+    return value if isinstance(value, Mapping) else None
+
+
+def _from_markdown(text: str, problems: list[str]) -> dict[str, str]:
+    parsed = parse_document_detailed(_unfence(text.strip()))
+    if parsed.preamble_without_title:
+        problems.append("text before the first section was ignored")
+    for extra in parsed.extras:
+        problems.append(f"section {extra.title!r} is not one of the seven; ignored")
+    for name in dict.fromkeys(parsed.duplicates):
+        problems.append(f"section {name!r} appeared more than once; bodies joined")
+    return dict(parsed.bodies)
+
+
+def _from_mapping(value: Mapping[object, object], problems: list[str]) -> dict[str, str]:
+    if len(value) == 1 and isinstance(value.get("raw"), str):
+        problems.append("output came wrapped as {'raw': ...}")
+        return _from_text(str(value["raw"]), problems)
+    document = value.get("working_memory")
+    if isinstance(document, str):
+        return _from_markdown(document, problems)
+    sections = value.get("sections")
+    source = sections if isinstance(sections, Mapping) else value
+    bodies: dict[str, str] = {}
+    for key, body in source.items():
+        name = canonical_name(key) if isinstance(key, str) else None
+        if name is None:
+            problems.append(f"{describe(key)!r} is not a section; ignored")
+        elif body is None:
+            continue
+        elif not isinstance(body, str):
+            problems.append(f"{name}: a {type(body).__name__}, not text; left empty")
+        elif name in bodies:
+            problems.append(f"{name}: given twice; the first is used")
+        else:
+            cleaned = sanitize_body(body, name)
+            if cleaned.rewritten:
+                problems.append(f"{name}: headings inside the text were demoted")
+            bodies[name] = cleaned.text
+    return bodies
+
+
+def _from_text(text: str, problems: list[str]) -> dict[str, str]:
+    stripped = _unfence(text.strip())
+    if stripped.startswith("{"):
+        decoded = _decode_object(stripped)
+        if decoded is not None:
+            return _from_mapping(decoded, problems)
+    return _from_markdown(text, problems)
+
+
+def normalize_creation(output: object) -> CreationResult:
+    """The canonical document for creation output (tool arguments or free Markdown).
+
+    Raises :class:`CreationRejected` when no canonical section with content is found.
+    """
+    problems: list[str] = []
+    if isinstance(output, (bytes, bytearray)):
+        output = bytes(output).decode("utf-8", "replace")
+    if isinstance(output, str):
+        bodies = _from_text(output, problems)
+    elif isinstance(output, Mapping):
+        bodies = _from_mapping(output, problems)
+    else:
+        raise CreationRejected(f"creation output is a {type(output).__name__}, not text")
+    present = tuple(name for name in SECTIONS if bodies.get(name))
+    if not present:
+        raise CreationRejected(
+            "no recognisable working-memory section with content", tuple(problems)
+        )
+    missing = [name for name in SECTIONS if name not in bodies]
+    if missing:
+        problems.append("sections missing (left empty): " + ", ".join(missing))
+    return CreationResult(render_document(bodies), present, tuple(problems))

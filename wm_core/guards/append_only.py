@@ -1,0 +1,29 @@
+"""Errors & Corrections is a history: it only grows.
+
+An UPDATE is read as "here is the section with my additions": the items that are not already
+there (whole-item comparison) are appended and nothing is removed.
+"""
+
+from __future__ import annotations
+
+from wm_core.guards.verdict import Verdict
+from wm_core.items import bullet_items, fresh_items
+from wm_core.ops import KEEP, OpKind, SectionOp
+
+
+def guard_append_only(op: SectionOp, old: str) -> Verdict | None:
+    if op.kind != OpKind.UPDATE:
+        return None
+    fresh, duplicates = fresh_items(bullet_items(op.content.strip()), bullet_items(old))
+    if not fresh:
+        return Verdict(
+            KEEP,
+            "append-only section: the UPDATE adds nothing new, section kept",
+            dropped=tuple(duplicates),
+        )
+    return Verdict(
+        SectionOp(OpKind.APPEND, items=tuple(fresh)),
+        f"append-only section: UPDATE turned into an APPEND of {len(fresh)} new item(s)",
+        dropped=tuple(duplicates),
+        deduplicated=True,
+    )

@@ -1,0 +1,124 @@
+"""Finding the file paths and URLs a Files & Context body refers to.
+
+The Files guard promises that no reference disappears, so what counts as "the same
+reference" matters: ``./src/a.py`` and ``src/a.py`` are one file, ``App.tsx`` is not
+``App.ts``, and a URL is one reference rather than a handful of path-like fragments of it.
+The reference system's rules (an extension from a list, or two slash-separated segments that
+start with a letter) are kept, with word boundaries and a longer extension list.
+
+Text is split on whitespace first (paths and URLs contain none): ``str.split`` plus a check on
+each token is several times cheaper than scanning a whole section with a path regex.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+_EXTENSION_TEXT: Final = (
+    # code
+    "py pyi pyx ipynb ts tsx mts cts js jsx mjs cjs vue svelte rs go java kt kts scala "
+    "groovy c h cc cpp cxx hh hpp hxx cs fs swift rb php pl pm lua dart ex exs erl hs "
+    "clj elm zig nim sql graphql gql proto thrift sol "
+    # scripts and build
+    "sh bash zsh fish ps1 psm1 cmd bat gradle make mk cmake bazel bzl nix dockerfile "
+    # configuration and data
+    "toml ini cfg conf env properties yaml yml json jsonl ndjson xml csv tsv parquet "
+    "lock tf tfvars hcl plist "
+    # documents and web
+    "md mdx rst txt adoc tex html htm css scss sass less pdf docx xlsx pptx odt log "
+    # media and archives
+    "png jpg jpeg gif svg webp ico bmp mp3 mp4 wav mov zip tar gz tgz bz2 xz whl jar "
+)
+_EXTENSIONS: Final = frozenset(_EXTENSION_TEXT.split())
+
+_URL = re.compile(r"\b(?:[A-Za-z][A-Za-z0-9+.\-]*://|www\.)[^\s<>\"'`]+")
+_URL_TRAILING: Final = ".,;:!?)]}>*_"
+_PATH_RUN = re.compile(r"[\w.~/\\-]+")
+_SURROUNDING: Final = "()[]{}<>\"'`,;:!?*|"
+_PREFIX_SEGMENTS: Final = frozenset({"", ".", "..", "~"})
+_REPEATED_SLASH = re.compile(r"/{2,}")
+
+
+def might_reference(token: str) -> bool:
+    """Whether a whitespace-free token can contain a path or URL at all (a cheap filter)."""
+    return "/" in token or "." in token or "\\" in token
+
+
+def _normalize_path(path: str) -> str:
+    if "\\" in path:
+        path = path.replace("\\", "/")
+    if "//" in path:
+        path = _REPEATED_SLASH.sub("/", path)
+    while path.startswith("./"):
+        path = path[2:]
+    while "/./" in path:
+        path = path.replace("/./", "/")
+    return path
+
+
+def _normalize_url(url: str) -> str:
+    url = url.rstrip(_URL_TRAILING)
+    scheme_end = url.find("://")
+    if scheme_end != -1:
+        url = url[:scheme_end].lower() + url[scheme_end:]
+    if url.endswith("/") and not url.endswith("://"):
+        url = url.rstrip("/")
+    return url
+
+
+def _opens_segment(segment: str) -> bool:
+    return bool(segment) and (segment[0].isalpha() or segment[0] == "_")
+
+
+def _path(run: str) -> str | None:
+    """The path a run of path characters denotes, if any.
+
+    Either it ends in a known extension (so ``a.json`` is not ``a.js``, and ``a.py.bak`` is
+    not ``a.py``), or it has two or more slash-separated segments that start with a letter or
+    an underscore (after an optional ``/``, ``./``, ``../`` or ``~/``).
+    """
+    core = run.lstrip("-").rstrip(".")
+    stem, dot, extension = core.rpartition(".")
+    if dot and stem and stem[-1] != "." and extension.lower() in _EXTENSIONS:
+        return _normalize_path(core)
+    if "/" not in core and "\\" not in core:
+        return None
+    segments = _normalize_path(core).split("/")
+    start = 0
+    while start < len(segments) - 1 and segments[start] in _PREFIX_SEGMENTS:
+        start += 1
+    end = start
+    while end < len(segments) and _opens_segment(segments[end]):
+        end += 1
+    if end - start < 2:
+        return None
+    return "/".join(segments[:end])
+
+
+def token_references(token: str) -> list[str]:
+    """The normalized paths and URLs in one whitespace-free token."""
+    found: list[str] = []
+    parts: list[str] | tuple[str] = (token,)
+    if "://" in token or "www." in token:
+        found.extend(_normalize_url(m.group()) for m in _URL.finditer(token))
+        parts = _URL.sub(" ", token).split()
+    for part in parts:
+        core = part.strip(_SURROUNDING)
+        if not core or not might_reference(core):
+            continue
+        runs = (core,) if _PATH_RUN.fullmatch(core) else _PATH_RUN.findall(core)
+        for run in runs:
+            path = _path(run)
+            if path:
+                found.append(path)
+    return found
+
+
+def references(text: str) -> set[str]:
+    """The normalized paths and URLs mentioned in ``text``."""
+    found: set[str] = set()
+    for token in text.split():
+        if might_reference(token):
+            found.update(token_references(token))
+    return found
