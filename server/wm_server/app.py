@@ -17,7 +17,7 @@ from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import check_bind_safety, load_keyring
-from wm_server.config import Settings, split_host_port
+from wm_server.config import ConfigurationError, Settings, split_host_port
 from wm_server.llm.factory import build_provider
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
@@ -100,9 +100,9 @@ class Application:
 def build_store(settings: Settings) -> Store:
     """SQLite by default; PostgreSQL when WM_DATABASE_URL says so."""
     if settings.database_url and settings.database_url.startswith(("postgresql://", "postgres://")):
-        from wm_server.config import ConfigurationError
+        from wm_server.storage.postgres import PostgresStore
 
-        raise ConfigurationError("WM_DATABASE_URL: the PostgreSQL engine is not available yet")
+        return PostgresStore(settings.database_url)
     return SqliteStore(settings.sqlite_path)
 
 
@@ -119,6 +119,7 @@ async def start_application(
     await store.open()
     provider = provider or build_provider(settings)
     bus = EventBus()
+    store.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
     worker = Phase2Worker(
         store,
         provider,
@@ -153,10 +154,16 @@ async def start_application(
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
-    if credentials is None:
-        port = server.add_insecure_port(settings.address)
-    else:
-        port = server.add_secure_port(settings.address, credentials)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(settings.address)
+        else:
+            port = server.add_secure_port(settings.address, credentials)
+    except RuntimeError as exc:  # in use (port reuse is off) or not an address of this host
+        await provider.aclose()
+        await store.close()
+        message = f"WM_ADDRESS: cannot listen on {settings.address}: {exc}"
+        raise ConfigurationError(message) from None
     await server.start()
     metrics.watch_queue(store.open_job_count)
     metrics_port = metrics.serve(settings.metrics_address) if settings.metrics_address else None

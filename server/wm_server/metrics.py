@@ -1,0 +1,168 @@
+"""Prometheus metrics, served on their own port (``WM_METRICS_ADDRESS``; off when unset).
+
+A separate port keeps scraping out of the gRPC listener (no auth, no TLS, no mesh routing
+needed for it) and lets a NetworkPolicy expose it to the monitoring namespace only.
+
+Each :class:`Metrics` owns its registry rather than using the process-global one, so several
+servers in one process (the in-process tests) never collide on metric names.
+
+Series (label values are bounded: only registered methods and canonical codes reach them):
+
+- ``wm_rpcs_total{method,code}`` and ``wm_rpc_duration_seconds{method,code}``
+- ``wm_phase2_duration_seconds{outcome}`` (completed, retry, failed, error)
+- ``wm_phase2_queue_depth`` (jobs queued or running, read from the store at scrape time)
+- ``wm_llm_tokens_total{kind}`` (input, output, cache_read, cache_write)
+- ``wm_guard_interventions_total{section,guard}``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from wsgiref.simple_server import WSGIServer
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from wm_server.config import ConfigurationError, split_host_port
+
+log = structlog.get_logger("wm_server.metrics")
+
+RPC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+PHASE2_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
+
+
+class _QueueDepth(Collector):
+    """``wm_phase2_queue_depth``, asked of the store on each scrape.
+
+    The HTTP server runs in its own thread while the store belongs to the event loop, so the
+    query is handed to the loop and awaited with a short timeout; if the loop is busy, shut
+    down, or the scrape runs on the loop's own thread, the last known value is reported.
+    """
+
+    def __init__(
+        self, depth: Callable[[], Awaitable[int]], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._depth = depth
+        self._loop = loop
+        self._last = 0.0
+
+    def _family(self, value: float | None) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            "wm_phase2_queue_depth", "Phase 2 jobs not done yet (queued or running)."
+        )
+        if value is not None:
+            family.add_metric([], value)
+        return family
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield self._family(None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if not self._loop.is_closed() and not self._on_loop_thread():
+            try:
+                future = asyncio.run_coroutine_threadsafe(self._query(), self._loop)
+                self._last = float(future.result(timeout=2.0))
+            except Exception:  # a scrape must never fail: report the last value
+                log.debug("queue_depth_unavailable")
+        yield self._family(self._last)
+
+    async def _query(self) -> int:
+        return await self._depth()
+
+    def _on_loop_thread(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+
+class Metrics:
+    """The service's metrics; also the Phase 2 worker's observer (``Phase2Observer``)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.rpcs = Counter(
+            "wm_rpcs",
+            "RPCs handled, by full method name and status code.",
+            ["method", "code"],
+            registry=self.registry,
+        )
+        self.rpc_seconds = Histogram(
+            "wm_rpc_duration_seconds",
+            "RPC duration (streams: until the stream ended), by method and status code.",
+            ["method", "code"],
+            buckets=RPC_BUCKETS,
+            registry=self.registry,
+        )
+        self.phase2_seconds = Histogram(
+            "wm_phase2_duration_seconds",
+            "Duration of one Phase 2 attempt, by outcome.",
+            ["outcome"],
+            buckets=PHASE2_BUCKETS,
+            registry=self.registry,
+        )
+        self.llm_tokens = Counter(
+            "wm_llm_tokens",
+            "Model tokens used by Phase 2, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.guard_interventions = Counter(
+            "wm_guard_interventions",
+            "Changes refused or repaired by the server-side guards, by section and guard.",
+            ["section", "guard"],
+            registry=self.registry,
+        )
+        self._queue: _QueueDepth | None = None
+        self._http: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- RPCs (the interceptor) ------------------------------------------------------------
+    def rpc_finished(self, method: str, code: str, seconds: float) -> None:
+        self.rpcs.labels(method, code).inc()
+        self.rpc_seconds.labels(method, code).observe(seconds)
+
+    # --- Phase2Observer --------------------------------------------------------------------
+    def job_finished(self, outcome: str, seconds: float) -> None:
+        self.phase2_seconds.labels(outcome).observe(seconds)
+
+    def tokens_used(self, kind: str, count: int) -> None:
+        if count > 0:
+            self.llm_tokens.labels(kind).inc(count)
+
+    def guard_intervened(self, section: str, guard: str) -> None:
+        self.guard_interventions.labels(section, guard).inc()
+
+    # --- queue depth and the HTTP endpoint -------------------------------------------------
+    def watch_queue(self, depth: Callable[[], Awaitable[int]]) -> None:
+        """Report ``depth()`` (a coroutine of the running loop) as the queue-depth gauge."""
+        if self._queue is None:
+            self._queue = _QueueDepth(depth, asyncio.get_running_loop())
+            self.registry.register(self._queue)
+
+    def serve(self, address: str) -> int:
+        """Start the scrape endpoint on ``host:port`` (port 0 picks one); return the port."""
+        host, port = split_host_port(address)
+        try:
+            self._http, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"WM_METRICS_ADDRESS: cannot listen on {address}: {exc}"
+            ) from None
+        bound = int(self._http.server_port)
+        log.info("metrics_started", address=f"{host}:{bound}")
+        return bound
+
+    def stop(self) -> None:
+        """Stop the endpoint (a blocking call of a few milliseconds)."""
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
