@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import anthropic
-
 from wm_server.config import ConfigurationError, LlmProviderName, Settings
-from wm_server.llm.anthropic_provider import AnthropicProvider
 from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import LlmProvider
 from wm_server.llm.scripted import ScriptedProvider
@@ -30,6 +27,11 @@ def build_provider(settings: Settings) -> LlmProvider:
             return ScriptedProvider.from_file(path, delay=settings.scripted_delay)
         except (OSError, ValueError) as exc:
             raise ProviderConfigurationError(f"WM_SCRIPTED_RESPONSES: {exc}") from exc
+    # Imported here: the SDK takes seconds to import, a cost the offline default should not pay.
+    import anthropic
+
+    from wm_server.llm.anthropic_provider import AnthropicProvider
+
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
     try:
         provider = AnthropicProvider(
