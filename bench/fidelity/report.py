@@ -1,0 +1,308 @@
+"""Measuring retention and writing the results: a Markdown table and two PNG plots.
+
+Retention is literal: a planted fact is kept when each of its anchors appears in the working
+memory (case-insensitive), the title only when it is still the Session Title. Key facts are
+counted by anchor (a consolidation may keep a fact's date and lose its number), every other
+class by fact (one anchor each). Issues resolved by the time of the measurement are left out:
+an honest model may mark them or let them go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from bench.fidelity.behaviors import BEHAVIORS, Behavior
+from bench.fidelity.scenario import Fact, FactClass, Scenario
+from bench.fidelity.strategies import GUARDED, STRATEGIES, STRATEGY_LABELS, Trace
+from wm_core import SECTIONS, parse_document
+
+CLASSES: Final = (
+    FactClass.TITLE,
+    FactClass.PATH,
+    FactClass.ERROR,
+    FactClass.ISSUE,
+    FactClass.KEY_FACT,
+)
+TOKEN_LIMIT: Final = 12_000
+KEY_FACT_TARGET: Final = 0.95
+
+
+@dataclass(slots=True)
+class Retention:
+    """Kept and expected anchors per fact class, and the facts that lost an anchor."""
+
+    kept: dict[FactClass, int] = field(default_factory=dict)
+    total: dict[FactClass, int] = field(default_factory=dict)
+    lost: list[tuple[Fact, tuple[str, ...]]] = field(default_factory=list)
+
+    def ratio(self, cls: FactClass) -> float:
+        total = self.total.get(cls, 0)
+        return self.kept.get(cls, 0) / total if total else 1.0
+
+    def overall(self) -> float:
+        total = sum(self.total.values())
+        return sum(self.kept.values()) / total if total else 1.0
+
+
+def measure(document: str, scenario: Scenario, commit: int) -> Retention:
+    """Which facts planted up to ``commit`` (and not resolved) ``document`` still holds."""
+    lowered = document.lower()
+    title = parse_document(document).get(SECTIONS[0], "").lower()
+    result = Retention()
+    for fact in scenario.planted_by(commit):
+        haystack = title if fact.cls == FactClass.TITLE else lowered
+        missing = tuple(a for a in fact.anchors if a.lower() not in haystack)
+        weight = len(fact.anchors) if fact.cls == FactClass.KEY_FACT else 1
+        kept = (
+            len(fact.anchors) - len(missing) if fact.cls == FactClass.KEY_FACT else int(not missing)
+        )
+        result.kept[fact.cls] = result.kept.get(fact.cls, 0) + kept
+        result.total[fact.cls] = result.total.get(fact.cls, 0) + weight
+        if missing:
+            result.lost.append((fact, missing))
+    return result
+
+
+def _pct(value: float) -> str:
+    """A percentage that never rounds a loss up to 100 %."""
+    pct = value * 100
+    return f"{pct:.1f} %" if value < 1 and round(pct) == 100 else f"{pct:.0f} %"
+
+
+def _cell(ret: Retention, cls: FactClass) -> str:
+    kept, total = ret.kept.get(cls, 0), ret.total.get(cls, 0)
+    return f"{_pct(ret.ratio(cls))} ({kept}/{total})"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetCheck:
+    """Whether the guarded strategy met the issue's targets under one behavior."""
+
+    behavior: str
+    met: bool
+    misses: tuple[str, ...]
+
+
+def check_targets(trace: Trace, ret: Retention) -> TargetCheck:
+    misses: list[str] = []
+    for cls in (FactClass.TITLE, FactClass.PATH, FactClass.ERROR, FactClass.ISSUE):
+        if ret.ratio(cls) < 1:
+            misses.append(f"{cls.value} {_cell(ret, cls)} < 100 %")
+    if ret.ratio(FactClass.KEY_FACT) < KEY_FACT_TARGET:
+        misses.append(f"key-fact anchors {_cell(ret, FactClass.KEY_FACT)} < 95 %")
+    peak = max(c.tokens for c in trace.commits)
+    if peak >= TOKEN_LIMIT:
+        misses.append(f"WM reached {peak} tokens (limit {TOKEN_LIMIT})")
+    return TargetCheck(trace.behavior, not misses, tuple(misses))
+
+
+def _labels() -> dict[str, type[Behavior]]:
+    return {cls.key: cls for cls in BEHAVIORS}
+
+
+def results_table(traces: Sequence[Trace], scenario: Scenario) -> str:
+    """The main table: retention per class, final and peak WM tokens, guard interventions."""
+    labels = _labels()
+    head = (
+        "| Behavior | Strategy | Title | Paths | Errors | Open issues | Key-fact anchors "
+        "| Final WM tokens | Peak WM tokens | Guard interventions |"
+    )
+    rows = [head, "|" + "---|" * 10]
+    for trace in traces:
+        last = len(trace.commits) - 1
+        ret = measure(trace.final.document, scenario, last)
+        interventions = str(len(trace.notes)) if trace.strategy == GUARDED else "n/a"
+        peak = max(c.tokens for c in trace.commits)
+        cells = [
+            labels[trace.behavior].label,
+            STRATEGY_LABELS[trace.strategy],
+            *(_cell(ret, cls) for cls in CLASSES),
+            f"{trace.final.tokens:,}",
+            f"{peak:,}",
+            interventions,
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+SECTION_OF: Final = dict(zip(CLASSES, (SECTIONS[0], *SECTIONS[4:], SECTIONS[3]), strict=True))
+_EVIDENCE_CHARS: Final = 240
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _EVIDENCE_CHARS else text[: _EVIDENCE_CHARS - 1] + "…"
+
+
+def _lost_lines(trace: Trace, scenario: Scenario) -> list[str]:
+    """For each fact lost under guards: when it disappeared and what the engine said then
+    about its section (guard decisions, else problems the recovery chain reported)."""
+    lines: list[str] = []
+    last = len(trace.commits) - 1
+    ret = measure(trace.final.document, scenario, last)
+    for fact, missing in ret.lost:
+        section = SECTION_OF[fact.cls]
+        gone = _vanished_at(trace, scenario, fact)
+        if gone is None:
+            lines.append(f"  - {fact.id} ({fact.cls.value}): never present")
+            continue
+        notes = [n for n in trace.notes if n.commit == gone and n.section == section]
+        evidence = [f"{n.guard}: {_short(n.reason)}" for n in notes]
+        if not evidence:
+            record = trace.commits[gone]
+            evidence = [_short(p) for p in record.problems if section in p]
+        said = "; ".join(evidence) or "no guard decision, no reported problem: accepted as written"
+        anchors = ", ".join(f"`{m}`" for m in missing)
+        lines.append(
+            f"  - {fact.id} ({fact.cls.value}, missing {anchors}): gone at commit {gone}; "
+            f"{section}: {said}"
+        )
+    return lines
+
+
+def _vanished_at(trace: Trace, scenario: Scenario, fact: Fact) -> int | None:
+    """The first commit from which the fact stayed incomplete to the end."""
+    vanished: int | None = None
+    for record in trace.commits:
+        ret = measure(record.document, scenario, record.index)
+        planted = any(f.id == fact.id for f in scenario.planted_by(record.index))
+        if not planted:
+            continue
+        incomplete = any(f.id == fact.id for f, _ in ret.lost)
+        if incomplete and vanished is None:
+            vanished = record.index
+        elif not incomplete:
+            vanished = None
+    return vanished
+
+
+def markdown(traces: Sequence[Trace], scenario: Scenario, command: str) -> str:
+    """The whole results file."""
+    labels = _labels()
+    guarded = [t for t in traces if t.strategy == GUARDED]
+    commits = len(scenario.turns)
+    counts = {cls: 0 for cls in CLASSES}
+    for fact in scenario.facts.values():
+        counts[fact.cls] += len(fact.anchors) if fact.cls == FactClass.KEY_FACT else 1
+    resolved = len(scenario.resolved_by(commits - 1))
+    out = [
+        "# Memory-fidelity benchmark",
+        "",
+        f"Generated by `{command}`. One scripted session of {commits} commits "
+        f"(a week of migrating a payments ledger from MySQL to Postgres), replayed for every "
+        f"behavior under every strategy. Planted: the title, {counts[FactClass.PATH]} paths, "
+        f"{counts[FactClass.ERROR]} error records, {counts[FactClass.ISSUE]} open issues "
+        f"(of which {resolved} are resolved later and not counted), "
+        f"{len([f for f in scenario.facts.values() if f.cls == FactClass.KEY_FACT])} key facts "
+        f"with {counts[FactClass.KEY_FACT]} anchors.",
+        "",
+        "Retention = planted facts whose anchor strings are all still in the final working "
+        "memory (key facts: anchors kept). Tokens by `wm_core.estimate_tokens`. Guard "
+        "interventions = decision records of the guarded commits.",
+        "",
+        "## Results",
+        "",
+        results_table(traces, scenario),
+        "",
+        "## Targets (guarded strategy)",
+        "",
+        "Targets: 100 % of paths, errors, unresolved open issues and the title; at least 95 % "
+        f"of key-fact anchors; the WM under {TOKEN_LIMIT:,} tokens at every commit.",
+        "",
+    ]
+    for trace in guarded:
+        ret = measure(trace.final.document, scenario, len(trace.commits) - 1)
+        check = check_targets(trace, ret)
+        verdict = "met" if check.met else "MISSED: " + "; ".join(check.misses)
+        out.append(f"- **{labels[trace.behavior].label}**: {verdict}")
+        if not check.met:
+            out.extend(_lost_lines(trace, scenario))
+    out += ["", "## Guard interventions and model calls (guarded strategy)", ""]
+    out.append("| Behavior | Interventions by guard | Model calls | Failed commits |")
+    out.append("|---|---|---|---|")
+    for trace in guarded:
+        guards = ", ".join(f"{g} {n}" for g, n in sorted(trace.guard_counts().items())) or "none"
+        calls = ", ".join(f"{c} {n}" for c, n in sorted(trace.call_counts().items()))
+        failed = sum(1 for c in trace.commits if c.state != "completed")
+        out.append(f"| {labels[trace.behavior].label} | {guards} | {calls} | {failed} |")
+    out += ["", "## Behaviors", ""]
+    for cls in BEHAVIORS:
+        if any(t.behavior == cls.key for t in traces):
+            out.append(f"- **{cls.label}**: {cls.description}")
+    out += [
+        "",
+        "## Plots",
+        "",
+        "![Retention per commit](retention.png)",
+        "",
+        "![Working-memory size per commit](wm_tokens.png)",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def plot(traces: Sequence[Trace], scenario: Scenario, out_dir: Path) -> list[Path]:
+    """Retention and WM size per commit: one panel per behavior, one line per strategy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = _labels()
+    behaviors = list(dict.fromkeys(t.behavior for t in traces))
+    columns = 3
+    rows = (len(behaviors) + columns - 1) // columns
+    styles = {s: style for s, style in zip(STRATEGIES, ("-", "--", ":"), strict=True)}
+    colors = {s: color for s, color in zip(STRATEGIES, ("C2", "C1", "C3"), strict=True)}
+    written: list[Path] = []
+    for name, ylabel, value in (
+        ("retention.png", "retention (all planted anchors)", _overall_series),
+        ("wm_tokens.png", "WM tokens", _token_series),
+    ):
+        fig, axes = plt.subplots(
+            rows, columns, figsize=(4.2 * columns, 2.8 * rows), sharex=True, squeeze=False
+        )
+        for i, behavior in enumerate(behaviors):
+            ax = axes[i // columns][i % columns]
+            for trace in (t for t in traces if t.behavior == behavior):
+                xs = [c.index for c in trace.commits]
+                ax.plot(
+                    xs,
+                    value(trace, scenario),
+                    styles[trace.strategy],
+                    color=colors[trace.strategy],
+                    label=STRATEGY_LABELS[trace.strategy],
+                    linewidth=1.6,
+                )
+            ax.set_title(labels[behavior].label, fontsize=10)
+            ax.grid(alpha=0.3)
+            if name == "retention.png":
+                ax.set_ylim(-0.02, 1.05)
+            if i % columns == 0:
+                ax.set_ylabel(ylabel, fontsize=8)
+        for j in range(len(behaviors), rows * columns):
+            axes[j // columns][j % columns].axis("off")
+        handles, texts = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, texts, loc="lower center", ncol=3, fontsize=9)
+        fig.supxlabel("commit", fontsize=9, y=0.045)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        path = out_dir / name
+        fig.savefig(path, dpi=90, metadata={"Software": None})
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _overall_series(trace: Trace, scenario: Scenario) -> list[float]:
+    return [measure(c.document, scenario, c.index).overall() for c in trace.commits]
+
+
+def _token_series(trace: Trace, scenario: Scenario) -> list[float]:
+    return [float(c.tokens) for c in trace.commits]
+
+
+def console_summary(traces: Iterable[Trace], scenario: Scenario) -> str:
+    """The table as printed by ``run``."""
+    return results_table(list(traces), scenario)
