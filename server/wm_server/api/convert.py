@@ -1,4 +1,4 @@
-"""Conversion between wm.v1 messages and domain values, validating on the way in.
+"""Requests in: wm.v1 messages and ops turned into domain values, validated on the way.
 
 Incoming messages are checked field by field; every problem becomes a BadRequest field
 violation with its path (``messages[3].parts[0].tool_use.input_json``), so a client sees all
@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from wm_core import SECTIONS, estimate_tokens, parse_document
+from wm_core import SECTIONS
 from wm_core.messages import (
     Message,
     Part,
@@ -25,15 +23,6 @@ from wm_core.ops import SectionOp
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.errors import FieldViolation, InvalidArgument
 from wm_server.services.validation import MAX_BATCH, MESSAGE_ID_PATTERN
-from wm_server.storage.records import (
-    CommitRecord,
-    CommitState,
-    SessionRecord,
-    SkipReason,
-    StoredMessage,
-    WorkingMemoryRecord,
-    archive_name,
-)
 
 MAX_PARTS = 256
 
@@ -43,26 +32,6 @@ _ROLE_IN = {
     pb.ROLE_SYSTEM: Role.SYSTEM,
     pb.ROLE_TOOL: Role.TOOL,
 }
-_ROLE_OUT = {v: k for k, v in _ROLE_IN.items()}
-_STATE_OUT = {
-    CommitState.PENDING: pb.COMMIT_STATE_PENDING,
-    CommitState.RUNNING: pb.COMMIT_STATE_RUNNING,
-    CommitState.COMPLETED: pb.COMMIT_STATE_COMPLETED,
-    CommitState.FAILED: pb.COMMIT_STATE_FAILED,
-    CommitState.SKIPPED: pb.COMMIT_STATE_SKIPPED,
-}
-_SKIP_OUT = {
-    SkipReason.NO_MESSAGES: pb.SKIP_REASON_NO_MESSAGES,
-    SkipReason.WITHIN_KEEP_WINDOW: pb.SKIP_REASON_WITHIN_KEEP_WINDOW,
-}
-
-
-def timestamp(seconds: float | None) -> Timestamp | None:
-    if seconds is None:
-        return None
-    ts = Timestamp()
-    ts.FromNanoseconds(int(seconds * 1e9))
-    return ts
 
 
 def messages_in(messages: list[pb.Message], max_bytes: int) -> list[Message]:
@@ -164,108 +133,6 @@ def _message_in(
     return Message(message.id, role, frozen, message_tokens(frozen))
 
 
-def message_out(message: Message, position: int = 0, created: float | None = None) -> pb.Message:
-    parts = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            parts.append(pb.Part(text=part.text))
-        elif isinstance(part, ToolUsePart):
-            parts.append(
-                pb.Part(tool_use=pb.ToolUse(id=part.id, name=part.name, input_json=part.input_json))
-            )
-        else:
-            parts.append(
-                pb.Part(
-                    tool_result=pb.ToolResult(
-                        tool_use_id=part.tool_use_id, content=part.content, is_error=part.is_error
-                    )
-                )
-            )
-    return pb.Message(
-        id=message.id,
-        role=_ROLE_OUT[message.role],
-        parts=parts,
-        estimated_tokens=message.estimated_tokens,
-        create_time=timestamp(created),
-        position=position,
-    )
-
-
-def stored_message_out(stored: StoredMessage) -> pb.Message:
-    return message_out(stored.message, stored.position, stored.create_time)
-
-
-def role_out(role: Role) -> int:
-    return _ROLE_OUT[role]
-
-
-def session_out(record: SessionRecord) -> pb.Session:
-    return pb.Session(
-        session_id=record.session_id,
-        create_time=timestamp(record.create_time),
-        update_time=timestamp(record.update_time),
-        message_count=record.message_count,
-        total_message_count=record.total_message_count,
-        pending_tokens=record.pending_tokens,
-        live_tokens=record.live_tokens,
-        keep_recent_count=record.keep_recent_count,
-        archive_count=record.archive_count,
-        working_memory_version=record.wm_version,
-    )
-
-
-def state_out(state: CommitState) -> int:
-    return _STATE_OUT[state]
-
-
-def skip_out(reason: SkipReason | None) -> int:
-    return _SKIP_OUT[reason] if reason else pb.SKIP_REASON_UNSPECIFIED
-
-
-def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
-    bodies = parse_document(record.document)
-    return pb.WorkingMemory(
-        session_id=record.session_id,
-        version=record.version,
-        archive_id=archive_id(record.archive_seq),
-        document=record.document,
-        sections=[
-            pb.SectionBody(
-                name=name,
-                body=bodies.get(name, ""),
-                estimated_tokens=estimate_tokens(bodies.get(name, "")),
-            )
-            for name in SECTIONS
-        ],
-        estimated_tokens=record.estimated_tokens,
-        create_time=timestamp(record.create_time),
-    )
-
-
-def archive_id(seq: int | None) -> str:
-    return archive_name(seq) if seq else ""
-
-
-def commit_summary_out(record: CommitRecord) -> pb.Commit:
-    """The commit without its decisions and usage (see the commits module for the full one)."""
-    return pb.Commit(
-        commit_id=record.commit_id,
-        session_id=record.session_id,
-        archive_id=record.archive_id,
-        state=state_out(record.state),
-        keep_recent_count=record.keep_recent_count,
-        archived_message_count=record.archived_message_count,
-        kept_message_count=record.kept_message_count,
-        archived_tokens=record.archived_tokens,
-        skip_reason=skip_out(record.skip_reason),
-        attempt_count=record.attempt_count,
-        working_memory_version=record.wm_version,
-        last_sequence=record.last_sequence,
-        create_time=timestamp(record.create_time),
-        complete_time=timestamp(record.complete_time),
-    )
-
-
 def ops_in(ops: list[pb.SectionOp]) -> dict[str, SectionOp]:
     """Client ops by section; unknown or repeated sections are field violations."""
     violations: list[FieldViolation] = []
@@ -300,26 +167,3 @@ def ops_in(ops: list[pb.SectionOp]) -> dict[str, SectionOp]:
     for section in SECTIONS:
         out.setdefault(section, SectionOp.keep())
     return out
-
-
-def archive_out(record: CommitRecord) -> pb.Archive:
-    """An archive without its messages (GetArchive adds them)."""
-    from wm_server.services.events import commit_out
-
-    commit = commit_out(record)
-    archive = pb.Archive(
-        archive_id=record.archive_id,
-        session_id=record.session_id,
-        commit_id=record.commit_id,
-        state=state_out(record.state),
-        abstract=record.abstract,
-        message_count=record.archived_message_count,
-        estimated_tokens=record.archived_tokens,
-        decisions=commit.decisions,
-        token_usage=commit.token_usage,
-        create_time=timestamp(record.create_time),
-        covered_by_archive_id=archive_id(record.covered_by_seq),
-    )
-    if commit.HasField("error"):
-        archive.error.CopyFrom(commit.error)
-    return archive

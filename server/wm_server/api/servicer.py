@@ -15,9 +15,10 @@ from google.protobuf import empty_pb2
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server import wire
 from wm_server.api import convert
 from wm_server.api.handlers import server_stream, unary
-from wm_server.services import events, validation
+from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
 from wm_server.services.assembly import anthropic_json
 from wm_server.services.commits import CommitService
@@ -54,11 +55,11 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self, request: api.CreateSessionRequest, context: Context
     ) -> pb.Session:
         record, _ = await self._sessions.create(request.session_id, request.request_id)
-        return convert.session_out(record)
+        return wire.session_out(record)
 
     @unary
     async def GetSession(self, request: api.GetSessionRequest, context: Context) -> pb.Session:
-        return convert.session_out(await self._sessions.get(request.session_id))
+        return wire.session_out(await self._sessions.get(request.session_id))
 
     @unary
     async def ListSessions(
@@ -66,7 +67,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     ) -> api.ListSessionsResponse:
         records, token = await self._sessions.list(request.page_size, request.page_token)
         return api.ListSessionsResponse(
-            sessions=[convert.session_out(r) for r in records], next_page_token=token
+            sessions=[wire.session_out(r) for r in records], next_page_token=token
         )
 
     @unary
@@ -128,7 +129,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
 
     @unary
     async def GetCommit(self, request: api.GetCommitRequest, context: Context) -> pb.Commit:
-        return events.commit_out(await self._commits.get(request.session_id, request.commit_id))
+        return wire.commit_out(await self._commits.get(request.session_id, request.commit_id))
 
     @unary
     async def ListCommits(
@@ -138,7 +139,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.page_size, request.page_token
         )
         return api.ListCommitsResponse(
-            commits=[events.commit_out(r) for r in records], next_page_token=token
+            commits=[wire.commit_out(r) for r in records], next_page_token=token
         )
 
     @unary
@@ -146,16 +147,14 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         record = await self._commits.retry(
             request.session_id, request.commit_id, request.request_id
         )
-        return events.commit_out(record)
+        return wire.commit_out(record)
 
     # --- working memory --------------------------------------------------------------------
     @unary
     async def GetWorkingMemory(
         self, request: api.GetWorkingMemoryRequest, context: Context
     ) -> pb.WorkingMemory:
-        return convert.working_memory_out(
-            await self._memory.get(request.session_id, request.version)
-        )
+        return wire.working_memory_out(await self._memory.get(request.session_id, request.version))
 
     @unary
     async def ApplyWorkingMemoryOps(
@@ -167,8 +166,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, ops, request.expected_version, request.request_id
         )
         return api.ApplyWorkingMemoryOpsResponse(
-            working_memory=convert.working_memory_out(record),
-            decisions=[events.decision_out(d.to_dict()) for d in decisions],
+            working_memory=wire.working_memory_out(record),
+            decisions=[wire.decision_out(d.to_dict()) for d in decisions],
         )
 
     # --- archives --------------------------------------------------------------------------
@@ -180,16 +179,16 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.page_size, request.page_token
         )
         return api.ListArchivesResponse(
-            archives=[convert.archive_out(r) for r in records], next_page_token=token
+            archives=[wire.archive_out(r) for r in records], next_page_token=token
         )
 
     @unary
     async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
         record, messages, wm = await self._archives.get(request.session_id, request.archive_id)
-        archive = convert.archive_out(record)
-        archive.messages.extend(convert.message_out(m) for m in messages)
+        archive = wire.archive_out(record)
+        archive.messages.extend(wire.message_out(m) for m in messages)
         if wm is not None:
-            archive.working_memory.CopyFrom(convert.working_memory_out(wm))
+            archive.working_memory.CopyFrom(wire.working_memory_out(wm))
         return archive
 
     @unary
@@ -207,9 +206,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             hits=[
                 api.SearchHit(
                     session_id=match.session_id,
-                    archive_id=convert.archive_id(match.archive_seq),
+                    archive_id=wire.archive_id(match.archive_seq),
                     message_id=match.message.id,
-                    role=convert.role_out(match.message.role),
+                    role=wire.role_out(match.message.role),
                     snippet=text,
                 )
                 for match, text in hits
@@ -227,7 +226,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
-            messages=[convert.message_out(m) for m in result.messages],
+            messages=[wire.message_out(m) for m in result.messages],
             anthropic_messages_json=(
                 anthropic_json(result.messages) if request.include_anthropic_json else ""
             ),
@@ -236,7 +235,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             working_memory_version=wm.version if wm else 0,
             working_memory_tokens=result.working_memory_tokens,
             trimmed_items=result.trimmed_items,
-            uncovered_archive_ids=[convert.archive_id(s) for s in uncovered],
+            uncovered_archive_ids=[wire.archive_id(s) for s in uncovered],
             included_message_count=result.included_source_messages,
             dropped_message_count=result.dropped_source_messages,
         )

@@ -21,6 +21,7 @@ from typing import Protocol
 import structlog
 
 from wm_core import estimate_tokens
+from wm_server import wire
 from wm_server.llm.chain import (
     ChainEvent,
     GenerationFailed,
@@ -245,8 +246,8 @@ class Phase2Worker:
                 document=generation.document,
                 estimated_tokens=estimate_tokens(generation.document),
                 abstract=abstract_of(generation.document),
-                decisions_json=events.decisions_json(generation.decisions),
-                usage_json=events.usage_json(generation.usage),
+                decisions_json=wire.decisions_json(generation.decisions),
+                usage_json=wire.usage_json(generation.usage),
                 covered_seqs=data.covered_seqs,
                 events=tuple(guard_events),
             )

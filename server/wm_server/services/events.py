@@ -7,35 +7,23 @@ live.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterable
 from typing import Any
 
-from google.protobuf import any_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-
 from wm_core.decisions import Decision
-from wm_core.ops import OpKind, SectionOp
+from wm_core.ops import SectionOp
 from wm_proto.v1 import resources_pb2 as pb
-from wm_server.api.convert import commit_summary_out, state_out, timestamp
 from wm_server.llm.port import Usage
 from wm_server.storage.records import CommitRecord, CommitState, WorkingMemoryRecord
-
-_KIND = {
-    OpKind.KEEP: pb.SECTION_OP_KIND_KEEP,
-    OpKind.UPDATE: pb.SECTION_OP_KIND_UPDATE,
-    OpKind.APPEND: pb.SECTION_OP_KIND_APPEND,
-}
-_KIND_BY_NAME = {k.value: v for k, v in _KIND.items()}
-
-# Phase 2 failure reasons and the canonical code a client sees in Commit.error.
-ERROR_CODES = {
-    "LLM_UNAVAILABLE": code_pb2.UNAVAILABLE,
-    "LLM_REJECTED": code_pb2.FAILED_PRECONDITION,
-    "GENERATION_FAILED": code_pb2.ABORTED,
-    "INTERNAL": code_pb2.INTERNAL,
-}
+from wm_server.wire import (
+    commit_out,
+    commit_summary_out,
+    decision_out,
+    op_out,
+    state_out,
+    timestamp,
+    usage_out,
+)
 
 
 def _event(commit_id: str, sequence: int, stage: int, state: CommitState, **detail: Any) -> bytes:
@@ -50,75 +38,6 @@ def _event(commit_id: str, sequence: int, stage: int, state: CommitState, **deta
         **detail,
     )
     return event.SerializeToString()
-
-
-def usage_out(usage: Usage | dict[str, int]) -> pb.TokenUsage:
-    if isinstance(usage, Usage):
-        return pb.TokenUsage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_input_tokens=usage.cache_read_input_tokens,
-            cache_creation_input_tokens=usage.cache_creation_input_tokens,
-            llm_calls=usage.llm_calls,
-        )
-    return pb.TokenUsage(**usage)
-
-
-def usage_json(usage: Usage) -> str:
-    return json.dumps(
-        {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-            "llm_calls": usage.llm_calls,
-        }
-    )
-
-
-def kind_out(name: str) -> int:
-    return _KIND_BY_NAME.get(name.upper(), pb.SECTION_OP_KIND_UNSPECIFIED)
-
-
-def decision_out(decision: dict[str, Any]) -> pb.GuardDecision:
-    return pb.GuardDecision(
-        section=decision["section"],
-        requested_kind=kind_out(decision["requested"]),
-        applied_kind=kind_out(decision["applied"]),
-        guard=decision["guard"],
-        reason=decision["reason"],
-        dropped_items=decision.get("items_dropped", []),
-        restored_items=decision.get("items_restored", []),
-        refused_items=decision.get("items_refused", []),
-    )
-
-
-def decisions_json(decisions: Iterable[Decision]) -> str:
-    return json.dumps([d.to_dict() for d in decisions], ensure_ascii=False)
-
-
-def op_out(section: str, op: SectionOp) -> pb.SectionOp:
-    return pb.SectionOp(section=section, kind=_KIND[op.kind], content=op.content, items=op.items)
-
-
-def error_status(reason: str, message: str) -> status_pb2.Status:
-    info = any_pb2.Any()
-    info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="wm.v1"))
-    return status_pb2.Status(
-        code=ERROR_CODES.get(reason, code_pb2.INTERNAL), message=message, details=[info]
-    )
-
-
-def commit_out(record: CommitRecord) -> pb.Commit:
-    """The full commit: summary plus decisions, usage, error and coverage."""
-    commit = commit_summary_out(record)
-    commit.decisions.extend(decision_out(d) for d in json.loads(record.decisions_json))
-    commit.token_usage.CopyFrom(usage_out(json.loads(record.usage_json) or {}))
-    if record.error_reason:
-        commit.error.CopyFrom(error_status(record.error_reason, record.error_message or ""))
-    if record.covered_by_seq is not None:
-        commit.covered_by_commit_id = record.covered_by_commit_id
-    return commit
 
 
 def phase1(record: CommitRecord) -> bytes:

@@ -1,0 +1,263 @@
+"""The wire form of what the service stores: records rendered as wm.v1 messages.
+
+Both the API adapter (answers) and the event log (stored CommitEvent bytes) speak it, so it
+sits beside them rather than inside either; request validation lives in ``api.convert``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from google.protobuf import any_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from wm_core import SECTIONS, estimate_tokens, parse_document
+from wm_core.decisions import Decision
+from wm_core.messages import Message, Role, TextPart, ToolUsePart
+from wm_core.ops import OpKind, SectionOp
+from wm_proto.v1 import resources_pb2 as pb
+from wm_server.llm.port import Usage
+from wm_server.storage.records import (
+    CommitRecord,
+    CommitState,
+    SessionRecord,
+    SkipReason,
+    StoredMessage,
+    WorkingMemoryRecord,
+    archive_name,
+)
+
+ROLE_OUT = {
+    Role.USER: pb.ROLE_USER,
+    Role.ASSISTANT: pb.ROLE_ASSISTANT,
+    Role.SYSTEM: pb.ROLE_SYSTEM,
+    Role.TOOL: pb.ROLE_TOOL,
+}
+_STATE_OUT = {
+    CommitState.PENDING: pb.COMMIT_STATE_PENDING,
+    CommitState.RUNNING: pb.COMMIT_STATE_RUNNING,
+    CommitState.COMPLETED: pb.COMMIT_STATE_COMPLETED,
+    CommitState.FAILED: pb.COMMIT_STATE_FAILED,
+    CommitState.SKIPPED: pb.COMMIT_STATE_SKIPPED,
+}
+_SKIP_OUT = {
+    SkipReason.NO_MESSAGES: pb.SKIP_REASON_NO_MESSAGES,
+    SkipReason.WITHIN_KEEP_WINDOW: pb.SKIP_REASON_WITHIN_KEEP_WINDOW,
+}
+_KIND = {
+    OpKind.KEEP: pb.SECTION_OP_KIND_KEEP,
+    OpKind.UPDATE: pb.SECTION_OP_KIND_UPDATE,
+    OpKind.APPEND: pb.SECTION_OP_KIND_APPEND,
+}
+_KIND_BY_NAME = {k.value: v for k, v in _KIND.items()}
+
+# Phase 2 failure reasons and the canonical code a client sees in Commit.error.
+ERROR_CODES = {
+    "LLM_UNAVAILABLE": code_pb2.UNAVAILABLE,
+    "LLM_REJECTED": code_pb2.FAILED_PRECONDITION,
+    "GENERATION_FAILED": code_pb2.ABORTED,
+    "INTERNAL": code_pb2.INTERNAL,
+}
+
+
+def timestamp(seconds: float | None) -> Timestamp | None:
+    if seconds is None:
+        return None
+    ts = Timestamp()
+    ts.FromNanoseconds(int(seconds * 1e9))
+    return ts
+
+
+def message_out(message: Message, position: int = 0, created: float | None = None) -> pb.Message:
+    parts = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            parts.append(pb.Part(text=part.text))
+        elif isinstance(part, ToolUsePart):
+            parts.append(
+                pb.Part(tool_use=pb.ToolUse(id=part.id, name=part.name, input_json=part.input_json))
+            )
+        else:
+            parts.append(
+                pb.Part(
+                    tool_result=pb.ToolResult(
+                        tool_use_id=part.tool_use_id, content=part.content, is_error=part.is_error
+                    )
+                )
+            )
+    return pb.Message(
+        id=message.id,
+        role=ROLE_OUT[message.role],
+        parts=parts,
+        estimated_tokens=message.estimated_tokens,
+        create_time=timestamp(created),
+        position=position,
+    )
+
+
+def stored_message_out(stored: StoredMessage) -> pb.Message:
+    return message_out(stored.message, stored.position, stored.create_time)
+
+
+def role_out(role: Role) -> int:
+    return ROLE_OUT[role]
+
+
+def session_out(record: SessionRecord) -> pb.Session:
+    return pb.Session(
+        session_id=record.session_id,
+        create_time=timestamp(record.create_time),
+        update_time=timestamp(record.update_time),
+        message_count=record.message_count,
+        total_message_count=record.total_message_count,
+        pending_tokens=record.pending_tokens,
+        live_tokens=record.live_tokens,
+        keep_recent_count=record.keep_recent_count,
+        archive_count=record.archive_count,
+        working_memory_version=record.wm_version,
+    )
+
+
+def state_out(state: CommitState) -> int:
+    return _STATE_OUT[state]
+
+
+def skip_out(reason: SkipReason | None) -> int:
+    return _SKIP_OUT[reason] if reason else pb.SKIP_REASON_UNSPECIFIED
+
+
+def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
+    bodies = parse_document(record.document)
+    return pb.WorkingMemory(
+        session_id=record.session_id,
+        version=record.version,
+        archive_id=archive_id(record.archive_seq),
+        document=record.document,
+        sections=[
+            pb.SectionBody(
+                name=name,
+                body=bodies.get(name, ""),
+                estimated_tokens=estimate_tokens(bodies.get(name, "")),
+            )
+            for name in SECTIONS
+        ],
+        estimated_tokens=record.estimated_tokens,
+        create_time=timestamp(record.create_time),
+    )
+
+
+def archive_id(seq: int | None) -> str:
+    return archive_name(seq) if seq else ""
+
+
+def commit_summary_out(record: CommitRecord) -> pb.Commit:
+    """The commit without its decisions and usage (see the commits module for the full one)."""
+    return pb.Commit(
+        commit_id=record.commit_id,
+        session_id=record.session_id,
+        archive_id=record.archive_id,
+        state=state_out(record.state),
+        keep_recent_count=record.keep_recent_count,
+        archived_message_count=record.archived_message_count,
+        kept_message_count=record.kept_message_count,
+        archived_tokens=record.archived_tokens,
+        skip_reason=skip_out(record.skip_reason),
+        attempt_count=record.attempt_count,
+        working_memory_version=record.wm_version,
+        last_sequence=record.last_sequence,
+        create_time=timestamp(record.create_time),
+        complete_time=timestamp(record.complete_time),
+    )
+
+
+def archive_out(record: CommitRecord) -> pb.Archive:
+    """An archive without its messages (GetArchive adds them)."""
+    commit = commit_out(record)
+    archive = pb.Archive(
+        archive_id=record.archive_id,
+        session_id=record.session_id,
+        commit_id=record.commit_id,
+        state=state_out(record.state),
+        abstract=record.abstract,
+        message_count=record.archived_message_count,
+        estimated_tokens=record.archived_tokens,
+        decisions=commit.decisions,
+        token_usage=commit.token_usage,
+        create_time=timestamp(record.create_time),
+        covered_by_archive_id=archive_id(record.covered_by_seq),
+    )
+    if commit.HasField("error"):
+        archive.error.CopyFrom(commit.error)
+    return archive
+
+
+def usage_out(usage: Usage | dict[str, int]) -> pb.TokenUsage:
+    if isinstance(usage, Usage):
+        return pb.TokenUsage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            llm_calls=usage.llm_calls,
+        )
+    return pb.TokenUsage(**usage)
+
+
+def usage_json(usage: Usage) -> str:
+    return json.dumps(
+        {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens,
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            "llm_calls": usage.llm_calls,
+        }
+    )
+
+
+def kind_out(name: str) -> int:
+    return _KIND_BY_NAME.get(name.upper(), pb.SECTION_OP_KIND_UNSPECIFIED)
+
+
+def decision_out(decision: dict[str, Any]) -> pb.GuardDecision:
+    return pb.GuardDecision(
+        section=decision["section"],
+        requested_kind=kind_out(decision["requested"]),
+        applied_kind=kind_out(decision["applied"]),
+        guard=decision["guard"],
+        reason=decision["reason"],
+        dropped_items=decision.get("items_dropped", []),
+        restored_items=decision.get("items_restored", []),
+        refused_items=decision.get("items_refused", []),
+    )
+
+
+def decisions_json(decisions: Iterable[Decision]) -> str:
+    return json.dumps([d.to_dict() for d in decisions], ensure_ascii=False)
+
+
+def op_out(section: str, op: SectionOp) -> pb.SectionOp:
+    return pb.SectionOp(section=section, kind=_KIND[op.kind], content=op.content, items=op.items)
+
+
+def error_status(reason: str, message: str) -> status_pb2.Status:
+    info = any_pb2.Any()
+    info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="wm.v1"))
+    return status_pb2.Status(
+        code=ERROR_CODES.get(reason, code_pb2.INTERNAL), message=message, details=[info]
+    )
+
+
+def commit_out(record: CommitRecord) -> pb.Commit:
+    """The full commit: summary plus decisions, usage, error and coverage."""
+    commit = commit_summary_out(record)
+    commit.decisions.extend(decision_out(d) for d in json.loads(record.decisions_json))
+    commit.token_usage.CopyFrom(usage_out(json.loads(record.usage_json) or {}))
+    if record.error_reason:
+        commit.error.CopyFrom(error_status(record.error_reason, record.error_message or ""))
+    if record.covered_by_seq is not None:
+        commit.covered_by_commit_id = record.covered_by_commit_id
+    return commit
