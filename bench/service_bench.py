@@ -8,7 +8,8 @@ and at 10,000 live messages and their ratio; Commit Phase 1 (time to the first e
 5,000 and 10,000 archived messages; commit to completed with the offline provider; Phase 2
 server overhead outside the model call for a 12K-token working memory; 50 sessions × 200
 messages concurrently with a loss/duplication check; server peak RSS after 100,000 messages
-in 100 sessions. It writes bench/results.md unless --no-write. Figures are printed, never
+in 100 sessions. With --database, also batched ingest through two replicas sharing the
+database. It writes bench/results.md unless --no-write. Figures are printed, never
 asserted: targets are shown next to them.
 """
 
@@ -24,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -343,6 +345,64 @@ class Bench:
         finally:
             server.terminate()
 
+    async def replicas(self, folder: Path) -> None:
+        """PostgreSQL only: the batched ingest again, from two clients, through one replica and
+        through two replicas on the same database, with a loss/duplication check."""
+        run = uuid.uuid4().hex[:8]  # the database may hold sessions of an earlier run
+        per_client = (50 if self.quick else 300) // 2
+        servers = [self.server(folder / f"replica-{n}") for n in (1, 2)]
+        channels = [grpc.aio.insecure_channel(server.address) for server in servers]
+        try:
+            stubs = [Stub(channel) for channel in channels]
+
+            async def client(stub: Stub, sid: str, offset: int) -> None:
+                for b in range(per_client):
+                    await stub.AddMessages(
+                        api.AddMessagesRequest(
+                            session_id=sid,
+                            create_session_if_missing=True,
+                            messages=[message(offset + b * 100 + i) for i in range(100)],
+                        )
+                    )
+
+            cases = (
+                ("1 replica, 2 clients, 2 sessions", (0, 0), False),
+                ("2 replicas, 1 client each, 2 sessions", (0, 1), False),
+                ("2 replicas, 1 client each, 1 shared session", (0, 1), True),
+            )
+            for number, (label, targets, shared) in enumerate(cases):
+                sids = [
+                    f"rep-{run}-{number}" if shared else f"rep-{run}-{number}-{c}"
+                    for c in range(len(targets))
+                ]
+                start_t = time.perf_counter()
+                await asyncio.gather(
+                    *(client(stubs[t], sids[c], c * 1_000_000) for c, t in enumerate(targets))
+                )
+                elapsed = time.perf_counter() - start_t
+                expected = {sid: sids.count(sid) * per_client * 100 for sid in sids}
+                stored = {
+                    sid: (await stubs[1].GetSession(api.GetSessionRequest(session_id=sid)))
+                    for sid in expected
+                }
+                lost = sum(
+                    max(0, n - stored[sid].total_message_count) for sid, n in expected.items()
+                )
+                dup = sum(
+                    max(0, stored[sid].total_message_count - n) for sid, n in expected.items()
+                )
+                total = len(targets) * per_client * 100
+                row(
+                    f"batched ingest, 100 per batch, {label} (messages/s)",
+                    f"{total / elapsed:,.0f}",
+                    f"lost {lost}, duplicated {dup}",
+                )
+        finally:
+            for channel in channels:
+                await channel.close()
+            for server in servers:
+                server.terminate()
+
     async def run(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
@@ -357,6 +417,8 @@ class Bench:
                     await self.concurrent(stub)
             finally:
                 server.terminate()
+            if self.database:
+                await self.replicas(folder)
             await self.overhead(folder)
             if not self.quick:
                 await self.rss(folder)

@@ -1,0 +1,133 @@
+"""Versioned schema of the PostgreSQL engine. Append new migrations; never edit an applied one.
+
+The tables mirror ``schema_sqlite`` column for column so both engines share one codec and
+behave identically; the differences are PostgreSQL types (identity keys, ``bytea``,
+``boolean``, ``double precision`` epoch seconds) and one extra column, ``commits.cid``, which
+plays the part of SQLite's implicit rowid as a stable tie-break for listing commits.
+Statements are separated by ``;`` and contain no other semicolon (the runner splits on it).
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (
+        1,
+        """
+        CREATE TABLE sessions (
+            sid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            create_time DOUBLE PRECISION NOT NULL,
+            update_time DOUBLE PRECISION NOT NULL,
+            message_count BIGINT NOT NULL DEFAULT 0,
+            total_message_count BIGINT NOT NULL DEFAULT 0,
+            first_live_position BIGINT NOT NULL DEFAULT 1,
+            next_position BIGINT NOT NULL DEFAULT 1,
+            live_tokens BIGINT NOT NULL DEFAULT 0,
+            pending_tokens BIGINT NOT NULL DEFAULT 0,
+            keep_recent_count BIGINT NOT NULL DEFAULT 0,
+            archive_count BIGINT NOT NULL DEFAULT 0,
+            wm_version BIGINT NOT NULL DEFAULT 0,
+            create_request_id TEXT,
+            UNIQUE (tenant, session_id)
+        );
+        CREATE INDEX sessions_by_tenant ON sessions (tenant, sid);
+        CREATE TABLE messages (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            position BIGINT NOT NULL,
+            message_id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            parts_json TEXT NOT NULL,
+            tokens BIGINT NOT NULL,
+            create_time DOUBLE PRECISION NOT NULL,
+            result_ids TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (sid, position)
+        );
+        CREATE UNIQUE INDEX messages_by_id ON messages (sid, message_id);
+        CREATE TABLE tool_calls (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            tool_use_id TEXT NOT NULL,
+            position BIGINT NOT NULL,
+            PRIMARY KEY (sid, tool_use_id)
+        );
+        CREATE TABLE commits (
+            commit_id TEXT PRIMARY KEY,
+            cid BIGINT GENERATED ALWAYS AS IDENTITY,
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            state TEXT NOT NULL,
+            keep_recent_count BIGINT NOT NULL,
+            archive_seq BIGINT,
+            archived_message_count BIGINT NOT NULL DEFAULT 0,
+            kept_message_count BIGINT NOT NULL DEFAULT 0,
+            archived_tokens BIGINT NOT NULL DEFAULT 0,
+            skip_reason TEXT,
+            request_id TEXT,
+            attempt_count BIGINT NOT NULL DEFAULT 0,
+            error_reason TEXT,
+            error_message TEXT,
+            covered_by_seq BIGINT,
+            wm_version BIGINT NOT NULL DEFAULT 0,
+            usage_json TEXT NOT NULL DEFAULT '{}',
+            decisions_json TEXT NOT NULL DEFAULT '[]',
+            last_sequence BIGINT NOT NULL DEFAULT 0,
+            create_time DOUBLE PRECISION NOT NULL,
+            complete_time DOUBLE PRECISION
+        );
+        CREATE UNIQUE INDEX commits_by_request ON commits (sid, request_id);
+        CREATE UNIQUE INDEX commits_by_archive ON commits (sid, archive_seq);
+        CREATE INDEX commits_by_session ON commits (sid, create_time, cid);
+        CREATE TABLE archives (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            commit_id TEXT NOT NULL,
+            message_count BIGINT NOT NULL,
+            tokens BIGINT NOT NULL,
+            first_position BIGINT NOT NULL,
+            last_position BIGINT NOT NULL,
+            abstract TEXT NOT NULL DEFAULT '',
+            create_time DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (sid, seq)
+        );
+        CREATE TABLE commit_events (
+            commit_id TEXT NOT NULL REFERENCES commits(commit_id) ON DELETE CASCADE,
+            sequence BIGINT NOT NULL,
+            terminal BOOLEAN NOT NULL,
+            payload BYTEA NOT NULL,
+            PRIMARY KEY (commit_id, sequence)
+        );
+        CREATE TABLE phase2_jobs (
+            commit_id TEXT PRIMARY KEY REFERENCES commits(commit_id) ON DELETE CASCADE,
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            state TEXT NOT NULL,
+            attempts BIGINT NOT NULL DEFAULT 0,
+            not_before DOUBLE PRECISION NOT NULL,
+            lease_token TEXT,
+            lease_expires DOUBLE PRECISION,
+            create_time DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX phase2_jobs_open ON phase2_jobs (not_before, create_time)
+            WHERE state <> 'done';
+        CREATE INDEX phase2_jobs_by_session ON phase2_jobs (sid, seq);
+        CREATE TABLE working_memories (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            version BIGINT NOT NULL,
+            document TEXT NOT NULL,
+            archive_seq BIGINT,
+            covered_seq BIGINT NOT NULL DEFAULT 0,
+            commit_id TEXT,
+            estimated_tokens BIGINT NOT NULL,
+            create_time DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (sid, version)
+        );
+        CREATE TABLE idempotency (
+            tenant TEXT NOT NULL,
+            method TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            result_json TEXT NOT NULL,
+            create_time DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (tenant, method, request_id)
+        )
+        """,
+    ),
+)

@@ -1,0 +1,346 @@
+"""Several server replicas on one PostgreSQL database, end to end.
+
+Two real ``python -m wm_server`` processes share a throwaway database; clients talk gRPC to
+either. What must hold: any replica sees every commit event (LISTEN/NOTIFY wakes the streams,
+the stored events are the truth), commits of one session are serialized by the database,
+ingest from several replicas loses nothing, and a replica killed during Phase 2 leaves its
+job to another one once the lease expires, which finishes it exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from support import builders as b
+from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from support.providers import creation
+from support.server_process import ServerProcess
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+
+pytestmark = pytest.mark.postgres
+
+Stub = service_grpc.WorkingMemoryServiceStub
+# Without a wake-up a tailing stream only re-reads the store on its heartbeat (at most 15 s);
+# events arriving much sooner than that on a replica that did not write them came by NOTIFY.
+HEARTBEAT = "15"
+
+
+@pytest.fixture
+def base_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Settings every replica of a test shares: one fresh database, short leases."""
+    return {
+        "WM_DATABASE_URL": request.getfixturevalue("postgres_url"),
+        "WM_HEARTBEAT_SECONDS": HEARTBEAT,
+        "WM_PHASE2_LEASE_SECONDS": "2",
+        "WM_LOG_LEVEL": "info",
+    }
+
+
+@pytest.fixture
+def processes() -> Iterator[list[ServerProcess]]:
+    """Servers started by a test; every one is killed at the end, whatever happened."""
+    started: list[ServerProcess] = []
+    yield started
+    for process in started:
+        process.kill()
+
+
+async def _start(
+    processes: list[ServerProcess], *specs: tuple[Path, dict[str, str]]
+) -> list[ServerProcess]:
+    """Start one server per (data folder, environment), side by side (each takes seconds)."""
+    started: list[ServerProcess] = []
+    for data_dir, env in specs:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        started.append(ServerProcess(data_dir, **env))
+    processes.extend(started)
+    await asyncio.gather(*(asyncio.to_thread(p.start, 60) for p in started))
+    return started
+
+
+@pytest.fixture
+async def channels() -> AsyncIterator[list[grpc.aio.Channel]]:
+    opened: list[grpc.aio.Channel] = []
+    yield opened
+    for channel in opened:
+        await channel.close()
+
+
+def _stub(channels: list[grpc.aio.Channel], server: ServerProcess) -> Stub:
+    channel = grpc.aio.insecure_channel(server.address)
+    channels.append(channel)
+    return service_grpc.WorkingMemoryServiceStub(channel)
+
+
+def _script(path: Path) -> Path:
+    """A scripted model answering every call with a valid WM (WM_SCRIPTED_DELAY slows it)."""
+    answer = {"tool_input": creation(session_title="Replica test", current_state="working")}
+    path.write_text(json.dumps({"loop": True, "responses": [answer]}), encoding="utf-8")
+    return path
+
+
+async def _watch(stub: Stub, session: str, commit_id: str) -> list[pb.CommitEvent]:
+    call = stub.WatchCommit(
+        api.WatchCommitRequest(session_id=session, commit_id=commit_id), timeout=60
+    )
+    return [e async for e in call if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
+
+
+async def _rest(call: grpc.aio.UnaryStreamCall) -> list[pb.CommitEvent]:  # type: ignore[type-arg]
+    """The remaining events of a stream already read with ``read()``, heartbeats left out."""
+    out: list[pb.CommitEvent] = []
+    while True:
+        event = await call.read()
+        if event is grpc.aio.EOF:
+            return out
+        assert isinstance(event, pb.CommitEvent)
+        if event.stage != pb.COMMIT_STAGE_HEARTBEAT:
+            out.append(event)
+
+
+async def _first_event(stub: Stub, session: str, keep: int) -> pb.CommitEvent:
+    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=keep), timeout=30)
+    event = await call.read()
+    call.cancel()  # Phase 2 goes on without the stream
+    assert isinstance(event, pb.CommitEvent)
+    return event
+
+
+async def _completions(*servers: ServerProcess, commit_id: str) -> tuple[int, ...]:
+    """How many times each server logged finishing Phase 2 of the commit. The log line comes
+    just after the transaction that streams already saw, so wait briefly for it."""
+
+    def count(server: ServerProcess) -> int:
+        return sum(
+            1
+            for e in server.log_events()
+            if e.get("event") == "phase2_completed" and e.get("commit_id") == commit_id
+        )
+
+    deadline = time.monotonic() + 10
+    while True:
+        counts = tuple(count(server) for server in servers)
+        if sum(counts) or time.monotonic() > deadline:
+            await asyncio.sleep(0.5)  # a second, wrong completion would show up by now
+            return tuple(count(server) for server in servers)
+        await asyncio.sleep(0.05)
+
+
+async def test_watch_on_one_replica_sees_every_event_of_a_commit_made_on_another(
+    tmp_path: Path,
+    base_env: dict[str, str],
+    processes: list[ServerProcess],
+    channels: list[grpc.aio.Channel],
+) -> None:
+    env = {
+        **base_env,
+        "WM_LLM_PROVIDER": "scripted",
+        "WM_SCRIPTED_RESPONSES": str(_script(tmp_path / "model.json")),
+        "WM_SCRIPTED_DELAY": "1.0",  # Phase 2 outlives the moment the watch attaches
+    }
+    server_a, server_b = await _start(processes, (tmp_path / "a", env), (tmp_path / "b", env))
+    a, b_ = _stub(channels, server_a), _stub(channels, server_b)
+    await a.AddMessages(
+        api.AddMessagesRequest(
+            session_id="s",
+            messages=[b.user(f"message {i}", f"m{i}") for i in range(6)],
+            create_session_if_missing=True,
+        )
+    )
+    started = time.monotonic()
+    call = b_.Commit(api.CommitRequest(session_id="s", keep_recent_count=2), timeout=60)
+    first = await call.read()
+    assert isinstance(first, pb.CommitEvent) and first.phase1.archive_id == "archive_001"
+    watch = asyncio.create_task(_watch(a, "s", first.commit_id))
+    on_b = [first] + await _rest(call)
+    on_a = await watch
+    elapsed = time.monotonic() - started
+
+    def summary(events: list[pb.CommitEvent]) -> list[tuple[int, int, bool]]:
+        return [(e.sequence, e.stage, e.terminal) for e in events]
+
+    assert summary(on_a) == summary(on_b)
+    assert [e.sequence for e in on_a] == list(range(1, len(on_a) + 1))
+    assert [e.SerializeToString() for e in on_a] == [e.SerializeToString() for e in on_b]
+    stages = [e.stage for e in on_a]
+    assert stages[0] == pb.COMMIT_STAGE_ARCHIVED and pb.COMMIT_STAGE_PHASE2_STARTED in stages
+    assert stages[-1] == pb.COMMIT_STAGE_COMPLETED and on_a[-1].terminal
+    assert sum(e.terminal for e in on_a) == 1
+    # One replica ran Phase 2; the stream on the other one was woken by NOTIFY, not by its
+    # 15 s heartbeat re-read.
+    assert sum(await _completions(server_a, server_b, commit_id=first.commit_id)) == 1
+    assert elapsed < 10, f"events reached the other replica only after {elapsed:.1f}s"
+
+
+async def test_concurrent_commits_from_two_replicas_number_archives_without_gaps(
+    tmp_path: Path,
+    base_env: dict[str, str],
+    processes: list[ServerProcess],
+    channels: list[grpc.aio.Channel],
+) -> None:
+    env = {**base_env, "WM_LLM_PROVIDER": "offline"}
+    server_a, server_b = await _start(processes, (tmp_path / "a", env), (tmp_path / "b", env))
+    stubs = [_stub(channels, server_a), _stub(channels, server_b)]
+    await stubs[0].CreateSession(api.CreateSessionRequest(session_id="s"))
+    added: list[str] = []
+
+    async def add_and_commit(replica: int, round_: int) -> pb.CommitEvent:
+        ids = [f"r{replica}-{round_}-{i}" for i in range(3)]
+        await stubs[replica].AddMessages(
+            api.AddMessagesRequest(
+                session_id="s",
+                messages=[
+                    b.user(f"Please fix bug {i} in src/app_{n}.py", i) for n, i in enumerate(ids)
+                ],
+            )
+        )
+        added.extend(ids)
+        return await _first_event(stubs[replica], "s", keep=1)
+
+    firsts = await asyncio.gather(
+        *(add_and_commit(replica, n) for n in range(5) for replica in (0, 1))
+    )
+    final = await _first_event(stubs[0], "s", keep=0)  # archive whatever the window kept
+    commits = [e for e in [*firsts, final] if e.stage == pb.COMMIT_STAGE_ARCHIVED]
+    archive_ids = sorted(e.phase1.archive_id for e in commits)
+    assert archive_ids == [f"archive_{n:03d}" for n in range(1, len(commits) + 1)]
+    assert len(commits) >= 2
+    # Every commit completes, watched through either replica.
+    for index, event in enumerate(commits):
+        events = await _watch(stubs[(index + 1) % 2], "s", event.commit_id)
+        assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
+    archived: list[str] = []
+    for number, archive_id in enumerate(archive_ids, start=1):
+        archive = await stubs[number % 2].GetArchive(
+            api.GetArchiveRequest(session_id="s", archive_id=archive_id)
+        )
+        archived.extend(m.id for m in archive.messages)
+        # Phase 2 ran strictly in archive order across both replicas, each archive once.
+        assert archive.working_memory.version == number
+    assert sorted(archived) == sorted(added) and len(archived) == len(added)
+    session = await stubs[1].GetSession(api.GetSessionRequest(session_id="s"))
+    assert (session.archive_count, session.working_memory_version) == (len(commits),) * 2
+    assert (session.message_count, session.pending_tokens) == (0, 0)
+
+
+async def test_ingest_from_several_replicas_loses_nothing_and_counts_pending_exactly(
+    tmp_path: Path,
+    base_env: dict[str, str],
+    processes: list[ServerProcess],
+    channels: list[grpc.aio.Channel],
+) -> None:
+    env = {**base_env, "WM_LLM_PROVIDER": "offline"}
+    server_a, server_b = await _start(processes, (tmp_path / "a", env), (tmp_path / "b", env))
+    stubs = [_stub(channels, server_a), _stub(channels, server_b)]
+    await stubs[0].CreateSession(api.CreateSessionRequest(session_id="s"))
+    keep = 3
+    skipped = await _first_event(stubs[1], "s", keep=keep)  # remembers keep 3
+    assert skipped.stage == pb.COMMIT_STAGE_SKIPPED
+    rng = random.Random(3)
+    tokens: dict[str, int] = {}
+
+    async def ingest(replica: int, writer: int) -> None:
+        for batch in range(12):
+            sizes = [rng.randint(1, 60) for _ in range(rng.randint(1, 4))]
+            ids = [f"w{replica}{writer}-{batch}-{i}" for i in range(len(sizes))]
+            request = api.AddMessagesRequest(
+                session_id="s",
+                messages=[b.sized(t, i) for t, i in zip(sizes, ids, strict=True)],
+                request_id=f"req-{replica}{writer}-{batch}",
+            )
+            reply = await stubs[replica].AddMessages(request)
+            assert list(reply.added_message_ids) == ids
+            # A retry of the same request through the other replica changes nothing.
+            again = await stubs[1 - replica].AddMessages(request)
+            assert list(again.added_message_ids) == ids
+            tokens.update(zip(ids, sizes, strict=True))
+
+    await asyncio.gather(*(ingest(replica, w) for replica in (0, 1) for w in range(2)))
+    session = await stubs[0].GetSession(api.GetSessionRequest(session_id="s"))
+    assert session.total_message_count == session.message_count == len(tokens)
+    assert session.live_tokens == sum(tokens.values())
+    # pending_tokens is exactly what a keep-3 commit archives now: everything but the newest 3.
+    first = await _first_event(stubs[1], "s", keep=keep)
+    assert first.phase1.archived_message_count == len(tokens) - keep
+    assert first.phase1.archived_tokens == session.pending_tokens
+    archive = await stubs[0].GetArchive(
+        api.GetArchiveRequest(session_id="s", archive_id=first.phase1.archive_id)
+    )
+    assert sum(tokens[m.id] for m in archive.messages) == session.pending_tokens
+    after = await stubs[1].GetSession(api.GetSessionRequest(session_id="s"))
+    assert (after.message_count, after.pending_tokens) == (keep, 0)
+
+
+@pytest.mark.slow
+async def test_replica_killed_during_phase2_is_taken_over_once_the_lease_expires(
+    tmp_path: Path,
+    base_env: dict[str, str],
+    processes: list[ServerProcess],
+    channels: list[grpc.aio.Channel],
+) -> None:
+    # B's model never answers in time: B is inside Phase 2 when it dies.
+    stuck = {
+        **base_env,
+        "WM_LLM_PROVIDER": "scripted",
+        "WM_SCRIPTED_RESPONSES": str(_script(tmp_path / "stuck.json")),
+        "WM_SCRIPTED_DELAY": "300",
+    }
+    (server_b,) = await _start(processes, (tmp_path / "b", stuck))
+    stub_b = _stub(channels, server_b)
+    await stub_b.AddMessages(
+        api.AddMessagesRequest(
+            session_id="s",
+            messages=[b.user(f"message {i}", f"m{i}") for i in range(4)],
+            create_session_if_missing=True,
+        )
+    )
+    call = stub_b.Commit(api.CommitRequest(session_id="s", keep_recent_count=0), timeout=60)
+    first = await call.read()
+    assert isinstance(first, pb.CommitEvent)
+    commit_id = first.commit_id
+    while True:  # B has claimed the job and is waiting on its model
+        event = await call.read()
+        assert isinstance(event, pb.CommitEvent)
+        if event.stage == pb.COMMIT_STAGE_LLM_REQUEST_SENT:
+            break
+    call.cancel()
+
+    (server_a,) = await _start(
+        processes, (tmp_path / "a", {**base_env, "WM_LLM_PROVIDER": "offline"})
+    )
+    stub_a = _stub(channels, server_a)
+    watch = asyncio.create_task(_watch(stub_a, "s", commit_id))
+    await asyncio.sleep(3)  # longer than a lease: B renews it, so A must not take the job
+    running = await stub_a.GetCommit(api.GetCommitRequest(session_id="s", commit_id=commit_id))
+    assert running.state == pb.COMMIT_STATE_RUNNING and running.attempt_count == 1
+    assert not watch.done()
+
+    server_b.kill()
+    killed = time.monotonic()
+    events = await asyncio.wait_for(watch, 60)
+    took_over_after = time.monotonic() - killed
+
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    starts = [e.phase2_started.attempt for e in events if e.stage == pb.COMMIT_STAGE_PHASE2_STARTED]
+    assert starts == [1, 2]  # B's attempt, then A's after the takeover
+    assert sum(e.terminal for e in events) == 1 and events[-1].stage == pb.COMMIT_STAGE_COMPLETED
+    # B renewed its 2 s lease every 2/3 s, so it outlived B by at least 4/3 s.
+    assert took_over_after >= 1.0
+    done = await stub_a.GetCommit(api.GetCommitRequest(session_id="s", commit_id=commit_id))
+    assert done.state == pb.COMMIT_STATE_COMPLETED and done.attempt_count == 2
+    assert done.working_memory_version == 1
+    memory = await stub_a.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="s"))
+    assert memory.version == 1 and memory.archive_id == "archive_001"  # stored exactly once
+    listed = await stub_a.ListCommits(api.ListCommitsRequest(session_id="s"))
+    assert [c.commit_id for c in listed.commits] == [commit_id]
+    assert await _completions(server_a, server_b, commit_id=commit_id) == (1, 0)

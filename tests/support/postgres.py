@@ -1,0 +1,219 @@
+"""A throwaway PostgreSQL server for the tests, built from the binaries on this machine.
+
+Why not a container or a shared server: the suite must run offline on a plain machine and
+leave nothing behind. ``initdb`` and ``pg_ctl`` create a cluster in a temporary folder that
+listens on a free loopback port (plus a unix socket in that folder) with trust
+authentication, tuned for speed (no fsync: nothing here must survive a power cut), and stop
+it at the end of the test session.
+
+Without the binaries the tests that need them are skipped with a message saying how to
+install them, except under ``CI=true`` where a missing prerequisite is a failure.
+
+``initdb`` refuses to run as root, so as root the cluster belongs to the ``postgres`` system
+user (created by the Debian/Ubuntu package) and both tools run through ``runuser``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+INSTALL_HINT = (
+    "PostgreSQL server binaries (initdb, pg_ctl) not found: install them with "
+    "`apt-get install postgresql` (Debian/Ubuntu) or put their folder on PATH"
+)
+
+
+def missing_prerequisite(reason: str) -> None:
+    """Skip the test, or fail it under CI=true, where nothing may be silently left out."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: a missing prerequisite is a failure)", pytrace=False)
+    pytest.skip(reason)
+
+
+def find_bindir() -> Path | None:
+    """The folder holding initdb and pg_ctl: pg_config, then the Debian layout, then PATH."""
+    candidates: list[Path] = []
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(
+                [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=True
+            )
+            candidates.append(Path(out.stdout.strip()))
+
+    def version(path: str) -> float:
+        try:
+            return float(Path(path).parent.name)
+        except ValueError:
+            return 0.0
+
+    for found in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True):
+        candidates.append(Path(found))
+    initdb = shutil.which("initdb")
+    if initdb:
+        candidates.append(Path(os.path.realpath(initdb)).parent)
+    for folder in candidates:
+        if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
+            return folder
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PostgresServer:
+    """One PostgreSQL cluster in a temporary folder, reachable on 127.0.0.1:<port>."""
+
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        self.port = 0
+        self._owner: pwd.struct_passwd | None = None
+        if os.geteuid() == 0:
+            try:
+                self._owner = pwd.getpwnam("postgres")
+            except KeyError:
+                self._owner = pwd.getpwnam("nobody")
+        self.base = Path(tempfile.mkdtemp(prefix="wm-pg-"))
+        if self._owner is not None:
+            os.chown(self.base, self._owner.pw_uid, self._owner.pw_gid)
+        self.data = self.base / "data"
+        self.log = self.base / "server.log"
+        self._names = itertools.count(1)
+
+    def _run(self, *args: str, timeout: float = 120.0) -> None:
+        command = [str(self.bindir / args[0]), *args[1:]]
+        if self._owner is not None:
+            command = ["runuser", "-u", self._owner.pw_name, "--", *command]
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, cwd=self.base
+        )
+        if result.returncode != 0:
+            log = self.log.read_text(errors="replace") if self.log.exists() else ""
+            raise RuntimeError(
+                f"{' '.join(command)} failed ({result.returncode}):\n"
+                f"{result.stdout}\n{result.stderr}\n{log}"
+            )
+
+    def start(self) -> PostgresServer:
+        self._run(
+            "initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
+            "-E", "UTF8", "--no-locale", "--no-sync",
+        )  # fmt: skip
+        options = " ".join(
+            [
+                "-c listen_addresses=127.0.0.1",
+                f"-k {self.base}",
+                "-c fsync=off",
+                "-c synchronous_commit=off",
+                "-c full_page_writes=off",
+                "-c max_connections=300",
+                "-c shared_buffers=64MB",
+            ]
+        )
+        last_error: Exception | None = None
+        for _ in range(5):  # the free port may be taken between the probe and the bind
+            self.port = _free_port()
+            try:
+                self._run(
+                    "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
+                    "-o", f"-p {self.port} {options}", "start",
+                )  # fmt: skip
+                break
+            except RuntimeError as error:
+                last_error = error
+        else:
+            raise RuntimeError(f"PostgreSQL did not start: {last_error}")
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(self.url("postgres"), connect_timeout=2):
+                    return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", timeout=60)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def url(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, prefix: str = "wm") -> str:
+        """A new empty database; returns its URL."""
+        name = f"{prefix}_{os.getpid()}_{next(self._names)}"
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def drop_database(self, url: str) -> None:
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# Test modules and conftests import the fixture below, which gives each importer its own
+# session-scoped instance; they all share this one server, stopped when the last one ends.
+_shared: PostgresServer | None = None
+_users = 0
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway server for the whole test session (skipped or failed when missing)."""
+    global _shared, _users
+    if _shared is None:
+        bindir = find_bindir()
+        if bindir is None:
+            missing_prerequisite(INSTALL_HINT)
+            raise AssertionError("unreachable")
+        if os.geteuid() == 0 and shutil.which("runuser") is None:
+            missing_prerequisite("as root, starting PostgreSQL needs `runuser` (util-linux)")
+        server = PostgresServer(bindir)
+        try:
+            server.start()
+        except BaseException:
+            server.stop()
+            raise
+        _shared = server
+    _users += 1
+    try:
+        yield _shared
+    finally:
+        _users -= 1
+        if _users == 0:
+            _shared.stop()
+            _shared = None
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database for one test, dropped afterwards."""
+    url = postgres_server.create_database()
+    try:
+        yield url
+    finally:
+        postgres_server.drop_database(url)
