@@ -1,7 +1,11 @@
-"""The embedded engine: one SQLite file in WAL mode, driven from one dedicated thread.
+"""The embedded engine: one SQLite file in WAL mode.
 
-SQLite allows one writer at a time; a single thread owning the connection serializes every
-transaction without lock contention and keeps the event loop free. Each port method is one
+SQLite allows one writer at a time, and its short transactions (a batch insert, Phase 1, a
+row read) take tens to hundreds of microseconds — less than handing them to a thread costs.
+So they run inline on the event loop, on one connection: synchronous code cannot interleave,
+which serializes every write without locks. Reads that scan many rows (an archive, the
+uncovered messages, a search) run on a second, read-only connection in a worker thread; WAL
+gives them a consistent snapshot while writes go on. Each write is one
 ``BEGIN IMMEDIATE … COMMIT``; ``synchronous=NORMAL`` in WAL mode survives a killed process
 (the tests SIGKILL the server) though not a power cut between checkpoints.
 """
@@ -83,18 +87,19 @@ class SqliteStore(Store):
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wm-sqlite")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wm-sqlite-read")
         self._conn: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
 
     # --- plumbing --------------------------------------------------------------------------
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
-
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._conn
-        if conn is None:
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
             raise RuntimeError("store is not open")
+        return self._conn
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A write transaction, inline."""
+        conn = self._connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
@@ -103,6 +108,25 @@ class SqliteStore(Store):
             raise
         conn.execute("COMMIT")
         return result
+
+    async def _peek(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A short read, inline: no other writer can run meanwhile, so no transaction."""
+        return fn(self._connection())
+
+    async def _scan(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A long read on the reader connection in its thread, as one snapshot."""
+
+        def run() -> T:
+            reader = self._reader
+            if reader is None:
+                raise RuntimeError("store is not open")
+            reader.execute("BEGIN")
+            try:
+                return fn(reader)
+            finally:
+                reader.execute("ROLLBACK")
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
     async def open(self) -> None:
         def connect() -> None:
@@ -132,16 +156,26 @@ class SqliteStore(Store):
                 conn.execute("COMMIT")
             self._conn = conn
 
-        await asyncio.get_running_loop().run_in_executor(self._executor, connect)
+        def connect_reader() -> None:
+            reader = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, isolation_level=None)
+            reader.execute("PRAGMA busy_timeout=10000")
+            reader.execute("PRAGMA cache_size=-65536")
+            self._reader = reader
+
+        connect()
+        await asyncio.get_running_loop().run_in_executor(self._executor, connect_reader)
 
     async def close(self) -> None:
-        def close() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        def close_reader() -> None:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
-        await asyncio.get_running_loop().run_in_executor(self._executor, close)
+        await asyncio.get_running_loop().run_in_executor(self._executor, close_reader)
         self._executor.shutdown(wait=True)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     @staticmethod
     def _sid(conn: sqlite3.Connection, tenant: str, session_id: str) -> int:
@@ -196,7 +230,7 @@ class SqliteStore(Store):
                 raise session_not_found(session_id)
             return _session(row)
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     async def list_sessions(
         self, tenant: str, limit: int, before_key: int | None
@@ -211,7 +245,7 @@ class SqliteStore(Store):
             rows = rows[:limit]
             return [_session(r) for r in rows], (int(rows[-1][0]) if more else None)
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     async def delete_session(self, tenant: str, session_id: str) -> None:
         def tx(conn: sqlite3.Connection) -> None:
@@ -376,7 +410,7 @@ class SqliteStore(Store):
             sid = self._sid(conn, tenant, session_id)
             return self._messages_from(conn, sid, self._first_live(conn, sid), None)
 
-        return await self._run(tx)
+        return await self._scan(tx)
 
     @staticmethod
     def _first_live(conn: sqlite3.Connection, sid: int) -> int:
@@ -569,7 +603,7 @@ class SqliteStore(Store):
                 raise _commit_not_found(session_id, commit_id)
             return _commit(row)
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     async def list_commits(
         self, tenant: str, session_id: str, limit: int, offset: int
@@ -583,7 +617,7 @@ class SqliteStore(Store):
             ).fetchall()
             return [_commit(r) for r in rows]
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     async def events_after(self, commit_id: str, after_sequence: int) -> list[StoredEvent]:
         def tx(conn: sqlite3.Connection) -> list[StoredEvent]:
@@ -594,7 +628,7 @@ class SqliteStore(Store):
             ).fetchall()
             return [StoredEvent(commit_id, s, bytes(p), bool(t)) for s, p, t in rows]
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     @staticmethod
     def _hold(conn: sqlite3.Connection, job: ClaimedJob) -> None:
@@ -754,7 +788,7 @@ class SqliteStore(Store):
                 messages.extend(self._archive_messages(conn, sid, seq))
             return Phase2Input(previous, tuple(messages), tuple(seqs))
 
-        return await self._run(tx)
+        return await self._scan(tx)
 
     @staticmethod
     def _archive_messages(conn: sqlite3.Connection, sid: int, seq: int) -> list[Message]:
@@ -880,7 +914,7 @@ class SqliteStore(Store):
                 conn.execute("SELECT COUNT(*) FROM phase2_jobs WHERE state != 'done'").fetchone()[0]
             )
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     # --- working memory --------------------------------------------------------------------
     async def get_working_memory(
@@ -895,7 +929,7 @@ class SqliteStore(Store):
                 ).fetchone()[0]
             return self._wm_row(conn, sid, tenant, session_id, wanted)
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     async def latest_coverage(
         self, tenant: str, session_id: str
@@ -915,7 +949,7 @@ class SqliteStore(Store):
             ).fetchone()[0]
             return wm, int(covered)
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     async def store_working_memory(
         self,
@@ -965,14 +999,14 @@ class SqliteStore(Store):
             ).fetchall()
             return [_commit(r) for r in rows]
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     async def archive_messages(self, tenant: str, session_id: str, seq: int) -> list[Message]:
         def tx(conn: sqlite3.Connection) -> list[Message]:
             sid = self._sid(conn, tenant, session_id)
             return self._archive_messages(conn, sid, seq)
 
-        return await self._run(tx)
+        return await self._scan(tx)
 
     async def uncovered_messages(
         self, tenant: str, session_id: str, covered_seq: int
@@ -994,7 +1028,7 @@ class SqliteStore(Store):
             ]
             return self._messages_from(conn, sid, start, None), seqs
 
-        return await self._run(tx)
+        return await self._scan(tx)
 
     async def search_archives(
         self,
@@ -1039,7 +1073,7 @@ class SqliteStore(Store):
                                 found.append(SearchMatch(name, seq, message))
             return found, total
 
-        return await self._run(tx)
+        return await self._scan(tx)
 
     # --- idempotency -----------------------------------------------------------------------
     async def remembered(self, tenant: str, method: str, request_id: str) -> str | None:
@@ -1051,7 +1085,7 @@ class SqliteStore(Store):
             ).fetchone()
             return str(row[0]) if row else None
 
-        return await self._run(tx)
+        return await self._peek(tx)
 
     async def remember(self, tenant: str, method: str, request_id: str, result: str) -> None:
         def tx(conn: sqlite3.Connection) -> None:
