@@ -15,7 +15,7 @@ from wm_core.document import (
     parse_document_detailed,
     render_document,
 )
-from wm_core.merge import MergeResult, merge
+from wm_core.merging import MergeResult, merge
 from wm_core.ops import OpKind, SectionOp
 from wm_core.recovery import ParsedOps, ReadMethod, parse_tool_arguments
 from wm_core.reminders import section_reminders

@@ -17,11 +17,16 @@ from dataclasses import dataclass
 
 import json_repair
 
-from wm_core.document import parse_document_detailed, render_document, sanitize_body
+from wm_core.document import (
+    is_working_memory,
+    parse_document_detailed,
+    render_document,
+    sanitize_body,
+)
 from wm_core.ops import describe
 from wm_core.sections import SECTIONS, canonical_name
 
-_FENCE = re.compile(r"^```[\w.+-]*[ \t]*\n(.*?)\n?```$", re.DOTALL)
+_FENCE = re.compile(r"^```[\w.+-]*[ \t]*\n(.*?)\n?```[ \t]*$", re.DOTALL | re.MULTILINE)
 
 
 class CreationRejected(ValueError):
@@ -42,8 +47,21 @@ class CreationResult:
 
 
 def _unfence(text: str) -> str:
-    match = _FENCE.match(text)
-    return match.group(1).strip() if match else text
+    """The document inside a code fence, when the model wrapped it in one.
+
+    Only when the sections are inside the fence and not outside it: a fenced snippet inside a
+    real document (a code sample in Key Facts) is content, not a wrapper.
+    """
+    if "```" not in text:
+        return text
+    match = _FENCE.search(text)
+    if match is None:
+        return text
+    inside = match.group(1)
+    outside = text[: match.start()] + text[match.end() :]
+    if is_working_memory(inside) and not is_working_memory(outside):
+        return inside.strip()
+    return text
 
 
 def _decode_object(text: str) -> Mapping[object, object] | None:
@@ -97,11 +115,16 @@ def _from_mapping(value: Mapping[object, object], problems: list[str]) -> dict[s
 
 
 def _from_text(text: str, problems: list[str]) -> dict[str, str]:
-    stripped = _unfence(text.strip())
-    if stripped.startswith("{"):
-        decoded = _decode_object(stripped)
-        if decoded is not None:
-            return _from_mapping(decoded, problems)
+    stripped = text.strip()
+    candidates = [stripped]
+    fenced = _FENCE.search(stripped)
+    if fenced is not None:
+        candidates.append(fenced.group(1).strip())
+    for candidate in candidates:
+        if candidate.startswith("{"):
+            decoded = _decode_object(candidate)
+            if decoded is not None:
+                return _from_mapping(decoded, problems)
     return _from_markdown(text, problems)
 
 

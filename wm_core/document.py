@@ -75,6 +75,15 @@ def _headings(text: str) -> list[_Heading]:
     return found
 
 
+def _stripped_slice(text: str, start: int, end: int) -> str:
+    """``text[start:end].strip()`` with one copy instead of two (bodies are most of a document)."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return text[start:end]
+
+
 def _normalize_newlines(text: str) -> str:
     if "\r" in text:
         return text.replace("\r\n", "\n").replace("\r", "\n")
@@ -102,6 +111,8 @@ class ParsedDocument:
     @property
     def preamble_without_title(self) -> str:
         """The preamble minus the document title line, i.e. text a reader would lose."""
+        if not self.preamble or self.preamble == DOCUMENT_TITLE:
+            return ""
         lines = [
             line
             for line in self.preamble.split("\n")
@@ -135,7 +146,7 @@ def parse_document_detailed(text: str | None) -> ParsedDocument:
         return ParsedDocument(preamble=text.strip())
     for index, (heading, name) in enumerate(boundaries):
         end = boundaries[index + 1][0].start if index + 1 < len(boundaries) else len(text)
-        body = text[heading.end : end].strip()
+        body = _stripped_slice(text, heading.end, end)
         if name is None:
             extras.append(ExtraSection(heading.title, heading.level, body))
         elif name in collected:
@@ -246,16 +257,23 @@ def sanitize_item(item: str) -> SanitizedBody:
     return SanitizedBody(first + "\n" + cleaned.text, cleaned.rewritten)
 
 
+_HEADERS: Final = tuple("## " + name for name in SECTIONS)
+
+
 def assemble_document(bodies: Mapping[str, str]) -> str:
-    """The canonical text for bodies that are already sanitised and stripped."""
+    """The canonical text for bodies that are already sanitised and stripped.
+
+    The title, a blank line, then per section its heading, its body when not empty and an
+    empty line; joined with newlines, the last empty line becomes the final newline.
+    """
     parts = [DOCUMENT_TITLE, ""]
-    for name in SECTIONS:
-        parts.append("## " + name)
+    for name, header in zip(SECTIONS, _HEADERS, strict=True):
+        parts.append(header)
         body = bodies.get(name)
         if body:
             parts.append(body)
         parts.append("")
-    return "\n".join(parts).rstrip() + "\n"
+    return "\n".join(parts)
 
 
 def render_document(bodies: Mapping[str, str]) -> str:

@@ -86,21 +86,20 @@ def item_key(item: str) -> str:
     return item_keys((item,))[0]
 
 
-def fresh_items(candidates: Iterable[str], existing: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Split ``candidates`` into those not yet present (by whole-item key) and duplicates.
+def fresh_items(candidates: Iterable[str], existing: str) -> tuple[list[str], list[str]]:
+    """Split ``candidates`` into items not yet in the body ``existing`` and duplicates.
 
-    A candidate repeated within ``candidates`` counts once. The keys of ``existing`` are only
-    computed when some candidate could be among them: every word of a key occurs in the
-    lower-cased item it came from, so a candidate with a word absent from ``existing`` is new.
+    Comparison is by whole-item key; a candidate repeated within ``candidates`` counts once.
+    The body's own keys are only computed when some candidate could be among them: every word
+    of a key occurs in the lower-cased body, so a candidate with a word absent from it is new.
     """
     listed = list(candidates)
     keys = item_keys(listed)
-    present = list(existing)
     seen: set[str] = set()
-    if present:
-        haystack = "\n".join(present).lower()
+    if existing and keys:
+        haystack = existing.lower()
         if any(all(word in haystack for word in key.split(" ")) for key in keys):
-            seen = set(item_keys(present))
+            seen = set(item_keys(bullet_items(existing)))
     fresh: list[str] = []
     duplicates: list[str] = []
     for candidate, key in zip(listed, keys, strict=True):

@@ -173,7 +173,7 @@ class _Reader:
         return salvaged
 
     def distrust_cut_string(self, text: str, ops: dict[str, SectionOp]) -> None:
-        tail = _unfence(text.strip()).rstrip()
+        tail = _unfence(text.strip()).rstrip(", \t\r\n")
         if tail.endswith(("}", "]")) or _ends_with_closed_string(tail):
             return
         matches = list(_SECTION_KEY.finditer(text))
@@ -196,7 +196,6 @@ class _Reader:
 
 
 def _ends_with_closed_string(tail: str) -> bool:
-    tail = tail.rstrip(", \t\n")
     if not tail.endswith('"'):
         return False
     backslashes = len(tail) - len(tail[:-1].rstrip("\\")) - 1

@@ -15,15 +15,34 @@ from wm_core.tokens import estimate_tokens
 _MAX_EXTRA = 1.75
 
 
+class TokenSize:
+    """The token estimate of one text, computed exactly only if a comparison needs it."""
+
+    __slots__ = ("_exact", "_high", "_low", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._exact: int | None = None
+        length = len(text)
+        self._low = math.ceil(length / 4)  # every code point weighs at least 0.25
+        if text.isascii():
+            self._high = self._exact = self._low
+        else:
+            # Code points heavier than 0.25 (U+1100 and above) take at least 3 UTF-8 bytes.
+            heavy_at_most = (len(text.encode("utf-8", "surrogatepass")) - length) // 2
+            self._high = math.ceil(length / 4 + _MAX_EXTRA * heavy_at_most)
+
+    def exceeds(self, limit: int) -> bool:
+        """Whether ``estimate_tokens(text) > limit``."""
+        if self._low > limit:
+            return True
+        if self._high <= limit:
+            return False
+        if self._exact is None:
+            self._exact = estimate_tokens(self._text)
+        return self._exact > limit
+
+
 def exceeds_tokens(text: str, limit: int) -> bool:
     """Whether ``estimate_tokens(text) > limit``, computed cheaply when the answer is clear."""
-    length = len(text)
-    if math.ceil(length / 4) > limit:
-        return True  # every code point weighs at least 0.25
-    if text.isascii():
-        return False  # the lower bound above is then exact
-    # Code points that weigh more than 0.25 (U+1100 and above) take at least 3 UTF-8 bytes.
-    heavy_at_most = (len(text.encode("utf-8", "surrogatepass")) - length) // 2
-    if math.ceil(length / 4 + _MAX_EXTRA * heavy_at_most) <= limit:
-        return False
-    return estimate_tokens(text) > limit
+    return TokenSize(text).exceeds(limit)

@@ -1,7 +1,8 @@
 """Errors & Corrections is a history: it only grows.
 
 An UPDATE is read as "here is the section with my additions": the items that are not already
-there (whole-item comparison) are appended and nothing is removed.
+there (whole-item comparison) are appended and nothing is removed. Items the UPDATE merely
+repeats are reported as dropped only when they are not a verbatim copy of the old body.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from wm_core.ops import KEEP, OpKind, SectionOp
 def guard_append_only(op: SectionOp, old: str) -> Verdict | None:
     if op.kind != OpKind.UPDATE:
         return None
-    fresh, duplicates = fresh_items(bullet_items(op.content.strip()), bullet_items(old))
+    new = op.content.strip()
+    # The usual shape is "the section as it was, plus new lines": only the tail is new.
+    repeated = new.startswith(old) and new[len(old) : len(old) + 1] in ("", "\n")
+    fresh, duplicates = fresh_items(bullet_items(new[len(old) :] if repeated else new), old)
     if not fresh:
         return Verdict(
             KEEP,

@@ -29,7 +29,7 @@ from wm_core.limits import (
     TOKEN_THRESHOLD,
 )
 from wm_core.ops import KEEP, OpKind, SectionOp
-from wm_core.sizing import exceeds_tokens
+from wm_core.sizing import TokenSize
 
 SENTINEL: Final = (
     "⚠️ [CONSOLIDATION REQUIRED: this section is over twice its size limit. Rewrite it as one "
@@ -39,20 +39,32 @@ SENTINEL: Final = (
 _SENTINEL_MARK: Final = "[CONSOLIDATION REQUIRED:"
 
 # The reference's anchor rules: dates, number phrases and decision words (case-insensitive),
-# capitalised words (case-sensitive). They are applied to the lower-cased text where case does
-# not matter, and written to start with a literal or a single character class so that the regex
-# engine can skip ahead instead of trying every position: these run twice per Key Facts UPDATE.
+# capitalised words (case-sensitive). Case-insensitive rules run on the lower-cased text, and
+# every pattern starts with a literal or a single character class ("\b" before a digit is
+# written as a lookbehind after it) so the regex engine skips ahead instead of trying every
+# position. Dates and number phrases share one scan. The reference scans them separately, so
+# it also finds a quantity that starts inside a date ("2024-05-10 am", "5 june 2024 years");
+# those are looked up with cheap patterns. An amount directly followed by a date
+# ("$2024-01-05") would make the shared scan drift from the reference's, so that rare text
+# gets the two separate scans.
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+_MONTH_NAMES: Final = frozenset(_MONTHS.split("|"))
 _UNITS = (
     "years?|months?|weeks?|days?|kids?|children|hours?|miles?|times?|sessions?|rounds?|"
-    "visits?|dollars?|euros?|pounds?|bedrooms?|paintings?|people|persons?"
+    "visits?|dollars?|euros?|pounds?|bedrooms?|paintings?|people|persons?|am|pm"
 )
-# "\b" before a digit is written as a lookbehind after it, so the pattern starts with [0-9].
-_DATES = re.compile(
-    r"[0-9](?<!\w[0-9])(?:[0-9]{3}-[0-9]{2}-[0-9]{2}\b"
-    rf"|[0-9]?\s+(?:{_MONTHS})\s+[0-9]{{4}}\b)"
+_AFTER_DIGIT = r"(?<!\w[0-9])(?<=[0-9])"  # "\b" before the digit just consumed
+_DATE = (
+    rf"{_AFTER_DIGIT}(?:[0-9]{{3}}-[0-9]{{2}}-[0-9]{{2}}\b|[0-9]?\s+(?:{_MONTHS})\s+[0-9]{{4}}\b)"
 )
-_NUMBER_PHRASES = re.compile(rf"[0-9](?<!\w[0-9])[0-9]*\s+(?:{_UNITS}|am|pm)\b|\$[0-9][0-9,]*")
+_QUANTITY = rf"{_AFTER_DIGIT}[0-9]*\s+(?:{_UNITS})\b"
+_AMOUNT = r"(?<=\$)[0-9][0-9,]*"
+_DATES_AND_NUMBERS = re.compile(rf"[0-9$](?:{_AMOUNT}|{_DATE}|{_QUANTITY})")
+_DATES = re.compile(rf"[0-9]{_DATE}")
+_NUMBERS = re.compile(rf"[0-9$](?:{_AMOUNT}|{_QUANTITY})")
+_QUANTITY_AFTER_DASH = re.compile(rf"-([0-9]{_QUANTITY})")
+_QUANTITY_AT = re.compile(rf"[0-9]{_QUANTITY}")
+_AMOUNT_THEN_DATE = re.compile(rf"\$[0-9,]*[0-9](?:-|\s+(?:{_MONTHS})\b)")
 _DECISION_WORDS: Final = tuple(
     (word, re.compile(rf"{word}(?<!\w{word})(?!\w)"))
     for word in ("because", "decided", "chose", "committed", "agreed", "resolved")
@@ -75,8 +87,23 @@ def lexical_anchors(text: str) -> set[str]:
     lowered = text.lower()
     anchors = set(map(str.lower, _CAPITALIZED.findall(text)))
     anchors -= ANCHOR_STOPWORDS
-    anchors.update(_DATES.findall(lowered))
-    anchors.update(_NUMBER_PHRASES.findall(lowered))
+    if "$" in lowered and _AMOUNT_THEN_DATE.search(lowered):
+        anchors.update(_DATES.findall(lowered))
+        anchors.update(_NUMBERS.findall(lowered))
+    else:
+        found = _DATES_AND_NUMBERS.findall(lowered)
+        anchors.update(found)
+        if "-" in lowered:
+            anchors.update(_QUANTITY_AFTER_DASH.findall(lowered))
+        for date in found:
+            words = date.split()
+            if len(words) == 3 and words[1] in _MONTH_NAMES:
+                position = lowered.find(date)
+                while position != -1:
+                    quantity = _QUANTITY_AT.match(lowered, position + len(date) - 4)
+                    if quantity is not None:
+                        anchors.add(quantity.group())
+                    position = lowered.find(date, position + 1)
     for word, pattern in _DECISION_WORDS:
         if word in lowered and pattern.search(lowered):
             anchors.add(word)
@@ -88,8 +115,6 @@ def _is_sentinel(text: str) -> bool:
 
 
 def _without_sentinel(text: str) -> str:
-    if not _is_sentinel(text):
-        return text
     return "\n".join(line for line in text.split("\n") if not _is_sentinel(line))
 
 
@@ -98,8 +123,9 @@ def guard_key_facts(op: SectionOp, old: str) -> Verdict | None:
         return None
     old_items = bullet_items(old)
     count = len(old_items)
-    emergency = count > EMERGENCY_BULLETS or exceeds_tokens(old, EMERGENCY_TOKENS)
-    oversized = emergency or count > BULLET_THRESHOLD or exceeds_tokens(old, TOKEN_THRESHOLD)
+    size = TokenSize(old)
+    emergency = count > EMERGENCY_BULLETS or size.exceeds(EMERGENCY_TOKENS)
+    oversized = emergency or count > BULLET_THRESHOLD or size.exceeds(TOKEN_THRESHOLD)
     if op.kind == OpKind.APPEND:
         if not oversized:
             return None
@@ -110,7 +136,7 @@ def guard_key_facts(op: SectionOp, old: str) -> Verdict | None:
 def _throttle(
     items: tuple[str, ...], old: str, old_items: list[str], emergency: bool
 ) -> Verdict | None:
-    fresh, duplicates = fresh_items(items, old_items)
+    fresh, duplicates = fresh_items(items, old)
     size = f"{len(old_items)} bullets"
     if emergency:
         if _is_sentinel(old):
@@ -144,8 +170,10 @@ def _throttle(
 def _judge_consolidation(
     new: str, old: str, old_items: list[str], emergency: bool
 ) -> Verdict | None:
-    basis = _without_sentinel(old)
-    basis_items = [item for item in old_items if not _is_sentinel(item)]
+    basis, basis_items = old, old_items
+    if _is_sentinel(old):  # the engine's own warning is not a fact to keep
+        basis = _without_sentinel(old)
+        basis_items = [item for item in old_items if not _is_sentinel(item)]
     if not basis_items:
         return None
     new_items = bullet_items(new)
@@ -169,7 +197,7 @@ def _judge_consolidation(
             f"consolidation rejected: keeps {coverage:.0%} of the anchors (minimum "
             f"{MIN_ANCHOR_COVERAGE:.0%}); lost: {shown}"
         )
-    fresh, duplicates = fresh_items(new_items, old_items)
+    fresh, duplicates = fresh_items(new_items, old)
     if emergency:
         return Verdict(
             KEEP,

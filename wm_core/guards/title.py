@@ -36,9 +36,9 @@ def title_tokens(text: str) -> set[str]:
             tokens.update(run[i : i + 2] for i in range(len(run) - 1))
         folded = _CJK_RUN.sub(" ", folded)
     for word in _WORD.findall(folded):
-        if word in STOPWORDS:
+        if word in STOPWORDS or len(word) < _MIN_LETTERS:
             continue
-        if sum(1 for ch in word if ch.isalpha()) >= _MIN_LETTERS:
+        if word.isalpha() or sum(1 for ch in word if ch.isalpha()) >= _MIN_LETTERS:
             tokens.add(word)
     return tokens
 

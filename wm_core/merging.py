@@ -20,7 +20,7 @@ from wm_core.document import (
     sanitize_item,
 )
 from wm_core.guards import GUARDS
-from wm_core.items import bullet_items, fresh_items
+from wm_core.items import fresh_items
 from wm_core.ops import KEEP, NormalizedOp, OpKind, SectionOp, describe, normalize_op
 from wm_core.sections import SECTIONS, canonical_name
 
@@ -230,8 +230,6 @@ def _heading_reason(rewritten: int, removed: int) -> str:
             f"{rewritten} heading line(s) in the new text were demoted so they cannot split "
             "the document"
         )
-    if not parts:
-        return "content unchanged"
     return "; ".join(parts)
 
 
@@ -250,7 +248,7 @@ def _apply(
     if deduplicated:
         fresh, duplicates = list(op.items), list[str]()
     else:
-        fresh, duplicates = fresh_items(op.items, bullet_items(old) if old else ())
+        fresh, duplicates = fresh_items(op.items, old)
     if duplicates:
         decisions.append(
             Decision(
