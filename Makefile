@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest bench clean
+.PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ install: $(STAMP)
 run: install
 	$(BIN)/wm-server
 
-test: install buf-lint stubs-check lint typecheck pytest
+test: install buf-lint stubs-check lint typecheck pytest node-test
 
 buf-lint: install
 	$(BIN)/buf lint
@@ -47,6 +47,18 @@ typecheck: install
 
 pytest: install
 	$(BIN)/pytest
+
+# The polyglot proof: the Node client (clients/node) against the real Python server. Without
+# Node it is skipped with a message, except under CI=true, where a missing node fails.
+node-test: install
+	@if command -v node >/dev/null 2>&1; then \
+		cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
+		WM_PYTHON=$(CURDIR)/$(BIN)/python node --test test/e2e.test.js; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "node-test: node is required under CI=true (install Node.js 18+)" >&2; exit 1; \
+	else \
+		echo "node-test: skipped, node is not installed (install Node.js 18+ to run it)"; \
+	fi
 
 bench: install
 	$(BIN)/python bench/merge_bench.py

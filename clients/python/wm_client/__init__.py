@@ -1,0 +1,49 @@
+"""Python client of the Working Memory Service: a typed asyncio client (:class:`WmClient`),
+the context engine an agent runtime drives (:class:`ContextEngine`), and the ``wm`` CLI.
+
+Only the generated stubs (``wm_proto``) and gRPC are used: clients never import the server.
+"""
+
+from wm_client.client import WmClient, new_request_id
+from wm_client.engine import (
+    AfterTurnResult,
+    BackgroundCommit,
+    CompactOutcome,
+    CompactResult,
+    ContextEngine,
+)
+from wm_client.errors import (
+    AbortedError,
+    AlreadyExistsError,
+    FailedPreconditionError,
+    FieldViolation,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnauthenticatedError,
+    UnavailableError,
+    WmError,
+)
+from wm_client.stream import CommitStream, ResumePolicy
+
+__all__ = [
+    "AbortedError",
+    "AfterTurnResult",
+    "AlreadyExistsError",
+    "BackgroundCommit",
+    "CommitStream",
+    "CompactOutcome",
+    "CompactResult",
+    "ContextEngine",
+    "FailedPreconditionError",
+    "FieldViolation",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "ResumePolicy",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "WmClient",
+    "WmError",
+    "new_request_id",
+]

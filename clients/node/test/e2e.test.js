@@ -1,0 +1,147 @@
+'use strict';
+// End to end: the real Python server on a free loopback port, driven by the Node client.
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const { after, before, test } = require('node:test');
+const assert = require('node:assert/strict');
+
+const { WmClient, WmError, loadServiceConfig } = require('../client.js');
+
+const REPO = path.resolve(__dirname, '..', '..', '..');
+const SESSION = 'node-e2e';
+
+function python() {
+  if (process.env.WM_PYTHON) return process.env.WM_PYTHON;
+  const venv = path.join(REPO, '.venv', 'bin', 'python');
+  return fs.existsSync(venv) ? venv : 'python3';
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+let server;
+let dataDir;
+let client;
+let serverLog = '';
+
+before(async () => {
+  const port = await freePort();
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wm-node-e2e-'));
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('WM_')));
+  server = spawn(python(), ['-m', 'wm_server'], {
+    cwd: REPO,
+    env: { ...env, WM_ADDRESS: `127.0.0.1:${port}`, WM_DATA_DIR: dataDir, WM_LLM_PROVIDER: 'offline' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  server.stdout.on('data', (chunk) => { serverLog += chunk; });
+  server.stderr.on('data', (chunk) => { serverLog += chunk; });
+  client = new WmClient(`127.0.0.1:${port}`);
+  try {
+    await client.waitForReady(30000);
+  } catch (error) {
+    throw new Error(`the server did not start: ${error.message}\n${serverLog}`);
+  }
+});
+
+after(() => {
+  if (client) client.close();
+  if (server && server.exitCode === null) server.kill('SIGTERM');
+  if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('the service config beside the protos is the one the client loads', () => {
+  const config = loadServiceConfig();
+  const streaming = config.methodConfig.filter((entry) => !entry.retryPolicy);
+  const names = streaming.flatMap((entry) => entry.name.map((n) => n.method)).sort();
+  assert.deepEqual(names, ['Commit', 'Compact', 'WatchCommit']);
+});
+
+test('create, add a turn, commit to the terminal event, get the WM, assemble, search', async () => {
+  const session = await client.createSession(SESSION);
+  assert.equal(session.session_id, SESSION);
+
+  const added = await client.addMessages(SESSION, [
+    { id: 'u1', role: 'ROLE_USER', parts: [{ text: 'The test suite fails: please fix src/app/settings.py' }] },
+    {
+      id: 'a1',
+      role: 'ROLE_ASSISTANT',
+      parts: [
+        { text: 'Running the tests first.' },
+        { tool_use: { id: 'toolu_01', name: 'bash', input_json: JSON.stringify({ command: 'pytest -q' }) } },
+      ],
+    },
+    {
+      id: 'u2',
+      role: 'ROLE_USER',
+      parts: [{ tool_result: { tool_use_id: 'toolu_01', content: "ModuleNotFoundError: No module named 'yaml'", is_error: true } }],
+    },
+    { id: 'a2', role: 'ROLE_ASSISTANT', parts: [{ text: 'PyYAML is missing from requirements.txt; adding it.' }] },
+  ]);
+  assert.deepEqual(added.added_message_ids, ['u1', 'a1', 'u2', 'a2']);
+  assert.equal(added.message_count, 4);
+  assert.ok(added.pending_tokens > 0);
+
+  const events = [];
+  for await (const event of client.commit(SESSION, 0)) events.push(event);
+  assert.deepEqual(events.map((e) => e.sequence), events.map((_, i) => i + 1));
+  assert.equal(events[0].stage, 'COMMIT_STAGE_ARCHIVED');
+  assert.equal(events[0].phase1.archive_id, 'archive_001');
+  assert.equal(events[0].phase1.archived_message_count, 4);
+  assert.equal(events.filter((e) => e.terminal).length, 1);
+  const last = events[events.length - 1];
+  assert.equal(last.stage, 'COMMIT_STAGE_COMPLETED');
+  assert.equal(last.detail, 'completed');
+  assert.equal(last.completed.working_memory_version, 1);
+
+  const memory = await client.getWorkingMemory(SESSION);
+  assert.equal(memory.version, 1);
+  assert.equal(memory.sections.length, 7);
+  assert.match(memory.document, /## Files & Context/);
+  assert.match(memory.document, /src\/app\/settings\.py/);
+
+  const context = await client.assembleContext(SESSION, 8000, { includeAnthropicJson: true });
+  assert.equal(context.working_memory_version, 1);
+  assert.match(context.messages[0].parts[0].text, /^\[Session History Summary\]/);
+  assert.equal(JSON.parse(context.anthropic_messages_json)[0].role, 'user');
+
+  const found = await client.searchArchives('modulenotfounderror', { sessionId: SESSION });
+  assert.equal(found.total_matches, 1);
+  assert.equal(found.hits[0].archive_id, 'archive_001');
+  assert.equal(found.hits[0].message_id, 'u2');
+  assert.match(found.hits[0].snippet, /No module named 'yaml'/);
+
+  const replay = [];
+  for await (const event of client.watchCommit(SESSION, last.commit_id, { afterSequence: 1 })) replay.push(event);
+  assert.deepEqual(replay.map((e) => e.sequence), events.slice(1).map((e) => e.sequence));
+  const none = [];
+  for await (const event of client.watchCommit(SESSION, last.commit_id, { afterSequence: last.sequence })) none.push(event);
+  assert.deepEqual(none, []);
+});
+
+test('errors carry the code and the decoded details', async () => {
+  await assert.rejects(client.getSession('nobody'), (error) => {
+    assert.ok(error instanceof WmError);
+    assert.equal(error.codeName, 'NOT_FOUND');
+    assert.equal(error.reason, 'SESSION_NOT_FOUND');
+    assert.equal(error.domain, 'wm.v1');
+    assert.deepEqual(error.metadata, { session_id: 'nobody' });
+    return true;
+  });
+  await assert.rejects(client.addMessages(SESSION, [{ role: 'ROLE_USER', parts: [] }]), (error) => {
+    assert.equal(error.codeName, 'INVALID_ARGUMENT');
+    assert.deepEqual(error.fieldViolations.map((v) => v.field), ['messages[0].parts']);
+    return true;
+  });
+});

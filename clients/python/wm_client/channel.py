@@ -1,0 +1,79 @@
+"""Where the server is and how to open a channel to it.
+
+Why a shared service config: retries of UNAVAILABLE and per-method timeouts are declared once,
+beside the protos (``protos/wm/v1/wm_grpc_service_config.json``), and every client (this one,
+the Node client, a mesh) reads the same file. The package ships a byte-identical copy so an
+installed client does not need the source tree; a test keeps the two equal. Retries are safe
+because every mutating call carries a request_id, and the streaming RPCs have no retry policy
+at all: a broken stream is resumed by the application with WatchCommit (see ``stream``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+ADDRESS_VARIABLE = "WM_ADDRESS"
+SERVICE_CONFIG_FILE = "wm_grpc_service_config.json"
+# Large enough for an assembled context or an archive with its raw messages.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+ChannelOptions = list[tuple[str, Any]]
+
+
+def default_address() -> str:
+    """The server address: ``WM_ADDRESS`` (the variable the server listens on) or the default.
+
+    A server bound to a wildcard (``0.0.0.0:50051``, ``[::]:50051``) is reached on loopback.
+    """
+    address = os.environ.get(ADDRESS_VARIABLE, "").strip() or DEFAULT_ADDRESS
+    return reachable_address(address)
+
+
+def reachable_address(address: str) -> str:
+    """Turn a listening address into one a client can dial (wildcard hosts → loopback)."""
+    host, sep, port = address.rpartition(":")
+    if sep and host in ("0.0.0.0", "[::]", "::", ""):
+        return f"127.0.0.1:{port}"
+    return address
+
+
+@cache
+def service_config_text() -> str:
+    """The service config JSON shipped with the package (a copy of the one beside the protos)."""
+    return (resources.files("wm_client") / "data" / SERVICE_CONFIG_FILE).read_text("utf-8")
+
+
+def service_config() -> dict[str, Any]:
+    """The service config as a dictionary (a fresh copy each call)."""
+    value: dict[str, Any] = json.loads(service_config_text())
+    return value
+
+
+def channel_options(extra: ChannelOptions | None = None) -> ChannelOptions:
+    """Channel arguments: the service config with retries on, generous message sizes, and a
+    short reconnect backoff so a restarted server is found again within seconds."""
+    options: ChannelOptions = [
+        ("grpc.service_config", json.dumps(service_config(), separators=(",", ":"))),
+        ("grpc.enable_retries", 1),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.min_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 3000),
+        # Our own subchannels: another channel's backoff after a restart must not delay ours.
+        ("grpc.use_local_subchannel_pool", 1),
+    ]
+    options.extend(extra or [])
+    return options
+
+
+def open_channel(address: str, extra: ChannelOptions | None = None) -> grpc.aio.Channel:
+    """An insecure channel (loopback or a mesh that terminates TLS) with the service config."""
+    return grpc.aio.insecure_channel(reachable_address(address), options=channel_options(extra))

@@ -1,0 +1,263 @@
+"""``wm``: the command line of the Working Memory Service.
+
+Why it exists: to look into a running service (sessions, the working memory, archives), to
+feed it a recorded conversation, to watch a commit's Phase 2 and its guard decisions live, and
+to show in one command what the product does (``wm demo``).
+
+The server is found through ``--address`` or ``WM_ADDRESS`` (the variable the server listens
+on; default 127.0.0.1:50051). Exit codes, for scripts:
+
+====  ==========================================================================================
+0     success (a skipped commit, nothing to archive, is a success)
+1     any other error the server reported (FAILED_PRECONDITION, INTERNAL, ...)
+2     usage: bad command line, unreadable or invalid input file, or INVALID_ARGUMENT
+3     the server cannot be reached (down, wrong address, UNAVAILABLE, DEADLINE_EXCEEDED)
+4     not found: the session, commit, archive or working memory does not exist
+5     the commit failed (its Phase 2 ended FAILED; the previous working memory stays current)
+6     UNAUTHENTICATED or PERMISSION_DENIED
+130   interrupted (Ctrl-C); a commit's Phase 2 goes on on the server
+141   the output pipe was closed early (``wm ... | head``), as for a tool killed by SIGPIPE
+====  ==========================================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from enum import IntEnum
+
+import grpc
+from rich.console import Console
+
+from wm_client import commands, demo
+from wm_client.channel import ADDRESS_VARIABLE, default_address
+from wm_client.client import WmClient
+from wm_client.errors import WmError
+from wm_client.jsonl import JsonlError
+
+API_KEY_VARIABLE = "WM_API_KEY"
+
+
+class ExitCode(IntEnum):
+    """The exit codes of ``wm`` (see the module docstring)."""
+
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    UNREACHABLE = 3
+    NOT_FOUND = 4
+    COMMIT_FAILED = 5
+    DENIED = 6
+    INTERRUPTED = 130
+    BROKEN_PIPE = 141
+
+
+_CODE_EXIT = {
+    grpc.StatusCode.NOT_FOUND: ExitCode.NOT_FOUND,
+    grpc.StatusCode.INVALID_ARGUMENT: ExitCode.USAGE,
+    grpc.StatusCode.OUT_OF_RANGE: ExitCode.USAGE,
+    grpc.StatusCode.UNAVAILABLE: ExitCode.UNREACHABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ExitCode.UNREACHABLE,
+    grpc.StatusCode.UNAUTHENTICATED: ExitCode.DENIED,
+    grpc.StatusCode.PERMISSION_DENIED: ExitCode.DENIED,
+}
+
+
+def _common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """Connection options, accepted before or after the command name."""
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "--address",
+        default=default,
+        help=f"host:port of the server (default: ${ADDRESS_VARIABLE} or 127.0.0.1:50051)",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=default,
+        help=f"API key, sent as 'authorization: Bearer <key>' (default: ${API_KEY_VARIABLE})",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=default,
+        metavar="SECONDS",
+        help="how long to wait for the server before giving up (default: 5)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line (exposed for the documentation and the tests)."""
+    common = argparse.ArgumentParser(add_help=False)
+    _common_options(common, suppress=True)
+    parser = argparse.ArgumentParser(
+        prog="wm",
+        description="Command line of the Working Memory Service.",
+        epilog="Exit codes: 0 ok, 1 error, 2 usage/invalid input, 3 server unreachable, "
+        "4 not found, 5 commit failed, 6 not authorized, 130 interrupted.",
+    )
+    _common_options(parser, suppress=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sessions = sub.add_parser("sessions", help="list, show or delete sessions", parents=[common])
+    sessions_sub = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = sessions_sub.add_parser("list", help="list sessions, newest first", parents=[common])
+    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(handler=commands.sessions_list)
+    p = sessions_sub.add_parser(
+        "show", help="a session, its commits and archives", parents=[common]
+    )
+    p.add_argument("session")
+    p.add_argument("--json", action="store_true", help="print the session as JSON")
+    p.set_defaults(handler=commands.sessions_show)
+    p = sessions_sub.add_parser("delete", help="delete a session and all of it", parents=[common])
+    p.add_argument("session")
+    p.set_defaults(handler=commands.sessions_delete)
+
+    p = sub.add_parser("add", help="add messages from a JSONL file", parents=[common])
+    p.add_argument("session")
+    p.add_argument("file", help="JSONL file, one message per line ('-' reads standard input)")
+    p.add_argument("--no-create", action="store_true", help="fail when the session does not exist")
+    p.set_defaults(handler=commands.add)
+
+    p = sub.add_parser(
+        "commit", help="archive old messages and update the working memory", parents=[common]
+    )
+    p.add_argument("session")
+    p.add_argument(
+        "--keep",
+        type=int,
+        default=10,
+        metavar="N",
+        help="newest messages to keep live (default 10)",
+    )
+    p.add_argument("--follow", action="store_true", help="show Phase 2 live until the commit ends")
+    p.add_argument("--json", action="store_true", help="print events as JSON lines")
+    p.set_defaults(handler=commands.commit)
+
+    memory = sub.add_parser("memory", help="the working memory", parents=[common])
+    memory_sub = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = memory_sub.add_parser(
+        "show", help="render the working memory as Markdown", parents=[common]
+    )
+    p.add_argument("session")
+    p.add_argument("--version", type=int, default=0, help="a version (default: the latest)")
+    p.add_argument("--raw", action="store_true", help="print the Markdown document as is")
+    p.add_argument("--json", action="store_true", help="print the working memory as JSON")
+    p.set_defaults(handler=commands.memory_show)
+
+    p = sub.add_parser(
+        "search", help="search archived messages (literal, case-insensitive)", parents=[common]
+    )
+    p.add_argument("query")
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--session", help="search this session")
+    scope.add_argument("--all", action="store_true", help="search every session")
+    p.add_argument("--archive", default="", help="only this archive (e.g. archive_002)")
+    p.add_argument("--max-hits", type=int, default=0, help="at most this many hits (default 12)")
+    p.add_argument("--json", action="store_true", help="print the response as JSON")
+    p.set_defaults(handler=commands.search)
+
+    p = sub.add_parser(
+        "assemble", help="the next model context within a token budget", parents=[common]
+    )
+    p.add_argument("session")
+    p.add_argument("--budget", type=int, required=True, help="the context window, in tokens")
+    p.add_argument("--system-prompt", default="", help="the runtime's own system prompt")
+    p.add_argument(
+        "--json", action="store_true", help="print the response as JSON (with Anthropic messages)"
+    )
+    p.set_defaults(handler=commands.assemble)
+
+    p = sub.add_parser(
+        "demo",
+        help="replay a bundled coding-agent session and show the working memory",
+        parents=[common],
+    )
+    p.add_argument("--session", default="", help="session id (default: demo-<random>)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=2000,
+        help="token budget of the replayed runtime (default 2000)",
+    )
+    p.add_argument(
+        "--ratio",
+        type=float,
+        default=0.5,
+        help="commit when pending ≥ budget × ratio (default 0.5)",
+    )
+    p.add_argument(
+        "--keep", type=int, default=6, help="messages kept live by each commit (default 6)"
+    )
+    p.add_argument("--file", default="", help="replay this JSONL file instead of the bundled one")
+    p.set_defaults(handler=demo.run_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``wm`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    stdout = Console(highlight=False)
+    stderr = Console(stderr=True, highlight=False)
+    try:
+        return int(asyncio.run(_run(args, stdout)))
+    except BrokenPipeError:
+        # The reader went away (``wm ... | head``): stop quietly, as a killed-by-SIGPIPE tool.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.BROKEN_PIPE
+    except KeyboardInterrupt:
+        stderr.print("wm: interrupted; a running commit goes on on the server")
+        return ExitCode.INTERRUPTED
+    except commands.Unreachable as exc:
+        stderr.print(
+            f"wm: cannot reach the Working Memory Service at {exc.address}: is wm-server running?"
+            f" (set --address or {ADDRESS_VARIABLE})",
+            markup=False,
+        )
+        return ExitCode.UNREACHABLE
+    except WmError as exc:
+        stderr.print(f"wm: {describe_error(exc, args)}", markup=False)
+        return _CODE_EXIT.get(exc.code, ExitCode.ERROR)
+    except (JsonlError, OSError, ValueError) as exc:
+        stderr.print(f"wm: {exc}", markup=False)
+        return ExitCode.USAGE
+
+
+async def _run(args: argparse.Namespace, out: Console) -> int:
+    address = getattr(args, "address", None) or default_address()
+    api_key = getattr(args, "api_key", None) or os.environ.get(API_KEY_VARIABLE) or None
+    connect_timeout = getattr(args, "connect_timeout", None)
+    async with WmClient(address, api_key=api_key) as client:
+        if not await client.wait_ready(5.0 if connect_timeout is None else connect_timeout):
+            raise commands.Unreachable(client.address)
+        code: int = await args.handler(client, args, out)
+        return code
+
+
+def describe_error(error: WmError, args: argparse.Namespace) -> str:
+    """A sentence for a person, from the code and the ErrorInfo reason."""
+    session = getattr(args, "session", None) or error.metadata.get("session_id", "")
+    if error.reason == "SESSION_NOT_FOUND":
+        return f"session {session!r} not found (see `wm sessions list`)"
+    if error.reason == "WORKING_MEMORY_NOT_FOUND":
+        return (
+            f"session {session!r} has no working memory yet"
+            f" (run `wm commit {session} --follow` first)"
+        )
+    if error.code == grpc.StatusCode.INVALID_ARGUMENT and error.field_violations:
+        fields = "; ".join(f"{v.field}: {v.description}" for v in error.field_violations)
+        return f"invalid request: {fields}"
+    if error.code == grpc.StatusCode.UNAVAILABLE:
+        return f"the server is unavailable: {error.message}"
+    if error.code == grpc.StatusCode.UNAUTHENTICATED:
+        return f"not authenticated: {error.message} (give --api-key or {API_KEY_VARIABLE})"
+    return str(error)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

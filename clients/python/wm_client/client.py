@@ -1,0 +1,349 @@
+"""The typed asyncio client of wm.v1.WorkingMemoryService.
+
+Why a wrapper over the generated stub: every mutating call gets a request_id (so the retries
+that the service config makes on UNAVAILABLE, and any retry of the caller with the same id,
+never store twice); errors come out as :class:`~wm_client.errors.WmError` subclasses with the
+decoded details; commit streams resume by themselves (:class:`~wm_client.stream.CommitStream`).
+Everything else is the contract as generated: requests are built here from plain arguments and
+responses are the wm.v1 messages themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+
+from wm_client.channel import default_address, open_channel
+from wm_client.errors import error_from_rpc
+from wm_client.stream import CommitStream, ResumePolicy
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+
+if TYPE_CHECKING:
+    from wm_proto.v1.working_memory_service_pb2_grpc import WorkingMemoryServiceAsyncStub
+
+Response = TypeVar("Response")
+_TERMINAL_STATES = (pb.COMMIT_STATE_COMPLETED, pb.COMMIT_STATE_FAILED, pb.COMMIT_STATE_SKIPPED)
+Metadata = Sequence[tuple[str, str]]
+
+
+def new_request_id() -> str:
+    """A fresh idempotency key (a UUID, as the contract recommends)."""
+    return str(uuid.uuid4())
+
+
+class WmClient:
+    """One channel to the service and a method per RPC.
+
+    Give an ``address`` (default: ``WM_ADDRESS`` or 127.0.0.1:50051) or an existing
+    ``channel`` (which the client then does not close). ``timeout`` overrides the per-method
+    timeouts of the service config; ``metadata`` is sent with every call, and ``api_key`` adds
+    ``authorization: Bearer <key>`` for a server that requires API keys.
+    Use it as an async context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        channel: grpc.aio.Channel | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+        api_key: str | None = None,
+        resume_policy: ResumePolicy | None = None,
+    ) -> None:
+        self.address = address or default_address()
+        self._owns_channel = channel is None
+        self.channel = channel if channel is not None else open_channel(self.address)
+        self._stub: WorkingMemoryServiceAsyncStub = service_grpc.WorkingMemoryServiceStub(
+            self.channel
+        )
+        self._timeout = timeout
+        self._metadata = tuple(metadata)
+        if api_key:
+            self._metadata += (("authorization", f"Bearer {api_key}"),)
+        self.resume_policy = resume_policy or ResumePolicy()
+
+    async def __aenter__(self) -> WmClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channel if this client opened it."""
+        if self._owns_channel:
+            await self.channel.close()
+
+    async def wait_ready(self, seconds: float) -> bool:
+        """Wait until the channel is connected; False when the server is not reachable in time."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self.channel.channel_ready()
+        except TimeoutError:
+            return False
+        return True
+
+    # --- sessions -------------------------------------------------------------------------------
+    async def create_session(
+        self, session_id: str = "", *, request_id: str | None = None
+    ) -> pb.Session:
+        """Create a session (the server makes an id when ``session_id`` is empty)."""
+        request = api.CreateSessionRequest(
+            session_id=session_id, request_id=request_id or new_request_id()
+        )
+        return await self._unary(self._stub.CreateSession, request)
+
+    async def get_session(self, session_id: str) -> pb.Session:
+        """A session and its counters (pending_tokens, live_tokens, working_memory_version…)."""
+        return await self._unary(
+            self._stub.GetSession, api.GetSessionRequest(session_id=session_id)
+        )
+
+    async def list_sessions(
+        self, *, page_size: int = 0, page_token: str = ""
+    ) -> api.ListSessionsResponse:
+        """One page of sessions, newest first."""
+        request = api.ListSessionsRequest(page_size=page_size, page_token=page_token)
+        return await self._unary(self._stub.ListSessions, request)
+
+    async def iter_sessions(self, *, page_size: int = 100) -> AsyncIterator[pb.Session]:
+        """Every session, newest first, page after page."""
+        token = ""
+        while True:
+            page = await self.list_sessions(page_size=page_size, page_token=token)
+            for session in page.sessions:
+                yield session
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def delete_session(self, session_id: str, *, request_id: str | None = None) -> None:
+        """Delete a session and everything of it."""
+        request = api.DeleteSessionRequest(
+            session_id=session_id, request_id=request_id or new_request_id()
+        )
+        await self._unary(self._stub.DeleteSession, request)
+
+    async def add_messages(
+        self,
+        session_id: str,
+        messages: Sequence[pb.Message],
+        *,
+        create_session_if_missing: bool = False,
+        request_id: str | None = None,
+    ) -> api.AddMessagesResponse:
+        """Add 1-1000 messages atomically; ids already stored come back as duplicates."""
+        request = api.AddMessagesRequest(
+            session_id=session_id,
+            messages=messages,
+            create_session_if_missing=create_session_if_missing,
+            request_id=request_id or new_request_id(),
+        )
+        return await self._unary(self._stub.AddMessages, request)
+
+    # --- commits --------------------------------------------------------------------------------
+    def commit(
+        self,
+        session_id: str,
+        keep_recent_count: int = 0,
+        *,
+        request_id: str | None = None,
+        heartbeats: bool = False,
+    ) -> CommitStream:
+        """Start a commit; the returned stream yields its events (Phase 1 first) and resumes
+        itself after a disconnect. Nothing is sent until the stream is first read."""
+        rid = request_id or new_request_id()
+
+        def open_attempt(commit_id: str | None, after: int) -> Any:
+            if commit_id is None:
+                request = api.CommitRequest(
+                    session_id=session_id, keep_recent_count=keep_recent_count, request_id=rid
+                )
+                return self._stub.Commit(request, timeout=self._timeout, metadata=self._metadata)
+            return self._watch_call(session_id, commit_id, after)
+
+        return CommitStream(
+            open_attempt,
+            session_id=session_id,
+            heartbeats=heartbeats,
+            policy=self.resume_policy,
+            finished=self._finished_probe(session_id),
+        )
+
+    def compact(
+        self, session_id: str, *, request_id: str | None = None, heartbeats: bool = False
+    ) -> CommitStream:
+        """Commit with keep 0 (archive every live message); the stream runs to Phase 2's end."""
+        rid = request_id or new_request_id()
+
+        def open_attempt(commit_id: str | None, after: int) -> Any:
+            if commit_id is None:
+                request = api.CompactRequest(session_id=session_id, request_id=rid)
+                return self._stub.Compact(request, timeout=self._timeout, metadata=self._metadata)
+            return self._watch_call(session_id, commit_id, after)
+
+        return CommitStream(
+            open_attempt,
+            session_id=session_id,
+            heartbeats=heartbeats,
+            policy=self.resume_policy,
+            finished=self._finished_probe(session_id),
+        )
+
+    def watch_commit(
+        self,
+        session_id: str,
+        commit_id: str,
+        *,
+        after_sequence: int = 0,
+        heartbeats: bool = False,
+    ) -> CommitStream:
+        """Re-attach to a commit: stored events after ``after_sequence``, then live ones."""
+        return CommitStream(
+            lambda cid, after: self._watch_call(session_id, cid or commit_id, after),
+            session_id=session_id,
+            commit_id=commit_id,
+            after_sequence=after_sequence,
+            heartbeats=heartbeats,
+            policy=self.resume_policy,
+            finished=self._finished_probe(session_id),
+        )
+
+    def _finished_probe(self, session_id: str) -> Callable[[str, int], Awaitable[bool]]:
+        """For a stream that ended without its terminal event: has the commit ended with
+        nothing stored after ``last``? (Then there is nothing to wait for.)"""
+
+        async def finished(commit_id: str, last: int) -> bool:
+            commit = await self.get_commit(session_id, commit_id)
+            return commit.state in _TERMINAL_STATES and commit.last_sequence <= last
+
+        return finished
+
+    def _watch_call(self, session_id: str, commit_id: str, after: int) -> Any:
+        request = api.WatchCommitRequest(
+            session_id=session_id, commit_id=commit_id, after_sequence=after
+        )
+        return self._stub.WatchCommit(request, timeout=self._timeout, metadata=self._metadata)
+
+    async def get_commit(self, session_id: str, commit_id: str) -> pb.Commit:
+        """A commit's current state."""
+        request = api.GetCommitRequest(session_id=session_id, commit_id=commit_id)
+        return await self._unary(self._stub.GetCommit, request)
+
+    async def list_commits(
+        self, session_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> api.ListCommitsResponse:
+        """One page of a session's commits, newest first."""
+        request = api.ListCommitsRequest(
+            session_id=session_id, page_size=page_size, page_token=page_token
+        )
+        return await self._unary(self._stub.ListCommits, request)
+
+    async def retry_commit(
+        self, session_id: str, commit_id: str, *, request_id: str | None = None
+    ) -> pb.Commit:
+        """Run Phase 2 of a failed commit again (watch it with :meth:`watch_commit`)."""
+        request = api.RetryCommitRequest(
+            session_id=session_id, commit_id=commit_id, request_id=request_id or new_request_id()
+        )
+        return await self._unary(self._stub.RetryCommit, request)
+
+    # --- working memory -------------------------------------------------------------------------
+    async def get_working_memory(self, session_id: str, *, version: int = 0) -> pb.WorkingMemory:
+        """The latest completed working memory, or ``version``; NOT_FOUND when there is none."""
+        request = api.GetWorkingMemoryRequest(session_id=session_id, version=version)
+        return await self._unary(self._stub.GetWorkingMemory, request)
+
+    async def apply_working_memory_ops(
+        self,
+        session_id: str,
+        ops: Sequence[pb.SectionOp],
+        *,
+        expected_version: int = 0,
+        request_id: str | None = None,
+    ) -> api.ApplyWorkingMemoryOpsResponse:
+        """Apply ops computed by the caller's own model, through the server's guards."""
+        request = api.ApplyWorkingMemoryOpsRequest(
+            session_id=session_id,
+            ops=ops,
+            expected_version=expected_version,
+            request_id=request_id or new_request_id(),
+        )
+        return await self._unary(self._stub.ApplyWorkingMemoryOps, request)
+
+    async def assemble_context(
+        self,
+        session_id: str,
+        token_budget: int,
+        *,
+        system_prompt: str = "",
+        include_anthropic_json: bool = False,
+    ) -> api.AssembleContextResponse:
+        """The next model context within ``token_budget`` tokens."""
+        request = api.AssembleContextRequest(
+            session_id=session_id,
+            token_budget=token_budget,
+            system_prompt=system_prompt,
+            include_anthropic_json=include_anthropic_json,
+        )
+        return await self._unary(self._stub.AssembleContext, request)
+
+    # --- archives -------------------------------------------------------------------------------
+    async def list_archives(
+        self, session_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> api.ListArchivesResponse:
+        """One page of a session's archives, oldest first, without messages."""
+        request = api.ListArchivesRequest(
+            session_id=session_id, page_size=page_size, page_token=page_token
+        )
+        return await self._unary(self._stub.ListArchives, request)
+
+    async def get_archive(self, session_id: str, archive_id: str) -> pb.Archive:
+        """One archive with its raw messages (expand)."""
+        request = api.GetArchiveRequest(session_id=session_id, archive_id=archive_id)
+        return await self._unary(self._stub.GetArchive, request)
+
+    async def search_archives(
+        self,
+        query: str,
+        *,
+        session_id: str = "",
+        archive_id: str = "",
+        max_hits: int = 0,
+        all_sessions: bool = False,
+    ) -> api.SearchArchivesResponse:
+        """Literal, case-insensitive search over archived messages, newest archive first."""
+        request = api.SearchArchivesRequest(
+            session_id=session_id,
+            query=query,
+            archive_id=archive_id,
+            max_hits=max_hits,
+            all_sessions=all_sessions,
+        )
+        return await self._unary(self._stub.SearchArchives, request)
+
+    async def get_tool_definitions(
+        self, tool_format: api.ToolFormat.ValueType = api.TOOL_FORMAT_UNSPECIFIED
+    ) -> api.GetToolDefinitionsResponse:
+        """archive_expand, archive_search and update_working_memory, ready to register."""
+        request = api.GetToolDefinitionsRequest(format=tool_format)
+        return await self._unary(self._stub.GetToolDefinitions, request)
+
+    # --- plumbing -------------------------------------------------------------------------------
+    async def _unary(self, method: Callable[..., Awaitable[Response]], request: Any) -> Response:
+        try:
+            return await method(request, timeout=self._timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc) from exc

@@ -1,0 +1,309 @@
+"""The context engine: the three calls an agent runtime makes around its model turns.
+
+Why a layer over the client: a runtime does not want to think about commits. After each turn
+it hands over the new messages (``after_turn``); when the tokens waiting outside the keep window
+reach a share of its context budget, a commit starts in the background and the turn goes on
+without waiting for the working memory. When the runtime must shrink its context now, it
+compacts (``compact``: archive everything, wait for the new working memory). Before each model
+call it asks for the context to send (``assemble``).
+
+Compared with the reference plugin this engine adds a turn's messages in one atomic batch (not
+one request per message), reads ``pending_tokens`` from that same answer (no extra round trip),
+reports a failed commit as a failure (never as a "timeout"), and keeps errors of background
+commits on their task, logged, never raised into the runtime's turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from types import TracebackType
+
+from wm_client.client import WmClient
+from wm_client.stream import CommitStream
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+
+log = logging.getLogger("wm_client.engine")
+
+MAX_TOKEN_BUDGET = 10_000_000  # the contract's largest AssembleContext budget
+MAX_KEEP_RECENT = 10_000
+
+
+class CompactOutcome(StrEnum):
+    """How a compaction ended."""
+
+    COMPLETED = "completed"  # everything archived and folded into a new working memory
+    SKIPPED = "skipped"  # nothing to archive
+    FAILED = "failed"  # Phase 2 failed; the previous working memory stays current
+
+
+class BackgroundCommit:
+    """A commit that ``after_turn`` started and follows to its end in a task.
+
+    Nobody has to await it. A runtime that wants to know may wait for Phase 1
+    (:meth:`phase1`) or for the terminal event (:meth:`wait`); an error stays on the task
+    and is logged, never raised into the turn that started it.
+    """
+
+    def __init__(
+        self, session_id: str, stream: CommitStream, after: BackgroundCommit | None = None
+    ) -> None:
+        self.session_id = session_id
+        self.stream = stream
+        self._after = after
+        self._first = asyncio.Event()
+        self.task: asyncio.Task[pb.CommitEvent] = asyncio.create_task(
+            self._follow(), name=f"wm-commit-{session_id}"
+        )
+        self.task.add_done_callback(self._log_outcome)
+
+    @property
+    def commit_id(self) -> str | None:
+        """Known once Phase 1 answered."""
+        return self.stream.commit_id
+
+    @property
+    def done(self) -> bool:
+        return self.task.done()
+
+    @property
+    def past_phase1(self) -> bool:
+        """True once the server answered Phase 1 (or the attempt ended)."""
+        return self._first.is_set()
+
+    async def phase1(self) -> pb.CommitEvent:
+        """The Phase 1 event (archived or skipped)."""
+        await self._first.wait()
+        if self.stream.first_event is None:
+            await self.task  # raises what ended the attempt
+            raise RuntimeError("commit ended without any event")
+        return self.stream.first_event
+
+    async def wait(self) -> pb.CommitEvent:
+        """The terminal event (completed, failed or skipped)."""
+        return await asyncio.shield(self.task)
+
+    async def _follow(self) -> pb.CommitEvent:
+        try:
+            if self._after is not None:
+                # Commit only once the session's previous commit has answered Phase 1, so
+                # the two never race for the same messages and archives stay in turn order.
+                await self._after._first.wait()
+                self._after = None  # no chain of finished commits kept alive
+            async for _ in self.stream:
+                self._first.set()
+        finally:
+            self._first.set()
+        return await self.stream.wait()
+
+    def _log_outcome(self, task: asyncio.Task[pb.CommitEvent]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()  # also marks the exception as retrieved
+        if error is not None:
+            log.warning("background commit of %s failed: %s", self.session_id, error)
+            return
+        event = task.result()
+        log.info(
+            "background commit %s of %s ended: %s",
+            event.commit_id,
+            self.session_id,
+            pb.CommitState.Name(event.state),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AfterTurnResult:
+    """What ``after_turn`` did. ``pending_tokens`` is None when there was nothing to add."""
+
+    session_id: str
+    added_message_ids: tuple[str, ...]
+    duplicate_message_ids: tuple[str, ...]
+    pending_tokens: int | None
+    threshold: int
+    commit: BackgroundCommit | None
+
+    @property
+    def commit_started(self) -> bool:
+        return self.commit is not None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactResult:
+    """The outcome of ``compact``: the new summary and the context size before and after.
+
+    ``tokens_before``/``tokens_after`` are the estimated tokens of the assembled context
+    (working memory, uncovered archives, live messages) around the compaction. ``summary`` is
+    the new working memory document when completed, else empty; ``error`` explains a failure.
+    """
+
+    session_id: str
+    outcome: CompactOutcome
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    commit_id: str
+    archive_id: str
+    working_memory_version: int
+    archived_message_count: int
+    error: str
+    terminal: pb.CommitEvent
+
+    @property
+    def compacted(self) -> bool:
+        return self.outcome is CompactOutcome.COMPLETED
+
+
+class ContextEngine:
+    """after_turn / compact / assemble over a :class:`WmClient` (which the caller owns)."""
+
+    def __init__(self, client: WmClient) -> None:
+        self.client = client
+        self._latest: dict[str, BackgroundCommit] = {}
+        self._running: set[BackgroundCommit] = set()
+
+    async def after_turn(
+        self,
+        session: str,
+        new_messages: Sequence[pb.Message],
+        token_budget: int,
+        commit_ratio: float = 0.5,
+        keep_recent: int = 10,
+    ) -> AfterTurnResult:
+        """Add the turn's messages in one batch (creating the session if needed); when
+        pending_tokens ≥ floor(token_budget × commit_ratio), start a commit keeping the newest
+        ``keep_recent`` messages, in the background, and return without waiting for it.
+
+        A commit triggered while the session's previous background commit has not answered
+        Phase 1 yet starts after that answer (the previous one may have archived everything,
+        and then this one ends skipped): commits of a session never race each other."""
+        if token_budget <= 0:
+            raise ValueError("token_budget must be positive")
+        if not 0.0 <= commit_ratio <= 1.0:
+            raise ValueError("commit_ratio must be between 0 and 1")
+        if not 0 <= keep_recent <= MAX_KEEP_RECENT:
+            raise ValueError(f"keep_recent must be 0-{MAX_KEEP_RECENT}")
+        threshold = math.floor(token_budget * commit_ratio)
+        if not new_messages:
+            return AfterTurnResult(session, (), (), None, threshold, None)
+        added = await self.client.add_messages(
+            session, new_messages, create_session_if_missing=True
+        )
+        commit = None
+        if added.pending_tokens >= threshold:
+            previous = self._latest.get(session)
+            commit = BackgroundCommit(
+                session,
+                self.client.commit(session, keep_recent),
+                after=previous if previous is not None and not previous.past_phase1 else None,
+            )
+            self._latest[session] = commit
+            self._running.add(commit)
+            commit.task.add_done_callback(functools.partial(self._finished, commit))
+        return AfterTurnResult(
+            session_id=session,
+            added_message_ids=tuple(added.added_message_ids),
+            duplicate_message_ids=tuple(added.duplicate_message_ids),
+            pending_tokens=added.pending_tokens,
+            threshold=threshold,
+            commit=commit,
+        )
+
+    def _finished(self, commit: BackgroundCommit, _task: asyncio.Task[pb.CommitEvent]) -> None:
+        self._running.discard(commit)
+
+    async def compact(
+        self,
+        session: str,
+        *,
+        token_budget: int = MAX_TOKEN_BUDGET,
+        tokens_before: int | None = None,
+    ) -> CompactResult:
+        """Archive every live message, wait for the terminal event, and return the new summary
+        with the context size before and after (measured by AssembleContext within
+        ``token_budget``; pass ``tokens_before`` when the runtime knows it already)."""
+        if tokens_before is None:
+            tokens_before = (await self.assemble(session, token_budget)).estimated_tokens
+        stream = self.client.compact(session)
+        terminal = await stream.wait()
+        first = stream.first_event or terminal
+        summary, error, version = "", "", 0
+        if terminal.stage == pb.COMMIT_STAGE_COMPLETED:
+            outcome = CompactOutcome.COMPLETED
+            version = terminal.completed.working_memory_version
+            memory = await self.client.get_working_memory(session, version=version)
+            summary = memory.document
+        elif terminal.stage == pb.COMMIT_STAGE_FAILED:
+            outcome = CompactOutcome.FAILED
+            error = terminal.failed.error.message or "Phase 2 failed"
+        else:
+            outcome = CompactOutcome.SKIPPED
+            error = first.phase1.message
+        tokens_after = (await self.assemble(session, token_budget)).estimated_tokens
+        return CompactResult(
+            session_id=session,
+            outcome=outcome,
+            summary=summary,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            commit_id=terminal.commit_id,
+            archive_id=first.phase1.archive_id,
+            working_memory_version=version,
+            archived_message_count=first.phase1.archived_message_count,
+            error=error,
+            terminal=terminal,
+        )
+
+    async def assemble(
+        self,
+        session: str,
+        token_budget: int,
+        *,
+        system_prompt: str = "",
+        include_anthropic_json: bool = False,
+    ) -> api.AssembleContextResponse:
+        """The context for the next model call (AssembleContext)."""
+        return await self.client.assemble_context(
+            session,
+            token_budget,
+            system_prompt=system_prompt,
+            include_anthropic_json=include_anthropic_json,
+        )
+
+    def running_commits(self) -> tuple[BackgroundCommit, ...]:
+        """Background commits still being followed."""
+        return tuple(self._running)
+
+    async def wait_idle(self) -> list[pb.CommitEvent | BaseException]:
+        """Wait for every running background commit; their terminal events, or the errors
+        that ended them."""
+        tasks = [c.task for c in self._running]
+        return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+    async def aclose(self) -> None:
+        """Stop following background commits (Phase 2 goes on on the server)."""
+        running = list(self._running)
+        for commit in running:
+            commit.task.cancel()
+        for commit in running:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await commit.task
+            await commit.stream.aclose()
+
+    async def __aenter__(self) -> ContextEngine:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,338 @@
+"""Terminal rendering of the service's resources, with rich.
+
+Why one module: the CLI's commands only fetch and decide; how a session, a working memory, a
+commit event or a search hit looks is defined here once, so the progress display, ``memory
+show`` and ``demo`` agree. Everything returns rich renderables; nothing prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from rich.console import Group, RenderableType
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
+
+from wm_client.jsonl import role_name
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+
+_KIND = {
+    pb.SECTION_OP_KIND_UNSPECIFIED: "KEEP",
+    pb.SECTION_OP_KIND_KEEP: "KEEP",
+    pb.SECTION_OP_KIND_UPDATE: "UPDATE",
+    pb.SECTION_OP_KIND_APPEND: "APPEND",
+}
+
+
+def _row(table: Table, *cells: str | RenderableType) -> None:
+    """Add a row whose strings are shown as they are: data from the server (ids, message
+    text like "[tool_result ...]") must never be read as rich markup."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+
+
+def when(stamp: Timestamp) -> str:
+    """A timestamp as ``YYYY-MM-DD HH:MM:SS`` UTC, or "-" when unset."""
+    if not stamp.seconds and not stamp.nanos:
+        return "-"
+    return datetime.fromtimestamp(stamp.seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def stage_name(stage: int) -> str:
+    """COMMIT_STAGE_LLM_REQUEST_SENT → "llm_request_sent"."""
+    return pb.CommitStage.Name(stage).removeprefix("COMMIT_STAGE_").lower()  # type: ignore[arg-type]
+
+
+def state_name(state: int) -> str:
+    """COMMIT_STATE_COMPLETED → "completed"."""
+    return pb.CommitState.Name(state).removeprefix("COMMIT_STATE_").lower()  # type: ignore[arg-type]
+
+
+def kind_name(kind: int) -> str:
+    return _KIND.get(kind, "KEEP")  # type: ignore[call-overload,no-any-return]
+
+
+# --- sessions -------------------------------------------------------------------------------------
+def sessions_table(sessions: Sequence[pb.Session]) -> Table:
+    table = Table(title=f"{len(sessions)} session(s)", title_justify="left")
+    for header, justify in (
+        ("session", "left"),
+        ("live msgs", "right"),
+        ("total msgs", "right"),
+        ("pending tok", "right"),
+        ("live tok", "right"),
+        ("archives", "right"),
+        ("WM version", "right"),
+        ("updated (UTC)", "left"),
+    ):
+        table.add_column(header, justify=justify, no_wrap=header == "session")  # type: ignore[arg-type]
+    for s in sessions:
+        _row(
+            table,
+            s.session_id,
+            f"{s.message_count:,}",
+            f"{s.total_message_count:,}",
+            f"{s.pending_tokens:,}",
+            f"{s.live_tokens:,}",
+            str(s.archive_count),
+            str(s.working_memory_version or "-"),
+            when(s.update_time),
+        )
+    return table
+
+
+def session_details(
+    session: pb.Session, commits: Sequence[pb.Commit], archives: Sequence[pb.Archive]
+) -> RenderableType:
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    for label, value in (
+        ("session", session.session_id),
+        ("created (UTC)", when(session.create_time)),
+        ("updated (UTC)", when(session.update_time)),
+        ("live messages", f"{session.message_count:,} ({session.live_tokens:,} tokens)"),
+        ("all messages", f"{session.total_message_count:,}"),
+        ("pending tokens", f"{session.pending_tokens:,} (keep window {session.keep_recent_count})"),
+        ("archives", str(session.archive_count)),
+        (
+            "working memory",
+            f"v{session.working_memory_version}" if session.working_memory_version else "none yet",
+        ),
+    ):
+        _row(facts, label, value)
+    parts: list[RenderableType] = [facts]
+    if commits:
+        table = Table(title="recent commits", title_justify="left")
+        for header in (
+            "commit",
+            "state",
+            "archive",
+            "archived",
+            "kept",
+            "WM",
+            "attempts",
+            "created (UTC)",
+        ):
+            table.add_column(header)
+        for c in commits:
+            _row(
+                table,
+                c.commit_id,
+                state_name(c.state),
+                c.archive_id or "-",
+                str(c.archived_message_count),
+                str(c.kept_message_count),
+                f"v{c.working_memory_version}" if c.working_memory_version else "-",
+                str(c.attempt_count),
+                when(c.create_time),
+            )
+        parts.append(table)
+    if archives:
+        table = Table(title="archives", title_justify="left")
+        for header in ("archive", "state", "messages", "tokens", "abstract"):
+            table.add_column(header)
+        for a in archives:
+            _row(
+                table,
+                a.archive_id,
+                state_name(a.state),
+                str(a.message_count),
+                f"{a.estimated_tokens:,}",
+                a.abstract or "-",
+            )
+        parts.append(table)
+    return Group(*parts)
+
+
+# --- working memory -------------------------------------------------------------------------------
+def working_memory(memory: pb.WorkingMemory) -> RenderableType:
+    """The 7 sections as Markdown under a one-line header."""
+    header = Text.assemble(
+        ("Working memory ", "bold"),
+        (f"v{memory.version}", "bold cyan"),
+        f" · session {memory.session_id} · {memory.estimated_tokens:,} tokens",
+        f" · from {memory.archive_id}" if memory.archive_id else " · from client ops",
+        f" · {when(memory.create_time)} UTC",
+    )
+    parts: list[RenderableType] = [header, Text("")]
+    for section in memory.sections:
+        parts.append(Text(f"## {section.name}", style="bold magenta"))
+        body = section.body.strip()
+        parts.append(Markdown(body) if body else Text("(empty)", style="dim"))
+        parts.append(Text(""))
+    return Group(*parts)
+
+
+# --- commit events --------------------------------------------------------------------------------
+def decision_text(d: pb.GuardDecision) -> Text:
+    """One guard intervention on one line."""
+    text = Text.assemble(
+        ("guard ", "yellow"),
+        (d.guard, "bold yellow"),
+        f" on {d.section}: {kind_name(d.requested_kind)} → {kind_name(d.applied_kind)}",
+    )
+    if d.reason:
+        text.append(f" — {d.reason}")
+    counts = [
+        f"{label} {len(items)}"
+        for label, items in (
+            ("dropped", d.dropped_items),
+            ("restored", d.restored_items),
+            ("refused", d.refused_items),
+        )
+        if items
+    ]
+    if counts:
+        text.append(f" ({', '.join(counts)})", style="dim")
+    return text
+
+
+def ops_summary(ops: Iterable[pb.SectionOp]) -> str:
+    counts: dict[str, int] = {}
+    for op in ops:
+        name = kind_name(op.kind)
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "no ops"
+
+
+def event_detail(event: pb.CommitEvent) -> str:
+    """What an event says, in a few words."""
+    kind = event.WhichOneof("detail")
+    if kind == "phase1":
+        return event.phase1.message
+    if kind == "phase2_started":
+        p = event.phase2_started
+        mode = "create" if p.mode == pb.PHASE2_MODE_CREATE else f"update of v{p.previous_version}"
+        covered = ", ".join(p.covered_archive_ids)
+        return f"attempt {p.attempt}, {mode}" + (f", covering {covered}" if covered else "")
+    if kind == "llm_request_sent":
+        r = event.llm_request_sent
+        return f"{r.purpose} call to {r.provider} ({r.model})"
+    if kind == "llm_response_received":
+        response = event.llm_response_received
+        u = response.usage
+        return (
+            f"stop={response.stop_reason}, {u.input_tokens:,} in / {u.output_tokens:,} out"
+            f" tokens, {response.duration_ms:,} ms"
+        )
+    if kind == "ops_parsed":
+        text = ops_summary(event.ops_parsed.ops)
+        if event.ops_parsed.problems:
+            text += f"; problems: {'; '.join(event.ops_parsed.problems)}"
+        return text
+    if kind == "guard_decision":
+        return decision_text(event.guard_decision).plain
+    if kind == "working_memory_stored":
+        w = event.working_memory_stored
+        return f"version {w.version}, {w.estimated_tokens:,} tokens — {w.abstract}"
+    if kind == "retry_scheduled":
+        retry = event.retry_scheduled
+        return (
+            f"attempt {retry.attempt} failed ({retry.reason}); next in {retry.delay_ms / 1000:g} s"
+        )
+    if kind in ("completed", "failed"):
+        c = event.completed if kind == "completed" else event.failed
+        if kind == "failed":
+            return f"{c.error.message or 'failed'} after {c.attempt_count} attempt(s)"
+        return f"working memory v{c.working_memory_version} after {c.attempt_count} attempt(s)"
+    if kind == "heartbeat":
+        return f"still {state_name(event.state)}"
+    return ""
+
+
+def event_line(event: pb.CommitEvent) -> Text:
+    """``[  3] llm_request_sent      create call to offline (offline)``."""
+    style = "green" if event.stage == pb.COMMIT_STAGE_COMPLETED else ""
+    if event.stage == pb.COMMIT_STAGE_FAILED:
+        style = "bold red"
+    if event.stage == pb.COMMIT_STAGE_GUARD_DECISION:
+        return Text.assemble(f"[{event.sequence:>3}] ", decision_text(event.guard_decision))
+    return Text.assemble(
+        f"[{event.sequence:>3}] ",
+        (f"{stage_name(event.stage):<24}", style or "cyan"),
+        event_detail(event),
+    )
+
+
+# --- context and search ---------------------------------------------------------------------------
+def message_text(message: pb.Message, limit: int = 300) -> str:
+    """A message's content on a few lines, long parts shortened."""
+    pieces: list[str] = []
+    for part in message.parts:
+        kind = part.WhichOneof("kind")
+        if kind == "text":
+            pieces.append(part.text)
+        elif kind == "tool_use":
+            pieces.append(f"[tool_use {part.tool_use.name} {part.tool_use.input_json}]")
+        elif kind == "tool_result":
+            flag = " error" if part.tool_result.is_error else ""
+            pieces.append(f"[tool_result{flag} {part.tool_result.content}]")
+    text = " ".join(pieces)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def assembled_context(result: api.AssembleContextResponse, budget: int) -> RenderableType:
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    for label, value in (
+        ("budget", f"{budget:,} tokens ({result.reply_reserve_tokens:,} reserved for the reply)"),
+        ("estimated", f"{result.estimated_tokens:,} tokens"),
+        (
+            "working memory",
+            f"v{result.working_memory_version} ({result.working_memory_tokens:,} tokens)"
+            if result.working_memory_version
+            else "none",
+        ),
+        (
+            "messages",
+            f"{len(result.messages)} (from {result.included_message_count} source messages, {result.dropped_message_count} dropped)",
+        ),
+        ("uncovered archives", ", ".join(result.uncovered_archive_ids) or "none"),
+        ("trimmed items", str(len(result.trimmed_items))),
+    ):
+        _row(facts, label, value)
+    table = Table(title="context", title_justify="left", show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("role")
+    table.add_column("tokens", justify="right")
+    table.add_column("content", overflow="fold")
+    for index, message in enumerate(result.messages, start=1):
+        _row(
+            table,
+            str(index),
+            role_name(message.role),
+            str(message.estimated_tokens),
+            message_text(message),
+        )
+    return Group(facts, table)
+
+
+def search_hits(result: api.SearchArchivesResponse, query: str) -> RenderableType:
+    if not result.hits:
+        return Text(f"no match for {query!r}")
+    parts: list[RenderableType] = [
+        Text(
+            f"{len(result.hits)} hit(s) of {result.total_matches} matching message(s) for {query!r}"
+        )
+    ]
+    for hit in result.hits:
+        parts.append(
+            Text.assemble(
+                (f"{hit.session_id} {hit.archive_id} {hit.message_id}", "bold cyan"),
+                f" ({role_name(hit.role)})",
+            )
+        )
+        parts.append(_highlight(hit.snippet, query))
+        parts.append(Text(""))
+    return Group(*parts)
+
+
+def _highlight(snippet: str, query: str) -> Text:
+    text = Text(snippet)
+    text.highlight_words([query], style="bold reverse", case_sensitive=False)
+    return text

@@ -1,0 +1,223 @@
+"""A commit's progress stream that survives broken connections.
+
+Why: gRPC never retries a stream once a response has arrived, and a stream can break for many
+ordinary reasons (a server restart, a mesh's maximum connection age, an idle timeout of a
+proxy). The server stores every event with a per-commit sequence, so the client keeps the last
+sequence it delivered and, on a break, calls WatchCommit(after_sequence=last) and carries on;
+events at or below that sequence are dropped, so the caller sees each event once, in order,
+ending with exactly one terminal event. Before the first event the commit id is unknown: the
+Commit (or Compact) call is then repeated with the same request_id, which the server answers
+with the same commit.
+
+Only transport failures resume (UNAVAILABLE, CANCELLED by the server, DEADLINE_EXCEEDED of one
+stream, and INTERNAL/UNKNOWN that carry no wm.v1 ErrorInfo, i.e. did not come from the
+service). An error the service reports (NOT_FOUND, INVALID_ARGUMENT, ...) is raised at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from wm_client.errors import ERROR_DOMAIN, UnavailableError, WmError, error_from_rpc
+from wm_proto.v1 import resources_pb2 as pb
+
+# Opens one attempt: given the commit id (None before the first event) and the last sequence.
+Opener = Callable[[str | None, int], Any]
+# Whether a commit has ended with no stored event after the given sequence (GetCommit).
+Finished = Callable[[str, int], Awaitable[bool]]
+
+_ALWAYS_RESUMABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+_RESUMABLE_FROM_TRANSPORT = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePolicy:
+    """How a broken stream is resumed.
+
+    ``idle_timeout``: with no event (heartbeats included) for this long the stream is taken for
+    dead and re-opened; the server sends a heartbeat at least every 15 s, so the default leaves
+    three of them. ``give_up_after``: how long to keep trying to re-attach without receiving
+    anything before raising :class:`UnavailableError`. Backoff grows from ``initial_backoff``
+    by ``multiplier`` up to ``max_backoff`` between attempts.
+    """
+
+    idle_timeout: float = 45.0
+    give_up_after: float = 120.0
+    initial_backoff: float = 0.1
+    max_backoff: float = 2.0
+    multiplier: float = 2.0
+
+
+def is_resumable(error: WmError) -> bool:
+    """True for a failure of the connection rather than an answer of the service."""
+    if error.code in _ALWAYS_RESUMABLE:
+        return True
+    return error.code in _RESUMABLE_FROM_TRANSPORT and error.domain != ERROR_DOMAIN
+
+
+class CommitStream:
+    """The events of one commit, resumed across disconnects; an async iterator.
+
+    Heartbeats are skipped unless ``heartbeats`` is true (a progress display uses them to show
+    that the server is alive). Closing the stream never cancels Phase 2 on the server.
+    """
+
+    def __init__(
+        self,
+        opener: Opener,
+        *,
+        session_id: str,
+        commit_id: str | None = None,
+        after_sequence: int = 0,
+        heartbeats: bool = False,
+        policy: ResumePolicy | None = None,
+        finished: Finished | None = None,
+    ) -> None:
+        self._open = opener
+        self._finished = finished
+        self.session_id = session_id
+        self.commit_id: str | None = commit_id
+        self.last_sequence = after_sequence
+        self.heartbeats = heartbeats
+        self.policy = policy or ResumePolicy()
+        self.first_event: pb.CommitEvent | None = None
+        self.terminal: pb.CommitEvent | None = None
+        self.resumes = 0
+        self.errors: deque[WmError] = deque(maxlen=50)  # the latest reasons for resuming
+        self._call: Any = None
+        self._closed = False
+
+    # --- the iterator ---------------------------------------------------------------------------
+    def __aiter__(self) -> CommitStream:
+        return self
+
+    async def __anext__(self) -> pb.CommitEvent:
+        while True:
+            if self.terminal is not None or self._closed:
+                await self._cancel_call()
+                raise StopAsyncIteration
+            event = await self._next_raw()
+            if event is None:  # the commit had ended before after_sequence: nothing more
+                self._closed = True
+                raise StopAsyncIteration
+            if event.stage == pb.COMMIT_STAGE_HEARTBEAT:
+                if self.heartbeats:
+                    return event
+                continue
+            if event.sequence <= self.last_sequence:
+                continue  # replayed after a resume: already delivered
+            self.last_sequence = event.sequence
+            if self.commit_id is None:
+                self.commit_id = event.commit_id
+            if self.first_event is None:
+                self.first_event = event
+            if event.terminal:
+                self.terminal = event
+            return event
+
+    async def _next_raw(self) -> pb.CommitEvent | None:
+        """The next message of the current attempt, re-opening attempts as needed; None when
+        the server has nothing after our sequence for a commit that has ended."""
+        broken_since: float | None = None
+        backoff = self.policy.initial_backoff
+        while True:
+            if self._call is None:
+                self._call = self._open(self.commit_id, self.last_sequence)
+            try:
+                async with asyncio.timeout(self.policy.idle_timeout):
+                    message = await self._call.read()
+            except grpc.aio.AioRpcError as exc:
+                error = error_from_rpc(exc)
+                self._call = None
+                if not is_resumable(error):
+                    raise error from exc
+                self.errors.append(error)
+            except TimeoutError:
+                await self._cancel_call()
+                self.errors.append(
+                    UnavailableError(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"no event for {self.policy.idle_timeout:g} s; re-attaching",
+                    )
+                )
+            else:
+                if message is not grpc.aio.EOF:
+                    return message  # type: ignore[no-any-return]
+                # The server ended the stream before the terminal event (its stream lifetime
+                # cap, a graceful shutdown), or the commit ended before after_sequence.
+                self._call = None
+                if (
+                    self._finished is not None
+                    and self.commit_id is not None
+                    and await self._finished(self.commit_id, self.last_sequence)
+                ):
+                    return None
+            now = time.monotonic()
+            broken_since = broken_since or now
+            if now - broken_since > self.policy.give_up_after:
+                last = self.errors[-1] if self.errors else None
+                raise UnavailableError(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"commit stream lost and not resumed within {self.policy.give_up_after:g} s"
+                    + (f": {last.message}" if last else ""),
+                    status=last.status if last else None,
+                )
+            self.resumes += 1
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * self.policy.multiplier, self.policy.max_backoff)
+
+    # --- conveniences ---------------------------------------------------------------------------
+    async def phase1(self) -> pb.CommitEvent:
+        """The first event (the Phase 1 outcome); the stream can be iterated on afterwards."""
+        if self.first_event is None:
+            await self.__anext__()
+        assert self.first_event is not None
+        return self.first_event
+
+    async def wait(self) -> pb.CommitEvent:
+        """Read until the terminal event (completed, failed or skipped) and return it."""
+        async for _ in self:
+            pass
+        if self.terminal is None:
+            raise RuntimeError(
+                "no terminal event: the stream was closed, or it started after the commit's"
+                " terminal sequence"
+            )
+        return self.terminal
+
+    async def collect(self) -> list[pb.CommitEvent]:
+        """Every remaining event up to and including the terminal one."""
+        return [event async for event in self]
+
+    async def aclose(self) -> None:
+        """Stop reading. Phase 2 goes on on the server; WatchCommit can re-attach later."""
+        self._closed = True
+        await self._cancel_call()
+
+    async def _cancel_call(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+
+    async def __aenter__(self) -> CommitStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,267 @@
+"""The ``wm`` command line, run as the installed script against real server processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from client_support import CONVERSATION, Run, creation_input, run_wm, scripted_server
+
+from support.server_process import ServerProcess, free_port
+
+TWO_MESSAGES = "\n".join(
+    json.dumps(m)
+    for m in (
+        {"id": "q1", "role": "user", "parts": [{"type": "text", "text": "Fix app/db.py please"}]},
+        {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "Looking at it."}]},
+    )
+)
+
+
+def _loaded(wm: Run, session: str) -> None:
+    """The recorded conversation added and committed: a session with a working memory."""
+    assert wm("add", session, str(CONVERSATION)).returncode == 0
+    assert wm("commit", session, "--keep", "4", "--follow").returncode == 0
+
+
+# --- sessions ------------------------------------------------------------------------------------
+def test_add_reads_the_jsonl_format_and_reports_duplicates(wm: Run) -> None:
+    first = wm("add", "cli-add", str(CONVERSATION))
+    assert first.returncode == 0, first.stderr
+    assert (
+        "added 49 message(s), 0 duplicate(s) skipped to cli-add (session created)" in first.stdout
+    )
+    again = wm("add", "cli-add", "-", stdin=CONVERSATION.read_text())
+    assert again.returncode == 0
+    assert "added 0 message(s), 49 duplicate(s) skipped" in again.stdout
+    assert "49 live" in again.stdout
+
+
+def test_sessions_list_show_and_delete(wm: Run) -> None:
+    assert wm("add", "cli-s1", "-", stdin=TWO_MESSAGES).returncode == 0
+    listed = wm("sessions", "list")
+    assert listed.returncode == 0 and "cli-s1" in listed.stdout
+    rows = [json.loads(line) for line in wm("sessions", "list", "--json").stdout.splitlines()]
+    mine = next(r for r in rows if r["session_id"] == "cli-s1")
+    assert mine["message_count"] == "2" and int(mine["pending_tokens"]) > 0
+    shown = wm("sessions", "show", "cli-s1")
+    assert shown.returncode == 0
+    assert "live messages" in shown.stdout and "2 (" in shown.stdout
+    assert "none yet" in shown.stdout  # no working memory before a commit
+    deleted = wm("sessions", "delete", "cli-s1")
+    assert deleted.returncode == 0 and "deleted session cli-s1" in deleted.stdout
+    gone = wm("sessions", "show", "cli-s1")
+    assert gone.returncode == 4
+    assert "session 'cli-s1' not found" in gone.stderr and gone.stdout == ""
+
+
+def test_a_missing_session_is_exit_4_for_every_command(wm: Run) -> None:
+    for args in (
+        ("sessions", "delete", "ghost"),
+        ("commit", "ghost", "--follow"),
+        ("memory", "show", "ghost"),
+        ("assemble", "ghost", "--budget", "8000"),
+        ("add", "ghost", "-", "--no-create"),
+    ):
+        stdin = TWO_MESSAGES if args[0] == "add" else None
+        result = wm(*args, stdin=stdin)
+        assert result.returncode == 4, (args, result.stderr)
+        assert "session 'ghost' not found" in result.stderr
+
+
+# --- commit --------------------------------------------------------------------------------------
+def test_commit_without_follow_reports_phase1(wm: Run) -> None:
+    assert wm("add", "cli-c1", str(CONVERSATION)).returncode == 0
+    result = wm("commit", "cli-c1", "--keep", "10")
+    assert result.returncode == 0, result.stderr
+    assert "into archive_001; kept 1" in result.stdout  # the split keeps a tool call whole
+    assert "Phase 2 runs in the background" in result.stdout
+    skipped = wm("commit", "cli-c1", "--keep", "1000")
+    assert skipped.returncode == 0 and "skipped: nothing to archive" in skipped.stdout
+
+
+def test_commit_follow_shows_every_stage_until_the_end(wm: Run) -> None:
+    assert wm("add", "cli-c2", str(CONVERSATION)).returncode == 0
+    result = wm("commit", "cli-c2", "--keep", "4", "--follow")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    stages = [line.split()[2] for line in lines if line.startswith("[")]
+    assert stages[0] == "archived" and stages[-1] == "completed"
+    for stage in ("phase2_started", "llm_request_sent", "llm_response_received"):
+        assert stage in stages
+    assert stages.index("working_memory_stored") == len(stages) - 2
+    numbers = [int(line[1:4]) for line in lines if line.startswith("[")]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert "create call to offline" in result.stdout
+    assert "completed: working memory v1" in lines[-1]
+    events = [
+        json.loads(x) for x in wm("commit", "cli-c2", "--follow", "--json").stdout.split("\n") if x
+    ]
+    assert events[-1]["terminal"] is True and events[-1]["stage"] == "COMMIT_STAGE_SKIPPED"
+
+
+def test_commit_follow_shows_guard_decisions_and_a_failure_exits_5(tmp_path: Path) -> None:
+    files = "- app/db.py — the schema, do not touch\n- app/cli.py — entry point"
+    answers: list[dict[str, object]] = [
+        {"tool_input": creation_input(session_title="Fix the CLI", files_context=files)},
+        {
+            "tool_input": {
+                "sections": {
+                    name: {"op": "KEEP"} for name in creation_input() if name != "Files & Context"
+                }
+                | {"Files & Context": {"op": "UPDATE", "content": "- app/cli.py — entry point"}}
+            }
+        },
+        {"error": {"message": "model refused the request", "retryable": False}},
+    ]
+    server = scripted_server(tmp_path, answers).start(timeout=60)
+    try:
+        run = lambda *a, stdin=None: run_wm(server.address, *a, stdin=stdin)  # noqa: E731
+        assert run("add", "g", "-", stdin=TWO_MESSAGES).returncode == 0
+        assert run("commit", "g", "--keep", "0", "--follow").returncode == 0
+        assert (
+            run(
+                "add", "g", "-", stdin=TWO_MESSAGES.replace('"q1"', '"q2"').replace('"a1"', '"a2"')
+            ).returncode
+            == 0
+        )
+        guarded = run("commit", "g", "--keep", "0", "--follow")
+        assert guarded.returncode == 0, guarded.stderr
+        assert "guard files on Files & Context: UPDATE" in guarded.stdout
+        assert "restored 1" in guarded.stdout
+        assert "1 guard decision(s)" in guarded.stdout
+        memory = run("memory", "show", "g", "--raw")
+        assert "app/db.py" in memory.stdout  # the guard kept the path the model dropped
+        assert (
+            run(
+                "add", "g", "-", stdin=TWO_MESSAGES.replace('"q1"', '"q3"').replace('"a1"', '"a3"')
+            ).returncode
+            == 0
+        )
+        failed = run("commit", "g", "--keep", "0", "--follow")
+        assert failed.returncode == 5
+        assert "FAILED after 1 attempt(s): model refused the request" in failed.stdout
+        assert "the previous working memory stays current" in failed.stdout
+    finally:
+        server.kill()
+
+
+# --- working memory, search, assemble -------------------------------------------------------------
+def test_memory_show_renders_the_sections(wm: Run) -> None:
+    _loaded(wm, "cli-m")
+    shown = wm("memory", "show", "cli-m")
+    assert shown.returncode == 0, shown.stderr
+    assert "Working memory v1 · session cli-m" in shown.stdout
+    for name in ("## Session Title", "## Files & Context", "## Errors & Corrections"):
+        assert name in shown.stdout
+    assert "• " in shown.stdout  # Markdown bullets rendered
+    assert "ledgerline/importers/csv_importer.py" in shown.stdout
+    raw = wm("memory", "show", "cli-m", "--raw").stdout
+    document = json.loads(wm("memory", "show", "cli-m", "--json").stdout)["document"]
+    assert raw.rstrip("\n") == document.rstrip("\n") and raw.startswith("# Working Memory")
+    assert wm("memory", "show", "cli-m", "--version", "9").returncode == 4
+
+
+def test_memory_show_without_a_working_memory(wm: Run) -> None:
+    assert wm("add", "cli-empty", "-", stdin=TWO_MESSAGES).returncode == 0
+    result = wm("memory", "show", "cli-empty")
+    assert result.returncode == 4
+    assert "has no working memory yet" in result.stderr and "wm commit cli-empty" in result.stderr
+
+
+def test_search_finds_archived_messages(wm: Run) -> None:
+    _loaded(wm, "cli-q")
+    found = wm("search", "31.01.2025", "--session", "cli-q")
+    assert found.returncode == 0, found.stderr
+    assert "matching message(s) for '31.01.2025'" in found.stdout
+    assert "cli-q archive_001 m001 (user)" in found.stdout
+    data = json.loads(wm("search", "31.01.2025", "--session", "cli-q", "--json").stdout)
+    assert data["total_matches"] >= 1 and all(
+        h["archive_id"] == "archive_001" for h in data["hits"]
+    )
+    nothing = wm("search", "no such words anywhere", "--all")
+    assert nothing.returncode == 0 and "no match" in nothing.stdout
+    assert wm("search", "x").returncode == 2  # --session or --all is required
+
+
+def test_assemble_within_a_budget(wm: Run) -> None:
+    _loaded(wm, "cli-a")
+    result = wm("assemble", "cli-a", "--budget", "8000")
+    assert result.returncode == 0, result.stderr
+    assert "8,000 tokens (1,200 reserved for the reply)" in result.stdout
+    assert "[Session History Summary]" in result.stdout
+    assert "system prompt addition" in result.stdout
+    data = json.loads(wm("assemble", "cli-a", "--budget", "8000", "--json").stdout)
+    assert data["working_memory_version"] == "1"
+    anthropic = json.loads(data["anthropic_messages_json"])
+    assert anthropic[0]["role"] == "user"
+    refused = wm("assemble", "cli-a", "--budget", "0")
+    assert refused.returncode == 2 and "invalid request: token_budget" in refused.stderr
+
+
+# --- the demo ------------------------------------------------------------------------------------
+def test_demo_replays_the_conversation_end_to_end(wm: Run) -> None:
+    result = wm("demo", "--session", "cli-demo")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "replaying 49 messages in 4 turns" in out
+    assert "background commit 1: archived" in out and "background commit 2: archived" in out
+    assert "completed: working memory v3" in out
+    assert "## Session Title" in out and "## Open Issues" in out
+    assert "samples/dkb_2025-01.csv" in out  # a path of the session, kept in Files & Context
+    assert "next context within 2,000 tokens" in out
+    session = json.loads(wm("sessions", "show", "cli-demo", "--json").stdout)
+    assert session["archive_count"] == 3 and session["working_memory_version"] == "3"
+    assert session["total_message_count"] == "49"
+
+
+# --- finding the server, and failing clearly -------------------------------------------------------
+def test_server_down_is_exit_3_with_a_clear_message() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    result = run_wm(address, "sessions", "list", "--connect-timeout", "0.5")
+    assert result.returncode == 3
+    assert f"cannot reach the Working Memory Service at {address}" in result.stderr
+    assert "WM_ADDRESS" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_address_option_wins_over_the_environment(server: ServerProcess) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    result = run_wm(dead, "--address", server.address, "sessions", "list")
+    assert result.returncode == 0, result.stderr
+    after = run_wm(dead, "sessions", "list", "--address", server.address)
+    assert after.returncode == 0
+
+
+def test_bad_input_and_bad_usage_are_exit_2(wm: Run, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(TWO_MESSAGES + '\n{"role": "user", "parts": "nope"}\n')
+    result = wm("add", "cli-bad", str(broken))
+    assert result.returncode == 2 and "line 3: parts must be a non-empty list" in result.stderr
+    missing = wm("add", "cli-bad", str(tmp_path / "absent.jsonl"))
+    assert missing.returncode == 2 and "No such file" in missing.stderr
+    assert wm("assemble", "cli-bad").returncode == 2  # --budget is required
+    assert wm("frobnicate").returncode == 2
+    assert wm("sessions", "show", "cli-bad").returncode == 4  # nothing was stored
+
+
+@pytest.mark.parametrize("args", [("--help",), ("commit", "--help"), ("demo", "--help")])
+def test_help(wm: Run, args: tuple[str, ...]) -> None:
+    result = wm(*args)
+    assert result.returncode == 0 and "usage: wm" in result.stdout
+
+
+def test_api_keys_are_sent_and_a_refusal_is_exit_6(tmp_path: Path) -> None:
+    key = "k-" + "7" * 40
+    server = ServerProcess(tmp_path, WM_API_KEYS=f"acme:{key}").start(timeout=60)
+    try:
+        refused = run_wm(server.address, "sessions", "list")
+        assert refused.returncode == 6 and "not authenticated" in refused.stderr
+        assert "--api-key" in refused.stderr
+        assert run_wm(server.address, "sessions", "list", "--api-key", key).returncode == 0
+        added = run_wm(server.address, "add", "k1", "-", stdin=TWO_MESSAGES, WM_API_KEY=key)
+        assert added.returncode == 0, added.stderr
+        listed = run_wm(server.address, "sessions", "list", "--json", WM_API_KEY=key)
+        assert [json.loads(x)["session_id"] for x in listed.stdout.splitlines()] == ["k1"]
+    finally:
+        server.kill()
