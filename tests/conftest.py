@@ -22,4 +22,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     report = outcome.get_result()
     if os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
-        report.longrepr = f"skipped under CI=true, which requires every prerequisite: {report.longrepr}"
+        report.longrepr = (
+            f"skipped under CI=true, which requires every prerequisite: {report.longrepr}"
+        )
