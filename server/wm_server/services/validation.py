@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import re
+import secrets
 import uuid
 
 from wm_server.errors import invalid
@@ -32,8 +34,14 @@ def new_session_id() -> str:
     return f"s-{uuid.uuid4().hex}"
 
 
+# Server-made message ids: a random per-process prefix and a counter. Unique across restarts
+# and replicas (96 random bits per process), and about thirty times cheaper than a uuid4 each.
+_MESSAGE_PREFIX = secrets.token_hex(12)
+_message_counter = itertools.count(1)
+
+
 def new_message_id() -> str:
-    return f"m-{uuid.uuid4().hex}"
+    return f"m-{_MESSAGE_PREFIX}-{next(_message_counter):x}"
 
 
 def new_commit_id() -> str:

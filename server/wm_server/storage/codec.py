@@ -7,8 +7,13 @@ from typing import Any
 
 from wm_core.messages import Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
 
+_encode_string = json.JSONEncoder(ensure_ascii=False).encode
+
 
 def parts_to_json(parts: tuple[Part, ...]) -> str:
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        # The common case, written directly: a third of the cost of the general encoder.
+        return '[{"t":' + _encode_string(parts[0].text) + "}]"
     out: list[dict[str, Any]] = []
     for part in parts:
         if isinstance(part, TextPart):
