@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -90,6 +91,19 @@ class Bench:
         if self.database:
             extra["WM_DATABASE_URL"] = self.database
         return ServerProcess(folder, **extra).start()
+
+    async def floor(self, channel: grpc.aio.Channel) -> None:
+        """The round trip of the cheapest RPC on the same server and client: what this machine
+        allows a sequential Python client before any of the service's own work."""
+        health = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest()
+        await timed(lambda: health.Check(request), 200)
+        samples = await timed(lambda: health.Check(request), 500 if self.quick else 3000)
+        row(
+            "gRPC floor: health Check, sequential (per s)",
+            f"{len(samples) / sum(samples):,.0f}",
+            "machine limit, for context",
+        )
 
     async def ingest(self, stub: Stub) -> None:
         await stub.CreateSession(api.CreateSessionRequest(session_id="unary"))
@@ -410,6 +424,7 @@ class Bench:
             try:
                 async with grpc.aio.insecure_channel(server.address) as channel:
                     stub = Stub(channel)
+                    await self.floor(channel)
                     await self.ingest(stub)
                     await self.get_session(stub)
                     await self.phase1(stub)
