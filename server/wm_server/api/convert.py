@@ -25,6 +25,9 @@ from wm_server.errors import FieldViolation, InvalidArgument
 from wm_server.services.validation import MAX_BATCH, MESSAGE_ID_PATTERN
 
 MAX_PARTS = 256
+# Tool inputs are decoded again later (token estimates, prompts, assembly) deeper in the
+# stack; nesting far below Python's recursion limit keeps every one of those decodes safe.
+MAX_JSON_DEPTH = 100
 
 _ROLE_IN = {
     pb.ROLE_USER: Role.USER,
@@ -99,12 +102,20 @@ def _message_in(
             input_json = use.input_json or "{}"
             try:
                 decoded = json.loads(input_json)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past the stack
                 decoded = None
             if not isinstance(decoded, dict):
                 violations.append(
                     FieldViolation(
                         f"{part_path}.tool_use.input_json", "must be a JSON object", "INVALID_JSON"
+                    )
+                )
+            elif _json_depth(decoded) > MAX_JSON_DEPTH:
+                violations.append(
+                    FieldViolation(
+                        f"{part_path}.tool_use.input_json",
+                        f"nested deeper than {MAX_JSON_DEPTH} levels",
+                        "TOO_DEEP",
                     )
                 )
             parts.append(ToolUsePart(use.id, use.name, input_json))
@@ -131,6 +142,23 @@ def _message_in(
         return None
     frozen = tuple(parts)
     return Message(message.id, role, frozen, message_tokens(frozen))
+
+
+def _json_depth(value: object) -> int:
+    """How many objects and arrays of decoded JSON nest, counted without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def ops_in(ops: list[pb.SectionOp]) -> dict[str, SectionOp]:

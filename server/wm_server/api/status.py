@@ -13,6 +13,23 @@ from wm_server.errors import ServiceError
 ERROR_DOMAIN = "wm.v1"
 
 
+# The status travels in the trailers, which every client caps (gRPC's default: 8 KiB soft,
+# 16 KiB hard); a bigger one reaches the client as a detail-less RESOURCE_EXHAUSTED ("stream
+# removed") instead of the real code. Text that grows with the request (echoed ids, many
+# violations) is therefore bounded here, for every error.
+MAX_MESSAGE_BYTES = 512
+MAX_VALUE_BYTES = 128
+MAX_VIOLATIONS_BYTES = 2500
+
+
+def _clip(text: str, limit: int) -> str:
+    """At most ``limit`` UTF-8 bytes, cut on a character boundary and marked with "…"."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode(errors="ignore") + "…"
+
+
 def rpc_status_of(
     code_name: str,
     message: str,
@@ -22,24 +39,34 @@ def rpc_status_of(
 ) -> grpc.Status:
     """Build the status with its details, ready for ``context.abort_with_status``."""
     details = []
-    info = error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=metadata)
+    info = error_details_pb2.ErrorInfo(
+        reason=reason,
+        domain=ERROR_DOMAIN,
+        metadata={key: _clip(value, MAX_VALUE_BYTES) for key, value in metadata.items()},
+    )
     packed = any_pb2.Any()
     packed.Pack(info)
     details.append(packed)
     if violations:
-        bad = error_details_pb2.BadRequest(
-            field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(
-                    field=field, description=description, reason=why
-                )
-                for field, description, why in violations
-            ]
-        )
+        bad = error_details_pb2.BadRequest()
+        for field, description, why in violations:
+            violation = bad.field_violations.add(
+                field=_clip(field, MAX_VALUE_BYTES),
+                description=_clip(description, 2 * MAX_VALUE_BYTES),
+                reason=_clip(why, MAX_VALUE_BYTES),
+            )
+            if bad.ByteSize() > MAX_VIOLATIONS_BYTES:
+                bad.field_violations.remove(violation)
+                left = len(violations) - len(bad.field_violations)
+                message = f"({left} more field violations not shown) {message}"
+                break
         packed_bad = any_pb2.Any()
         packed_bad.Pack(bad)
         details.append(packed_bad)
     status = status_pb2.Status(
-        code=code_pb2.Code.Value(code_name), message=message, details=details
+        code=code_pb2.Code.Value(code_name),
+        message=_clip(message, MAX_MESSAGE_BYTES),
+        details=details,
     )
     return rpc_status.to_status(status)
 

@@ -11,7 +11,9 @@ from wm_server.storage.port import Store
 from wm_server.storage.records import CommitRecord, WorkingMemoryRecord
 from wm_server.tenancy import current_tenant
 
-ARCHIVE_ID = re.compile(r"archive_(\d{3,})")
+# ASCII digits only (\d would accept other scripts' digits), and at most 18 of them so the
+# number fits the store's 64-bit integers (longer ids once made int() or SQLite raise).
+ARCHIVE_ID = re.compile(r"archive_([0-9]{3,18})")
 
 
 def archive_seq(archive_id: str, field: str = "archive_id") -> int:

@@ -1,0 +1,298 @@
+"""The LLM fault matrix: every way the Messages API can misbehave, through the real SDK.
+
+Each case runs a real server (settings from the environment, Phase 2 on the Anthropic
+provider) against the local Messages API server. A first commit creates working memory v1;
+the second commit meets the fault in its update call. Whatever the fault, the commit must
+end in exactly one terminal state: completed, or failed with a retryable error that
+RetryCommit then completes. And the working memory a client reads is never a placeholder:
+either v1 untouched, or a v2 that still holds everything v1 held.
+
+Each fault is tried twice: once transient (the next answer is healthy, so the SDK's retry
+or the recovery chain absorbs it) and once persistent (every answer is the fault, so Phase 2
+exhausts its attempts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+from reliability_support import (
+    FRESH,
+    AnthropicServer,
+    Stub,
+    assert_well_formed,
+    read_events,
+    wait_terminal,
+)
+
+from support import builders as b
+from support.fake_anthropic import (
+    FakeAnthropic,
+    RecordedRequest,
+    Reply,
+    connection_reset,
+    error,
+    slow,
+    text_only,
+    tool_use,
+)
+from wm_core import SECTIONS, parse_document
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+
+SESSION = "faults"
+MAX_ATTEMPTS = 2  # WM_PHASE2_MAX_ATTEMPTS in anthropic_env
+SDK_TRIES = 2  # WM_ANTHROPIC_MAX_RETRIES=1: one call and one SDK retry
+# Codes of a Phase 2 failure that RetryCommit can fix (LLM_UNAVAILABLE, GENERATION_FAILED);
+# FAILED_PRECONDITION (LLM_REJECTED: the API refused the request itself) is not one of them.
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE.value[0], grpc.StatusCode.ABORTED.value[0]}
+
+CREATION = {
+    "Session Title": "Reliability matrix for the CSV importer",
+    "Current State": "Dates parse; duplicate detection comes next.",
+    "Task & Goals": "- Import samples/dkb.csv without errors",
+    "Key Facts & Decisions": "- Dates use the DD.MM.YYYY format",
+    "Files & Context": "- `src/importer.py`: the CSV importer",
+    "Errors & Corrections": "- ValueError on 31.01.2025: parse_date knew only ISO dates",
+    "Open Issues": "- Should pending rows be imported?",
+}
+V1_LINES = list(CREATION.values())
+NEW_FACT = "The importer survived the fault"
+# A cut-off answer: a complete APPEND, then an UPDATE the model was still writing.
+CUT_OFF = {
+    "sections": {
+        "Key Facts & Decisions": {"op": "APPEND", "items": ["Cut-off answers are salvaged"]},
+        "Current State": {"op": "UPDATE", "content": "Half a sen"},
+    }
+}
+SCHEMA_INVALID = {"sections": {"Bogus": {"op": "DELETE"}, "Current State": {"op": "DELETE"}}}
+
+
+def _tool(request: RecordedRequest) -> str:
+    choice = request.tool_choice or {}
+    return str(choice.get("name", "update_working_memory"))
+
+
+def healthy(request: RecordedRequest) -> Reply:
+    """What a well-behaved model answers to the forced tool of the request."""
+    if _tool(request) == "create_working_memory":
+        return tool_use(CREATION, name="create_working_memory")
+    sections: dict[str, Any] = {name: {"op": "KEEP"} for name in SECTIONS}
+    sections["Key Facts & Decisions"] = {"op": "APPEND", "items": [NEW_FACT]}
+    return tool_use({"sections": sections})
+
+
+def _with_tool(tool_input: dict[str, Any], stop_reason: str = "tool_use") -> Callable[..., Reply]:
+    return lambda request: tool_use(tool_input, name=_tool(request), stop_reason=stop_reason)
+
+
+FAST_RETRY = {"retry-after-ms": "5"}  # the SDK honours it: its backoff stays short
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One misbehaviour, and what Phase 2 must make of it when it never stops."""
+
+    name: str
+    reply: Callable[[RecordedRequest], Reply]
+    persistent_state: int  # terminal state when every answer is this fault
+    # Requests the server makes before that state; None when the recovery chain decides
+    # (a salvaged answer may or may not be followed by a repair call for what was cut off).
+    persistent_requests: int | None
+    salvaged: bool = False  # the faulty answer itself still carries usable ops
+
+
+FAULTS = [
+    Fault(
+        "429",
+        lambda _: error(429, retry_after=0.01),
+        pb.COMMIT_STATE_FAILED,
+        MAX_ATTEMPTS * SDK_TRIES,
+    ),
+    Fault(
+        "500",
+        lambda _: error(500, headers=FAST_RETRY),
+        pb.COMMIT_STATE_FAILED,
+        MAX_ATTEMPTS * SDK_TRIES,
+    ),
+    Fault(
+        "529",
+        lambda _: error(529, headers=FAST_RETRY),
+        pb.COMMIT_STATE_FAILED,
+        MAX_ATTEMPTS * SDK_TRIES,
+    ),
+    # Longer than WM_ANTHROPIC_TIMEOUT (0.5 s): the SDK gives up on it and retries.
+    Fault(
+        "timeout",
+        lambda request: slow(healthy(request), 1.5),
+        pb.COMMIT_STATE_FAILED,
+        MAX_ATTEMPTS * SDK_TRIES,
+    ),
+    Fault(
+        "connection_reset",
+        lambda _: connection_reset(),
+        pb.COMMIT_STATE_FAILED,
+        MAX_ATTEMPTS * SDK_TRIES,
+    ),
+    # Update, repair and creation fallback all come back as prose: nothing to store.
+    Fault(
+        "text_only",
+        lambda _: text_only("The working memory looks fine to me."),
+        pb.COMMIT_STATE_FAILED,
+        MAX_ATTEMPTS * 3,
+    ),
+    # The complete APPEND is salvaged, the half-written UPDATE is not applied.
+    Fault(
+        "max_tokens",
+        _with_tool(CUT_OFF, "max_tokens"),
+        pb.COMMIT_STATE_COMPLETED,
+        None,
+        salvaged=True,
+    ),
+    Fault("schema_invalid", _with_tool(SCHEMA_INVALID), pb.COMMIT_STATE_FAILED, MAX_ATTEMPTS * 3),
+]
+
+
+async def _commit(stub: Stub, *messages: pb.Message) -> list[pb.CommitEvent]:
+    await stub.AddMessages(
+        api.AddMessagesRequest(
+            session_id=SESSION, messages=messages, create_session_if_missing=True
+        )
+    )
+    call = stub.Commit(api.CommitRequest(session_id=SESSION, keep_recent_count=0), timeout=60)
+    return await read_events(call)
+
+
+async def _working_memories(stub: Stub) -> list[pb.WorkingMemory]:
+    latest = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+    return [
+        await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION, version=v))
+        for v in range(1, latest.version + 1)
+    ]
+
+
+def _assert_holds_v1(document: str) -> None:
+    """Not a placeholder: the seven sections, and every line working memory v1 had."""
+    bodies = parse_document(document)
+    assert list(bodies) == list(SECTIONS)
+    for line in V1_LINES:
+        assert line in document, f"lost {line!r}:\n{document}"
+
+
+async def _create_v1(stub: Stub, fake: FakeAnthropic) -> pb.WorkingMemory:
+    fake.enqueue(tool_use(CREATION, name="create_working_memory"))
+    events = await _commit(
+        stub, b.user("Import samples/dkb.csv please", "u1"), b.assistant("On it")
+    )
+    assert assert_well_formed(events).stage == pb.COMMIT_STAGE_COMPLETED
+    wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+    assert wm.version == 1
+    _assert_holds_v1(wm.document)
+    fake.clear()
+    return wm
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["transient", "persistent"])
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
+    anthropic_server: AnthropicServer, fake: FakeAnthropic, fault: Fault, persistent: bool
+) -> None:
+    """The update after working memory v1 meets the fault; see the module docstring."""
+    app = await anthropic_server()
+    async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
+        stub = service_grpc.WorkingMemoryServiceStub(channel)
+        v1 = await _create_v1(stub, fake)
+
+        if persistent:
+            fake.set_default(fault.reply)
+        else:
+            fake.enqueue(fault.reply)
+            fake.set_default(healthy)
+        events = await _commit(stub, b.user("Dates now use DD.MM.YYYY", "u2"), b.assistant("Ok"))
+        terminal = assert_well_formed(events)
+        commit = await stub.GetCommit(
+            api.GetCommitRequest(session_id=SESSION, commit_id=events[0].commit_id)
+        )
+        assert commit.state == terminal.state
+        expected = fault.persistent_state if persistent else pb.COMMIT_STATE_COMPLETED
+        assert pb.CommitState.Name(commit.state) == pb.CommitState.Name(expected)
+        assert all(r.path == "/v1/messages" for r in fake.requests)
+
+        if fault.salvaged:
+            assert fake.requests  # the first answer, the cut-off one, was salvaged
+        elif persistent:
+            assert len(fake.requests) == fault.persistent_requests
+        else:
+            assert len(fake.requests) >= 2  # the fault was met, and something came after it
+
+        versions = await _working_memories(stub)
+        assert versions[0].document == v1.document  # a stored version is never rewritten
+        for wm in versions:
+            _assert_holds_v1(wm.document)
+
+        if commit.state == pb.COMMIT_STATE_COMPLETED:
+            assert commit.working_memory_version == 2 and len(versions) == 2
+            if fault.salvaged:
+                assert "Cut-off answers are salvaged" in versions[1].document
+                assert "Half a sen" not in versions[1].document
+                parsed = [e for e in events if e.stage == pb.COMMIT_STAGE_OPS_PARSED]
+                assert any("cut off" in p for p in parsed[0].ops_parsed.problems)
+            else:
+                assert NEW_FACT in versions[1].document
+            return
+
+        # A retryable failure: attempts exhausted, the reason kept, v1 still current, and the
+        # archive's raw messages still reach the model through the assembled context.
+        assert commit.error.code in RETRYABLE, commit.error
+        assert commit.error.message
+        assert commit.attempt_count == MAX_ATTEMPTS
+        stages = [e.stage for e in events]
+        assert stages.count(pb.COMMIT_STAGE_RETRY_SCHEDULED) == MAX_ATTEMPTS - 1
+        assert [wm.version for wm in versions] == [1]
+        context = await stub.AssembleContext(
+            api.AssembleContextRequest(session_id=SESSION, token_budget=100_000)
+        )
+        assert list(context.uncovered_archive_ids) == ["archive_002"]
+        assert context.working_memory_version == 1
+        assert "Dates now use DD.MM.YYYY" in str(context.messages)
+
+        # The model recovers: RetryCommit completes the same commit, and v2 keeps v1.
+        fake.set_default(healthy)
+        await stub.RetryCommit(
+            api.RetryCommitRequest(session_id=SESSION, commit_id=commit.commit_id)
+        )
+        retried = assert_well_formed(await wait_terminal(stub, SESSION, commit.commit_id))
+        assert retried.stage == pb.COMMIT_STAGE_COMPLETED
+        wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+        assert wm.version == 2 and NEW_FACT in wm.document
+        _assert_holds_v1(wm.document)
+        context = await stub.AssembleContext(
+            api.AssembleContextRequest(session_id=SESSION, token_budget=100_000)
+        )
+        assert not context.uncovered_archive_ids
+
+
+@pytest.mark.parametrize("fault", FAULTS[:6], ids=[f.name for f in FAULTS[:6]])
+async def test_failed_first_commit_stores_no_working_memory(
+    anthropic_server: AnthropicServer, fake: FakeAnthropic, fault: Fault
+) -> None:
+    """Without a previous WM the creation call meets the fault: nothing may be stored in its
+    place (a client reads NOT_FOUND, not an empty or made-up document)."""
+    app = await anthropic_server()
+    fake.set_default(fault.reply)
+    async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
+        stub = service_grpc.WorkingMemoryServiceStub(channel)
+        events = await _commit(stub, b.user("Import samples/dkb.csv please", "u1"))
+        terminal = assert_well_formed(events)
+        assert terminal.stage == pb.COMMIT_STAGE_FAILED
+        assert terminal.failed.error.code in RETRYABLE
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        session = await stub.GetSession(api.GetSessionRequest(session_id=SESSION))
+        assert session.working_memory_version == 0
