@@ -572,7 +572,7 @@ def create_bodies(messages: Sequence[Message], context: str | None) -> dict[str,
         # A legacy summary has no sections; its lines are kept as facts rather than lost.
         legacy = [line for line in bullet_items(context) if line.strip()]
         old = {KEY_FACTS: _bullets(f"Earlier summary: {line}" for line in legacy)}
-    return {
+    bodies = {
         SESSION_TITLE: old.get(SESSION_TITLE, "").strip() or found.title,
         CURRENT_STATE: found.current_state or old.get(CURRENT_STATE, ""),
         TASK_GOALS: _join(
@@ -593,6 +593,19 @@ def create_bodies(messages: Sequence[Message], context: str | None) -> dict[str,
             old.get(OPEN_ISSUES, ""), _bullets(_fresh(found.open_issues, old.get(OPEN_ISSUES, "")))
         ),
     }
+    if not any(body.strip() for body in bodies.values()):
+        # Nothing matched a rule (filler text, bare tool traffic): still say what was archived,
+        # so a commit never fails for lack of structure in its messages.
+        bodies[CURRENT_STATE] = _fallback_state(messages)
+    return bodies
+
+
+def _fallback_state(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        text = " ".join(message.text().split())
+        if text:
+            return _clip(f"Latest {message.role.value} message: {text}", 300)
+    return f"{len(messages)} messages archived without text content."
 
 
 def creation_arguments(bodies: Mapping[str, str]) -> dict[str, str]:

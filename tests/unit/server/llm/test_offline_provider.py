@@ -256,3 +256,18 @@ def test_edge_messages_are_handled():
         "Waiting for the user: Or skip it?",
     )
     assert found.current_state == "Shall I retry with sudo? Or skip it?"
+
+
+async def test_messages_without_structure_still_make_a_working_memory():
+    from wm_core.messages import Role, TextPart, ToolUsePart
+
+    filler = [Message("f1", Role.USER, (TextPart("x" * 400),), 100)]
+    generation = await generate_working_memory(
+        OfflineProvider(), previous_document=None, messages=filler
+    )
+    assert "Latest user message: xxxx" in generation.document
+    bare = [Message("t1", Role.ASSISTANT, (ToolUsePart("t", "noop", "{}"),), 3)]
+    generation = await generate_working_memory(
+        OfflineProvider(), previous_document=None, messages=bare
+    )
+    assert "1 messages archived without text content." in generation.document
