@@ -410,7 +410,7 @@ class ToolUse(_message.Message):
     name: _builtins.str
     """The tool's name."""
     input_json: _builtins.str
-    """The input, a JSON object as text. Empty means {}."""
+    """The input, a JSON object as text, nested at most 100 levels deep. Empty means {}."""
     def __init__(
         self,
         *,
@@ -630,7 +630,10 @@ class CommitEvent(_message.Message):
     stage: Global___CommitStage.ValueType
     """The stage this event reports."""
     terminal: _builtins.bool
-    """True on the single terminal event (completed, failed, or skipped)."""
+    """True on a terminal event (completed, failed, or skipped); a stream ends after it. Each run
+    of Phase 2 ends with exactly one: RetryCommit appends a new run after a FAILED event, so
+    the log of a retried commit holds one terminal event per run and the last is its outcome.
+    """
     state: Global___CommitState.ValueType
     """The commit's state after this event."""
     @_builtins.property
