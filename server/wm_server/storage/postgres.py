@@ -67,6 +67,18 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
     archive_name,
 )
+from wm_server.storage.rows import (
+    COMMIT_COLUMNS,
+    COMMIT_FROM,
+    SESSION_COLUMNS,
+    commit_from_row,
+    commit_not_found,
+    pending_delta,
+    rebuild_rule,
+    session_from_row,
+    with_id,
+    wm_from_row,
+)
 from wm_server.storage.schema_postgres import MIGRATIONS
 
 T = TypeVar("T")
@@ -85,41 +97,6 @@ _MIGRATION_LOCK = (0x574D, 1)
 _DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 _RETRIED_ERRORS = (errors.DeadlockDetected, errors.SerializationFailure)
 _ATTEMPTS = 5
-
-_SESSION_COLUMNS = (
-    "sid, tenant, session_id, create_time, update_time, message_count, total_message_count, "
-    "pending_tokens, live_tokens, keep_recent_count, archive_count, wm_version"
-)
-_COMMIT_COLUMNS = (
-    "c.commit_id, s.tenant, s.session_id, c.state, c.keep_recent_count, c.archive_seq, "
-    "c.archived_message_count, c.kept_message_count, c.archived_tokens, c.skip_reason, "
-    "c.request_id, c.attempt_count, c.error_reason, c.error_message, c.covered_by_seq, "
-    "(SELECT x.commit_id FROM commits x WHERE x.sid = c.sid AND x.archive_seq = c.covered_by_seq), "
-    "COALESCE(a.abstract, ''), c.wm_version, c.usage_json, c.decisions_json, c.last_sequence, "
-    "c.create_time, c.complete_time"
-)
-_COMMIT_FROM = (
-    "commits c JOIN sessions s ON s.sid = c.sid "
-    "LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
-)
-
-
-def _session(row: Row) -> SessionRecord:
-    return SessionRecord(*row[1:])
-
-
-def _commit(row: Row) -> CommitRecord:
-    values = list(row)
-    values[3] = CommitState(values[3])
-    values[9] = SkipReason(values[9]) if values[9] else None
-    return CommitRecord(*values)
-
-
-def _wm(tenant: str, session_id: str, row: Row) -> WorkingMemoryRecord:
-    version, document, archive_seq, commit_id, tokens, created = row
-    return WorkingMemoryRecord(
-        tenant, session_id, version, document, archive_seq, commit_id, tokens, created
-    )
 
 
 async def _one(conn: Conn, sql: str, params: Sequence[Any] = ()) -> Row | None:
@@ -264,9 +241,9 @@ class PostgresStore(Store):
 
     @staticmethod
     async def _session_row(conn: Conn, sid: int) -> SessionRecord:
-        row = await _one(conn, f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE sid = %s", (sid,))
+        row = await _one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE sid = %s", (sid,))
         assert row is not None
-        return _session(row)
+        return session_from_row(row)
 
     # --- sessions and messages -------------------------------------------------------------
     async def create_session(
@@ -306,12 +283,12 @@ class PostgresStore(Store):
         async def tx(conn: Conn) -> SessionRecord:
             row = await _one(
                 conn,
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE tenant = %s AND session_id = %s",
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = %s AND session_id = %s",
                 (tenant, session_id),
             )
             if row is None:
                 raise session_not_found(session_id)
-            return _session(row)
+            return session_from_row(row)
 
         return await self._read(tx)
 
@@ -321,13 +298,13 @@ class PostgresStore(Store):
         async def tx(conn: Conn) -> tuple[list[SessionRecord], int | None]:
             rows = await _all(
                 conn,
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE tenant = %s AND sid < %s"
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = %s AND sid < %s"
                 " ORDER BY sid DESC LIMIT %s",
                 (tenant, before_key if before_key is not None else 2**62, limit + 1),
             )
             more = len(rows) > limit
             rows = rows[:limit]
-            return [_session(r) for r in rows], (int(rows[-1][0]) if more else None)
+            return [session_from_row(r) for r in rows], (int(rows[-1][0]) if more else None)
 
         return await self._read(tx)
 
@@ -413,7 +390,7 @@ class PostgresStore(Store):
                     continue
                 seen.add(mid)
                 added.append(mid)
-                fresh.append((position, message if message.id else _with_id(message, mid)))
+                fresh.append((position, message if message.id else with_id(message, mid)))
                 position += 1
             now = time.time()
             # Everything below is one statement: the inserts ride along as CTEs.
@@ -456,7 +433,7 @@ class PostgresStore(Store):
                     now,
                 ]
             added_tokens = sum(m.estimated_tokens for _, m in fresh)
-            in_batch, stored_range = _pending_delta(first_live, next_pos, keep, fresh)
+            in_batch, stored_range = pending_delta(first_live, next_pos, keep, fresh)
             stored_sum = "0"
             if stored_range is not None:
                 # Sees only rows stored before this statement: exactly the range wanted.
@@ -469,7 +446,7 @@ class PostgresStore(Store):
                 " total_message_count = total_message_count + %s,"
                 " live_tokens = live_tokens + %s,"
                 f" pending_tokens = pending_tokens + %s + {stored_sum},"
-                f" update_time = %s WHERE sid = %s RETURNING {_SESSION_COLUMNS}"
+                f" update_time = %s WHERE sid = %s RETURNING {SESSION_COLUMNS}"
             )
             params += [position, len(fresh), len(fresh), added_tokens, in_batch]
             if stored_range is not None:
@@ -478,7 +455,9 @@ class PostgresStore(Store):
             sql = ("WITH " + ", ".join(ctes) + " " if ctes else "") + update
             session_row = await _one(conn, sql, params)
             assert session_row is not None
-            return AddResult(_session(session_row), tuple(added), tuple(duplicates), created)
+            return AddResult(
+                session_from_row(session_row), tuple(added), tuple(duplicates), created
+            )
 
         return await self._run(tx)
 
@@ -533,7 +512,7 @@ class PostgresStore(Store):
         )
         assert row is not None
         first, keep = row
-        return _rebuild_rule(await PostgresStore._tokens_from(conn, sid, first), keep)
+        return rebuild_rule(await PostgresStore._tokens_from(conn, sid, first), keep)
 
     @staticmethod
     async def _tokens_from(conn: Conn, sid: int, first: int) -> list[int]:
@@ -550,11 +529,11 @@ class PostgresStore(Store):
     async def _commit_row(conn: Conn, commit_id: str) -> CommitRecord:
         row = await _one(
             conn,
-            f"SELECT {_COMMIT_COLUMNS} FROM {_COMMIT_FROM} WHERE c.commit_id = %s",
+            f"SELECT {COMMIT_COLUMNS} FROM {COMMIT_FROM} WHERE c.commit_id = %s",
             (commit_id,),
         )
         assert row is not None
-        return _commit(row)
+        return commit_from_row(row)
 
     async def commit_phase1(
         self,
@@ -599,7 +578,7 @@ class PostgresStore(Store):
                      reason.value, request_id, now, now),
                 )  # fmt: skip
                 # The window may have changed (a new keep): re-derive the counters.
-                pending, live = _rebuild_rule(
+                pending, live = rebuild_rule(
                     await self._tokens_from(conn, sid, first), keep_recent_count
                 )
                 seq, live_first, live_count = archive_count, first, total
@@ -623,7 +602,7 @@ class PostgresStore(Store):
                      commit_id, sid, CommitState.PENDING.value, keep_recent_count, seq, archived,
                      total - archived, archived_tokens, request_id, now),
                 )  # fmt: skip
-                pending, live = _rebuild_rule(kept, keep_recent_count)
+                pending, live = rebuild_rule(kept, keep_recent_count)
                 live_first, live_count = boundary, total - archived
             await conn.execute(
                 "UPDATE sessions SET first_live_position = %s, message_count = %s,"
@@ -674,13 +653,12 @@ class PostgresStore(Store):
             sid = await self._sid(conn, tenant, session_id)
             row = await _one(
                 conn,
-                f"SELECT {_COMMIT_COLUMNS} FROM {_COMMIT_FROM}"
-                " WHERE c.commit_id = %s AND c.sid = %s",
+                f"SELECT {COMMIT_COLUMNS} FROM {COMMIT_FROM} WHERE c.commit_id = %s AND c.sid = %s",
                 (commit_id, sid),
             )
             if row is None:
-                raise _commit_not_found(session_id, commit_id)
-            return _commit(row)
+                raise commit_not_found(session_id, commit_id)
+            return commit_from_row(row)
 
         return await self._read(tx)
 
@@ -691,11 +669,11 @@ class PostgresStore(Store):
             sid = await self._sid(conn, tenant, session_id)
             rows = await _all(
                 conn,
-                f"SELECT {_COMMIT_COLUMNS} FROM {_COMMIT_FROM} WHERE c.sid = %s"
+                f"SELECT {COMMIT_COLUMNS} FROM {COMMIT_FROM} WHERE c.sid = %s"
                 " ORDER BY c.create_time DESC, c.cid DESC LIMIT %s OFFSET %s",
                 (sid, limit, offset),
             )
-            return [_commit(r) for r in rows]
+            return [commit_from_row(r) for r in rows]
 
         return await self._read(tx)
 
@@ -783,7 +761,7 @@ class PostgresStore(Store):
                 (commit_id, sid),
             )
             if row is None:
-                raise _commit_not_found(session_id, commit_id)
+                raise commit_not_found(session_id, commit_id)
             state, covered_by, last_sequence = row
             if covered_by is not None:
                 cover = await _one(
@@ -934,7 +912,7 @@ class PostgresStore(Store):
             " FROM working_memories WHERE sid = %s AND version = %s",
             (sid, version),
         )
-        return _wm(tenant, session_id, row) if row else None
+        return wm_from_row(tenant, session_id, row) if row else None
 
     async def complete_phase2(
         self,
@@ -1077,7 +1055,7 @@ class PostgresStore(Store):
                 raise session_not_found(session_id)
             if int(row[0]) <= 0 or row[1] is None:
                 return None, 0
-            return _wm(tenant, session_id, row[1:7]), int(row[7])
+            return wm_from_row(tenant, session_id, row[1:7]), int(row[7])
 
         return await self._read(tx)
 
@@ -1133,11 +1111,11 @@ class PostgresStore(Store):
             sid = await self._sid(conn, tenant, session_id)
             rows = await _all(
                 conn,
-                f"SELECT {_COMMIT_COLUMNS} FROM {_COMMIT_FROM} WHERE c.sid = %s"
+                f"SELECT {COMMIT_COLUMNS} FROM {COMMIT_FROM} WHERE c.sid = %s"
                 " AND c.archive_seq > %s ORDER BY c.archive_seq LIMIT %s",
                 (sid, after_seq, limit),
             )
-            return [_commit(r) for r in rows]
+            return [commit_from_row(r) for r in rows]
 
         return await self._read(tx)
 
@@ -1245,49 +1223,3 @@ class PostgresStore(Store):
             )
 
         await self._run(tx)
-
-
-def _rebuild_rule(tokens: list[int], keep: int) -> tuple[int, int]:
-    """The reference rebuild rule: (pending, live) of the live messages' token counts, in
-    order; keep 0 → all of them are pending, else the first (total − keep)."""
-    live = sum(tokens)
-    keep = max(0, int(keep))
-    if keep == 0:
-        return live, live
-    return sum(tokens[: max(0, len(tokens) - keep)]), live
-
-
-def _pending_delta(
-    first_live: int, next_pos: int, keep: int, fresh: list[tuple[int, Message]]
-) -> tuple[int, tuple[int, int] | None]:
-    """Tokens that cross out of the keep window because of this batch: O(batch).
-
-    With keep k, the live messages outside the window are those at positions up to
-    last - k. The batch moves ``last`` forward, so exactly the positions in
-    (old_last - k, new_last - k] cross out: some in the batch (returned as a sum), the rest
-    stored already (returned as the position range whose tokens must be added).
-    """
-    if not fresh:
-        return 0, None
-    if keep <= 0:
-        return sum(m.estimated_tokens for _, m in fresh), None
-    old_last = next_pos - 1
-    new_last = fresh[-1][0]
-    lo = max(old_last - keep + 1, first_live)
-    hi = new_last - keep
-    if hi < lo:
-        return 0, None
-    in_batch = sum(m.estimated_tokens for pos, m in fresh if lo <= pos <= hi)
-    return in_batch, ((lo, min(hi, old_last)) if lo <= old_last else None)
-
-
-def _commit_not_found(session_id: str, commit_id: str) -> NotFound:
-    return NotFound(
-        f"commit {commit_id!r} not found in session {session_id!r}",
-        reason="COMMIT_NOT_FOUND",
-        metadata={"session_id": session_id, "commit_id": commit_id},
-    )
-
-
-def _with_id(message: Message, message_id: str) -> Message:
-    return Message(message_id, message.role, message.parts, message.estimated_tokens)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from wm_core.messages import Message
-from wm_server.errors import AlreadyExists, FailedPrecondition, NotFound, session_not_found
+from wm_server.errors import AlreadyExists, FailedPrecondition, session_not_found
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.port import ClosingEventsBuilder, FirstEventBuilder, LeaseLost, Store
 from wm_server.storage.records import (
@@ -42,44 +42,21 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
     archive_name,
 )
+from wm_server.storage.rows import (
+    COMMIT_COLUMNS,
+    COMMIT_FROM,
+    SESSION_COLUMNS,
+    commit_from_row,
+    commit_not_found,
+    pending_delta,
+    rebuild_rule,
+    session_from_row,
+    with_id,
+    wm_from_row,
+)
 from wm_server.storage.schema_sqlite import MIGRATIONS
 
 T = TypeVar("T")
-
-_SESSION_COLUMNS = (
-    "sid, tenant, session_id, create_time, update_time, message_count, total_message_count, "
-    "pending_tokens, live_tokens, keep_recent_count, archive_count, wm_version"
-)
-_COMMIT_COLUMNS = (
-    "c.commit_id, s.tenant, s.session_id, c.state, c.keep_recent_count, c.archive_seq, "
-    "c.archived_message_count, c.kept_message_count, c.archived_tokens, c.skip_reason, "
-    "c.request_id, c.attempt_count, c.error_reason, c.error_message, c.covered_by_seq, "
-    "(SELECT x.commit_id FROM commits x WHERE x.sid = c.sid AND x.archive_seq = c.covered_by_seq), "
-    "COALESCE(a.abstract, ''), c.wm_version, c.usage_json, c.decisions_json, c.last_sequence, "
-    "c.create_time, c.complete_time"
-)
-_COMMIT_FROM = (
-    "commits c JOIN sessions s ON s.sid = c.sid "
-    "LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
-)
-
-
-def _session(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:
-    return SessionRecord(*row[1:])
-
-
-def _commit(row: sqlite3.Row | tuple[Any, ...]) -> CommitRecord:
-    values = list(row)
-    values[3] = CommitState(values[3])
-    values[9] = SkipReason(values[9]) if values[9] else None
-    return CommitRecord(*values)
-
-
-def _wm(tenant: str, session_id: str, row: tuple[Any, ...]) -> WorkingMemoryRecord:
-    version, document, archive_seq, commit_id, tokens, created = row
-    return WorkingMemoryRecord(
-        tenant, session_id, version, document, archive_seq, commit_id, tokens, created
-    )
 
 
 class SqliteStore(Store):
@@ -189,9 +166,9 @@ class SqliteStore(Store):
     @staticmethod
     def _session_row(conn: sqlite3.Connection, sid: int) -> SessionRecord:
         row = conn.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE sid = ?", (sid,)
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE sid = ?", (sid,)
         ).fetchone()
-        return _session(row)
+        return session_from_row(row)
 
     # --- sessions and messages -------------------------------------------------------------
     async def create_session(
@@ -223,12 +200,12 @@ class SqliteStore(Store):
     async def get_session(self, tenant: str, session_id: str) -> SessionRecord:
         def tx(conn: sqlite3.Connection) -> SessionRecord:
             row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND session_id = ?",
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND session_id = ?",
                 (tenant, session_id),
             ).fetchone()
             if row is None:
                 raise session_not_found(session_id)
-            return _session(row)
+            return session_from_row(row)
 
         return await self._peek(tx)
 
@@ -237,13 +214,13 @@ class SqliteStore(Store):
     ) -> tuple[list[SessionRecord], int | None]:
         def tx(conn: sqlite3.Connection) -> tuple[list[SessionRecord], int | None]:
             rows = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND sid < ?"
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = ? AND sid < ?"
                 " ORDER BY sid DESC LIMIT ?",
                 (tenant, before_key if before_key is not None else 2**62, limit + 1),
             ).fetchall()
             more = len(rows) > limit
             rows = rows[:limit]
-            return [_session(r) for r in rows], (int(rows[-1][0]) if more else None)
+            return [session_from_row(r) for r in rows], (int(rows[-1][0]) if more else None)
 
         return await self._peek(tx)
 
@@ -321,7 +298,7 @@ class SqliteStore(Store):
                     continue
                 seen.add(mid)
                 added.append(mid)
-                fresh.append((position, message if message.id else _with_id(message, mid)))
+                fresh.append((position, message if message.id else with_id(message, mid)))
                 position += 1
             now = time.time()
             conn.executemany(
@@ -379,31 +356,15 @@ class SqliteStore(Store):
         keep: int,
         fresh: list[tuple[int, Message]],
     ) -> int:
-        """Tokens that cross out of the keep window because of this batch: O(batch).
-
-        With keep k, the live messages outside the window are those at positions up to
-        last - k. The batch moves ``last`` forward, so exactly the positions in
-        (old_last - k, new_last - k] cross out: some stored already, the rest in the batch.
-        """
-        if not fresh:
-            return 0
-        if keep <= 0:
-            return sum(m.estimated_tokens for _, m in fresh)
-        old_last = next_pos - 1
-        new_last = fresh[-1][0]
-        lo = max(old_last - keep + 1, first_live)
-        hi = new_last - keep
-        if hi < lo:
-            return 0
-        total = sum(m.estimated_tokens for pos, m in fresh if lo <= pos <= hi)
-        if lo <= old_last:
-            stored = conn.execute(
-                "SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE sid = ?"
-                " AND position BETWEEN ? AND ?",
-                (sid, lo, min(hi, old_last)),
-            ).fetchone()
-            total += int(stored[0])
-        return total
+        in_batch, stored_range = pending_delta(first_live, next_pos, keep, fresh)
+        if stored_range is None:
+            return in_batch
+        stored = conn.execute(
+            "SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE sid = ?"
+            " AND position BETWEEN ? AND ?",
+            (sid, *stored_range),
+        ).fetchone()
+        return in_batch + int(stored[0])
 
     async def live_messages(self, tenant: str, session_id: str) -> list[StoredMessage]:
         def tx(conn: sqlite3.Connection) -> list[StoredMessage]:
@@ -448,7 +409,6 @@ class SqliteStore(Store):
 
     @staticmethod
     def _rebuild(conn: sqlite3.Connection, sid: int) -> tuple[int, int]:
-        """The reference rebuild rule: keep 0 → all live; else the first (total − keep)."""
         first, keep = conn.execute(
             "SELECT first_live_position, keep_recent_count FROM sessions WHERE sid = ?", (sid,)
         ).fetchone()
@@ -459,19 +419,14 @@ class SqliteStore(Store):
                 (sid, first),
             )
         ]
-        live = sum(tokens)
-        keep = max(0, keep)
-        if keep == 0:
-            return live, live
-        outside = max(0, len(tokens) - keep)
-        return sum(tokens[:outside]), live
+        return rebuild_rule(tokens, keep)
 
     # --- commits ---------------------------------------------------------------------------
     def _commit_row(self, conn: sqlite3.Connection, commit_id: str) -> CommitRecord:
         row = conn.execute(
-            f"SELECT {_COMMIT_COLUMNS} FROM {_COMMIT_FROM} WHERE c.commit_id = ?", (commit_id,)
+            f"SELECT {COMMIT_COLUMNS} FROM {COMMIT_FROM} WHERE c.commit_id = ?", (commit_id,)
         ).fetchone()
-        return _commit(row)
+        return commit_from_row(row)
 
     async def commit_phase1(
         self,
@@ -596,12 +551,12 @@ class SqliteStore(Store):
         def tx(conn: sqlite3.Connection) -> CommitRecord:
             sid = self._sid(conn, tenant, session_id)
             row = conn.execute(
-                f"SELECT {_COMMIT_COLUMNS} FROM {_COMMIT_FROM} WHERE c.commit_id = ? AND c.sid = ?",
+                f"SELECT {COMMIT_COLUMNS} FROM {COMMIT_FROM} WHERE c.commit_id = ? AND c.sid = ?",
                 (commit_id, sid),
             ).fetchone()
             if row is None:
-                raise _commit_not_found(session_id, commit_id)
-            return _commit(row)
+                raise commit_not_found(session_id, commit_id)
+            return commit_from_row(row)
 
         return await self._peek(tx)
 
@@ -611,11 +566,11 @@ class SqliteStore(Store):
         def tx(conn: sqlite3.Connection) -> list[CommitRecord]:
             sid = self._sid(conn, tenant, session_id)
             rows = conn.execute(
-                f"SELECT {_COMMIT_COLUMNS} FROM {_COMMIT_FROM} WHERE c.sid = ?"
+                f"SELECT {COMMIT_COLUMNS} FROM {COMMIT_FROM} WHERE c.sid = ?"
                 " ORDER BY c.create_time DESC, c.rowid DESC LIMIT ? OFFSET ?",
                 (sid, limit, offset),
             ).fetchall()
-            return [_commit(r) for r in rows]
+            return [commit_from_row(r) for r in rows]
 
         return await self._peek(tx)
 
@@ -679,7 +634,7 @@ class SqliteStore(Store):
                 (commit_id, sid),
             ).fetchone()
             if row is None:
-                raise _commit_not_found(session_id, commit_id)
+                raise commit_not_found(session_id, commit_id)
             state, covered_by, last_sequence = row
             if covered_by is not None:
                 cover = conn.execute(
@@ -809,7 +764,7 @@ class SqliteStore(Store):
             " FROM working_memories WHERE sid = ? AND version = ?",
             (sid, version),
         ).fetchone()
-        return _wm(tenant, session_id, row) if row else None
+        return wm_from_row(tenant, session_id, row) if row else None
 
     async def complete_phase2(
         self,
@@ -993,11 +948,11 @@ class SqliteStore(Store):
         def tx(conn: sqlite3.Connection) -> list[CommitRecord]:
             sid = self._sid(conn, tenant, session_id)
             rows = conn.execute(
-                f"SELECT {_COMMIT_COLUMNS} FROM {_COMMIT_FROM} WHERE c.sid = ?"
+                f"SELECT {COMMIT_COLUMNS} FROM {COMMIT_FROM} WHERE c.sid = ?"
                 " AND c.archive_seq > ? ORDER BY c.archive_seq LIMIT ?",
                 (sid, after_seq, limit),
             ).fetchall()
-            return [_commit(r) for r in rows]
+            return [commit_from_row(r) for r in rows]
 
         return await self._peek(tx)
 
@@ -1095,15 +1050,3 @@ class SqliteStore(Store):
             )
 
         await self._run(tx)
-
-
-def _commit_not_found(session_id: str, commit_id: str) -> NotFound:
-    return NotFound(
-        f"commit {commit_id!r} not found in session {session_id!r}",
-        reason="COMMIT_NOT_FOUND",
-        metadata={"session_id": session_id, "commit_id": commit_id},
-    )
-
-
-def _with_id(message: Message, message_id: str) -> Message:
-    return Message(message_id, message.role, message.parts, message.estimated_tokens)
