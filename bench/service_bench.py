@@ -268,18 +268,26 @@ class Bench:
         )
 
     async def overhead(self, folder: Path) -> None:
-        items = [
-            f"Fact {i}: the service on host-{i} listens on port {8000 + i} since 2026-0{1 + i % 9}-1{i % 10}"
-            for i in range(24)
-        ]
+        """Phase 2 time outside the model call, on a working memory of about 12K tokens, with
+        an answer that makes the guards work (a Files UPDATE that drops paths, new facts)."""
+
+        def bullets(section: str, count: int) -> str:
+            return "\n".join(
+                f"- {section} #{i}: `src/module_{i}/handler_{i}.py` owned by Dana Ito since"
+                f" 2026-0{1 + i % 9}-1{i % 10}; it serves {100 + i} requests per second on"
+                f" port {8000 + i} and keeps its cache for {i % 7 + 1} hours"
+                for i in range(count)
+            )
+
         update = {"sections": {name: {"op": "KEEP"} for name in SECTIONS}}
-        update["sections"]["Current State"] = {
-            "op": "UPDATE",
-            "content": "Benchmarking the overhead.",
-        }
+        update["sections"]["Current State"] = {"op": "UPDATE", "content": "Benchmarking."}
         update["sections"]["Key Facts & Decisions"] = {
             "op": "APPEND",
-            "items": ["A new fact about port 9999"],
+            "items": ["Decided to pin port 9999 for the canary on 2026-11-30"],
+        }
+        update["sections"]["Files & Context"] = {
+            "op": "UPDATE",
+            "content": "- `src/new_module.py`: the only file that matters now",
         }
         script = folder / "overhead.json"
         script.write_text(json.dumps({"loop": True, "responses": [{"tool_input": update}]}))
@@ -295,11 +303,9 @@ class Bench:
                     await stub.CreateSession(api.CreateSessionRequest(session_id=sid))
                     ops = [
                         pb.SectionOp(
-                            section=name,
-                            kind=pb.SECTION_OP_KIND_APPEND,
-                            items=[f"{name} {x}" for x in items] * 3,
+                            section=name, kind=pb.SECTION_OP_KIND_UPDATE, content=bullets(name, 48)
                         )
-                        for name in SECTIONS[2:]
+                        for name in SECTIONS[1:]
                     ]
                     ops.append(
                         pb.SectionOp(
