@@ -26,7 +26,9 @@ from wm_core.document import (
 from wm_core.ops import describe
 from wm_core.sections import SECTIONS, canonical_name
 
-_FENCE = re.compile(r"^```[\w.+-]*[ \t]*\n(.*?)\n?```[ \t]*$", re.DOTALL | re.MULTILINE)
+# A fence that opens a block: three or more backticks or tildes, an optional info word, at the
+# start of a line (indented or not) or after a sentence on the same line.
+_OPENING_FENCE = re.compile(r"(?:^|(?<=\s))[ \t]*(`{3,}|~{3,})[ \t]*[\w.+-]*[ \t]*$")
 
 
 class CreationRejected(ValueError):
@@ -46,20 +48,53 @@ class CreationResult:
     problems: tuple[str, ...] = ()
 
 
-def _unfence(text: str) -> str:
+def _fenced(text: str) -> tuple[str, str] | None:
+    """The body of the first code fence of ``text`` and the text around it, or None.
+
+    Models wrap a document in a fence in many ways: after a preamble, with ``~~~`` or four
+    backticks, indented, with Windows line ends, opening at the end of a sentence ("Sure!
+    ```markdown"), or cut off before the closing fence. The wrapper closes at its *last* bare
+    fence line, so a code sample fenced inside the document stays content.
+    """
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        opening = _OPENING_FENCE.search(line)
+        if opening is None:
+            continue
+        fence = opening.group(1)
+        close = next(
+            (
+                j
+                for j in range(len(lines) - 1, index, -1)
+                if (bare := lines[j].strip()).startswith(fence) and not bare.strip(fence[0])
+            ),
+            None,
+        )
+        before = line[: opening.start()]
+        inside = lines[index + 1 : close]
+        after = lines[close + 1 :] if close is not None else []
+        if close is None and inside and inside[-1].rstrip().endswith(fence):
+            inside[-1] = inside[-1].rstrip()[: -len(fence)]  # "- last item```"
+        outside = "\n".join([*lines[:index], before, *after])
+        return "\n".join(inside), outside
+    return None
+
+
+def _unfence(text: str, problems: list[str] | None = None) -> str:
     """The document inside a code fence, when the model wrapped it in one.
 
     Only when the sections are inside the fence and not outside it: a fenced snippet inside a
     real document (a code sample in Key Facts) is content, not a wrapper.
     """
-    if "```" not in text:
+    if "```" not in text and "~~~" not in text:
         return text
-    match = _FENCE.search(text)
-    if match is None:
+    found = _fenced(text)
+    if found is None:
         return text
-    inside = match.group(1)
-    outside = text[: match.start()] + text[match.end() :]
+    inside, outside = found
     if is_working_memory(inside) and not is_working_memory(outside):
+        if problems is not None and outside.strip():
+            problems.append("text outside the code fence around the document was ignored")
         return inside.strip()
     return text
 
@@ -76,7 +111,7 @@ def _decode_object(text: str) -> Mapping[object, object] | None:
 
 
 def _from_markdown(text: str, problems: list[str]) -> dict[str, str]:
-    parsed = parse_document_detailed(_unfence(text.strip()))
+    parsed = parse_document_detailed(_unfence(_normalize_newlines(text).strip(), problems))
     if parsed.preamble_without_title:
         problems.append("text before the first section was ignored")
     for extra in parsed.extras:
@@ -115,17 +150,23 @@ def _from_mapping(value: Mapping[object, object], problems: list[str]) -> dict[s
 
 
 def _from_text(text: str, problems: list[str]) -> dict[str, str]:
-    stripped = text.strip()
+    stripped = _normalize_newlines(text).strip()
     candidates = [stripped]
-    fenced = _FENCE.search(stripped)
+    fenced = _fenced(stripped) if "```" in stripped or "~~~" in stripped else None
     if fenced is not None:
-        candidates.append(fenced.group(1).strip())
+        candidates.append(fenced[0].strip())
     for candidate in candidates:
         if candidate.startswith("{"):
             decoded = _decode_object(candidate)
             if decoded is not None:
                 return _from_mapping(decoded, problems)
-    return _from_markdown(text, problems)
+    return _from_markdown(stripped, problems)
+
+
+def _normalize_newlines(text: str) -> str:
+    if "\r" in text:
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def normalize_creation(output: object) -> CreationResult:

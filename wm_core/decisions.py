@@ -18,7 +18,7 @@ class Guard(StrEnum):
     KEY_FACTS = "key_facts"  # Key Facts consolidation and anti-bloat
     FILES = "files"  # Files & Context no-regression
     APPEND_ONLY = "append_only"  # Errors & Corrections
-    OPEN_ISSUES = "open_issues"  # Open Issues restore-once
+    OPEN_ISSUES = "open_issues"  # Open Issues: restore while unresolved
     EMPTY_UPDATE = "empty_update"  # an UPDATE without content is a KEEP
     OP_SHAPE = "op_shape"  # unknown op, bad items, unknown section key
     DEDUP = "dedup"  # APPEND items already present

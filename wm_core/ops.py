@@ -125,6 +125,14 @@ def _append(requested: str, items: object, content: object) -> NormalizedOp:
     if not kept and not dropped and isinstance(content, str) and content.strip():
         kept = bullet_items(_text(content))
         notes.append("APPEND without items; items taken from its content")
+    if not kept and not notes:
+        # Like an UPDATE without content: the model meant to change the section and said
+        # nothing, which is worth a record naming the section (an empty APPEND is KEEP).
+        notes.append(
+            "APPEND with blank items only"
+            if isinstance(items, (list, tuple, str)) and items
+            else "APPEND without items"
+        )
     op = SectionOp(OpKind.APPEND, items=tuple(kept)) if kept else KEEP
     if not notes:
         return NormalizedOp(requested, op)

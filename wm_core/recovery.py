@@ -42,8 +42,9 @@ class ParsedOps:
     """One op for every section, and an account of how they were obtained.
 
     ``found`` lists the sections read from the input (``salvaged`` the subset that needed the
-    per-section salvage), ``defaulted`` the sections set to KEEP because they were missing or
-    unreadable. ``problems`` describes every repair and every default in words.
+    per-section salvage, ``distrusted`` the one the text was cut off in, whose op was made
+    KEEP or lost its unfinished item), ``defaulted`` the sections set to KEEP because they
+    were missing or unreadable. ``problems`` describes every repair and every default in words.
     """
 
     ops: dict[str, SectionOp]
@@ -52,6 +53,7 @@ class ParsedOps:
     found: tuple[str, ...] = ()
     salvaged: tuple[str, ...] = ()
     defaulted: tuple[str, ...] = field(default=SECTIONS)
+    distrusted: tuple[str, ...] = ()
 
     @property
     def usable(self) -> bool:
@@ -67,6 +69,11 @@ _SECTION_KEY = re.compile(
     re.IGNORECASE,
 )
 _DECODER: Final = json.JSONDecoder()
+# Typographic quotes where JSON has its quotes: after "{", "[", ":" or "," (opening) and before
+# ":", ",", "}" or "]" (closing). Models that "prettify" their output do this; json-repair reads
+# such strings but ends them at the first comma, so text after a comma in a content is lost.
+_CURLY_OPEN = re.compile("([{\\[:,]\\s*)[\u201c\u201d]")
+_CURLY_CLOSE = re.compile("[\u201c\u201d](\\s*[:,}\\]])")
 
 
 def _unfence(text: str) -> str:
@@ -107,6 +114,11 @@ class _Reader:
             if value is not _NOTHING:
                 self.problems.append("arguments were wrapped in a code fence")
                 return value, ReadMethod.JSON
+        if "\u201c" in unfenced or "\u201d" in unfenced:
+            value = _strict(_CURLY_CLOSE.sub('"\\1', _CURLY_OPEN.sub('\\1"', unfenced)))
+            if value is not _NOTHING:
+                self.problems.append("arguments used typographic quotes as JSON quotes; read")
+                return value, ReadMethod.REPAIRED
         value = _repaired(unfenced)
         if value is not _NOTHING:
             self.problems.append("arguments were not valid JSON; repaired with json-repair")
@@ -172,16 +184,17 @@ class _Reader:
             self.problems.append("salvaged section by section: " + ", ".join(salvaged))
         return salvaged
 
-    def distrust_cut_string(self, text: str, ops: dict[str, SectionOp]) -> None:
+    def distrust_cut_string(self, text: str, ops: dict[str, SectionOp]) -> str | None:
+        """The section the text was cut off in (its op is not trusted), if any."""
         tail = _unfence(text.strip()).rstrip(", \t\r\n")
         if tail.endswith(("}", "]")) or _ends_with_closed_string(tail):
-            return
+            return None
         matches = list(_SECTION_KEY.finditer(text))
         if not matches:
-            return
+            return None
         name = canonical_name(matches[-1].group(1))
         if name is None or name not in ops:
-            return
+            return None
         op = ops[name]
         if op.kind == OpKind.UPDATE:
             ops[name] = KEEP
@@ -193,6 +206,9 @@ class _Reader:
                 f"{name}: the output was cut inside an APPEND item; that item was dropped: "
                 f"{op.items[-1]!r}"
             )
+        else:
+            self.problems.append(f"{name}: the output was cut off while writing its op; kept")
+        return name
 
 
 def _ends_with_closed_string(tail: str) -> bool:
@@ -245,8 +261,9 @@ def _read(raw: object) -> ParsedOps:
         salvaged = reader.salvage(text, ops)
         if salvaged and method == ReadMethod.NONE:
             method = ReadMethod.SALVAGED
+    distrusted: str | None = None
     if text is not None and method not in (ReadMethod.JSON, ReadMethod.OBJECT):
-        reader.distrust_cut_string(text, ops)
+        distrusted = reader.distrust_cut_string(text, ops)
     found = tuple(name for name in SECTIONS if name in ops)
     defaulted = tuple(name for name in SECTIONS if name not in ops)
     if defaulted:
@@ -258,6 +275,7 @@ def _read(raw: object) -> ParsedOps:
         found=found,
         salvaged=tuple(name for name in SECTIONS if name in salvaged),
         defaulted=defaulted,
+        distrusted=(distrusted,) if distrusted is not None else (),
     )
 
 

@@ -40,7 +40,7 @@ class GuardClass(StrEnum):
     ACCUMULATING = "accumulating"  # grows; consolidation allowed only when it keeps the facts
     REFERENTIAL = "referential"  # references must not vanish
     APPEND_ONLY = "append_only"  # history: never rewritten
-    TRACKING = "tracking"  # items leave only by being kept or restored once
+    TRACKING = "tracking"  # items leave only when marked resolved; dropped ones come back
 
 
 GUARD_CLASSES: Final = MappingProxyType(

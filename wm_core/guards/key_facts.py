@@ -2,14 +2,24 @@
 
 Two layers judge a rewrite: it must keep at least 15 % of the bullets (volume) and 70 % of the
 lexical anchors (dates, quantities, decision words, capitalised names) of the old section. A
-rejected rewrite is not thrown away: its new items are salvaged as an APPEND. Above the size
-thresholds APPENDs are throttled to 5 fresh items; above twice the thresholds new facts are
-refused and one constant sentinel asks the model to consolidate. Refused items are reported in
-the decision, never silently lost.
+rejected rewrite is not thrown away: its items that bring details the section does not hold
+yet are salvaged as an APPEND. Above the size thresholds APPENDs are throttled to 5 fresh
+items; above twice the thresholds one constant sentinel asks the model to consolidate, and
+only items with new details get in (5 at most per op). Refused items are reported in the
+decision, never silently lost.
 
-Our deviations from the reference: duplicates are whole items (``items.fresh_items``), and the
-sentinel itself is left out of the volume and anchor measures, so that a consolidation is not
-required to reproduce the engine's own warning.
+Our deviations from the reference:
+
+- duplicates are whole items (``items.fresh_items``);
+- the sentinel itself is left out of the volume and anchor measures, so that a consolidation
+  is not required to reproduce the engine's own warning;
+- a rejected consolidation salvages only items with new details (``new_details``). The
+  reference salvages every item it cannot find in the old text, so the vague summary lines
+  of a failed consolidation ("Team: ... (and 3 related decisions)") are appended as facts,
+  a dozen per commit, and push the section to the emergency level within two commits;
+- at the emergency level, items with new details are still let in (capped): the reference
+  refuses every new fact until a consolidation passes, and a model that keeps failing to
+  consolidate loses every fact of every later turn.
 """
 
 from __future__ import annotations
@@ -33,8 +43,8 @@ from wm_core.sizing import TokenSize
 
 SENTINEL: Final = (
     "⚠️ [CONSOLIDATION REQUIRED: this section is over twice its size limit. Rewrite it as one "
-    "consolidating UPDATE (group facts by topic, keep names, dates and exact values) before "
-    "any new fact can be added.]"
+    "consolidating UPDATE (group facts by topic, keep names, dates and exact values); until "
+    "then only facts with new names, numbers, dates or identifiers are added.]"
 )
 _SENTINEL_MARK: Final = "[CONSOLIDATION REQUIRED:"
 
@@ -110,6 +120,168 @@ def lexical_anchors(text: str) -> set[str]:
     return anchors
 
 
+# -- new details: what makes a salvaged or late item worth its line -----------------------------
+#
+# A fact is worth adding to a section that holds it not yet when it brings a detail the section
+# lacks: a name, a number, a date, a path, an identifier. Words are split on whitespace and their
+# edges trimmed; a word is a detail when it has a digit (a bare number needs two, "3" alone is
+# too common to tell facts apart), an identifier's shape (``a/b``, ``snake_case``, ``a.py``,
+# ``key=value``, ``CamelCase``) or, away from the start of a sentence, a capital letter. A
+# number (also a spelled-out one) followed by a unit is a detail of its own ("500 ms" is not
+# "batch 500"). A detail is new when the old section does not have that word or phrase.
+
+_EDGE: Final = "*_`\"'()[]{}<>,;:!?.~#\u201c\u201d\u2018\u2019"
+_SENTENCE_END: Final = (".", "!", "?")
+_CLOSERS: Final = "*_`\"')]\u201d\u2019"
+_IDENTIFIER = re.compile(r"[/\\=@_]|\w\w\.\w|\w\.\w\w|[a-z][A-Z]")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_NUMBER_WORD_TEXT: Final = (
+    "zero one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty "
+    "forty fifty sixty hundred thousand million billion half dozen"
+)
+_NUMBER_WORDS: Final = frozenset(_NUMBER_WORD_TEXT.split())
+_UNIT_TEXT: Final = (
+    "ms millisecond milliseconds s sec secs second seconds min mins minute minutes h hr hrs "
+    "hour hours day days week weeks month months year years quarter quarters "
+    "b kb mb gb tb pb kib mib gib tib byte bytes bit bits "
+    "cent cents dollar dollars euro euros pound pounds usd eur gbp k m percent % "
+    "kids children miles times sessions rounds visits bedrooms paintings people persons "
+    "am pm utc rows accounts users requests connections nodes pods workers replicas tables "
+    "steps approvals attempts retries errors records files lines tokens cores vcpu"
+)
+_UNIT_WORDS: Final = frozenset(_UNIT_TEXT.split())
+
+
+def _trim(word: str) -> str:
+    word = word.strip(_EDGE)
+    if word[-2:].lower() in ("'s", "\u2019s"):
+        word = word[:-2]
+    return word
+
+
+_DIGIT = re.compile(r"[0-9]")
+_PURE_NUMBER = re.compile(r"[0-9][0-9,.]*")
+
+
+def _is_number(word: str) -> bool:
+    return word in _NUMBER_WORDS or _PURE_NUMBER.fullmatch(word) is not None
+
+
+def _phrases(words: list[str]) -> set[str]:
+    """Number-and-unit phrases of lower-cased, trimmed words."""
+    return {
+        f"{words[i - 1]} {unit}"
+        for i, unit in enumerate(words)
+        if i and unit in _UNIT_WORDS and _is_number(words[i - 1])
+    }
+
+
+class KnownDetails:
+    """An old section, asked which details of new items it lacks.
+
+    The old text is only lower-cased (when a first detail needs looking up): a detail is found
+    with ``str.find`` and a check that it stands as a whole word there (trimmed the same way),
+    which costs nothing for the thousands of old words no new item mentions.
+    """
+
+    __slots__ = ("_lowered", "_old")
+
+    def __init__(self, old: str) -> None:
+        self._old = old
+        self._lowered: str | None = None
+
+    def has(self, word: str) -> bool:
+        """Whether the old text has ``word`` (lower-cased, trimmed) as one of its words."""
+        if self._lowered is None:
+            self._lowered = self._old.lower()
+        text = self._lowered
+        end = len(text)
+        start = text.find(word)
+        while start != -1:
+            before = start
+            while before and text[before - 1] in _EDGE:
+                before -= 1
+            if not before or text[before - 1].isspace():
+                after = start + len(word)
+                if text.startswith(("'s", "\u2019s"), after):
+                    after += 2
+                while after < end and text[after] in _EDGE:
+                    after += 1
+                if after == end or text[after].isspace():
+                    return True
+            start = text.find(word, start + 1)
+        return False
+
+    def new_details(self, item: str) -> list[str]:
+        """The details of ``item`` (lower-cased) that the old section does not have."""
+        found: list[str] = []
+        lowered: list[str] = []
+        initial = True
+        for raw in item.split():
+            # Fast paths for the common words: plain letters, plain digits.
+            if raw.isalpha():
+                if raw.islower():
+                    lowered.append(raw)
+                else:
+                    low = raw.lower()
+                    lowered.append(low)
+                    if initial:
+                        detail = not raw[1:].islower() and _CAMEL.search(raw) is not None
+                    else:
+                        detail = len(raw) >= 2 and (
+                            raw[0].isupper() or _CAMEL.search(raw) is not None
+                        )
+                    if detail and not self.has(low):
+                        found.append(low)
+                initial = False
+                continue
+            if raw.isdigit():
+                lowered.append(raw)
+                if len(raw) >= 2 and not self.has(raw):
+                    found.append(raw)
+                initial = False
+                continue
+            word = _trim(raw)
+            low = word.lower()
+            lowered.append(low)
+            if word and _is_detail(word, initial) and not self.has(low):
+                found.append(low)
+            initial = raw.rstrip(_CLOSERS).endswith(_SENTENCE_END)
+        if not _UNIT_WORDS.isdisjoint(lowered):
+            found.extend(sorted(p for p in _phrases(lowered) if not self.has(p)))
+        return found
+
+
+def _is_detail(word: str, initial: bool) -> bool:
+    if _DIGIT.search(word) is not None:
+        if _PURE_NUMBER.fullmatch(word) is None:
+            return True  # "p99", "3x", "2025-03-22", "16.2-alpine"
+        return sum(map(str.isdigit, word)) >= 2  # "3" alone is too common; "12", "1,450"
+    if _IDENTIFIER.search(word) is not None:
+        return True
+    return not initial and len(word) >= 2 and word[0].isupper() and word.isalpha()
+
+
+def new_details(item: str, old: str) -> list[str]:
+    """The names, numbers, dates, paths and identifiers of ``item`` that ``old`` lacks."""
+    return KnownDetails(old).new_details(item)
+
+
+def _split_by_details(items: list[str], old: str) -> tuple[list[str], list[str]]:
+    """Items that bring a new detail, and items that do not."""
+    if not items:
+        return [], []
+    known = KnownDetails(old)
+    detailed: list[str] = []
+    plain: list[str] = []
+    for item in items:
+        (detailed if known.new_details(item) else plain).append(item)
+    return detailed, plain
+
+
+_NO_DETAIL = "no new name, number, date, path or identifier"
+
+
 def _is_sentinel(text: str) -> bool:
     return _SENTINEL_MARK in text
 
@@ -118,43 +290,36 @@ def _without_sentinel(text: str) -> str:
     return "\n".join(line for line in text.split("\n") if not _is_sentinel(line))
 
 
+def count_items(text: str) -> int:
+    """``len(bullet_items(text))`` without building the items: the lines with text that are
+    not headings (a bullet marker never leaves an item empty)."""
+    count = 0
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped and stripped[0] != "#":
+            count += 1
+    return count
+
+
 def guard_key_facts(op: SectionOp, old: str) -> Verdict | None:
     if op.kind == OpKind.KEEP:
         return None
-    old_items = bullet_items(old)
-    count = len(old_items)
+    count = count_items(old)
     size = TokenSize(old)
     emergency = count > EMERGENCY_BULLETS or size.exceeds(EMERGENCY_TOKENS)
     oversized = emergency or count > BULLET_THRESHOLD or size.exceeds(TOKEN_THRESHOLD)
     if op.kind == OpKind.APPEND:
         if not oversized:
             return None
-        return _throttle(op.items, old, old_items, emergency)
-    return _judge_consolidation(op.content.strip(), old, old_items, emergency)
+        return _throttle(op.items, old, count, emergency)
+    return _judge_consolidation(op.content.strip(), old, count, emergency)
 
 
-def _throttle(
-    items: tuple[str, ...], old: str, old_items: list[str], emergency: bool
-) -> Verdict | None:
+def _throttle(items: tuple[str, ...], old: str, count: int, emergency: bool) -> Verdict | None:
     fresh, duplicates = fresh_items(items, old)
-    size = f"{len(old_items)} bullets"
+    size = f"{count} bullets"
     if emergency:
-        if _is_sentinel(old):
-            return Verdict(
-                KEEP,
-                f"Key Facts at emergency size ({size}), consolidation already requested: "
-                f"{len(fresh)} new fact(s) refused",
-                dropped=tuple(duplicates),
-                refused=tuple(fresh),
-            )
-        return Verdict(
-            SectionOp(OpKind.APPEND, items=(SENTINEL,)),
-            f"Key Facts at emergency size ({size}): consolidation requested, "
-            f"{len(fresh)} new fact(s) refused",
-            dropped=tuple(duplicates),
-            refused=tuple(fresh),
-            deduplicated=True,
-        )
+        return _emergency_append(fresh, duplicates, old, size)
     accepted = fresh[:OVERSIZED_APPEND_CAP]
     refused = fresh[OVERSIZED_APPEND_CAP:]
     if not duplicates and not refused:
@@ -167,20 +332,51 @@ def _throttle(
     return Verdict(op, reason, dropped=tuple(duplicates), refused=tuple(refused), deduplicated=True)
 
 
-def _judge_consolidation(
-    new: str, old: str, old_items: list[str], emergency: bool
+def _admit_at_emergency(fresh: list[str], old: str) -> tuple[list[str], list[str], int]:
+    """At the emergency level: the items with new details (up to the cap), the refused rest,
+    and how many of the refused had no new detail."""
+    detailed, plain = _split_by_details(fresh, old)
+    accepted = detailed[:OVERSIZED_APPEND_CAP]
+    over_cap = set(detailed[OVERSIZED_APPEND_CAP:])
+    refused = [item for item in fresh if item in over_cap or item not in accepted]
+    return accepted, refused, len(plain)
+
+
+def _emergency_append(
+    fresh: list[str], duplicates: list[str], old: str, size: str
 ) -> Verdict | None:
-    basis, basis_items = old, old_items
+    accepted, refused, plain = _admit_at_emergency(fresh, old)
+    requested = _is_sentinel(old)
+    if requested and not refused and not duplicates:
+        return None  # every fact brings new details and the model was already told
+    items = accepted if requested else [*accepted, SENTINEL]
+    reason = (
+        f"Key Facts at emergency size ({size}): consolidation "
+        f"{'already requested' if requested else 'requested'}; {len(accepted)} fact(s) with "
+        f"new details accepted (cap {OVERSIZED_APPEND_CAP}), {len(refused)} refused "
+        f"({plain} with {_NO_DETAIL})"
+    )
+    return Verdict(
+        SectionOp(OpKind.APPEND, items=tuple(items)) if items else KEEP,
+        reason,
+        dropped=tuple(duplicates),
+        refused=tuple(refused),
+        deduplicated=True,
+    )
+
+
+def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Verdict | None:
+    basis, basis_count = old, count
     if _is_sentinel(old):  # the engine's own warning is not a fact to keep
         basis = _without_sentinel(old)
-        basis_items = [item for item in old_items if not _is_sentinel(item)]
-    if not basis_items:
+        basis_count = count_items(basis)
+    if not basis_count:
         return None
     new_items = bullet_items(new)
-    ratio = len(new_items) / len(basis_items)
+    ratio = len(new_items) / basis_count
     if ratio < MIN_BULLET_RATIO:
         reason = (
-            f"consolidation rejected: keeps {len(new_items)} of {len(basis_items)} bullets "
+            f"consolidation rejected: keeps {len(new_items)} of {basis_count} bullets "
             f"({ratio:.0%}, minimum {MIN_BULLET_RATIO:.0%})"
         )
     else:
@@ -199,17 +395,20 @@ def _judge_consolidation(
         )
     fresh, duplicates = fresh_items(new_items, old)
     if emergency:
-        return Verdict(
-            KEEP,
-            reason + "; at emergency size nothing is salvaged",
-            dropped=tuple(duplicates),
-            refused=tuple(fresh),
+        salvaged, refused, plain = _admit_at_emergency(fresh, old)
+        reason += (
+            f"; at emergency size {len(salvaged)} item(s) with new details salvaged (cap "
+            f"{OVERSIZED_APPEND_CAP}), {len(refused)} refused ({plain} with {_NO_DETAIL})"
         )
-    if fresh:
-        return Verdict(
-            SectionOp(OpKind.APPEND, items=tuple(fresh)),
-            reason + f"; {len(fresh)} new item(s) salvaged as APPEND",
-            dropped=tuple(duplicates),
-            deduplicated=True,
-        )
-    return Verdict(KEEP, reason + "; nothing new to salvage", dropped=tuple(duplicates))
+    else:
+        salvaged, refused = _split_by_details(fresh, old)
+        reason += f"; {len(salvaged)} item(s) with new details salvaged as APPEND"
+        if refused:
+            reason += f", {len(refused)} not salvaged ({_NO_DETAIL})"
+    return Verdict(
+        SectionOp(OpKind.APPEND, items=tuple(salvaged)) if salvaged else KEEP,
+        reason,
+        dropped=tuple(duplicates),
+        refused=tuple(refused),
+        deduplicated=True,
+    )

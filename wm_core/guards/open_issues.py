@@ -1,12 +1,17 @@
 """Open Issues: an issue leaves the list by being marked resolved, not by being forgotten.
 
-An UPDATE that drops an old item gets it back, once, with a visible marker; an item that
-already carries the marker may then go. "Kept" means the first 40 characters of the item still
-appear in the new content, so "[resolved] " prefixes and annotations count as keeping it.
+"Kept" means the first 40 characters of the item (without the restore marker) still appear in
+the new content, so "[resolved] " prefixes and annotations count as keeping it. An UPDATE that
+drops an unresolved item gets it back with one visible marker, on every round: the reference
+restores an item once and lets a second drop through silently, so a model that keeps
+forgetting an issue loses it. Here an item goes only when the old list already shows it as
+resolved ("[resolved]", "resolved:", "done", a check mark, ~~strikethrough~~); an item
+dropped again is restored again, with its marker not stacked.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from wm_core.guards.verdict import Verdict
@@ -16,30 +21,118 @@ from wm_core.ops import OpKind, SectionOp
 
 RESTORE_MARKER: Final = "[silently dropped, restored]"
 
+_STATUS_WORDS = r"resolved|done|fixed|closed|answered|solved|obsolete|won'?t fix|wontfix"
+# How an item says it is settled: a status tag anywhere ("[resolved]", "(done)"), a status word
+# opening the item ("Resolved: ...", "DONE - ...") or closing it ("... \u2014 resolved"), a check
+# mark or a checked box, or text struck through from the start. "unresolved", "(fixed in
+# staging only)" and "not done yet" are not settled.
+_STATUS_TAG = re.compile(rf"[\[(]\s*(?:{_STATUS_WORDS})\s*[\])]", re.IGNORECASE)
+_STATUS_LEAD = re.compile(rf"(?:{_STATUS_WORDS})\b\s*[:\-\u2013\u2014.!]", re.IGNORECASE)
+_STATUS_TAIL = re.compile(rf"[\-\u2013\u2014:]\s*(?:{_STATUS_WORDS})\s*[.!]?$", re.IGNORECASE)
+_SETTLED_START: Final = ("~~", "\u2705", "\u2714", "\u2611", "[x]", "[X]")
+_SETTLED_END: Final = ("\u2705", "\u2714", "\u2611", "\u2714\ufe0f")
+# The last letters of the status words (and what may follow them): cheap tests before a regex.
+_TAIL_LAST: Final = frozenset("dexDEX.!")
+_SETTLED_LAST: Final = _TAIL_LAST | frozenset("\u2705\u2714\u2611\ufe0f")
+# A settled item opening with a status word or a mark starts with one of these.
+_SETTLED_INITIALS: Final = frozenset("rdfcasowRDFCASOW~[\u2705\u2714\u2611")
+# What may follow the "[" or "(" of a status tag ("" when a space does: the regex decides).
+_TAG_SECOND: Final = frozenset(["", *"rdfcasowRDFCASOW"])
+_TAIL_CHARS: Final = 16
+_MARKUP = "_* `"
+_MARKER_AND_SPACE = re.compile(re.escape(RESTORE_MARKER) + "[ \t]*")
+
+
+def without_marker(item: str) -> str:
+    """The item as the model wrote it, before any restore marker was put in front of it."""
+    if RESTORE_MARKER not in item:
+        return item
+    return _MARKER_AND_SPACE.sub("", item).strip()
+
+
+def _snippet(bare: str) -> str:
+    return bare[:OPEN_ISSUE_SNIPPET_CHARS].lower().strip(_MARKUP).strip()
+
 
 def issue_snippet(item: str) -> str:
     """The part of an old item that must still appear in a rewrite for it to count as kept."""
-    return item[:OPEN_ISSUE_SNIPPET_CHARS].lower().strip("_* `").strip()
+    return _snippet(without_marker(item))
+
+
+def is_resolved(item: str) -> bool:
+    """Whether an item is marked as settled, and so may leave the list."""
+    return bool(settled([without_marker(item)]))
+
+
+def _settled_by_its_ends(text: str) -> bool:
+    if text[:1] in _SETTLED_INITIALS and (
+        text.startswith(_SETTLED_START) or _STATUS_LEAD.match(text) is not None
+    ):
+        return True
+    return text.endswith(_SETTLED_END) or (
+        text[-1:] in _TAIL_LAST
+        and _STATUS_TAIL.search(text, max(0, len(text) - _TAIL_CHARS)) is not None
+    )
+
+
+def settled(items: list[str]) -> set[int]:
+    """The positions of the items (without restore markers) that are marked as settled.
+
+    The status tags are searched once in all the items joined, not item by item: most items
+    have none, and a restore that puts back a whole list must stay cheap.
+    """
+    texts = [item.strip(_MARKUP) for item in items]
+    # Only an item that opens or closes with one of a few characters can be settled by its ends.
+    found = {
+        index
+        for index, text in enumerate(texts)
+        if (text[:1] in _SETTLED_INITIALS or text[-1:] in _SETTLED_LAST)
+        and _settled_by_its_ends(text)
+    }
+    joined = "\n".join(texts)
+    for opener in "[(":
+        if opener not in joined:
+            continue
+        pieces = joined.split(opener)
+        position = len(pieces[0])  # of the opener before each next piece
+        for piece in pieces[1:]:
+            # A tag opens with a status word: look at its first letter before any regex.
+            if piece[:1].lstrip() in _TAG_SECOND and _STATUS_TAG.match(joined, position):
+                found.add(joined.count("\n", 0, position))
+            position += len(piece) + 1
+    return found
 
 
 def guard_open_issues(op: SectionOp, old: str) -> Verdict | None:
     if op.kind != OpKind.UPDATE:
         return None
-    new = op.content.strip()
-    new_lower = new.lower()
-    dropped: list[str] = []
+    new_lower = op.content.strip().lower()
+    missing: list[str] = []  # without their markers
+    again: list[bool] = []  # restored before
     for item in bullet_items(old):
-        if RESTORE_MARKER in item:
-            continue  # restored once already
-        snippet = issue_snippet(item)
+        bare = _MARKER_AND_SPACE.sub("", item).strip() if RESTORE_MARKER in item else item
+        snippet = _snippet(bare)
         if snippet and snippet not in new_lower:
-            dropped.append(item)
-    if not dropped:
+            missing.append(bare)
+            again.append(bare is not item)
+    if not missing:
         return None
-    restored = "\n".join(f"- {RESTORE_MARKER} {item}" for item in dropped)
+    done = settled(missing)
+    if done:
+        missing, again = (
+            [item for index, item in enumerate(missing) if index not in done],
+            [flag for index, flag in enumerate(again) if index not in done],
+        )
+        if not missing:
+            return None  # only settled issues left the list
+    new = op.content.strip()
+    restored = "\n".join(f"- {RESTORE_MARKER} {item}" for item in missing)
     content = (new + ("\n" if new else "") + restored).strip()
+    repeated = sum(again)
+    repeat = f" ({repeated} of them dropped again after an earlier restore)" if repeated else ""
     return Verdict(
         SectionOp(OpKind.UPDATE, content=content),
-        f"{len(dropped)} issue(s) dropped without being marked resolved; restored once",
-        restored=tuple(dropped),
+        f"{len(missing)} unresolved issue(s) dropped without being marked resolved; "
+        f"restored{repeat}",
+        restored=tuple(missing),
     )

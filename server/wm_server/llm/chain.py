@@ -7,7 +7,12 @@ working memory (the reference stores a placeholder instead, and loses everything
    schema-valid answer is merged through the guards;
 2. an invalid answer (text only, cut off at ``max_tokens``, wrong shape) is salvaged section
    by section with ``wm_core.parse_tool_arguments``;
-3. if nothing usable is left, one repair call shows the model its validation errors;
+3. if nothing usable is left, one repair call shows the model its validation errors; an
+   answer cut off at ``max_tokens`` gets that repair call even when its salvage is usable,
+   asking for the sections that were missing or cut, since otherwise those sections keep
+   their old text and the turn's news for them is lost. The salvaged part and the repaired
+   part are merged together: the repair wins for the sections it covers, a KEEP in it does
+   not undo a salvaged op, and two APPENDs are joined;
 4. if that fails too, a creation call rewrites the document with the previous one as context,
    and its output is still merged through the guards, so a fresh rewrite cannot drop paths,
    errors or open issues the previous document had;
@@ -42,6 +47,7 @@ from wm_core import (
     validate_create_arguments,
     validate_update_arguments,
 )
+from wm_core.items import item_key
 from wm_core.messages import Message
 from wm_core.ops import KEEP, OpKind
 from wm_core.sections import SECTIONS, canonical_name
@@ -131,12 +137,19 @@ class GenerationFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class UpdateReading:
-    """An update answer as the chain reads it: the ops, and whether they are worth merging."""
+    """An update answer as the chain reads it: the ops, and whether they are worth merging.
+
+    ``trusted`` are the sections whose op was read in full; ``incomplete`` (only for an answer
+    cut off at the output limit) the sections it never reached or was cut off in, whose
+    news a repair call has to supply.
+    """
 
     ops: dict[str, SectionOp]
     usable: bool
     errors: tuple[str, ...]  # why the answer is not schema-valid (shown in a repair request)
     problems: tuple[str, ...]  # everything worth reporting, errors included
+    trusted: tuple[str, ...] = ()
+    incomplete: tuple[str, ...] = ()
 
 
 def _decode(tool_input: dict[str, Any] | str | None) -> tuple[object, str | None]:
@@ -176,7 +189,7 @@ def _op_sections(tool_input: Mapping[str, Any]) -> list[str]:
 
 def _distrust_last(
     tool_input: Mapping[str, Any], ops: dict[str, SectionOp], problems: list[str]
-) -> None:
+) -> str | None:
     """After a cut-off answer, do not trust the op the model was writing when it stopped.
 
     The SDK hands over a partially decoded object, so a half-written UPDATE looks complete;
@@ -185,7 +198,7 @@ def _distrust_last(
     """
     written = _op_sections(tool_input)
     if not written:
-        return
+        return None
     name = written[-1]
     op = ops.get(name, KEEP)
     if op.kind == OpKind.UPDATE:
@@ -195,6 +208,7 @@ def _distrust_last(
         rest = op.items[:-1]
         ops[name] = SectionOp.append(rest) if rest else KEEP
         problems.append(f"{name}: the answer was cut off; its last item was not applied")
+    return name
 
 
 def read_update_answer(reply: ModelReply) -> UpdateReading:
@@ -203,17 +217,66 @@ def read_update_answer(reply: ModelReply) -> UpdateReading:
     if not errors:
         decoded, _ = _decode(reply.tool_input)
         parsed = parse_tool_arguments(decoded)
-        return UpdateReading(dict(parsed.ops), True, (), tuple(parsed.problems))
+        return UpdateReading(dict(parsed.ops), True, (), tuple(parsed.problems), parsed.found)
     source: object = reply.tool_input if reply.tool_input is not None else reply.text
     parsed = parse_tool_arguments(source)
     ops = dict(parsed.ops)
     problems = [f"invalid answer: {error}" for error in errors] + list(parsed.problems)
-    if reply.stop_reason == "max_tokens" and isinstance(reply.tool_input, Mapping):
-        _distrust_last(reply.tool_input, ops, problems)
+    distrusted = set(parsed.distrusted)
+    incomplete: tuple[str, ...] = ()
+    if reply.stop_reason == "max_tokens":
+        if isinstance(reply.tool_input, Mapping):
+            cut = _distrust_last(reply.tool_input, ops, problems)
+            if cut is not None:
+                distrusted.add(cut)
+        incomplete = tuple(
+            name for name in SECTIONS if name in distrusted or name not in parsed.found
+        )
+    trusted = tuple(name for name in parsed.found if name not in distrusted)
     # A salvage that changes nothing is not worth merging: the new messages would be lost
     # from the document without anyone noticing. Ask again instead.
     changes = any(ops[name].kind != OpKind.KEEP for name in parsed.found)
-    return UpdateReading(ops, parsed.usable and changes, tuple(errors), tuple(problems))
+    return UpdateReading(
+        ops, parsed.usable and changes, tuple(errors), tuple(problems), trusted, incomplete
+    )
+
+
+def _joined(first: SectionOp, second: SectionOp) -> SectionOp:
+    """Two APPENDs of one section as one: the items of the first, then the new ones."""
+    seen = {item_key(item) for item in first.items}
+    extra = [item for item in second.items if item_key(item) not in seen]
+    return SectionOp.append((*first.items, *extra))
+
+
+def combine_readings(salvaged: UpdateReading, repaired: UpdateReading) -> UpdateReading:
+    """The salvage of a cut-off answer completed by the repair answer.
+
+    The repair wins for every section it read in full, except that its KEEP leaves a salvaged
+    op alone (the repair prompt asks for KEEP on sections already received) and that two
+    APPENDs are joined, so that items received before the cut are not lost.
+    """
+    ops = dict(salvaged.ops)
+    for name in repaired.trusted:
+        op = repaired.ops[name]
+        if op.kind == OpKind.KEEP:
+            continue
+        if op.kind == OpKind.APPEND and ops[name].kind == OpKind.APPEND:
+            ops[name] = _joined(ops[name], op)
+        else:
+            ops[name] = op
+    covered = set(salvaged.trusted) | set(repaired.trusted)
+    still = tuple(name for name in salvaged.incomplete if name not in repaired.trusted)
+    problems = list(salvaged.problems) + [f"repair: {p}" for p in repaired.problems]
+    if still:
+        problems.append("still missing after the repair (kept): " + ", ".join(still))
+    return UpdateReading(
+        ops,
+        True,
+        salvaged.errors,
+        tuple(problems),
+        tuple(name for name in SECTIONS if name in covered),
+        still,
+    )
 
 
 # -- the chain ---------------------------------------------------------------------------------
@@ -335,6 +398,23 @@ async def generate_working_memory(
         repaired = await run.call(Purpose.REPAIR, lambda: provider.repair(repair))
         reading = read_update_answer(repaired)
         run.problems.extend(f"repair: {problem}" for problem in reading.problems)
+    elif reading.incomplete:
+        # Cut off at the output limit: what was salvaged is good, but the sections after the
+        # cut would keep their old text. One repair call asks for those sections only.
+        repair = RepairRequest(
+            update=request,
+            previous_reply=reply,
+            errors=reading.errors,
+            sections=reading.incomplete,
+        )
+        repaired = await run.call(Purpose.REPAIR, lambda: provider.repair(repair))
+        second = read_update_answer(repaired)
+        reading = combine_readings(reading, second)
+        run.problems.extend(f"repair: {problem}" for problem in second.problems)
+        if reading.incomplete:
+            run.problems.append(
+                "still missing after the repair (kept): " + ", ".join(reading.incomplete)
+            )
 
     if reading.usable:
         await run.emit(OpsParsed(reading.ops, reading.problems))

@@ -70,11 +70,16 @@ class UpdateRequest:
 
 @dataclass(frozen=True, slots=True)
 class RepairRequest:
-    """Ask again after an unusable update answer, showing the model what was wrong."""
+    """Ask again after an unusable or cut-off update answer, showing the model what was wrong.
+
+    ``sections`` names the sections the repair must supply (those a cut-off answer never
+    reached or was cut off in); empty means the whole answer is asked for again.
+    """
 
     update: UpdateRequest
     previous_reply: ModelReply
     errors: Sequence[str] = field(default_factory=tuple)
+    sections: Sequence[str] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True, slots=True)

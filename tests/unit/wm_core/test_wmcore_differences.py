@@ -14,12 +14,14 @@ from wmcore_helpers import (
     FILES,
     GOALS,
     ISSUES,
+    RICH_FACTS,
     STATE,
     TITLE,
     append,
     apply,
     body,
     bullets,
+    decision_bullets,
     decisions_for,
     items,
     keep_all,
@@ -41,7 +43,8 @@ from wm_core import (
     render_document,
     section_reminders,
 )
-from wm_core.guards.key_facts import SENTINEL
+from wm_core.guards.key_facts import SENTINEL, new_details
+from wm_core.guards.open_issues import RESTORE_MARKER
 from wm_core.guards.title import title_tokens
 from wm_core.items import fresh_items
 from wm_core.ops import OpKind
@@ -262,7 +265,7 @@ class TestDifferenceDecisionRecords:
         assert decision.items_dropped == ("Gardening",)
 
     def test_ours_layer_one_rejection_is_recorded(self) -> None:
-        result = apply(FACTS, bullets("Fact", 30), update("- One summary"))
+        result = apply(FACTS, bullets("Fact", 30), update("- One summary, moved to Postgres 16"))
         (decision,) = result.decisions
         assert (decision.guard, decision.requested, decision.applied) == (
             Guard.KEY_FACTS,
@@ -402,6 +405,26 @@ class TestDifferenceRecovery:
         raw = '```json\n{"sections": {"Current State": {"op": "UPDATE", "content": "fenced"}}}\n```'
         assert parse_tool_arguments(raw).ops[STATE].content == "fenced"
 
+    def test_ours_typographic_quotes_as_json_quotes_keep_text_after_a_comma(self) -> None:
+        # Before: json-repair read the curly-quoted strings but ended each at its first comma,
+        # so "rollback, then" lost everything after "rollback".
+        raw = (
+            "{\u201csections\u201d: {\u201cCurrent State\u201d: {\u201cop\u201d: "
+            "\u201cUPDATE\u201d, \u201ccontent\u201d: \u201cRollback tested, DNS next\u201d}, "
+            "\u201cFiles & Context\u201d: {\u201cop\u201d: \u201cAPPEND\u201d, "
+            "\u201citems\u201d: [\u201c`a.py` \u2014 parser, lexer\u201d]}}}"
+        )
+        parsed = parse_tool_arguments(raw)
+        assert parsed.ops[STATE].content == "Rollback tested, DNS next"
+        assert parsed.ops[FILES].items == ("`a.py` \u2014 parser, lexer",)
+        assert any("typographic quotes" in problem for problem in parsed.problems)
+
+    def test_ours_cut_off_section_is_reported_as_distrusted(self) -> None:
+        raw = '{"sections": {"Session Title": {"op": "KEEP"}, "Open Issues": {"op": "APPEND", "items": ["a", "b'
+        parsed = parse_tool_arguments(raw)
+        assert parsed.distrusted == (ISSUES,)
+        assert parsed.ops[ISSUES].items == ("a",)
+
     def test_ours_double_encoded_json_is_read(self) -> None:
         inner = json.dumps({"sections": {GOALS: {"op": "UPDATE", "content": "ship"}}})
         assert parse_tool_arguments(json.dumps(inner)).ops[GOALS].content == "ship"
@@ -425,3 +448,382 @@ class TestDifferenceReminders:
         # Reference: every parsed section, canonical or not, can get a warning.
         text = wm(title="t") + "## Scratchpad\n" + bullets("note", 40)
         assert section_reminders(text) == ""
+
+
+class TestDifferenceOpenIssuesRestoreWhileUnresolved:
+    """Reference: "restore-once". Ours: restore while unresolved (an unresolved issue never
+    vanishes; each restoration is recorded; the marker is never stacked)."""
+
+    def test_ours_30_a_restored_issue_dropped_again_is_restored_again(self) -> None:
+        # Reference behaviour 30: the item already carries the marker, so it goes, unrecorded.
+        old = "- [silently dropped, restored] stale follow-up issue\n- fresh unresolved bug"
+        result = apply(ISSUES, old, update("- fresh unresolved bug"))
+        assert items(result.document, ISSUES) == [
+            "fresh unresolved bug",
+            f"{RESTORE_MARKER} stale follow-up issue",
+        ]
+        (decision,) = decisions_for(result, ISSUES)
+        assert (decision.guard, decision.applied) == (Guard.OPEN_ISSUES, "UPDATE")
+        assert decision.items_restored == ("stale follow-up issue",)
+        assert "again" in decision.reason
+
+    def test_ours_31_stacked_markers_are_restored_with_one_marker(self) -> None:
+        # Reference behaviour 31: an item marked twice is not restored at all.
+        old = f"- {RESTORE_MARKER} {RESTORE_MARKER} old issue\n- active issue"
+        result = apply(ISSUES, old, update("- active issue"))
+        content = body(result.document, ISSUES)
+        assert content == f"- active issue\n- {RESTORE_MARKER} old issue"
+
+    def test_ours_a_lazy_model_never_loses_an_open_issue(self) -> None:
+        # Each round the model rewrites Open Issues with only the issue of the round.
+        document = wm(issues="- issue 0")
+        for round_ in range(1, 6):
+            result = merge(document, keep_all(issues=update(f"- issue {round_}")))
+            (decision,) = decisions_for(result, ISSUES)
+            assert len(decision.items_restored) == round_
+            document = result.document
+        kept = items(document, ISSUES)
+        assert kept[0] == "issue 5"
+        assert sorted(kept[1:]) == [f"{RESTORE_MARKER} issue {i}" for i in range(5)]
+        assert all(item.count(RESTORE_MARKER) <= 1 for item in kept)
+
+    @pytest.mark.parametrize(
+        "resolved",
+        [
+            "[resolved] flaky auth test",
+            "[RESOLVED] flaky auth test",
+            "flaky auth test [done]",
+            "Resolved: flaky auth test",
+            "resolved - flaky auth test",
+            "Done: flaky auth test",
+            "~~flaky auth test~~",
+            "\u2705 flaky auth test",
+            "flaky auth test \u2014 resolved",
+            "flaky auth test - Done.",
+            "flaky auth test \u2705",
+            f"{RESTORE_MARKER} [resolved] flaky auth test",
+        ],
+    )
+    def test_ours_an_issue_marked_resolved_may_leave(self, resolved: str) -> None:
+        result = apply(ISSUES, f"- {resolved}\n- open question", update("- open question"))
+        assert body(result.document, ISSUES) == "- open question"
+        assert result.decisions == ()
+
+    def test_ours_marking_a_restored_issue_resolved_keeps_it_as_written(self) -> None:
+        old = f"- {RESTORE_MARKER} stale follow-up issue\n- other"
+        new = "- [resolved] stale follow-up issue: answered by Mei\n- other"
+        result = apply(ISSUES, old, update(new))
+        assert body(result.document, ISSUES) == new
+        assert result.decisions == ()
+
+    @pytest.mark.parametrize(
+        "unresolved",
+        ["unresolved: flaky auth", "flaky auth (not done)", "flaky auth - not resolved"],
+    )
+    def test_ours_words_like_resolved_inside_an_issue_do_not_resolve_it(
+        self, unresolved: str
+    ) -> None:
+        result = apply(ISSUES, f"- {unresolved}\n- other", update("- other"))
+        (decision,) = result.decisions
+        assert decision.items_restored == (unresolved,)
+
+
+class TestDifferenceTitleOverlap:
+    """Reference: one shared word accepts a new title. Ours: half of the old title's
+    meaningful words must stay, and every change or rejection is recorded."""
+
+    OLD = "Harbor ledger migration from MySQL 5.7 to Postgres 16"
+
+    def test_ours_one_shared_word_is_not_enough(self) -> None:
+        # Reference: "postgres" is shared, so the sub-topic of one turn becomes the title.
+        new = "Provisioning the RDS Postgres 16 instance"
+        result = apply(TITLE, self.OLD, update(new))
+        assert body(result.document, TITLE) == self.OLD
+        (decision,) = result.decisions
+        assert (decision.guard, decision.applied) == (Guard.TITLE, "KEEP")
+        assert decision.items_dropped == (new,)
+        assert "1 of the 5 meaningful words" in decision.reason
+        assert "at least 3 needed" in decision.reason
+
+    @pytest.mark.parametrize(
+        ("old", "new"),
+        [
+            (OLD, "Harbor ledger migration: cutover rehearsal"),  # 3 of 5
+            (OLD, "Harbor ledger migration from MySQL to Postgres 16 (cutover done)"),
+            ("Debug Session Setup", "Debug Session Refinement"),  # reference 22: 1 of 2
+            ("Old Title", "Old Title (updated)"),  # reference 73
+            ("AI Tutor", "AI Evaluation Harness"),
+        ],
+    )
+    def test_ours_refinements_keeping_half_the_words_are_accepted_and_recorded(
+        self, old: str, new: str
+    ) -> None:
+        result = apply(TITLE, old, update(new))
+        assert body(result.document, TITLE) == new
+        (decision,) = result.decisions
+        assert (decision.guard, decision.requested, decision.applied) == (
+            Guard.TITLE,
+            "UPDATE",
+            "UPDATE",
+        )
+        assert decision.reason.startswith("title changed")
+
+    def test_ours_a_change_of_a_title_without_meaningful_words_is_recorded(self) -> None:
+        result = apply(TITLE, "A Session Title", update("The Plan for Notes"))  # reference 25
+        assert body(result.document, TITLE) == "The Plan for Notes"
+        (decision,) = result.decisions
+        assert decision.applied == "UPDATE"
+        assert "'A Session Title'" in decision.reason
+
+    def test_ours_rewriting_the_same_title_is_no_change(self) -> None:
+        assert apply(TITLE, self.OLD, update(f"  {self.OLD}\n")).decisions == ()
+
+    def test_ours_a_drifting_model_never_moves_the_title(self) -> None:
+        document = wm(title=self.OLD)
+        for topic in ("Backfill script for ledger entries", "CI pipeline on Postgres 16"):
+            result = merge(document, keep_all(title=update(topic)))
+            assert body(result.document, TITLE) == self.OLD
+            assert [d.guard for d in result.decisions] == [Guard.TITLE]
+            document = result.document
+
+
+_NATO_TEXT = (
+    "Alfa Bravo Charlie Delta Echo Foxtrot Golf Hotel India Juliett Kilo Lima Mike November "
+    "Oscar Papa Quebec Romeo Sierra Tango Uniform Victor Whiskey"
+)
+_NATO = _NATO_TEXT.split()
+
+
+class TestDifferenceKeyFactsSalvage:
+    """Reference: a rejected consolidation salvages every item not found in the old text.
+    Ours: only items that bring a name, number, date, path or identifier the section lacks;
+    the others are kept in the decision record (``items_refused``), not in the document."""
+
+    def test_ours_vague_summary_lines_of_a_failed_consolidation_are_not_salvaged(self) -> None:
+        old_facts = [
+            "Mei Lin is the product owner and makes the go/no-go call",
+            "PgBouncer runs in transaction mode with default_pool_size 40",
+            "Backfill copies ledger_entries in chunks of 50000 rows",
+            *(f"The {name} team reviews every migration" for name in _NATO),
+        ]
+        vague = [
+            f"**Team**: {old_facts[0]} (and 3 related decisions)",
+            f"**Connections**: {old_facts[1]} (and 4 related decisions)",
+            f"**Backfill**: {old_facts[2]} (and 5 related decisions)",
+        ]
+        real = "Checksums are sha256 over sorted (entry_id, amount)"
+        op = update("\n".join(f"- {item}" for item in [*vague, real]))
+        result = apply(FACTS, "\n".join(f"- {fact}" for fact in old_facts), op)
+        assert items(result.document, FACTS) == [*old_facts, real]
+        (decision,) = result.decisions
+        assert decision.applied == "APPEND"
+        assert decision.items_refused == tuple(vague)
+        assert "1 item(s) with new details salvaged" in decision.reason
+
+    def test_ours_85_one_line_summary_without_new_details_is_not_salvaged(self) -> None:
+        # Reference behaviour 85: the summary is appended as a 42nd fact.
+        summary = "Consolidated summary: every module keeps its API contract."
+        result = merge(wm(facts=decision_bullets(41)), keep_all(facts=update(f"- {summary}")))
+        assert body(result.document, FACTS) == decision_bullets(41)
+        (decision,) = decisions_for(result, FACTS)
+        assert (decision.applied, decision.items_refused) == ("KEEP", (summary,))
+
+    def test_ours_87_vague_consolidation_is_not_salvaged(self) -> None:
+        # Reference behaviour 87: the 8 vague lines are appended (49 items).
+        vague = [
+            "lots of family time and some art.",
+            "the family likes trips.",
+            "there are pets at home.",
+            "work keeps everyone busy.",
+            "some health things happened.",
+            "school and sports for the kid.",
+            "money is being saved.",
+            "relatives live abroad.",
+        ]
+        old = "\n".join(f"- {fact}" for fact in RICH_FACTS)
+        result = merge(wm(facts=old), keep_all(facts=update("\n".join(f"- {v}" for v in vague))))
+        assert items(result.document, FACTS) == RICH_FACTS
+        (decision,) = decisions_for(result, FACTS)
+        assert "anchors" in decision.reason
+        assert decision.items_refused == tuple(vague)
+
+    def test_ours_92_only_the_item_with_new_details_is_salvaged(self) -> None:
+        # Reference behaviour 92: both items are appended (43 items).
+        new_fact = "NEW: Caroline adopted a puppy named Max on 2024-06-15."
+        op = update(f"- Summary: all modules stable.\n- {new_fact}")
+        result = merge(wm(facts=decision_bullets(41)), keep_all(facts=op))
+        facts = items(result.document, FACTS)
+        assert len(facts) == 42
+        assert facts[-1] == new_fact
+        (decision,) = decisions_for(result, FACTS)
+        assert decision.items_refused == ("Summary: all modules stable.",)
+
+    def test_ours_105_a_consolidated_line_of_known_paths_is_not_appended(self) -> None:
+        # Reference behaviour 105: the line listing module_1.py ... module_41.py is appended.
+        line = "Consolidated: " + ", ".join(f"module_{i}.py" for i in range(1, 42)) + " stable."
+        result = merge(wm(facts=decision_bullets(41)), keep_all(facts=update(f"- {line}")))
+        assert body(result.document, FACTS) == decision_bullets(41)
+        (decision,) = decisions_for(result, FACTS)
+        assert decision.items_refused == (line,)
+
+    def test_ours_106_a_rewrite_without_new_details_is_recorded_not_appended(self) -> None:
+        # Reference behaviour 106: the line is appended. It names only a module the section
+        # already holds, so it is kept in the decision record instead.
+        line = "New decision: only module_1.py remains relevant."
+        result = merge(wm(facts=decision_bullets(41)), keep_all(facts=update(f"- {line}")))
+        assert body(result.document, FACTS) == decision_bullets(41)
+        (decision,) = decisions_for(result, FACTS)
+        assert decision.items_refused == (line,)
+
+    @pytest.mark.parametrize(
+        ("item", "details"),
+        [
+            ("Reconciliation tolerance agreed with Aisha: zero cents difference", ["zero cents"]),
+            ("The replica router reads only while lag < 500 ms", ["500 ms"]),
+            ("Caroline met Okafor in Lisbon", ["lisbon"]),
+            ("Keys live at alias/harbor-ledger-pg", ["alias/harbor-ledger-pg"]),
+            ("Summary: Backfill is fine (and 3 related decisions)", []),
+        ],
+    )
+    def test_ours_new_details_are_names_numbers_dates_paths_identifiers(
+        self, item: str, details: list[str]
+    ) -> None:
+        old = "- Aisha Okafor owns the close; Caroline too\n- batch 500, every 200 ms\n- Backfill"
+        assert new_details(item, old) == details
+
+
+class TestDifferenceKeyFactsEmergency:
+    """Reference: at twice the size limits every new fact is refused until a consolidation
+    passes. Ours: facts with new details still get in (5 per op at most); facts without new
+    details are refused and recorded; the sentinel is appended once."""
+
+    OLD = bullets("Fact", 55)
+
+    def test_ours_97_facts_with_new_details_pass_the_emergency_level(self) -> None:
+        # Reference behaviour 97: Key Facts stops at 52 items (51 facts and the sentinel).
+        document = wm(facts="- fact 0", files="- src/f0.py", errors="- error 0")
+        for i in range(1, 61):
+            ops = keep_all(
+                facts=append(f"fact {i}"),
+                files=append(f"src/f{i}.py"),
+                errors=append(f"error {i}"),
+            )
+            document = merge(document, ops).document
+        facts = items(document, FACTS)
+        assert len(facts) == 62
+        assert facts[51:53] == ["fact 51", SENTINEL]
+        assert facts[-1] == "fact 60"
+        assert sum("CONSOLIDATION REQUIRED" in fact for fact in facts) == 1
+        assert len(items(document, FILES)) == 61
+        assert len(items(document, ERRORS)) == 61
+
+    def test_ours_emergency_append_admits_new_details_up_to_the_cap(self) -> None:
+        detailed = [f"Replica {i} lags 250 ms at 2025-03-{i + 10}" for i in range(7)]
+        plain = "Emergency fact A"
+        result = apply(FACTS, self.OLD, append(plain, *detailed))
+        (decision,) = result.decisions
+        assert decision.applied == "APPEND"
+        assert items(result.document, FACTS)[55:] == [*detailed[:5], SENTINEL]
+        assert decision.items_refused == (plain, *detailed[5:])
+        assert "1 with no new name" in decision.reason
+        again = merge(result.document, {FACTS: append("Replica 9 moved to eu-west-1b")})
+        assert items(again.document, FACTS)[-1] == "Replica 9 moved to eu-west-1b"
+        assert again.decisions == ()  # let through as asked: nothing to record
+        plain_again = merge(again.document, {FACTS: append("Emergency fact B")})
+        (decision,) = plain_again.decisions
+        assert (decision.applied, decision.items_refused) == ("KEEP", ("Emergency fact B",))
+        assert body(plain_again.document, FACTS).count("CONSOLIDATION REQUIRED") == 1
+
+    def test_ours_rejected_consolidation_at_emergency_still_salvages_new_facts(self) -> None:
+        # Reference: "at emergency size nothing is salvaged": the turn's new facts are lost.
+        facts = "\n".join(
+            f"- Person_{i} decided thing_{i} on 2024-01-{i % 28 + 1:02d}." for i in range(55)
+        )
+        new_fact = "Grace Nakamura (QA) owns the test plan, due 2025-03-18"
+        op = update(f"- Everyone decided things.\n- {new_fact}")
+        result = merge(wm(facts=facts), keep_all(facts=op))
+        got = items(result.document, FACTS)
+        assert len(got) == 56
+        assert got[-1] == new_fact
+        (decision,) = decisions_for(result, FACTS)
+        assert decision.items_refused == ("Everyone decided things.",)
+        assert "at emergency size 1 item(s) with new details salvaged" in decision.reason
+
+
+class TestDifferenceEmptyAppend:
+    @pytest.mark.parametrize(
+        "op",
+        [
+            {"op": "APPEND"},
+            {"op": "APPEND", "items": []},
+            {"op": "append", "items": None, "content": ""},
+            {"op": "APPEND", "items": ["", "  "]},
+            SectionOp.append([]),
+        ],
+    )
+    def test_ours_append_without_items_is_recorded(self, op: object) -> None:
+        # Reference: a KEEP with neither a decision nor a reported problem.
+        result = apply(ISSUES, "- x", op)
+        assert body(result.document, ISSUES) == "- x"
+        (decision,) = result.decisions
+        assert (decision.section, decision.requested, decision.applied, decision.guard) == (
+            ISSUES,
+            "APPEND",
+            "KEEP",
+            Guard.OP_SHAPE,
+        )
+        assert "APPEND" in decision.reason
+
+    def test_ours_append_without_items_is_reported_when_reading_arguments(self) -> None:
+        parsed = parse_tool_arguments({"sections": {ISSUES: {"op": "APPEND", "items": []}}})
+        assert any(problem.startswith(f"{ISSUES}: APPEND") for problem in parsed.problems)
+
+
+_WRAPPED = "# Working Memory\n\n## Session Title\nT\n\n## Key Facts & Decisions\n- a\n\n## Open Issues\n- last issue"
+_WITH_SAMPLE = _WRAPPED.replace("- a", "- a\n```sql\nSELECT 1;\n```")
+
+
+class TestDifferenceCreationFences:
+    @pytest.mark.parametrize(
+        "output",
+        [
+            "Sure!\n\n```markdown\n" + _WRAPPED + "\n```",
+            ("Sure!\n\n```markdown\n" + _WRAPPED + "\n```").replace("\n", "\r\n"),
+            "Sure!\n\n```markdown\n" + _WRAPPED + "\n```\n\nAnything else?",
+            "Sure!\n\n~~~markdown\n" + _WRAPPED + "\n~~~",
+            "Sure!\n\n````markdown\n" + _WRAPPED + "\n````",
+            "Sure!\n\n  ```markdown\n" + _WRAPPED + "\n  ```",
+            "Sure! ```markdown\n" + _WRAPPED + "\n```",
+            "Sure!\n```markdown\n" + _WRAPPED + "```",
+            "Sure!\n\n```markdown\n" + _WRAPPED,
+        ],
+        ids=[
+            "preamble",
+            "crlf",
+            "trailer",
+            "tildes",
+            "four-backticks",
+            "indented",
+            "same-line",
+            "glued-close",
+            "unclosed",
+        ],
+    )
+    def test_ours_no_fence_ends_up_in_the_last_section(self, output: str) -> None:
+        # Reference: stored verbatim. Before: only a fence that was the whole output came off;
+        # here the closing fence landed in Open Issues (or the document did not parse).
+        result = normalize_creation(output)
+        assert result.document == render_document(
+            {TITLE: "T", FACTS: "- a", ISSUES: "- last issue"}
+        )
+
+    @pytest.mark.parametrize("preamble", ["", "Sure!\n\n"])
+    def test_ours_a_code_sample_inside_a_fenced_document_stays(self, preamble: str) -> None:
+        result = normalize_creation(preamble + "```markdown\n" + _WITH_SAMPLE + "\n```")
+        bodies = parse_document(result.document)
+        assert bodies[FACTS] == "- a\n```sql\nSELECT 1;\n```"
+        assert bodies[ISSUES] == "- last issue"
+
+    def test_ours_a_code_sample_in_an_unfenced_document_is_content(self) -> None:
+        result = normalize_creation("Here it is:\n" + _WITH_SAMPLE)
+        assert parse_document(result.document)[FACTS] == "- a\n```sql\nSELECT 1;\n```"

@@ -74,3 +74,56 @@ def append(*new_items: str) -> SectionOp:
 
 def ops_dict(ops: Mapping[str, SectionOp]) -> dict[str, object]:
     return {name: op.to_dict() for name, op in ops.items()}
+
+
+def decision_bullets(count: int) -> str:
+    """The reference growth tests' Key Facts: numbered decisions about numbered modules."""
+    return "\n".join(
+        f"- Decision {i}: keep module_{i}.py because API contract {i} is stable."
+        for i in range(1, count + 1)
+    )
+
+
+RICH_FACTS = [
+    "Caroline adopted a beagle named Biscuit on 2023-04-12.",
+    "Caroline works night shifts as a nurse at Portland General Hospital.",
+    "Melanie is Caroline's older sister and lives in Stockholm, Sweden.",
+    "Melanie visited Portland for 10 days in July 2024.",
+    "Marcus is Caroline's partner; they met at a climbing gym in Seattle.",
+    "Marcus decided to switch careers to carpentry because of back pain.",
+    "Jake is the son of Marcus and is 12 years old.",
+    "Jake plays soccer every Saturday at Laurelhurst Park.",
+    "Caroline and Marcus agreed to share school runs on weekdays.",
+    "Biscuit needs knee surgery costing $2,400, scheduled for 15 March 2024.",
+    "Caroline paints watercolors and sold 3 paintings at a Portland gallery.",
+    "Melanie is a marine biologist at Uppsala University.",
+    "Caroline plans a trip to Yellowstone with Marcus and Jake in August.",
+    "The Yellowstone trip budget is $3,500 for 7 days.",
+    "Ruth, the mother of Caroline, lives in Boise and turns 70 on 2024-01-20.",
+    "Caroline chose a cabin near West Yellowstone because it allows dogs.",
+    "Marcus committed to finishing the kitchen cabinets by December 2025.",
+    "Jake is allergic to peanuts.",
+    "Lars, the husband of Melanie, is a software engineer at Spotify.",
+    "Melanie and Lars have 2 kids, Astrid and Nils.",
+    "Caroline studied nursing at Oregon Health University.",
+    "Caroline runs a half marathon every October.",
+    "Marcus owns a pickup truck he bought in 2019.",
+    "Caroline prefers morning phone calls with Melanie on Sundays.",
+    "Biscuit is treated by Dr. Okafor at Hawthorne Animal Clinic.",
+    "Caroline resolved a billing dispute with Providence Health in May.",
+    "Marcus has his workshop in the garage of their house on Alberta Street.",
+    "Jake wants a telescope for his birthday on 2024-09-03.",
+    "Caroline volunteers at the Oregon Humane Society twice a month.",
+    "Melanie will fly to Portland again for Thanksgiving.",
+    "Caroline is learning Swedish to talk with Astrid and Nils.",
+    "Theo, the brother of Marcus, lives in Denver and visits 4 times a year.",
+    "Caroline drives a 2016 Subaru Outback.",
+    "Ruth had hip surgery in February and is recovering well.",
+    "Caroline and Marcus are saving for a house, with $60,000 as the down payment.",
+    "Jake goes to Beaumont Middle School.",
+    "Caroline works 3 night shifts per week.",
+    "Marcus takes a woodworking class at Portland Community College.",
+    "Melanie studies coral reefs near Gotland.",
+    "Caroline decided to keep Biscuit on a grain-free diet.",
+    "The family celebrates Midsummer with Melanie every June.",
+]

@@ -68,6 +68,13 @@ def repair_user_message(request: RepairRequest) -> str:
     ]
     if request.previous_reply.stop_reason == "max_tokens":
         parts.append(load("repair_truncated.md"))
+    if request.sections:
+        parts.append(load("repair_sections.md"))
+        parts.append(
+            "<sections_to_send>\n"
+            + "\n".join(f"- {name}" for name in request.sections)
+            + "\n</sections_to_send>"
+        )
     return "\n\n".join(parts)
 
 

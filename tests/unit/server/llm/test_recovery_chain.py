@@ -129,22 +129,33 @@ async def test_text_only_answer_goes_to_repair(fake: FakeAnthropic, make_provide
     assert purposes == [Purpose.UPDATE, Purpose.REPAIR]
 
 
+CUT_OFF_ANSWER: dict[str, Any] = {
+    "sections": {
+        "Session Title": {"op": "KEEP"},
+        "Current State": {"op": "UPDATE", "content": "Counter-based ids work."},
+        "Key Facts & Decisions": {"op": "APPEND", "items": ["Counter ids are stable"]},
+        "Files & Context": {"op": "APPEND", "items": ["ledgerline/cli.py — entry", "tests/te"]},
+    }
+}
+CUT_OFF_MISSING = ["Task & Goals", "Files & Context", "Errors & Corrections", "Open Issues"]
+
+
+def all_keep(ops: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A complete answer: KEEP everywhere except the given sections."""
+    sections: dict[str, Any] = {name: {"op": "KEEP"} for name in SECTIONS}
+    sections.update(ops or {})
+    return {"sections": sections}
+
+
 async def test_max_tokens_stop_salvages_and_distrusts_the_cut_section(
     fake: FakeAnthropic, make_provider: Factory
 ):
-    partial = {
-        "sections": {
-            "Session Title": {"op": "KEEP"},
-            "Current State": {"op": "UPDATE", "content": "Counter-based ids work."},
-            "Key Facts & Decisions": {"op": "APPEND", "items": ["Counter ids are stable"]},
-            "Files & Context": {"op": "APPEND", "items": ["ledgerline/cli.py — entry", "tests/te"]},
-        }
-    }
-    fake.enqueue(tool_use(partial, stop_reason="max_tokens"))
+    # The repair has nothing to add: the salvaged part alone is merged.
+    fake.enqueue(tool_use(CUT_OFF_ANSWER, stop_reason="max_tokens"), tool_use(all_keep()))
 
     generation, _ = await run(make_provider())
 
-    assert generation.calls == (Purpose.UPDATE,)
+    assert generation.calls == (Purpose.UPDATE, Purpose.REPAIR)
     sections = parse_document(generation.document)
     assert sections["Current State"] == "Counter-based ids work."
     assert "Counter ids are stable" in sections["Key Facts & Decisions"]
@@ -153,6 +164,76 @@ async def test_max_tokens_stop_salvages_and_distrusts_the_cut_section(
     assert sections["Open Issues"] == PREVIOUS_SECTIONS["Open Issues"]  # defaulted to KEEP
     assert any("max_tokens" in p for p in generation.problems)
     assert_previous_survives(generation.document)
+
+
+async def test_max_tokens_stop_asks_the_repair_for_the_missing_and_cut_sections(
+    fake: FakeAnthropic, make_provider: Factory
+):
+    # Before: the salvage was merged on its own, so the sections after the cut kept their old
+    # text and the turn's new items for them were lost.
+    repair = all_keep(
+        {
+            "Files & Context": {
+                "op": "APPEND",
+                "items": ["ledgerline/cli.py — entry", "tests/test_import.py — the import tests"],
+            },
+            "Errors & Corrections": {"op": "APPEND", "items": ["sqlite3.IntegrityError on rerun"]},
+            "Open Issues": {"op": "APPEND", "items": ["Should --dry-run print a diff?"]},
+        }
+    )
+    fake.enqueue(tool_use(CUT_OFF_ANSWER, stop_reason="max_tokens"), tool_use(repair))
+
+    generation, events = await run(make_provider())
+
+    assert generation.calls == (Purpose.UPDATE, Purpose.REPAIR)
+    repair_text = fake.requests[1].user_text
+    asked = repair_text.split("<sections_to_send>\n")[1].split("\n</sections_to_send>")[0]
+    assert asked.splitlines() == [f"- {name}" for name in CUT_OFF_MISSING]
+    assert "cut off at the output limit" in repair_text
+    sections = parse_document(generation.document)
+    # The salvaged part (the repair's KEEP does not undo it) ...
+    assert sections["Current State"] == "Counter-based ids work."
+    assert "Counter ids are stable" in sections["Key Facts & Decisions"]
+    # ... and the repaired part: the cut APPEND is completed once, the missing sections filled.
+    files = sections["Files & Context"]
+    assert files.count("ledgerline/cli.py — entry") == 1
+    assert "tests/test_import.py — the import tests" in files
+    assert "sqlite3.IntegrityError on rerun" in sections["Errors & Corrections"]
+    assert "Should --dry-run print a diff?" in sections["Open Issues"]
+    assert_previous_survives(generation.document)
+    assert not any(d.guard == Guard.DEDUP for d in generation.decisions)
+    (parsed,) = [e for e in events if isinstance(e, OpsParsed)]
+    assert parsed.ops["Open Issues"].items == ("Should --dry-run print a diff?",)
+    assert not any("still missing" in p for p in generation.problems)
+
+
+async def test_repair_cut_off_again_keeps_both_salvages_and_reports_the_rest(
+    fake: FakeAnthropic, make_provider: Factory
+):
+    second = {
+        "sections": {
+            "Files & Context": {"op": "APPEND", "items": ["tests/test_import.py — tests"]},
+            "Errors & Corrections": {"op": "APPEND", "items": ["sqlite3.Integri"]},
+        }
+    }
+    fake.enqueue(
+        tool_use(CUT_OFF_ANSWER, stop_reason="max_tokens"),
+        tool_use(second, stop_reason="max_tokens"),
+    )
+
+    generation, _ = await run(make_provider())
+
+    assert generation.calls == (Purpose.UPDATE, Purpose.REPAIR)  # one repair, never more
+    sections = parse_document(generation.document)
+    assert sections["Current State"] == "Counter-based ids work."
+    assert "ledgerline/cli.py — entry" in sections["Files & Context"]
+    assert "tests/test_import.py — tests" in sections["Files & Context"]
+    assert "sqlite3.Integri" not in sections["Errors & Corrections"]
+    assert_previous_survives(generation.document)
+    assert (
+        "still missing after the repair (kept): Task & Goals, Errors & Corrections, Open Issues"
+        in generation.problems
+    )
 
 
 async def test_missing_sections_and_wrong_types_are_salvaged(
