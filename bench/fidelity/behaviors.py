@@ -13,6 +13,23 @@ items, renames the session, forgets paths, paraphrases errors, drops open issues
 consolidates so hard that the details go. New facts of the turn are always written; losing
 them would measure the model, not the memory. The behaviors that break the output
 (truncated or curly-quoted JSON, no tool call) do so on about a third of the commits.
+
+Repair calls. When the recovery chain cannot use an answer it makes one repair call, and each
+behavior answers it as described by its ``repair_note``. A truncated answer (one commit in six
+for "truncated / curly JSON": commits 2, 8, 14, 20, 26) stops at the output limit, modelled as
+a number of characters: the length at which that commit's full answer is cut. The chain then
+salvages what was complete and asks, in ``RepairRequest.sections``, for the sections that were
+missing or cut (listed to the model under ``<sections_to_send>``). The model does what it is
+asked: the complete op for each listed section and ``KEEP`` for every other one. That answer
+is short and is not cut: a real output limit is thousands of tokens and an answer overflows it
+by a margin, so the sections it did not reach fit in a second answer. (The scripted answers are
+far shorter than real ones, so a character budget taken from their cut point would be smaller
+than the JSON frame of seven KEEPs; a repair that overflows the limit again is not modelled.)
+When the request names no section (the whole answer is asked for again), the model resends its
+full answer, cut at the same point. Which commits have a truncated first answer, and where it
+is cut, does not depend on the repair. The variant "truncated / curly JSON, repair ignored"
+breaks the same commits the same way but ignores the list of sections and repeats its cut
+answer, byte for byte, on every repair: the case one repair call cannot fix.
 """
 
 from __future__ import annotations
@@ -288,6 +305,10 @@ def _cut(text: str, index: int) -> str:
     return text[: int(len(text) * (0.4 + 0.1 * (index % 5)))]
 
 
+def _arguments(ops: Mapping[str, SectionOp]) -> dict[str, Any]:
+    return {"sections": {name: ops[name].to_dict() for name in SECTIONS}}
+
+
 class Behavior:
     """A scripted model. Subclasses override :meth:`distort` and/or :meth:`breakage`.
 
@@ -300,6 +321,11 @@ class Behavior:
     label: ClassVar[str] = "honest"
     description: ClassVar[str] = "answers like a careful model: KEEP, APPEND, mark resolved"
     breaks: ClassVar[bool] = False
+    repair_note: ClassVar[str] = (
+        "when asked to repair a broken answer it usually sends a valid one; on some commits "
+        "(for breaking behaviors) it breaks the same way again"
+    )
+    miss_note: ClassVar[str] = ""  # why a target miss is expected, shown in the results
 
     def __init__(self, scenario: Scenario = SCENARIO) -> None:
         self.scenario = scenario
@@ -323,14 +349,31 @@ class Behavior:
         return self.reply(ops, self.breakage(plan.index), plan.index)
 
     async def repair(self, request: RepairRequest) -> ModelReply:
-        """Shown its errors, the model usually gets it right; every other time it fails again."""
+        """Shown its errors, the model usually gets it right; every other time it fails again.
+
+        After a truncated answer, see :meth:`repair_truncated`.
+        """
         self.calls["repair"] += 1
         plan = plan_for(request.update.messages, self.scenario)
         update = request.update
         ops = self.answer(parse_document(update.previous_document), plan, update.reminders)
         breakage = self.breakage(plan.index)
+        if breakage == "truncate":
+            return self.repair_truncated(ops, request.sections, plan.index)
         again = breakage is not None and (plan.index // _BREAK_PERIOD) % 4 in (0, 1)
         return self.reply(ops, breakage if again else None, plan.index)
+
+    def repair_truncated(
+        self, ops: Mapping[str, SectionOp], sections: Sequence[str], index: int
+    ) -> ModelReply:
+        """The repair answer after a cut-off answer (see the module docstring): the complete
+        op for every section the request names and KEEP for the others, a short answer that
+        fits in the output limit; asked for everything again, the full answer, cut again."""
+        if not sections:
+            return self.reply(ops, "truncate", index)
+        wanted = set(sections)
+        partial = {name: ops[name] if name in wanted else KEEP for name in SECTIONS}
+        return self.reply(partial, None, index)
 
     async def create(self, request: CreateRequest) -> ModelReply:
         self.calls["create"] += 1
@@ -373,7 +416,7 @@ class Behavior:
         self, ops: Mapping[str, SectionOp], breakage: Breakage | None, index: int
     ) -> ModelReply:
         """The tool call carrying ``ops``, broken the way ``breakage`` says."""
-        arguments: dict[str, Any] = {"sections": {n: ops[n].to_dict() for n in SECTIONS}}
+        arguments = _arguments(ops)
         usage = Usage(llm_calls=1)
         if breakage == "truncate":
             text = json.dumps(arguments, ensure_ascii=False)
@@ -488,6 +531,12 @@ class BrokenJson(Behavior):
     label = "truncated / curly JSON"
     description = "on 1 commit in 3: arguments cut off at the output limit, or curly-quoted"
     breaks = True
+    repair_note = (
+        "after a cut-off answer, it sends what the repair asks for: the complete op for each "
+        "section listed as missing or cut, KEEP for the others (a short answer that fits in "
+        "the output limit); asked for the whole answer, it resends it, cut at the same point. "
+        "Curly-quoted answers are read by the tolerant parser and get no repair call"
+    )
 
     def breakage(self, index: int) -> Breakage | None:
         if not self.breaks_on(index):
@@ -495,11 +544,39 @@ class BrokenJson(Behavior):
         return "truncate" if (index // _BREAK_PERIOD) % 2 == 0 else "curly"
 
 
+class BrokenJsonRepairIgnored(BrokenJson):
+    key = "broken_json_repair_ignored"
+    label = "truncated / curly JSON, repair ignored"
+    description = (
+        "breaks the same commits as truncated / curly JSON, but ignores what a repair asks for"
+    )
+    repair_note = (
+        "after a cut-off answer, it ignores the sections the repair asks for and resends its "
+        "whole answer, cut at the same point"
+    )
+    miss_note = (
+        "the repair answer is the same cut answer, so it adds nothing and the "
+        "sections after the cut keep their old text. The chain makes one repair call and "
+        "then merges the salvage rather than rewriting the document (a creation call could "
+        "drop old content), so the turn's news for those sections is lost. One repair call "
+        "cannot help a model that ignores it"
+    )
+
+    def repair_truncated(
+        self, ops: Mapping[str, SectionOp], sections: Sequence[str], index: int
+    ) -> ModelReply:
+        return self.reply(ops, "truncate", index)
+
+
 class NoToolCall(Behavior):
     key = "no_tool_call"
     label = "no tool call"
     description = "on 1 commit in 3: answers in prose without calling the tool"
     breaks = True
+    repair_note = (
+        "shown its errors, it calls the tool on 4 of its 10 prose commits and answers in "
+        "prose again on the other 6 (the chain then falls back to a creation call)"
+    )
 
     def breakage(self, index: int) -> Breakage | None:
         return "no_tool" if self.breaks_on(index) else None
@@ -538,6 +615,7 @@ BEHAVIORS: Final[tuple[type[Behavior], ...]] = (
     RewritesErrors,
     DropsIssues,
     BrokenJson,
+    BrokenJsonRepairIgnored,
     NoToolCall,
     OverEager,
 )

@@ -216,9 +216,12 @@ def markdown(traces: Sequence[Trace], scenario: Scenario, command: str) -> str:
         ret = measure(trace.final.document, scenario, len(trace.commits) - 1)
         check = check_targets(trace, ret)
         verdict = "met" if check.met else "MISSED: " + "; ".join(check.misses)
+        if check.met and ret.lost:
+            verdict += " (some facts lost, within the key-fact target)"
         out.append(f"- **{labels[trace.behavior].label}**: {verdict}")
-        if not check.met:
-            out.extend(_lost_lines(trace, scenario))
+        out.extend(_lost_lines(trace, scenario))
+        if not check.met and labels[trace.behavior].miss_note:
+            out.append(f"  - Why this miss is expected: {labels[trace.behavior].miss_note}.")
     out += ["", "## Guard interventions and model calls (guarded strategy)", ""]
     out.append("| Behavior | Interventions by guard | Model calls | Failed commits |")
     out.append("|---|---|---|---|")
@@ -230,7 +233,8 @@ def markdown(traces: Sequence[Trace], scenario: Scenario, command: str) -> str:
     out += ["", "## Behaviors", ""]
     for cls in BEHAVIORS:
         if any(t.behavior == cls.key for t in traces):
-            out.append(f"- **{cls.label}**: {cls.description}")
+            repair = f". On a repair call: {cls.repair_note}." if cls.breaks else ""
+            out.append(f"- **{cls.label}**: {cls.description}{repair}")
     out += [
         "",
         "## Plots",
