@@ -187,13 +187,22 @@ class _Reader:
     def distrust_cut_string(self, text: str, ops: dict[str, SectionOp]) -> str | None:
         """The section the text was cut off in (its op is not trusted), if any."""
         tail = _unfence(text.strip()).rstrip(", \t\r\n")
-        if tail.endswith(("}", "]")) or _ends_with_closed_string(tail):
+        if tail.endswith(("}", "]")):
             return None
         matches = list(_SECTION_KEY.finditer(text))
         if not matches:
             return None
         name = canonical_name(matches[-1].group(1))
-        if name is None or name not in ops:
+        if name is None:
+            return None
+        if _ends_with_closed_string(tail):
+            # A closed string may end a complete value; but an UPDATE or APPEND cut before
+            # its content or items began lost everything it was about to say.
+            if not _cut_before_payload(text[matches[-1].end() :]):
+                return None
+            self.problems.append(f"{name}: the output was cut before its op's payload; kept")
+            return name
+        if name not in ops:
             return None
         op = ops[name]
         if op.kind == OpKind.UPDATE:
@@ -209,6 +218,16 @@ class _Reader:
         else:
             self.problems.append(f"{name}: the output was cut off while writing its op; kept")
         return name
+
+
+_OP_NEEDING_PAYLOAD = re.compile(r'"op"\s*:\s*"(?:UPDATE|APPEND)"', re.IGNORECASE)
+
+
+def _cut_before_payload(fragment: str) -> bool:
+    """True for a fragment like ``{"op": "APPEND", `` whose items (or content) never began."""
+    return bool(_OP_NEEDING_PAYLOAD.search(fragment)) and not (
+        '"items"' in fragment or '"content"' in fragment
+    )
 
 
 def _ends_with_closed_string(tail: str) -> bool:

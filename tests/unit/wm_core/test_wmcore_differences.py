@@ -827,3 +827,18 @@ class TestDifferenceCreationFences:
     def test_ours_a_code_sample_in_an_unfenced_document_is_content(self) -> None:
         result = normalize_creation("Here it is:\n" + _WITH_SAMPLE)
         assert parse_document(result.document)[FACTS] == "- a\n```sql\nSELECT 1;\n```"
+
+
+def test_ours_op_cut_before_its_items_is_distrusted() -> None:
+    """Cut right after ``"op": "APPEND",``: the section is named as cut, so the caller asks for
+    it again, instead of reading a harmless-looking KEEP."""
+    from wm_core import parse_tool_arguments
+
+    cut = (
+        '{"sections": {"Session Title": {"op": "KEEP"}, "Key Facts & Decisions": {"op": "APPEND", '
+    )
+    parsed = parse_tool_arguments(cut)
+    assert parsed.distrusted == ("Key Facts & Decisions",)
+    assert parsed.ops["Key Facts & Decisions"].kind.value == "KEEP"
+    complete_items = cut + '"items": ["a", "b"'
+    assert parse_tool_arguments(complete_items).distrusted == ()
