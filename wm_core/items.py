@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from wm_core.text import lower
+
 _BULLET = re.compile(r"^(?:[-*]|\d+[\.)])\s+(.*)$")
 _MARKER = re.compile(r"(?:[-+]|\d+[.)])\s+")
 _EMPHASIS = "*`_"
@@ -27,10 +29,7 @@ def bullet_items(text: str | None) -> list[str]:
     if not text:
         return []
     items: list[str] = []
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if not stripped:
-            continue
+    for stripped in filter(None, map(str.strip, text.split("\n"))):  # non-empty lines, stripped
         first = stripped[0]
         if first == "#":
             continue
@@ -78,12 +77,28 @@ def item_keys(items: Iterable[str]) -> list[str]:
     listed = [item.replace("\n", " ") if "\n" in item else item for item in items]
     if not listed:
         return []
-    return [_key(line) for line in "\n".join(listed).lower().split("\n")]
+    return [_key(line) for line in lower("\n".join(listed)).split("\n")]
 
 
 def item_key(item: str) -> str:
     """The identity key of one item."""
     return item_keys((item,))[0]
+
+
+def _could_be_present(keys: list[str], haystack: str) -> bool:
+    """Whether every word of some key occurs in ``haystack``. Candidates share words ("Fact 1",
+    "Fact 2"), so each distinct word is searched for once."""
+    known: dict[str, bool] = {}
+    for key in keys:
+        for word in key.split(" "):
+            present = known.get(word)
+            if present is None:
+                present = known[word] = word in haystack
+            if not present:
+                break
+        else:
+            return True
+    return False
 
 
 def fresh_items(candidates: Iterable[str], existing: str) -> tuple[list[str], list[str]]:
@@ -96,10 +111,8 @@ def fresh_items(candidates: Iterable[str], existing: str) -> tuple[list[str], li
     listed = list(candidates)
     keys = item_keys(listed)
     seen: set[str] = set()
-    if existing and keys:
-        haystack = existing.lower()
-        if any(all(word in haystack for word in key.split(" ")) for key in keys):
-            seen = set(item_keys(bullet_items(existing)))
+    if existing and keys and _could_be_present(keys, lower(existing)):
+        seen = set(item_keys(bullet_items(existing)))
     fresh: list[str] = []
     duplicates: list[str] = []
     for candidate, key in zip(listed, keys, strict=True):

@@ -81,7 +81,9 @@ def _path(run: str) -> str | None:
     core = run.lstrip("-").rstrip(".")
     stem, dot, extension = core.rpartition(".")
     if dot and stem and stem[-1] != "." and extension.lower() in _EXTENSIONS:
-        return _normalize_path(core)
+        if "\\" in core or "//" in core or core.startswith("./") or "/./" in core:
+            return _normalize_path(core)
+        return core  # already normal: the common case, without a call
     if "/" not in core and "\\" not in core:
         return None
     segments = _normalize_path(core).split("/")
@@ -98,6 +100,11 @@ def _path(run: str) -> str | None:
 
 def token_references(token: str) -> list[str]:
     """The normalized paths and URLs in one whitespace-free token."""
+    if "://" not in token and "www." not in token:
+        core = token.strip(_SURROUNDING)
+        if _PATH_RUN.fullmatch(core):  # the common case: one run, no URL
+            path = _path(core)
+            return [path] if path else []
     found: list[str] = []
     parts: list[str] | tuple[str] = (token,)
     if "://" in token or "www." in token:

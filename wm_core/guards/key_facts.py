@@ -40,6 +40,7 @@ from wm_core.limits import (
 )
 from wm_core.ops import KEEP, OpKind, SectionOp
 from wm_core.sizing import TokenSize
+from wm_core.text import lower
 
 SENTINEL: Final = (
     "⚠️ [CONSOLIDATION REQUIRED: this section is over twice its size limit. Rewrite it as one "
@@ -59,6 +60,7 @@ _SENTINEL_MARK: Final = "[CONSOLIDATION REQUIRED:"
 # gets the two separate scans.
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 _MONTH_NAMES: Final = frozenset(_MONTHS.split("|"))
+_DIGITS: Final = "0123456789"
 _UNITS = (
     "years?|months?|weeks?|days?|kids?|children|hours?|miles?|times?|sessions?|rounds?|"
     "visits?|dollars?|euros?|pounds?|bedrooms?|paintings?|people|persons?|am|pm"
@@ -69,7 +71,11 @@ _DATE = (
 )
 _QUANTITY = rf"{_AFTER_DIGIT}[0-9]*\s+(?:{_UNITS})\b"
 _AMOUNT = r"(?<=\$)[0-9][0-9,]*"
-_DATES_AND_NUMBERS = re.compile(rf"[0-9$](?:{_AMOUNT}|{_DATE}|{_QUANTITY})")
+# The date and quantity branches share their leading lookbehinds: one check per digit.
+_DATES_AND_NUMBERS = re.compile(
+    rf"[0-9$](?:{_AMOUNT}|{_AFTER_DIGIT}(?:{_DATE.removeprefix(_AFTER_DIGIT)}|"
+    rf"{_QUANTITY.removeprefix(_AFTER_DIGIT)}))"
+)
 _DATES = re.compile(rf"[0-9]{_DATE}")
 _NUMBERS = re.compile(rf"[0-9$](?:{_AMOUNT}|{_QUANTITY})")
 _QUANTITY_AFTER_DASH = re.compile(rf"-([0-9]{_QUANTITY})")
@@ -94,7 +100,7 @@ ANCHOR_STOPWORDS: Final = frozenset(_ANCHOR_STOPWORD_TEXT.split())
 
 def lexical_anchors(text: str) -> set[str]:
     """The details a consolidation must keep: dates, quantities, decision words, names."""
-    lowered = text.lower()
+    lowered = lower(text)
     anchors = set(map(str.lower, _CAPITALIZED.findall(text)))
     anchors -= ANCHOR_STOPWORDS
     if "$" in lowered and _AMOUNT_THEN_DATE.search(lowered):
@@ -106,6 +112,10 @@ def lexical_anchors(text: str) -> set[str]:
         if "-" in lowered:
             anchors.update(_QUANTITY_AFTER_DASH.findall(lowered))
         for date in found:
+            # Only a "5 june 2024" date ends with a digit and has neither "$" nor "-": the
+            # amounts, ISO dates and quantities (most of what is found) skip the split.
+            if date[-1] not in _DIGITS or date[0] == "$" or "-" in date:
+                continue
             words = date.split()
             if len(words) == 3 and words[1] in _MONTH_NAMES:
                 position = lowered.find(date)
@@ -193,7 +203,7 @@ class KnownDetails:
     def has(self, word: str) -> bool:
         """Whether the old text has ``word`` (lower-cased, trimmed) as one of its words."""
         if self._lowered is None:
-            self._lowered = self._old.lower()
+            self._lowered = lower(self._old)
         text = self._lowered
         end = len(text)
         start = text.find(word)
@@ -293,12 +303,10 @@ def _without_sentinel(text: str) -> str:
 def count_items(text: str) -> int:
     """``len(bullet_items(text))`` without building the items: the lines with text that are
     not headings (a bullet marker never leaves an item empty)."""
-    count = 0
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if stripped and stripped[0] != "#":
-            count += 1
-    return count
+    lines = list(filter(None, map(str.strip, text.split("\n"))))
+    if "#" not in text:
+        return len(lines)
+    return sum(1 for line in lines if line[0] != "#")
 
 
 def guard_key_facts(op: SectionOp, old: str) -> Verdict | None:
@@ -372,11 +380,11 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
         basis_count = count_items(basis)
     if not basis_count:
         return None
-    new_items = bullet_items(new)
-    ratio = len(new_items) / basis_count
+    new_count = count_items(new)  # the items themselves are only needed when rejected
+    ratio = new_count / basis_count
     if ratio < MIN_BULLET_RATIO:
         reason = (
-            f"consolidation rejected: keeps {len(new_items)} of {basis_count} bullets "
+            f"consolidation rejected: keeps {new_count} of {basis_count} bullets "
             f"({ratio:.0%}, minimum {MIN_BULLET_RATIO:.0%})"
         )
     else:
@@ -393,7 +401,7 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
             f"consolidation rejected: keeps {coverage:.0%} of the anchors (minimum "
             f"{MIN_ANCHOR_COVERAGE:.0%}); lost: {shown}"
         )
-    fresh, duplicates = fresh_items(new_items, old)
+    fresh, duplicates = fresh_items(bullet_items(new), old)
     if emergency:
         salvaged, refused, plain = _admit_at_emergency(fresh, old)
         reason += (

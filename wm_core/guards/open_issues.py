@@ -18,6 +18,7 @@ from wm_core.guards.verdict import Verdict
 from wm_core.items import bullet_items
 from wm_core.limits import OPEN_ISSUE_SNIPPET_CHARS
 from wm_core.ops import OpKind, SectionOp
+from wm_core.text import lower
 
 RESTORE_MARKER: Final = "[silently dropped, restored]"
 
@@ -106,15 +107,25 @@ def settled(items: list[str]) -> set[int]:
 def guard_open_issues(op: SectionOp, old: str) -> Verdict | None:
     if op.kind != OpKind.UPDATE:
         return None
-    new_lower = op.content.strip().lower()
+    new_lower = lower(op.content.strip())
     missing: list[str] = []  # without their markers
     again: list[bool] = []  # restored before
+    # A rewrite usually keeps the items in order: each snippet is looked for after the previous
+    # one first, so the whole new text is not searched once per item.
+    hint = 0
     for item in bullet_items(old):
         bare = _MARKER_AND_SPACE.sub("", item).strip() if RESTORE_MARKER in item else item
-        snippet = _snippet(bare)
-        if snippet and snippet not in new_lower:
+        snippet = bare[:OPEN_ISSUE_SNIPPET_CHARS].lower().strip(_MARKUP).strip()  # _snippet
+        if not snippet:
+            continue
+        found = new_lower.find(snippet, hint)
+        if found == -1 and hint:  # then only an occurrence starting before the hint is left
+            found = new_lower.find(snippet, 0, hint + len(snippet) - 1)
+        if found == -1:
             missing.append(bare)
             again.append(bare is not item)
+        else:
+            hint = found + len(snippet)
     if not missing:
         return None
     done = settled(missing)
