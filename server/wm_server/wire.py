@@ -25,7 +25,6 @@ from wm_server.storage.records import (
     CommitState,
     SessionRecord,
     SkipReason,
-    StoredMessage,
     WorkingMemoryRecord,
     archive_name,
 )
@@ -96,10 +95,6 @@ def message_out(message: Message, position: int = 0, created: float | None = Non
         create_time=timestamp(created),
         position=position,
     )
-
-
-def stored_message_out(stored: StoredMessage) -> pb.Message:
-    return message_out(stored.message, stored.position, stored.create_time)
 
 
 def role_out(role: Role) -> int:
