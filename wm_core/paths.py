@@ -30,7 +30,7 @@ _EXTENSION_TEXT: Final = (
     # media and archives
     "png jpg jpeg gif svg webp ico bmp mp3 mp4 wav mov zip tar gz tgz bz2 xz whl jar "
 )
-_EXTENSIONS: Final = frozenset(_EXTENSION_TEXT.split())
+EXTENSIONS: Final = frozenset(_EXTENSION_TEXT.split())
 
 _URL = re.compile(r"\b(?:[A-Za-z][A-Za-z0-9+.\-]*://|www\.)[^\s<>\"'`]+")
 _URL_TRAILING: Final = ".,;:!?)]}>*_"
@@ -38,6 +38,10 @@ _PATH_RUN = re.compile(r"[\w.~/\\-]+")
 _SURROUNDING: Final = "()[]{}<>\"'`,;:!?*|"
 _PREFIX_SEGMENTS: Final = frozenset({"", ".", "..", "~"})
 _REPEATED_SLASH = re.compile(r"/{2,}")
+# A token that is already one normal path with an extension, nothing around it: word-character
+# segments joined by single "/" or ".", ending in "." and an ASCII extension (group 1). Such a
+# token is its own only reference when the extension is known (and it does not hold "www.").
+PLAIN_PATH: Final = re.compile(r"\w[\w-]*(?:[./][\w-]+)*\.([A-Za-z0-9]+)")
 
 
 def might_reference(token: str) -> bool:
@@ -80,7 +84,7 @@ def _path(run: str) -> str | None:
     """
     core = run.lstrip("-").rstrip(".")
     stem, dot, extension = core.rpartition(".")
-    if dot and stem and stem[-1] != "." and extension.lower() in _EXTENSIONS:
+    if dot and stem and stem[-1] != "." and extension.lower() in EXTENSIONS:
         if "\\" in core or "//" in core or core.startswith("./") or "/./" in core:
             return _normalize_path(core)
         return core  # already normal: the common case, without a call
@@ -101,6 +105,9 @@ def _path(run: str) -> str | None:
 def token_references(token: str) -> list[str]:
     """The normalized paths and URLs in one whitespace-free token."""
     if "://" not in token and "www." not in token:
+        plain = PLAIN_PATH.fullmatch(token)
+        if plain is not None and plain.group(1).lower() in EXTENSIONS:
+            return [token]  # the common case: a normal path, nothing to strip or rewrite
         core = token.strip(_SURROUNDING)
         if _PATH_RUN.fullmatch(core):  # the common case: one run, no URL
             path = _path(core)

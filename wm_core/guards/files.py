@@ -6,15 +6,16 @@ lines whose references vanished are put back after it: both the annotations and 
 survive, and the rule holds on every round (not once, as for Open Issues).
 
 Only a token that disappeared can take a reference with it, so old tokens still present in the
-rewrite are skipped without classification; when the rewrite keeps its paths verbatim nothing
-is classified at all.
+rewrite are skipped without classification (a line kept verbatim with one set test); when the
+rewrite keeps its paths verbatim nothing is classified at all. The old body is walked once,
+line by line: a rewrite that drops lines restores them after looking at their first tokens.
 """
 
 from __future__ import annotations
 
 from wm_core.guards.verdict import Verdict
 from wm_core.ops import OpKind, SectionOp
-from wm_core.paths import might_reference, token_references
+from wm_core.paths import EXTENSIONS, PLAIN_PATH, might_reference, token_references
 
 
 def guard_files(op: SectionOp, old: str) -> Verdict | None:
@@ -22,24 +23,32 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
         return None
     new = op.content.strip()
     new_tokens = set(new.split())
-    # The old tokens that could take a reference with them: gone from the rewrite and shaped
-    # like a path (``might_reference``, inlined). Computed with set operations, so a rewrite
-    # that keeps its tokens is let through without looking at a line.
-    candidates = {
-        token
+    if 2 * len(new) >= len(old) and not any(
+        "/" in token or "." in token or "\\" in token
         for token in set(old.split()).difference(new_tokens)
-        if "/" in token or "." in token or "\\" in token
-    }
-    if not candidates:
+    ):
+        # A rewrite about as long as the body usually keeps its paths: one set difference
+        # lets it through without looking at a line. A much shorter one has usually dropped
+        # lines, which the walk below finds from their first tokens without this set.
         return None
     new_refs: set[str] | None = None
     restored: list[str] = []
     lost: dict[str, None] = {}  # an ordered set: one vanished reference per restored line
     for line in old.split("\n"):
-        for token in line.split():
-            if token not in candidates:
+        tokens = line.split()
+        if new_tokens.issuperset(tokens):
+            continue  # a line kept verbatim (in its tokens) loses nothing
+        for token in tokens:
+            # Only a token gone from the rewrite and shaped like a path (``might_reference``,
+            # inlined) can take a reference with it.
+            if token in new_tokens or not ("/" in token or "." in token or "\\" in token):
                 continue
-            refs = token_references(token)
+            # A plain path is its own only reference (``token_references``' first case, inlined).
+            plain = PLAIN_PATH.fullmatch(token) if "www." not in token else None
+            if plain is not None and plain.group(1).lower() in EXTENSIONS:
+                refs = [token]
+            else:
+                refs = token_references(token)
             if not refs:
                 continue
             if new_refs is None:

@@ -21,6 +21,7 @@ from wm_core.ops import OpKind, SectionOp
 from wm_core.text import lower
 
 RESTORE_MARKER: Final = "[silently dropped, restored]"
+_RESTORED_PREFIX: Final = f"- {RESTORE_MARKER} "
 
 _STATUS_WORDS = r"resolved|done|fixed|closed|answered|solved|obsolete|won'?t fix|wontfix"
 # How an item says it is settled: a status tag anywhere ("[resolved]", "(done)"), a status word
@@ -113,8 +114,11 @@ def guard_open_issues(op: SectionOp, old: str) -> Verdict | None:
     # A rewrite usually keeps the items in order: each snippet is looked for after the previous
     # one first, so the whole new text is not searched once per item.
     hint = 0
+    marked = RESTORE_MARKER in old  # else no item needs its marker looked for
     for item in bullet_items(old):
-        bare = _MARKER_AND_SPACE.sub("", item).strip() if RESTORE_MARKER in item else item
+        bare = (
+            _MARKER_AND_SPACE.sub("", item).strip() if marked and RESTORE_MARKER in item else item
+        )
         snippet = bare[:OPEN_ISSUE_SNIPPET_CHARS].lower().strip(_MARKUP).strip()  # _snippet
         if not snippet:
             continue
@@ -137,7 +141,7 @@ def guard_open_issues(op: SectionOp, old: str) -> Verdict | None:
         if not missing:
             return None  # only settled issues left the list
     new = op.content.strip()
-    restored = "\n".join(f"- {RESTORE_MARKER} {item}" for item in missing)
+    restored = _RESTORED_PREFIX + ("\n" + _RESTORED_PREFIX).join(missing)  # "- <marker> <item>"
     content = (new + ("\n" if new else "") + restored).strip()
     repeated = sum(again)
     repeat = f" ({repeated} of them dropped again after an earlier restore)" if repeated else ""
