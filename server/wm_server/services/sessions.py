@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from wm_core.messages import Message
 from wm_server.services import paging, validation
 from wm_server.storage.port import Store
-from wm_server.storage.records import AddResult, SessionRecord, StoredMessage
+from wm_server.storage.records import AddResult, SessionRecord
 from wm_server.tenancy import current_tenant
 
 
@@ -59,6 +59,3 @@ class SessionService:
             request_id=rid,
             make_id=validation.new_message_id,
         )
-
-    async def live_messages(self, session_id: str) -> list[StoredMessage]:
-        return await self._store.live_messages(current_tenant(), validation.session_id(session_id))
