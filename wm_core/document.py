@@ -121,6 +121,41 @@ class ParsedDocument:
         return "\n".join(lines)
 
 
+_CANONICAL_LINES: Final = tuple(f"\n## {name}\n" for name in SECTIONS)
+# "# Working Memory" and the seven "## " headings: a document with no other "#" has no other
+# heading, so its sections are exactly what the seven heading lines delimit.
+_CANONICAL_HASHES: Final = 1 + 2 * len(SECTIONS)
+
+
+def _parse_canonical(text: str) -> ParsedDocument | None:
+    """The parse of a document exactly as this engine renders it, found with eight ``find``
+    calls; None for anything else, which the general reader handles.
+
+    Every merge reads the previous document, and that document is almost always one we
+    rendered; the general reader's per-heading work is most of the cost of an all-KEEP merge.
+    """
+    if text.count("#") != _CANONICAL_HASHES or not text.startswith(DOCUMENT_TITLE + "\n"):
+        return None
+    find = text.find
+    starts: list[int] = []
+    position = 0
+    for line in _CANONICAL_LINES:
+        found = find(line, position)
+        if found == -1:
+            if line is _CANONICAL_LINES[-1] and text.endswith(line[:-1]):
+                found = len(text) - len(line) + 1
+            else:
+                return None
+        starts.append(found)
+        position = found + len(line) - 1  # the newline ending the heading opens the body
+    ends = [*starts[1:], len(text)]
+    bodies = {
+        name: _stripped_slice(text, start + len(line) - 1, end)
+        for name, line, start, end in zip(SECTIONS, _CANONICAL_LINES, starts, ends, strict=True)
+    }
+    return ParsedDocument(bodies=bodies, preamble=text[: starts[0] + 1].strip())
+
+
 def parse_document_detailed(text: str | None) -> ParsedDocument:
     """Read a document, keeping track of foreign sections, duplicates and the preamble.
 
@@ -132,6 +167,9 @@ def parse_document_detailed(text: str | None) -> ParsedDocument:
     if not text:
         return ParsedDocument()
     text = _normalize_newlines(text)
+    canonical = _parse_canonical(text)
+    if canonical is not None:
+        return canonical
     collected: dict[str, list[str]] = {}
     extras: list[ExtraSection] = []
     duplicates: list[str] = []

@@ -189,6 +189,8 @@ def _make_safe(name: str, op: SectionOp, requested: str, decisions: list[Decisio
     """Neutralise headings in new text before any guard looks at it, so guards judge the
     text that will actually be stored."""
     if op.kind == OpKind.UPDATE:
+        if "#" not in op.content:
+            return op  # no heading: nothing to neutralise (``normalize_op`` stripped it)
         cleaned = sanitize_body(op.content, name)
         if not cleaned.changed:
             return op

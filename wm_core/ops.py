@@ -86,6 +86,9 @@ class NormalizedOp:
 
 
 _KEPT: Final = NormalizedOp(OpKind.KEEP.value, KEEP)
+# The op names as plain strings: an enum member's ``.value`` is a descriptor call.
+_UPDATE: Final = OpKind.UPDATE.value
+_APPEND: Final = OpKind.APPEND.value
 
 
 def _text(value: str) -> str:
@@ -179,10 +182,16 @@ def normalize_op(raw: object) -> NormalizedOp | None:
     if raw is KEEP:
         return _KEPT
     if isinstance(raw, SectionOp):
-        if raw.kind == OpKind.UPDATE:
-            return _update(OpKind.UPDATE.value, raw.content)
-        if raw.kind == OpKind.APPEND:
-            return _append(OpKind.APPEND.value, list(raw.items), None)
+        kind = raw.kind
+        if kind == OpKind.UPDATE:
+            content = raw.content
+            if kind is OpKind.UPDATE and isinstance(content, str) and not raw.items:
+                text = content.strip() if "\r" not in content else ""
+                if text:  # the usual op, already clean: used as it is
+                    return NormalizedOp(_UPDATE, raw if text is content else SectionOp.update(text))
+            return _update(_UPDATE, content)
+        if kind == OpKind.APPEND:
+            return _append(_APPEND, list(raw.items), None)
         return _KEPT
     if isinstance(raw, Mapping):
         name = raw.get("op")

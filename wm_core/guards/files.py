@@ -34,9 +34,11 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
     new_refs: set[str] | None = None
     restored: list[str] = []
     lost: dict[str, None] = {}  # an ordered set: one vanished reference per restored line
+    kept_tokens = new_tokens.issuperset
+    plain_path = PLAIN_PATH.fullmatch
     for line in old.split("\n"):
         tokens = line.split()
-        if new_tokens.issuperset(tokens):
+        if kept_tokens(tokens):
             continue  # a line kept verbatim (in its tokens) loses nothing
         for token in tokens:
             # Only a token gone from the rewrite and shaped like a path (``might_reference``,
@@ -44,20 +46,24 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
             if token in new_tokens or not ("/" in token or "." in token or "\\" in token):
                 continue
             # A plain path is its own only reference (``token_references``' first case, inlined).
-            plain = PLAIN_PATH.fullmatch(token) if "www." not in token else None
+            plain = plain_path(token) if "www." not in token else None
             if plain is not None and plain.group(1).lower() in EXTENSIONS:
-                refs = [token]
+                if new_refs is None:
+                    new_refs = _references(new_tokens)
+                if token in new_refs:
+                    continue
+                vanished: str | None = token
             else:
                 refs = token_references(token)
-            if not refs:
-                continue
-            if new_refs is None:
-                new_refs = _references(new_tokens)
-            vanished = None  # the first reference of the token missing from the rewrite
-            for ref in refs:
-                if ref not in new_refs:
-                    vanished = ref
-                    break
+                if not refs:
+                    continue
+                if new_refs is None:
+                    new_refs = _references(new_tokens)
+                vanished = None  # the first reference of the token missing from the rewrite
+                for ref in refs:
+                    if ref not in new_refs:
+                        vanished = ref
+                        break
             if vanished is not None:
                 restored.append(line.strip())
                 lost[vanished] = None

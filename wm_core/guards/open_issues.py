@@ -113,21 +113,28 @@ def guard_open_issues(op: SectionOp, old: str) -> Verdict | None:
     again: list[bool] = []  # restored before
     # A rewrite usually keeps the items in order: each snippet is looked for after the previous
     # one first, so the whole new text is not searched once per item.
+    items = bullet_items(old)
+    if RESTORE_MARKER in old:  # else no item needs its marker looked for
+        bares = [
+            _MARKER_AND_SPACE.sub("", item).strip() if RESTORE_MARKER in item else item
+            for item in items
+        ]
+    else:
+        bares = items
+    limit = OPEN_ISSUE_SNIPPET_CHARS
+    snippets = [bare[:limit].lower().strip(_MARKUP).strip() for bare in bares]  # _snippet
+    find = new_lower.find
     hint = 0
-    marked = RESTORE_MARKER in old  # else no item needs its marker looked for
-    for item in bullet_items(old):
-        bare = (
-            _MARKER_AND_SPACE.sub("", item).strip() if marked and RESTORE_MARKER in item else item
-        )
-        snippet = bare[:OPEN_ISSUE_SNIPPET_CHARS].lower().strip(_MARKUP).strip()  # _snippet
+    for index, snippet in enumerate(snippets):
         if not snippet:
             continue
-        found = new_lower.find(snippet, hint)
+        found = find(snippet, hint)
         if found == -1 and hint:  # then only an occurrence starting before the hint is left
-            found = new_lower.find(snippet, 0, hint + len(snippet) - 1)
+            found = find(snippet, 0, hint + len(snippet) - 1)
         if found == -1:
+            bare = bares[index]
             missing.append(bare)
-            again.append(bare is not item)
+            again.append(bare is not items[index])
         else:
             hint = found + len(snippet)
     if not missing:
