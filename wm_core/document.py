@@ -149,10 +149,12 @@ def _parse_canonical(text: str) -> ParsedDocument | None:
         starts.append(found)
         position = found + len(line) - 1  # the newline ending the heading opens the body
     ends = [*starts[1:], len(text)]
-    bodies = {
-        name: _stripped_slice(text, start + len(line) - 1, end)
-        for name, line, start, end in zip(SECTIONS, _CANONICAL_LINES, starts, ends, strict=True)
-    }
+    bodies: dict[str, str] = {}
+    for name, line, start, end in zip(SECTIONS, _CANONICAL_LINES, starts, ends, strict=True):
+        begin = start + len(line)  # just past the heading's newline
+        if end > begin and text[end - 1] == "\n":
+            end -= 1  # a rendered body ends with a blank line: keep it out of the copy
+        bodies[name] = text[begin:end].strip() if end > begin else ""
     return ParsedDocument(bodies=bodies, preamble=text[: starts[0] + 1].strip())
 
 

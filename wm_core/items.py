@@ -29,11 +29,9 @@ def bullet_items(text: str | None) -> list[str]:
     if not text:
         return []
     lines = list(filter(None, map(str.strip, text.split("\n"))))  # non-empty lines, stripped
-    if lines and lines[0].startswith("- ") and text.count("\n- ") + 1 >= len(lines):
-        joined = "\n".join(lines)
-        if joined.count("\n- ") == len(lines) - 1:
-            # Every line is "- item" (what the renderer writes): one pass without a branch.
-            return [line[2:].lstrip() for line in lines]
+    if all(map(str.startswith, lines, ("- ",) * len(lines))):
+        # Every line is "- item" (what the renderer writes): one pass without a branch.
+        return [line[2:].lstrip() for line in lines]
     items: list[str] = []
     for stripped in lines:
         first = stripped[0]

@@ -37,6 +37,19 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
     kept_tokens = new_tokens.issuperset
     plain_path = PLAIN_PATH.fullmatch
     for line in old.split("\n"):
+        head = line.split(None, 2)
+        if len(head) > 1 and (head[0] in new_tokens or not might_reference(head[0])):
+            # The usual dropped line, "- <path> ...": its second token decides, unsplit rest.
+            token = head[1]
+            if token not in new_tokens and "www." not in token:
+                plain = plain_path(token)
+                if plain is not None and plain.group(1).lower() in EXTENSIONS:
+                    if new_refs is None:
+                        new_refs = _references(new_tokens)
+                    if token not in new_refs:
+                        restored.append(line.strip())
+                        lost[token] = None
+                        continue
         tokens = line.split()
         if kept_tokens(tokens):
             continue  # a line kept verbatim (in its tokens) loses nothing
