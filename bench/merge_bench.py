@@ -10,18 +10,24 @@ The reference engine was measured elsewhere at about 45 us for all KEEP and abou
 seven passing UPDATEs. Absolute numbers do not carry across machines, so each mix is also timed
 against a baseline written here from the reference's documented algorithm (shared spec,
 sections 2 and 3), in alternating batches on the same input: the speed-up column is that ratio.
+With ``--reference``, a second table times the real reference (openviking 0.5.2, run in its own
+throwaway virtualenv by ``bench/reference_merge.py``) on the same inputs.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 import statistics
+import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from wm_core import SECTIONS, SectionOp, merge, render_document
+from wm_server.engine_build import require_current_engine
 
 PEOPLE = ("Caroline", "Melanie", "Marcus", "Priya", "Jonas", "Aiko", "Tomás", "Zoë")
 CITIES = ("Portland", "Lisbon", "Osaka", "Malmö", "Denver")
@@ -428,7 +434,16 @@ def _peak_kib(document: str, ops: Ops, merges: int) -> float:
     return peak / 1024
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also time the real reference (openviking 0.5.2 from PyPI, installed on first use "
+        "into var/reference-venv) on the same inputs; see bench/reference_merge.py",
+    )
+    args = parser.parse_args(argv)
+    print(f"engine: wm_core {require_current_engine().label}")
     print(f"working memory: {len(DOCUMENT.encode())} bytes, {DOCUMENT.count(chr(10))} lines")
     print(f"emergency variant: {len(EMERGENCY_DOCUMENT.encode())} bytes")
     print(
@@ -450,7 +465,26 @@ def main() -> None:
     print("us: median microseconds per merge, wm_core and baseline measured in alternation.")
     print("baseline: the reference algorithm re-implemented from the spec, same machine and input.")
     print("peak KiB: tracemalloc peak for 1 and for 100 consecutive merges (equal = flat).")
+    if args.reference:
+        return _reference_table()
+    return 0
+
+
+def _reference_table() -> int:
+    """The real reference next to wm_core (bench/reference_merge.py), after the table above."""
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:  # run as a script: make ``bench`` importable
+        sys.path.insert(0, root)
+    from bench import reference_merge
+
+    print()
+    try:
+        reference_merge.run()
+    except reference_merge.ReferenceUnavailable as exc:
+        print(f"reference unavailable: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

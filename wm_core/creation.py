@@ -24,6 +24,7 @@ from wm_core.document import (
     sanitize_body,
 )
 from wm_core.ops import describe
+from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 # A fence that opens a block: three or more backticks or tildes, an optional info word, at the
@@ -40,7 +41,7 @@ class CreationRejected(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class CreationResult:
+class CreationResult(Record):
     """A canonical document made from creation output, and what had to be fixed on the way."""
 
     document: str

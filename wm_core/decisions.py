@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from wm_core.records import Record
+
 
 class Guard(StrEnum):
     """Which rule intervened. The values are stable: they are stored and used as metric labels."""
@@ -26,7 +28,7 @@ class Guard(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(Record):
     """One intervention on one section.
 
     ``requested`` is the op as asked (``KEEP``, ``UPDATE``, ``APPEND``, or whatever unknown name

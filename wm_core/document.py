@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 DOCUMENT_TITLE: Final = "# Working Memory"
@@ -91,7 +92,7 @@ def _normalize_newlines(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ExtraSection:
+class ExtraSection(Record):
     """A section whose heading is not one of the seven (reported, never merged)."""
 
     title: str
@@ -100,7 +101,7 @@ class ExtraSection:
 
 
 @dataclass(frozen=True, slots=True)
-class ParsedDocument:
+class ParsedDocument(Record):
     """Everything a read of a document found, including what does not fit the canon."""
 
     bodies: Mapping[str, str] = field(default_factory=dict)  # canonical sections, in order
@@ -122,32 +123,37 @@ class ParsedDocument:
 
 
 _CANONICAL_LINES: Final = tuple(f"\n## {name}\n" for name in SECTIONS)
-# "# Working Memory" and the seven "## " headings: a document with no other "#" has no other
-# heading, so its sections are exactly what the seven heading lines delimit.
-_CANONICAL_HASHES: Final = 1 + 2 * len(SECTIONS)
+_TITLE_LINE: Final = DOCUMENT_TITLE + "\n"
 
 
 def _parse_canonical(text: str) -> ParsedDocument | None:
-    """The parse of a document exactly as this engine renders it, found with eight ``find``
-    calls; None for anything else, which the general reader handles.
+    """The parse of a document exactly as this engine renders it, found by looking for "#";
+    None for anything else, which the general reader handles.
 
     Every merge reads the previous document, and that document is almost always one we
     rendered; the general reader's per-heading work is most of the cost of an all-KEEP merge.
+    A document with no "#" besides its title and the seven heading lines has no other heading,
+    so its sections are exactly what those lines delimit.
     """
-    if text.count("#") != _CANONICAL_HASHES or not text.startswith(DOCUMENT_TITLE + "\n"):
+    if not text.startswith(_TITLE_LINE):
         return None
     find = text.find
     starts: list[int] = []
-    position = 0
+    position = len(DOCUMENT_TITLE)  # the title's own "#" is behind
+    last = _CANONICAL_LINES[-1]
     for line in _CANONICAL_LINES:
-        found = find(line, position)
-        if found == -1:
-            if line is _CANONICAL_LINES[-1] and text.endswith(line[:-1]):
-                found = len(text) - len(line) + 1
-            else:
-                return None
-        starts.append(found)
-        position = found + len(line) - 1  # the newline ending the heading opens the body
+        # The next "#" must open the next heading line ("\n## Name\n"): one memchr-like scan
+        # finds it, and any other "#" on the way (another heading, or one in a body) fails.
+        start = find("#", position) - 1
+        if start < 0 or not (
+            text.startswith(line, start)
+            or (line is last and start == len(text) - len(line) + 1 and text.endswith(line[:-1]))
+        ):
+            return None
+        starts.append(start)
+        position = start + len(line) - 1  # the newline ending the heading opens the body
+    if find("#", position) != -1:
+        return None
     ends = [*starts[1:], len(text)]
     bodies: dict[str, str] = {}
     for name, line, start, end in zip(SECTIONS, _CANONICAL_LINES, starts, ends, strict=True):
@@ -224,7 +230,7 @@ def is_working_memory(text: str | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class SanitizedBody:
+class SanitizedBody(Record):
     """A body made safe to render, and what had to change for that."""
 
     text: str

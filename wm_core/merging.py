@@ -22,6 +22,7 @@ from wm_core.document import (
 from wm_core.guards import GUARDS
 from wm_core.items import fresh_items
 from wm_core.ops import KEEP, NormalizedOp, OpKind, SectionOp, describe, normalize_op
+from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 _NO_OP = "NONE"
@@ -29,7 +30,7 @@ _DROPPED = "DROP"
 
 
 @dataclass(frozen=True, slots=True)
-class MergeResult:
+class MergeResult(Record):
     """The new document, the new section bodies, and every intervention on the way."""
 
     document: str

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from wm_core.records import Record
 from wm_core.tokens import estimate_tokens
 
 
@@ -23,14 +24,14 @@ class Role(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class TextPart:
+class TextPart(Record):
     """Plain text."""
 
     text: str
 
 
 @dataclass(frozen=True, slots=True)
-class ToolUsePart:
+class ToolUsePart(Record):
     """A tool call made by the assistant; ``input_json`` is a JSON object, kept as text."""
 
     id: str
@@ -39,7 +40,7 @@ class ToolUsePart:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResultPart:
+class ToolResultPart(Record):
     """The outcome of the tool call whose id is ``tool_use_id``."""
 
     tool_use_id: str
@@ -51,7 +52,7 @@ Part = TextPart | ToolUsePart | ToolResultPart
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class Message(Record):
     """One message of a session. ``id`` is unique within the session."""
 
     id: str

@@ -16,6 +16,7 @@ from typing import Final
 
 from wm_core.decisions import Guard
 from wm_core.items import bullet_items
+from wm_core.records import Record
 
 
 class OpKind(StrEnum):
@@ -25,7 +26,7 @@ class OpKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SectionOp:
+class SectionOp(Record):
     """What to do with one section: keep it, replace its body, or add bullet items.
 
     ``content`` is meaningful for UPDATE only (the body without its heading), ``items`` for
@@ -75,7 +76,7 @@ def describe(value: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class NormalizedOp:
+class NormalizedOp(Record):
     """An op made usable, with the intervention (if any) that reading it required."""
 
     requested: str

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wm_core.ops import SectionOp
+from wm_core.records import Record
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(Record):
     """The op to apply instead of the requested one, with the reason and the items involved.
 
     A guard that lets the op through returns None instead, so "no verdict" always means

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import copy
 import json
+import pickle
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,6 +46,7 @@ from wm_core import (
     merge,
     normalize_creation,
     parse_document,
+    parse_document_detailed,
     parse_tool_arguments,
     render_document,
     section_reminders,
@@ -52,6 +56,11 @@ from wm_core import (
 from wm_core.guards.key_facts import ANCHOR_STOPWORDS, lexical_anchors
 from wm_core.ops import OpKind
 from wm_core.sizing import exceeds_tokens
+
+
+def pickle_round_trip(value: object) -> object:
+    return pickle.loads(pickle.dumps(value))
+
 
 FACADE = {
     "SECTIONS",
@@ -417,3 +426,25 @@ def test_layer_one_threshold_is_strict_and_reported() -> None:
 
 def test_op_kinds_are_the_three_reference_ops() -> None:
     assert [kind.value for kind in OpKind] == ["KEEP", "UPDATE", "APPEND"]
+
+
+class TestRecordsCopyAndPickle:
+    """Results are plain values in both builds of the engine (interpreted and compiled)."""
+
+    @pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy, pickle_round_trip])
+    def test_facade_records_survive_copies(self, duplicate: Callable[[object], object]) -> None:
+        result = merge(
+            "## Session Title\nOld\n## Open Issues\n- Issue A",
+            {"Session Title": SectionOp.update("New"), "Open Issues": SectionOp.update("")},
+        )
+        records: list[object] = [
+            result,
+            *result.decisions,
+            SectionOp.append(["x"]),
+            parse_document_detailed("# Notes\n## Session Title\nT\n## Extra\nx"),
+            parse_tool_arguments('{"sections": {}}'),
+        ]
+        for record in records:
+            copied = duplicate(record)
+            assert copied == record
+            assert type(copied) is type(record)
