@@ -229,13 +229,21 @@ def is_working_memory(text: str | None) -> bool:
     return any(canonical_name(h.title) is not None for h in _headings(_normalize_newlines(text)))
 
 
-@dataclass(frozen=True, slots=True)
-class SanitizedBody(Record):
-    """A body made safe to render, and what had to change for that."""
+class SanitizedBody:
+    """A body made safe to render, and what had to change for that (internal, read-only by
+    convention; a plain class for the same reason as ``ops.NormalizedOp``)."""
 
-    text: str
-    rewritten: tuple[str, ...] = ()  # heading lines that were demoted or neutralised
-    removed: tuple[str, ...] = ()  # a leading heading that repeated the section's own name
+    __slots__ = ("removed", "rewritten", "text")
+
+    def __init__(
+        self,
+        text: str,
+        rewritten: tuple[str, ...] = (),  # heading lines that were demoted or neutralised
+        removed: tuple[str, ...] = (),  # a leading heading that repeated the section's name
+    ) -> None:
+        self.text = text
+        self.rewritten = rewritten
+        self.removed = removed
 
     @property
     def changed(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from wm_core.decisions import Decision, Guard
 from wm_core.document import (
@@ -26,6 +27,9 @@ from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 _NO_OP = "NONE"
+# Op names as plain strings (an enum member's ``.value`` is a Python-level descriptor call).
+_KEEP: Final = str(OpKind.KEEP)
+_APPEND: Final = str(OpKind.APPEND)
 _DROPPED = "DROP"
 
 
@@ -86,7 +90,7 @@ def _structure_decisions(parsed: ParsedDocument) -> list[Decision]:
             Decision(
                 name,
                 _NO_OP,
-                OpKind.KEEP.value,
+                _KEEP,
                 Guard.STRUCTURE,
                 "section heading repeated; the bodies were joined in order",
             )
@@ -102,7 +106,7 @@ def _index_ops(ops: object, decisions: list[Decision]) -> dict[str, object]:
             Decision(
                 "(ops)",
                 "INVALID",
-                OpKind.KEEP.value,
+                _KEEP,
                 Guard.OP_SHAPE,
                 f"ops is a {type(ops).__name__}, not a mapping; every section kept",
             )
@@ -126,7 +130,7 @@ def _index_ops(ops: object, decisions: list[Decision]) -> dict[str, object]:
             Decision(
                 describe(key) if name is None else name,
                 normalized.requested,
-                OpKind.KEEP.value,
+                _KEEP,
                 Guard.OP_SHAPE,
                 reason,
                 items_dropped=_payload(normalized),
@@ -153,7 +157,7 @@ def _merge_section(name: str, old: str, raw: object, decisions: list[Decision]) 
             Decision(
                 name,
                 requested,
-                op.kind.value,
+                str(op.kind),
                 normalized.guard,
                 normalized.reason,
                 items_dropped=normalized.dropped,
@@ -173,7 +177,7 @@ def _merge_section(name: str, old: str, raw: object, decisions: list[Decision]) 
                     Decision(
                         name,
                         requested,
-                        verdict.op.kind.value,
+                        str(verdict.op.kind),
                         guard,
                         verdict.reason,
                         items_dropped=verdict.dropped,
@@ -200,7 +204,7 @@ def _make_safe(name: str, op: SectionOp, requested: str, decisions: list[Decisio
             Decision(
                 name,
                 requested,
-                safe.kind.value,
+                str(safe.kind),
                 Guard.STRUCTURE if cleaned.text else Guard.EMPTY_UPDATE,
                 _heading_reason(len(cleaned.rewritten), len(cleaned.removed)),
                 items_dropped=cleaned.removed,
@@ -217,7 +221,7 @@ def _make_safe(name: str, op: SectionOp, requested: str, decisions: list[Decisio
         if rewritten:
             decisions.append(
                 Decision(
-                    name, requested, op.kind.value, Guard.STRUCTURE, _heading_reason(rewritten, 0)
+                    name, requested, str(op.kind), Guard.STRUCTURE, _heading_reason(rewritten, 0)
                 )
             )
             return SectionOp(OpKind.APPEND, items=tuple(items))
@@ -257,7 +261,7 @@ def _apply(
             Decision(
                 name,
                 requested,
-                OpKind.APPEND.value if fresh else OpKind.KEEP.value,
+                _APPEND if fresh else _KEEP,
                 Guard.DEDUP,
                 f"{len(duplicates)} item(s) already present; not appended again",
                 items_dropped=tuple(duplicates),

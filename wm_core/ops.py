@@ -75,15 +75,29 @@ def describe(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
-@dataclass(frozen=True, slots=True)
-class NormalizedOp(Record):
-    """An op made usable, with the intervention (if any) that reading it required."""
+class NormalizedOp:
+    """An op made usable, with the intervention (if any) that reading it required.
 
-    requested: str
-    op: SectionOp
-    guard: Guard | None = None
-    reason: str = ""
-    dropped: tuple[str, ...] = ()
+    Internal and read-only by convention. A plain class, not a frozen dataclass: one is made
+    for every section of every merge, and a dataclass's generated ``__init__`` stays
+    interpreted even when the engine is compiled.
+    """
+
+    __slots__ = ("dropped", "guard", "op", "reason", "requested")
+
+    def __init__(
+        self,
+        requested: str,
+        op: SectionOp,
+        guard: Guard | None = None,
+        reason: str = "",
+        dropped: tuple[str, ...] = (),
+    ) -> None:
+        self.requested = requested
+        self.op = op
+        self.guard = guard
+        self.reason = reason
+        self.dropped = dropped
 
 
 _KEPT: Final = NormalizedOp(OpKind.KEEP.value, KEEP)

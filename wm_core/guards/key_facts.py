@@ -101,7 +101,8 @@ ANCHOR_STOPWORDS: Final = frozenset(_ANCHOR_STOPWORD_TEXT.split())
 def lexical_anchors(text: str) -> set[str]:
     """The details a consolidation must keep: dates, quantities, decision words, names."""
     lowered = lower(text)
-    anchors = set(map(str.lower, _CAPITALIZED.findall(text)))
+    # Names repeat (one per fact): lower-case each distinct one once.
+    anchors = {word.lower() for word in set(_CAPITALIZED.findall(text))}
     anchors -= ANCHOR_STOPWORDS
     if "$" in lowered and _AMOUNT_THEN_DATE.search(lowered):
         anchors.update(_DATES.findall(lowered))
