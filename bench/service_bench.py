@@ -35,7 +35,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.server_process import ServerProcess  # noqa: E402
+from support.server_process import ServerProcess, free_port  # noqa: E402
 from wm_proto.v1 import resources_pb2 as pb  # noqa: E402
 from wm_proto.v1 import working_memory_service_pb2 as api  # noqa: E402
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc  # noqa: E402
@@ -93,17 +93,39 @@ class Bench:
         return ServerProcess(folder, **extra).start()
 
     async def floor(self, channel: grpc.aio.Channel) -> None:
-        """The round trip of the cheapest RPC on the same server and client: what this machine
-        allows a sequential Python client before any of the service's own work."""
+        """The round trip of the cheapest RPC on the same server and client, then on a bare
+        grpc.aio server (health service only: no interceptor, no store, no service): what this
+        machine allows a sequential Python client before any of the service's own work."""
+        count = 500 if self.quick else 3000
+        row(
+            "gRPC floor: health Check on this server, sequential (per s)",
+            f"{await self._health_rate(channel, count):,.0f}",
+            "machine limit, for context",
+        )
+        address = f"127.0.0.1:{free_port()}"
+        bare = await asyncio.create_subprocess_exec(
+            sys.executable, str(ROOT / "bench" / "bare_grpc_server.py"), address
+        )
+        try:
+            async with grpc.aio.insecure_channel(address) as bare_channel:
+                await asyncio.wait_for(bare_channel.channel_ready(), 20)
+                rate = await self._health_rate(bare_channel, count)
+        finally:
+            bare.terminate()
+            await bare.wait()
+        row(
+            "gRPC floor: health Check on a bare grpc.aio server, sequential (per s)",
+            f"{rate:,.0f}",
+            "no interceptor, no store: the ceiling for any Python gRPC service here",
+        )
+
+    @staticmethod
+    async def _health_rate(channel: grpc.aio.Channel, count: int) -> float:
         health = health_pb2_grpc.HealthStub(channel)
         request = health_pb2.HealthCheckRequest()
         await timed(lambda: health.Check(request), 200)
-        samples = await timed(lambda: health.Check(request), 500 if self.quick else 3000)
-        row(
-            "gRPC floor: health Check, sequential (per s)",
-            f"{len(samples) / sum(samples):,.0f}",
-            "machine limit, for context",
-        )
+        samples = await timed(lambda: health.Check(request), count)
+        return len(samples) / sum(samples)
 
     async def ingest(self, stub: Stub) -> None:
         await stub.CreateSession(api.CreateSessionRequest(session_id="unary"))
