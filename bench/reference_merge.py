@@ -13,12 +13,10 @@ which receives the inputs as JSON on stdin and answers timings as JSON on stdout
 
 The inputs are the op mixes of ``bench/merge_bench.py`` (``MIXES``): the reference gets the
 tool-call dict form of each op (``SectionOp.to_dict()``), wm_core the ``SectionOp`` values, as in
-merge_bench. Each side runs a warm-up, then the median of ``rounds`` batches of ``per_round``
-calls. Because this machine's speed drifts, the two sides take turns: several alternations, each
-a full pass over the mixes by the reference process and then by wm_core (the order flips every
-alternation), and each side's figure is the median of its per-alternation medians. A last line
-says for which mixes the two output documents are byte-identical. Figures are printed, never
-asserted.
+merge_bench. Each side runs a warm-up, then both time batches of ``per_round`` calls in turns,
+batch by batch (the order flips every round), so that a slow spell of this machine falls on
+both; each figure is the median of its batches. A last line says for which mixes the two
+output documents are byte-identical. Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -48,13 +46,14 @@ VENV = ROOT / "var" / "reference-venv"
 # Written only once the install and an import check have succeeded.
 _READY_MARKER = VENV / ".reference-ready"
 
-FULL = {"rounds": 21, "per_round": 40, "alternations": 3}
-QUICK = {"rounds": 5, "per_round": 10, "alternations": 3}
+FULL = {"rounds": 41, "per_round": 40}
+QUICK = {"rounds": 5, "per_round": 10}
 
 # Runs inside the reference virtualenv (isolated mode: nothing of this repository is on its
-# path). Importing the reference takes seconds, so one process serves every alternation: each
-# stdin line is a request {"mixes": [[label, document, ops], ...], "rounds": R, "per_round": P},
-# answered by one stdout line {"version": ..., "medians": {label: us}, "outputs": {label: text}}.
+# path). Importing the reference takes seconds, so one process serves every batch: each stdin
+# line is a request {"mixes": [[label, document, ops], ...], "rounds": R, "per_round": P,
+# "warmup": bool}, answered by one stdout line
+# {"version": ..., "medians": {label: us}, "outputs": {label: text}}.
 _CHILD = r"""
 import importlib.metadata, json, logging, statistics, sys, time
 
@@ -69,7 +68,7 @@ for line in sys.stdin:
     medians, outputs = {}, {}
     for label, document, ops in request["mixes"]:
         outputs[label] = merge_wm_sections(document, ops)
-        for _ in range(per_round):
+        for _ in range(per_round if request.get("warmup", True) else 0):
             merge_wm_sections(document, ops)
         samples = []
         for _ in range(rounds):
@@ -198,12 +197,24 @@ class _ReferenceProcess:
             f"the reference timing process {what}:\n{_tail(self._stderr.read())}"
         )
 
-    def time_mixes(self, rounds: int, per_round: int) -> tuple[dict[str, float], dict[str, str]]:
-        """One full pass over the mixes: ({label: median us}, {label: output document})."""
+    def time_mixes(
+        self,
+        rounds: int,
+        per_round: int,
+        only: str | None = None,
+        warmup: bool = True,
+    ) -> tuple[dict[str, float], dict[str, str]]:
+        """A pass over the mixes (or the one labelled ``only``):
+        ({label: median us}, {label: output document})."""
         request = {
-            "mixes": [[label, document, as_dicts] for label, document, _, as_dicts in _inputs()],
+            "mixes": [
+                [label, document, as_dicts]
+                for label, document, _, as_dicts in _inputs()
+                if only is None or label == only
+            ],
             "rounds": rounds,
             "per_round": per_round,
+            "warmup": warmup,
         }
         assert self._process.stdin is not None and self._process.stdout is not None
         try:
@@ -228,72 +239,48 @@ class _ReferenceProcess:
         return answer["medians"], answer["outputs"]
 
 
-def reference_medians(rounds: int = 21, per_round: int = 40) -> dict[str, float]:
-    """{mix label: median microseconds per ``merge_wm_sections`` call} in one pass.
-
-    Builds ``var/reference-venv`` first if needed; raises :class:`ReferenceUnavailable` with the
-    reason if it cannot be built or run.
-    """
-    with _ReferenceProcess(ensure_reference_python()) as reference:
-        medians, _ = reference.time_mixes(rounds, per_round)
-    return medians
-
-
-def _median_us(run: Callable[[], object], rounds: int, per_round: int) -> float:
-    for _ in range(per_round):  # warm-up
+def _batch_us(run: Callable[[], object], per_round: int) -> float:
+    start = time.perf_counter()
+    for _ in range(per_round):
         run()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(per_round):
-            run()
-        samples.append((time.perf_counter() - start) / per_round * 1e6)
-    return statistics.median(samples)
+    return (time.perf_counter() - start) / per_round * 1e6
 
 
-def wm_core_medians(rounds: int = 21, per_round: int = 40) -> dict[str, float]:
-    """{mix label: median microseconds per ``wm_core.merge`` call} in one pass, in process."""
-    return {
-        label: _median_us(lambda: merge(document, ops), rounds, per_round)  # noqa: B023
-        for label, document, ops, _ in _inputs()
-    }
-
-
-def compare(rounds: int = 21, per_round: int = 40, alternations: int = 3) -> list[Row]:
-    """Both sides per mix, taking turns; each figure is the median of per-alternation medians.
+def compare(rounds: int = 21, per_round: int = 40) -> list[Row]:
+    """Both sides per mix, batch by batch in turns (the order flips every round), so that a
+    slow spell of this machine falls on both; each figure is the median of its batches.
 
     Raises :class:`ReferenceUnavailable` if the reference cannot be built or run.
     """
-    ours: dict[str, list[float]] = {}
-    theirs: dict[str, list[float]] = {}
-    outputs: dict[str, str] = {}
+    rows: list[Row] = []
     with _ReferenceProcess(ensure_reference_python()) as reference:
+        for label, document, ops, _ in _inputs():
 
-        def run_reference() -> None:
-            medians, texts = reference.time_mixes(rounds, per_round)
-            outputs.update(texts)
-            for label, us in medians.items():
-                theirs.setdefault(label, []).append(us)
+            def ours() -> float:
+                return _batch_us(lambda: merge(document, ops), per_round)  # noqa: B023
 
-        def run_ours() -> None:
-            for label, us in wm_core_medians(rounds, per_round).items():
-                ours.setdefault(label, []).append(us)
+            def theirs() -> float:
+                medians, _ = reference.time_mixes(1, per_round, only=label, warmup=False)  # noqa: B023
+                return medians[label]  # noqa: B023
 
-        for turn in range(alternations):
-            for step in (run_reference, run_ours) if turn % 2 == 0 else (run_ours, run_reference):
-                step()
-    return [
-        Row(
-            label,
-            statistics.median(ours[label]),
-            statistics.median(theirs[label]),
-            merge(document, ops).document == outputs.get(label),
-        )
-        for label, document, ops, _ in _inputs()
-    ]
+            _, outputs = reference.time_mixes(1, per_round, only=label)  # with its warm-up
+            ours()  # warm-up
+            samples: tuple[list[float], list[float]] = ([], [])
+            for turn in range(rounds):
+                for side in (0, 1) if turn % 2 == 0 else (1, 0):
+                    samples[side].append(ours() if side == 0 else theirs())
+            rows.append(
+                Row(
+                    label,
+                    statistics.median(samples[0]),
+                    statistics.median(samples[1]),
+                    merge(document, ops).document == outputs.get(label),
+                )
+            )
+    return rows
 
 
-def print_table(rows: Sequence[Row], rounds: int, per_round: int, alternations: int) -> None:
+def print_table(rows: Sequence[Row], rounds: int, per_round: int) -> None:
     print(f"engine: wm_core {require_current_engine().label}")
     print(f"{'mix':30} {'wm_core us':>10} {'openviking 0.5.2 us':>19} {'speed-up':>8}")
     for row in rows:
@@ -302,9 +289,8 @@ def print_table(rows: Sequence[Row], rounds: int, per_round: int, alternations: 
             f"{row.reference_us / row.wm_core_us:7.1f}x"
         )
     print(
-        f"us: median microseconds per merge, median over {alternations} alternating passes of "
-        f"wm_core (in process) and the reference (own process); each pass's figure is the median "
-        f"of {rounds} batches of {per_round} calls."
+        f"us: median microseconds per merge over {rounds} batches of {per_round} calls per side, "
+        "wm_core (in process) and the reference (own process) taking turns batch by batch."
     )
     print(
         f"reference: merge_wm_sections from {REFERENCE_PIN}, installed from PyPI in "
