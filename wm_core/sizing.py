@@ -15,6 +15,15 @@ from wm_core.tokens import estimate_tokens
 _MAX_EXTRA = 1.75
 
 
+def _latin1(text: str) -> bool:
+    """Whether every code point is below U+0100 (a plain copy for such a string)."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class TokenSize:
     """The token estimate of one text, computed exactly only if a comparison needs it."""
 
@@ -25,8 +34,8 @@ class TokenSize:
         self._exact: int | None = None
         length = len(text)
         self._low = math.ceil(length / 4)  # every code point weighs at least 0.25
-        if text.isascii():
-            self._high = self._exact = self._low
+        if text.isascii() or _latin1(text):
+            self._high = self._exact = self._low  # nothing below U+1100 weighs more than 0.25
         else:
             # Code points heavier than 0.25 (U+1100 and above) take at least 3 UTF-8 bytes.
             heavy_at_most = (len(text.encode("utf-8", "surrogatepass")) - length) // 2

@@ -37,10 +37,11 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
     kept_tokens = new_tokens.issuperset
     plain_path = PLAIN_PATH.fullmatch
     for line in old.split("\n"):
-        head = line.split(None, 2)
-        if len(head) > 1 and (head[0] in new_tokens or not might_reference(head[0])):
-            # The usual dropped line, "- <path> ...": its second token decides, unsplit rest.
-            token = head[1]
+        if line.startswith("- "):
+            # The usual dropped line, "- <path> ...": its path decides, the rest unsplit. (A
+            # path ending at another kind of space is no plain path: the walk below decides.)
+            end = line.find(" ", 2)
+            token = line[2:] if end == -1 else line[2:end]
             if token not in new_tokens and "www." not in token:
                 plain = plain_path(token)
                 if plain is not None and plain.group(1).lower() in EXTENSIONS:

@@ -303,11 +303,16 @@ def _without_sentinel(text: str) -> str:
 
 def count_items(text: str) -> int:
     """``len(bullet_items(text))`` without building the items: the lines with text that are
-    not headings (a bullet marker never leaves an item empty)."""
-    lines = list(filter(None, map(str.strip, text.split("\n"))))
-    if "#" not in text:
-        return len(lines)
-    return sum(1 for line in lines if line[0] != "#")
+    not headings (a bullet marker never leaves an item empty). No line is copied."""
+    headings = "#" in text
+    count = 0
+    for line in text.split("\n"):
+        if not line or line.isspace():
+            continue
+        if headings and "#" in line and line.lstrip()[0] == "#":
+            continue
+        count += 1
+    return count
 
 
 def guard_key_facts(op: SectionOp, old: str) -> Verdict | None:
