@@ -28,18 +28,20 @@ def bullet_items(text: str | None) -> list[str]:
     """The items of a body, in order."""
     if not text:
         return []
-    lines = list(filter(None, map(str.strip, text.split("\n"))))  # non-empty lines, stripped
-    if all(map(str.startswith, lines, ("- ",) * len(lines))):
-        # Every line is "- item" (what the renderer writes): one pass without a branch.
-        return [line[2:].lstrip() for line in lines]
     items: list[str] = []
-    for stripped in lines:
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("- "):
+            items.append(stripped[2:].lstrip())  # "- item", what the renderer writes
+            continue
         first = stripped[0]
         if first == "#":
             continue
         if first == "-" or first == "*":
             if len(stripped) > 1 and stripped[1].isspace():
-                stripped = stripped[1:].lstrip()  # "- item": the common case, without a regex
+                stripped = stripped[1:].lstrip()  # "* item", "-\titem": without a regex
         elif first.isdigit():
             match = _BULLET.match(stripped)
             if match is not None:

@@ -92,16 +92,15 @@ def settled(items: list[str]) -> set[int]:
         and _settled_by_its_ends(text)
     }
     joined = "\n".join(texts)
+    find = joined.find
     for opener in "[(":
-        if opener not in joined:
-            continue
-        pieces = joined.split(opener)
-        position = len(pieces[0])  # of the opener before each next piece
-        for piece in pieces[1:]:
+        position = find(opener)
+        while position != -1:
             # A tag opens with a status word: look at its first letter before any regex.
-            if piece[:1].lstrip() in _TAG_SECOND and _STATUS_TAG.match(joined, position):
+            after = joined[position + 1 : position + 2].lstrip()
+            if after in _TAG_SECOND and _STATUS_TAG.match(joined, position):
                 found.add(joined.count("\n", 0, position))
-            position += len(piece) + 1
+            position = find(opener, position + 1)
     return found
 
 
