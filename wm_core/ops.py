@@ -37,6 +37,14 @@ class SectionOp(Record):
     content: str = ""
     items: tuple[str, ...] = ()
 
+    def __init__(  # written out: a generated one stays interpreted in the compiled engine
+        self, kind: OpKind, content: str = "", items: tuple[str, ...] = ()
+    ) -> None:
+        setter = object.__setattr__  # frozen: as the generated __init__ does
+        setter(self, "kind", kind)
+        setter(self, "content", content)
+        setter(self, "items", items)
+
     @classmethod
     def keep(cls) -> SectionOp:
         return KEEP
