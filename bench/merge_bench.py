@@ -102,6 +102,11 @@ EMERGENCY_DOCUMENT = render_document({**BODIES, "Key Facts & Decisions": _facts(
 Ops = Mapping[str, object]
 
 
+def tool_call_ops(ops: Ops) -> dict[str, dict[str, object]]:
+    """The ops in the tool-call JSON shape the reference (and the baseline) read."""
+    return {name: op.to_dict() for name, op in ops.items() if isinstance(op, SectionOp)}
+
+
 def all_keep() -> Ops:
     return {name: SectionOp.keep() for name in SECTIONS}
 
@@ -452,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for label, document, make_ops in MIXES:
         ops = make_ops()
-        as_dicts = {name: op.to_dict() for name, op in ops.items() if isinstance(op, SectionOp)}
+        as_dicts = tool_call_ops(ops)
         ours, theirs = _interleaved_medians(
             lambda: merge(document, ops),  # noqa: B023
             lambda: baseline_merge(document, as_dicts),  # noqa: B023

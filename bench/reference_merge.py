@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(ROOT))
 
-from bench.merge_bench import MIXES  # noqa: E402
-from wm_core import SectionOp, merge  # noqa: E402
+from bench.merge_bench import MIXES, tool_call_ops  # noqa: E402
+from wm_core import merge  # noqa: E402
 from wm_server.engine_build import require_current_engine  # noqa: E402
 
 REFERENCE_PIN = "openviking==0.5.2"
@@ -154,7 +154,7 @@ def _inputs() -> list[tuple[str, str, dict[str, object], dict[str, dict[str, obj
     rows = []
     for label, document, make_ops in MIXES:
         ops = dict(make_ops())
-        as_dicts = {name: op.to_dict() for name, op in ops.items() if isinstance(op, SectionOp)}
+        as_dicts = tool_call_ops(ops)
         rows.append((label, document, ops, as_dicts))
     return rows
 

@@ -25,7 +25,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from wm_server.engine_build import MANIFEST_NAME, compiled_sources, inspect_engine, write_manifest
+from wm_server.engine_build import (
+    MANIFEST_NAME,
+    compiled_sources,
+    inspect_engine,
+    native_modules,
+    write_manifest,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "wm_core"
@@ -35,12 +41,8 @@ MANIFEST = PACKAGE / MANIFEST_NAME
 GROUP = "wm_core._native"
 
 
-def native_files() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.so"))
-
-
 def clean() -> None:
-    for path in native_files():
+    for path in native_modules(PACKAGE):
         path.unlink()
     MANIFEST.unlink(missing_ok=True)
 
@@ -77,7 +79,9 @@ def build() -> None:
         os.chdir(cwd)
         shutil.rmtree(ROOT / "build" / "mypyc-lib", ignore_errors=True)
     write_manifest(PACKAGE)
-    print(f"wm_core: {len(sources)} modules compiled with mypyc ({len(native_files())} .so files)")
+    print(
+        f"wm_core: {len(sources)} modules compiled with mypyc ({len(native_modules(PACKAGE))} .so files)"
+    )
 
 
 def main() -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
 
 from wm_core.decisions import Decision, Guard
 from wm_core.document import (
@@ -22,14 +21,20 @@ from wm_core.document import (
 )
 from wm_core.guards import GUARDS
 from wm_core.items import fresh_items
-from wm_core.ops import KEEP, NormalizedOp, OpKind, SectionOp, describe, normalize_op
+from wm_core.ops import (
+    APPEND_NAME,
+    KEEP,
+    KEEP_NAME,
+    NormalizedOp,
+    OpKind,
+    SectionOp,
+    describe,
+    normalize_op,
+)
 from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 _NO_OP = "NONE"
-# Op names as plain strings (an enum member's ``.value`` is a Python-level descriptor call).
-_KEEP: Final = str(OpKind.KEEP)
-_APPEND: Final = str(OpKind.APPEND)
 _DROPPED = "DROP"
 
 
@@ -90,7 +95,7 @@ def _structure_decisions(parsed: ParsedDocument) -> list[Decision]:
             Decision(
                 name,
                 _NO_OP,
-                _KEEP,
+                KEEP_NAME,
                 Guard.STRUCTURE,
                 "section heading repeated; the bodies were joined in order",
             )
@@ -106,7 +111,7 @@ def _index_ops(ops: object, decisions: list[Decision]) -> dict[str, object]:
             Decision(
                 "(ops)",
                 "INVALID",
-                _KEEP,
+                KEEP_NAME,
                 Guard.OP_SHAPE,
                 f"ops is a {type(ops).__name__}, not a mapping; every section kept",
             )
@@ -130,7 +135,7 @@ def _index_ops(ops: object, decisions: list[Decision]) -> dict[str, object]:
             Decision(
                 describe(key) if name is None else name,
                 normalized.requested,
-                _KEEP,
+                KEEP_NAME,
                 Guard.OP_SHAPE,
                 reason,
                 items_dropped=_payload(normalized),
@@ -261,7 +266,7 @@ def _apply(
             Decision(
                 name,
                 requested,
-                _APPEND if fresh else _KEEP,
+                APPEND_NAME if fresh else KEEP_NAME,
                 Guard.DEDUP,
                 f"{len(duplicates)} item(s) already present; not appended again",
                 items_dropped=tuple(duplicates),

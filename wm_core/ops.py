@@ -108,10 +108,13 @@ class NormalizedOp:
         self.dropped = dropped
 
 
-_KEPT: Final = NormalizedOp(OpKind.KEEP.value, KEEP)
-# The op names as plain strings: an enum member's ``.value`` is a descriptor call.
-_UPDATE: Final = OpKind.UPDATE.value
-_APPEND: Final = OpKind.APPEND.value
+# The op names as plain strings, for records: an enum member's ``.value`` is a Python-level
+# descriptor call, which the compiled engine would pay on every decision.
+KEEP_NAME: Final = str(OpKind.KEEP)
+UPDATE_NAME: Final = str(OpKind.UPDATE)
+APPEND_NAME: Final = str(OpKind.APPEND)
+
+_KEPT: Final = NormalizedOp(KEEP_NAME, KEEP)
 
 
 def _text(value: str) -> str:
@@ -205,16 +208,15 @@ def normalize_op(raw: object) -> NormalizedOp | None:
     if raw is KEEP:
         return _KEPT
     if isinstance(raw, SectionOp):
-        kind = raw.kind
+        kind, content = raw.kind, raw.content
+        if kind is OpKind.UPDATE and isinstance(content, str) and not raw.items:
+            text = _text(content)
+            if text:  # the usual op; used as it is when reading it changed nothing
+                return NormalizedOp(UPDATE_NAME, raw if text is content else SectionOp.update(text))
         if kind == OpKind.UPDATE:
-            content = raw.content
-            if kind is OpKind.UPDATE and isinstance(content, str) and not raw.items:
-                text = content.strip() if "\r" not in content else ""
-                if text:  # the usual op, already clean: used as it is
-                    return NormalizedOp(_UPDATE, raw if text is content else SectionOp.update(text))
-            return _update(_UPDATE, content)
+            return _update(UPDATE_NAME, content)
         if kind == OpKind.APPEND:
-            return _append(_APPEND, list(raw.items), None)
+            return _append(APPEND_NAME, list(raw.items), None)
         return _KEPT
     if isinstance(raw, Mapping):
         name = raw.get("op")

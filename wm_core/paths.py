@@ -44,6 +44,13 @@ _REPEATED_SLASH = re.compile(r"/{2,}")
 PLAIN_PATH: Final = re.compile(r"\w[\w-]*(?:[./][\w-]+)*\.([A-Za-z0-9]+)")
 
 
+def is_plain_path(token: str) -> bool:
+    """Whether a token (without "www.") is one normal path with a known extension and nothing
+    around it, and so its own only reference: the common case, decided by one regex."""
+    plain = PLAIN_PATH.fullmatch(token)
+    return plain is not None and plain.group(1).lower() in EXTENSIONS
+
+
 def might_reference(token: str) -> bool:
     """Whether a whitespace-free token can contain a path or URL at all (a cheap filter)."""
     return "/" in token or "." in token or "\\" in token
@@ -105,8 +112,7 @@ def _path(run: str) -> str | None:
 def token_references(token: str) -> list[str]:
     """The normalized paths and URLs in one whitespace-free token."""
     if "://" not in token and "www." not in token:
-        plain = PLAIN_PATH.fullmatch(token)
-        if plain is not None and plain.group(1).lower() in EXTENSIONS:
+        if is_plain_path(token):
             return [token]  # the common case: a normal path, nothing to strip or rewrite
         core = token.strip(_SURROUNDING)
         if _PATH_RUN.fullmatch(core):  # the common case: one run, no URL

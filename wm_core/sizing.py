@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import math
 
+from wm_core.text import latin1_bytes
 from wm_core.tokens import estimate_tokens
 
 # Extra weight of the heaviest code point over the base 0.25 (astral: 2.0).
 _MAX_EXTRA = 1.75
-
-
-def _latin1(text: str) -> bool:
-    """Whether every code point is below U+0100 (a plain copy for such a string)."""
-    try:
-        text.encode("latin-1")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class TokenSize:
@@ -34,7 +26,7 @@ class TokenSize:
         self._exact: int | None = None
         length = len(text)
         self._low = math.ceil(length / 4)  # every code point weighs at least 0.25
-        if text.isascii() or _latin1(text):
+        if text.isascii() or latin1_bytes(text) is not None:
             self._high = self._exact = self._low  # nothing below U+1100 weighs more than 0.25
         else:
             # Code points heavier than 0.25 (U+1100 and above) take at least 3 UTF-8 bytes.

@@ -24,12 +24,20 @@ def _latin1_lower_table() -> bytes:
 _LATIN1_LOWER: Final = _latin1_lower_table()
 
 
+def latin1_bytes(text: str) -> bytes | None:
+    """``text`` encoded as Latin-1 (a plain copy when every code point is below U+0100), or
+    None when it has other code points."""
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
 def lower(text: str) -> str:
     """``text.lower()``, computed with one byte translation when ``text`` is Latin-1."""
     if text.isascii():
         return text.lower()
-    try:
-        encoded = text.encode("latin-1")
-    except UnicodeEncodeError:
+    encoded = latin1_bytes(text)
+    if encoded is None:
         return text.lower()
     return encoded.translate(_LATIN1_LOWER).decode("latin-1")

@@ -54,6 +54,11 @@ def compiled_sources(package: Path) -> dict[str, Path]:
     }
 
 
+def native_modules(package: Path) -> list[Path]:
+    """The extension modules a build left in the package."""
+    return sorted(package.rglob("*.so"))
+
+
 def source_hashes(package: Path) -> dict[str, str]:
     return {
         name: hashlib.sha256(path.read_bytes()).hexdigest()
@@ -70,7 +75,7 @@ def write_manifest(package: Path) -> None:
 def inspect_engine() -> EngineBuild:
     """Whether the engine is compiled and, if so, whether it is current."""
     package = package_dir()
-    natives = sorted(package.rglob("*.so"))
+    natives = native_modules(package)
     # Python loads an extension module before a source of the same name: the module every
     # merge runs through tells which engine runs.
     compiled = any(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from wm_core.guards.verdict import Verdict
 from wm_core.ops import OpKind, SectionOp
-from wm_core.paths import EXTENSIONS, PLAIN_PATH, might_reference, token_references
+from wm_core.paths import is_plain_path, might_reference, token_references
 
 
 def guard_files(op: SectionOp, old: str) -> Verdict | None:
@@ -35,22 +35,19 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
     restored: list[str] = []
     lost: dict[str, None] = {}  # an ordered set: one vanished reference per restored line
     kept_tokens = new_tokens.issuperset
-    plain_path = PLAIN_PATH.fullmatch
     for line in old.split("\n"):
         if line.startswith("- "):
             # The usual dropped line, "- <path> ...": its path decides, the rest unsplit. (A
             # path ending at another kind of space is no plain path: the walk below decides.)
             end = line.find(" ", 2)
             token = line[2:] if end == -1 else line[2:end]
-            if token not in new_tokens and "www." not in token:
-                plain = plain_path(token)
-                if plain is not None and plain.group(1).lower() in EXTENSIONS:
-                    if new_refs is None:
-                        new_refs = _references(new_tokens)
-                    if token not in new_refs:
-                        restored.append(line.strip())
-                        lost[token] = None
-                        continue
+            if token not in new_tokens and "www." not in token and is_plain_path(token):
+                if new_refs is None:
+                    new_refs = _references(new_tokens)
+                if token not in new_refs:
+                    restored.append(line.strip())
+                    lost[token] = None
+                    continue
         tokens = line.split()
         if kept_tokens(tokens):
             continue  # a line kept verbatim (in its tokens) loses nothing
@@ -59,9 +56,8 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
             # inlined) can take a reference with it.
             if token in new_tokens or not ("/" in token or "." in token or "\\" in token):
                 continue
-            # A plain path is its own only reference (``token_references``' first case, inlined).
-            plain = plain_path(token) if "www." not in token else None
-            if plain is not None and plain.group(1).lower() in EXTENSIONS:
+            # A plain path is its own only reference (``token_references``' first case).
+            if "www." not in token and is_plain_path(token):
                 if new_refs is None:
                     new_refs = _references(new_tokens)
                 if token in new_refs:
