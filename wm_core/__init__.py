@@ -16,6 +16,15 @@ from wm_core.document import (
     render_document,
 )
 from wm_core.merging import MergeResult, merge
+from wm_core.messages import (
+    Message,
+    Part,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    message_tokens,
+)
 from wm_core.ops import OpKind, SectionOp
 from wm_core.recovery import ParsedOps, ReadMethod, parse_tool_arguments
 from wm_core.reminders import section_reminders
@@ -37,14 +46,21 @@ __all__ = [
     "Decision",
     "Guard",
     "MergeResult",
+    "Message",
     "OpKind",
     "ParsedDocument",
     "ParsedOps",
+    "Part",
     "ReadMethod",
+    "Role",
     "SectionOp",
+    "TextPart",
+    "ToolResultPart",
+    "ToolUsePart",
     "estimate_tokens",
     "is_working_memory",
     "merge",
+    "message_tokens",
     "normalize_creation",
     "parse_document",
     "parse_document_detailed",

@@ -43,13 +43,13 @@ from typing import Any, ClassVar, Final, Literal
 from bench.fidelity.scenario import SCENARIO, Fact, FactClass, Scenario, Turn, turn_of
 from wm_core import (
     SECTIONS,
+    Message,
     OpKind,
     SectionOp,
     parse_document,
     render_document,
     section_reminders,
 )
-from wm_core.messages import Message
 from wm_server.llm.port import (
     CreateRequest,
     ModelReply,

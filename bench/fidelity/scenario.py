@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart
+from wm_core import Message, Role, TextPart, ToolResultPart, ToolUsePart
 
 
 class FactClass(StrEnum):

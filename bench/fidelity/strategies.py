@@ -27,9 +27,18 @@ import grpc
 
 from bench.fidelity.behaviors import Behavior, apply_naively
 from bench.fidelity.scenario import Scenario, Turn, core_messages
-from wm_core import estimate_tokens, parse_document, parse_tool_arguments, render_document
+from wm_core import (
+    Message,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    estimate_tokens,
+    parse_document,
+    parse_tool_arguments,
+    render_document,
+)
 from wm_core import section_reminders as reminders_for
-from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc

@@ -14,10 +14,18 @@ from google.protobuf import any_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from wm_core import SECTIONS, estimate_tokens, parse_document
-from wm_core.decisions import Decision
-from wm_core.messages import Message, Role, TextPart, ToolUsePart
-from wm_core.ops import OpKind, SectionOp
+from wm_core import (
+    SECTIONS,
+    Decision,
+    Message,
+    OpKind,
+    Role,
+    SectionOp,
+    TextPart,
+    ToolUsePart,
+    estimate_tokens,
+    parse_document,
+)
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.llm.port import Usage
 from wm_server.storage.records import (

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import json
 
-from wm_core import SECTIONS
-from wm_core.messages import (
+from wm_core import (
+    SECTIONS,
     Message,
     Part,
     Role,
+    SectionOp,
     TextPart,
     ToolResultPart,
     ToolUsePart,
     message_tokens,
 )
-from wm_core.ops import SectionOp
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.errors import FieldViolation, InvalidArgument
 from wm_server.services.validation import MAX_BATCH, MESSAGE_ID_PATTERN

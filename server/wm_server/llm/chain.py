@@ -37,6 +37,7 @@ from typing import Any, Literal
 from wm_core import (
     CreationRejected,
     Decision,
+    Message,
     SectionOp,
     is_working_memory,
     merge,
@@ -48,7 +49,6 @@ from wm_core import (
     validate_update_arguments,
 )
 from wm_core.items import item_key
-from wm_core.messages import Message
 from wm_core.ops import KEEP, OpKind
 from wm_core.sections import SECTIONS, canonical_name
 from wm_server.llm.port import (

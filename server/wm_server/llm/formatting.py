@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from wm_core.messages import Message, TextPart, ToolResultPart, ToolUsePart
+from wm_core import Message, TextPart, ToolResultPart, ToolUsePart
 
 # Characters of one tool input or output shown to the model before the middle is cut.
 MAX_TOOL_CHARS = 6000

@@ -28,9 +28,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from wm_core import CREATE_TOOL, SECTIONS, is_working_memory, parse_document
+from wm_core import (
+    CREATE_TOOL,
+    SECTIONS,
+    Message,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    is_working_memory,
+    parse_document,
+)
 from wm_core.items import bullet_items, item_key
-from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart
 from wm_core.paths import references
 from wm_core.sections import (
     CURRENT_STATE,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from wm_core.messages import Message
+from wm_core import Message
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from wm_core.messages import Message
+from wm_core import Message
 from wm_server.errors import NotFound, invalid
 from wm_server.services import paging, validation
 from wm_server.storage.port import Store

@@ -14,15 +14,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from wm_core import SECTIONS, estimate_tokens, parse_document, render_document
-from wm_core.messages import (
+from wm_core import (
+    SECTIONS,
     Message,
     Part,
     Role,
     TextPart,
     ToolResultPart,
     ToolUsePart,
+    estimate_tokens,
     message_tokens,
+    parse_document,
+    render_document,
 )
 
 SUMMARY_HEADER = "[Session History Summary]"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wm_core import UPDATE_TOOL
-from wm_core.messages import Message
+from wm_core import UPDATE_TOOL, Message
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq

@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from wm_core.decisions import Decision
-from wm_core.ops import SectionOp
+from wm_core import Decision, SectionOp
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.llm.port import Usage
 from wm_server.storage.records import CommitRecord, CommitState, WorkingMemoryRecord

@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from wm_core import SECTIONS, estimate_tokens, merge, render_document
-from wm_core.decisions import Decision, Guard
-from wm_core.ops import SectionOp
+from wm_core import SECTIONS, Decision, Guard, SectionOp, estimate_tokens, merge, render_document
 from wm_server.errors import Aborted, NotFound, invalid
 from wm_server.services import validation
 from wm_server.storage.port import Store

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wm_core.messages import Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
+from wm_core import Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
 
 _encode_string = json.JSONEncoder(ensure_ascii=False).encode
 

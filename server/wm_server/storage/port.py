@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from wm_core.messages import Message
+from wm_core import Message
 from wm_server.storage.records import (
     AddResult,
     ClaimedJob,

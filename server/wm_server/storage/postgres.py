@@ -47,7 +47,7 @@ import structlog
 from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
-from wm_core.messages import Message
+from wm_core import Message
 from wm_server.errors import AlreadyExists, FailedPrecondition, NotFound, session_not_found
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.port import ClosingEventsBuilder, FirstEventBuilder, LeaseLost, Store

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from wm_core.messages import Message
+from wm_core import Message
 
 
 class CommitState(StrEnum):

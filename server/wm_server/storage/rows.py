@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from wm_core.messages import Message
+from wm_core import Message
 from wm_server.errors import NotFound
 from wm_server.storage.records import (
     CommitRecord,

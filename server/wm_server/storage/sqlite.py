@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from wm_core.messages import Message
+from wm_core import Message
 from wm_server.errors import AlreadyExists, FailedPrecondition, session_not_found
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.port import ClosingEventsBuilder, FirstEventBuilder, LeaseLost, Store
