@@ -35,8 +35,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib.util
 import json
 import platform
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -64,6 +66,8 @@ try:
     import aiosqlite
 except ImportError:
     aiosqlite = None  # type: ignore[assignment]
+# Bench-only packages (greenlet is SQLAlchemy's asyncio extra), not service dependencies.
+BENCH_PACKAGES = ("sqlalchemy", "aiosqlite", "greenlet")
 
 SESSIONS = 64
 POOL_SIZE = 8
@@ -304,7 +308,8 @@ def core_params(
 def _sqlite_events(sync_engine: Any) -> None:
     """SQLAlchemy's documented recipe for SQLite transactions it does not mangle: the driver
     in autocommit, BEGIN IMMEDIATE emitted when a transaction begins — except on the reader
-    connection, whose single statements need no transaction (as in the service)."""
+    connection (AUTOCOMMIT, its ROLLBACK skipped), whose single statements need no
+    transaction, as in the service."""
 
     @event.listens_for(sync_engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -349,12 +354,14 @@ class CoreSqlite:
 
     async def open(self) -> None:
         _sqlite_schema(self._path, self.tenant)
-        self._engine = sa.create_engine(f"sqlite:///{self._path}", pool_size=2)
+        self._engine = sa.create_engine(
+            f"sqlite:///{self._path}", pool_size=2, skip_autocommit_rollback=True
+        )
         _sqlite_events(self._engine)
         # Both connections are held for the whole run: ``info`` belongs to the pooled DBAPI
         # connection, so only the reader may ever carry the mark.
         self._writer = self._engine.connect()
-        self._reader = self._engine.connect()
+        self._reader = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         self._reader.info["wm_reader"] = True
         meta = sa.MetaData()
         meta.reflect(self._writer, only=TABLES)
@@ -409,10 +416,14 @@ class CoreAiosqlite:
 
     async def open(self) -> None:
         _sqlite_schema(self._path, self.tenant)
-        self._engine = create_async_engine(f"sqlite+aiosqlite:///{self._path}", pool_size=2)
+        self._engine = create_async_engine(
+            f"sqlite+aiosqlite:///{self._path}", pool_size=2, skip_autocommit_rollback=True
+        )
         _sqlite_events(self._engine.sync_engine)
         self._writer = await self._engine.connect()
-        self._reader = await self._engine.connect()
+        self._reader = await (await self._engine.connect()).execution_options(
+            isolation_level="AUTOCOMMIT"
+        )
         self._reader.info["wm_reader"] = True
         meta = sa.MetaData()
         await self._writer.run_sync(lambda c: meta.reflect(c, only=TABLES))
@@ -538,7 +549,9 @@ class CorePsycopg:
         self._q: CoreStatements | None = None
 
     async def open(self) -> None:
-        self._engine = create_async_engine(self._url, pool_size=POOL_SIZE, max_overflow=0)
+        self._engine = create_async_engine(
+            self._url, pool_size=POOL_SIZE, max_overflow=0, skip_autocommit_rollback=True
+        )
         # Reads as the service does them: one statement, no BEGIN/ROLLBACK around it.
         self._read_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         meta = sa.MetaData()
@@ -759,6 +772,7 @@ async def main_async(args: argparse.Namespace) -> None:
     finally:
         for v in variants:
             await v.close()
+        shutil.rmtree(directory, ignore_errors=True)
     report(variants, ops + (pg_ops if pg_variants else []), figures)
     if not args.database:
         print("  (PostgreSQL variants d, e skipped: pass --database postgresql://…)")
@@ -770,7 +784,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the calls per phase")
     args = parser.parse_args()
-    if sa is None or aiosqlite is None:
+    if any(importlib.util.find_spec(name) is None for name in BENCH_PACKAGES):
         print(
             "storage_driver_bench needs the bench-only packages SQLAlchemy 2 and aiosqlite:\n"
             "  .venv/bin/pip install 'sqlalchemy[asyncio]>=2' aiosqlite",
