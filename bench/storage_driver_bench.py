@@ -33,7 +33,8 @@ The PostgreSQL variants also run with 8 concurrent callers over their 8 connecti
 The machine's speed drifts, so the variants run interleaved in short phases, round after
 round, in a rotating order; the "added" table pairs each SQLAlchemy variant with its raw
 driver within the same round and takes the median over rounds. CPU time is this process's
-(time.process_time, all threads); PostgreSQL's server CPU is not in it. Figures are printed, never asserted.
+(time.process_time, all threads); PostgreSQL's server CPU is not in it. Figures are printed,
+never asserted.
 """
 
 from __future__ import annotations
