@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from wm_core import SECTIONS, SectionOp, merge, render_document
-from wm_server.engine_build import require_current_engine
 
 PEOPLE = ("Caroline", "Melanie", "Marcus", "Priya", "Jonas", "Aiko", "Tomás", "Zoë")
 CITIES = ("Portland", "Lisbon", "Osaka", "Malmö", "Denver")
@@ -448,7 +447,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "into var/reference-venv) on the same inputs; see bench/reference_merge.py",
     )
     args = parser.parse_args(argv)
-    print(f"engine: wm_core {require_current_engine().label}")
     print(f"working memory: {len(DOCUMENT.encode())} bytes, {DOCUMENT.count(chr(10))} lines")
     print(f"emergency variant: {len(EMERGENCY_DOCUMENT.encode())} bytes")
     print(

@@ -24,7 +24,6 @@ from wm_core.document import (
     sanitize_body,
 )
 from wm_core.ops import describe
-from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 # A fence that opens a block: three or more backticks or tildes, an optional info word, at the
@@ -41,7 +40,7 @@ class CreationRejected(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class CreationResult(Record):
+class CreationResult:
     """A canonical document made from creation output, and what had to be fixed on the way."""
 
     document: str

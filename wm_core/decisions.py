@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from wm_core.records import Record
-
 
 class Guard(StrEnum):
     """Which rule intervened. The values are stable: they are stored and used as metric labels."""
@@ -28,7 +26,7 @@ class Guard(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision(Record):
+class Decision:
     """One intervention on one section.
 
     ``requested`` is the op as asked (``KEEP``, ``UPDATE``, ``APPEND``, or whatever unknown name

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 DOCUMENT_TITLE: Final = "# Working Memory"
@@ -92,7 +91,7 @@ def _normalize_newlines(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ExtraSection(Record):
+class ExtraSection:
     """A section whose heading is not one of the seven (reported, never merged)."""
 
     title: str
@@ -101,7 +100,7 @@ class ExtraSection(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ParsedDocument(Record):
+class ParsedDocument:
     """Everything a read of a document found, including what does not fit the canon."""
 
     bodies: Mapping[str, str] = field(default_factory=dict)  # canonical sections, in order

@@ -31,7 +31,6 @@ from wm_core.ops import (
     describe,
     normalize_op,
 )
-from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 _NO_OP = "NONE"
@@ -39,7 +38,7 @@ _DROPPED = "DROP"
 
 
 @dataclass(frozen=True, slots=True)
-class MergeResult(Record):
+class MergeResult:
     """The new document, the new section bodies, and every intervention on the way."""
 
     document: str

@@ -16,7 +16,6 @@ from typing import Final
 
 from wm_core.decisions import Guard
 from wm_core.items import bullet_items
-from wm_core.records import Record
 
 
 class OpKind(StrEnum):
@@ -26,7 +25,7 @@ class OpKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SectionOp(Record):
+class SectionOp:
     """What to do with one section: keep it, replace its body, or add bullet items.
 
     ``content`` is meaningful for UPDATE only (the body without its heading), ``items`` for

@@ -24,7 +24,6 @@ from typing import Final
 import json_repair
 
 from wm_core.ops import KEEP, OpKind, SectionOp, describe, normalize_op
-from wm_core.records import Record
 from wm_core.sections import SECTIONS, canonical_name
 
 
@@ -39,7 +38,7 @@ class ReadMethod(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class ParsedOps(Record):
+class ParsedOps:
     """One op for every section, and an account of how they were obtained.
 
     ``found`` lists the sections read from the input (``salvaged`` the subset that needed the

@@ -429,7 +429,7 @@ def test_op_kinds_are_the_three_reference_ops() -> None:
 
 
 class TestRecordsCopyAndPickle:
-    """Results are plain values in both builds of the engine (interpreted and compiled)."""
+    """Results are plain values: copies and pickles of them are equal records of the same type."""
 
     @pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy, pickle_round_trip])
     def test_facade_records_survive_copies(self, duplicate: Callable[[object], object]) -> None:
