@@ -14,8 +14,7 @@ from wm_core.document import parse_document
 from wm_core.items import bullet_items
 from wm_core.limits import BULLET_THRESHOLD, TOKEN_THRESHOLD
 from wm_core.sections import APPEND_ONLY_SECTIONS
-from wm_core.sizing import exceeds_tokens
-from wm_core.tokens import estimate_tokens
+from wm_core.tokens import estimate_tokens, exceeds_tokens
 
 OPEN_TAG: Final = "<section_size_warnings>"
 CLOSE_TAG: Final = "</section_size_warnings>"

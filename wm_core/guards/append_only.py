@@ -13,7 +13,7 @@ from wm_core.ops import KEEP, OpKind, SectionOp
 
 
 def guard_append_only(op: SectionOp, old: str) -> Verdict | None:
-    if op.kind != OpKind.UPDATE:
+    if op.kind is not OpKind.UPDATE:
         return None
     new = op.content.strip()
     # The usual shape is "the section as it was, plus new lines": only the tail is new.

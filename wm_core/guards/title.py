@@ -63,7 +63,7 @@ def _quoted(title: str) -> str:
 
 
 def guard_title(op: SectionOp, old: str) -> Verdict | None:
-    if op.kind != OpKind.UPDATE:
+    if op.kind is not OpKind.UPDATE:
         return None
     new = op.content.strip()
     old = old.strip()

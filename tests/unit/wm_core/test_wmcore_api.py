@@ -55,7 +55,7 @@ from wm_core import (
 )
 from wm_core.guards.key_facts import ANCHOR_STOPWORDS, lexical_anchors
 from wm_core.ops import OpKind
-from wm_core.sizing import exceeds_tokens
+from wm_core.tokens import exceeds_tokens
 
 
 def pickle_round_trip(value: object) -> object:

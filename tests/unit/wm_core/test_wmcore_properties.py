@@ -21,9 +21,8 @@ from wm_core import (
     parse_tool_arguments,
     render_document,
 )
-from wm_core.guards.key_facts import count_items
 from wm_core.guards.open_issues import RESTORE_MARKER, is_resolved, issue_snippet
-from wm_core.items import bullet_items
+from wm_core.items import bullet_items, count_items
 from wm_core.ops import OpKind
 from wm_core.paths import references
 from wm_core.sections import canonical_name
