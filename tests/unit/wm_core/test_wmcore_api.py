@@ -53,9 +53,9 @@ from wm_core import (
     validate_create_arguments,
     validate_update_arguments,
 )
-from wm_core.guards.key_facts import ANCHOR_STOPWORDS, lexical_anchors
-from wm_core.ops import OpKind
-from wm_core.tokens import exceeds_tokens
+from wm_core._guards.key_facts import ANCHOR_STOPWORDS, lexical_anchors
+from wm_core._ops.section_ops import OpKind
+from wm_core._tokens.estimate import exceeds_tokens
 
 
 def pickle_round_trip(value: object) -> object:

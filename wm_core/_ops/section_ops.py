@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from wm_core.decisions import Guard
-from wm_core.items import bullet_items
-from wm_core.text import normalize_newlines
+from wm_core._decisions import Guard
+from wm_core._document.items import bullet_items
+from wm_core._document.text import normalize_newlines
 
 
 class OpKind(StrEnum):

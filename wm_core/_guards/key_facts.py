@@ -10,7 +10,7 @@ decision, never silently lost.
 
 Our deviations from the reference:
 
-- duplicates are whole items (``items.fresh_items``);
+- duplicates are whole items (``fresh_items``);
 - the sentinel itself is left out of the volume and anchor measures, so that a consolidation
   is not required to reproduce the engine's own warning;
 - a rejected consolidation salvages only items with new details (``new_details``). The
@@ -28,9 +28,11 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from wm_core.guards.verdict import Verdict
-from wm_core.items import bullet_items, count_items, fresh_items
-from wm_core.limits import (
+from wm_core._document.items import bullet_items, count_items, fresh_items
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
+from wm_core._tokens.estimate import exceeds_tokens
+from wm_core._tokens.limits import (
     BULLET_THRESHOLD,
     EMERGENCY_BULLETS,
     EMERGENCY_TOKENS,
@@ -39,8 +41,6 @@ from wm_core.limits import (
     OVERSIZED_APPEND_CAP,
     TOKEN_THRESHOLD,
 )
-from wm_core.ops import KEEP, OpKind, SectionOp
-from wm_core.tokens import exceeds_tokens
 
 SENTINEL: Final = (
     "⚠️ [CONSOLIDATION REQUIRED: this section is over twice its size limit. Rewrite it as one "

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 
 import json_repair
 
-from wm_core.document import (
+from wm_core._document.markdown import (
     is_working_memory,
     parse_document_detailed,
     render_document,
     sanitize_body,
 )
-from wm_core.ops import describe
-from wm_core.sections import SECTIONS, canonical_name
-from wm_core.text import normalize_newlines
+from wm_core._document.sections import SECTIONS, canonical_name
+from wm_core._document.text import normalize_newlines
+from wm_core._ops.section_ops import describe
 
 # A fence that opens a block: three or more backticks or tildes, an optional info word, at the
 # start of a line (indented or not) or after a sentence on the same line.

@@ -7,9 +7,9 @@ repeats are reported as dropped only when they are not a verbatim copy of the ol
 
 from __future__ import annotations
 
-from wm_core.guards.verdict import Verdict
-from wm_core.items import bullet_items, fresh_items
-from wm_core.ops import KEEP, OpKind, SectionOp
+from wm_core._document.items import bullet_items, fresh_items
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 
 
 def guard_append_only(op: SectionOp, old: str) -> Verdict | None:

@@ -1,6 +1,6 @@
 """Applying section ops to the previous working memory.
 
-Per section: read the op (``ops.normalize_op``), make its text safe to render, let the
+Per section: read the op (``normalize_op``), make its text safe to render, let the
 section's guard judge it when there is old content to protect, apply it, and record every
 intervention. The result is always the canonical seven-section document, and the same inputs
 always give the same document and the same decisions.
@@ -11,18 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from wm_core.decisions import Decision, Guard
-from wm_core.document import (
+from wm_core._decisions import Decision, Guard
+from wm_core._document.items import fresh_items
+from wm_core._document.markdown import (
     ParsedDocument,
     assemble_document,
     parse_document_detailed,
     sanitize_body,
     sanitize_item,
 )
-from wm_core.guards import GUARDS
-from wm_core.items import fresh_items
-from wm_core.ops import KEEP, NormalizedOp, OpKind, SectionOp, describe, normalize_op
-from wm_core.sections import SECTIONS, canonical_name
+from wm_core._document.sections import SECTIONS, canonical_name
+from wm_core._guards import GUARDS
+from wm_core._ops.section_ops import KEEP, NormalizedOp, OpKind, SectionOp, describe, normalize_op
 
 _NO_OP = "NONE"
 _DROPPED = "DROP"

@@ -23,8 +23,8 @@ from typing import Final
 
 import json_repair
 
-from wm_core.ops import KEEP, OpKind, SectionOp, describe, normalize_op
-from wm_core.sections import SECTIONS, canonical_name
+from wm_core._document.sections import SECTIONS, canonical_name
+from wm_core._ops.section_ops import KEEP, OpKind, SectionOp, describe, normalize_op
 
 
 class ReadMethod(StrEnum):

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from wm_core.sections import SECTIONS, canonical_name
-from wm_core.text import normalize_newlines
+from wm_core._document.sections import SECTIONS, canonical_name
+from wm_core._document.text import normalize_newlines
 
 DOCUMENT_TITLE: Final = "# Working Memory"
 

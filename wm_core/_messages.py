@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from wm_core.tokens import estimate_tokens
+from wm_core._tokens.estimate import estimate_tokens
 
 
 class Role(StrEnum):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wm_core.ops import SectionOp
+from wm_core._ops.section_ops import SectionOp
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from wm_core.guards.verdict import Verdict
-from wm_core.items import bullet_items
-from wm_core.limits import OPEN_ISSUE_SNIPPET_CHARS
-from wm_core.ops import OpKind, SectionOp
+from wm_core._document.items import bullet_items
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import OpKind, SectionOp
+from wm_core._tokens.limits import OPEN_ISSUE_SNIPPET_CHARS
 
 RESTORE_MARKER: Final = "[silently dropped, restored]"
 _RESTORED_PREFIX: Final = f"- {RESTORE_MARKER} "

@@ -13,9 +13,9 @@ line by line: a rewrite that drops lines restores them after looking at their fi
 
 from __future__ import annotations
 
-from wm_core.guards.verdict import Verdict
-from wm_core.ops import OpKind, SectionOp
-from wm_core.paths import is_plain_path, might_reference, token_references
+from wm_core._document.paths import is_plain_path, might_reference, token_references
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import OpKind, SectionOp
 
 
 def guard_files(op: SectionOp, old: str) -> Verdict | None:
