@@ -34,6 +34,8 @@ stubs-check: install
 protos: install
 	$(BIN)/python scripts/gen_protos.py
 
+# ruff check also fails on an import of a private wm_core module (wm_core._*) anywhere but in
+# wm_core and the tests (rule TID251, configured in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
