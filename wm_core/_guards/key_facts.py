@@ -366,7 +366,8 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
         basis_count = count_items(basis)
     if not basis_count:
         return None
-    new_count = count_items(new)
+    new_items = bullet_items(new)
+    new_count = len(new_items)
     ratio = new_count / basis_count
     if ratio < MIN_BULLET_RATIO:
         reason = (
@@ -387,7 +388,7 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
             f"consolidation rejected: keeps {coverage:.0%} of the anchors (minimum "
             f"{MIN_ANCHOR_COVERAGE:.0%}); lost: {shown}"
         )
-    fresh, duplicates = fresh_items(bullet_items(new), old)
+    fresh, duplicates = fresh_items(new_items, old)
     if emergency:
         salvaged, refused, plain = _admit_at_emergency(fresh, old)
         reason += (
