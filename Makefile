@@ -6,8 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean \
-	core core-clean pytest-pure-core
+.PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,23 +16,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The engine compiled with mypyc, next to its sources (scripts/build_core.py); rebuilt whenever
-# one of them changes. The server, the tests and the benchmarks refuse a stale build.
-CORE_SOURCES := $(wildcard wm_core/*.py wm_core/guards/*.py)
-CORE_BUILD := wm_core/_native.json
-
-$(CORE_BUILD): $(STAMP) $(CORE_SOURCES)
-	$(BIN)/python scripts/build_core.py
-
-core: $(CORE_BUILD)
-
-core-clean: install
-	$(BIN)/python scripts/build_core.py --clean
-
-run: install core
+run: install
 	$(BIN)/wm-server
 
-test: install buf-lint stubs-check lint typecheck pytest pytest-pure-core node-test
+test: install buf-lint stubs-check lint typecheck pytest node-test
 
 buf-lint: install
 	$(BIN)/buf lint
@@ -48,6 +34,8 @@ stubs-check: install
 protos: install
 	$(BIN)/python scripts/gen_protos.py
 
+# ruff check also fails on an import of a private wm_core module (wm_core._*) anywhere but in
+# wm_core and the tests (rule TID251, configured in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -59,16 +47,8 @@ format: install
 typecheck: install
 	$(BIN)/mypy --strict wm_core
 
-pytest: install core
-	WM_TEST_ENGINE=compiled $(BIN)/pytest
-
-# The engine's own suite once more on its Python sources (a copy without the compiled
-# modules), the build a checkout runs before `make core`.
-pytest-pure-core: install
-	rm -rf var/pure-core && mkdir -p var/pure-core && cp -r wm_core var/pure-core/
-	find var/pure-core -name '*.so' -delete && rm -f var/pure-core/wm_core/_native.json
-	PYTHONPATH=$(CURDIR)/var/pure-core WM_TEST_ENGINE=interpreted \
-		$(BIN)/pytest -q -p no:cacheprovider tests/unit/wm_core
+pytest: install
+	$(BIN)/pytest
 
 # The polyglot proof: the Node client (clients/node) against the real Python server. Without
 # Node it is skipped with a message, except under CI=true, where a missing node fails.
@@ -82,9 +62,8 @@ node-test: install
 		echo "node-test: skipped, node is not installed (install Node.js 18+ to run it)"; \
 	fi
 
-bench: install core
+bench: install
 	$(BIN)/python bench/merge_bench.py
 
 clean:
 	rm -rf $(VENV) var build .pytest_cache .mypy_cache .ruff_cache
-	find wm_core -name '*.so' -delete && rm -f $(CORE_BUILD)

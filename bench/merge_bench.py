@@ -3,8 +3,10 @@
 Run with ``.venv/bin/python bench/merge_bench.py``. It prints figures and asserts nothing,
 because timings depend on the machine. The working memory is realistic: about 16 KB, about 25
 bullets per section with paths, dates, names and numbers (a few non-ASCII). The mixes: all KEEP;
-small APPENDs; seven UPDATEs that pass their guards; UPDATEs that every guard rejects; Key Facts
-at the emergency level (an APPEND, and a rejected UPDATE).
+small APPENDs; seven UPDATEs that pass their guards; UPDATEs that every guard rejects; a Key Facts
+rewrite rejected by its anchor layer (layer 2); a typical commit (state rewritten, two facts, a
+file annotated, an issue resolved and one opened); Key Facts at the emergency level (an APPEND,
+and a rejected UPDATE).
 
 The reference engine was measured elsewhere at about 45 us for all KEEP and about 1,700 us for
 seven passing UPDATEs. Absolute numbers do not carry across machines, so each mix is also timed
@@ -27,7 +29,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from wm_core import SECTIONS, SectionOp, merge, render_document
-from wm_server.engine_build import require_current_engine
 
 PEOPLE = ("Caroline", "Melanie", "Marcus", "Priya", "Jonas", "Aiko", "Tomás", "Zoë")
 CITIES = ("Portland", "Lisbon", "Osaka", "Malmö", "Denver")
@@ -153,6 +154,33 @@ def rejected_updates() -> Ops:
     }
 
 
+def key_facts_anchor_rejection() -> Ops:
+    """A Key Facts rewrite that keeps every bullet but drops the dates, names and amounts:
+    the volume layer passes, the anchor layer rejects it and salvages nothing."""
+    vague = "\n".join(f"- Decision {i}: partitioning chosen for a ledger." for i in range(25))
+    return {**all_keep(), "Key Facts & Decisions": SectionOp.update(vague)}
+
+
+def typical() -> Ops:
+    """A usual commit: the state rewritten, two new facts, a file annotated, an issue resolved
+    and one opened, everything else kept."""
+    issues = BODIES["Open Issues"].replace("- Issue 3:", "- [resolved] Issue 3:")
+    return {
+        **all_keep(),
+        "Current State": SectionOp.update("Ledger 4 consumer live; next: replay test on ledger 5."),
+        "Key Facts & Decisions": SectionOp.append(
+            [
+                "Priya agreed on 2025-02-03 to keep 7 years of invoices in cold storage.",
+                "Replay runs nightly at 02:00 UTC because of the Denver batch window.",
+            ]
+        ),
+        "Files & Context": SectionOp.update(
+            BODIES["Files & Context"].replace("consumer of ledger.4", "live consumer of ledger.4")
+        ),
+        "Open Issues": SectionOp.update(issues + "\n- Issue 25: alert on replay lag over 5 min"),
+    }
+
+
 def emergency() -> Ops:
     return {
         **all_keep(),
@@ -169,6 +197,8 @@ MIXES: tuple[tuple[str, str, Callable[[], Ops]], ...] = (
     ("small APPENDs", DOCUMENT, small_appends),
     ("seven passing UPDATEs", DOCUMENT, passing_updates),
     ("UPDATEs every guard rejects", DOCUMENT, rejected_updates),
+    ("Key Facts layer-2 rejection", DOCUMENT, key_facts_anchor_rejection),
+    ("typical commit", DOCUMENT, typical),
     ("Key Facts emergency: APPEND", EMERGENCY_DOCUMENT, emergency),
     ("Key Facts emergency: UPDATE", EMERGENCY_DOCUMENT, emergency_update),
 )
@@ -448,7 +478,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "into var/reference-venv) on the same inputs; see bench/reference_merge.py",
     )
     args = parser.parse_args(argv)
-    print(f"engine: wm_core {require_current_engine().label}")
     print(f"working memory: {len(DOCUMENT.encode())} bytes, {DOCUMENT.count(chr(10))} lines")
     print(f"emergency variant: {len(EMERGENCY_DOCUMENT.encode())} bytes")
     print(

@@ -38,7 +38,6 @@ if str(ROOT) not in sys.path:  # run as a script: make ``bench`` importable
 
 from bench.merge_bench import MIXES, tool_call_ops  # noqa: E402
 from wm_core import merge  # noqa: E402
-from wm_server.engine_build import require_current_engine  # noqa: E402
 
 REFERENCE_PIN = "openviking==0.5.2"
 REFERENCE_VERSION = "0.5.2"
@@ -281,7 +280,6 @@ def compare(rounds: int = 21, per_round: int = 40) -> list[Row]:
 
 
 def print_table(rows: Sequence[Row], rounds: int, per_round: int) -> None:
-    print(f"engine: wm_core {require_current_engine().label}")
     print(f"{'mix':30} {'wm_core us':>10} {'openviking 0.5.2 us':>19} {'speed-up':>8}")
     for row in rows:
         print(

@@ -6,22 +6,6 @@ import os
 
 import pytest
 
-from wm_server.engine_build import inspect_engine
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Never test a stale compiled engine, and test the build the Makefile asked for.
-
-    ``WM_TEST_ENGINE`` (``compiled`` or ``interpreted``) is set by ``make pytest`` and
-    ``make pytest-pure-core``: a run that silently tested the other build would prove nothing.
-    """
-    engine = inspect_engine()
-    if engine.stale:
-        pytest.exit(f"the compiled engine is stale: {engine.stale}; run `make core`", returncode=4)
-    expected = os.environ.get("WM_TEST_ENGINE")
-    if expected and expected != ("compiled" if engine.compiled else "interpreted"):
-        pytest.exit(f"WM_TEST_ENGINE={expected}, but the engine is {engine.label}", returncode=4)
-
 
 @pytest.fixture(autouse=True)
 def _no_ambient_credentials(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,22 +1,66 @@
 """The working-memory engine: a pure library, no I/O, no clocks, no randomness.
 
-The facade below is the stable surface the server and outside tests rely on (DESIGN.md,
-section 2). Everything else in the package is an implementation detail, importable for tests.
+This module is the engine's whole public surface (DESIGN.md, section 2); the server, the
+clients and the benchmarks import from here only, and ``make test`` fails when code outside
+the package reaches into a private module (``wm_core._*``). The implementation lives in
+private subpackages grouped by concern:
+
+- ``_document``: the seven sections, reading and writing the document, items and references;
+- ``_ops``: section ops, the tool schemas, reading tool arguments and creation output;
+- ``_guards``: the per-section guards;
+- ``_merge``: applying ops to a document, recording every intervention;
+- ``_tokens``: the token estimate, the thresholds and the size reminders;
+- ``_messages``: the conversation as the domain sees it.
+
+What is here:
+
+Documents
+    :data:`SECTIONS` (the seven names, in order) and one constant per name;
+    :func:`parse_document`, :func:`parse_document_detailed` (:class:`ParsedDocument`),
+    :func:`render_document`, :func:`is_working_memory`, :func:`canonical_name`.
+Items and references
+    :func:`bullet_items` (the items of a body), :func:`item_key` (when two items are the same),
+    :func:`references` (the file paths and URLs a text mentions).
+Ops and merging
+    :class:`SectionOp` (:class:`OpKind`; :data:`KEEP` is ``SectionOp.keep()``), :func:`merge`
+    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`).
+Model output
+    :data:`UPDATE_TOOL`, :data:`CREATE_TOOL`, :func:`validate_update_arguments`,
+    :func:`validate_create_arguments`, :func:`parse_tool_arguments` (:class:`ParsedOps`,
+    :class:`ReadMethod`), :func:`normalize_creation` (:class:`CreationResult`, or
+    :class:`CreationRejected`).
+Sizes
+    :func:`estimate_tokens`, :func:`message_tokens`, :func:`section_reminders`.
+Conversation
+    :class:`Message` of :data:`Part` (:class:`TextPart`, :class:`ToolUsePart`,
+    :class:`ToolResultPart`) by :class:`Role`.
 """
 
 from __future__ import annotations
 
-from wm_core.creation import CreationRejected, CreationResult, normalize_creation
-from wm_core.decisions import Decision, Guard
-from wm_core.document import (
+from wm_core._decisions import Decision, Guard
+from wm_core._document.items import bullet_items, item_key
+from wm_core._document.markdown import (
     ParsedDocument,
     is_working_memory,
     parse_document,
     parse_document_detailed,
     render_document,
 )
-from wm_core.merging import MergeResult, merge
-from wm_core.messages import (
+from wm_core._document.paths import references
+from wm_core._document.sections import (
+    CURRENT_STATE,
+    ERRORS_CORRECTIONS,
+    FILES_CONTEXT,
+    KEY_FACTS,
+    OPEN_ISSUES,
+    SECTIONS,
+    SESSION_TITLE,
+    TASK_GOALS,
+    canonical_name,
+)
+from wm_core._merge import MergeResult, merge
+from wm_core._messages import (
     Message,
     Part,
     Role,
@@ -25,21 +69,29 @@ from wm_core.messages import (
     ToolUsePart,
     message_tokens,
 )
-from wm_core.ops import OpKind, SectionOp
-from wm_core.recovery import ParsedOps, ReadMethod, parse_tool_arguments
-from wm_core.reminders import section_reminders
-from wm_core.schema import (
+from wm_core._ops.creation import CreationRejected, CreationResult, normalize_creation
+from wm_core._ops.recovery import ParsedOps, ReadMethod, parse_tool_arguments
+from wm_core._ops.schema import (
     CREATE_TOOL,
     UPDATE_TOOL,
     validate_create_arguments,
     validate_update_arguments,
 )
-from wm_core.sections import SECTIONS
-from wm_core.tokens import estimate_tokens
+from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
+from wm_core._tokens.estimate import estimate_tokens
+from wm_core._tokens.reminders import section_reminders
 
 __all__ = [
     "CREATE_TOOL",
+    "CURRENT_STATE",
+    "ERRORS_CORRECTIONS",
+    "FILES_CONTEXT",
+    "KEEP",
+    "KEY_FACTS",
+    "OPEN_ISSUES",
     "SECTIONS",
+    "SESSION_TITLE",
+    "TASK_GOALS",
     "UPDATE_TOOL",
     "CreationRejected",
     "CreationResult",
@@ -57,14 +109,18 @@ __all__ = [
     "TextPart",
     "ToolResultPart",
     "ToolUsePart",
+    "bullet_items",
+    "canonical_name",
     "estimate_tokens",
     "is_working_memory",
+    "item_key",
     "merge",
     "message_tokens",
     "normalize_creation",
     "parse_document",
     "parse_document_detailed",
     "parse_tool_arguments",
+    "references",
     "render_document",
     "section_reminders",
     "validate_create_arguments",

@@ -18,7 +18,6 @@ from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
-from wm_server.engine_build import StaleEngineError, require_current_engine
 from wm_server.llm.factory import build_provider
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
@@ -112,10 +111,6 @@ async def start_application(
 ) -> Application:
     """Build and start everything; the returned application is serving. ``provider``
     replaces the configured model (tests drive Phase 2 with prepared answers this way)."""
-    try:
-        engine = require_current_engine()
-    except StaleEngineError as exc:
-        raise ConfigurationError(str(exc)) from None
     keyring = load_keyring(settings)
     check_bind_safety(settings, keyring)
     credentials = server_credentials(settings)
@@ -195,7 +190,6 @@ async def start_application(
         tenants=len(keyring.tenants) if keyring else 0,
         tls=tls_mode(settings).value,
         metrics_port=metrics_port,
-        engine=engine.label,
     )
     return app
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from wm_core.messages import Message, Role, TextPart, message_tokens
+from wm_core import Message, Role, TextPart, message_tokens
 from wm_server.storage.port import LeaseLost
 from wm_server.storage.postgres import PostgresStore
 from wm_server.storage.records import ClaimedJob, CommitState, Phase2Completion

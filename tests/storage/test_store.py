@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart, message_tokens
+from wm_core import Message, Role, TextPart, ToolResultPart, ToolUsePart, message_tokens
 from wm_server.errors import AlreadyExists, NotFound
 from wm_server.storage.port import LeaseLost, Store
 from wm_server.storage.records import CommitState, Phase2Completion

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from wm_core.messages import (
+from wm_core import (
     Message,
     Part,
     Role,

@@ -35,11 +35,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from wm_core import (
+    KEEP,
+    SECTIONS,
     CreationRejected,
     Decision,
     Message,
+    OpKind,
     SectionOp,
+    canonical_name,
     is_working_memory,
+    item_key,
     merge,
     normalize_creation,
     parse_document,
@@ -48,9 +53,6 @@ from wm_core import (
     validate_create_arguments,
     validate_update_arguments,
 )
-from wm_core.items import item_key
-from wm_core.ops import KEEP, OpKind
-from wm_core.sections import SECTIONS, canonical_name
 from wm_server.llm.port import (
     CreateRequest,
     LlmError,

@@ -30,25 +30,24 @@ from typing import Any, Final
 
 from wm_core import (
     CREATE_TOOL,
-    SECTIONS,
-    Message,
-    Role,
-    TextPart,
-    ToolResultPart,
-    ToolUsePart,
-    is_working_memory,
-    parse_document,
-)
-from wm_core.items import bullet_items, item_key
-from wm_core.paths import references
-from wm_core.sections import (
     CURRENT_STATE,
     ERRORS_CORRECTIONS,
     FILES_CONTEXT,
     KEY_FACTS,
     OPEN_ISSUES,
+    SECTIONS,
     SESSION_TITLE,
     TASK_GOALS,
+    Message,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    bullet_items,
+    is_working_memory,
+    item_key,
+    parse_document,
+    references,
 )
 from wm_server.llm.port import (
     CreateRequest,

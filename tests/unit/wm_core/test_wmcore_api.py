@@ -53,9 +53,9 @@ from wm_core import (
     validate_create_arguments,
     validate_update_arguments,
 )
-from wm_core.guards.key_facts import ANCHOR_STOPWORDS, lexical_anchors
-from wm_core.ops import OpKind
-from wm_core.sizing import exceeds_tokens
+from wm_core._guards.key_facts import ANCHOR_STOPWORDS, lexical_anchors
+from wm_core._ops.section_ops import OpKind
+from wm_core._tokens.estimate import exceeds_tokens
 
 
 def pickle_round_trip(value: object) -> object:
@@ -429,7 +429,7 @@ def test_op_kinds_are_the_three_reference_ops() -> None:
 
 
 class TestRecordsCopyAndPickle:
-    """Results are plain values in both builds of the engine (interpreted and compiled)."""
+    """Results are plain values: copies and pickles of them are equal records of the same type."""
 
     @pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy, pickle_round_trip])
     def test_facade_records_survive_copies(self, duplicate: Callable[[object], object]) -> None:

@@ -43,12 +43,12 @@ from wm_core import (
     render_document,
     section_reminders,
 )
-from wm_core.guards.key_facts import SENTINEL, new_details
-from wm_core.guards.open_issues import RESTORE_MARKER
-from wm_core.guards.title import title_tokens
-from wm_core.items import fresh_items
-from wm_core.ops import OpKind
-from wm_core.paths import references
+from wm_core._document.items import fresh_items
+from wm_core._document.paths import references
+from wm_core._guards.key_facts import SENTINEL, new_details
+from wm_core._guards.open_issues import RESTORE_MARKER
+from wm_core._guards.title import title_tokens
+from wm_core._ops.section_ops import OpKind
 
 
 class TestDifferenceHeadings:

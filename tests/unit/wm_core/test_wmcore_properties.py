@@ -21,12 +21,11 @@ from wm_core import (
     parse_tool_arguments,
     render_document,
 )
-from wm_core.guards.key_facts import count_items
-from wm_core.guards.open_issues import RESTORE_MARKER, is_resolved, issue_snippet
-from wm_core.items import bullet_items
-from wm_core.ops import OpKind
-from wm_core.paths import references
-from wm_core.sections import canonical_name
+from wm_core._document.items import bullet_items, count_items
+from wm_core._document.paths import references
+from wm_core._document.sections import canonical_name
+from wm_core._guards.open_issues import RESTORE_MARKER, is_resolved, issue_snippet
+from wm_core._ops.section_ops import OpKind
 
 # Sized so the whole file runs in a few seconds of CPU; raise max_examples locally to dig deeper.
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

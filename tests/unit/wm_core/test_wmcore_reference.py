@@ -43,10 +43,10 @@ from wm_core import (
     parse_tool_arguments,
     section_reminders,
 )
-from wm_core.guards.key_facts import lexical_anchors
-from wm_core.items import bullet_items
-from wm_core.ops import OpKind
-from wm_core.paths import references
+from wm_core._document.items import bullet_items
+from wm_core._document.paths import references
+from wm_core._guards.key_facts import lexical_anchors
+from wm_core._ops.section_ops import OpKind
 
 
 class TestReferenceParsing:

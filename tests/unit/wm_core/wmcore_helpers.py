@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from wm_core import SECTIONS, Decision, MergeResult, SectionOp, merge, parse_document
-from wm_core.items import bullet_items
+from wm_core._document.items import bullet_items
 
 TITLE, STATE, GOALS, FACTS, FILES, ERRORS, ISSUES = SECTIONS
 

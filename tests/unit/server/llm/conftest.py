@@ -10,7 +10,7 @@ from llm_samples import TEST_MODEL
 
 from support.conversation import load_conversation
 from support.fake_anthropic import FakeAnthropic
-from wm_core.messages import Message
+from wm_core import Message
 from wm_server.llm.anthropic_provider import AnthropicProvider
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart
+from wm_core import Message, Role, TextPart, ToolResultPart, ToolUsePart
 
 TEST_MODEL = "claude-test-model"
 

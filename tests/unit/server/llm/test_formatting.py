@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart
+from wm_core import Message, Role, TextPart, ToolResultPart, ToolUsePart
 from wm_server.llm.formatting import render_messages, shorten
 
 

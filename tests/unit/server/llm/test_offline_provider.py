@@ -7,11 +7,11 @@ from llm_samples import PREVIOUS_WM
 from support.conversation import load_raw
 from wm_core import (
     SECTIONS,
+    Message,
     parse_document,
     validate_create_arguments,
     validate_update_arguments,
 )
-from wm_core.messages import Message
 from wm_server.llm.chain import generate_working_memory
 from wm_server.llm.offline import OfflineProvider, extract, title_from
 from wm_server.llm.port import CreateRequest, Purpose, UpdateRequest
@@ -233,7 +233,7 @@ async def test_answered_open_question_is_marked_resolved_not_deleted(
 
 
 def test_edge_messages_are_handled():
-    from wm_core.messages import Role, TextPart, ToolResultPart
+    from wm_core import Role, TextPart, ToolResultPart
 
     messages = [
         Message("s", Role.SYSTEM, (TextPart("You must always answer in French. TODO: none"),)),
@@ -259,7 +259,7 @@ def test_edge_messages_are_handled():
 
 
 async def test_messages_without_structure_still_make_a_working_memory():
-    from wm_core.messages import Role, TextPart, ToolUsePart
+    from wm_core import Role, TextPart, ToolUsePart
 
     filler = [Message("f1", Role.USER, (TextPart("x" * 400),), 100)]
     generation = await generate_working_memory(

@@ -8,8 +8,17 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wm_core import SECTIONS, estimate_tokens, render_document
-from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart, message_tokens
+from wm_core import (
+    SECTIONS,
+    Message,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    estimate_tokens,
+    message_tokens,
+    render_document,
+)
 from wm_server.services.assembly import (
     SUMMARY_HEADER,
     assemble,

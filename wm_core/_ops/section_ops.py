@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from wm_core.decisions import Guard
-from wm_core.items import bullet_items
-from wm_core.records import Record
+from wm_core._decisions import Guard
+from wm_core._document.items import bullet_items
+from wm_core._document.text import normalize_newlines
 
 
 class OpKind(StrEnum):
@@ -26,7 +26,7 @@ class OpKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class SectionOp(Record):
+class SectionOp:
     """What to do with one section: keep it, replace its body, or add bullet items.
 
     ``content`` is meaningful for UPDATE only (the body without its heading), ``items`` for
@@ -36,14 +36,6 @@ class SectionOp(Record):
     kind: OpKind
     content: str = ""
     items: tuple[str, ...] = ()
-
-    def __init__(  # written out: a generated one stays interpreted in the compiled engine
-        self, kind: OpKind, content: str = "", items: tuple[str, ...] = ()
-    ) -> None:
-        setter = object.__setattr__  # frozen: as the generated __init__ does
-        setter(self, "kind", kind)
-        setter(self, "content", content)
-        setter(self, "items", items)
 
     @classmethod
     def keep(cls) -> SectionOp:
@@ -60,10 +52,10 @@ class SectionOp(Record):
     def to_dict(self) -> dict[str, object]:
         """The op in the tool-call JSON shape."""
         if self.kind == OpKind.UPDATE:
-            return {"op": "UPDATE", "content": self.content}
+            return {"op": OpKind.UPDATE.value, "content": self.content}
         if self.kind == OpKind.APPEND:
-            return {"op": "APPEND", "items": list(self.items)}
-        return {"op": "KEEP"}
+            return {"op": OpKind.APPEND.value, "items": list(self.items)}
+        return {"op": OpKind.KEEP.value}
 
 
 KEEP: Final = SectionOp(OpKind.KEEP)
@@ -83,45 +75,27 @@ def describe(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
+@dataclass(frozen=True, slots=True)
 class NormalizedOp:
     """An op made usable, with the intervention (if any) that reading it required.
 
-    Internal and read-only by convention. A plain class, not a frozen dataclass: one is made
-    for every section of every merge, and a dataclass's generated ``__init__`` stays
-    interpreted even when the engine is compiled.
+    ``requested`` is the op name as asked, for the records (``KEEP``, ``UPDATE``, ``APPEND``,
+    or the unknown name that arrived).
     """
 
-    __slots__ = ("dropped", "guard", "op", "reason", "requested")
-
-    def __init__(
-        self,
-        requested: str,
-        op: SectionOp,
-        guard: Guard | None = None,
-        reason: str = "",
-        dropped: tuple[str, ...] = (),
-    ) -> None:
-        self.requested = requested
-        self.op = op
-        self.guard = guard
-        self.reason = reason
-        self.dropped = dropped
+    requested: str
+    op: SectionOp
+    guard: Guard | None = None
+    reason: str = ""
+    dropped: tuple[str, ...] = ()
 
 
-# The op names as plain strings, for records: an enum member's ``.value`` is a Python-level
-# descriptor call, which the compiled engine would pay on every decision.
-KEEP_NAME: Final = str(OpKind.KEEP)
-UPDATE_NAME: Final = str(OpKind.UPDATE)
-APPEND_NAME: Final = str(OpKind.APPEND)
-
-_KEPT: Final = NormalizedOp(KEEP_NAME, KEEP)
+_KEPT: Final = NormalizedOp(OpKind.KEEP.value, KEEP)
 
 
 def _text(value: str) -> str:
     """Line breaks as the document reader sees them, so what we check is what gets read."""
-    if "\r" in value:
-        value = value.replace("\r\n", "\n").replace("\r", "\n")
-    return value.strip()
+    return normalize_newlines(value).strip()
 
 
 def _split_items(values: Iterable[object]) -> tuple[list[str], list[str]]:
@@ -208,15 +182,10 @@ def normalize_op(raw: object) -> NormalizedOp | None:
     if raw is KEEP:
         return _KEPT
     if isinstance(raw, SectionOp):
-        kind, content = raw.kind, raw.content
-        if kind is OpKind.UPDATE and isinstance(content, str) and not raw.items:
-            text = _text(content)
-            if text:  # the usual op; used as it is when reading it changed nothing
-                return NormalizedOp(UPDATE_NAME, raw if text is content else SectionOp.update(text))
-        if kind == OpKind.UPDATE:
-            return _update(UPDATE_NAME, content)
-        if kind == OpKind.APPEND:
-            return _append(APPEND_NAME, list(raw.items), None)
+        if raw.kind == OpKind.UPDATE:
+            return _update(OpKind.UPDATE.value, raw.content)
+        if raw.kind == OpKind.APPEND:
+            return _append(OpKind.APPEND.value, list(raw.items), None)
         return _KEPT
     if isinstance(raw, Mapping):
         name = raw.get("op")

@@ -18,8 +18,8 @@ import math
 import re
 from typing import Final
 
-from wm_core.guards.verdict import Verdict
-from wm_core.ops import KEEP, OpKind, SectionOp
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 
 _STOPWORD_TEXT: Final = (
     "the a an and or of to in on for with by at from session title working memory plan plans "
@@ -63,7 +63,7 @@ def _quoted(title: str) -> str:
 
 
 def guard_title(op: SectionOp, old: str) -> Verdict | None:
-    if op.kind != OpKind.UPDATE:
+    if op.kind is not OpKind.UPDATE:
         return None
     new = op.content.strip()
     old = old.strip()

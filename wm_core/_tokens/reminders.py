@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from wm_core.document import parse_document
-from wm_core.items import bullet_items
-from wm_core.limits import BULLET_THRESHOLD, TOKEN_THRESHOLD
-from wm_core.sections import APPEND_ONLY_SECTIONS
-from wm_core.sizing import exceeds_tokens
-from wm_core.tokens import estimate_tokens
+from wm_core._document.items import bullet_items
+from wm_core._document.markdown import parse_document
+from wm_core._document.sections import APPEND_ONLY_SECTIONS
+from wm_core._tokens.estimate import estimate_tokens, exceeds_tokens
+from wm_core._tokens.limits import BULLET_THRESHOLD, TOKEN_THRESHOLD
 
 OPEN_TAG: Final = "<section_size_warnings>"
 CLOSE_TAG: Final = "</section_size_warnings>"

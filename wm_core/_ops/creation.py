@@ -17,15 +17,15 @@ from dataclasses import dataclass
 
 import json_repair
 
-from wm_core.document import (
+from wm_core._document.markdown import (
     is_working_memory,
     parse_document_detailed,
     render_document,
     sanitize_body,
 )
-from wm_core.ops import describe
-from wm_core.records import Record
-from wm_core.sections import SECTIONS, canonical_name
+from wm_core._document.sections import SECTIONS, canonical_name
+from wm_core._document.text import normalize_newlines
+from wm_core._ops.section_ops import describe
 
 # A fence that opens a block: three or more backticks or tildes, an optional info word, at the
 # start of a line (indented or not) or after a sentence on the same line.
@@ -41,7 +41,7 @@ class CreationRejected(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class CreationResult(Record):
+class CreationResult:
     """A canonical document made from creation output, and what had to be fixed on the way."""
 
     document: str
@@ -112,7 +112,7 @@ def _decode_object(text: str) -> Mapping[object, object] | None:
 
 
 def _from_markdown(text: str, problems: list[str]) -> dict[str, str]:
-    parsed = parse_document_detailed(_unfence(_normalize_newlines(text).strip(), problems))
+    parsed = parse_document_detailed(_unfence(normalize_newlines(text).strip(), problems))
     if parsed.preamble_without_title:
         problems.append("text before the first section was ignored")
     for extra in parsed.extras:
@@ -151,7 +151,7 @@ def _from_mapping(value: Mapping[object, object], problems: list[str]) -> dict[s
 
 
 def _from_text(text: str, problems: list[str]) -> dict[str, str]:
-    stripped = _normalize_newlines(text).strip()
+    stripped = normalize_newlines(text).strip()
     candidates = [stripped]
     fenced = _fenced(stripped) if "```" in stripped or "~~~" in stripped else None
     if fenced is not None:
@@ -162,12 +162,6 @@ def _from_text(text: str, problems: list[str]) -> dict[str, str]:
             if decoded is not None:
                 return _from_mapping(decoded, problems)
     return _from_markdown(stripped, problems)
-
-
-def _normalize_newlines(text: str) -> str:
-    if "\r" in text:
-        return text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
 
 
 def normalize_creation(output: object) -> CreationResult:

@@ -7,13 +7,13 @@ repeats are reported as dropped only when they are not a verbatim copy of the ol
 
 from __future__ import annotations
 
-from wm_core.guards.verdict import Verdict
-from wm_core.items import bullet_items, fresh_items
-from wm_core.ops import KEEP, OpKind, SectionOp
+from wm_core._document.items import bullet_items, fresh_items
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 
 
 def guard_append_only(op: SectionOp, old: str) -> Verdict | None:
-    if op.kind != OpKind.UPDATE:
+    if op.kind is not OpKind.UPDATE:
         return None
     new = op.content.strip()
     # The usual shape is "the section as it was, plus new lines": only the tail is new.

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from wm_core.records import Record
-
 
 class Guard(StrEnum):
     """Which rule intervened. The values are stable: they are stored and used as metric labels."""
@@ -28,7 +26,7 @@ class Guard(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision(Record):
+class Decision:
     """One intervention on one section.
 
     ``requested`` is the op as asked (``KEEP``, ``UPDATE``, ``APPEND``, or whatever unknown name
@@ -44,27 +42,6 @@ class Decision(Record):
     items_dropped: tuple[str, ...] = ()
     items_restored: tuple[str, ...] = ()
     items_refused: tuple[str, ...] = ()
-
-    def __init__(  # written out: a generated one stays interpreted in the compiled engine
-        self,
-        section: str,
-        requested: str,
-        applied: str,
-        guard: Guard,
-        reason: str,
-        items_dropped: tuple[str, ...] = (),
-        items_restored: tuple[str, ...] = (),
-        items_refused: tuple[str, ...] = (),
-    ) -> None:
-        setter = object.__setattr__  # frozen: as the generated __init__ does
-        setter(self, "section", section)
-        setter(self, "requested", requested)
-        setter(self, "applied", applied)
-        setter(self, "guard", guard)
-        setter(self, "reason", reason)
-        setter(self, "items_dropped", items_dropped)
-        setter(self, "items_restored", items_restored)
-        setter(self, "items_refused", items_refused)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready form, for storage next to the archive."""

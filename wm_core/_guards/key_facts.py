@@ -10,7 +10,7 @@ decision, never silently lost.
 
 Our deviations from the reference:
 
-- duplicates are whole items (``items.fresh_items``);
+- duplicates are whole items (``fresh_items``);
 - the sentinel itself is left out of the volume and anchor measures, so that a consolidation
   is not required to reproduce the engine's own warning;
 - a rejected consolidation salvages only items with new details (``new_details``). The
@@ -25,11 +25,14 @@ Our deviations from the reference:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Final
 
-from wm_core.guards.verdict import Verdict
-from wm_core.items import bullet_items, fresh_items
-from wm_core.limits import (
+from wm_core._document.items import bullet_items, count_items, fresh_items
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
+from wm_core._tokens.estimate import exceeds_tokens
+from wm_core._tokens.limits import (
     BULLET_THRESHOLD,
     EMERGENCY_BULLETS,
     EMERGENCY_TOKENS,
@@ -38,9 +41,6 @@ from wm_core.limits import (
     OVERSIZED_APPEND_CAP,
     TOKEN_THRESHOLD,
 )
-from wm_core.ops import KEEP, OpKind, SectionOp
-from wm_core.sizing import TokenSize
-from wm_core.text import lower
 
 SENTINEL: Final = (
     "⚠️ [CONSOLIDATION REQUIRED: this section is over twice its size limit. Rewrite it as one "
@@ -100,7 +100,7 @@ ANCHOR_STOPWORDS: Final = frozenset(_ANCHOR_STOPWORD_TEXT.split())
 
 def lexical_anchors(text: str) -> set[str]:
     """The details a consolidation must keep: dates, quantities, decision words, names."""
-    lowered = lower(text)
+    lowered = text.lower()
     # Names repeat (one per fact): lower-case each distinct one once.
     anchors = {word.lower() for word in set(_CAPITALIZED.findall(text))}
     anchors -= ANCHOR_STOPWORDS
@@ -187,25 +187,20 @@ def _phrases(words: list[str]) -> set[str]:
     }
 
 
+@dataclass(frozen=True, slots=True)
 class KnownDetails:
-    """An old section, asked which details of new items it lacks.
+    """An old section (lower-cased), asked which details of new items it lacks.
 
-    The old text is only lower-cased (when a first detail needs looking up): a detail is found
-    with ``str.find`` and a check that it stands as a whole word there (trimmed the same way),
-    which costs nothing for the thousands of old words no new item mentions.
+    A detail is found with ``str.find`` and a check that it stands as a whole word there
+    (trimmed the same way), rather than by splitting the old text into words: most of its
+    thousands of words are never asked for.
     """
 
-    __slots__ = ("_lowered", "_old")
-
-    def __init__(self, old: str) -> None:
-        self._old = old
-        self._lowered: str | None = None
+    lowered: str
 
     def has(self, word: str) -> bool:
         """Whether the old text has ``word`` (lower-cased, trimmed) as one of its words."""
-        if self._lowered is None:
-            self._lowered = lower(self._old)
-        text = self._lowered
+        text = self.lowered
         end = len(text)
         start = text.find(word)
         while start != -1:
@@ -275,14 +270,14 @@ def _is_detail(word: str, initial: bool) -> bool:
 
 def new_details(item: str, old: str) -> list[str]:
     """The names, numbers, dates, paths and identifiers of ``item`` that ``old`` lacks."""
-    return KnownDetails(old).new_details(item)
+    return KnownDetails(old.lower()).new_details(item)
 
 
 def _split_by_details(items: list[str], old: str) -> tuple[list[str], list[str]]:
     """Items that bring a new detail, and items that do not."""
     if not items:
         return [], []
-    known = KnownDetails(old)
+    known = KnownDetails(old.lower())
     detailed: list[str] = []
     plain: list[str] = []
     for item in items:
@@ -301,28 +296,13 @@ def _without_sentinel(text: str) -> str:
     return "\n".join(line for line in text.split("\n") if not _is_sentinel(line))
 
 
-def count_items(text: str) -> int:
-    """``len(bullet_items(text))`` without building the items: the lines with text that are
-    not headings (a bullet marker never leaves an item empty). No line is copied."""
-    headings = "#" in text
-    count = 0
-    for line in text.split("\n"):
-        if not line or line.isspace():
-            continue
-        if headings and "#" in line and line.lstrip()[0] == "#":
-            continue
-        count += 1
-    return count
-
-
 def guard_key_facts(op: SectionOp, old: str) -> Verdict | None:
-    if op.kind == OpKind.KEEP:
+    if op.kind is OpKind.KEEP:
         return None
     count = count_items(old)
-    size = TokenSize(old)
-    emergency = count > EMERGENCY_BULLETS or size.exceeds(EMERGENCY_TOKENS)
-    oversized = emergency or count > BULLET_THRESHOLD or size.exceeds(TOKEN_THRESHOLD)
-    if op.kind == OpKind.APPEND:
+    emergency = count > EMERGENCY_BULLETS or exceeds_tokens(old, EMERGENCY_TOKENS)
+    oversized = emergency or count > BULLET_THRESHOLD or exceeds_tokens(old, TOKEN_THRESHOLD)
+    if op.kind is OpKind.APPEND:
         if not oversized:
             return None
         return _throttle(op.items, old, count, emergency)
@@ -386,7 +366,8 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
         basis_count = count_items(basis)
     if not basis_count:
         return None
-    new_count = count_items(new)  # the items themselves are only needed when rejected
+    new_items = bullet_items(new)
+    new_count = len(new_items)
     ratio = new_count / basis_count
     if ratio < MIN_BULLET_RATIO:
         reason = (
@@ -407,7 +388,7 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
             f"consolidation rejected: keeps {coverage:.0%} of the anchors (minimum "
             f"{MIN_ANCHOR_COVERAGE:.0%}); lost: {shown}"
         )
-    fresh, duplicates = fresh_items(bullet_items(new), old)
+    fresh, duplicates = fresh_items(new_items, old)
     if emergency:
         salvaged, refused, plain = _admit_at_emergency(fresh, old)
         reason += (

@@ -15,7 +15,7 @@ from typing import Any, Final
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from wm_core.sections import (
+from wm_core._document.sections import (
     CURRENT_STATE,
     ERRORS_CORRECTIONS,
     FILES_CONTEXT,

@@ -10,21 +10,21 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Final
 
-from wm_core.decisions import Guard
-from wm_core.guards.append_only import guard_append_only
-from wm_core.guards.files import guard_files
-from wm_core.guards.key_facts import guard_key_facts
-from wm_core.guards.open_issues import guard_open_issues
-from wm_core.guards.title import guard_title
-from wm_core.guards.verdict import Verdict
-from wm_core.ops import SectionOp
-from wm_core.sections import (
+from wm_core._decisions import Guard
+from wm_core._document.sections import (
     ERRORS_CORRECTIONS,
     FILES_CONTEXT,
     KEY_FACTS,
     OPEN_ISSUES,
     SESSION_TITLE,
 )
+from wm_core._guards.append_only import guard_append_only
+from wm_core._guards.files import guard_files
+from wm_core._guards.key_facts import guard_key_facts
+from wm_core._guards.open_issues import guard_open_issues
+from wm_core._guards.title import guard_title
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import SectionOp
 
 GuardFunction = Callable[[SectionOp, str], Verdict | None]
 

@@ -1,6 +1,6 @@
 """Applying section ops to the previous working memory.
 
-Per section: read the op (``ops.normalize_op``), make its text safe to render, let the
+Per section: read the op (``normalize_op``), make its text safe to render, let the
 section's guard judge it when there is old content to protect, apply it, and record every
 intervention. The result is always the canonical seven-section document, and the same inputs
 always give the same document and the same decisions.
@@ -11,35 +11,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from wm_core.decisions import Decision, Guard
-from wm_core.document import (
+from wm_core._decisions import Decision, Guard
+from wm_core._document.items import fresh_items
+from wm_core._document.markdown import (
     ParsedDocument,
     assemble_document,
     parse_document_detailed,
     sanitize_body,
     sanitize_item,
 )
-from wm_core.guards import GUARDS
-from wm_core.items import fresh_items
-from wm_core.ops import (
-    APPEND_NAME,
-    KEEP,
-    KEEP_NAME,
-    NormalizedOp,
-    OpKind,
-    SectionOp,
-    describe,
-    normalize_op,
-)
-from wm_core.records import Record
-from wm_core.sections import SECTIONS, canonical_name
+from wm_core._document.sections import SECTIONS, canonical_name
+from wm_core._guards import GUARDS
+from wm_core._ops.section_ops import KEEP, NormalizedOp, OpKind, SectionOp, describe, normalize_op
 
 _NO_OP = "NONE"
 _DROPPED = "DROP"
 
 
 @dataclass(frozen=True, slots=True)
-class MergeResult(Record):
+class MergeResult:
     """The new document, the new section bodies, and every intervention on the way."""
 
     document: str
@@ -95,7 +85,7 @@ def _structure_decisions(parsed: ParsedDocument) -> list[Decision]:
             Decision(
                 name,
                 _NO_OP,
-                KEEP_NAME,
+                OpKind.KEEP.value,
                 Guard.STRUCTURE,
                 "section heading repeated; the bodies were joined in order",
             )
@@ -111,7 +101,7 @@ def _index_ops(ops: object, decisions: list[Decision]) -> dict[str, object]:
             Decision(
                 "(ops)",
                 "INVALID",
-                KEEP_NAME,
+                OpKind.KEEP.value,
                 Guard.OP_SHAPE,
                 f"ops is a {type(ops).__name__}, not a mapping; every section kept",
             )
@@ -124,7 +114,7 @@ def _index_ops(ops: object, decisions: list[Decision]) -> dict[str, object]:
             indexed[name] = raw
             continue
         normalized = normalize_op(raw)
-        if normalized is None or (normalized.op.kind == OpKind.KEEP and not normalized.dropped):
+        if normalized is None or (normalized.op.kind is OpKind.KEEP and not normalized.dropped):
             continue  # nothing would have changed
         reason = (
             "not a section of the working memory; op ignored"
@@ -135,7 +125,7 @@ def _index_ops(ops: object, decisions: list[Decision]) -> dict[str, object]:
             Decision(
                 describe(key) if name is None else name,
                 normalized.requested,
-                KEEP_NAME,
+                OpKind.KEEP.value,
                 Guard.OP_SHAPE,
                 reason,
                 items_dropped=_payload(normalized),
@@ -146,7 +136,7 @@ def _index_ops(ops: object, decisions: list[Decision]) -> dict[str, object]:
 
 def _payload(normalized: NormalizedOp) -> tuple[str, ...]:
     op = normalized.op
-    if op.kind == OpKind.UPDATE:
+    if op.kind is OpKind.UPDATE:
         return (op.content.strip(),)
     return op.items + normalized.dropped
 
@@ -162,17 +152,17 @@ def _merge_section(name: str, old: str, raw: object, decisions: list[Decision]) 
             Decision(
                 name,
                 requested,
-                str(op.kind),
+                op.kind.value,
                 normalized.guard,
                 normalized.reason,
                 items_dropped=normalized.dropped,
             )
         )
-    if op.kind == OpKind.KEEP:
+    if op.kind is OpKind.KEEP:
         return old
     op = _make_safe(name, op, requested, decisions)
     deduplicated = False
-    if old and op.kind != OpKind.KEEP:
+    if old and op.kind is not OpKind.KEEP:
         entry = GUARDS.get(name)
         if entry is not None:
             guard, judge = entry
@@ -182,7 +172,7 @@ def _merge_section(name: str, old: str, raw: object, decisions: list[Decision]) 
                     Decision(
                         name,
                         requested,
-                        str(verdict.op.kind),
+                        verdict.op.kind.value,
                         guard,
                         verdict.reason,
                         items_dropped=verdict.dropped,
@@ -198,9 +188,7 @@ def _merge_section(name: str, old: str, raw: object, decisions: list[Decision]) 
 def _make_safe(name: str, op: SectionOp, requested: str, decisions: list[Decision]) -> SectionOp:
     """Neutralise headings in new text before any guard looks at it, so guards judge the
     text that will actually be stored."""
-    if op.kind == OpKind.UPDATE:
-        if "#" not in op.content:
-            return op  # no heading: nothing to neutralise (``normalize_op`` stripped it)
+    if op.kind is OpKind.UPDATE:
         cleaned = sanitize_body(op.content, name)
         if not cleaned.changed:
             return op
@@ -209,14 +197,14 @@ def _make_safe(name: str, op: SectionOp, requested: str, decisions: list[Decisio
             Decision(
                 name,
                 requested,
-                str(safe.kind),
+                safe.kind.value,
                 Guard.STRUCTURE if cleaned.text else Guard.EMPTY_UPDATE,
                 _heading_reason(len(cleaned.rewritten), len(cleaned.removed)),
                 items_dropped=cleaned.removed,
             )
         )
         return safe
-    if op.kind == OpKind.APPEND and any("\n" in item for item in op.items):
+    if op.kind is OpKind.APPEND and any("\n" in item for item in op.items):
         items: list[str] = []
         rewritten = 0
         for item in op.items:
@@ -226,7 +214,7 @@ def _make_safe(name: str, op: SectionOp, requested: str, decisions: list[Decisio
         if rewritten:
             decisions.append(
                 Decision(
-                    name, requested, str(op.kind), Guard.STRUCTURE, _heading_reason(rewritten, 0)
+                    name, requested, op.kind.value, Guard.STRUCTURE, _heading_reason(rewritten, 0)
                 )
             )
             return SectionOp(OpKind.APPEND, items=tuple(items))
@@ -253,9 +241,9 @@ def _apply(
     decisions: list[Decision],
     deduplicated: bool,
 ) -> str:
-    if op.kind == OpKind.UPDATE:
+    if op.kind is OpKind.UPDATE:
         return op.content.strip()
-    if op.kind != OpKind.APPEND:
+    if op.kind is not OpKind.APPEND:
         return old
     if deduplicated:
         fresh, duplicates = list(op.items), list[str]()
@@ -266,7 +254,7 @@ def _apply(
             Decision(
                 name,
                 requested,
-                APPEND_NAME if fresh else KEEP_NAME,
+                OpKind.APPEND.value if fresh else OpKind.KEEP.value,
                 Guard.DEDUP,
                 f"{len(duplicates)} item(s) already present; not appended again",
                 items_dropped=tuple(duplicates),

@@ -23,9 +23,8 @@ from typing import Final
 
 import json_repair
 
-from wm_core.ops import KEEP, OpKind, SectionOp, describe, normalize_op
-from wm_core.records import Record
-from wm_core.sections import SECTIONS, canonical_name
+from wm_core._document.sections import SECTIONS, canonical_name
+from wm_core._ops.section_ops import KEEP, OpKind, SectionOp, describe, normalize_op
 
 
 class ReadMethod(StrEnum):
@@ -39,7 +38,7 @@ class ReadMethod(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class ParsedOps(Record):
+class ParsedOps:
     """One op for every section, and an account of how they were obtained.
 
     ``found`` lists the sections read from the input (``salvaged`` the subset that needed the
@@ -206,10 +205,10 @@ class _Reader:
         if name not in ops:
             return None
         op = ops[name]
-        if op.kind == OpKind.UPDATE:
+        if op.kind is OpKind.UPDATE:
             ops[name] = KEEP
             self.problems.append(f"{name}: the output was cut inside its UPDATE; kept instead")
-        elif op.kind == OpKind.APPEND:
+        elif op.kind is OpKind.APPEND:
             rest = op.items[:-1]
             ops[name] = SectionOp(OpKind.APPEND, items=rest) if rest else KEEP
             self.problems.append(
@@ -279,7 +278,7 @@ def _read(raw: object) -> ParsedOps:
     salvaged: list[str] = []
     if text is not None and len(ops) < len(SECTIONS):
         salvaged = reader.salvage(text, ops)
-        if salvaged and method == ReadMethod.NONE:
+        if salvaged and method is ReadMethod.NONE:
             method = ReadMethod.SALVAGED
     distrusted: str | None = None
     if text is not None and method not in (ReadMethod.JSON, ReadMethod.OBJECT):

@@ -10,8 +10,7 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from wm_core.records import Record
-from wm_core.tokens import estimate_tokens
+from wm_core._tokens.estimate import estimate_tokens
 
 
 class Role(StrEnum):
@@ -24,14 +23,14 @@ class Role(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class TextPart(Record):
+class TextPart:
     """Plain text."""
 
     text: str
 
 
 @dataclass(frozen=True, slots=True)
-class ToolUsePart(Record):
+class ToolUsePart:
     """A tool call made by the assistant; ``input_json`` is a JSON object, kept as text."""
 
     id: str
@@ -40,7 +39,7 @@ class ToolUsePart(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResultPart(Record):
+class ToolResultPart:
     """The outcome of the tool call whose id is ``tool_use_id``."""
 
     tool_use_id: str
@@ -52,7 +51,7 @@ Part = TextPart | ToolUsePart | ToolResultPart
 
 
 @dataclass(frozen=True, slots=True)
-class Message(Record):
+class Message:
     """One message of a session. ``id`` is unique within the session."""
 
     id: str

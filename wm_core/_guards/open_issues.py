@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from wm_core.guards.verdict import Verdict
-from wm_core.items import bullet_items
-from wm_core.limits import OPEN_ISSUE_SNIPPET_CHARS
-from wm_core.ops import OpKind, SectionOp
-from wm_core.text import lower
+from wm_core._document.items import bullet_items
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import OpKind, SectionOp
+from wm_core._tokens.limits import OPEN_ISSUE_SNIPPET_CHARS
 
 RESTORE_MARKER: Final = "[silently dropped, restored]"
 _RESTORED_PREFIX: Final = f"- {RESTORE_MARKER} "
@@ -33,13 +32,13 @@ _STATUS_LEAD = re.compile(rf"(?:{_STATUS_WORDS})\b\s*[:\-\u2013\u2014.!]", re.IG
 _STATUS_TAIL = re.compile(rf"[\-\u2013\u2014:]\s*(?:{_STATUS_WORDS})\s*[.!]?$", re.IGNORECASE)
 _SETTLED_START: Final = ("~~", "\u2705", "\u2714", "\u2611", "[x]", "[X]")
 _SETTLED_END: Final = ("\u2705", "\u2714", "\u2611", "\u2714\ufe0f")
-# The last letters of the status words (and what may follow them): cheap tests before a regex.
-_TAIL_LAST: Final = frozenset("dexDEX.!")
-_SETTLED_LAST: Final = _TAIL_LAST | frozenset("\u2705\u2714\u2611\ufe0f")
-# A settled item opening with a status word or a mark starts with one of these.
-_SETTLED_INITIALS: Final = frozenset("rdfcasowRDFCASOW~[\u2705\u2714\u2611")
-# What may follow the "[" or "(" of a status tag ("" when a space does: the regex decides).
-_TAG_SECOND: Final = frozenset(["", *"rdfcasowRDFCASOW"])
+# The rules match case-insensitively, which in Unicode also admits look-alikes ("ſolved"); they
+# apply only when the item opens with the first letter of a status word or a mark, a tag only
+# when a space or such a letter follows its bracket, and a closing status word only when the
+# item ends with the last letter of one (or "." or "!") and within its last characters.
+_STATUS_INITIALS: Final = frozenset("rdfcasowRDFCASOW~[✅✔☑")
+_TAG_SECOND: Final = frozenset("rdfcasowRDFCASOW")
+_STATUS_FINALS: Final = frozenset("dexDEX.!")
 _TAIL_CHARS: Final = 16
 _MARKUP = "_* `"
 _MARKER_AND_SPACE = re.compile(re.escape(RESTORE_MARKER) + "[ \t]*")
@@ -67,87 +66,63 @@ def is_resolved(item: str) -> bool:
 
 
 def _settled_by_its_ends(text: str) -> bool:
-    if text[:1] in _SETTLED_INITIALS and (
+    if text[:1] in _STATUS_INITIALS and (
         text.startswith(_SETTLED_START) or _STATUS_LEAD.match(text) is not None
     ):
         return True
     return text.endswith(_SETTLED_END) or (
-        text[-1:] in _TAIL_LAST
-        and _STATUS_TAIL.search(text, max(0, len(text) - _TAIL_CHARS)) is not None
+        text[-1:] in _STATUS_FINALS and _STATUS_TAIL.search(text[-_TAIL_CHARS:]) is not None
     )
 
 
 def settled(items: list[str]) -> set[int]:
     """The positions of the items (without restore markers) that are marked as settled.
 
-    The status tags are searched once in all the items joined, not item by item: most items
-    have none, and a restore that puts back a whole list must stay cheap.
+    The status tags are searched for in all the items joined by newlines, so a tag may open at
+    the end of one item and close in the next; it then settles the item it opens in.
     """
     texts = [item.strip(_MARKUP) for item in items]
-    # Only an item that opens or closes with one of a few characters can be settled by its ends.
-    found = {
-        index
-        for index, text in enumerate(texts)
-        if (text[:1] in _SETTLED_INITIALS or text[-1:] in _SETTLED_LAST)
-        and _settled_by_its_ends(text)
-    }
+    found = {index for index, text in enumerate(texts) if _settled_by_its_ends(text)}
     joined = "\n".join(texts)
-    find = joined.find
-    for opener in "[(":
-        position = find(opener)
-        while position != -1:
-            # A tag opens with a status word: look at its first letter before any regex.
-            after = joined[position + 1 : position + 2].lstrip()
-            if after in _TAG_SECOND and _STATUS_TAG.match(joined, position):
-                found.add(joined.count("\n", 0, position))
-            position = find(opener, position + 1)
+    for tag in _STATUS_TAG.finditer(joined):
+        second = joined[tag.start() + 1]
+        if second.isspace() or second in _TAG_SECOND:
+            found.add(joined.count("\n", 0, tag.start()))
     return found
 
 
 def guard_open_issues(op: SectionOp, old: str) -> Verdict | None:
-    if op.kind != OpKind.UPDATE:
+    if op.kind is not OpKind.UPDATE:
         return None
-    new_lower = lower(op.content.strip())
+    new = op.content.strip()
+    new_lower = new.lower()
     missing: list[str] = []  # without their markers
     again: list[bool] = []  # restored before
     # A rewrite usually keeps the items in order: each snippet is looked for after the previous
     # one first, so the whole new text is not searched once per item.
-    items = bullet_items(old)
-    if RESTORE_MARKER in old:  # else no item needs its marker looked for
-        bares = [
-            _MARKER_AND_SPACE.sub("", item).strip() if RESTORE_MARKER in item else item
-            for item in items
-        ]
-    else:
-        bares = items
-    limit = OPEN_ISSUE_SNIPPET_CHARS
-    snippets = [bare[:limit].lower().strip(_MARKUP).strip() for bare in bares]  # _snippet
-    find = new_lower.find
     hint = 0
-    for index, snippet in enumerate(snippets):
+    for item in bullet_items(old):
+        bare = without_marker(item)
+        snippet = _snippet(bare)
         if not snippet:
             continue
-        found = find(snippet, hint)
+        found = new_lower.find(snippet, hint)
         if found == -1 and hint:  # then only an occurrence starting before the hint is left
-            found = find(snippet, 0, hint + len(snippet) - 1)
+            found = new_lower.find(snippet, 0, hint + len(snippet) - 1)
         if found == -1:
-            bare = bares[index]
             missing.append(bare)
-            again.append(bare is not items[index])
+            again.append(RESTORE_MARKER in item)
         else:
             hint = found + len(snippet)
     if not missing:
         return None
     done = settled(missing)
     if done:
-        missing, again = (
-            [item for index, item in enumerate(missing) if index not in done],
-            [flag for index, flag in enumerate(again) if index not in done],
-        )
+        missing = [item for index, item in enumerate(missing) if index not in done]
+        again = [flag for index, flag in enumerate(again) if index not in done]
         if not missing:
             return None  # only settled issues left the list
-    new = op.content.strip()
-    restored = _RESTORED_PREFIX + ("\n" + _RESTORED_PREFIX).join(missing)  # "- <marker> <item>"
+    restored = "\n".join(_RESTORED_PREFIX + item for item in missing)  # "- <marker> <item>"
     content = (new + ("\n" if new else "") + restored).strip()
     repeated = sum(again)
     repeat = f" ({repeated} of them dropped again after an earlier restore)" if repeated else ""

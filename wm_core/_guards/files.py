@@ -13,19 +13,18 @@ line by line: a rewrite that drops lines restores them after looking at their fi
 
 from __future__ import annotations
 
-from wm_core.guards.verdict import Verdict
-from wm_core.ops import OpKind, SectionOp
-from wm_core.paths import is_plain_path, might_reference, token_references
+from wm_core._document.paths import is_plain_path, might_reference, token_references
+from wm_core._guards.verdict import Verdict
+from wm_core._ops.section_ops import OpKind, SectionOp
 
 
 def guard_files(op: SectionOp, old: str) -> Verdict | None:
-    if op.kind != OpKind.UPDATE:
+    if op.kind is not OpKind.UPDATE:
         return None
     new = op.content.strip()
     new_tokens = set(new.split())
     if 2 * len(new) >= len(old) and not any(
-        "/" in token or "." in token or "\\" in token
-        for token in set(old.split()).difference(new_tokens)
+        might_reference(token) for token in set(old.split()).difference(new_tokens)
     ):
         # A rewrite about as long as the body usually keeps its paths: one set difference
         # lets it through without looking at a line. A much shorter one has usually dropped
@@ -34,7 +33,6 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
     new_refs: set[str] | None = None
     restored: list[str] = []
     lost: dict[str, None] = {}  # an ordered set: one vanished reference per restored line
-    kept_tokens = new_tokens.issuperset
     for line in old.split("\n"):
         if line.startswith("- "):
             # The usual dropped line, "- <path> ...": its path decides, the rest unsplit. (A
@@ -49,31 +47,18 @@ def guard_files(op: SectionOp, old: str) -> Verdict | None:
                     lost[token] = None
                     continue
         tokens = line.split()
-        if kept_tokens(tokens):
+        if new_tokens.issuperset(tokens):
             continue  # a line kept verbatim (in its tokens) loses nothing
         for token in tokens:
-            # Only a token gone from the rewrite and shaped like a path (``might_reference``,
-            # inlined) can take a reference with it.
-            if token in new_tokens or not ("/" in token or "." in token or "\\" in token):
+            # Only a token gone from the rewrite and shaped like a path can take a reference.
+            if token in new_tokens or not might_reference(token):
                 continue
-            # A plain path is its own only reference (``token_references``' first case).
-            if "www." not in token and is_plain_path(token):
-                if new_refs is None:
-                    new_refs = _references(new_tokens)
-                if token in new_refs:
-                    continue
-                vanished: str | None = token
-            else:
-                refs = token_references(token)
-                if not refs:
-                    continue
-                if new_refs is None:
-                    new_refs = _references(new_tokens)
-                vanished = None  # the first reference of the token missing from the rewrite
-                for ref in refs:
-                    if ref not in new_refs:
-                        vanished = ref
-                        break
+            refs = token_references(token)
+            if not refs:
+                continue
+            if new_refs is None:
+                new_refs = _references(new_tokens)
+            vanished = next((ref for ref in refs if ref not in new_refs), None)
             if vanished is not None:
                 restored.append(line.strip())
                 lost[vanished] = None

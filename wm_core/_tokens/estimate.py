@@ -1,0 +1,48 @@
+"""Token estimate shared by the window accounting, the guards and the assembler.
+
+The weights are the reference system's (0.25 per code point, 1.5 for CJK scripts, 2.0 for
+astral code points), so that thresholds such as "1,500 tokens per section" mean the same here
+as there. It is an estimate, deliberately cheap: no tokenizer is loaded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# Code points that count 1.5: CJK ideographs (also the astral extensions B to F), kana, hangul,
+# full-width forms, CJK punctuation.
+_CJK = re.compile(
+    "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef\u3040-\u30ff\u31f0-\u31ff"
+    "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\uff00-\uffef\u3000-\u303f]"
+)
+# Astral code points outside the CJK extensions, which count 2.0.
+_OTHER_ASTRAL = re.compile("[\U00010000-\U0001ffff\U0002ebf0-\U0010ffff]")
+
+
+def estimate_tokens(text: str | None) -> int:
+    """Estimated tokens of ``text``: the weighted code-point sum, rounded up."""
+    if not text:
+        return 0
+    if text.isascii():
+        return math.ceil(len(text) / 4)
+    # In quarter tokens, to stay in exact integer arithmetic: 1 per code point, 6 for CJK and
+    # 8 for other astral ones. The heavy ones are counted by a regex scan, not a Python loop.
+    quarters = len(text) + 5 * len(_CJK.findall(text)) + 7 * len(_OTHER_ASTRAL.findall(text))
+    return -(-quarters // 4)
+
+
+def exceeds_tokens(text: str, limit: int) -> bool:
+    """Whether ``estimate_tokens(text) > limit`` (the size thresholds are strict).
+
+    Bounds settle most checks without weighing every code point: each weighs at least 0.25,
+    and the heavy ones (U+1100 and above) take 3 bytes or more in UTF-8, so the UTF-8 length
+    bounds their number. On a non-ASCII 3 KB section that is 5 us instead of 100 us.
+    """
+    at_least = math.ceil(len(text) / 4)
+    if text.isascii() or at_least > limit:
+        return at_least > limit
+    heavy_at_most = (len(text.encode("utf-8", "surrogatepass")) - len(text)) // 2
+    if math.ceil(len(text) / 4 + 1.75 * heavy_at_most) <= limit:  # each heavy adds <= 1.75
+        return False
+    return estimate_tokens(text) > limit
