@@ -25,7 +25,7 @@ Our deviations from the reference:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from wm_core._document.items import bullet_items, count_items, fresh_items
@@ -197,6 +197,11 @@ class KnownDetails:
     """
 
     lowered: str
+    # The facts of a section share most of their words ("Decision", "ledger", "because"):
+    # each distinct word is judged once per section (a rejected consolidation: 9 % faster).
+    _judged: dict[tuple[str, bool], tuple[str, bool, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def has(self, word: str) -> bool:
         """Whether the old text has ``word`` (lower-cased, trimmed) as one of its words."""
@@ -224,38 +229,36 @@ class KnownDetails:
         lowered: list[str] = []
         initial = True
         for raw in item.split():
-            # Fast paths for the common words: plain letters, plain digits.
-            if raw.isalpha():
-                if raw.islower():
-                    lowered.append(raw)
-                else:
-                    low = raw.lower()
-                    lowered.append(low)
-                    if initial:
-                        detail = not raw[1:].islower() and _CAMEL.search(raw) is not None
-                    else:
-                        detail = len(raw) >= 2 and (
-                            raw[0].isupper() or _CAMEL.search(raw) is not None
-                        )
-                    if detail and not self.has(low):
-                        found.append(low)
-                initial = False
-                continue
-            if raw.isdigit():
-                lowered.append(raw)
-                if len(raw) >= 2 and not self.has(raw):
-                    found.append(raw)
-                initial = False
-                continue
-            word = _trim(raw)
-            low = word.lower()
+            judged = self._judged.get((raw, initial))
+            if judged is None:
+                judged = self._judged[raw, initial] = self._judge(raw, initial)
+            low, new, initial = judged
             lowered.append(low)
-            if word and _is_detail(word, initial) and not self.has(low):
+            if new:
                 found.append(low)
-            initial = raw.rstrip(_CLOSERS).endswith(_SENTENCE_END)
         if not _UNIT_WORDS.isdisjoint(lowered):
             found.extend(sorted(p for p in _phrases(lowered) if not self.has(p)))
         return found
+
+    def _judge(self, raw: str, initial: bool) -> tuple[str, bool, bool]:
+        """A word of an item: lower-cased and trimmed, whether it is a detail the old section
+        lacks, and whether the word after it opens a sentence."""
+        # Fast paths for the common words: plain letters, plain digits.
+        if raw.isalpha():
+            if raw.islower():
+                return raw, False, False
+            low = raw.lower()
+            if initial:
+                detail = not raw[1:].islower() and _CAMEL.search(raw) is not None
+            else:
+                detail = len(raw) >= 2 and (raw[0].isupper() or _CAMEL.search(raw) is not None)
+            return low, detail and not self.has(low), False
+        if raw.isdigit():
+            return raw, len(raw) >= 2 and not self.has(raw), False
+        word = _trim(raw)
+        low = word.lower()
+        new = bool(word) and _is_detail(word, initial) and not self.has(low)
+        return low, new, raw.rstrip(_CLOSERS).endswith(_SENTENCE_END)
 
 
 def _is_detail(word: str, initial: bool) -> bool:
