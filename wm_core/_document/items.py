@@ -98,18 +98,23 @@ def _could_be_present(keys: list[str], haystack: str) -> bool:
     return False
 
 
-def fresh_items(candidates: Iterable[str], existing: str) -> tuple[list[str], list[str]]:
+def fresh_items(
+    candidates: Iterable[str], existing: str, lowered: str | None = None
+) -> tuple[list[str], list[str]]:
     """Split ``candidates`` into items not yet in the body ``existing`` and duplicates.
 
     Comparison is by whole-item key; a candidate repeated within ``candidates`` counts once.
+    ``lowered`` is ``existing.lower()``, when the caller has it already.
     """
     listed = list(candidates)
     keys = item_keys(listed)
     seen: set[str] = set()
     # Keying the whole body is most of an APPEND's cost; it is skipped when some word of every
     # candidate key is absent from the body, which makes every candidate new.
-    if existing and keys and _could_be_present(keys, existing.lower()):
-        seen = set(item_keys(bullet_items(existing)))
+    if existing and keys:
+        haystack = existing.lower() if lowered is None else lowered
+        if _could_be_present(keys, haystack):
+            seen = set(item_keys(bullet_items(existing)))
     fresh: list[str] = []
     duplicates: list[str] = []
     for candidate, key in zip(listed, keys, strict=True):

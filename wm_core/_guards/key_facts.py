@@ -98,9 +98,13 @@ _ANCHOR_STOPWORD_TEXT: Final = (
 ANCHOR_STOPWORDS: Final = frozenset(_ANCHOR_STOPWORD_TEXT.split())
 
 
-def lexical_anchors(text: str) -> set[str]:
-    """The details a consolidation must keep: dates, quantities, decision words, names."""
-    lowered = text.lower()
+def lexical_anchors(text: str, lowered: str | None = None) -> set[str]:
+    """The details a consolidation must keep: dates, quantities, decision words, names.
+
+    ``lowered`` is ``text.lower()``, when the caller has it already.
+    """
+    if lowered is None:
+        lowered = text.lower()
     # Names repeat (one per fact): lower-case each distinct one once.
     anchors = {word.lower() for word in set(_CAPITALIZED.findall(text))}
     anchors -= ANCHOR_STOPWORDS
@@ -276,11 +280,8 @@ def new_details(item: str, old: str) -> list[str]:
     return KnownDetails(old.lower()).new_details(item)
 
 
-def _split_by_details(items: list[str], old: str) -> tuple[list[str], list[str]]:
+def _split_by_details(items: list[str], known: KnownDetails) -> tuple[list[str], list[str]]:
     """Items that bring a new detail, and items that do not."""
-    if not items:
-        return [], []
-    known = KnownDetails(old.lower())
     detailed: list[str] = []
     plain: list[str] = []
     for item in items:
@@ -313,10 +314,11 @@ def guard_key_facts(op: SectionOp, old: str) -> Verdict | None:
 
 
 def _throttle(items: tuple[str, ...], old: str, count: int, emergency: bool) -> Verdict | None:
-    fresh, duplicates = fresh_items(items, old)
+    known = KnownDetails(old.lower())  # lowered once, for the duplicates and the details
+    fresh, duplicates = fresh_items(items, old, known.lowered)
     size = f"{count} bullets"
     if emergency:
-        return _emergency_append(fresh, duplicates, old, size)
+        return _emergency_append(fresh, duplicates, old, known, size)
     accepted = fresh[:OVERSIZED_APPEND_CAP]
     refused = fresh[OVERSIZED_APPEND_CAP:]
     if not duplicates and not refused:
@@ -329,10 +331,10 @@ def _throttle(items: tuple[str, ...], old: str, count: int, emergency: bool) -> 
     return Verdict(op, reason, dropped=tuple(duplicates), refused=tuple(refused), deduplicated=True)
 
 
-def _admit_at_emergency(fresh: list[str], old: str) -> tuple[list[str], list[str], int]:
+def _admit_at_emergency(fresh: list[str], known: KnownDetails) -> tuple[list[str], list[str], int]:
     """At the emergency level: the items with new details (up to the cap), the refused rest,
     and how many of the refused had no new detail."""
-    detailed, plain = _split_by_details(fresh, old)
+    detailed, plain = _split_by_details(fresh, known)
     accepted = detailed[:OVERSIZED_APPEND_CAP]
     over_cap = set(detailed[OVERSIZED_APPEND_CAP:])
     refused = [item for item in fresh if item in over_cap or item not in accepted]
@@ -340,9 +342,9 @@ def _admit_at_emergency(fresh: list[str], old: str) -> tuple[list[str], list[str
 
 
 def _emergency_append(
-    fresh: list[str], duplicates: list[str], old: str, size: str
+    fresh: list[str], duplicates: list[str], old: str, known: KnownDetails, size: str
 ) -> Verdict | None:
-    accepted, refused, plain = _admit_at_emergency(fresh, old)
+    accepted, refused, plain = _admit_at_emergency(fresh, known)
     requested = _is_sentinel(old)
     if requested and not refused and not duplicates:
         return None  # every fact brings new details and the model was already told
@@ -363,10 +365,11 @@ def _emergency_append(
 
 
 def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Verdict | None:
-    basis, basis_count = old, count
+    known = KnownDetails(old.lower())  # lowered once, for the anchors, duplicates and details
+    basis, basis_lowered, basis_count = old, known.lowered, count
     if _is_sentinel(old):  # the engine's own warning is not a fact to keep
         basis = _without_sentinel(old)
-        basis_count = count_items(basis)
+        basis_lowered, basis_count = basis.lower(), count_items(basis)
     if not basis_count:
         return None
     new_items = bullet_items(new)
@@ -378,7 +381,7 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
             f"({ratio:.0%}, minimum {MIN_BULLET_RATIO:.0%})"
         )
     else:
-        old_anchors = lexical_anchors(basis)
+        old_anchors = lexical_anchors(basis, basis_lowered)
         if not old_anchors:
             return None
         kept = old_anchors & lexical_anchors(new)
@@ -391,15 +394,15 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
             f"consolidation rejected: keeps {coverage:.0%} of the anchors (minimum "
             f"{MIN_ANCHOR_COVERAGE:.0%}); lost: {shown}"
         )
-    fresh, duplicates = fresh_items(new_items, old)
+    fresh, duplicates = fresh_items(new_items, old, known.lowered)
     if emergency:
-        salvaged, refused, plain = _admit_at_emergency(fresh, old)
+        salvaged, refused, plain = _admit_at_emergency(fresh, known)
         reason += (
             f"; at emergency size {len(salvaged)} item(s) with new details salvaged (cap "
             f"{OVERSIZED_APPEND_CAP}), {len(refused)} refused ({plain} with {_NO_DETAIL})"
         )
     else:
-        salvaged, refused = _split_by_details(fresh, old)
+        salvaged, refused = _split_by_details(fresh, known)
         reason += f"; {len(salvaged)} item(s) with new details salvaged as APPEND"
         if refused:
             reason += f", {len(refused)} not salvaged ({_NO_DETAIL})"
