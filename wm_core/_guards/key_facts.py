@@ -191,27 +191,44 @@ def _phrases(words: list[str]) -> set[str]:
     }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class KnownDetails:
     """An old section (lower-cased), asked which details of new items it lacks.
 
     A detail is found with ``str.find`` and a check that it stands as a whole word there
     (trimmed the same way), rather than by splitting the old text into words: most of its
-    thousands of words are never asked for.
+    thousands of words are never asked for. One is made per judgement and remembers what it
+    was asked (the caches below), so it is not frozen.
     """
 
     lowered: str
     # The facts of a section share most of their words ("Decision", "ledger", "because"):
     # each distinct word is judged once per section (a rejected consolidation: 9 % faster).
     _judged: dict[tuple[str, bool], tuple[str, bool, bool]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+        default_factory=dict, init=False, repr=False
     )
+    # Where the last word asked for ends in ``lowered`` (see ``has``).
+    _hint: int = field(default=0, init=False, repr=False)
 
     def has(self, word: str) -> bool:
         """Whether the old text has ``word`` (lower-cased, trimmed) as one of its words."""
+        # New items usually keep the old order: searching on from the last word found, then
+        # before it, finds the next item's details close by (a rejected consolidation: 8 %
+        # faster). Every occurrence is still looked at before the answer is no.
+        hint = self._hint
+        found = self._find(word, hint, len(self.lowered))
+        if found == -1 and hint:  # then only an occurrence starting before the hint is left
+            found = self._find(word, 0, hint + len(word) - 1)
+        if found == -1:
+            return False
+        self._hint = found + len(word)
+        return True
+
+    def _find(self, word: str, start: int, stop: int) -> int:
+        """Where ``word`` first stands as a whole word in ``lowered[start:stop]``, or -1."""
         text = self.lowered
         end = len(text)
-        start = text.find(word)
+        start = text.find(word, start, stop)
         while start != -1:
             before = start
             while before and text[before - 1] in _EDGE:
@@ -223,9 +240,9 @@ class KnownDetails:
                 while after < end and text[after] in _EDGE:
                     after += 1
                 if after == end or text[after].isspace():
-                    return True
-            start = text.find(word, start + 1)
-        return False
+                    return start
+            start = text.find(word, start + 1, stop)
+        return -1
 
     def new_details(self, item: str) -> list[str]:
         """The details of ``item`` (lower-cased) that the old section does not have."""
