@@ -212,8 +212,7 @@ class PostgresDatabase(Database):
             | errors.InsufficientResources
             | errors.LockNotAvailable
             | errors.QueryCanceled
-            | PoolTimeout
-            | OSError,
+            | PoolTimeout,
         ):
             return StorageUnavailable(str(error).strip() or type(error).__name__)
         return None

@@ -220,8 +220,6 @@ class SqliteDatabase(Database):
                 return StorageFull(str(error))
             if code in _UNAVAILABLE:
                 return StorageUnavailable(str(error))
-        if isinstance(error, OSError):
-            return StorageFull(str(error)) if self._disk_full() else StorageUnavailable(str(error))
         return None
 
     def _disk_full(self) -> bool:
