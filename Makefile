@@ -57,7 +57,7 @@ format: install
 	$(BIN)/ruff check --fix .
 
 typecheck: install
-	$(BIN)/mypy --strict wm_core
+	$(BIN)/mypy  # the files of [tool.mypy] in pyproject.toml, strict
 
 pytest: install core
 	WM_TEST_ENGINE=compiled $(BIN)/pytest

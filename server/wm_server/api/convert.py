@@ -207,5 +207,5 @@ def fingerprint(request: ProtoMessage) -> str:
         return ""
     copy = type(request)()
     copy.CopyFrom(request)
-    copy.ClearField("request_id")  # type: ignore[arg-type]
+    copy.ClearField("request_id")
     return hashlib.sha256(copy.SerializeToString(deterministic=True)).hexdigest()

@@ -50,7 +50,9 @@ def encode_event(commit_id: str, sequence: int, event: CommitEvent) -> bytes:
     return message.SerializeToString()
 
 
-def _parts(event: CommitEvent, sequence: int) -> tuple[int, CommitState, dict[str, Any]]:
+def _parts(
+    event: CommitEvent, sequence: int
+) -> tuple[pb.CommitStage.ValueType, CommitState, dict[str, Any]]:
     running = CommitState.RUNNING
     if isinstance(event, Phase1Finished):
         return _phase1(event.commit)
@@ -101,7 +103,7 @@ def _parts(event: CommitEvent, sequence: int) -> tuple[int, CommitState, dict[st
     return pb.COMMIT_STAGE_HEARTBEAT, event.state, {"heartbeat": beat}
 
 
-def _phase1(record: CommitRecord) -> tuple[int, CommitState, dict[str, Any]]:
+def _phase1(record: CommitRecord) -> tuple[pb.CommitStage.ValueType, CommitState, dict[str, Any]]:
     archived = record.state is not CommitState.SKIPPED
     if archived:
         message = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from wm_core import Message
 from wm_server.errors import NotFound, invalid
@@ -43,7 +44,7 @@ class ArchiveService:
 
     async def get(
         self, session_id: str, archive_id: str
-    ) -> tuple[CommitRecord, list[Message], WorkingMemoryRecord | None]:
+    ) -> tuple[CommitRecord, Sequence[Message], WorkingMemoryRecord | None]:
         """The archive, its raw messages and the working memory that covered it."""
         sid = validation.session_id(session_id)
         seq = archive_seq(archive_id)

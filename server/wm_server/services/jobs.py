@@ -12,6 +12,7 @@ import time
 import uuid
 from dataclasses import replace
 
+from wm_core import Message
 from wm_server.services.events import (
     CommitEvent,
     Completed,
@@ -100,7 +101,7 @@ class JobService:
             previous = await uow.working_memories.get(row, row.record.wm_version)
             seqs = await uow.commits.failed_uncovered_before(row.sid, job.archive_seq)
             seqs.append(job.archive_seq)
-            messages = []
+            messages: list[Message] = []
             for seq in seqs:
                 bounds = await uow.archives.bounds(row.sid, seq)
                 if bounds is not None:

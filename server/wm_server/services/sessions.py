@@ -173,7 +173,7 @@ class SessionService:
             await uow.commit()
         return AddResult(session, tuple(added), tuple(duplicates), created)
 
-    async def live_messages(self, session_id: str) -> list[StoredMessage]:
+    async def live_messages(self, session_id: str) -> Sequence[StoredMessage]:
         async with self._db.scanner() as uow:
             row = await find_session(uow, session_id)
             return await uow.messages.between(row.sid, row.first_live, None)
