@@ -6,6 +6,13 @@ section 2). Everything else in the package is an implementation detail, importab
 
 from __future__ import annotations
 
+from wm_core._session import (
+    NeedRows,
+    SplitRow,
+    pending_delta,
+    rebuild_rule,
+    split_boundary,
+)
 from wm_core.creation import CreationRejected, CreationResult, normalize_creation
 from wm_core.decisions import Decision, Guard
 from wm_core.document import (
@@ -47,6 +54,7 @@ __all__ = [
     "Guard",
     "MergeResult",
     "Message",
+    "NeedRows",
     "OpKind",
     "ParsedDocument",
     "ParsedOps",
@@ -54,6 +62,7 @@ __all__ = [
     "ReadMethod",
     "Role",
     "SectionOp",
+    "SplitRow",
     "TextPart",
     "ToolResultPart",
     "ToolUsePart",
@@ -65,8 +74,11 @@ __all__ = [
     "parse_document",
     "parse_document_detailed",
     "parse_tool_arguments",
+    "pending_delta",
+    "rebuild_rule",
     "render_document",
     "section_reminders",
+    "split_boundary",
     "validate_create_arguments",
     "validate_update_arguments",
 ]

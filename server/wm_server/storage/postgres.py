@@ -47,7 +47,7 @@ import structlog
 from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
-from wm_core import Message
+from wm_core import Message, NeedRows, SplitRow, split_boundary
 from wm_server.errors import AlreadyExists, FailedPrecondition, NotFound, session_not_found
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.port import ClosingEventsBuilder, FirstEventBuilder, LeaseLost, Store
@@ -622,31 +622,33 @@ class PostgresStore(Store):
 
     @staticmethod
     async def _split_boundary(conn: Conn, sid: int, first: int, next_pos: int, keep: int) -> int:
-        """First kept position, moved earlier until no kept tool result lacks its call."""
-        boundary = max(first, next_pos - keep)
-        checked = next_pos  # kept rows at or after this position were already examined
-        while boundary > first and boundary < checked:
-            result_ids: list[str] = []
-            for (ids,) in await _all(
-                conn,
-                "SELECT result_ids FROM messages WHERE sid = %s AND position >= %s"
-                " AND position < %s AND result_ids <> ''",
-                (sid, boundary, checked),
-            ):
-                result_ids.extend(ids.split(" "))
-            checked = boundary
-            if not result_ids:
-                break
-            earliest = boundary
-            found = await _value(
-                conn,
-                "SELECT MIN(position) FROM tool_calls WHERE sid = %s AND tool_use_id = ANY(%s)",
-                (sid, result_ids),
-            )
-            if found is not None:
-                earliest = min(earliest, int(found))
-            boundary = max(first, earliest)
-        return boundary
+        """wm_core.split_boundary, fed the rows and call positions it asks for."""
+        rows: list[SplitRow] = []
+        calls: dict[str, int | None] = {}
+        since: int | None = None
+        while isinstance(
+            need := split_boundary(first, next_pos, keep, rows, since, calls), NeedRows
+        ):
+            if need.since < need.until:
+                fetched = await _all(
+                    conn,
+                    "SELECT position, result_ids FROM messages WHERE sid = %s"
+                    " AND position >= %s AND position < %s AND result_ids <> ''",
+                    (sid, need.since, need.until),
+                )
+                rows.extend(SplitRow(int(p), (), tuple(ids.split(" "))) for p, ids in fetched)
+                since = need.since
+            if need.calls:
+                wanted = sorted(need.calls)
+                calls.update(dict.fromkeys(wanted))
+                for tool_id, position in await _all(
+                    conn,
+                    "SELECT tool_use_id, position FROM tool_calls WHERE sid = %s"
+                    " AND tool_use_id = ANY(%s)",
+                    (sid, wanted),
+                ):
+                    calls[tool_id] = int(position)
+        return need
 
     async def get_commit(self, tenant: str, session_id: str, commit_id: str) -> CommitRecord:
         async def tx(conn: Conn) -> CommitRecord:

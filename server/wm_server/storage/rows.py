@@ -1,7 +1,7 @@
-"""What both engines share: the column lists, row mapping, and the window arithmetic.
+"""What both engines share: the column lists and the row mapping.
 
-The engines differ in how they lock and talk to their database, not in what a row means or
-how pending_tokens moves, so those live here once.
+The engines differ in how they lock and talk to their database, not in what a row means, so
+that lives here once; how pending_tokens moves is a domain rule, in wm_core.
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from wm_core import Message
+
+# The window rules are the domain's; the engines import them from here with the rest.
+from wm_core import pending_delta as pending_delta
+from wm_core import rebuild_rule as rebuild_rule
 from wm_server.errors import NotFound
 from wm_server.storage.records import (
     CommitRecord,
@@ -56,40 +60,6 @@ def wm_from_row(tenant: str, session_id: str, row: Sequence[Any]) -> WorkingMemo
     return WorkingMemoryRecord(
         tenant, session_id, version, document, archive_seq, commit_id, tokens, created
     )
-
-
-def rebuild_rule(tokens: list[int], keep: int) -> tuple[int, int]:
-    """The reference rebuild rule: (pending, live) of the live messages' token counts, in
-    order; keep 0 → all of them are pending, else the first (total − keep)."""
-    live = sum(tokens)
-    keep = max(0, int(keep))
-    if keep == 0:
-        return live, live
-    return sum(tokens[: max(0, len(tokens) - keep)]), live
-
-
-def pending_delta(
-    first_live: int, next_pos: int, keep: int, fresh: list[tuple[int, Message]]
-) -> tuple[int, tuple[int, int] | None]:
-    """Tokens that cross out of the keep window because of this batch: O(batch).
-
-    With keep k, the live messages outside the window are those at positions up to
-    last - k. The batch moves ``last`` forward, so exactly the positions in
-    (old_last - k, new_last - k] cross out: some in the batch (returned as a sum), the rest
-    stored already (returned as the position range whose tokens must be added).
-    """
-    if not fresh:
-        return 0, None
-    if keep <= 0:
-        return sum(m.estimated_tokens for _, m in fresh), None
-    old_last = next_pos - 1
-    new_last = fresh[-1][0]
-    lo = max(old_last - keep + 1, first_live)
-    hi = new_last - keep
-    if hi < lo:
-        return 0, None
-    in_batch = sum(m.estimated_tokens for pos, m in fresh if lo <= pos <= hi)
-    return in_batch, ((lo, min(hi, old_last)) if lo <= old_last else None)
 
 
 def commit_not_found(session_id: str, commit_id: str) -> NotFound:

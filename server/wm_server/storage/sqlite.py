@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from wm_core import Message
+from wm_core import Message, NeedRows, SplitRow, split_boundary
 from wm_server.errors import AlreadyExists, FailedPrecondition, session_not_found
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.port import ClosingEventsBuilder, FirstEventBuilder, LeaseLost, Store
@@ -520,32 +520,35 @@ class SqliteStore(Store):
     def _split_boundary(
         conn: sqlite3.Connection, sid: int, first: int, next_pos: int, keep: int
     ) -> int:
-        """First kept position, moved earlier until no kept tool result lacks its call."""
-        boundary = max(first, next_pos - keep)
-        checked = next_pos  # kept rows at or after this position were already examined
-        while boundary > first and boundary < checked:
-            result_ids: list[str] = []
-            for (ids,) in conn.execute(
-                "SELECT result_ids FROM messages WHERE sid = ? AND position >= ? AND position < ?"
-                " AND result_ids != ''",
-                (sid, boundary, checked),
-            ):
-                result_ids.extend(ids.split(" "))
-            checked = boundary
-            if not result_ids:
-                break
-            earliest = boundary
-            for start in range(0, len(result_ids), 500):
-                chunk = result_ids[start : start + 500]
+        """wm_core.split_boundary, fed the rows and call positions it asks for."""
+        rows: list[SplitRow] = []
+        calls: dict[str, int | None] = {}
+        since: int | None = None
+        while isinstance(
+            need := split_boundary(first, next_pos, keep, rows, since, calls), NeedRows
+        ):
+            if need.since < need.until:
+                rows.extend(
+                    SplitRow(int(pos), (), tuple(ids.split(" ")))
+                    for pos, ids in conn.execute(
+                        "SELECT position, result_ids FROM messages WHERE sid = ?"
+                        " AND position >= ? AND position < ? AND result_ids != ''",
+                        (sid, need.since, need.until),
+                    )
+                )
+                since = need.since
+            wanted = sorted(need.calls)
+            calls.update(dict.fromkeys(wanted))
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                row = conn.execute(
-                    f"SELECT MIN(position) FROM tool_calls WHERE sid = ? AND tool_use_id IN ({marks})",
+                for tool_id, position in conn.execute(
+                    "SELECT tool_use_id, position FROM tool_calls WHERE sid = ?"
+                    f" AND tool_use_id IN ({marks})",
                     (sid, *chunk),
-                ).fetchone()
-                if row[0] is not None:
-                    earliest = min(earliest, int(row[0]))
-            boundary = max(first, earliest)
-        return boundary
+                ):
+                    calls[tool_id] = int(position)
+        return need
 
     async def get_commit(self, tenant: str, session_id: str, commit_id: str) -> CommitRecord:
         def tx(conn: sqlite3.Connection) -> CommitRecord:
