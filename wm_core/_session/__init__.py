@@ -7,7 +7,29 @@ pure, they are tested without a database. Import them from the ``wm_core`` facad
 
 from __future__ import annotations
 
+from wm_core._session.abstract import abstract_of
+from wm_core._session.assembly import (
+    AssembledContext,
+    Budget,
+    anthropic_json,
+    assemble,
+    plan_budget,
+    trim_working_memory,
+)
 from wm_core._session.split import NeedRows, SplitRow, split_boundary
 from wm_core._session.window import pending_delta, rebuild_rule
 
-__all__ = ["NeedRows", "SplitRow", "pending_delta", "rebuild_rule", "split_boundary"]
+__all__ = [
+    "AssembledContext",
+    "Budget",
+    "NeedRows",
+    "SplitRow",
+    "abstract_of",
+    "anthropic_json",
+    "assemble",
+    "pending_delta",
+    "plan_budget",
+    "rebuild_rule",
+    "split_boundary",
+    "trim_working_memory",
+]

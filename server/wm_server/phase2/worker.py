@@ -20,7 +20,7 @@ from typing import Protocol
 
 import structlog
 
-from wm_core import estimate_tokens
+from wm_core import abstract_of, estimate_tokens
 from wm_server import wire
 from wm_server.llm.chain import (
     ChainEvent,
@@ -31,7 +31,6 @@ from wm_server.llm.chain import (
     generate_working_memory,
 )
 from wm_server.llm.port import LlmError, LlmProvider
-from wm_server.phase2.abstract import abstract_of
 from wm_server.services import events
 from wm_server.services.event_bus import EventBus
 from wm_server.storage.port import LeaseLost, Store

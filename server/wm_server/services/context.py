@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wm_core import UPDATE_TOOL, Message
+from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq
-from wm_server.services.assembly import AssembledContext, assemble
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.port import Store
 from wm_server.storage.records import SearchMatch, WorkingMemoryRecord

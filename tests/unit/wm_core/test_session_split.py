@@ -9,6 +9,7 @@ the calls with the rows or answers lookups from an index.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from hypothesis import given, settings
@@ -118,7 +119,7 @@ def test_reads_only_rows_it_may_keep(session: tuple[Stored, int], with_calls: bo
     # Each range is read once, none below the boundary it settles on or below first.
     reads = sorted(stored.reads)
     assert all(lo >= max(stored.first, boundary) for lo, _ in reads)
-    assert all(a[1] <= b[0] for a, b in zip(reads, reads[1:], strict=False))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(reads))
 
 
 def _pairs(count: int) -> list[SplitRow]:
