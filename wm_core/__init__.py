@@ -6,6 +6,20 @@ section 2). Everything else in the package is an implementation detail, importab
 
 from __future__ import annotations
 
+from wm_core._session import (
+    AssembledContext,
+    Budget,
+    NeedRows,
+    SplitRow,
+    abstract_of,
+    anthropic_json,
+    assemble,
+    pending_delta,
+    plan_budget,
+    rebuild_rule,
+    split_boundary,
+    trim_working_memory,
+)
 from wm_core.creation import CreationRejected, CreationResult, normalize_creation
 from wm_core.decisions import Decision, Guard
 from wm_core.document import (
@@ -41,12 +55,15 @@ __all__ = [
     "CREATE_TOOL",
     "SECTIONS",
     "UPDATE_TOOL",
+    "AssembledContext",
+    "Budget",
     "CreationRejected",
     "CreationResult",
     "Decision",
     "Guard",
     "MergeResult",
     "Message",
+    "NeedRows",
     "OpKind",
     "ParsedDocument",
     "ParsedOps",
@@ -54,9 +71,13 @@ __all__ = [
     "ReadMethod",
     "Role",
     "SectionOp",
+    "SplitRow",
     "TextPart",
     "ToolResultPart",
     "ToolUsePart",
+    "abstract_of",
+    "anthropic_json",
+    "assemble",
     "estimate_tokens",
     "is_working_memory",
     "merge",
@@ -65,8 +86,13 @@ __all__ = [
     "parse_document",
     "parse_document_detailed",
     "parse_tool_arguments",
+    "pending_delta",
+    "plan_budget",
+    "rebuild_rule",
     "render_document",
     "section_reminders",
+    "split_boundary",
+    "trim_working_memory",
     "validate_create_arguments",
     "validate_update_arguments",
 ]

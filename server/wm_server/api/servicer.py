@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2
 
+from wm_core import anthropic_json
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
@@ -20,7 +21,6 @@ from wm_server.api import convert
 from wm_server.api.handlers import server_stream, unary
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
-from wm_server.services.assembly import anthropic_json
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService, as_json, openai_shape, tool_definitions
 from wm_server.services.sessions import SessionService

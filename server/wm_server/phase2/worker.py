@@ -20,12 +20,11 @@ from typing import Protocol
 
 import structlog
 
-from wm_core import estimate_tokens
+from wm_core import abstract_of, estimate_tokens
 from wm_server import wire
 from wm_server.errors import ServiceError
 from wm_server.llm.chain import ChainEvent, GenerationFailed, generate_working_memory
 from wm_server.llm.port import LlmError, LlmProvider
-from wm_server.phase2.abstract import abstract_of
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import GuardDecided
 from wm_server.services.jobs import JobService, LeaseLost

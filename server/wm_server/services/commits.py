@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
+from wm_core import NeedRows, SplitRow, rebuild_rule, split_boundary
 from wm_server.errors import FailedPrecondition, NotFound, Unavailable, invalid
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.event_bus import EventBus
@@ -26,7 +27,6 @@ from wm_server.services.events import (
 )
 from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts
-from wm_server.services.window import rebuild_rule
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
     CommitRecord,
@@ -70,18 +70,27 @@ async def session_commit(uow: UnitOfWork, row: SessionRow, commit_id: str) -> Co
     return record
 
 
-async def split_boundary(uow: UnitOfWork, sid: int, first: int, next_pos: int, keep: int) -> int:
-    """First kept position, moved earlier until no kept tool result lacks its call."""
-    boundary = max(first, next_pos - keep)
-    checked = next_pos  # kept rows at or after this position were already examined
-    while first < boundary < checked:
-        result_ids = await uow.messages.result_ids(sid, boundary, checked)
-        checked = boundary
-        if not result_ids:
-            break
-        earliest = await uow.tool_calls.earliest(sid, result_ids)
-        boundary = max(first, min(boundary, earliest if earliest is not None else boundary))
-    return boundary
+async def kept_from(uow: UnitOfWork, sid: int, first: int, next_pos: int, keep: int) -> int:
+    """The first position a commit keeps (``wm_core.split_boundary``), fetching the rows and
+    the tool-call positions the rule asks for."""
+    rows: list[SplitRow] = []
+    since: int | None = None
+    calls: dict[str, int | None] = {}
+    while True:
+        answer = split_boundary(first, next_pos, keep, rows, since, calls)
+        if not isinstance(answer, NeedRows):
+            return answer
+        if answer.since < answer.until:
+            rows.extend(
+                SplitRow(position, (), results)
+                for position, results in await uow.messages.results_between(
+                    sid, answer.since, answer.until
+                )
+            )
+            since = answer.since
+        if answer.calls:
+            found = await uow.tool_calls.positions(sid, sorted(answer.calls))
+            calls.update({tid: found.get(tid) for tid in answer.calls})
 
 
 class CommitService:
@@ -131,7 +140,7 @@ class CommitService:
             commit_id = validation.new_commit_id()
             first, next_pos = row.first_live, row.next_position
             total = next_pos - first
-            boundary = await split_boundary(uow, row.sid, first, next_pos, keep)
+            boundary = await kept_from(uow, row.sid, first, next_pos, keep)
             archived = boundary - first
             now = time.time()
             kept = await uow.messages.tokens_from(row.sid, boundary)

@@ -6,11 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from wm_core import UPDATE_TOOL, Message
+from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq
-from wm_server.services.assembly import AssembledContext, assemble
 from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from wm_core import Message
+from wm_core import Message, pending_delta, rebuild_rule
 from wm_server.errors import AlreadyExists, session_not_found
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.transactions import retry_conflicts
-from wm_server.services.window import pending_delta, rebuild_rule
 from wm_server.storage.database import Database
 from wm_server.storage.records import AddResult, SessionRecord, StoredMessage
 from wm_server.storage.repositories import SessionRow

@@ -283,14 +283,16 @@ class MessageRepository(_Repository):
         )
         return [_stored_message(r) for r in rows]
 
-    async def result_ids(self, sid: int, first: int, stop: int) -> list[str]:
-        """The tool_use ids answered by messages at positions [first, stop)."""
+    async def results_between(
+        self, sid: int, first: int, stop: int
+    ) -> list[tuple[int, tuple[str, ...]]]:
+        """(position, answered tool_use ids) of the tool results at positions [first, stop)."""
         rows = await self._conn.all(
-            "SELECT result_ids FROM messages WHERE sid = :sid AND position >= :first"
+            "SELECT position, result_ids FROM messages WHERE sid = :sid AND position >= :first"
             " AND position < :stop AND result_ids <> ''",
             {"sid": sid, "first": first, "stop": stop},
         )
-        return [tid for (ids,) in rows for tid in str(ids).split(" ")]
+        return [(int(pos), tuple(str(ids).split(" "))) for pos, ids in rows]
 
     async def containing(
         self, sid: int, first: int, last: int, needle: str | None
@@ -316,13 +318,14 @@ class ToolCallRepository(_Repository):
             [{"sid": sid, "id": tid, "position": pos} for tid, pos in calls.items()],
         )
 
-    async def earliest(self, sid: int, ids: Sequence[str]) -> int | None:
-        row = await self._conn.one(
-            "SELECT MIN(position) FROM tool_calls WHERE sid = :sid AND tool_use_id "
+    async def positions(self, sid: int, ids: Sequence[str]) -> dict[str, int]:
+        """The position of the latest call of each id (ids never called are absent)."""
+        rows = await self._conn.all(
+            "SELECT tool_use_id, position FROM tool_calls WHERE sid = :sid AND tool_use_id "
             + self._dialect.any_of.format("ids"),
             {"sid": sid, "ids": self._dialect.array(ids)},
         )
-        return int(row[0]) if row and row[0] is not None else None
+        return {str(tid): int(pos) for tid, pos in rows}
 
 
 class CommitRepository(_Repository):

@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wm_core import SECTIONS, estimate_tokens, render_document
-from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart, message_tokens
-from wm_server.services.assembly import (
+from wm_core._session.assembly import (
     SUMMARY_HEADER,
     assemble,
     plan_budget,
     trim_working_memory,
 )
+from wm_core.messages import Message, Role, TextPart, ToolResultPart, ToolUsePart, message_tokens
 
 
 def _msg(mid: str, role: Role, *parts: object) -> Message:
