@@ -54,12 +54,14 @@ class SessionService:
         self, session_id: str, request_id: str, fingerprint: str = ""
     ) -> tuple[SessionRecord, bool]:
         sid = validation.session_id(session_id) if session_id else validation.new_session_id()
+        # Keyed by the id asked for: a retry without one must find the session made first.
         req = idempotency.request(
-            "CreateSession", sid, validation.request_id(request_id), fingerprint
+            "CreateSession", session_id, validation.request_id(request_id), fingerprint
         )
         async with self._db.unit_of_work() as uow:
-            if await idempotency.replay(uow, req) is not None:
-                return (await find_session(uow, sid)).record, False
+            prior = await idempotency.replay(uow, req)
+            if prior is not None:
+                return (await find_session(uow, prior["session_id"])).record, False
             row = await uow.sessions.create(current_tenant(), sid, time.time())
             if row is None:
                 raise AlreadyExists(
@@ -67,7 +69,7 @@ class SessionService:
                     reason="SESSION_EXISTS",
                     metadata={"session_id": sid},
                 )
-            await idempotency.remember(uow, req, row.sid, {})
+            await idempotency.remember(uow, req, row.sid, {"session_id": sid})
             await uow.commit()
         return row.record, True
 

@@ -96,7 +96,7 @@ class PostgresDatabase(Database):
         *,
         min_connections: int = 2,
         max_connections: int = 16,
-        wait_seconds: float = 5.0,
+        wait_seconds: float = 2.0,
     ) -> None:
         self._url = url
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
