@@ -58,7 +58,7 @@ BACKENDS = [
 _RACE = "issue 16: check, act and remember run in separate transactions"
 _REUSE = "issue 16: a reused request_id with a different request returns the first outcome"
 _STALE = "issue 16: a request_id used before DeleteSession still matches after re-creation"
-_NO_ID = "issue 16: CreateSession without a session_id ignores its request_id"
+_NO_ID = "found with issue 16's checks: CreateSession without a session_id ignores its request_id"
 OPEN_DEFECTS: dict[tuple[str, str], str] = {
     ("test_create_session_without_id_retries_create_one_session", "sqlite"): _NO_ID,
     ("test_create_session_without_id_retries_create_one_session", "postgres"): _NO_ID,
@@ -498,6 +498,11 @@ async def _state(stub: Stub, sid: str) -> list[bytes]:
     ] + [str(count).encode()]
 
 
+# The first request, then the second one (same request_id, other request) not sent yet: a
+# gRPC call starts on creation, and the state must be read before it.
+Reuse = Callable[[], Awaitable[object]]
+
+
 async def _refused_as_reused(call: Awaitable[object]) -> None:
     try:
         result = await call
@@ -508,43 +513,43 @@ async def _refused_as_reused(call: Awaitable[object]) -> None:
     raise AssertionError(f"the reused request_id was accepted; the answer: {result!r}")
 
 
-async def _reuse_add_messages(callers: Callers, sid: str, rid: str) -> Awaitable[object]:
+async def _reuse_add_messages(callers: Callers, sid: str, rid: str) -> Reuse:
     first = api.AddMessagesRequest(
         session_id=sid, messages=[b.user("first", "m1"), b.user("second", "m2")], request_id=rid
     )
     reply = await callers.first.AddMessages(first, timeout=DEADLINE)
     assert list(reply.added_message_ids) == ["m1", "m2"]
-    return callers.other.AddMessages(
+    return lambda: callers.other.AddMessages(
         api.AddMessagesRequest(session_id=sid, messages=[b.user("other", "m3")], request_id=rid),
         timeout=DEADLINE,
     )
 
 
-async def _reuse_commit(callers: Callers, sid: str, rid: str) -> Awaitable[object]:
+async def _reuse_commit(callers: Callers, sid: str, rid: str) -> Reuse:
     first = await _commit_first(callers.first, sid, 1, rid)
     assert first.phase1.archived
     await _terminal(callers.first, sid, first.commit_id)  # nothing moves while we compare
-    return _commit_first(callers.other, sid, 0, rid)
+    return lambda: _commit_first(callers.other, sid, 0, rid)
 
 
-async def _reuse_apply(callers: Callers, sid: str, rid: str) -> Awaitable[object]:
+async def _reuse_apply(callers: Callers, sid: str, rid: str) -> Reuse:
     reply = await callers.first.ApplyWorkingMemoryOps(
         api.ApplyWorkingMemoryOpsRequest(session_id=sid, ops=_ops(1), request_id=rid),
         timeout=DEADLINE,
     )
     assert reply.working_memory.version == 1
-    return callers.other.ApplyWorkingMemoryOps(
+    return lambda: callers.other.ApplyWorkingMemoryOps(
         api.ApplyWorkingMemoryOpsRequest(session_id=sid, ops=_ops(2), request_id=rid),
         timeout=DEADLINE,
     )
 
 
-async def _reuse_create(callers: Callers, sid: str, rid: str) -> Awaitable[object]:
+async def _reuse_create(callers: Callers, sid: str, rid: str) -> Reuse:
     named = _unique("created")
     await callers.first.CreateSession(
         api.CreateSessionRequest(session_id=named, request_id=rid), timeout=DEADLINE
     )
-    return callers.other.CreateSession(
+    return lambda: callers.other.CreateSession(
         api.CreateSessionRequest(session_id=_unique("another"), request_id=rid),
         timeout=DEADLINE,
     )
@@ -566,7 +571,7 @@ async def test_same_request_id_with_a_different_request_is_refused(
     rid = _unique("r")
     second = await REUSES[method](callers, sid, rid)
     before = await _state(callers.first, sid)
-    await _refused_as_reused(second)
+    await _refused_as_reused(second())
     assert await _state(callers.first, sid) == before, "the refused request changed the session"
 
 
