@@ -58,10 +58,13 @@ BACKENDS = [
 _RACE = "issue 16: check, act and remember run in separate transactions"
 _REUSE = "issue 16: a reused request_id with a different request returns the first outcome"
 _STALE = "issue 16: a request_id used before DeleteSession still matches after re-creation"
+_REPLAY = "issue 16: a replayed AddMessages is not the stored outcome (session_created)"
 _NO_ID = "found with issue 16's checks: CreateSession without a session_id ignores its request_id"
 OPEN_DEFECTS: dict[tuple[str, str], str] = {
     ("test_create_session_without_id_retries_create_one_session", "sqlite"): _NO_ID,
     ("test_create_session_without_id_retries_create_one_session", "postgres"): _NO_ID,
+    ("test_add_messages_creating_the_session_retries_store_once", "sqlite"): _REPLAY,
+    ("test_add_messages_creating_the_session_retries_store_once", "postgres"): _REPLAY,
     ("test_delete_session_retries_all_succeed", "postgres"): _RACE,
     ("test_retry_commit_retries_reopen_the_commit_once", "postgres"): _RACE,
     ("test_apply_working_memory_ops_retries_apply_once", "postgres"): _RACE,
@@ -364,6 +367,31 @@ async def test_add_messages_retries_store_the_batch_once(callers: Callers) -> No
         replies = [r for r in results if isinstance(r, api.AddMessagesResponse)]
         if replies and _distinct(replies) > 1:
             problems.append(f"{_distinct(replies)} different replies")
+        session = await _get_session(callers.other, sid)
+        if (session.message_count, session.total_message_count) != (3, 3):
+            problems.append(f"{session.total_message_count} messages stored, not 3")
+        return problems
+
+    await _rounds(round_)
+
+
+async def test_add_messages_creating_the_session_retries_store_once(callers: Callers) -> None:
+    """As agent runtimes call it: every caller hears that the request created the session."""
+
+    async def round_(number: int) -> list[str]:
+        sid = _unique("add-create")
+        request = api.AddMessagesRequest(
+            session_id=sid,
+            messages=[b.user(f"message {i} of round {number}") for i in range(3)],
+            create_session_if_missing=True,
+            request_id=_unique("r"),
+        )
+        results = await callers.race(lambda stub: stub.AddMessages(request, timeout=DEADLINE))
+        problems = _failed_callers(results)
+        replies = [r for r in results if isinstance(r, api.AddMessagesResponse)]
+        if replies and _distinct(replies) > 1:
+            created = sorted(r.session_created for r in replies)
+            problems.append(f"{_distinct(replies)} different replies (session_created {created})")
         session = await _get_session(callers.other, sid)
         if (session.message_count, session.total_message_count) != (3, 3):
             problems.append(f"{session.total_message_count} messages stored, not 3")

@@ -49,7 +49,7 @@ def open_defect(reason: str) -> pytest.MarkDecorator:
 # A call during an outage must answer within this; DEADLINE_EXCEEDED means it hung.
 OUTAGE_DEADLINE = 5.0
 # Once the cause is gone, calls must succeed again within this.
-RECOVERY = 15.0
+RECOVERY = 10.0
 
 
 def _outcome(result: object) -> str:
