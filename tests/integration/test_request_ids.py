@@ -52,30 +52,10 @@ BACKENDS = [
 ]
 
 
-# What the storage layer before issue 16 gets wrong: each test listed (with its method
-# parameter, if any) fails today on the backends given, for exactly this reason. Strict, so
-# that a listed test which passes fails the run: the entry is deleted when its fix lands,
-# and from then on the test guards the fix.
-_RACE = "issue 16: check, act and remember run in separate transactions"
-_REUSE = "issue 16: a reused request_id with a different request returns the first outcome"
-_STALE = "issue 16: a request_id used before DeleteSession still matches after re-creation"
-_REPLAY = "issue 16: a replayed AddMessages is not the stored outcome (session_created)"
-_NO_ID = "found with issue 16's checks: CreateSession without a session_id ignores its request_id"
-_BOTH = ("sqlite", "postgres")
-_REUSED = "test_same_request_id_with_a_different_request_is_refused"
-OPEN_DEFECTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "test_create_session_without_id_retries_create_one_session": (_NO_ID, _BOTH),
-    "test_add_messages_creating_the_session_retries_store_once": (_REPLAY, _BOTH),
-    "test_delete_session_retries_all_succeed": (_RACE, ("postgres",)),
-    "test_retry_commit_retries_reopen_the_commit_once": (_RACE, ("postgres",)),
-    "test_apply_working_memory_ops_retries_apply_once": (_RACE, ("postgres",)),
-    f"{_REUSED}[AddMessages]": (_REUSE, _BOTH),
-    f"{_REUSED}[Commit]": (_REUSE, _BOTH),
-    f"{_REUSED}[ApplyWorkingMemoryOps]": (_REUSE, _BOTH),
-    f"{_REUSED}[CreateSession]": (_REUSE, _BOTH),
-    "test_add_messages_request_id_does_not_match_a_recreated_session": (_STALE, _BOTH),
-    "test_apply_ops_request_id_does_not_match_a_recreated_session": (_STALE, _BOTH),
-}
+# Tests that fail for a known, open defect, by name (with its method parameter, if any):
+# (reason, backends). Strict, so that a listed test which passes fails the run. Issue 16's
+# defects are fixed; the mechanism stays for the next one.
+OPEN_DEFECTS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
 @dataclass

@@ -40,12 +40,6 @@ from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 pytestmark = pytest.mark.slow
 
 
-# Each test fails on the storage layer before issue 16 for the reason given; strict, so the
-# mark goes when the fix lands (a listed test that passes fails the run).
-def open_defect(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"issue 16: {reason}")
-
-
 # A call during an outage must answer within this; DEADLINE_EXCEEDED means it hung.
 OUTAGE_DEADLINE = 5.0
 # Once the cause is gone, calls must succeed again within this.
@@ -135,7 +129,6 @@ def _script(path: Path) -> Path:
 # --- PostgreSQL restarted under a running server ---------------------------------------------
 
 
-@open_defect("a lost PostgreSQL connection answers INTERNAL")
 async def test_postgres_restart_answers_unavailable_then_recovers(tmp_path: Path) -> None:
     with private_postgres_server() as postgres:
         url = postgres.create_database("wm_outage")
@@ -314,7 +307,6 @@ def _truncate_wal(db: Path) -> None:
     conn.close()
 
 
-@open_defect("SQLite's 'database or disk is full' answers INTERNAL")
 async def test_full_disk_answers_resource_exhausted_then_recovers(
     tmp_path: Path, small_disk: Path
 ) -> None:
@@ -422,7 +414,6 @@ class LockHolder:
         self._thread.join(30)
 
 
-@open_defect("SQLite waits for a foreign lock on the event loop (busy_timeout)")
 async def test_foreign_lock_holder_does_not_stall_reads_and_writes_never_hang(
     tmp_path: Path,
 ) -> None:

@@ -54,9 +54,11 @@ class SessionService:
         self, session_id: str, request_id: str, fingerprint: str = ""
     ) -> tuple[SessionRecord, bool]:
         sid = validation.session_id(session_id) if session_id else validation.new_session_id()
-        # Keyed by the id asked for: a retry without one must find the session made first.
+        # A session does not exist before it is created: the tenant is the resource, so a
+        # retry without a session_id finds the session made first, and the same id used for
+        # another session is a reuse.
         req = idempotency.request(
-            "CreateSession", session_id, validation.request_id(request_id), fingerprint
+            "CreateSession", "", validation.request_id(request_id), fingerprint
         )
         async with self._db.unit_of_work() as uow:
             prior = await idempotency.replay(uow, req)
