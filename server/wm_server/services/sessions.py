@@ -168,9 +168,14 @@ class SessionService:
                 if stored is not None:
                     pending += await uow.messages.token_sum(row.sid, *stored)
                 tokens = sum(m.estimated_tokens for _, m in fresh)
-                session = await uow.sessions.grow(
-                    row.sid, position, len(fresh), tokens, pending, now
-                )
+                await uow.sessions.grow(row.sid, position, len(fresh), tokens, pending, now)
+                # What the row now holds: the session is locked, so nothing else moved it.
+                s = session
+                session = SessionRecord(
+                    s.tenant, s.session_id, s.create_time, now, s.message_count + len(fresh),
+                    s.total_message_count + len(fresh), s.pending_tokens + pending,
+                    s.live_tokens + tokens, s.keep_recent_count, s.archive_count, s.wm_version,
+                )  # fmt: skip
             outcome = {"added": added, "duplicates": duplicates, "created": created}
             await idempotency.remember(uow, req, row.sid, outcome)
             await uow.commit()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 import structlog
@@ -34,7 +34,16 @@ from psycopg import AsyncConnection, errors, sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from wm_server.errors import ServiceError, StorageConflict, StorageFull, StorageUnavailable
-from wm_server.storage.database import Connection, Database, Dialect, Params, Row, pyformat
+from wm_server.storage.database import (
+    Connection,
+    Database,
+    Dialect,
+    Kind,
+    Params,
+    Row,
+    positional,
+    pyformat,
+)
 from wm_server.storage.schema_postgres import MIGRATIONS
 
 log = structlog.get_logger("wm_server.storage.postgres")
@@ -52,12 +61,11 @@ DIALECT = Dialect(
     skip_locked=" FOR UPDATE OF j SKIP LOCKED",
     now="EXTRACT(EPOCH FROM clock_timestamp())::float8",
     commit_order="c.cid",
-    any_of="= ANY(:{0})",
+    in_list=lambda name, values: (f"= ANY(:{name})", {name: list(values)}),
     # COLLATE "C": ASCII-only lower-casing, exactly as SQLite's lower().
     contains='strpos(lower({column} COLLATE "C"), :{param}) > 0',
     notify=f"SELECT pg_notify('{EVENTS_CHANNEL}', :id)",
     lock_key="SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))",
-    array=list,
 )
 
 Conn = AsyncConnection[Row]
@@ -79,10 +87,10 @@ class _Pg(Connection):
         cur = await self.conn.execute(pyformat(sql), params)
         return cur.rowcount
 
-    async def many(self, sql: str, rows: Sequence[Params]) -> None:
+    async def many(self, sql: str, rows: Sequence[Row]) -> None:
         if rows:
             async with self.conn.cursor() as cur:
-                await cur.executemany(pyformat(sql), rows)
+                await cur.executemany(positional(sql, "%s"), rows)
 
 
 class PostgresDatabase(Database):
@@ -181,11 +189,19 @@ class PostgresDatabase(Database):
             except Exception:
                 log.exception("event_subscriber_failed")
 
-    @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[Connection]:
-        async with self._pool.connection() as conn:
-            await conn.execute("BEGIN")
-            yield _Pg(conn)
+    async def _acquire(self, kind: Kind) -> Connection:
+        conn = await self._pool.getconn()
+        if kind is Kind.WRITE:
+            try:
+                await conn.execute("BEGIN")
+            except BaseException:
+                await self._pool.putconn(conn)
+                raise
+        return _Pg(conn)
+
+    async def _release(self, kind: Kind, conn: Connection) -> None:
+        assert isinstance(conn, _Pg)
+        await self._pool.putconn(conn.conn)  # the pool discards a broken connection
 
     async def _commit(self, conn: Connection) -> None:
         assert isinstance(conn, _Pg)
@@ -194,11 +210,6 @@ class PostgresDatabase(Database):
     async def _rollback(self, conn: Connection) -> None:
         assert isinstance(conn, _Pg)
         await conn.conn.execute("ROLLBACK")
-
-    @contextlib.asynccontextmanager
-    async def _read(self) -> AsyncIterator[Connection]:
-        async with self._pool.connection() as conn:
-            yield _Pg(conn)
 
     def classify(self, error: Exception) -> ServiceError | None:
         if isinstance(error, errors.DiskFull):

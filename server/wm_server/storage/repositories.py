@@ -155,18 +155,16 @@ class SessionRepository(_Repository):
 
     async def grow(
         self, sid: int, next_position: int, added: int, tokens: int, pending: int, now: float
-    ) -> SessionRecord:
+    ) -> None:
         """Account for ``added`` new messages; ``pending`` tokens crossed out of the window."""
-        row = await self._conn.one(
+        await self._conn.run(
             "UPDATE sessions SET next_position = :next, message_count = message_count + :added,"
             " total_message_count = total_message_count + :added,"
             " live_tokens = live_tokens + :tokens, pending_tokens = pending_tokens + :pending,"
-            f" update_time = :now WHERE sid = :sid RETURNING {_SESSION}",
+            " update_time = :now WHERE sid = :sid",
             {"next": next_position, "added": added, "tokens": tokens, "pending": pending,
              "now": now, "sid": sid},
         )  # fmt: skip
-        assert row is not None
-        return _session(row).record
 
     async def set_window(
         self,
@@ -240,10 +238,10 @@ _PURGED = frozenset(PURGE_ORDER)
 
 class MessageRepository(_Repository):
     async def existing_ids(self, sid: int, ids: Sequence[str]) -> set[str]:
+        members, values = self._dialect.in_list("ids", ids)
         rows = await self._conn.all(
-            "SELECT message_id FROM messages WHERE sid = :sid AND message_id "
-            + self._dialect.any_of.format("ids"),
-            {"sid": sid, "ids": self._dialect.array(ids)},
+            f"SELECT message_id FROM messages WHERE sid = :sid AND message_id {members}",
+            {"sid": sid, **values},
         )
         return {str(r[0]) for r in rows}
 
@@ -253,9 +251,8 @@ class MessageRepository(_Repository):
             " create_time, result_ids) VALUES (:sid, :position, :id, :role, :parts, :tokens,"
             " :now, :results)",
             [
-                {"sid": sid, "position": pos, "id": m.id, "role": m.role.value,
-                 "parts": parts_to_json(m.parts), "tokens": m.estimated_tokens, "now": now,
-                 "results": " ".join(m.tool_result_ids())}
+                (sid, pos, m.id, m.role.value, parts_to_json(m.parts), m.estimated_tokens, now,
+                 " ".join(m.tool_result_ids()))
                 for pos, m in fresh
             ],
         )  # fmt: skip
@@ -315,15 +312,15 @@ class ToolCallRepository(_Repository):
         await self._conn.many(
             "INSERT INTO tool_calls (sid, tool_use_id, position) VALUES (:sid, :id, :position)"
             " ON CONFLICT (sid, tool_use_id) DO UPDATE SET position = excluded.position",
-            [{"sid": sid, "id": tid, "position": pos} for tid, pos in calls.items()],
+            [(sid, tid, pos) for tid, pos in calls.items()],
         )
 
     async def positions(self, sid: int, ids: Sequence[str]) -> dict[str, int]:
         """The position of the latest call of each id (ids never called are absent)."""
+        members, values = self._dialect.in_list("ids", ids)
         rows = await self._conn.all(
-            "SELECT tool_use_id, position FROM tool_calls WHERE sid = :sid AND tool_use_id "
-            + self._dialect.any_of.format("ids"),
-            {"sid": sid, "ids": self._dialect.array(ids)},
+            f"SELECT tool_use_id, position FROM tool_calls WHERE sid = :sid AND tool_use_id {members}",
+            {"sid": sid, **values},
         )
         return {str(tid): int(pos) for tid, pos in rows}
 
@@ -417,10 +414,10 @@ class CommitRepository(_Repository):
         )  # fmt: skip
 
     async def cover(self, sid: int, seqs: Sequence[int], by_seq: int) -> None:
+        members, values = self._dialect.in_list("seqs", seqs)
         await self._conn.run(
-            "UPDATE commits SET covered_by_seq = :by WHERE sid = :sid AND archive_seq "
-            + self._dialect.any_of.format("seqs"),
-            {"by": by_seq, "sid": sid, "seqs": self._dialect.array(seqs)},
+            f"UPDATE commits SET covered_by_seq = :by WHERE sid = :sid AND archive_seq {members}",
+            {"by": by_seq, "sid": sid, **values},
         )
 
     async def advance_sequence(self, commit_id: str, count: int) -> int:
@@ -483,7 +480,7 @@ class EventRepository(_Repository):
         await self._conn.many(
             "INSERT INTO commit_events (commit_id, sequence, terminal, payload)"
             " VALUES (:id, :sequence, :terminal, :payload)",
-            [{"id": commit_id, "sequence": s, "terminal": t, "payload": p} for s, p, t in events],
+            [(commit_id, s, t, p) for s, p, t in events],
         )
 
     async def after(self, commit_id: str, after_sequence: int) -> list[StoredEvent]:

@@ -16,23 +16,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import shutil
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
 from wm_server.errors import ServiceError, StorageFull, StorageUnavailable
-from wm_server.storage.database import Connection, Database, Dialect, Params, Row
+from wm_server.storage.database import Connection, Database, Dialect, Kind, Params, Row, positional
 from wm_server.storage.schema_sqlite import MIGRATIONS
 
 T = TypeVar("T")
 log = structlog.get_logger("wm_server.storage.sqlite")
+
+_FEW = 64
+
+
+@functools.cache
+def _placeholders(name: str, count: int) -> tuple[str, tuple[str, ...]]:
+    keys = tuple(f"{name}_{i}" for i in range(count))
+    return "IN (" + ", ".join(f":{k}" for k in keys) + ")", keys
+
+
+def _in_list(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """A few values as parameters (half the cost of a JSON list for the usual one or two);
+    more as one JSON array, so no statement ever nears SQLite's parameter limit."""
+    if len(values) <= _FEW:
+        fragment, keys = _placeholders(name, len(values))
+        return fragment, dict(zip(keys, values, strict=True))
+    return f"IN (SELECT value FROM json_each(:{name}))", {name: json.dumps(list(values))}
+
 
 DIALECT = Dialect(
     name="sqlite",
@@ -41,11 +60,10 @@ DIALECT = Dialect(
     skip_locked="",
     now="((julianday('now') - 2440587.5) * 86400.0)",
     commit_order="c.rowid",
-    any_of="IN (SELECT value FROM json_each(:{0}))",
+    in_list=_in_list,
     contains="instr(lower({column}), :{param}) > 0",
     notify=None,  # one process: its services wake their own streams
     lock_key=None,  # writers are serialized already
-    array=lambda values: json.dumps(list(values)),
 )
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
@@ -77,8 +95,8 @@ class _Inline(Connection):
     async def run(self, sql: str, params: Params) -> int:
         return self.conn.execute(sql, params).rowcount
 
-    async def many(self, sql: str, rows: Sequence[Params]) -> None:
-        self.conn.executemany(sql, rows)
+    async def many(self, sql: str, rows: Sequence[Row]) -> None:
+        self.conn.executemany(positional(sql, "?"), rows)
 
 
 class _Threaded(Connection):
@@ -101,8 +119,8 @@ class _Threaded(Connection):
     async def run(self, sql: str, params: Params) -> int:
         return await self._call(lambda: self._conn.execute(sql, params).rowcount)
 
-    async def many(self, sql: str, rows: Sequence[Params]) -> None:
-        await self._call(lambda: self._conn.executemany(sql, rows))
+    async def many(self, sql: str, rows: Sequence[Row]) -> None:
+        await self._call(lambda: self._conn.executemany(positional(sql, "?"), rows))
 
 
 class SqliteDatabase(Database):
@@ -130,11 +148,15 @@ class SqliteDatabase(Database):
             conn.execute("PRAGMA busy_timeout=0")  # never sleep on the event loop
             conn.execute("PRAGMA cache_size=-65536")
             self._writer = _Inline(conn)
-            async with self._write() as writer:
+            writer = await self._acquire(Kind.WRITE)
+            try:
                 await self._migrate(
                     writer, MIGRATIONS, lambda v: log.info("migration_applied", version=v)
                 )
                 await self._commit(writer)
+            finally:
+                await self._rollback(writer)
+                await self._release(Kind.WRITE, writer)
 
             def connect_reader() -> sqlite3.Connection:
                 reader = sqlite3.connect(
@@ -164,12 +186,37 @@ class SqliteDatabase(Database):
             raise RuntimeError("database is not open")
         return self._writer
 
-    @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[Connection]:
-        async with self._write_lock:
+    async def _acquire(self, kind: Kind) -> Connection:
+        if kind is Kind.READ:
+            # No transaction: no write can run between these statements on this connection.
+            return self._connection()
+        if kind is Kind.SCAN:
+            await self._scan_lock.acquire()
+            try:
+                if self._reader is None:
+                    raise RuntimeError("database is not open")
+                await self._reader.run("BEGIN", {})
+            except BaseException:
+                self._scan_lock.release()
+                raise
+            return self._reader
+        await self._write_lock.acquire()  # one transaction at a time on the writer
+        try:
             writer = self._connection()
             await self._begin(writer.conn)
-            yield writer
+        except BaseException:
+            self._write_lock.release()
+            raise
+        return writer
+
+    async def _release(self, kind: Kind, conn: Connection) -> None:
+        if kind is Kind.SCAN:
+            try:
+                await conn.run("ROLLBACK", {})
+            finally:
+                self._scan_lock.release()
+        elif kind is Kind.WRITE:
+            self._write_lock.release()
 
     async def _begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE, waiting for a foreign writer asynchronously, up to the timeout."""
@@ -195,23 +242,6 @@ class SqliteDatabase(Database):
         assert isinstance(conn, _Inline)
         if conn.conn.in_transaction:
             conn.conn.execute("ROLLBACK")
-
-    @contextlib.asynccontextmanager
-    async def _read(self) -> AsyncIterator[Connection]:
-        # No transaction: no write can run between these statements on this connection.
-        yield self._connection()
-
-    @contextlib.asynccontextmanager
-    async def _scan(self) -> AsyncIterator[Connection]:
-        async with self._scan_lock:
-            reader = self._reader
-            if reader is None:
-                raise RuntimeError("database is not open")
-            await reader.run("BEGIN", {})
-            try:
-                yield reader
-            finally:
-                await reader.run("ROLLBACK", {})
 
     def classify(self, error: Exception) -> ServiceError | None:
         if isinstance(error, sqlite3.Error):

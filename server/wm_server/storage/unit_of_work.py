@@ -26,16 +26,11 @@ if TYPE_CHECKING:
     from wm_server.storage.database import Connection, Dialect
 
 
-class UnitOfWork:
-    def __init__(
-        self,
-        conn: Connection,
-        dialect: Dialect,
-        commit: Callable[[Connection], Awaitable[None]] | None,
-    ) -> None:
-        self._conn = conn
-        self._commit = commit
-        self.committed = False
+class Repositories:
+    """Every repository over one connection; built once per connection (they hold no state
+    but it), so a unit of work costs no allocations on the hot path."""
+
+    def __init__(self, conn: Connection, dialect: Dialect) -> None:
         self.sessions = SessionRepository(conn, dialect)
         self.messages = MessageRepository(conn, dialect)
         self.tool_calls = ToolCallRepository(conn, dialect)
@@ -45,6 +40,27 @@ class UnitOfWork:
         self.jobs = JobRepository(conn, dialect)
         self.working_memories = WorkingMemoryRepository(conn, dialect)
         self.requests = RequestRepository(conn, dialect)
+
+
+class UnitOfWork:
+    def __init__(
+        self,
+        conn: Connection,
+        repositories: Repositories,
+        commit: Callable[[Connection], Awaitable[None]] | None,
+    ) -> None:
+        self._conn = conn
+        self._commit = commit
+        self.committed = False
+        self.sessions = repositories.sessions
+        self.messages = repositories.messages
+        self.tool_calls = repositories.tool_calls
+        self.commits = repositories.commits
+        self.archives = repositories.archives
+        self.events = repositories.events
+        self.jobs = repositories.jobs
+        self.working_memories = repositories.working_memories
+        self.requests = repositories.requests
 
     async def commit(self) -> None:
         if self._commit is None:
