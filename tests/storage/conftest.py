@@ -14,12 +14,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from storage_support import ENGINES, Services, build_services
+from storage_support import ENGINES, Services, build_services, make_database
 
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from wm_server.storage.database import Database
-from wm_server.storage.postgres import PostgresDatabase
-from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.tenancy import set_tenant
 
 
@@ -28,14 +26,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     last = [i for i in items if i.name.startswith("test_every_port_method")]
     rest = [i for i in items if i not in last]
     items[:] = rest + last
-
-
-def make_database(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> Database:
-    if engine == "sqlite":
-        return SqliteDatabase(tmp_path / "wm.sqlite3", lock_timeout=0.5)
-    if engine == "postgresql":
-        return PostgresDatabase(request.getfixturevalue("postgres_url"))
-    raise ValueError(engine)  # pragma: no cover - engines are added to ENGINES with a factory
 
 
 @pytest.fixture(params=ENGINES)

@@ -8,6 +8,7 @@ import inspect
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,3 +114,11 @@ def build_services(database: Database, *, retention: float = 86_400.0) -> Servic
         context=ContextService(database),
         maintenance=maintenance,
     )
+
+
+def make_database(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> Database:
+    if engine == "sqlite":
+        return SqliteDatabase(tmp_path / "wm.sqlite3", lock_timeout=0.5)
+    if engine == "postgresql":
+        return PostgresDatabase(request.getfixturevalue("postgres_url"))
+    raise ValueError(engine)  # pragma: no cover - engines are added to ENGINES with a factory

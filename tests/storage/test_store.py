@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from storage_support import EXERCISED, Services, build_services, public_methods
+from storage_support import (
+    ENGINES,
+    EXERCISED,
+    Services,
+    build_services,
+    make_database,
+    public_methods,
+)
 
 from wm_core import (
     Message,
@@ -424,3 +431,41 @@ def test_every_port_method_is_exercised(request: pytest.FixtureRequest) -> None:
     for engine in ran:
         missing = sorted(public_methods() - EXERCISED[engine])
         assert not missing, f"{engine}: never exercised: {missing}"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_a_database_of_the_first_schema_upgrades_in_place(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A database made by the previous release (schema version 1, with a session in it)
+    opens, migrates and keeps its rows."""
+    from wm_server.storage import schema_postgres, schema_sqlite
+
+    old = "INSERT INTO sessions (tenant, session_id, create_time, update_time)"
+    old += " VALUES ('t', 'old', 1, 1)"
+    setup = ["CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)"]
+    if engine == "sqlite":
+        conn = sqlite3.connect(tmp_path / "wm.sqlite3", isolation_level=None)
+        version1 = str(schema_sqlite.MIGRATIONS[0][1])
+        run = conn.execute
+    else:
+        import psycopg
+
+        conn = psycopg.connect(request.getfixturevalue("postgres_url"), autocommit=True)
+        version1 = str(schema_postgres.MIGRATIONS[0][1])
+        run = conn.execute  # type: ignore[assignment]
+    setup += [s for s in version1.split(";") if s.strip()]
+    for statement in [*setup, "INSERT INTO schema_migrations VALUES (1)", old]:
+        run(statement)
+    conn.close()
+    database = make_database(engine, request, tmp_path)
+    await database.open()
+    try:
+        set_tenant("t")
+        services = build_services(database)
+        assert (await services.sessions.get("old")).session_id == "old"
+        await services.sessions.create("new", "rid", "fp")  # the new requests table works
+        async with database.reader() as uow:
+            assert await uow.requests.find('["t", "CreateSession", "", "rid"]') is not None
+    finally:
+        await database.close()

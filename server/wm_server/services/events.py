@@ -4,7 +4,8 @@
 numbers on the commit row (``last_sequence + 1, …``, row-locked until commit) in the same
 unit of work that checked the lease or locked the session, and derives ``terminal`` from the
 event type. A failed write rolls its numbers back with it, so sequences have no gaps
-whatever fails. The wire form is made by one encoder, given by the composition root, so
+whatever fails. (PostgreSQL tells the other replicas with a trigger on the stored rows.)
+The wire form is made by one encoder, given by the composition root, so
 storage and services never build ``wm.v1`` messages.
 """
 
@@ -115,5 +116,4 @@ class EventLog:
                 for seq, event in enumerate(events, start=first)
             ],
         )
-        await uow.events.notify(commit_id)
         return last

@@ -79,7 +79,6 @@ class Dialect:
     # Membership in a list of values: (the "IN …" fragment, its parameters), for a name.
     in_list: Callable[[str, Sequence[Any]], tuple[str, dict[str, Any]]]
     contains: str  # "<column> contains the lowercase literal", with {column} and {param}
-    notify: str | None  # tells other replicas that a commit has new events
     lock_key: str | None  # a transaction lock on a string key
 
 
@@ -145,7 +144,10 @@ class Database(ABC):
         return self.classify(error) or error
 
     async def _migrate(
-        self, conn: Connection, migrations: Sequence[tuple[int, str]], log: Callable[[int], None]
+        self,
+        conn: Connection,
+        migrations: Sequence[tuple[int, str | tuple[str, ...]]],
+        log: Callable[[int], None],
     ) -> None:
         """Apply the versions not applied yet, in order, on a connection in a transaction."""
         await conn.run(
@@ -155,7 +157,8 @@ class Database(ABC):
         for version, sql in migrations:
             if version in applied:
                 continue
-            for statement in sql.split(";"):
+            # A script is split on ";"; a statement with a ";" of its own comes in a tuple.
+            for statement in sql.split(";") if isinstance(sql, str) else sql:
                 if statement.strip():
                     await conn.run(statement, {})
             await conn.run("INSERT INTO schema_migrations VALUES (:v)", {"v": version})

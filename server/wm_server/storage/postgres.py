@@ -14,7 +14,8 @@ anyway). What SQLite gets from having a single writer, this engine gets from loc
   clock; a job holder's writes re-read its token under a row lock (``FOR UPDATE``). A job is
   claimable only when every earlier job of its session is ``done`` in the claim's snapshot,
   and ``done`` is final, so two replicas never run consecutive jobs of one session at once;
-- stored events send ``NOTIFY wm_commit_events, '<commit id>'`` (delivered at commit); each
+- a trigger on stored events sends ``NOTIFY wm_commit_events, '<commit id>'`` (delivered at
+  commit, one per commit and transaction; schema version 3); each
   replica LISTENs on a dedicated connection, reconnecting after a loss, and relays the id to
   its streams (which also re-read on every heartbeat: a lost notification costs latency).
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 from collections.abc import Callable, Sequence
 
 import psycopg
@@ -64,11 +66,19 @@ DIALECT = Dialect(
     in_list=lambda name, values: (f"= ANY(:{name})", {name: list(values)}),
     # COLLATE "C": ASCII-only lower-casing, exactly as SQLite's lower().
     contains='strpos(lower({column} COLLATE "C"), :{param}) > 0',
-    notify=f"SELECT pg_notify('{EVENTS_CHANNEL}', :id)",
     lock_key="SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))",
 )
 
 Conn = AsyncConnection[Row]
+
+
+async def _check(conn: Conn) -> None:
+    """Before lending a pooled connection: is it still connected? An idle connection's
+    socket turns readable only when the server closed it (a restart, a failover) or sent it
+    a notice, so a poll that costs no round trip decides when the real check must run; a
+    dead connection is then discarded and the call gets a fresh one."""
+    if conn.broken or select.select([conn.pgconn.socket], [], [], 0)[0]:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 class _Pg(Connection):
@@ -113,7 +123,7 @@ class PostgresDatabase(Database):
             max_size=max_connections,
             open=False,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(wait_seconds))},
-            check=AsyncConnectionPool.check_connection,
+            check=_check,
             timeout=wait_seconds,
             reconnect_timeout=0,  # keep trying to refill the pool while the server is away
             name="wm-store",

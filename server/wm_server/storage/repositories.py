@@ -491,11 +491,6 @@ class EventRepository(_Repository):
         )
         return [StoredEvent(commit_id, int(s), bytes(p), bool(t)) for s, p, t in rows]
 
-    async def notify(self, commit_id: str) -> None:
-        """Wake the other replicas' streams of this commit (delivered at commit)."""
-        if self._dialect.notify is not None:
-            await self._conn.one(self._dialect.notify, {"id": commit_id})
-
 
 class JobRepository(_Repository):
     async def enqueue(self, commit_id: str, sid: int, seq: int, now: float) -> None:

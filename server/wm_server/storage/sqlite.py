@@ -62,7 +62,6 @@ DIALECT = Dialect(
     commit_order="c.rowid",
     in_list=_in_list,
     contains="instr(lower({column}), :{param}) > 0",
-    notify=None,  # one process: its services wake their own streams
     lock_key=None,  # writers are serialized already
 )
 
