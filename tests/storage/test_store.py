@@ -326,6 +326,36 @@ async def test_delete_unlinks_at_once_and_purges_in_the_background(services: Ser
     assert (await services.sessions.get("s")).total_message_count == 1
 
 
+async def test_a_large_session_is_purged_in_bounded_chunks(services: Services) -> None:
+    from wm_server.services import maintenance
+
+    count = maintenance.CHUNK * 2 + 10
+    await _add(services, "big", *[_text(1, f"m{i}") for i in range(count)])
+    async with services.database.reader() as uow:
+        row = await uow.sessions.find("t", "big")
+    assert row is not None
+    await services.sessions.delete("big", "")
+    with pytest.raises(NotFound):  # gone at once, its rows not yet
+        await services.sessions.get("big")
+    async with services.database.reader() as uow:
+        assert await uow.sessions.unlinked() == [row.sid]
+        assert len(await uow.messages.between(row.sid, 1, None)) == count
+    chunks: list[int] = []
+    purge = services.maintenance._purge_chunk
+
+    async def counting(table: str, key: str, sid: int) -> int:
+        removed = await purge(table, key, sid)
+        chunks.append(removed)
+        return removed
+
+    services.maintenance._purge_chunk = counting  # type: ignore[method-assign]
+    assert await services.maintenance.purge_deleted() == count + 1  # the messages, the row
+    assert max(chunks) == maintenance.CHUNK and len(chunks) > 3
+    async with services.database.reader() as uow:
+        assert await uow.messages.between(row.sid, 1, None) == []
+        assert await uow.sessions.by_sid(row.sid) is None
+
+
 async def test_request_ids_expire_after_the_retention(database: Database) -> None:
     services = build_services(database, retention=0.05)
     await services.sessions.create("s", "rid", "fp")

@@ -84,13 +84,6 @@ class JobService:
         async with self._db.reader() as uow:
             return await uow.jobs.open_count()
 
-    async def commit(self, job: ClaimedJob) -> CommitRecord:
-        async with self._db.reader() as uow:
-            record = await uow.commits.get(job.commit_id)
-        if record is None:
-            raise LeaseLost(job.commit_id)  # its session was deleted and purged
-        return record
-
     async def read_input(self, job: ClaimedJob) -> Phase2Input:
         """The previous WM and the messages to cover: this archive and earlier failed,
         uncovered ones, in order."""
