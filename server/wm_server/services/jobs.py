@@ -151,14 +151,17 @@ class JobService:
             earlier = [s for s in completion.covered_seqs if s != job.archive_seq]
             if earlier:
                 await uow.commits.cover(row.sid, earlier, job.archive_seq)
-            await uow.commits.set_state(job.commit_id, CommitState.COMPLETED, job.attempts, now=now)
             await uow.commits.complete(
-                job.commit_id, version, completion.usage_json, completion.decisions_json
-            )
+                job.commit_id, job.attempts, version=version, usage_json=completion.usage_json,
+                decisions_json=completion.decisions_json, now=now,
+            )  # fmt: skip
             await uow.jobs.finish(job.commit_id)
             record = await uow.commits.get(job.commit_id)
-            wm = await uow.working_memories.get(row, version)
-            assert record is not None and wm is not None
+            assert record is not None
+            wm = WorkingMemoryRecord(
+                job.tenant, job.session_id, version, completion.document, job.archive_seq,
+                job.commit_id, completion.estimated_tokens, now,
+            )  # fmt: skip
             stored = WorkingMemoryStored(version, wm.estimated_tokens, record.abstract)
             last = await self._log.append(uow, job.commit_id, *events, stored, Completed(record))
             await uow.commit()

@@ -404,12 +404,22 @@ class CommitRepository(_Repository):
         )  # fmt: skip
 
     async def complete(
-        self, commit_id: str, version: int, usage_json: str, decisions_json: str
+        self,
+        commit_id: str,
+        attempts: int,
+        *,
+        version: int,
+        usage_json: str,
+        decisions_json: str,
+        now: float,
     ) -> None:
+        """COMPLETED with what Phase 2 produced (the error of an earlier attempt cleared)."""
         await self._conn.run(
-            "UPDATE commits SET wm_version = :version, usage_json = :usage,"
-            " decisions_json = :decisions WHERE commit_id = :id",
-            {"version": version, "usage": usage_json, "decisions": decisions_json,
+            "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = NULL,"
+            " error_message = NULL, complete_time = :now, wm_version = :version,"
+            " usage_json = :usage, decisions_json = :decisions WHERE commit_id = :id",
+            {"state": CommitState.COMPLETED.value, "attempts": attempts, "now": now,
+             "version": version, "usage": usage_json, "decisions": decisions_json,
              "id": commit_id},
         )  # fmt: skip
 
