@@ -25,7 +25,7 @@ Our deviations from the reference:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from wm_core._document.items import bullet_items, count_items, fresh_items
@@ -98,9 +98,13 @@ _ANCHOR_STOPWORD_TEXT: Final = (
 ANCHOR_STOPWORDS: Final = frozenset(_ANCHOR_STOPWORD_TEXT.split())
 
 
-def lexical_anchors(text: str) -> set[str]:
-    """The details a consolidation must keep: dates, quantities, decision words, names."""
-    lowered = text.lower()
+def lexical_anchors(text: str, lowered: str | None = None) -> set[str]:
+    """The details a consolidation must keep: dates, quantities, decision words, names.
+
+    ``lowered`` is ``text.lower()``, when the caller has it already.
+    """
+    if lowered is None:
+        lowered = text.lower()
     # Names repeat (one per fact): lower-case each distinct one once.
     anchors = {word.lower() for word in set(_CAPITALIZED.findall(text))}
     anchors -= ANCHOR_STOPWORDS
@@ -187,22 +191,44 @@ def _phrases(words: list[str]) -> set[str]:
     }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class KnownDetails:
     """An old section (lower-cased), asked which details of new items it lacks.
 
     A detail is found with ``str.find`` and a check that it stands as a whole word there
     (trimmed the same way), rather than by splitting the old text into words: most of its
-    thousands of words are never asked for.
+    thousands of words are never asked for. One is made per judgement and remembers what it
+    was asked (the caches below), so it is not frozen.
     """
 
     lowered: str
+    # The facts of a section share most of their words ("Decision", "ledger", "because"):
+    # each distinct word is judged once per section (a rejected consolidation: 9 % faster).
+    _judged: dict[tuple[str, bool], tuple[str, bool, bool]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    # Where the last word asked for ends in ``lowered`` (see ``has``).
+    _hint: int = field(default=0, init=False, repr=False)
 
     def has(self, word: str) -> bool:
         """Whether the old text has ``word`` (lower-cased, trimmed) as one of its words."""
+        # New items usually keep the old order: searching on from the last word found, then
+        # before it, finds the next item's details close by (a rejected consolidation: 8 %
+        # faster). Every occurrence is still looked at before the answer is no.
+        hint = self._hint
+        found = self._find(word, hint, len(self.lowered))
+        if found == -1 and hint:  # then only an occurrence starting before the hint is left
+            found = self._find(word, 0, hint + len(word) - 1)
+        if found == -1:
+            return False
+        self._hint = found + len(word)
+        return True
+
+    def _find(self, word: str, start: int, stop: int) -> int:
+        """Where ``word`` first stands as a whole word in ``lowered[start:stop]``, or -1."""
         text = self.lowered
         end = len(text)
-        start = text.find(word)
+        start = text.find(word, start, stop)
         while start != -1:
             before = start
             while before and text[before - 1] in _EDGE:
@@ -214,9 +240,9 @@ class KnownDetails:
                 while after < end and text[after] in _EDGE:
                     after += 1
                 if after == end or text[after].isspace():
-                    return True
-            start = text.find(word, start + 1)
-        return False
+                    return start
+            start = text.find(word, start + 1, stop)
+        return -1
 
     def new_details(self, item: str) -> list[str]:
         """The details of ``item`` (lower-cased) that the old section does not have."""
@@ -224,38 +250,36 @@ class KnownDetails:
         lowered: list[str] = []
         initial = True
         for raw in item.split():
-            # Fast paths for the common words: plain letters, plain digits.
-            if raw.isalpha():
-                if raw.islower():
-                    lowered.append(raw)
-                else:
-                    low = raw.lower()
-                    lowered.append(low)
-                    if initial:
-                        detail = not raw[1:].islower() and _CAMEL.search(raw) is not None
-                    else:
-                        detail = len(raw) >= 2 and (
-                            raw[0].isupper() or _CAMEL.search(raw) is not None
-                        )
-                    if detail and not self.has(low):
-                        found.append(low)
-                initial = False
-                continue
-            if raw.isdigit():
-                lowered.append(raw)
-                if len(raw) >= 2 and not self.has(raw):
-                    found.append(raw)
-                initial = False
-                continue
-            word = _trim(raw)
-            low = word.lower()
+            judged = self._judged.get((raw, initial))
+            if judged is None:
+                judged = self._judged[raw, initial] = self._judge(raw, initial)
+            low, new, initial = judged
             lowered.append(low)
-            if word and _is_detail(word, initial) and not self.has(low):
+            if new:
                 found.append(low)
-            initial = raw.rstrip(_CLOSERS).endswith(_SENTENCE_END)
         if not _UNIT_WORDS.isdisjoint(lowered):
             found.extend(sorted(p for p in _phrases(lowered) if not self.has(p)))
         return found
+
+    def _judge(self, raw: str, initial: bool) -> tuple[str, bool, bool]:
+        """A word of an item: lower-cased and trimmed, whether it is a detail the old section
+        lacks, and whether the word after it opens a sentence."""
+        # Fast paths for the common words: plain letters, plain digits.
+        if raw.isalpha():
+            if raw.islower():
+                return raw, False, False
+            low = raw.lower()
+            if initial:
+                detail = not raw[1:].islower() and _CAMEL.search(raw) is not None
+            else:
+                detail = len(raw) >= 2 and (raw[0].isupper() or _CAMEL.search(raw) is not None)
+            return low, detail and not self.has(low), False
+        if raw.isdigit():
+            return raw, len(raw) >= 2 and not self.has(raw), False
+        word = _trim(raw)
+        low = word.lower()
+        new = bool(word) and _is_detail(word, initial) and not self.has(low)
+        return low, new, raw.rstrip(_CLOSERS).endswith(_SENTENCE_END)
 
 
 def _is_detail(word: str, initial: bool) -> bool:
@@ -273,11 +297,8 @@ def new_details(item: str, old: str) -> list[str]:
     return KnownDetails(old.lower()).new_details(item)
 
 
-def _split_by_details(items: list[str], old: str) -> tuple[list[str], list[str]]:
+def _split_by_details(items: list[str], known: KnownDetails) -> tuple[list[str], list[str]]:
     """Items that bring a new detail, and items that do not."""
-    if not items:
-        return [], []
-    known = KnownDetails(old.lower())
     detailed: list[str] = []
     plain: list[str] = []
     for item in items:
@@ -310,10 +331,11 @@ def guard_key_facts(op: SectionOp, old: str) -> Verdict | None:
 
 
 def _throttle(items: tuple[str, ...], old: str, count: int, emergency: bool) -> Verdict | None:
-    fresh, duplicates = fresh_items(items, old)
+    known = KnownDetails(old.lower())  # lowered once, for the duplicates and the details
+    fresh, duplicates = fresh_items(items, old, known.lowered)
     size = f"{count} bullets"
     if emergency:
-        return _emergency_append(fresh, duplicates, old, size)
+        return _emergency_append(fresh, duplicates, old, known, size)
     accepted = fresh[:OVERSIZED_APPEND_CAP]
     refused = fresh[OVERSIZED_APPEND_CAP:]
     if not duplicates and not refused:
@@ -326,10 +348,10 @@ def _throttle(items: tuple[str, ...], old: str, count: int, emergency: bool) -> 
     return Verdict(op, reason, dropped=tuple(duplicates), refused=tuple(refused), deduplicated=True)
 
 
-def _admit_at_emergency(fresh: list[str], old: str) -> tuple[list[str], list[str], int]:
+def _admit_at_emergency(fresh: list[str], known: KnownDetails) -> tuple[list[str], list[str], int]:
     """At the emergency level: the items with new details (up to the cap), the refused rest,
     and how many of the refused had no new detail."""
-    detailed, plain = _split_by_details(fresh, old)
+    detailed, plain = _split_by_details(fresh, known)
     accepted = detailed[:OVERSIZED_APPEND_CAP]
     over_cap = set(detailed[OVERSIZED_APPEND_CAP:])
     refused = [item for item in fresh if item in over_cap or item not in accepted]
@@ -337,9 +359,9 @@ def _admit_at_emergency(fresh: list[str], old: str) -> tuple[list[str], list[str
 
 
 def _emergency_append(
-    fresh: list[str], duplicates: list[str], old: str, size: str
+    fresh: list[str], duplicates: list[str], old: str, known: KnownDetails, size: str
 ) -> Verdict | None:
-    accepted, refused, plain = _admit_at_emergency(fresh, old)
+    accepted, refused, plain = _admit_at_emergency(fresh, known)
     requested = _is_sentinel(old)
     if requested and not refused and not duplicates:
         return None  # every fact brings new details and the model was already told
@@ -360,10 +382,11 @@ def _emergency_append(
 
 
 def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Verdict | None:
-    basis, basis_count = old, count
+    known = KnownDetails(old.lower())  # lowered once, for the anchors, duplicates and details
+    basis, basis_lowered, basis_count = old, known.lowered, count
     if _is_sentinel(old):  # the engine's own warning is not a fact to keep
         basis = _without_sentinel(old)
-        basis_count = count_items(basis)
+        basis_lowered, basis_count = basis.lower(), count_items(basis)
     if not basis_count:
         return None
     new_items = bullet_items(new)
@@ -375,7 +398,7 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
             f"({ratio:.0%}, minimum {MIN_BULLET_RATIO:.0%})"
         )
     else:
-        old_anchors = lexical_anchors(basis)
+        old_anchors = lexical_anchors(basis, basis_lowered)
         if not old_anchors:
             return None
         kept = old_anchors & lexical_anchors(new)
@@ -388,15 +411,15 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
             f"consolidation rejected: keeps {coverage:.0%} of the anchors (minimum "
             f"{MIN_ANCHOR_COVERAGE:.0%}); lost: {shown}"
         )
-    fresh, duplicates = fresh_items(new_items, old)
+    fresh, duplicates = fresh_items(new_items, old, known.lowered)
     if emergency:
-        salvaged, refused, plain = _admit_at_emergency(fresh, old)
+        salvaged, refused, plain = _admit_at_emergency(fresh, known)
         reason += (
             f"; at emergency size {len(salvaged)} item(s) with new details salvaged (cap "
             f"{OVERSIZED_APPEND_CAP}), {len(refused)} refused ({plain} with {_NO_DETAIL})"
         )
     else:
-        salvaged, refused = _split_by_details(fresh, old)
+        salvaged, refused = _split_by_details(fresh, known)
         reason += f"; {len(salvaged)} item(s) with new details salvaged as APPEND"
         if refused:
             reason += f", {len(refused)} not salvaged ({_NO_DETAIL})"
