@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import re
 import select
 from collections.abc import Callable, Sequence
 
@@ -72,6 +74,25 @@ DIALECT = Dialect(
 Conn = AsyncConnection[Row]
 
 
+_VALUES = re.compile(r"\bVALUES\s*(\([^()]*\))", re.IGNORECASE)
+_ARRAY_TYPES = {bool: "boolean", int: "bigint", float: "float8", str: "text", bytes: "bytea"}
+
+
+@functools.cache
+def _values_clause(sql: str) -> tuple[str, str, str]:
+    """An ``INSERT … VALUES (…) …`` split into what precedes VALUES, its row, what follows."""
+    match = _VALUES.search(sql)
+    if match is None:
+        raise ValueError(f"not an INSERT … VALUES statement: {sql}")
+    return sql[: match.start()], match.group(1), sql[match.end(1) :]
+
+
+def _array_types(row: Row) -> tuple[str, ...] | None:
+    """The array type of each column, from a row's values (None: one has no plain type)."""
+    types = tuple(_ARRAY_TYPES.get(type(value)) for value in row)
+    return None if None in types else types  # type: ignore[return-value]
+
+
 async def _check(conn: Conn) -> None:
     """Before lending a pooled connection: is it still connected? An idle connection's
     socket turns readable only when the server closed it (a restart, a failover) or sent it
@@ -98,9 +119,20 @@ class _Pg(Connection):
         return cur.rowcount
 
     async def many(self, sql: str, rows: Sequence[Row]) -> None:
-        if rows:
-            async with self.conn.cursor() as cur:
+        """An INSERT of many rows as one statement over column arrays (``unnest``): psycopg
+        then adapts one array per column instead of a parameter per value, and PostgreSQL
+        plans one statement instead of one per row."""
+        if not rows:
+            return
+        head, group, tail = _values_clause(positional(sql, "%s"))
+        types = _array_types(rows[0])
+        if types is None or group.replace(" ", "") != "(" + ",".join(["%s"] * len(types)) + ")":
+            async with self.conn.cursor() as cur:  # not a plain row of values: row by row
                 await cur.executemany(positional(sql, "%s"), rows)
+            return
+        arrays = ", ".join(f"%s::{t}[]" for t in types)
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        await self.conn.execute(f"{head}SELECT * FROM unnest({arrays}){tail}", columns)
 
 
 class PostgresDatabase(Database):
