@@ -32,7 +32,7 @@ import pytest
 from google.protobuf.message import Message as ProtoMessage
 
 from support import builders as b
-from support.errors import details
+from support.errors import details, outcome
 from support.postgres import PostgresServer, postgres_server  # noqa: F401 (fixture)
 from support.server_process import ServerProcess
 from wm_proto.v1 import resources_pb2 as pb
@@ -145,22 +145,9 @@ def _unique(label: str) -> str:
     return f"{label}-{uuid.uuid4().hex[:10]}"
 
 
-def _outcome(result: object) -> str:
-    """A short description of one caller's result, for failure messages."""
-    if isinstance(result, grpc.aio.AioRpcError):
-        try:
-            reason = details(result)[0].reason
-        except AssertionError:
-            reason = "no ErrorInfo"
-        return f"{result.code().name} ({reason}): {result.details()}"
-    if isinstance(result, BaseException):
-        return f"{type(result).__name__}: {result}"
-    return "OK"
-
-
 def _failed_callers(results: list[Any]) -> list[str]:
     """Problems for the callers that did not succeed (empty when all did)."""
-    errors = [_outcome(r) for r in results if isinstance(r, BaseException)]
+    errors = [outcome(r) for r in results if isinstance(r, BaseException)]
     if not errors:
         return []
     return [f"{len(errors)} of {len(results)} callers failed: {sorted(set(errors))}"]
@@ -327,7 +314,7 @@ async def test_delete_session_retries_all_succeed(callers: Callers) -> None:
             problems.append("the session still exists")
         except grpc.aio.AioRpcError as error:
             if error.code() != grpc.StatusCode.NOT_FOUND:
-                problems.append(f"GetSession after the delete: {_outcome(error)}")
+                problems.append(f"GetSession after the delete: {outcome(error)}")
         # A retry that comes after all of them is answered like them.
         late = await callers.race(lambda stub: stub.DeleteSession(request, timeout=DEADLINE))
         problems += [f"late retry: {p}" for p in _failed_callers(late)]
@@ -383,28 +370,36 @@ async def test_add_messages_creating_the_session_retries_store_once(callers: Cal
     await _rounds(round_)
 
 
+async def _one_commit_problems(
+    callers: Callers, sid: str, results: list[Any], *, live_after: int
+) -> list[str]:
+    """What is wrong after raced Commit or Compact retries: every caller got the same first
+    event, one commit and one archive exist, and ``live_after`` messages stayed live."""
+    problems = _failed_callers(results)
+    firsts = [r for r in results if isinstance(r, pb.CommitEvent)]
+    if firsts and _distinct(firsts) > 1:
+        ids = {e.commit_id for e in firsts}
+        problems.append(f"{_distinct(firsts)} different first events ({len(ids)} commit ids)")
+    listed = await callers.other.ListCommits(
+        api.ListCommitsRequest(session_id=sid), timeout=DEADLINE
+    )
+    if len(listed.commits) != 1:
+        problems.append(f"{len(listed.commits)} commits stored")
+    session = await _get_session(callers.other, sid)
+    if (session.archive_count, session.message_count) != (1, live_after):
+        problems.append(
+            f"archives {session.archive_count} and live messages {session.message_count},"
+            f" not 1 and {live_after}"
+        )
+    return problems
+
+
 async def test_commit_retries_make_one_commit(callers: Callers) -> None:
     async def round_(number: int) -> list[str]:
         sid = await _session(callers.first, "commit", messages=4)
         rid = _unique("r")
         results = await callers.race(lambda stub: _commit_first(stub, sid, 1, rid))
-        problems = _failed_callers(results)
-        firsts = [r for r in results if isinstance(r, pb.CommitEvent)]
-        if firsts and _distinct(firsts) > 1:
-            ids = {e.commit_id for e in firsts}
-            problems.append(f"{_distinct(firsts)} different first events ({len(ids)} commit ids)")
-        listed = await callers.other.ListCommits(
-            api.ListCommitsRequest(session_id=sid), timeout=DEADLINE
-        )
-        if len(listed.commits) != 1:
-            problems.append(f"{len(listed.commits)} commits stored")
-        session = await _get_session(callers.other, sid)
-        if (session.archive_count, session.message_count) != (1, 1):
-            problems.append(
-                f"archives {session.archive_count} and live messages {session.message_count},"
-                " not 1 and 1"
-            )
-        return problems
+        return await _one_commit_problems(callers, sid, results, live_after=1)
 
     await _rounds(round_)
 
@@ -416,23 +411,7 @@ async def test_compact_retries_make_one_commit(callers: Callers) -> None:
         results = await callers.race(
             lambda stub: _first_event(stub.Compact(request, timeout=DEADLINE))
         )
-        problems = _failed_callers(results)
-        firsts = [r for r in results if isinstance(r, pb.CommitEvent)]
-        if firsts and _distinct(firsts) > 1:
-            ids = {e.commit_id for e in firsts}
-            problems.append(f"{_distinct(firsts)} different first events ({len(ids)} commit ids)")
-        listed = await callers.other.ListCommits(
-            api.ListCommitsRequest(session_id=sid), timeout=DEADLINE
-        )
-        if len(listed.commits) != 1:
-            problems.append(f"{len(listed.commits)} commits stored")
-        session = await _get_session(callers.other, sid)
-        if (session.archive_count, session.message_count) != (1, 0):
-            problems.append(
-                f"archives {session.archive_count} and live messages {session.message_count},"
-                " not 1 and 0"
-            )
-        return problems
+        return await _one_commit_problems(callers, sid, results, live_after=0)
 
     await _rounds(round_)
 
@@ -501,7 +480,7 @@ async def _state(stub: Stub, sid: str) -> list[bytes]:
             api.GetWorkingMemoryRequest(session_id=sid), timeout=DEADLINE
         )
     except grpc.aio.AioRpcError as error:
-        assert error.code() == grpc.StatusCode.NOT_FOUND, _outcome(error)
+        assert error.code() == grpc.StatusCode.NOT_FOUND, outcome(error)
         memory = pb.WorkingMemory()
     count = await _session_count(stub)
     return [
@@ -518,8 +497,8 @@ async def _refused_as_reused(call: Awaitable[object]) -> None:
     try:
         result = await call
     except grpc.aio.AioRpcError as error:
-        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, _outcome(error)
-        assert details(error)[0].reason == "REQUEST_ID_REUSED", _outcome(error)
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, outcome(error)
+        assert details(error)[0].reason == "REQUEST_ID_REUSED", outcome(error)
         return
     raise AssertionError(f"the reused request_id was accepted; the answer: {result!r}")
 
@@ -655,5 +634,5 @@ async def test_delete_session_retried_after_success_succeeds_again(callers: Call
         await callers.other.DeleteSession(
             api.DeleteSessionRequest(session_id=sid), timeout=DEADLINE
         )
-    assert caught.value.code() == grpc.StatusCode.NOT_FOUND, _outcome(caught.value)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND, outcome(caught.value)
     assert details(caught.value)[0].reason == "SESSION_NOT_FOUND"

@@ -29,7 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from reliability_support import FRESH, Stub, assert_well_formed, wait_terminal
 
 from support import builders as b
-from support.errors import details
+from support.errors import details, outcome
 from support.postgres import PostgresServer, missing_prerequisite, private_postgres_server
 from support.providers import creation
 from support.server_process import ServerProcess
@@ -46,18 +46,6 @@ OUTAGE_DEADLINE = 5.0
 RECOVERY = 10.0
 
 
-def _outcome(result: object) -> str:
-    if isinstance(result, grpc.aio.AioRpcError):
-        try:
-            reason = details(result)[0].reason
-        except AssertionError:
-            reason = "no ErrorInfo"
-        return f"{result.code().name} ({reason}): {result.details()}"
-    if isinstance(result, BaseException):
-        return f"{type(result).__name__}: {result}"
-    return "OK"
-
-
 async def _refused(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> str | None:
     """None when the call fails with ``code`` and ``reason``; else what happened instead."""
     try:
@@ -65,7 +53,7 @@ async def _refused(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> 
     except grpc.aio.AioRpcError as error:
         if error.code() == code and details(error)[0].reason == reason:
             return None
-        return _outcome(error)
+        return outcome(error)
     return "OK (it succeeded)"
 
 
@@ -95,7 +83,7 @@ async def _until_ok(
         try:
             return await call(), seen
         except grpc.aio.AioRpcError as error:
-            seen.append(_outcome(error))
+            seen.append(outcome(error))
             assert error.code() in allowed, f"while recovering: {seen}"
             assert time.monotonic() < deadline, f"no recovery within {within}s: {seen[-5:]}"
             await asyncio.sleep(0.1)
@@ -479,17 +467,17 @@ async def _foreign_lock(stub: Stub, channel: grpc.aio.Channel, db: Path) -> None
                     await probe()
                 except (grpc.aio.AioRpcError, TimeoutError) as error:
                     waited = time.monotonic() - started
-                    stalls.append(f"{name}: {_outcome(error)} after {waited:.1f}s")
+                    stalls.append(f"{name}: {outcome(error)} after {waited:.1f}s")
             if stalls:
                 break
-        outcome = await asyncio.gather(write, return_exceptions=True)
+        written = await asyncio.gather(write, return_exceptions=True)
     watch.cancel()
     assert not stalls, f"while another connection held the write lock: {stalls}"
-    result = outcome[0]
+    result = written[0]
     if isinstance(result, grpc.aio.AioRpcError):
         # Refused while the lock was held: retryable, and the retry is stored once.
-        assert result.code() == grpc.StatusCode.UNAVAILABLE, _outcome(result)
-        assert details(result)[0].reason == "STORAGE_UNAVAILABLE", _outcome(result)
+        assert result.code() == grpc.StatusCode.UNAVAILABLE, outcome(result)
+        assert details(result)[0].reason == "STORAGE_UNAVAILABLE", outcome(result)
         result = await stub.AddMessages(
             api.AddMessagesRequest(
                 session_id="locked",
@@ -498,6 +486,6 @@ async def _foreign_lock(stub: Stub, channel: grpc.aio.Channel, db: Path) -> None
             ),
             timeout=10,
         )
-    assert isinstance(result, api.AddMessagesResponse), _outcome(result)
+    assert isinstance(result, api.AddMessagesResponse), outcome(result)
     session = await stub.GetSession(api.GetSessionRequest(session_id="locked"), timeout=5)
     assert session.total_message_count == 2
