@@ -45,7 +45,7 @@ format: install
 	$(BIN)/ruff check --fix .
 
 typecheck: install
-	$(BIN)/mypy --strict wm_core
+	$(BIN)/mypy  # the files of [tool.mypy] in pyproject.toml, strict
 
 pytest: install
 	$(BIN)/pytest

@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection
 
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import check_bind_safety, load_keyring
@@ -26,10 +27,13 @@ from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService
 from wm_server.services.event_bus import EventBus
+from wm_server.services.events import EventLog
+from wm_server.services.jobs import JobService
+from wm_server.services.maintenance import Maintenance
 from wm_server.services.sessions import SessionService
 from wm_server.services.working_memory import WorkingMemoryService
-from wm_server.storage.port import Store
-from wm_server.storage.sqlite import SqliteStore
+from wm_server.storage.database import Database
+from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.tls import server_credentials, tls_mode
 
 log = structlog.get_logger("wm_server")
@@ -60,9 +64,10 @@ class Application:
     server: grpc.aio.Server
     health: health.aio.HealthServicer
     port: int
-    store: Store
+    database: Database
     worker: Phase2Worker
     provider: LlmProvider
+    maintenance: Maintenance | None = None
     bus: EventBus | None = None
     metrics: Metrics | None = None
     metrics_port: int | None = None
@@ -87,23 +92,25 @@ class Application:
         if self.settings.shutdown_drain_seconds:
             await asyncio.sleep(self.settings.shutdown_drain_seconds)
         await self.worker.stop()
+        if self.maintenance is not None:
+            await self.maintenance.stop()
         if self.bus is not None:
             self.bus.close()
         await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop)
         await self.provider.aclose()
-        await self.store.close()
+        await self.database.close()
         log.info("server_stopped")
 
 
-def build_store(settings: Settings) -> Store:
+def build_database(settings: Settings) -> Database:
     """SQLite by default; PostgreSQL when WM_DATABASE_URL says so."""
     if settings.database_url and settings.database_url.startswith(("postgresql://", "postgres://")):
-        from wm_server.storage.postgres import PostgresStore
+        from wm_server.storage.postgres import PostgresDatabase
 
-        return PostgresStore(settings.database_url)
-    return SqliteStore(settings.sqlite_path)
+        return PostgresDatabase(settings.database_url)
+    return SqliteDatabase(settings.sqlite_path, lock_timeout=settings.sqlite_lock_timeout)
 
 
 async def start_application(
@@ -115,13 +122,16 @@ async def start_application(
     check_bind_safety(settings, keyring)
     credentials = server_credentials(settings)
     metrics = Metrics()
-    store = build_store(settings)
-    await store.open()
+    database = build_database(settings)
+    await database.open()
     provider = provider or build_provider(settings)
     bus = EventBus()
-    store.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
+    database.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
+    log_ = EventLog(encode_event)
+    jobs = JobService(database, log_)
+    maintenance = Maintenance(database, retention_seconds=settings.request_id_retention_seconds)
     worker = Phase2Worker(
-        store,
+        jobs,
         provider,
         bus,
         WorkerSettings(
@@ -133,13 +143,17 @@ async def start_application(
         observer=metrics,
     )
     servicer = WorkingMemoryServicer(
-        sessions=SessionService(store),
+        sessions=SessionService(database, on_deleted=maintenance.wake),
         commits=CommitService(
-            store, bus, heartbeat_seconds=settings.heartbeat_seconds, on_enqueued=worker.wake
+            database,
+            bus,
+            log_,
+            heartbeat_seconds=settings.heartbeat_seconds,
+            on_enqueued=worker.wake,
         ),
-        memory=WorkingMemoryService(store),
-        archives=ArchiveService(store),
-        context=ContextService(store),
+        memory=WorkingMemoryService(database),
+        archives=ArchiveService(database),
+        context=ContextService(database),
         max_message_bytes=settings.max_message_bytes,
     )
     server = grpc.aio.server(
@@ -161,13 +175,14 @@ async def start_application(
             port = server.add_secure_port(settings.address, credentials)
     except RuntimeError as exc:  # in use (port reuse is off) or not an address of this host
         await provider.aclose()
-        await store.close()
+        await database.close()
         message = f"WM_ADDRESS: cannot listen on {settings.address}: {exc}"
         raise ConfigurationError(message) from None
     await server.start()
-    metrics.watch_queue(store.open_job_count)
+    metrics.watch_queue(jobs.open_count)
     metrics_port = metrics.serve(settings.metrics_address) if settings.metrics_address else None
     await worker.start()
+    maintenance.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     app = Application(
@@ -175,9 +190,10 @@ async def start_application(
         server=server,
         health=health_servicer,
         port=port,
-        store=store,
+        database=database,
         worker=worker,
         provider=provider,
+        maintenance=maintenance,
         bus=bus,
         metrics=metrics,
         metrics_port=metrics_port,

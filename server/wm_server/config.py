@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     phase2_retry_base_delay: Annotated[float, Field(ge=0)] = 1.0
     phase2_lease_seconds: Seconds = 60.0
     heartbeat_seconds: Seconds = 10.0
+    # How long a request_id is remembered (idempotent retries); pruned in the background.
+    request_id_retention_seconds: Seconds = 86_400.0
+    # How long a write waits for another process's SQLite write lock before UNAVAILABLE.
+    sqlite_lock_timeout: Seconds = 10.0
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 0.0
     shutdown_grace_seconds: Annotated[float, Field(ge=0)] = 10.0
     reflection: bool = True

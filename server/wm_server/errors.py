@@ -89,3 +89,33 @@ def session_not_found(session_id: str) -> NotFound:
         reason="SESSION_NOT_FOUND",
         metadata={"session_id": session_id},
     )
+
+
+class StorageUnavailable(Unavailable):
+    """The database cannot be reached or is locked right now; the transaction was rolled back
+    and a retry succeeds once the cause is gone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"storage unavailable: {message}", reason="STORAGE_UNAVAILABLE")
+
+
+class StorageConflict(StorageUnavailable):
+    """The database aborted the transaction to resolve a conflict (a deadlock, a
+    serialization failure): running the use case again is safe and usually succeeds."""
+
+
+class StorageFull(ServiceError):
+    """The database's disk is full; nothing was written. Retry once space is freed."""
+
+    code_name = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"storage full: {message}", reason="STORAGE_FULL")
+
+
+def request_id_reused(request_id: str, method: str) -> FailedPrecondition:
+    return FailedPrecondition(
+        f"request_id {request_id!r} was already used for a different {method} request",
+        reason="REQUEST_ID_REUSED",
+        metadata={"request_id": request_id, "method": method},
+    )

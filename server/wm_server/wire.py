@@ -105,7 +105,7 @@ def message_out(message: Message, position: int = 0, created: float | None = Non
     )
 
 
-def role_out(role: Role) -> int:
+def role_out(role: Role) -> pb.Role.ValueType:
     return ROLE_OUT[role]
 
 
@@ -124,11 +124,11 @@ def session_out(record: SessionRecord) -> pb.Session:
     )
 
 
-def state_out(state: CommitState) -> int:
+def state_out(state: CommitState) -> pb.CommitState.ValueType:
     return _STATE_OUT[state]
 
 
-def skip_out(reason: SkipReason | None) -> int:
+def skip_out(reason: SkipReason | None) -> pb.SkipReason.ValueType:
     return _SKIP_OUT[reason] if reason else pb.SKIP_REASON_UNSPECIFIED
 
 
@@ -221,7 +221,7 @@ def usage_json(usage: Usage) -> str:
     )
 
 
-def kind_out(name: str) -> int:
+def kind_out(name: str) -> pb.SectionOpKind.ValueType:
     return _KIND_BY_NAME.get(name.upper(), pb.SECTION_OP_KIND_UNSPECIFIED)
 
 
@@ -262,5 +262,5 @@ def commit_out(record: CommitRecord) -> pb.Commit:
     if record.error_reason:
         commit.error.CopyFrom(error_status(record.error_reason, record.error_message or ""))
     if record.covered_by_seq is not None:
-        commit.covered_by_commit_id = record.covered_by_commit_id
+        commit.covered_by_commit_id = record.covered_by_commit_id or ""
     return commit

@@ -14,7 +14,8 @@ from support.server_process import ServerProcess
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
-from wm_server.storage.sqlite import SqliteStore
+from wm_server.services.sessions import SessionService
+from wm_server.storage.sqlite import SqliteDatabase
 
 pytestmark = pytest.mark.slow
 
@@ -71,17 +72,18 @@ async def test_sigkill_during_ingest_loses_no_acknowledged_message(tmp_path: Pat
             assert session.total_message_count % 20 == 0  # batches are all or nothing
     finally:
         server.terminate()
-    store = SqliteStore(tmp_path / "wm.sqlite3")
-    await store.open()
+    database = SqliteDatabase(tmp_path / "wm.sqlite3")
+    await database.open()
+    sessions = SessionService(database)  # the default tenant
     try:
-        before = await store.get_session("default", "ingest")
-        stored = [m.message.id for m in await store.live_messages("default", "ingest")]
+        before = await sessions.get("ingest")
+        stored = [m.message.id for m in await sessions.live_messages("ingest")]
         assert len(stored) == len(set(stored)) == before.message_count
         assert set(acked) <= set(stored)
-        pending, live = await store.rebuild_pending_tokens("default", "ingest")
+        pending, live = await sessions.rebuild_pending_tokens("ingest")
         assert (before.pending_tokens, before.live_tokens) == (pending, live)
     finally:
-        await store.close()
+        await database.close()
 
 
 async def test_sigkill_during_phase2_resumes_and_completes_once(tmp_path: Path) -> None:

@@ -20,8 +20,10 @@ from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.app import Application
+from wm_server.services.sessions import SessionService
 from wm_server.storage.records import CommitState
-from wm_server.storage.sqlite import SqliteStore
+from wm_server.storage.sqlite import SqliteDatabase
+from wm_server.tenancy import set_tenant
 
 Stub = service_grpc.WorkingMemoryServiceStub
 # The ``anthropic_server`` fixture: starts a server with environment overrides.
@@ -117,23 +119,32 @@ async def check_store_invariants(
       gaps, and exactly one of them is terminal: the last;
     * the stored pending_tokens and live_tokens equal the rebuild from the messages.
     """
-    store = SqliteStore(db_path)
-    await store.open()
+    database = SqliteDatabase(db_path)
+    await database.open()
+    set_tenant(TENANT)
+    sessions = SessionService(database)
     reports: dict[str, SessionReport] = {}
     try:
         for session_id, ids in acked.items():
             report = SessionReport()
-            session = await store.get_session(TENANT, session_id)
-            archives = await store.list_archives(TENANT, session_id, 1_000_000, 0)
+            session = await sessions.get(session_id)
+            async with database.scanner() as uow:
+                row = await uow.sessions.find(TENANT, session_id)
+                assert row is not None, session_id
+                archives = await uow.commits.archived_after(row.sid, 0, 1_000_000)
+                bounds = [await uow.archives.bounds(row.sid, a.archive_seq or 0) for a in archives]
+                archived = [await uow.messages.between(row.sid, *b) for b in bounds if b]
+                commits = await uow.commits.page(row.sid, 1_000_000, 0)
+                events = {c.commit_id: await uow.events.after(c.commit_id, 0) for c in commits}
             seqs = [a.archive_seq for a in archives]
             assert seqs == list(range(1, len(seqs) + 1)), (session_id, seqs)
             assert session.archive_count == len(seqs), (session_id, session.archive_count)
             stored: list[str] = []
             positions: list[int] = []
-            for seq in seqs:
-                assert seq is not None
-                stored.extend(m.id for m in await store.archive_messages(TENANT, session_id, seq))
-            live = await store.live_messages(TENANT, session_id)
+            assert len(archived) == len(seqs)
+            for messages in archived:
+                stored.extend(m.message.id for m in messages)
+            live = await sessions.live_messages(session_id)
             stored.extend(m.message.id for m in live)
             positions.extend(m.position for m in live)
             assert len(stored) == len(set(stored)), f"{session_id}: a message is stored twice"
@@ -143,10 +154,9 @@ async def check_store_invariants(
             assert session.message_count == len(live)
             if positions:  # live positions continue right after the archived ones
                 assert positions == list(range(len(stored) - len(live) + 1, len(stored) + 1))
-            commits = await store.list_commits(TENANT, session_id, 1_000_000, 0)
             for commit in commits:
                 assert commit.state.terminal, (session_id, commit.commit_id, commit.state)
-                stored_events = await store.events_after(commit.commit_id, 0)
+                stored_events = events[commit.commit_id]
                 assert stored_events[-1].sequence == commit.last_sequence
                 decoded = [pb.CommitEvent.FromString(e.payload) for e in stored_events]
                 assert [e.terminal for e in stored_events] == [e.terminal for e in decoded]
@@ -156,12 +166,12 @@ async def check_store_invariants(
             archived_by_commits = sorted(c.archive_seq for c in commits if c.archive_seq)
             assert archived_by_commits == seqs, (session_id, archived_by_commits)
             before = (session.pending_tokens, session.live_tokens)
-            assert before == await store.rebuild_pending_tokens(TENANT, session_id), session_id
+            assert before == await sessions.rebuild_pending_tokens(session_id), session_id
             report.stored_ids = stored
             report.archive_count = len(seqs)
             reports[session_id] = report
     finally:
-        await store.close()
+        await database.close()
     return reports
 
 

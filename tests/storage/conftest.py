@@ -1,7 +1,11 @@
-"""The storage suite runs unchanged against every engine: ``store`` is parametrized by engine.
+"""The storage suite runs unchanged against every engine: ``database`` is parametrized.
 
-PostgreSQL runs on a throwaway server (``support.postgres``), a fresh database per test;
-its parameter carries the ``postgres`` marker (``-m "not postgres"`` leaves it out).
+The use cases (services) run over each engine's repositories, so one test checks one rule on
+SQLite and PostgreSQL alike. PostgreSQL runs on a throwaway server (``support.postgres``), a
+fresh database per test; its parameter carries the ``postgres`` marker.
+
+Every public method of every repository and of the engine is wrapped to record that it ran,
+per engine; ``test_zz_coverage`` (always collected last) fails when one was never exercised.
 """
 
 from __future__ import annotations
@@ -10,25 +14,29 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from storage_support import ENGINES, Services, build_services, make_database
 
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
-from wm_server.storage.port import Store
-from wm_server.storage.sqlite import SqliteStore
+from wm_server.storage.database import Database
+from wm_server.tenancy import set_tenant
 
-ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the coverage check after every other storage test."""
+    last = [i for i in items if i.name.startswith("test_every_port_method")]
+    rest = [i for i in items if i not in last]
+    items[:] = rest + last
 
 
 @pytest.fixture(params=ENGINES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    engine: Store
-    if request.param == "sqlite":
-        engine = SqliteStore(tmp_path / "wm.sqlite3")
-    elif request.param == "postgresql":
-        from wm_server.storage.postgres import PostgresStore
-
-        engine = PostgresStore(request.getfixturevalue("postgres_url"))
-    else:  # pragma: no cover - engines are added to ENGINES with their factory
-        raise ValueError(request.param)
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
+    engine = make_database(request.param, request, tmp_path)
     await engine.open()
+    set_tenant("t")
     yield engine
     await engine.close()
+
+
+@pytest.fixture
+def services(database: Database) -> Services:
+    return build_services(database)

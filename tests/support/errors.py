@@ -22,3 +22,16 @@ def details(error: grpc.aio.AioRpcError) -> tuple[error_details_pb2.ErrorInfo, l
             fields.extend(v.field for v in bad.field_violations)
     assert info.domain == "wm.v1"
     return info, fields
+
+
+def outcome(result: object) -> str:
+    """One caller's result in a line (code, ErrorInfo reason, message), for failure messages."""
+    if isinstance(result, grpc.aio.AioRpcError):
+        try:
+            reason = details(result)[0].reason
+        except AssertionError:
+            reason = "no ErrorInfo"
+        return f"{result.code().name} ({reason}): {result.details()}"
+    if isinstance(result, BaseException):
+        return f"{type(result).__name__}: {result}"
+    return "OK"

@@ -116,6 +116,20 @@ class PostgresServer:
             "initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
             "-E", "UTF8", "--no-locale", "--no-sync",
         )  # fmt: skip
+        last_error: Exception | None = None
+        for _ in range(5):  # the free port may be taken between the probe and the bind
+            self.port = _free_port()
+            try:
+                self._pg_ctl_start()
+                break
+            except RuntimeError as error:
+                last_error = error
+        else:
+            raise RuntimeError(f"PostgreSQL did not start: {last_error}")
+        self._wait_ready()
+        return self
+
+    def _pg_ctl_start(self) -> None:
         options = " ".join(
             [
                 "-c listen_addresses=127.0.0.1",
@@ -127,21 +141,20 @@ class PostgresServer:
                 "-c shared_buffers=64MB",
             ]
         )
-        last_error: Exception | None = None
-        for _ in range(5):  # the free port may be taken between the probe and the bind
-            self.port = _free_port()
-            try:
-                self._run(
-                    "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
-                    "-o", f"-p {self.port} {options}", "start",
-                )  # fmt: skip
-                break
-            except RuntimeError as error:
-                last_error = error
-        else:
-            raise RuntimeError(f"PostgreSQL did not start: {last_error}")
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
+            "-o", f"-p {self.port} {options}", "start",
+        )  # fmt: skip
+
+    def halt(self) -> None:
+        """Stop the cluster as an operator's restart does (``pg_ctl stop -m fast``: open
+        connections are cut, transactions in flight roll back) and keep its files."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", timeout=60)
+
+    def resume(self) -> None:
+        """Start a halted cluster again on the same port, so clients reconnect to the same URL."""
+        self._pg_ctl_start()
         self._wait_ready()
-        return self
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -175,6 +188,29 @@ class PostgresServer:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _required_bindir() -> Path:
+    """The binaries' folder; without them (or runuser, as root) the test is skipped/failed."""
+    bindir = find_bindir()
+    if bindir is None:
+        missing_prerequisite(INSTALL_HINT)
+        raise AssertionError("unreachable")
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        missing_prerequisite("as root, starting PostgreSQL needs `runuser` (util-linux)")
+    return bindir
+
+
+@contextlib.contextmanager
+def private_postgres_server() -> Iterator[PostgresServer]:
+    """A cluster of the caller's own, for a test that stops and starts it: the shared one
+    must stay up for everyone else. Skipped (failed under CI=true) without the binaries."""
+    bindir = _required_bindir()
+    server = PostgresServer(bindir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 # Test modules and conftests import the fixture below, which gives each importer its own
 # session-scoped instance; they all share this one server, stopped when the last one ends.
 _shared: PostgresServer | None = None
@@ -186,13 +222,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     """One throwaway server for the whole test session (skipped or failed when missing)."""
     global _shared, _users
     if _shared is None:
-        bindir = find_bindir()
-        if bindir is None:
-            missing_prerequisite(INSTALL_HINT)
-            raise AssertionError("unreachable")
-        if os.geteuid() == 0 and shutil.which("runuser") is None:
-            missing_prerequisite("as root, starting PostgreSQL needs `runuser` (util-linux)")
-        server = PostgresServer(bindir)
+        server = PostgresServer(_required_bindir())
         try:
             server.start()
         except BaseException:

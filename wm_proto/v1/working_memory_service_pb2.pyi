@@ -59,7 +59,9 @@ class CreateSessionRequest(_message.Message):
     makes one.
     """
     request_id: _builtins.str
-    """Idempotency key (a UUID is recommended; at most 128 characters)."""
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
     def __init__(
         self,
         *,
@@ -163,7 +165,9 @@ class DeleteSessionRequest(_message.Message):
     session_id: _builtins.str
     """The session."""
     request_id: _builtins.str
-    """Idempotency key."""
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
     def __init__(
         self,
         *,
@@ -193,7 +197,9 @@ class AddMessagesRequest(_message.Message):
     create_session_if_missing: _builtins.bool
     """Create the session when it does not exist (as agent runtimes expect)."""
     request_id: _builtins.str
-    """Idempotency key. Message ids make retries safe too."""
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h). Message ids make retries safe too.
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
         """1-1000 messages, stored in this order."""
@@ -277,7 +283,10 @@ class CommitRequest(_message.Message):
     from its result.
     """
     request_id: _builtins.str
-    """Idempotency key: the same id again returns the same commit's events."""
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    A retry streams the same commit's events.
+    """
     def __init__(
         self,
         *,
@@ -421,7 +430,9 @@ class RetryCommitRequest(_message.Message):
     commit_id: _builtins.str
     """The failed commit."""
     request_id: _builtins.str
-    """Idempotency key."""
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
     def __init__(
         self,
         *,
@@ -448,7 +459,9 @@ class CompactRequest(_message.Message):
     session_id: _builtins.str
     """The session."""
     request_id: _builtins.str
-    """Idempotency key."""
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
     def __init__(
         self,
         *,
@@ -504,7 +517,9 @@ class ApplyWorkingMemoryOpsRequest(_message.Message):
     expected_version: _builtins.int
     """Optimistic concurrency: when non-zero, the latest version must equal it, else ABORTED."""
     request_id: _builtins.str
-    """Idempotency key."""
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
     @_builtins.property
     def ops(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.SectionOp]:
         """One op per section; sections left out are KEEP. At most one op per section."""

@@ -36,8 +36,20 @@ class WorkingMemoryServiceStub:
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
-    another tenant, answers NOT_FOUND. Every mutating RPC takes a request_id: a retry with the
-    same id returns the same outcome and never stores twice.
+    another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
+    unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
+    RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
+    the cause is gone.
+
+    Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
+    recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit
+    the commit). A retry with the same id and the same request returns the stored outcome and
+    never acts twice, also when retries arrive concurrently on several replicas. The same id
+    with a different request answers FAILED_PRECONDITION (reason REQUEST_ID_REUSED, metadata
+    request_id and method) and changes nothing. Ids are remembered for 24 hours by default
+    (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
+    a session created again under the same name starts with no ids (DeleteSession's own id
+    still answers a retried delete).
     """
 
     @_typing.overload
@@ -106,8 +118,20 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
-    another tenant, answers NOT_FOUND. Every mutating RPC takes a request_id: a retry with the
-    same id returns the same outcome and never stores twice.
+    another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
+    unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
+    RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
+    the cause is gone.
+
+    Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
+    recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit
+    the commit). A retry with the same id and the same request returns the stored outcome and
+    never acts twice, also when retries arrive concurrently on several replicas. The same id
+    with a different request answers FAILED_PRECONDITION (reason REQUEST_ID_REUSED, metadata
+    request_id and method) and changes nothing. Ids are remembered for 24 hours by default
+    (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
+    a session created again under the same name starts with no ids (DeleteSession's own id
+    still answers a retried delete).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -172,8 +196,20 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
-    another tenant, answers NOT_FOUND. Every mutating RPC takes a request_id: a retry with the
-    same id returns the same outcome and never stores twice.
+    another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
+    unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
+    RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
+    the cause is gone.
+
+    Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
+    recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit
+    the commit). A retry with the same id and the same request returns the stored outcome and
+    never acts twice, also when retries arrive concurrently on several replicas. The same id
+    with a different request answers FAILED_PRECONDITION (reason REQUEST_ID_REUSED, metadata
+    request_id and method) and changes nothing. Ids are remembered for 24 hours by default
+    (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
+    a session created again under the same name starts with no ids (DeleteSession's own id
+    still answers a retried delete).
     """
 
     @_abc_1.abstractmethod

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from google.rpc import error_details_pb2, status_pb2
 
 ERROR_DOMAIN = "wm.v1"
 _DETAILS_KEY = "grpc-status-details-bin"

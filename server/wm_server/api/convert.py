@@ -7,7 +7,10 @@ that is wrong with a batch at once, and nothing is stored.
 
 from __future__ import annotations
 
+import hashlib
 import json
+
+from google.protobuf.message import Message as ProtoMessage
 
 from wm_core import (
     SECTIONS,
@@ -195,3 +198,14 @@ def ops_in(ops: list[pb.SectionOp]) -> dict[str, SectionOp]:
     for section in SECTIONS:
         out.setdefault(section, SectionOp.keep())
     return out
+
+
+def fingerprint(request: ProtoMessage) -> str:
+    """What identifies a request for idempotency: sha256 of the request without its
+    request_id, deterministically serialized ("" when it carries no request_id)."""
+    if not getattr(request, "request_id", ""):
+        return ""
+    copy = type(request)()
+    copy.CopyFrom(request)
+    copy.ClearField("request_id")
+    return hashlib.sha256(copy.SerializeToString(deterministic=True)).hexdigest()

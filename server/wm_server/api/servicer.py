@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2
 
+from wm_core import anthropic_json
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
@@ -20,7 +21,6 @@ from wm_server.api import convert
 from wm_server.api.handlers import server_stream, unary
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
-from wm_server.services.assembly import anthropic_json
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService, as_json, openai_shape, tool_definitions
 from wm_server.services.sessions import SessionService
@@ -54,7 +54,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def CreateSession(
         self, request: api.CreateSessionRequest, context: Context
     ) -> pb.Session:
-        record, _ = await self._sessions.create(request.session_id, request.request_id)
+        record, _ = await self._sessions.create(
+            request.session_id, request.request_id, convert.fingerprint(request)
+        )
         return wire.session_out(record)
 
     @unary
@@ -74,7 +76,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def DeleteSession(
         self, request: api.DeleteSessionRequest, context: Context
     ) -> empty_pb2.Empty:
-        await self._sessions.delete(request.session_id, request.request_id)
+        await self._sessions.delete(
+            request.session_id, request.request_id, convert.fingerprint(request)
+        )
         return empty_pb2.Empty()
 
     @unary
@@ -88,6 +92,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             messages,
             create_if_missing=request.create_session_if_missing,
             request_id=request.request_id,
+            fingerprint=convert.fingerprint(request),
         )
         return api.AddMessagesResponse(
             session_id=result.session.session_id,
@@ -104,7 +109,10 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self, request: api.CommitRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
         _, stream = await self._commits.commit(
-            request.session_id, request.keep_recent_count, request.request_id
+            request.session_id,
+            request.keep_recent_count,
+            request.request_id,
+            convert.fingerprint(request),
         )
         async for payload in stream:
             yield pb.CommitEvent.FromString(payload)
@@ -113,7 +121,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def Compact(
         self, request: api.CompactRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
-        _, stream = await self._commits.commit(request.session_id, 0, request.request_id)
+        _, stream = await self._commits.commit(
+            request.session_id, 0, request.request_id, convert.fingerprint(request)
+        )
         async for payload in stream:
             yield pb.CommitEvent.FromString(payload)
 
@@ -145,7 +155,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     @unary
     async def RetryCommit(self, request: api.RetryCommitRequest, context: Context) -> pb.Commit:
         record = await self._commits.retry(
-            request.session_id, request.commit_id, request.request_id
+            request.session_id, request.commit_id, request.request_id, convert.fingerprint(request)
         )
         return wire.commit_out(record)
 
@@ -163,7 +173,11 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         validation.session_id(request.session_id)
         ops = convert.ops_in(list(request.ops))
         record, decisions = await self._memory.apply(
-            request.session_id, ops, request.expected_version, request.request_id
+            request.session_id,
+            ops,
+            request.expected_version,
+            request.request_id,
+            convert.fingerprint(request),
         )
         return api.ApplyWorkingMemoryOpsResponse(
             working_memory=wire.working_memory_out(record),

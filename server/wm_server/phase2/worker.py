@@ -20,22 +20,15 @@ from typing import Protocol
 
 import structlog
 
-from wm_core import estimate_tokens
+from wm_core import abstract_of, estimate_tokens
 from wm_server import wire
-from wm_server.llm.chain import (
-    ChainEvent,
-    GenerationFailed,
-    LlmCallFinished,
-    LlmCallStarted,
-    OpsParsed,
-    generate_working_memory,
-)
+from wm_server.errors import ServiceError
+from wm_server.llm.chain import ChainEvent, GenerationFailed, generate_working_memory
 from wm_server.llm.port import LlmError, LlmProvider
-from wm_server.phase2.abstract import abstract_of
-from wm_server.services import events
 from wm_server.services.event_bus import EventBus
-from wm_server.storage.port import LeaseLost, Store
-from wm_server.storage.records import ClaimedJob, Phase2Completion, archive_name
+from wm_server.services.events import GuardDecided
+from wm_server.services.jobs import JobService, LeaseLost
+from wm_server.storage.records import ClaimedJob, Phase2Completion
 
 log = structlog.get_logger("wm_server.phase2")
 
@@ -79,7 +72,7 @@ class WorkerSettings:
 class Phase2Worker:
     def __init__(
         self,
-        store: Store,
+        jobs: JobService,
         provider: LlmProvider,
         bus: EventBus,
         settings: WorkerSettings,
@@ -87,7 +80,7 @@ class Phase2Worker:
         post_steps: Sequence[PostStep] = (),
         observer: Phase2Observer | None = None,
     ) -> None:
-        self._store = store
+        self._jobs = jobs
         self._provider = provider
         self._bus = bus
         self._settings = settings
@@ -116,14 +109,21 @@ class Phase2Worker:
         self._loops.clear()
 
     async def _loop(self) -> None:
+        backoff = 0.0  # grows while storage is unavailable, so an outage is not a busy loop
         while not self._stopping:
             try:
-                job = await self._store.claim_job(self._settings.lease_seconds)
+                job = await self._jobs.claim(self._settings.lease_seconds)
+                backoff = 0.0
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("phase2_claim_failed")
-                job = None
+            except Exception as error:
+                backoff = min(max(backoff * 2, 0.5), 10.0)
+                if isinstance(error, ServiceError):
+                    log.warning("phase2_claim_failed", error=str(error), retry_in=backoff)
+                else:
+                    log.exception("phase2_claim_failed", retry_in=backoff)
+                await asyncio.sleep(backoff)
+                continue
             if job is None:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
@@ -135,18 +135,26 @@ class Phase2Worker:
     async def _run_with_lease(self, job: ClaimedJob) -> None:
         runner = asyncio.create_task(self._run(job))
         renewer = asyncio.create_task(self._renew(job, runner))
+        current = asyncio.current_task()
         try:
             await runner
         except asyncio.CancelledError:
+            if current is None or not current.cancelling():
+                # The renewer stopped the runner: the lease is gone, another worker has it.
+                log.warning("phase2_lease_lost", commit_id=job.commit_id)
+                return
             runner.cancel()
             with contextlib.suppress(BaseException):
                 await runner
             with contextlib.suppress(Exception):
-                await self._store.release_job(job)
+                await self._jobs.release(job)
                 log.info("phase2_released", commit_id=job.commit_id)
             raise
         except LeaseLost:
             log.warning("phase2_lease_lost", commit_id=job.commit_id)
+        except ServiceError as error:  # storage unavailable: the lease expires, it runs again
+            log.warning("phase2_interrupted", commit_id=job.commit_id, error=str(error))
+            await asyncio.sleep(1.0)
         except Exception:
             log.exception("phase2_crashed", commit_id=job.commit_id)
         finally:
@@ -159,43 +167,26 @@ class Phase2Worker:
         interval = self._settings.lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
-            if not await self._store.renew_lease(job, self._settings.lease_seconds):
+            try:
+                renewed = await self._jobs.renew(job, self._settings.lease_seconds)
+            except Exception as error:  # an outage: try again before the lease runs out
+                log.warning("phase2_renew_failed", commit_id=job.commit_id, error=str(error))
+                continue
+            if not renewed:
                 log.warning("phase2_lease_not_renewed", commit_id=job.commit_id)
                 runner.cancel()
                 return
 
     async def _run(self, job: ClaimedJob) -> None:
         started = time.monotonic()
-        commit = await self._store.get_commit(job.tenant, job.session_id, job.commit_id)
-        seq = commit.last_sequence
         for _ in range(5):  # re-run on a WM changed under us (ApplyWorkingMemoryOps)
-            data = await self._store.phase2_input(job)
+            data = await self._jobs.read_input(job)
             previous = data.previous
-            seq += 1
-            await self._store.append_events(
-                job,
-                [
-                    (
-                        seq,
-                        events.phase2_started(
-                            job.commit_id,
-                            seq,
-                            job.attempts,
-                            previous is None,
-                            previous.version if previous else 0,
-                            [archive_name(s) for s in data.covered_seqs],
-                        ),
-                        False,
-                    )
-                ],
-                running=True,
-            )
+            await self._jobs.start(job, data)
             self._bus.publish(job.commit_id)
-            counter = _Sequence(seq)
 
-            async def on_event(event: ChainEvent, counter: _Sequence = counter) -> None:
-                payload = self._event_payload(job.commit_id, counter.next(), event)
-                await self._store.append_events(job, [(counter.value, payload, False)], False)
+            async def on_event(event: ChainEvent) -> None:
+                await self._jobs.record(job, event)
                 self._bus.publish(job.commit_id)
 
             try:
@@ -212,28 +203,20 @@ class Phase2Worker:
                 reason = "LLM_UNAVAILABLE" if isinstance(error, LlmError) else "GENERATION_FAILED"
                 if isinstance(error, LlmError) and not retryable:
                     reason = "LLM_REJECTED"
-                await self._fail_or_retry(job, counter.value, reason, str(error), retryable)
+                await self._fail_or_retry(job, reason, str(error), retryable)
                 self._observer.job_finished(
                     "retry" if retryable else "failed", time.monotonic() - started
                 )
                 return
-            except (asyncio.CancelledError, LeaseLost):
-                raise
+            except (asyncio.CancelledError, LeaseLost, ServiceError):
+                raise  # storage errors: the lease expires and the job runs again
             except Exception as error:
                 log.exception("phase2_error", commit_id=job.commit_id)
-                await self._fail_or_retry(job, counter.value, "INTERNAL", repr(error), True)
+                await self._fail_or_retry(job, "INTERNAL", repr(error), True)
                 self._observer.job_finished("error", time.monotonic() - started)
                 return
 
-            guard_events = []
             for decision in generation.decisions:
-                guard_events.append(
-                    (
-                        counter.next(),
-                        events.guard_decision(job.commit_id, counter.value, decision),
-                        False,
-                    )
-                )
                 self._observer.guard_intervened(decision.section, decision.guard.value)
             for kind, count in (
                 ("input", generation.usage.input_tokens),
@@ -249,14 +232,12 @@ class Phase2Worker:
                 decisions_json=wire.decisions_json(generation.decisions),
                 usage_json=wire.usage_json(generation.usage),
                 covered_seqs=data.covered_seqs,
-                events=tuple(guard_events),
             )
-            closing_from = counter.value + 1
-            done = await self._store.complete_phase2(
+            done = await self._jobs.complete(
                 job,
                 previous.version if previous else 0,
                 completion,
-                lambda record, wm, first=closing_from: events.completion(record, wm, first),
+                tuple(GuardDecided(d) for d in generation.decisions),
             )
             if done is not None:
                 log.info(
@@ -268,24 +249,11 @@ class Phase2Worker:
                 )
                 self._observer.job_finished("completed", time.monotonic() - started)
                 return
-            seq = counter.value
             log.info("phase2_rerun_on_newer_wm", commit_id=job.commit_id)
-        await self._fail_or_retry(job, seq, "INTERNAL", "working memory kept changing", True)
-
-    def _event_payload(self, commit_id: str, seq: int, event: ChainEvent) -> bytes:
-        if isinstance(event, LlmCallStarted):
-            return events.llm_request(
-                commit_id, seq, event.provider, event.model, str(event.purpose)
-            )
-        if isinstance(event, LlmCallFinished):
-            return events.llm_response(
-                commit_id, seq, event.stop_reason, event.usage, event.duration_ms
-            )
-        assert isinstance(event, OpsParsed)
-        return events.ops_parsed(commit_id, seq, dict(event.ops), list(event.problems))
+        await self._fail_or_retry(job, "INTERNAL", "working memory kept changing", True)
 
     async def _fail_or_retry(
-        self, job: ClaimedJob, seq: int, reason: str, message: str, retryable: bool
+        self, job: ClaimedJob, reason: str, message: str, retryable: bool
     ) -> None:
         if retryable and job.attempts < self._settings.max_attempts:
             delay = self._settings.retry_base_delay * (2 ** (job.attempts - 1))
@@ -296,32 +264,7 @@ class Phase2Worker:
                 delay=delay,
                 error=message,
             )
-            await self._store.schedule_retry(
-                job,
-                delay,
-                [
-                    (
-                        seq + 1,
-                        events.retry_scheduled(
-                            job.commit_id, seq + 1, job.attempts, delay, message
-                        ),
-                        False,
-                    )
-                ],
-            )
+            await self._jobs.schedule_retry(job, delay, message)
             return
         log.error("phase2_failed", commit_id=job.commit_id, reason=reason, error=message)
-        await self._store.fail_commit(
-            job, reason, message, lambda record, _wm: events.completion(record, None, seq + 1)
-        )
-
-
-class _Sequence:
-    """The next event number of the commit being processed."""
-
-    def __init__(self, value: int) -> None:
-        self.value = value
-
-    def next(self) -> int:
-        self.value += 1
-        return self.value
+        await self._jobs.fail(job, reason, message)

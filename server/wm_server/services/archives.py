@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from wm_core import Message
 from wm_server.errors import NotFound, invalid
 from wm_server.services import paging, validation
-from wm_server.storage.port import Store
+from wm_server.services.sessions import find_session
+from wm_server.storage.database import Database
 from wm_server.storage.records import CommitRecord, WorkingMemoryRecord
-from wm_server.tenancy import current_tenant
 
 # ASCII digits only (\d would accept other scripts' digits), and at most 18 of them so the
 # number fits the store's 64-bit integers (longer ids once made int() or SQLite raise).
@@ -24,8 +25,8 @@ def archive_seq(archive_id: str, field: str = "archive_id") -> int:
 
 
 class ArchiveService:
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, database: Database) -> None:
+        self._db = database
 
     async def list(
         self, session_id: str, page_size: int, page_token: str
@@ -33,7 +34,9 @@ class ArchiveService:
         sid = validation.session_id(session_id)
         size = paging.page_size(page_size)
         after = paging.decode("archives", page_token) or 0
-        records = await self._store.list_archives(current_tenant(), sid, size + 1, after)
+        async with self._db.reader() as uow:
+            row = await find_session(uow, sid)
+            records = await uow.commits.archived_after(row.sid, after, size + 1)
         more = len(records) > size
         records = records[:size]
         token = paging.encode("archives", records[-1].archive_seq or 0) if more else ""
@@ -41,20 +44,23 @@ class ArchiveService:
 
     async def get(
         self, session_id: str, archive_id: str
-    ) -> tuple[CommitRecord, list[Message], WorkingMemoryRecord | None]:
+    ) -> tuple[CommitRecord, Sequence[Message], WorkingMemoryRecord | None]:
+        """The archive, its raw messages and the working memory that covered it."""
         sid = validation.session_id(session_id)
         seq = archive_seq(archive_id)
-        tenant = current_tenant()
-        records = await self._store.list_archives(tenant, sid, 1, seq - 1)
-        if not records or records[0].archive_seq != seq:
-            raise NotFound(
-                f"archive {archive_id!r} not found in session {sid!r}",
-                reason="ARCHIVE_NOT_FOUND",
-                metadata={"session_id": sid, "archive_id": archive_id},
-            )
-        record = records[0]
-        messages = await self._store.archive_messages(tenant, sid, seq)
-        wm = None
-        if record.wm_version:
-            wm = await self._store.get_working_memory(tenant, sid, record.wm_version)
+        async with self._db.scanner() as uow:
+            row = await find_session(uow, sid)
+            records = await uow.commits.archived_after(row.sid, seq - 1, 1)
+            bounds = await uow.archives.bounds(row.sid, seq)
+            if not records or records[0].archive_seq != seq or bounds is None:
+                raise NotFound(
+                    f"archive {archive_id!r} not found in session {sid!r}",
+                    reason="ARCHIVE_NOT_FOUND",
+                    metadata={"session_id": sid, "archive_id": archive_id},
+                )
+            record = records[0]
+            messages = [m.message for m in await uow.messages.between(row.sid, *bounds)]
+            wm = None
+            if record.wm_version:
+                wm = await uow.working_memories.get(row, record.wm_version)
         return record, messages, wm

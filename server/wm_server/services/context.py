@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from wm_core import UPDATE_TOOL, Message
+from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq
-from wm_server.services.assembly import AssembledContext, assemble
+from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
-from wm_server.storage.port import Store
-from wm_server.storage.records import SearchMatch, WorkingMemoryRecord
+from wm_server.storage.database import Database
+from wm_server.storage.records import SearchMatch, StoredMessage, WorkingMemoryRecord
 from wm_server.tenancy import current_tenant
 
 MAX_BUDGET = 10_000_000
@@ -25,8 +26,8 @@ _JSON_ESCAPED = {'"', "\\"}
 
 
 class ContextService:
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, database: Database) -> None:
+        self._db = database
 
     async def assemble(
         self, session_id: str, token_budget: int, system_prompt: str
@@ -36,9 +37,7 @@ class ContextService:
             raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
         if len(system_prompt.encode()) > MAX_SYSTEM_PROMPT:
             raise invalid("system_prompt", "at most 1 MiB", "TOO_LARGE")
-        tenant = current_tenant()
-        wm, covered = await self._store.latest_coverage(tenant, sid)
-        stored, uncovered = await self._store.uncovered_messages(tenant, sid, covered)
+        wm, stored, uncovered = await self._uncovered(sid)
         result = assemble(
             token_budget, system_prompt, wm.document if wm else None, [s.message for s in stored]
         )
@@ -70,10 +69,48 @@ class ContextService:
         prefilter = None
         if needle.isascii() and not (_JSON_ESCAPED & set(needle)) and needle.isprintable():
             prefilter = needle.lower()
-        found, total = await self._store.search_archives(
-            current_tenant(), sid, seq, matches, prefilter, limit
-        )
+        found, total = await self._search(sid, seq, matches, prefilter, limit)
         return [(m, snippet(m.message, folded)) for m in found], total
+
+    async def _uncovered(
+        self, session_id: str
+    ) -> tuple[WorkingMemoryRecord | None, list[StoredMessage], list[int]]:
+        """The latest WM, the messages it does not cover (archived after the archive it
+        covers, then the live ones, in order) and the numbers of those archives."""
+        async with self._db.scanner() as uow:
+            row = await find_session(uow, session_id)
+            wm = await uow.working_memories.get(row, row.record.wm_version)
+            covered = await uow.working_memories.covered_seq(row.sid, wm.version) if wm else 0
+            bounds = await uow.archives.bounds(row.sid, covered) if covered else None
+            start = bounds[1] + 1 if bounds else 1
+            seqs = [s for s, _, _ in await uow.archives.listing(row.sid, None) if s > covered]
+            return wm, await uow.messages.between(row.sid, start, None), sorted(seqs)
+
+    async def _search(
+        self,
+        session_id: str | None,
+        archive_seq: int | None,
+        matches: Callable[[Message], bool],
+        prefilter: str | None,
+        limit: int,
+    ) -> tuple[list[SearchMatch], int]:
+        """Archived messages that match, newest archive first, then in message order;
+        ``prefilter`` is a lowercase literal the raw row must contain."""
+        found: list[SearchMatch] = []
+        total = 0
+        async with self._db.scanner() as uow:
+            if session_id is not None:
+                sessions = [((await find_session(uow, session_id)).sid, session_id)]
+            else:
+                sessions = await uow.sessions.keys(current_tenant())
+            for sid, name in sessions:
+                for seq, first, last in await uow.archives.listing(sid, archive_seq):
+                    for message in await uow.messages.containing(sid, first, last, prefilter):
+                        if matches(message):
+                            total += 1
+                            if len(found) < limit:
+                                found.append(SearchMatch(name, seq, message))
+        return found, total
 
 
 def snippet(message: Message, folded: str) -> str:

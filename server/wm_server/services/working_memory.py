@@ -6,26 +6,29 @@ runtime that runs its own model cannot lose more than the service's model could.
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Mapping
 
 from wm_core import SECTIONS, Decision, Guard, SectionOp, estimate_tokens, merge, render_document
 from wm_server.errors import Aborted, NotFound, invalid
-from wm_server.services import validation
-from wm_server.storage.port import Store
+from wm_server.services import idempotency, validation
+from wm_server.services.sessions import find_session, locked_session
+from wm_server.services.transactions import retry_conflicts
+from wm_server.storage.database import Database
 from wm_server.storage.records import WorkingMemoryRecord
-from wm_server.tenancy import current_tenant
 
 
 class WorkingMemoryService:
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, database: Database) -> None:
+        self._db = database
 
     async def get(self, session_id: str, version: int) -> WorkingMemoryRecord:
         sid = validation.session_id(session_id)
         if version < 0:
             raise invalid("version", "must not be negative", "OUT_OF_RANGE")
-        record = await self._store.get_working_memory(current_tenant(), sid, version)
+        async with self._db.reader() as uow:
+            row = await find_session(uow, sid)
+            record = await uow.working_memories.get(row, version or row.record.wm_version)
         if record is None:
             what = f"version {version}" if version else "a working memory"
             raise NotFound(
@@ -35,47 +38,47 @@ class WorkingMemoryService:
             )
         return record
 
+    @retry_conflicts
     async def apply(
         self,
         session_id: str,
         ops: Mapping[str, SectionOp],
         expected_version: int,
         request_id: str,
+        fingerprint: str = "",
     ) -> tuple[WorkingMemoryRecord, list[Decision]]:
         sid = validation.session_id(session_id)
         rid = validation.request_id(request_id)
-        tenant = current_tenant()
         if expected_version < 0:
             raise invalid("expected_version", "must not be negative", "OUT_OF_RANGE")
-        method = f"ApplyWorkingMemoryOps/{sid}"
-        if rid:
-            prior = await self._store.remembered(tenant, method, rid)
+        req = idempotency.request("ApplyWorkingMemoryOps", sid, rid, fingerprint)
+        async with self._db.unit_of_work() as uow:
+            prior = await idempotency.replay(uow, req)
+            row = await locked_session(uow, sid)
             if prior is not None:
-                saved = json.loads(prior)
-                record = await self._store.get_working_memory(tenant, sid, saved["version"])
-                assert record is not None
-                return record, [_decision(d) for d in saved["decisions"]]
-        current = await self._store.get_working_memory(tenant, sid, 0)
-        current_version = current.version if current else 0
-        if expected_version and expected_version != current_version:
-            raise _version_conflict(sid, expected_version, current_version)
-        previous = current.document if current else render_document({s: "" for s in SECTIONS})
-        result = merge(previous, dict(ops))
-        stored = await self._store.store_working_memory(
-            tenant, sid, current_version, result.document, estimate_tokens(result.document)
-        )
-        if stored is None:
-            raise _version_conflict(sid, expected_version or current_version, -1)
-        decisions = list(result.decisions)
-        if rid:
-            await self._store.remember(
-                tenant,
-                method,
-                rid,
-                json.dumps(
-                    {"version": stored.version, "decisions": [d.to_dict() for d in decisions]}
-                ),
-            )
+                stored = await uow.working_memories.get(row, prior["version"])
+                assert stored is not None
+                return stored, [_decision(d) for d in prior["decisions"]]
+            current_version = row.record.wm_version
+            if expected_version and expected_version != current_version:
+                raise _version_conflict(sid, expected_version, current_version)
+            current = await uow.working_memories.get(row, current_version)
+            previous = current.document if current else render_document({s: "" for s in SECTIONS})
+            result = merge(previous, dict(ops))
+            version = current_version + 1
+            now = time.time()
+            await uow.working_memories.insert(
+                row.sid, version, result.document, archive_seq=None,
+                covered_seq=await uow.working_memories.covered_seq(row.sid, current_version),
+                commit_id=None, tokens=estimate_tokens(result.document), now=now,
+            )  # fmt: skip
+            await uow.sessions.set_wm_version(row.sid, version, now)
+            stored = await uow.working_memories.get(row, version)
+            assert stored is not None
+            decisions = list(result.decisions)
+            outcome = {"version": version, "decisions": [d.to_dict() for d in decisions]}
+            await idempotency.remember(uow, req, row.sid, outcome)
+            await uow.commit()
         return stored, decisions
 
 

@@ -1,1 +1,2 @@
-"""Persistence: the storage port and its engines (SQLite embedded, PostgreSQL for replicas)."""
+"""Persistence: row access for both engines (repositories written once, a dialect for what
+differs), units of work, and the engines themselves (SQLite embedded, PostgreSQL for replicas)."""

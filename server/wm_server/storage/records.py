@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from wm_core import Message
@@ -101,12 +101,6 @@ def archive_name(seq: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Phase1Result:
-    commit: CommitRecord
-    created: bool  # False when the request id matched an earlier commit
-
-
-@dataclass(frozen=True, slots=True)
 class StoredEvent:
     commit_id: str
     sequence: int
@@ -164,4 +158,3 @@ class Phase2Completion:
     decisions_json: str
     usage_json: str
     covered_seqs: tuple[int, ...]
-    events: tuple[tuple[int, bytes, bool], ...] = field(default=())

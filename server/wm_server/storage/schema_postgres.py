@@ -4,12 +4,13 @@ The tables mirror ``schema_sqlite`` column for column so both engines share one 
 behave identically; the differences are PostgreSQL types (identity keys, ``bytea``,
 ``boolean``, ``double precision`` epoch seconds) and one extra column, ``commits.cid``, which
 plays the part of SQLite's implicit rowid as a stable tie-break for listing commits.
-Statements are separated by ``;`` and contain no other semicolon (the runner splits on it).
+Statements are separated by ``;`` and contain no other semicolon (the runner splits on it);
+a migration whose statements need one lists them in a tuple instead.
 """
 
 from __future__ import annotations
 
-MIGRATIONS: tuple[tuple[int, str], ...] = (
+MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
     (
         1,
         """
@@ -129,5 +130,35 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             PRIMARY KEY (tenant, method, request_id)
         )
         """,
+    ),
+    (
+        2,
+        # One idempotency record per request key (tenant, method, resource, request id), with
+        # the request's fingerprint, written in the transaction of its effect. A record of a
+        # session goes with it; the old table had no fingerprints, so its records are dropped.
+        """
+        CREATE TABLE requests (
+            request_key TEXT PRIMARY KEY,
+            sid BIGINT REFERENCES sessions(sid) ON DELETE CASCADE,
+            fingerprint TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            create_time DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX requests_by_time ON requests (create_time);
+        CREATE INDEX requests_by_session ON requests (sid);
+        DROP TABLE idempotency
+        """,
+    ),
+    (
+        3,
+        # Other replicas learn of stored events from the database itself: one round trip less
+        # per event write than a NOTIFY statement, and no writer can forget it. PostgreSQL
+        # folds the identical notifications of one transaction into one.
+        (
+            "CREATE FUNCTION wm_commit_event_stored() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN PERFORM pg_notify('wm_commit_events', NEW.commit_id); RETURN NULL; END $$",
+            "CREATE TRIGGER commit_event_stored AFTER INSERT ON commit_events"
+            " FOR EACH ROW EXECUTE FUNCTION wm_commit_event_stored()",
+        ),
     ),
 )

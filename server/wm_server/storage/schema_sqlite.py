@@ -120,4 +120,22 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        2,
+        # One idempotency record per request key (tenant, method, resource, request id), with
+        # the request's fingerprint, written in the transaction of its effect. A record of a
+        # session goes with it; the old table had no fingerprints, so its records are dropped.
+        """
+        CREATE TABLE requests (
+            request_key TEXT PRIMARY KEY,
+            sid INTEGER REFERENCES sessions(sid) ON DELETE CASCADE,
+            fingerprint TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            create_time REAL NOT NULL
+        );
+        CREATE INDEX requests_by_time ON requests (create_time);
+        CREATE INDEX requests_by_session ON requests (sid);
+        DROP TABLE idempotency
+        """,
+    ),
 )

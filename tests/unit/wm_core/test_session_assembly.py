@@ -8,18 +8,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wm_core import (
-    SECTIONS,
-    Message,
-    Role,
-    TextPart,
-    ToolResultPart,
-    ToolUsePart,
-    estimate_tokens,
-    message_tokens,
-    render_document,
-)
-from wm_server.services.assembly import (
+from wm_core import SECTIONS, estimate_tokens, render_document
+from wm_core._messages import Message, Role, TextPart, ToolResultPart, ToolUsePart, message_tokens
+from wm_core._session.assembly import (
     SUMMARY_HEADER,
     assemble,
     plan_budget,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from wm_core import parse_document
+from wm_core._document.markdown import parse_document
 
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
@@ -24,6 +24,8 @@ def _first_line(body: str) -> str:
 
 
 def abstract_of(document: str) -> str:
+    """One line for archive listings and search hits: the title says which session, the
+    first sentence of the current state says where it stands; bounded to MAX_ABSTRACT."""
     bodies = parse_document(document)
     title = _first_line(bodies.get("Session Title", ""))
     state = _first_line(bodies.get("Current State", ""))

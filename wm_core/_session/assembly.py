@@ -14,19 +14,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from wm_core import (
-    SECTIONS,
+from wm_core._document.markdown import parse_document, render_document
+from wm_core._document.sections import SECTIONS
+from wm_core._messages import (
     Message,
     Part,
     Role,
     TextPart,
     ToolResultPart,
     ToolUsePart,
-    estimate_tokens,
     message_tokens,
-    parse_document,
-    render_document,
 )
+from wm_core._tokens.estimate import estimate_tokens
 
 SUMMARY_HEADER = "[Session History Summary]"
 OMITTED_NOTE = "[Earlier conversation omitted to fit the context budget.]"
@@ -61,6 +60,9 @@ TRIM_ORDER = (
 
 @dataclass(frozen=True, slots=True)
 class Budget:
+    """How a context budget is spent: what the reply and the instructions need comes first,
+    so the history never crowds out the answer; the working memory gets a bounded share."""
+
     total: int
     reply_reserve: int
     instructions: int
@@ -69,6 +71,9 @@ class Budget:
 
 
 def plan_budget(total: int, instruction_tokens: int) -> Budget:
+    """15 % (at least 20,000 tokens from 40,000 on) is held back for the reply, and the
+    summary may take 15 % of what is left, at most WM_MAX_TOKENS, so that a long working
+    memory cannot push out the recent messages the model needs verbatim."""
     reserve = math.ceil(total * 0.15)
     if total >= 40_000:
         reserve = max(reserve, 20_000)
@@ -81,6 +86,9 @@ def plan_budget(total: int, instruction_tokens: int) -> Budget:
 
 @dataclass
 class AssembledContext:
+    """The context ready to send, with the figures a caller needs to trust it: what was
+    trimmed or dropped is reported, never left out silently."""
+
     system_prompt_addition: str
     messages: list[Message]
     estimated_tokens: int
@@ -187,6 +195,9 @@ def assemble(
     working_memory: str | None,
     messages: Sequence[Message],
 ) -> AssembledContext:
+    """The next model context: summary, uncovered history, then live messages, newest
+    kept first when the budget runs short. Tool calls and results are kept or dropped as
+    units and roles are normalized, so the Messages API accepts the result as it is."""
     addition = SYSTEM_PROMPT_ADDITION if working_memory else ""
     instruction_tokens = estimate_tokens(system_prompt) + estimate_tokens(addition)
     budget = plan_budget(token_budget, instruction_tokens)
@@ -238,7 +249,7 @@ def _total(messages: Sequence[Message]) -> int:
 
 def anthropic_json(messages: Sequence[Message]) -> str:
     """The messages as the Messages API's ``messages`` array."""
-    out = []
+    out: list[dict[str, object]] = []
     for message in messages:
         content: list[dict[str, object]] = []
         for part in message.parts:

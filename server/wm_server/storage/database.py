@@ -1,0 +1,200 @@
+"""What an engine provides: connections that run named-parameter SQL, the few statement
+fragments that differ between SQLite and PostgreSQL, and three kinds of unit of work.
+
+Statements are written once, with ``:name`` parameters; an engine's connection renders them
+for its driver. What really differs lives in ``Dialect``: how a session row is locked, the
+``SKIP LOCKED`` job claim, the clock, membership in a list, NOTIFY and the per-request lock.
+Driver errors are classified once per engine, at the unit of work, into the two storage
+errors the API maps (UNAVAILABLE, RESOURCE_EXHAUSTED).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from wm_server.errors import ServiceError
+from wm_server.storage.unit_of_work import Repositories, UnitOfWork
+
+Row = tuple[Any, ...]
+Params = Mapping[str, Any]
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@functools.cache
+def pyformat(sql: str) -> str:
+    """``:name`` → ``%(name)s`` (psycopg's style); ``::type`` casts are left alone."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+@functools.cache
+def positional(sql: str, mark: str) -> str:
+    """``:name`` → ``mark`` (``?`` or ``%s``) for ``many``, whose rows are tuples in the order
+    the names appear: binding a tuple costs a third less than a mapping per row."""
+    return _NAMED.sub(mark, sql.replace("%", "%%") if mark == "%s" else sql)
+
+
+class Connection(ABC):
+    """One engine connection, as the repositories see it."""
+
+    repositories: Repositories | None = None
+
+    @abstractmethod
+    async def one(self, sql: str, params: Params) -> Row | None: ...
+
+    @abstractmethod
+    async def all(self, sql: str, params: Params) -> list[Row]: ...
+
+    @abstractmethod
+    async def run(self, sql: str, params: Params) -> int:
+        """Execute; return the number of rows changed."""
+
+    @abstractmethod
+    async def many(self, sql: str, rows: Sequence[Row]) -> None:
+        """Execute once per row; each row holds the values of the names in order."""
+
+
+class Kind(Enum):
+    WRITE = "write"
+    READ = "read"
+    SCAN = "scan"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The statement fragments that differ between the engines (and nothing else)."""
+
+    name: str
+    lock_row: str  # suffix of a SELECT that serializes writers of one session
+    lock_job: str  # suffix of a SELECT that holds a job row until commit
+    skip_locked: str  # suffix of the job claim
+    now: str  # the database clock, epoch seconds: leases compare against one clock
+    commit_order: str  # a stable tie-break for commits created in the same instant
+    # Membership in a list of values: (the "IN …" fragment, its parameters), for a name.
+    in_list: Callable[[str, Sequence[Any]], tuple[str, dict[str, Any]]]
+    contains: str  # "<column> contains the lowercase literal", with {column} and {param}
+    lock_key: str | None  # a transaction lock on a string key
+
+
+class Database(ABC):
+    """An engine: opens, migrates, and hands out units of work."""
+
+    dialect: Dialect
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect and apply pending migrations."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    def subscribe_events(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(commit_id)`` when another process stores events of a commit.
+
+        Only an engine shared by several replicas has something to report; with one process
+        its own services already wake the streams, so the default does nothing.
+        """
+        del callback
+
+    @abstractmethod
+    def classify(self, error: Exception) -> ServiceError | None:
+        """The storage error a driver error stands for, or None for a bug."""
+
+    # What an engine implements: hand out a connection of each kind and take it back.
+    @abstractmethod
+    async def _acquire(self, kind: Kind) -> Connection:
+        """A connection; for WRITE, inside a begun transaction."""
+
+    @abstractmethod
+    async def _release(self, kind: Kind, conn: Connection) -> None: ...
+
+    @abstractmethod
+    async def _commit(self, conn: Connection) -> None: ...
+
+    @abstractmethod
+    async def _rollback(self, conn: Connection) -> None: ...
+
+    def unit_of_work(self) -> _Unit:
+        """One write transaction: rolled back unless ``await uow.commit()`` ran."""
+        return _Unit(self, Kind.WRITE)
+
+    def reader(self) -> _Unit:
+        """Short reads; nothing to commit."""
+        return _Unit(self, Kind.READ)
+
+    def scanner(self) -> _Unit:
+        """Long reads (archives, uncovered messages, search) off the writer's path, from one
+        snapshot where the engine needs it."""
+        return _Unit(self, Kind.SCAN)
+
+    def _repositories(self, conn: Connection) -> Repositories:
+        if conn.repositories is None:
+            conn.repositories = Repositories(conn, self.dialect)
+        return conn.repositories
+
+    def _translate(self, error: Exception) -> Exception:
+        if isinstance(error, ServiceError):
+            return error
+        return self.classify(error) or error
+
+    async def _migrate(
+        self,
+        conn: Connection,
+        migrations: Sequence[tuple[int, str | tuple[str, ...]]],
+        log: Callable[[int], None],
+    ) -> None:
+        """Apply the versions not applied yet, in order, on a connection in a transaction."""
+        await conn.run(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)", {}
+        )
+        applied = {int(v) for (v,) in await conn.all("SELECT version FROM schema_migrations", {})}
+        for version, sql in migrations:
+            if version in applied:
+                continue
+            # A script is split on ";"; a statement with a ";" of its own comes in a tuple.
+            for statement in sql.split(";") if isinstance(sql, str) else sql:
+                if statement.strip():
+                    await conn.run(statement, {})
+            await conn.run("INSERT INTO schema_migrations VALUES (:v)", {"v": version})
+            log(version)
+
+
+class _Unit:
+    """``async with database.unit_of_work() as uow``: a plain class rather than a generator
+    context manager, because AddMessages pays for every layer on its hot path."""
+
+    __slots__ = ("_conn", "_db", "_kind", "_uow")
+
+    def __init__(self, db: Database, kind: Kind) -> None:
+        self._db = db
+        self._kind = kind
+
+    async def __aenter__(self) -> UnitOfWork:
+        try:
+            conn = await self._db._acquire(self._kind)
+        except Exception as error:
+            raise self._db._translate(error) from error
+        self._conn = conn
+        commit = self._db._commit if self._kind is Kind.WRITE else None
+        self._uow = UnitOfWork(conn, self._db._repositories(conn), commit)
+        return self._uow
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        try:
+            if self._kind is Kind.WRITE and not self._uow.committed:
+                with contextlib.suppress(Exception):
+                    await self._db._rollback(self._conn)
+        finally:
+            await self._db._release(self._kind, self._conn)
+        if isinstance(exc, Exception):
+            translated = self._db._translate(exc)
+            if translated is not exc:
+                raise translated from exc

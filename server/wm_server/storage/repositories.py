@@ -1,0 +1,672 @@
+"""Row access for both engines: every statement written once, with ``:name`` parameters.
+
+Each method is one query (or one chunk of one) and holds no product rule: what a commit
+means, when a session may be written, how sequences and windows move is decided in the
+services. The engine-specific fragments come from the ``Dialect``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from wm_core import Message
+from wm_server.storage.codec import message_from_row, parts_to_json
+from wm_server.storage.records import (
+    CommitRecord,
+    CommitState,
+    SessionRecord,
+    SkipReason,
+    StoredEvent,
+    StoredMessage,
+    WorkingMemoryRecord,
+)
+
+if TYPE_CHECKING:
+    from wm_server.storage.database import Connection, Dialect, Row
+
+# A deleted session keeps its rows until the background purge removes them; it is moved
+# out of every tenant at once, so its id is free and every lookup misses it.
+DELETED_TENANT = ""
+_LAST = 2**62  # "no upper bound" for positions and keys
+
+_SESSION = (
+    "sid, first_live_position, next_position, tenant, session_id, create_time, update_time,"
+    " message_count, total_message_count, pending_tokens, live_tokens, keep_recent_count,"
+    " archive_count, wm_version"
+)
+_COMMIT = (
+    "c.commit_id, s.tenant, s.session_id, c.state, c.keep_recent_count, c.archive_seq,"
+    " c.archived_message_count, c.kept_message_count, c.archived_tokens, c.skip_reason,"
+    " c.request_id, c.attempt_count, c.error_reason, c.error_message, c.covered_by_seq,"
+    " (SELECT x.commit_id FROM commits x WHERE x.sid = c.sid AND x.archive_seq = c.covered_by_seq),"
+    " COALESCE(a.abstract, ''), c.wm_version, c.usage_json, c.decisions_json, c.last_sequence,"
+    " c.create_time, c.complete_time"
+    " FROM commits c JOIN sessions s ON s.sid = c.sid"
+    " LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
+)
+_WM = "version, document, archive_seq, commit_id, estimated_tokens, create_time"
+_MESSAGE = "position, message_id, role, parts_json, tokens, create_time"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A session with the internal keys the services need (its public record inside)."""
+
+    sid: int
+    first_live: int
+    next_position: int
+    record: SessionRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimableJob:
+    commit_id: str
+    sid: int
+    seq: int
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    """A remembered request: ``live`` is False once the session it belongs to is deleted."""
+
+    fingerprint: str
+    outcome: str
+    live: bool
+
+
+def _session(row: Row) -> SessionRow:
+    return SessionRow(int(row[0]), int(row[1]), int(row[2]), SessionRecord(*row[3:]))
+
+
+def _commit(row: Row) -> CommitRecord:
+    values = list(row)
+    values[3] = CommitState(values[3])
+    values[9] = SkipReason(values[9]) if values[9] else None
+    return CommitRecord(*values)
+
+
+def _stored_message(row: Row) -> StoredMessage:
+    pos, mid, role, parts, tokens, created = row
+    return StoredMessage(int(pos), message_from_row(mid, role, parts, int(tokens)), created)
+
+
+class _Repository:
+    def __init__(self, conn: Connection, dialect: Dialect) -> None:
+        self._conn = conn
+        self._dialect = dialect
+
+
+class SessionRepository(_Repository):
+    async def create(self, tenant: str, session_id: str, now: float) -> SessionRow | None:
+        """None when the id is taken (also by a concurrent creator)."""
+        row = await self._conn.one(
+            "INSERT INTO sessions (tenant, session_id, create_time, update_time)"
+            " VALUES (:tenant, :session_id, :now, :now)"
+            f" ON CONFLICT (tenant, session_id) DO NOTHING RETURNING {_SESSION}",
+            {"tenant": tenant, "session_id": session_id, "now": now},
+        )
+        return _session(row) if row else None
+
+    async def find(self, tenant: str, session_id: str) -> SessionRow | None:
+        row = await self._conn.one(
+            f"SELECT {_SESSION} FROM sessions WHERE tenant = :tenant AND session_id = :session_id",
+            {"tenant": tenant, "session_id": session_id},
+        )
+        return _session(row) if row else None
+
+    async def lock(self, tenant: str, session_id: str) -> SessionRow | None:
+        """Find and serialize against every other writer of the session until commit."""
+        row = await self._conn.one(
+            f"SELECT {_SESSION} FROM sessions WHERE tenant = :tenant AND session_id = :session_id"
+            + self._dialect.lock_row,
+            {"tenant": tenant, "session_id": session_id},
+        )
+        return _session(row) if row else None
+
+    async def by_sid(self, sid: int) -> SessionRow | None:
+        row = await self._conn.one(
+            f"SELECT {_SESSION} FROM sessions WHERE sid = :sid", {"sid": sid}
+        )
+        return _session(row) if row else None
+
+    async def page(self, tenant: str, before_sid: int | None, limit: int) -> list[SessionRow]:
+        rows = await self._conn.all(
+            f"SELECT {_SESSION} FROM sessions WHERE tenant = :tenant AND sid < :before"
+            " ORDER BY sid DESC LIMIT :limit",
+            {
+                "tenant": tenant,
+                "before": _LAST if before_sid is None else before_sid,
+                "limit": limit,
+            },
+        )
+        return [_session(r) for r in rows]
+
+    async def keys(self, tenant: str) -> list[tuple[int, str]]:
+        """(sid, session_id) of every session of the tenant, newest first."""
+        rows = await self._conn.all(
+            "SELECT sid, session_id FROM sessions WHERE tenant = :tenant ORDER BY sid DESC",
+            {"tenant": tenant},
+        )
+        return [(int(sid), str(name)) for sid, name in rows]
+
+    async def grow(
+        self, sid: int, next_position: int, added: int, tokens: int, pending: int, now: float
+    ) -> None:
+        """Account for ``added`` new messages; ``pending`` tokens crossed out of the window."""
+        await self._conn.run(
+            "UPDATE sessions SET next_position = :next, message_count = message_count + :added,"
+            " total_message_count = total_message_count + :added,"
+            " live_tokens = live_tokens + :tokens, pending_tokens = pending_tokens + :pending,"
+            " update_time = :now WHERE sid = :sid",
+            {"next": next_position, "added": added, "tokens": tokens, "pending": pending,
+             "now": now, "sid": sid},
+        )  # fmt: skip
+
+    async def set_window(
+        self,
+        sid: int,
+        *,
+        first_live: int,
+        message_count: int,
+        archive_count: int,
+        keep: int,
+        pending: int,
+        live: int,
+        now: float,
+    ) -> None:
+        await self._conn.run(
+            "UPDATE sessions SET first_live_position = :first, message_count = :count,"
+            " archive_count = :archives, keep_recent_count = :keep, pending_tokens = :pending,"
+            " live_tokens = :live, update_time = :now WHERE sid = :sid",
+            {"first": first_live, "count": message_count, "archives": archive_count,
+             "keep": keep, "pending": pending, "live": live, "now": now, "sid": sid},
+        )  # fmt: skip
+
+    async def set_tokens(self, sid: int, pending: int, live: int) -> None:
+        await self._conn.run(
+            "UPDATE sessions SET pending_tokens = :pending, live_tokens = :live WHERE sid = :sid",
+            {"pending": pending, "live": live, "sid": sid},
+        )
+
+    async def set_wm_version(self, sid: int, version: int, now: float) -> None:
+        await self._conn.run(
+            "UPDATE sessions SET wm_version = :version, update_time = :now WHERE sid = :sid",
+            {"version": version, "now": now, "sid": sid},
+        )
+
+    async def unlink(self, sid: int) -> None:
+        """Move the session out of its tenant: NOT_FOUND from now on, its id free again."""
+        await self._conn.run(
+            "UPDATE sessions SET tenant = :gone, session_id = :name WHERE sid = :sid",
+            {"gone": DELETED_TENANT, "name": f"deleted-{sid}", "sid": sid},
+        )
+
+    async def unlinked(self) -> list[int]:
+        rows = await self._conn.all(
+            "SELECT sid FROM sessions WHERE tenant = :gone", {"gone": DELETED_TENANT}
+        )
+        return [int(sid) for (sid,) in rows]
+
+    async def purge(self, table: str, key: str, sid: int, limit: int) -> int:
+        """Delete up to ``limit`` rows of an unlinked session from one table (or, for
+        ``sessions``, the row itself): bounded work per transaction."""
+        if (table, key) not in _PURGED:
+            raise ValueError(f"not a purged table: {table}")
+        return await self._conn.run(
+            f"DELETE FROM {table} WHERE sid = :sid AND {key} IN"
+            f" (SELECT {key} FROM {table} WHERE sid = :sid LIMIT :limit)",
+            {"sid": sid, "limit": limit},
+        )
+
+
+# What a purge removes, children first; deleting a commit cascades to its events and job.
+PURGE_ORDER: tuple[tuple[str, str], ...] = (
+    ("messages", "position"),
+    ("tool_calls", "tool_use_id"),
+    ("commits", "commit_id"),
+    ("archives", "seq"),
+    ("working_memories", "version"),
+    ("requests", "request_key"),
+    ("sessions", "sid"),
+)
+_PURGED = frozenset(PURGE_ORDER)
+
+
+class MessageRepository(_Repository):
+    async def existing_ids(self, sid: int, ids: Sequence[str]) -> set[str]:
+        members, values = self._dialect.in_list("ids", ids)
+        rows = await self._conn.all(
+            f"SELECT message_id FROM messages WHERE sid = :sid AND message_id {members}",
+            {"sid": sid, **values},
+        )
+        return {str(r[0]) for r in rows}
+
+    async def insert(self, sid: int, fresh: Sequence[tuple[int, Message]], now: float) -> None:
+        await self._conn.many(
+            "INSERT INTO messages (sid, position, message_id, role, parts_json, tokens,"
+            " create_time, result_ids) VALUES (:sid, :position, :id, :role, :parts, :tokens,"
+            " :now, :results)",
+            [
+                (sid, pos, m.id, m.role.value, parts_to_json(m.parts), m.estimated_tokens, now,
+                 " ".join(m.tool_result_ids()))
+                for pos, m in fresh
+            ],
+        )  # fmt: skip
+
+    async def token_sum(self, sid: int, first: int, last: int) -> int:
+        row = await self._conn.one(
+            "SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE sid = :sid"
+            " AND position BETWEEN :first AND :last",
+            {"sid": sid, "first": first, "last": last},
+        )
+        return int(row[0]) if row else 0
+
+    async def tokens_from(self, sid: int, first: int) -> list[int]:
+        rows = await self._conn.all(
+            "SELECT tokens FROM messages WHERE sid = :sid AND position >= :first ORDER BY position",
+            {"sid": sid, "first": first},
+        )
+        return [int(t) for (t,) in rows]
+
+    async def between(self, sid: int, first: int, last: int | None) -> list[StoredMessage]:
+        rows = await self._conn.all(
+            f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid"
+            " AND position BETWEEN :first AND :last ORDER BY position",
+            {"sid": sid, "first": first, "last": _LAST if last is None else last},
+        )
+        return [_stored_message(r) for r in rows]
+
+    async def results_between(
+        self, sid: int, first: int, stop: int
+    ) -> list[tuple[int, tuple[str, ...]]]:
+        """(position, answered tool_use ids) of the tool results at positions [first, stop)."""
+        rows = await self._conn.all(
+            "SELECT position, result_ids FROM messages WHERE sid = :sid AND position >= :first"
+            " AND position < :stop AND result_ids <> ''",
+            {"sid": sid, "first": first, "stop": stop},
+        )
+        return [(int(pos), tuple(str(ids).split(" "))) for pos, ids in rows]
+
+    async def containing(
+        self, sid: int, first: int, last: int, needle: str | None
+    ) -> list[Message]:
+        """Messages in [first, last], only rows whose raw text contains ``needle`` if given."""
+        where = ""
+        if needle:
+            where = " AND " + self._dialect.contains.format(column="parts_json", param="needle")
+        rows = await self._conn.all(
+            f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid"
+            f" AND position BETWEEN :first AND :last{where} ORDER BY position",
+            {"sid": sid, "first": first, "last": last, "needle": needle},
+        )
+        return [_stored_message(r).message for r in rows]
+
+
+class ToolCallRepository(_Repository):
+    async def upsert(self, sid: int, calls: dict[str, int]) -> None:
+        """The latest call with an id wins."""
+        await self._conn.many(
+            "INSERT INTO tool_calls (sid, tool_use_id, position) VALUES (:sid, :id, :position)"
+            " ON CONFLICT (sid, tool_use_id) DO UPDATE SET position = excluded.position",
+            [(sid, tid, pos) for tid, pos in calls.items()],
+        )
+
+    async def positions(self, sid: int, ids: Sequence[str]) -> dict[str, int]:
+        """The position of the latest call of each id (ids never called are absent)."""
+        members, values = self._dialect.in_list("ids", ids)
+        rows = await self._conn.all(
+            f"SELECT tool_use_id, position FROM tool_calls WHERE sid = :sid AND tool_use_id {members}",
+            {"sid": sid, **values},
+        )
+        return {str(tid): int(pos) for tid, pos in rows}
+
+
+class CommitRepository(_Repository):
+    async def insert(
+        self,
+        commit_id: str,
+        sid: int,
+        *,
+        state: CommitState,
+        keep: int,
+        archive_seq: int | None,
+        archived: int,
+        kept: int,
+        archived_tokens: int,
+        skip_reason: SkipReason | None,
+        request_id: str | None,
+        now: float,
+    ) -> None:
+        await self._conn.run(
+            "INSERT INTO commits (commit_id, sid, state, keep_recent_count, archive_seq,"
+            " archived_message_count, kept_message_count, archived_tokens, skip_reason,"
+            " request_id, create_time, complete_time) VALUES (:id, :sid, :state, :keep, :seq,"
+            " :archived, :kept, :tokens, :skip, :request_id, :now, :done)",
+            {"id": commit_id, "sid": sid, "state": state.value, "keep": keep, "seq": archive_seq,
+             "archived": archived, "kept": kept, "tokens": archived_tokens,
+             "skip": skip_reason.value if skip_reason else None, "request_id": request_id,
+             "now": now, "done": now if state.terminal else None},
+        )  # fmt: skip
+
+    async def get(self, commit_id: str, sid: int | None = None) -> CommitRecord | None:
+        """The commit; with ``sid``, only when it belongs to that session."""
+        row = await self._conn.one(
+            f"SELECT {_COMMIT} WHERE c.commit_id = :id AND (CAST(:sid AS BIGINT) IS NULL OR c.sid = :sid)",
+            {"id": commit_id, "sid": sid},
+        )
+        return _commit(row) if row else None
+
+    async def page(self, sid: int, limit: int, offset: int) -> list[CommitRecord]:
+        rows = await self._conn.all(
+            f"SELECT {_COMMIT} WHERE c.sid = :sid"
+            f" ORDER BY c.create_time DESC, {self._dialect.commit_order} DESC"
+            " LIMIT :limit OFFSET :offset",
+            {"sid": sid, "limit": limit, "offset": offset},
+        )
+        return [_commit(r) for r in rows]
+
+    async def archived_after(self, sid: int, after_seq: int, limit: int) -> list[CommitRecord]:
+        rows = await self._conn.all(
+            f"SELECT {_COMMIT} WHERE c.sid = :sid AND c.archive_seq > :after"
+            " ORDER BY c.archive_seq LIMIT :limit",
+            {"sid": sid, "after": after_seq, "limit": limit},
+        )
+        return [_commit(r) for r in rows]
+
+    async def failed_uncovered_before(self, sid: int, seq: int) -> list[int]:
+        rows = await self._conn.all(
+            "SELECT archive_seq FROM commits WHERE sid = :sid AND state = :failed"
+            " AND covered_by_seq IS NULL AND archive_seq < :seq ORDER BY archive_seq",
+            {"sid": sid, "failed": CommitState.FAILED.value, "seq": seq},
+        )
+        return [int(s) for (s,) in rows]
+
+    async def set_state(
+        self,
+        commit_id: str,
+        state: CommitState,
+        attempts: int,
+        *,
+        error: tuple[str, str] | None = None,
+        now: float | None = None,
+    ) -> None:
+        """Move to ``state``; ``error`` (reason, message) is kept, else cleared; ``now`` is
+        the completion time of a terminal state."""
+        await self._conn.run(
+            "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = :reason,"
+            " error_message = :message, complete_time = :now WHERE commit_id = :id",
+            {"state": state.value, "attempts": attempts, "reason": error[0] if error else None,
+             "message": error[1][:2000] if error else None, "now": now, "id": commit_id},
+        )  # fmt: skip
+
+    async def complete(
+        self,
+        commit_id: str,
+        attempts: int,
+        *,
+        version: int,
+        usage_json: str,
+        decisions_json: str,
+        now: float,
+    ) -> None:
+        """COMPLETED with what Phase 2 produced (the error of an earlier attempt cleared)."""
+        await self._conn.run(
+            "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = NULL,"
+            " error_message = NULL, complete_time = :now, wm_version = :version,"
+            " usage_json = :usage, decisions_json = :decisions WHERE commit_id = :id",
+            {"state": CommitState.COMPLETED.value, "attempts": attempts, "now": now,
+             "version": version, "usage": usage_json, "decisions": decisions_json,
+             "id": commit_id},
+        )  # fmt: skip
+
+    async def cover(self, sid: int, seqs: Sequence[int], by_seq: int) -> None:
+        members, values = self._dialect.in_list("seqs", seqs)
+        await self._conn.run(
+            f"UPDATE commits SET covered_by_seq = :by WHERE sid = :sid AND archive_seq {members}",
+            {"by": by_seq, "sid": sid, **values},
+        )
+
+    async def advance_sequence(self, commit_id: str, count: int) -> int:
+        """Reserve ``count`` event numbers (row-locked until commit); the new last one."""
+        row = await self._conn.one(
+            "UPDATE commits SET last_sequence = last_sequence + :count WHERE commit_id = :id"
+            " RETURNING last_sequence",
+            {"count": count, "id": commit_id},
+        )
+        assert row is not None, commit_id
+        return int(row[0])
+
+
+class ArchiveRepository(_Repository):
+    async def insert(
+        self,
+        sid: int,
+        seq: int,
+        commit_id: str,
+        *,
+        message_count: int,
+        tokens: int,
+        first: int,
+        last: int,
+        now: float,
+    ) -> None:
+        await self._conn.run(
+            "INSERT INTO archives (sid, seq, commit_id, message_count, tokens, first_position,"
+            " last_position, create_time) VALUES (:sid, :seq, :commit_id, :count, :tokens,"
+            " :first, :last, :now)",
+            {"sid": sid, "seq": seq, "commit_id": commit_id, "count": message_count,
+             "tokens": tokens, "first": first, "last": last, "now": now},
+        )  # fmt: skip
+
+    async def bounds(self, sid: int, seq: int) -> tuple[int, int] | None:
+        row = await self._conn.one(
+            "SELECT first_position, last_position FROM archives WHERE sid = :sid AND seq = :seq",
+            {"sid": sid, "seq": seq},
+        )
+        return (int(row[0]), int(row[1])) if row else None
+
+    async def listing(self, sid: int, only: int | None) -> list[tuple[int, int, int]]:
+        """(seq, first, last) of the session's archives (or just ``only``), newest first."""
+        rows = await self._conn.all(
+            "SELECT seq, first_position, last_position FROM archives WHERE sid = :sid"
+            " AND (CAST(:only AS BIGINT) IS NULL OR seq = :only) ORDER BY seq DESC",
+            {"sid": sid, "only": only},
+        )
+        return [(int(s), int(f), int(last)) for s, f, last in rows]
+
+    async def set_abstract(self, sid: int, seq: int, abstract: str) -> None:
+        await self._conn.run(
+            "UPDATE archives SET abstract = :abstract WHERE sid = :sid AND seq = :seq",
+            {"abstract": abstract, "sid": sid, "seq": seq},
+        )
+
+
+class EventRepository(_Repository):
+    async def insert(self, commit_id: str, events: Sequence[tuple[int, bytes, bool]]) -> None:
+        await self._conn.many(
+            "INSERT INTO commit_events (commit_id, sequence, terminal, payload)"
+            " VALUES (:id, :sequence, :terminal, :payload)",
+            [(commit_id, s, t, p) for s, p, t in events],
+        )
+
+    async def after(self, commit_id: str, after_sequence: int) -> list[StoredEvent]:
+        rows = await self._conn.all(
+            "SELECT sequence, payload, terminal FROM commit_events WHERE commit_id = :id"
+            " AND sequence > :after ORDER BY sequence",
+            {"id": commit_id, "after": after_sequence},
+        )
+        return [StoredEvent(commit_id, int(s), bytes(p), bool(t)) for s, p, t in rows]
+
+
+class JobRepository(_Repository):
+    async def enqueue(self, commit_id: str, sid: int, seq: int, now: float) -> None:
+        await self._conn.run(
+            "INSERT INTO phase2_jobs (commit_id, sid, seq, state, not_before, create_time)"
+            f" VALUES (:id, :sid, :seq, 'queued', {self._dialect.now}, :now)",
+            {"id": commit_id, "sid": sid, "seq": seq, "now": now},
+        )
+
+    async def next_claimable(self) -> ClaimableJob | None:
+        """The oldest runnable job whose session has no earlier unfinished one."""
+        row = await self._conn.one(
+            "SELECT j.commit_id, j.sid, j.seq, j.attempts FROM phase2_jobs j"
+            " WHERE j.state <> 'done'"
+            f" AND ((j.state = 'queued' AND j.not_before <= {self._dialect.now})"
+            f"  OR (j.state = 'running' AND j.lease_expires < {self._dialect.now}))"
+            " AND NOT EXISTS (SELECT 1 FROM phase2_jobs k WHERE k.sid = j.sid"
+            "  AND k.seq < j.seq AND k.state <> 'done')"
+            " ORDER BY j.not_before, j.create_time LIMIT 1" + self._dialect.skip_locked,
+            {},
+        )
+        if row is None:
+            return None
+        return ClaimableJob(str(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+    async def lease(self, commit_id: str, attempts: int, token: str, seconds: float) -> None:
+        await self._conn.run(
+            "UPDATE phase2_jobs SET state = 'running', attempts = :attempts, lease_token = :token,"
+            f" lease_expires = {self._dialect.now} + :seconds WHERE commit_id = :id",
+            {"attempts": attempts, "token": token, "seconds": seconds, "id": commit_id},
+        )
+
+    async def holder(self, commit_id: str) -> str | None:
+        """The lease token of a running job, its row held until commit."""
+        row = await self._conn.one(
+            "SELECT lease_token FROM phase2_jobs WHERE commit_id = :id AND state = 'running'"
+            + self._dialect.lock_job,
+            {"id": commit_id},
+        )
+        return str(row[0]) if row and row[0] is not None else None
+
+    async def renew(self, commit_id: str, token: str, seconds: float) -> bool:
+        changed = await self._conn.run(
+            f"UPDATE phase2_jobs SET lease_expires = {self._dialect.now} + :seconds"
+            " WHERE commit_id = :id AND lease_token = :token AND state = 'running'",
+            {"seconds": seconds, "id": commit_id, "token": token},
+        )
+        return changed == 1
+
+    async def release(self, commit_id: str, token: str) -> None:
+        """Back to the queue without counting the attempt."""
+        await self._conn.run(
+            "UPDATE phase2_jobs SET state = 'queued',"
+            " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+            f" lease_token = NULL, lease_expires = NULL, not_before = {self._dialect.now}"
+            " WHERE commit_id = :id AND lease_token = :token AND state = 'running'",
+            {"id": commit_id, "token": token},
+        )
+
+    async def requeue(self, commit_id: str, delay: float, *, reset_attempts: bool) -> None:
+        await self._conn.run(
+            "UPDATE phase2_jobs SET state = 'queued', lease_token = NULL, lease_expires = NULL,"
+            f" not_before = {self._dialect.now} + :delay,"
+            " attempts = CASE WHEN :reset THEN 0 ELSE attempts END WHERE commit_id = :id",
+            {"delay": delay, "reset": reset_attempts, "id": commit_id},
+        )
+
+    async def finish(self, commit_id: str) -> None:
+        await self._conn.run(
+            "UPDATE phase2_jobs SET state = 'done', lease_token = NULL WHERE commit_id = :id",
+            {"id": commit_id},
+        )
+
+    async def finish_session(self, sid: int) -> None:
+        await self._conn.run(
+            "UPDATE phase2_jobs SET state = 'done', lease_token = NULL"
+            " WHERE sid = :sid AND state <> 'done'",
+            {"sid": sid},
+        )
+
+    async def open_count(self) -> int:
+        row = await self._conn.one("SELECT COUNT(*) FROM phase2_jobs WHERE state <> 'done'", {})
+        return int(row[0]) if row else 0
+
+
+class WorkingMemoryRepository(_Repository):
+    async def insert(
+        self,
+        sid: int,
+        version: int,
+        document: str,
+        *,
+        archive_seq: int | None,
+        covered_seq: int,
+        commit_id: str | None,
+        tokens: int,
+        now: float,
+    ) -> None:
+        await self._conn.run(
+            "INSERT INTO working_memories (sid, version, document, archive_seq, covered_seq,"
+            " commit_id, estimated_tokens, create_time) VALUES (:sid, :version, :document,"
+            " :seq, :covered, :commit_id, :tokens, :now)",
+            {"sid": sid, "version": version, "document": document, "seq": archive_seq,
+             "covered": covered_seq, "commit_id": commit_id, "tokens": tokens, "now": now},
+        )  # fmt: skip
+
+    async def get(self, session: SessionRow, version: int) -> WorkingMemoryRecord | None:
+        """The given version (none below 1)."""
+        row = await self._conn.one(
+            f"SELECT {_WM} FROM working_memories WHERE sid = :sid AND version = :version",
+            {"sid": session.sid, "version": version},
+        )
+        if row is None:
+            return None
+        version, document, archive_seq, commit_id, tokens, created = row
+        record = session.record
+        return WorkingMemoryRecord(
+            record.tenant, record.session_id, int(version), document, archive_seq, commit_id,
+            int(tokens), created,
+        )  # fmt: skip
+
+    async def covered_seq(self, sid: int, version: int) -> int:
+        """The highest archive number the version covers (0 for none, or no version)."""
+        row = await self._conn.one(
+            "SELECT covered_seq FROM working_memories WHERE sid = :sid AND version = :version",
+            {"sid": sid, "version": version},
+        )
+        return int(row[0]) if row else 0
+
+
+class RequestRepository(_Repository):
+    async def lock(self, key: str) -> None:
+        """Serialize requests with this key across replicas until commit."""
+        if self._dialect.lock_key is not None:
+            await self._conn.one(self._dialect.lock_key, {"key": key})
+
+    async def find(self, key: str) -> RequestRow | None:
+        row = await self._conn.one(
+            "SELECT r.fingerprint, r.outcome, (r.sid IS NULL OR EXISTS (SELECT 1 FROM sessions s"
+            " WHERE s.sid = r.sid AND s.tenant <> :gone)) FROM requests r WHERE r.request_key = :key",
+            {"key": key, "gone": DELETED_TENANT},
+        )
+        return RequestRow(str(row[0]), str(row[1]), bool(row[2])) if row else None
+
+    async def remember(
+        self,
+        key: str,
+        sid: int | None,
+        fingerprint: str,
+        outcome: dict[str, Any],
+        now: float,
+    ) -> None:
+        """Store (or replace a stale record of) a request's outcome."""
+        await self._conn.run(
+            "INSERT INTO requests (request_key, sid, fingerprint, outcome, create_time)"
+            " VALUES (:key, :sid, :fingerprint, :outcome, :now) ON CONFLICT (request_key)"
+            " DO UPDATE SET sid = excluded.sid, fingerprint = excluded.fingerprint,"
+            " outcome = excluded.outcome, create_time = excluded.create_time",
+            {"key": key, "sid": sid, "fingerprint": fingerprint, "outcome": json.dumps(outcome),
+             "now": now},
+        )  # fmt: skip
+
+    async def prune(self, before: float, limit: int) -> int:
+        """Forget up to ``limit`` records older than ``before``."""
+        return await self._conn.run(
+            "DELETE FROM requests WHERE request_key IN (SELECT request_key FROM requests"
+            " WHERE create_time < :before LIMIT :limit)",
+            {"before": before, "limit": limit},
+        )

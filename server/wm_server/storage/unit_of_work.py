@@ -1,0 +1,69 @@
+"""One transaction and the repositories bound to it (cosmicpython's unit of work).
+
+The services write every use case inside ``async with database.unit_of_work() as uow: …;
+await uow.commit()``; leaving the block without committing rolls everything back, so a
+failure anywhere (a lost lease, a full disk, a bug) leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from wm_server.storage.repositories import (
+    ArchiveRepository,
+    CommitRepository,
+    EventRepository,
+    JobRepository,
+    MessageRepository,
+    RequestRepository,
+    SessionRepository,
+    ToolCallRepository,
+    WorkingMemoryRepository,
+)
+
+if TYPE_CHECKING:
+    from wm_server.storage.database import Connection, Dialect
+
+
+class Repositories:
+    """Every repository over one connection; built once per connection (they hold no state
+    but it), so a unit of work costs no allocations on the hot path."""
+
+    def __init__(self, conn: Connection, dialect: Dialect) -> None:
+        self.sessions = SessionRepository(conn, dialect)
+        self.messages = MessageRepository(conn, dialect)
+        self.tool_calls = ToolCallRepository(conn, dialect)
+        self.commits = CommitRepository(conn, dialect)
+        self.archives = ArchiveRepository(conn, dialect)
+        self.events = EventRepository(conn, dialect)
+        self.jobs = JobRepository(conn, dialect)
+        self.working_memories = WorkingMemoryRepository(conn, dialect)
+        self.requests = RequestRepository(conn, dialect)
+
+
+class UnitOfWork:
+    def __init__(
+        self,
+        conn: Connection,
+        repositories: Repositories,
+        commit: Callable[[Connection], Awaitable[None]] | None,
+    ) -> None:
+        self._conn = conn
+        self._commit = commit
+        self.committed = False
+        self.sessions = repositories.sessions
+        self.messages = repositories.messages
+        self.tool_calls = repositories.tool_calls
+        self.commits = repositories.commits
+        self.archives = repositories.archives
+        self.events = repositories.events
+        self.jobs = repositories.jobs
+        self.working_memories = repositories.working_memories
+        self.requests = repositories.requests
+
+    async def commit(self) -> None:
+        if self._commit is None:
+            raise RuntimeError("a read-only unit of work has nothing to commit")
+        await self._commit(self._conn)
+        self.committed = True

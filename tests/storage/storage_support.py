@@ -1,0 +1,124 @@
+"""What the storage suite shares: the engines, the services over them, and the record of
+which repository and engine methods ran (checked by the last test of the suite)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wm_server.api.events import encode_event
+from wm_server.services.archives import ArchiveService
+from wm_server.services.commits import CommitService
+from wm_server.services.context import ContextService
+from wm_server.services.event_bus import EventBus
+from wm_server.services.events import EventLog
+from wm_server.services.jobs import JobService
+from wm_server.services.maintenance import Maintenance
+from wm_server.services.sessions import SessionService
+from wm_server.services.working_memory import WorkingMemoryService
+from wm_server.storage import repositories
+from wm_server.storage.database import Database
+from wm_server.storage.postgres import PostgresDatabase
+from wm_server.storage.sqlite import SqliteDatabase
+
+ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+REPOSITORIES = [
+    cls
+    for _, cls in inspect.getmembers(repositories, inspect.isclass)
+    if issubclass(cls, repositories._Repository) and cls is not repositories._Repository
+]
+ENGINE_METHODS = ("open", "close", "unit_of_work", "reader", "scanner", "subscribe_events")
+
+# engine name → "Class.method" names that ran during this test session.
+EXERCISED: dict[str, set[str]] = defaultdict(set)
+
+
+def public_methods() -> set[str]:
+    names = {f"Database.{m}" for m in ENGINE_METHODS}
+    for cls in REPOSITORIES:
+        names.update(
+            f"{cls.__name__}.{name}"
+            for name, fn in vars(cls).items()
+            if inspect.iscoroutinefunction(fn) and not name.startswith("_")
+        )
+    return names
+
+
+def _record_repository(cls: type, name: str, fn: Callable[..., Awaitable[Any]]) -> None:
+    @functools.wraps(fn)
+    async def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        EXERCISED[self._dialect.name].add(f"{cls.__name__}.{name}")
+        return await fn(self, *args, **kwargs)
+
+    setattr(cls, name, recorded)
+
+
+for _cls in REPOSITORIES:
+    for _name, _fn in list(vars(_cls).items()):
+        if inspect.iscoroutinefunction(_fn) and not _name.startswith("_"):
+            _record_repository(_cls, _name, _fn)
+
+
+def _record_engine(cls: type[Database], name: str) -> None:
+    original = vars(cls)[name]
+
+    @functools.wraps(original)
+    def recorded(self: Database, *args: Any, **kwargs: Any) -> Any:
+        EXERCISED[self.dialect.name].add(f"Database.{name}")
+        return original(self, *args, **kwargs)
+
+    setattr(cls, name, recorded)
+
+
+for _engine in (Database, SqliteDatabase, PostgresDatabase):
+    for _method in ENGINE_METHODS:
+        if _method in vars(_engine):
+            _record_engine(_engine, _method)
+
+
+@dataclass
+class Services:
+    database: Database
+    bus: EventBus
+    log: EventLog
+    sessions: SessionService
+    commits: CommitService
+    jobs: JobService
+    memory: WorkingMemoryService
+    archives: ArchiveService
+    context: ContextService
+    maintenance: Maintenance
+
+
+def build_services(database: Database, *, retention: float = 86_400.0) -> Services:
+    bus = EventBus()
+    log = EventLog(encode_event)
+    maintenance = Maintenance(database, retention_seconds=retention)
+    database.subscribe_events(bus.publish)
+    return Services(
+        database=database,
+        bus=bus,
+        log=log,
+        sessions=SessionService(database, on_deleted=maintenance.wake),
+        commits=CommitService(database, bus, log, heartbeat_seconds=1.0),
+        jobs=JobService(database, log),
+        memory=WorkingMemoryService(database),
+        archives=ArchiveService(database),
+        context=ContextService(database),
+        maintenance=maintenance,
+    )
+
+
+def make_database(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> Database:
+    if engine == "sqlite":
+        return SqliteDatabase(tmp_path / "wm.sqlite3", lock_timeout=0.5)
+    if engine == "postgresql":
+        return PostgresDatabase(request.getfixturevalue("postgres_url"))
+    raise ValueError(engine)  # pragma: no cover - engines are added to ENGINES with a factory
