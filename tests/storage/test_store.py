@@ -44,6 +44,7 @@ from wm_server.services.jobs import JobService, LeaseLost
 from wm_server.storage.database import Database
 from wm_server.storage.records import ClaimedJob, CommitState, Phase2Completion
 from wm_server.storage.sqlite import SqliteDatabase
+from wm_server.storage.statements import Write
 from wm_server.tenancy import set_tenant
 
 _ids = itertools.count()
@@ -125,6 +126,77 @@ async def test_batch_is_atomic_and_duplicates_are_skipped(services: Services) ->
         await services.sessions.add_messages(
             "absent", [_text(1)], create_if_missing=False, request_id=""
         )
+
+
+async def test_a_batch_is_stored_and_counted_in_one_step(services: Services) -> None:
+    """The batch's rows, its tool calls and the counters land together (on PostgreSQL as one
+    statement): the answer is the session as stored, and the latest call with an id wins."""
+    call = Message("c1", Role.ASSISTANT, (ToolUsePart("t1", "read", "{}"),), 5)
+    first = await services.sessions.add_messages(
+        "s", [_text(3, "a"), call], create_if_missing=True, request_id=""
+    )
+    again = Message("c2", Role.ASSISTANT, (ToolUsePart("t1", "read", '{"n": 2}'),), 6)
+    second = await services.sessions.add_messages(
+        "s", [_text(4, "b"), again, _text(2, "d")], create_if_missing=False, request_id=""
+    )
+    stored = await services.sessions.get("s")
+    assert second.session == stored
+    assert (first.session.message_count, stored.message_count) == (2, 5)
+    assert stored.live_tokens == 3 + 5 + 4 + 6 + 2
+    async with services.database.reader() as uow:
+        row = await uow.sessions.find("t", "s")
+        assert row is not None
+        assert await uow.tool_calls.positions(row.sid, ["t1"]) == {"t1": row.next_position - 2}
+        assert [m.message.id for m in await uow.messages.between(row.sid, 0, None)] == [
+            "a", "c1", "b", "c2", "d",
+        ]  # fmt: skip
+
+
+async def test_chained_writes_of_any_shape_land_before_the_last(services: Services) -> None:
+    """A write whose rows do not fit one array per column (a NULL here) still runs, in order."""
+    await services.sessions.create("s", "")
+    async with services.database.unit_of_work() as uow:
+        row = await uow.sessions.find("t", "s")
+        assert row is not None
+        grown = await uow.sessions.grow(
+            row.sid, next_position=row.next_position, added=0, tokens=0, pending=0,
+            stored=None, now=time.time(),
+            storing=[
+                Write(
+                    "INSERT INTO requests (request_key, sid, fingerprint, outcome, create_time)"
+                    " VALUES (:key, :sid, :fingerprint, :outcome, :now)",
+                    rows=[("k1", None, "f", "{}", 1.0), ("k2", row.sid, "f", "{}", 2.0)],
+                ),
+                Write(
+                    "UPDATE requests SET outcome = :outcome WHERE request_key = :key",
+                    {"outcome": '{"n": 1}', "key": "k0"},
+                ),
+            ],
+        )  # fmt: skip
+        await uow.commit()
+    assert grown.sid == row.sid
+    async with services.database.unit_of_work() as uow:  # now rows of one type each
+        await uow.sessions.grow(
+            row.sid, next_position=row.next_position, added=0, tokens=0, pending=0,
+            stored=None, now=time.time(),
+            storing=[
+                Write(
+                    "INSERT INTO requests (request_key, sid, fingerprint, outcome, create_time)"
+                    " VALUES (:key, :sid, :fingerprint, :outcome, :now)",
+                    rows=[("k3", row.sid, "f", "{}", 3.0)],
+                ),
+                Write(
+                    "UPDATE requests SET outcome = :outcome WHERE request_key = :key",
+                    {"outcome": '{"n": 1}', "key": "k1"},
+                ),
+            ],
+        )  # fmt: skip
+        await uow.commit()
+    async with services.database.reader() as uow:
+        found = {k: await uow.requests.find(k) for k in ("k1", "k2", "k3")}
+    assert {k: f.outcome if f else None for k, f in found.items()} == {
+        "k1": '{"n": 1}', "k2": "{}", "k3": "{}",
+    }  # fmt: skip
 
 
 async def test_phase1_keeps_tool_pairs_together_and_numbers_archives(services: Services) -> None:

@@ -158,24 +158,24 @@ class SessionService:
             now = time.time()
             session = row.record
             if fresh:
-                await uow.messages.insert(row.sid, fresh, now)
+                storing = [uow.messages.inserting(row.sid, fresh, now)]
                 calls = {tid: pos for pos, m in fresh for tid in m.tool_use_ids()}
                 if calls:
-                    await uow.tool_calls.upsert(row.sid, calls)
+                    storing.append(uow.tool_calls.upserting(row.sid, calls))
                 pending, stored = pending_delta(
                     row.first_live, row.next_position, session.keep_recent_count, fresh
                 )
-                if stored is not None:
-                    pending += await uow.messages.token_sum(row.sid, *stored)
-                tokens = sum(m.estimated_tokens for _, m in fresh)
-                await uow.sessions.grow(row.sid, position, len(fresh), tokens, pending, now)
-                # What the row now holds: the session is locked, so nothing else moved it.
-                s = session
-                session = SessionRecord(
-                    s.tenant, s.session_id, s.create_time, now, s.message_count + len(fresh),
-                    s.total_message_count + len(fresh), s.pending_tokens + pending,
-                    s.live_tokens + tokens, s.keep_recent_count, s.archive_count, s.wm_version,
-                )  # fmt: skip
+                grown = await uow.sessions.grow(
+                    row.sid,
+                    next_position=position,
+                    added=len(fresh),
+                    tokens=sum(m.estimated_tokens for _, m in fresh),
+                    pending=pending,
+                    stored=stored,
+                    now=now,
+                    storing=storing,
+                )
+                session = grown.record
             outcome = {"added": added, "duplicates": duplicates, "created": created}
             await idempotency.remember(uow, req, row.sid, outcome)
             await uow.commit()

@@ -31,14 +31,17 @@ import functools
 import re
 import select
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import psycopg
 import structlog
 from psycopg import AsyncConnection, errors, sql
+from psycopg.pq import ExecStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from wm_server.errors import ServiceError, StorageConflict, StorageFull, StorageUnavailable
 from wm_server.storage.database import (
+    NAMED,
     Connection,
     Database,
     Dialect,
@@ -49,6 +52,7 @@ from wm_server.storage.database import (
     pyformat,
 )
 from wm_server.storage.schema_postgres import MIGRATIONS
+from wm_server.storage.statements import Write
 
 log = structlog.get_logger("wm_server.storage.postgres")
 
@@ -72,6 +76,7 @@ DIALECT = Dialect(
 )
 
 Conn = AsyncConnection[Row]
+TUPLES_OK = ExecStatus.TUPLES_OK
 
 
 _VALUES = re.compile(r"\bVALUES\s*(\([^()]*\))", re.IGNORECASE)
@@ -79,18 +84,60 @@ _ARRAY_TYPES = {bool: "boolean", int: "bigint", float: "float8", str: "text", by
 
 
 @functools.cache
-def _values_clause(sql: str) -> tuple[str, str, str]:
-    """An ``INSERT … VALUES (…) …`` split into what precedes VALUES, its row, what follows."""
+def _unnest(sql: str, types: tuple[str, ...], prefix: str) -> tuple[str, tuple[str, ...]] | None:
+    """``INSERT … VALUES (:a, :b, …) …`` as an INSERT of every row at once, from one array
+    parameter per column (``:{prefix}a``, typed ``types``), with the names in column order;
+    None for another shape.
+
+    psycopg then adapts one array per column instead of a parameter per value, and
+    PostgreSQL plans one statement instead of one per row.
+    """
     match = _VALUES.search(sql)
     if match is None:
-        raise ValueError(f"not an INSERT … VALUES statement: {sql}")
-    return sql[: match.start()], match.group(1), sql[match.end(1) :]
+        return None
+    names = tuple(NAMED.findall(match.group(1)))
+    if len(names) != len(types) or "".join(match.group(1).split()) != (
+        "(" + ",".join(f":{n}" for n in names) + ")"
+    ):
+        return None
+    arrays = ", ".join(f":{prefix}{n}::{t}[]" for n, t in zip(names, types, strict=True))
+    return f"{sql[: match.start()]}SELECT * FROM unnest({arrays}){sql[match.end(1) :]}", names
 
 
 def _array_types(row: Row) -> tuple[str, ...] | None:
     """The array type of each column, from a row's values (None: one has no plain type)."""
     types = tuple(_ARRAY_TYPES.get(type(value)) for value in row)
     return None if None in types else types  # type: ignore[return-value]
+
+
+def _columns(sql: str, rows: Sequence[Row], prefix: str) -> tuple[str, dict[str, Any]] | None:
+    """A many-row INSERT as one statement, or None if it has no such form: one row keeps its
+    VALUES (arrays cost more to adapt than they save), more go over column arrays."""
+    if len(rows) == 1:
+        statement, names = _named_values(sql, prefix)
+        return statement, {prefix + n: v for n, v in zip(names, rows[0], strict=True)}
+    types = _array_types(rows[0])
+    folded = _unnest(sql, types, prefix) if types is not None else None
+    if folded is None:
+        return None
+    statement, names = folded
+    return statement, {
+        prefix + n: list(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)
+    }
+
+
+@functools.cache
+def _named_values(sql: str, prefix: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its parameters renamed apart, and the names of its VALUES in order."""
+    match = _VALUES.search(sql)
+    if match is None:
+        raise ValueError(f"not an INSERT … VALUES statement: {sql}")
+    return _prefixed(sql, prefix), tuple(NAMED.findall(match.group(1)))
+
+
+@functools.cache
+def _prefixed(sql: str, prefix: str) -> str:
+    return NAMED.sub(lambda m: f":{prefix}{m.group(1)}", sql)
 
 
 async def _check(conn: Conn) -> None:
@@ -108,7 +155,9 @@ class _Pg(Connection):
 
     async def one(self, sql: str, params: Params) -> Row | None:
         cur = await self.conn.execute(pyformat(sql), params)
-        return await cur.fetchone() if cur.description else None
+        # The result's status, not ``cur.description``: that builds an object per column.
+        result = cur.pgresult
+        return await cur.fetchone() if result and result.status == TUPLES_OK else None
 
     async def all(self, sql: str, params: Params) -> list[Row]:
         cur = await self.conn.execute(pyformat(sql), params)
@@ -119,20 +168,36 @@ class _Pg(Connection):
         return cur.rowcount
 
     async def many(self, sql: str, rows: Sequence[Row]) -> None:
-        """An INSERT of many rows as one statement over column arrays (``unnest``): psycopg
-        then adapts one array per column instead of a parameter per value, and PostgreSQL
-        plans one statement instead of one per row."""
         if not rows:
             return
-        head, group, tail = _values_clause(positional(sql, "%s"))
-        types = _array_types(rows[0])
-        if types is None or group.replace(" ", "") != "(" + ",".join(["%s"] * len(types)) + ")":
-            async with self.conn.cursor() as cur:  # not a plain row of values: row by row
+        folded = _columns(sql, rows, "")
+        if folded is None:  # not a plain row of values: row by row
+            async with self.conn.cursor() as cur:
                 await cur.executemany(positional(sql, "%s"), rows)
             return
-        arrays = ", ".join(f"%s::{t}[]" for t in types)
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        await self.conn.execute(f"{head}SELECT * FROM unnest({arrays}){tail}", columns)
+        await self.run(*folded)
+
+    async def chain(self, writes: Sequence[Write], last: Write) -> Row | None:
+        """One statement: each write becomes a data-modifying CTE of ``last`` (each with its
+        parameters renamed apart), so PostgreSQL runs them all over one snapshot."""
+        ctes: list[str] = []
+        params: dict[str, Any] = {}
+        for i, write in enumerate(writes):
+            prefix = f"w{i}_"
+            if write.rows is not None:
+                if not write.rows:
+                    continue
+                folded = _columns(write.sql, write.rows, prefix)
+                if folded is None:
+                    return await super().chain(writes, last)
+                ctes.append(f"w{i} AS ({folded[0]})")
+                params.update(folded[1])
+            else:
+                ctes.append(f"w{i} AS ({_prefixed(write.sql, prefix)})")
+                params.update({prefix + k: v for k, v in (write.params or {}).items()})
+        params.update(last.params or {})
+        head = "WITH " + ", ".join(ctes) + " " if ctes else ""
+        return await self.one(head + last.sql, params)
 
 
 class PostgresDatabase(Database):
@@ -234,24 +299,28 @@ class PostgresDatabase(Database):
     async def _acquire(self, kind: Kind) -> Connection:
         conn = await self._pool.getconn()
         if kind is Kind.WRITE:
-            try:
-                await conn.execute("BEGIN")
-            except BaseException:
-                await self._pool.putconn(conn)
-                raise
+            # psycopg then sends BEGIN itself before the first statement, and COMMIT or
+            # ROLLBACK as bare commands: cheaper than statements of our own.
+            await conn.set_autocommit(False)
         return _Pg(conn)
 
     async def _release(self, kind: Kind, conn: Connection) -> None:
         assert isinstance(conn, _Pg)
-        await self._pool.putconn(conn.conn)  # the pool discards a broken connection
+        raw = conn.conn
+        if kind is Kind.WRITE:
+            try:
+                await raw.set_autocommit(True)
+            except psycopg.Error:  # still in a transaction (a lost connection): never lend it
+                await raw.close()
+        await self._pool.putconn(raw)  # the pool discards a broken or closed connection
 
     async def _commit(self, conn: Connection) -> None:
         assert isinstance(conn, _Pg)
-        await conn.conn.execute("COMMIT")
+        await conn.conn.commit()
 
     async def _rollback(self, conn: Connection) -> None:
         assert isinstance(conn, _Pg)
-        await conn.conn.execute("ROLLBACK")
+        await conn.conn.rollback()
 
     def classify(self, error: Exception) -> ServiceError | None:
         if isinstance(error, errors.DiskFull):

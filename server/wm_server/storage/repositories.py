@@ -23,9 +23,10 @@ from wm_server.storage.records import (
     StoredMessage,
     WorkingMemoryRecord,
 )
+from wm_server.storage.statements import Row, Write
 
 if TYPE_CHECKING:
-    from wm_server.storage.database import Connection, Dialect, Row
+    from wm_server.storage.database import Connection, Dialect
 
 # A deleted session keeps its rows until the background purge removes them; it is moved
 # out of every tenant at once, so its id is free and every lookup misses it.
@@ -154,17 +155,41 @@ class SessionRepository(_Repository):
         return [(int(sid), str(name)) for sid, name in rows]
 
     async def grow(
-        self, sid: int, next_position: int, added: int, tokens: int, pending: int, now: float
-    ) -> None:
-        """Account for ``added`` new messages; ``pending`` tokens crossed out of the window."""
-        await self._conn.run(
-            "UPDATE sessions SET next_position = :next, message_count = message_count + :added,"
-            " total_message_count = total_message_count + :added,"
-            " live_tokens = live_tokens + :tokens, pending_tokens = pending_tokens + :pending,"
-            " update_time = :now WHERE sid = :sid",
-            {"next": next_position, "added": added, "tokens": tokens, "pending": pending,
-             "now": now, "sid": sid},
+        self,
+        sid: int,
+        *,
+        next_position: int,
+        added: int,
+        tokens: int,
+        pending: int,
+        stored: tuple[int, int] | None,
+        now: float,
+        storing: Sequence[Write],
+    ) -> SessionRow:
+        """Account for ``added`` new messages and return the session as it now is.
+
+        ``pending`` tokens of the batch crossed out of the window, and so did the stored
+        messages at positions ``stored`` (inclusive; summed here, in the same statement).
+        ``storing`` are the writes that store the batch: the engine may send them together
+        with this update, so none of them reads another's rows.
+        """
+        first, last = stored if stored is not None else (1, 0)
+        row = await self._conn.chain(
+            storing,
+            Write(
+                "UPDATE sessions SET next_position = :next,"
+                " message_count = message_count + :added,"
+                " total_message_count = total_message_count + :added,"
+                " live_tokens = live_tokens + :tokens,"
+                " pending_tokens = pending_tokens + :pending + (SELECT COALESCE(SUM(tokens), 0)"
+                " FROM messages WHERE sid = :sid AND position BETWEEN :first AND :last),"
+                f" update_time = :now WHERE sid = :sid RETURNING {_SESSION}",
+                {"next": next_position, "added": added, "tokens": tokens, "pending": pending,
+                 "first": first, "last": last, "now": now, "sid": sid},
+            ),
         )  # fmt: skip
+        assert row is not None  # the caller holds the session's lock
+        return _session(row)
 
     async def set_window(
         self,
@@ -245,25 +270,18 @@ class MessageRepository(_Repository):
         )
         return {str(r[0]) for r in rows}
 
-    async def insert(self, sid: int, fresh: Sequence[tuple[int, Message]], now: float) -> None:
-        await self._conn.many(
+    def inserting(self, sid: int, fresh: Sequence[tuple[int, Message]], now: float) -> Write:
+        """The write that stores a batch (for ``SessionRepository.grow``)."""
+        return Write(
             "INSERT INTO messages (sid, position, message_id, role, parts_json, tokens,"
             " create_time, result_ids) VALUES (:sid, :position, :id, :role, :parts, :tokens,"
             " :now, :results)",
-            [
+            rows=[
                 (sid, pos, m.id, m.role.value, parts_to_json(m.parts), m.estimated_tokens, now,
                  " ".join(m.tool_result_ids()))
                 for pos, m in fresh
             ],
         )  # fmt: skip
-
-    async def token_sum(self, sid: int, first: int, last: int) -> int:
-        row = await self._conn.one(
-            "SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE sid = :sid"
-            " AND position BETWEEN :first AND :last",
-            {"sid": sid, "first": first, "last": last},
-        )
-        return int(row[0]) if row else 0
 
     async def tokens_from(self, sid: int, first: int) -> list[int]:
         rows = await self._conn.all(
@@ -307,12 +325,12 @@ class MessageRepository(_Repository):
 
 
 class ToolCallRepository(_Repository):
-    async def upsert(self, sid: int, calls: dict[str, int]) -> None:
-        """The latest call with an id wins."""
-        await self._conn.many(
+    def upserting(self, sid: int, calls: dict[str, int]) -> Write:
+        """The write that records a batch's tool calls: the latest call with an id wins."""
+        return Write(
             "INSERT INTO tool_calls (sid, tool_use_id, position) VALUES (:sid, :id, :position)"
             " ON CONFLICT (sid, tool_use_id) DO UPDATE SET position = excluded.position",
-            [(sid, tid, pos) for tid, pos in calls.items()],
+            rows=[(sid, tid, pos) for tid, pos in calls.items()],
         )
 
     async def positions(self, sid: int, ids: Sequence[str]) -> dict[str, int]:
