@@ -172,7 +172,9 @@ class CommitService:
                 archive_count=archives, keep=keep, pending=pending, live=live, now=now,
             )  # fmt: skip
             record = await session_commit(uow, row, commit_id)
-            last = await self._log.append(uow, commit_id, Phase1Finished(record))
+            last = await self._log.append(
+                uow, commit_id, record.last_sequence, Phase1Finished(record)
+            )
             await idempotency.remember(uow, req, row.sid, {"commit_id": commit_id})
             await uow.commit()
         return replace(record, last_sequence=last), True
@@ -270,7 +272,9 @@ class CommitService:
                 )
             await uow.commits.set_state(commit_id, CommitState.PENDING, 0)
             await uow.jobs.requeue(commit_id, 0, reset_attempts=True)
-            last = await self._log.append(uow, commit_id, RetryScheduled(0, 0, RETRY_REQUESTED))
+            last = await self._log.append(
+                uow, commit_id, record.last_sequence, RetryScheduled(0, 0, RETRY_REQUESTED)
+            )
             record = await session_commit(uow, row, commit_id)
             await idempotency.remember(uow, req, row.sid, {"commit_id": commit_id})
             await uow.commit()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from wm_core import Decision
+from wm_server.errors import StorageConflict
 from wm_server.llm.chain import LlmCallFinished, LlmCallStarted, OpsParsed
 from wm_server.storage.records import CommitRecord, CommitState
 from wm_server.storage.unit_of_work import UnitOfWork
@@ -103,17 +104,26 @@ class EventLog:
     def __init__(self, encode: Encoder) -> None:
         self.encode = encode
 
-    async def append(self, uow: UnitOfWork, commit_id: str, *events: CommitEvent) -> int:
-        """Store ``events`` after the commit's last one; return the new last sequence."""
+    async def append(
+        self, uow: UnitOfWork, commit_id: str, after: int, *events: CommitEvent
+    ) -> int:
+        """Store ``events`` after the commit's last one, ``after`` (read under the lock that
+        every writer of the commit takes); return the new last sequence.
+
+        Numbers, payloads and the commit's counter go in one step, so a failure anywhere
+        leaves no number used up. Should ``after`` be stale all the same, nothing is kept:
+        the unit of work runs again (``StorageConflict``).
+        """
         if not events:
-            return 0
-        last = await uow.commits.advance_sequence(commit_id, len(events))
-        first = last - len(events) + 1
-        await uow.events.insert(
-            commit_id,
-            [
-                (seq, self.encode(commit_id, seq, event), is_terminal(event))
-                for seq, event in enumerate(events, start=first)
-            ],
+            return after
+        last = after + len(events)
+        rows = [
+            (seq, self.encode(commit_id, seq, event), is_terminal(event))
+            for seq, event in enumerate(events, start=after + 1)
+        ]
+        stored = await uow.commits.extend_events(
+            commit_id, after, last, storing=[uow.events.inserting(commit_id, rows)]
         )
+        if not stored:
+            raise StorageConflict(f"events of commit {commit_id} were appended concurrently")
         return last

@@ -39,9 +39,12 @@ class LeaseLost(Exception):
     """This worker no longer holds the job's lease (it expired and another took it)."""
 
 
-async def _hold(uow: UnitOfWork, job: ClaimedJob) -> None:
-    if await uow.jobs.holder(job.commit_id) != job.lease_token:
+async def _hold(uow: UnitOfWork, job: ClaimedJob) -> int:
+    """Hold the job's row until commit; the commit's last event number."""
+    held = await uow.jobs.holder(job.commit_id)
+    if held is None or held[0] != job.lease_token:
         raise LeaseLost(job.commit_id)
+    return held[1]
 
 
 class JobService:
@@ -109,17 +112,17 @@ class JobService:
             job.attempts, previous is None, previous.version if previous else 0, data.covered_seqs
         )
         async with self._db.unit_of_work() as uow:
-            await _hold(uow, job)
+            after = await _hold(uow, job)
             await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
-            await self._log.append(uow, job.commit_id, started)
+            await self._log.append(uow, job.commit_id, after, started)
             await uow.commit()
 
     @retry_conflicts
     async def record(self, job: ClaimedJob, *events: CommitEvent) -> None:
         """Store progress events of a job this worker holds."""
         async with self._db.unit_of_work() as uow:
-            await _hold(uow, job)
-            await self._log.append(uow, job.commit_id, *events)
+            after = await _hold(uow, job)
+            await self._log.append(uow, job.commit_id, after, *events)
             await uow.commit()
 
     @retry_conflicts
@@ -133,7 +136,7 @@ class JobService:
         """Store the WM and mark the commit completed, with ``events`` before the closing
         ones. None when the WM changed since Phase 2 read it (run again on the newer one)."""
         async with self._db.unit_of_work() as uow:
-            await _hold(uow, job)
+            after = await _hold(uow, job)
             row = await uow.sessions.lock(job.tenant, job.session_id)
             if row is None:
                 raise LeaseLost(job.commit_id)
@@ -141,21 +144,23 @@ class JobService:
                 return None
             now = time.time()
             version = expected_previous_version + 1
-            await uow.working_memories.insert(
-                row.sid, version, completion.document, archive_seq=job.archive_seq,
-                covered_seq=job.archive_seq, commit_id=job.commit_id,
-                tokens=completion.estimated_tokens, now=now,
-            )  # fmt: skip
-            await uow.sessions.set_wm_version(row.sid, version, now)
-            await uow.archives.set_abstract(row.sid, job.archive_seq, completion.abstract)
             earlier = [s for s in completion.covered_seqs if s != job.archive_seq]
-            if earlier:
-                await uow.commits.cover(row.sid, earlier, job.archive_seq)
-            await uow.commits.complete(
-                job.commit_id, job.attempts, version=version, usage_json=completion.usage_json,
-                decisions_json=completion.decisions_json, now=now,
+            await uow.write(
+                uow.working_memories.inserting(
+                    row.sid, version, completion.document, archive_seq=job.archive_seq,
+                    covered_seq=job.archive_seq, commit_id=job.commit_id,
+                    tokens=completion.estimated_tokens, now=now,
+                ),
+                uow.sessions.setting_wm_version(row.sid, version, now),
+                uow.archives.setting_abstract(row.sid, job.archive_seq, completion.abstract),
+                *([uow.commits.covering(row.sid, earlier, job.archive_seq)] if earlier else []),
+                uow.jobs.finishing(job.commit_id),
+                uow.commits.completing(
+                    job.commit_id, job.attempts, version=version,
+                    usage_json=completion.usage_json, decisions_json=completion.decisions_json,
+                    now=now,
+                ),
             )  # fmt: skip
-            await uow.jobs.finish(job.commit_id)
             record = await uow.commits.get(job.commit_id)
             assert record is not None
             wm = WorkingMemoryRecord(
@@ -163,33 +168,35 @@ class JobService:
                 job.commit_id, completion.estimated_tokens, now,
             )  # fmt: skip
             stored = WorkingMemoryStored(version, wm.estimated_tokens, record.abstract)
-            last = await self._log.append(uow, job.commit_id, *events, stored, Completed(record))
+            last = await self._log.append(
+                uow, job.commit_id, after, *events, stored, Completed(record)
+            )
             await uow.commit()
         return _with_last(record, last), wm
 
     @retry_conflicts
     async def schedule_retry(self, job: ClaimedJob, delay_seconds: float, reason: str) -> None:
         async with self._db.unit_of_work() as uow:
-            await _hold(uow, job)
+            after = await _hold(uow, job)
             await uow.jobs.requeue(job.commit_id, delay_seconds, reset_attempts=False)
             await uow.commits.set_state(job.commit_id, CommitState.PENDING, job.attempts)
             await self._log.append(
-                uow, job.commit_id, RetryScheduled(job.attempts, delay_seconds, reason)
+                uow, job.commit_id, after, RetryScheduled(job.attempts, delay_seconds, reason)
             )
             await uow.commit()
 
     @retry_conflicts
     async def fail(self, job: ClaimedJob, reason: str, message: str) -> CommitRecord:
         async with self._db.unit_of_work() as uow:
-            await _hold(uow, job)
+            after = await _hold(uow, job)
             await uow.commits.set_state(
                 job.commit_id, CommitState.FAILED, job.attempts, error=(reason, message),
                 now=time.time(),
             )  # fmt: skip
-            await uow.jobs.finish(job.commit_id)
+            await uow.write(uow.jobs.finishing(job.commit_id))
             record = await uow.commits.get(job.commit_id)
             assert record is not None
-            last = await self._log.append(uow, job.commit_id, Failed(record))
+            last = await self._log.append(uow, job.commit_id, after, Failed(record))
             await uow.commit()
         return _with_last(record, last)
 

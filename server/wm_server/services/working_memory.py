@@ -67,12 +67,20 @@ class WorkingMemoryService:
             result = merge(previous, dict(ops))
             version = current_version + 1
             now = time.time()
-            await uow.working_memories.insert(
-                row.sid, version, result.document, archive_seq=None,
-                covered_seq=await uow.working_memories.covered_seq(row.sid, current_version),
-                commit_id=None, tokens=estimate_tokens(result.document), now=now,
-            )  # fmt: skip
-            await uow.sessions.set_wm_version(row.sid, version, now)
+            covered = await uow.working_memories.covered_seq(row.sid, current_version)
+            await uow.write(
+                uow.working_memories.inserting(
+                    row.sid,
+                    version,
+                    result.document,
+                    archive_seq=None,
+                    covered_seq=covered,
+                    commit_id=None,
+                    tokens=estimate_tokens(result.document),
+                    now=now,
+                ),
+                uow.sessions.setting_wm_version(row.sid, version, now),
+            )
             stored = await uow.working_memories.get(row, version)
             assert stored is not None
             decisions = list(result.decisions)

@@ -86,7 +86,7 @@ class Dialect:
 
     name: str
     lock_row: str  # suffix of a SELECT that serializes writers of one session
-    lock_job: str  # suffix of a SELECT that holds a job row until commit
+    lock_job: str  # suffix of a SELECT that holds the job row ``j`` until commit
     skip_locked: str  # suffix of the job claim
     now: str  # the database clock, epoch seconds: leases compare against one clock
     commit_order: str  # a stable tie-break for commits created in the same instant

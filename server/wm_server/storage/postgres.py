@@ -46,13 +46,11 @@ from wm_server.storage.database import (
     Database,
     Dialect,
     Kind,
-    Params,
-    Row,
     positional,
     pyformat,
 )
 from wm_server.storage.schema_postgres import MIGRATIONS
-from wm_server.storage.statements import Write
+from wm_server.storage.statements import Params, Row, Write
 
 log = structlog.get_logger("wm_server.storage.postgres")
 
@@ -65,7 +63,7 @@ _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(22349, 1)"
 DIALECT = Dialect(
     name="postgresql",
     lock_row=" FOR NO KEY UPDATE",
-    lock_job=" FOR UPDATE",
+    lock_job=" FOR UPDATE OF j",
     skip_locked=" FOR UPDATE OF j SKIP LOCKED",
     now="EXTRACT(EPOCH FROM clock_timestamp())::float8",
     commit_order="c.cid",

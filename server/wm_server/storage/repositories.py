@@ -217,8 +217,8 @@ class SessionRepository(_Repository):
             {"pending": pending, "live": live, "sid": sid},
         )
 
-    async def set_wm_version(self, sid: int, version: int, now: float) -> None:
-        await self._conn.run(
+    def setting_wm_version(self, sid: int, version: int, now: float) -> Write:
+        return Write(
             "UPDATE sessions SET wm_version = :version, update_time = :now WHERE sid = :sid",
             {"version": version, "now": now, "sid": sid},
         )
@@ -421,7 +421,7 @@ class CommitRepository(_Repository):
              "message": error[1][:2000] if error else None, "now": now, "id": commit_id},
         )  # fmt: skip
 
-    async def complete(
+    def completing(
         self,
         commit_id: str,
         attempts: int,
@@ -430,9 +430,9 @@ class CommitRepository(_Repository):
         usage_json: str,
         decisions_json: str,
         now: float,
-    ) -> None:
+    ) -> Write:
         """COMPLETED with what Phase 2 produced (the error of an earlier attempt cleared)."""
-        await self._conn.run(
+        return Write(
             "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = NULL,"
             " error_message = NULL, complete_time = :now, wm_version = :version,"
             " usage_json = :usage, decisions_json = :decisions WHERE commit_id = :id",
@@ -441,22 +441,28 @@ class CommitRepository(_Repository):
              "id": commit_id},
         )  # fmt: skip
 
-    async def cover(self, sid: int, seqs: Sequence[int], by_seq: int) -> None:
+    def covering(self, sid: int, seqs: Sequence[int], by_seq: int) -> Write:
         members, values = self._dialect.in_list("seqs", seqs)
-        await self._conn.run(
+        return Write(
             f"UPDATE commits SET covered_by_seq = :by WHERE sid = :sid AND archive_seq {members}",
             {"by": by_seq, "sid": sid, **values},
         )
 
-    async def advance_sequence(self, commit_id: str, count: int) -> int:
-        """Reserve ``count`` event numbers (row-locked until commit); the new last one."""
-        row = await self._conn.one(
-            "UPDATE commits SET last_sequence = last_sequence + :count WHERE commit_id = :id"
-            " RETURNING last_sequence",
-            {"count": count, "id": commit_id},
+    async def extend_events(
+        self, commit_id: str, after: int, last: int, *, storing: Sequence[Write]
+    ) -> bool:
+        """Move the commit's last event number from ``after`` to ``last`` with ``storing``,
+        the writes that store those events; False (and nothing to commit) when it was not
+        ``after`` any more."""
+        row = await self._conn.chain(
+            storing,
+            Write(
+                "UPDATE commits SET last_sequence = :last WHERE commit_id = :id"
+                " AND last_sequence = :after RETURNING last_sequence",
+                {"last": last, "id": commit_id, "after": after},
+            ),
         )
-        assert row is not None, commit_id
-        return int(row[0])
+        return row is not None
 
 
 class ArchiveRepository(_Repository):
@@ -496,19 +502,20 @@ class ArchiveRepository(_Repository):
         )
         return [(int(s), int(f), int(last)) for s, f, last in rows]
 
-    async def set_abstract(self, sid: int, seq: int, abstract: str) -> None:
-        await self._conn.run(
+    def setting_abstract(self, sid: int, seq: int, abstract: str) -> Write:
+        return Write(
             "UPDATE archives SET abstract = :abstract WHERE sid = :sid AND seq = :seq",
             {"abstract": abstract, "sid": sid, "seq": seq},
         )
 
 
 class EventRepository(_Repository):
-    async def insert(self, commit_id: str, events: Sequence[tuple[int, bytes, bool]]) -> None:
-        await self._conn.many(
+    def inserting(self, commit_id: str, events: Sequence[tuple[int, bytes, bool]]) -> Write:
+        """The write that stores events (for ``CommitRepository.extend_events``)."""
+        return Write(
             "INSERT INTO commit_events (commit_id, sequence, terminal, payload)"
             " VALUES (:id, :sequence, :terminal, :payload)",
-            [(commit_id, s, t, p) for s, p, t in events],
+            rows=[(commit_id, s, t, p) for s, p, t in events],
         )
 
     async def after(self, commit_id: str, after_sequence: int) -> list[StoredEvent]:
@@ -551,14 +558,16 @@ class JobRepository(_Repository):
             {"attempts": attempts, "token": token, "seconds": seconds, "id": commit_id},
         )
 
-    async def holder(self, commit_id: str) -> str | None:
-        """The lease token of a running job, its row held until commit."""
+    async def holder(self, commit_id: str) -> tuple[str, int] | None:
+        """The lease token of a running job and its commit's last event number, the job's
+        row held until commit (so no other writer appends to the commit meanwhile)."""
         row = await self._conn.one(
-            "SELECT lease_token FROM phase2_jobs WHERE commit_id = :id AND state = 'running'"
-            + self._dialect.lock_job,
+            "SELECT j.lease_token, c.last_sequence FROM phase2_jobs j"
+            " JOIN commits c ON c.commit_id = j.commit_id"
+            " WHERE j.commit_id = :id AND j.state = 'running'" + self._dialect.lock_job,
             {"id": commit_id},
         )
-        return str(row[0]) if row and row[0] is not None else None
+        return (str(row[0]), int(row[1])) if row and row[0] is not None else None
 
     async def renew(self, commit_id: str, token: str, seconds: float) -> bool:
         changed = await self._conn.run(
@@ -586,8 +595,8 @@ class JobRepository(_Repository):
             {"delay": delay, "reset": reset_attempts, "id": commit_id},
         )
 
-    async def finish(self, commit_id: str) -> None:
-        await self._conn.run(
+    def finishing(self, commit_id: str) -> Write:
+        return Write(
             "UPDATE phase2_jobs SET state = 'done', lease_token = NULL WHERE commit_id = :id",
             {"id": commit_id},
         )
@@ -605,7 +614,7 @@ class JobRepository(_Repository):
 
 
 class WorkingMemoryRepository(_Repository):
-    async def insert(
+    def inserting(
         self,
         sid: int,
         version: int,
@@ -616,8 +625,8 @@ class WorkingMemoryRepository(_Repository):
         commit_id: str | None,
         tokens: int,
         now: float,
-    ) -> None:
-        await self._conn.run(
+    ) -> Write:
+        return Write(
             "INSERT INTO working_memories (sid, version, document, archive_seq, covered_seq,"
             " commit_id, estimated_tokens, create_time) VALUES (:sid, :version, :document,"
             " :seq, :covered, :commit_id, :tokens, :now)",

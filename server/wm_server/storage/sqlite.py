@@ -29,8 +29,9 @@ from typing import Any, TypeVar
 import structlog
 
 from wm_server.errors import ServiceError, StorageFull, StorageUnavailable
-from wm_server.storage.database import Connection, Database, Dialect, Kind, Params, Row, positional
+from wm_server.storage.database import Connection, Database, Dialect, Kind, positional
 from wm_server.storage.schema_sqlite import MIGRATIONS
+from wm_server.storage.statements import Params, Row
 
 T = TypeVar("T")
 log = structlog.get_logger("wm_server.storage.sqlite")

@@ -24,6 +24,7 @@ from wm_server.storage.repositories import (
 
 if TYPE_CHECKING:
     from wm_server.storage.database import Connection, Dialect
+    from wm_server.storage.statements import Write
 
 
 class Repositories:
@@ -61,6 +62,12 @@ class UnitOfWork:
         self.jobs = repositories.jobs
         self.working_memories = repositories.working_memories
         self.requests = repositories.requests
+
+    async def write(self, *writes: Write) -> None:
+        """Run data-modifying statements that do not read each other's rows: the engine may
+        send them as one statement (``Connection.chain``)."""
+        *first, last = writes
+        await self._conn.chain(first, last)
 
     async def commit(self) -> None:
         if self._commit is None:
