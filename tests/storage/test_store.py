@@ -152,50 +152,33 @@ async def test_a_batch_is_stored_and_counted_in_one_step(services: Services) -> 
         ]  # fmt: skip
 
 
-async def test_chained_writes_of_any_shape_land_before_the_last(services: Services) -> None:
-    """A write whose rows do not fit one array per column (a NULL here) still runs, in order."""
+async def test_chained_writes_of_any_shape_land_together(services: Services) -> None:
+    """Rows with a NULL (no array per column), several typed rows, one row: each chain runs
+    whole, and a write never depends on another one of its chain."""
     await services.sessions.create("s", "")
-    async with services.database.unit_of_work() as uow:
-        row = await uow.sessions.find("t", "s")
-        assert row is not None
-        grown = await uow.sessions.grow(
-            row.sid, next_position=row.next_position, added=0, tokens=0, pending=0,
-            stored=None, now=time.time(),
-            storing=[
-                Write(
-                    "INSERT INTO requests (request_key, sid, fingerprint, outcome, create_time)"
-                    " VALUES (:key, :sid, :fingerprint, :outcome, :now)",
-                    rows=[("k1", None, "f", "{}", 1.0), ("k2", row.sid, "f", "{}", 2.0)],
-                ),
-                Write(
-                    "UPDATE requests SET outcome = :outcome WHERE request_key = :key",
-                    {"outcome": '{"n": 1}', "key": "k0"},
-                ),
-            ],
-        )  # fmt: skip
-        await uow.commit()
-    assert grown.sid == row.sid
-    async with services.database.unit_of_work() as uow:  # now rows of one type each
-        await uow.sessions.grow(
-            row.sid, next_position=row.next_position, added=0, tokens=0, pending=0,
-            stored=None, now=time.time(),
-            storing=[
-                Write(
-                    "INSERT INTO requests (request_key, sid, fingerprint, outcome, create_time)"
-                    " VALUES (:key, :sid, :fingerprint, :outcome, :now)",
-                    rows=[("k3", row.sid, "f", "{}", 3.0)],
-                ),
-                Write(
-                    "UPDATE requests SET outcome = :outcome WHERE request_key = :key",
-                    {"outcome": '{"n": 1}', "key": "k1"},
-                ),
-            ],
-        )  # fmt: skip
-        await uow.commit()
     async with services.database.reader() as uow:
-        found = {k: await uow.requests.find(k) for k in ("k1", "k2", "k3")}
+        row = await uow.sessions.find("t", "s")
+    assert row is not None
+    insert = (
+        "INSERT INTO requests (request_key, sid, fingerprint, outcome, create_time)"
+        " VALUES (:key, :sid, :fingerprint, :outcome, :now)"
+    )
+    update = "UPDATE requests SET outcome = :outcome WHERE request_key = :key"
+    rounds = [
+        ([("k1", None, "f", "{}", 1.0), ("k2", row.sid, "f", "{}", 2.0)], "k0"),
+        ([("k3", row.sid, "f", "{}", 3.0), ("k4", row.sid, "f", "{}", 4.0)], "k1"),
+        ([("k5", row.sid, "f", "{}", 5.0)], "k3"),
+    ]
+    for rows, updated in rounds:
+        async with services.database.unit_of_work() as uow:
+            await uow.write(
+                Write(insert, rows=rows), Write(update, {"outcome": "[1]", "key": updated})
+            )
+            await uow.commit()
+    async with services.database.reader() as uow:
+        found = {k: await uow.requests.find(k) for k in ("k1", "k2", "k3", "k4", "k5")}
     assert {k: f.outcome if f else None for k, f in found.items()} == {
-        "k1": '{"n": 1}', "k2": "{}", "k3": "{}",
+        "k1": "[1]", "k2": "{}", "k3": "[1]", "k4": "{}", "k5": "{}",
     }  # fmt: skip
 
 
