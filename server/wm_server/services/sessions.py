@@ -165,17 +165,24 @@ class SessionService:
                 pending, stored = pending_delta(
                     row.first_live, row.next_position, session.keep_recent_count, fresh
                 )
-                grown = await uow.sessions.grow(
-                    row.sid,
+                tokens = sum(m.estimated_tokens for _, m in fresh)
+                pending_now = await uow.sessions.grow(
+                    row,
                     next_position=position,
                     added=len(fresh),
-                    tokens=sum(m.estimated_tokens for _, m in fresh),
+                    tokens=tokens,
                     pending=pending,
                     stored=stored,
                     now=now,
                     storing=storing,
                 )
-                session = grown.record
+                # What the row now holds: the session is locked, so nothing else moved it.
+                s = session
+                session = SessionRecord(
+                    s.tenant, s.session_id, s.create_time, now, s.message_count + len(fresh),
+                    s.total_message_count + len(fresh), pending_now, s.live_tokens + tokens,
+                    s.keep_recent_count, s.archive_count, s.wm_version,
+                )  # fmt: skip
             outcome = {"added": added, "duplicates": duplicates, "created": created}
             await idempotency.remember(uow, req, row.sid, outcome)
             await uow.commit()

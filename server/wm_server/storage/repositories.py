@@ -50,6 +50,11 @@ _COMMIT = (
 )
 _WM = "version, document, archive_seq, commit_id, estimated_tokens, create_time"
 _MESSAGE = "position, message_id, role, parts_json, tokens, create_time"
+# The tokens of a session's stored messages at positions first..last.
+_CROSSED = (
+    "(SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE sid = :sid"
+    " AND position BETWEEN :first AND :last)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +161,7 @@ class SessionRepository(_Repository):
 
     async def grow(
         self,
-        sid: int,
+        session: SessionRow,
         *,
         next_position: int,
         added: int,
@@ -165,15 +170,25 @@ class SessionRepository(_Repository):
         stored: tuple[int, int] | None,
         now: float,
         storing: Sequence[Write],
-    ) -> SessionRow:
-        """Account for ``added`` new messages and return the session as it now is.
+    ) -> int:
+        """Account for ``added`` new messages; return the session's pending tokens now.
 
         ``pending`` tokens of the batch crossed out of the window, and so did the stored
-        messages at positions ``stored`` (inclusive; summed here, in the same statement).
-        ``storing`` are the writes that store the batch: the engine may send them together
-        with this update, so none of them reads another's rows.
+        messages at positions ``stored`` (inclusive). ``storing`` are the writes that store
+        the batch: the engine may send them together with this update, so none of them
+        reads another's rows. Where a statement costs a round trip the crossed tokens are
+        summed inside the update, which returns the total; elsewhere a plain read is
+        cheaper than ``RETURNING``.
         """
         first, last = stored if stored is not None else (1, 0)
+        params = {"next": next_position, "added": added, "tokens": tokens, "pending": pending,
+                  "first": first, "last": last, "now": now, "sid": session.sid}  # fmt: skip
+        if self._dialect.round_trips:
+            crossed, returning = _CROSSED, " RETURNING pending_tokens"
+        else:
+            summed = await self._conn.one(f"SELECT {_CROSSED}", params)
+            crossed, returning = ":crossed", ""
+            params["crossed"] = int(summed[0]) if summed else 0
         row = await self._conn.chain(
             storing,
             Write(
@@ -181,15 +196,15 @@ class SessionRepository(_Repository):
                 " message_count = message_count + :added,"
                 " total_message_count = total_message_count + :added,"
                 " live_tokens = live_tokens + :tokens,"
-                " pending_tokens = pending_tokens + :pending + (SELECT COALESCE(SUM(tokens), 0)"
-                " FROM messages WHERE sid = :sid AND position BETWEEN :first AND :last),"
-                f" update_time = :now WHERE sid = :sid RETURNING {_SESSION}",
-                {"next": next_position, "added": added, "tokens": tokens, "pending": pending,
-                 "first": first, "last": last, "now": now, "sid": sid},
+                f" pending_tokens = pending_tokens + :pending + {crossed},"
+                f" update_time = :now WHERE sid = :sid{returning}",
+                params,
             ),
-        )  # fmt: skip
-        assert row is not None  # the caller holds the session's lock
-        return _session(row)
+        )
+        if returning:
+            assert row is not None  # the caller holds the session's lock
+            return int(row[0])
+        return session.record.pending_tokens + pending + int(params["crossed"])
 
     async def set_window(
         self,
