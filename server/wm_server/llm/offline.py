@@ -70,10 +70,14 @@ MAX_FAILED_LINES: Final = 5
 _CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[*A-Z0-9~/])")
 _GREETING = re.compile(
-    r"^\s*(?:hi|hello|hey|hallo|good (?:morning|afternoon|evening))(?: there| all| team)?"
+    r"^\s*(?:hi|hello|hey|hallo|(?:good )?(?:morning|afternoon|evening))(?: there| all| team)?"
     r"(?:[!,.]+\s*|\s+|$)",
     re.IGNORECASE,
 )
+# A timestamp an agent runtime puts in front of a message ("[2025-03-10 09:05] ...").
+_STAMP = re.compile(r"^\[\d{4}-\d{2}-\d{2}[^\]]{0,24}\]\s*")
+# A durable statement worth keeping as a fact: it carries a figure or a person's full name.
+_DATA = re.compile(r"\d|(?<=\s)[A-Z][a-z]+ [A-Z][a-z]+\b")
 _LEAD_IN = re.compile(
     r"^\s*(?:(?:ok(?:ay)?|great|nice|thanks|thank you|perfect|cool|also|and|so|now)\b[,.!]?\s+)+",
     re.IGNORECASE,
@@ -117,6 +121,11 @@ _SUMMARY_LINE = re.compile(r"^\s*((?:FAILED|ERROR)\b.*)$")
 _TOOL_ERROR_LINE = re.compile(
     r"^\s*((?:[\w./-]+: )*(?:error|fatal|panic)(?:\[[\w-]+\])?: .*)$", re.IGNORECASE
 )
+# An error or correction the agent (or the user) writes down itself: "Error: …", "Correction: …".
+_NOTED_ERROR = re.compile(
+    r"^\s*(?:[-*]\s+)?((?:error|correction|mistake|wrong assumption)s?\b[^:\n]{0,40}:\s*\S.*)$",
+    re.IGNORECASE,
+)
 _EXIT_LINE = re.compile(r"^\s*(?:exit (?:status|code) \d+|process exited.*)$", re.IGNORECASE)
 # Paths the engine's reference finder does not treat as files (home and absolute paths
 # without a known extension, such as ~/.local/share/app/data.db or /var/log/syslog).
@@ -155,7 +164,7 @@ def sentences(text: str) -> list[str]:
     """Sentences of ``text``, line by line (a line break always ends a sentence)."""
     found: list[str] = []
     for line in _prose(text).split("\n"):
-        line = line.strip().lstrip("#-*>").strip()
+        line = _STAMP.sub("", line.strip().lstrip("#-*>").strip())
         if not line:
             continue
         found.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
@@ -298,7 +307,7 @@ def _error_lines(content: str) -> list[str]:
     """Error lines in an output or a text that did not fail as a whole."""
     found: list[str] = []
     for line in content.splitlines():
-        for pattern in (_SUMMARY_LINE, _EXCEPTION_LINE):
+        for pattern in (_SUMMARY_LINE, _EXCEPTION_LINE, _NOTED_ERROR):
             match = pattern.match(line)
             if match:
                 found.append(match.group(1).strip())
@@ -432,12 +441,13 @@ def extract(messages: Sequence[Message], known_paths: Iterable[str] = ()) -> Ext
             continue  # a system prompt instructs the agent; it is not what happened
         text = "\n".join(texts)
         mentions.extend((path, f"mentioned by {speaker}") for path in find_paths(text))
-        for line in _error_lines(text):
-            item = _clip(f"{line} (reported by {speaker})")
-            claim(errors, item, item)
+        noted = _error_lines(text)
+        for line in noted:
+            claim(errors, _clip(f"{line} (reported by {speaker})"), _clip(line))
         is_user = message.role == Role.USER
         asked = len(goals)
-        for sentence in sentences(text):
+        prose = "\n".join(line for line in text.splitlines() if line.strip() not in noted)
+        for sentence in sentences(prose):
             core = _clip(_strip_lead(sentence))
             if is_user and _CORRECTION.match(sentence):
                 claim(errors, _clip(f"User correction: {sentence}"), core)
@@ -452,6 +462,8 @@ def extract(messages: Sequence[Message], known_paths: Iterable[str] = ()) -> Ext
                 claim(facts, core, core)
             elif is_user and _is_request(sentence):
                 claim(goals, core, core)
+            elif is_user and _DATA.search(core) and len(core.split()) >= 4:
+                claim(facts, core, core)
         if is_user:
             if not title:
                 candidate = title_from(text)

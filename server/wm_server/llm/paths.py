@@ -12,8 +12,10 @@ The rules, all deterministic:
    directories given to tools (``cwd``); the root most often implied wins, the shortest on a
    tie. Without such evidence there is no root and absolute paths stay as they are.
 2. An absolute path under the root is spelled relative to it; ``./a.py`` is ``a.py``.
-3. A bare name (no ``/``) that is the last component of exactly one known path is spelled
-   like that path; with two candidates (``a/cli.py``, ``b/cli.py``) it stays as written.
+3. A bare name (``db.py``) or a shorter relative path (``app/repository.py``, as a service's
+   README names it) that ends exactly one longer known path, at a ``/``, is spelled like that
+   path; with two candidates (``a/cli.py``, ``b/cli.py``) it stays as written. Nothing is
+   lost by folding: the short spelling is still part of the long one.
 
 URLs and home-relative paths outside the root (``~/.local/...``) are left alone.
 """
@@ -72,13 +74,19 @@ class PathSpellings:
         known = [p for p in paths if p]
         self.root = infer_root(known, workdirs)
         folded = {self._under_root(p) for p in known}
-        by_name: dict[str, set[str]] = {}
+        by_tail: dict[str, set[str]] = {}
         for path in folded:
-            if "/" in path and not _is_url(path):
-                by_name.setdefault(path.rsplit("/", 1)[1], set()).add(path)
-        self._by_name = {
-            name: next(iter(found)) for name, found in by_name.items() if len(found) == 1
-        }
+            if "/" in path and not _is_url(path) and not _is_absolute(path):
+                parts = path.split("/")
+                for start in range(1, len(parts)):
+                    by_tail.setdefault("/".join(parts[start:]), set()).add(path)
+        # A tail folds into the one longer path it ends; the longest such path is the spelling
+        # (``b.py`` → ``x/a/b.py`` when ``a/b.py`` itself folds into ``x/a/b.py``).
+        self._by_tail: dict[str, str] = {}
+        for tail, found in by_tail.items():
+            longest = _maximal(found)
+            if len(longest) == 1:
+                self._by_tail[tail] = next(iter(longest))
 
     def _under_root(self, path: str) -> str:
         if _is_url(path):
@@ -92,6 +100,11 @@ class PathSpellings:
     def canonical(self, path: str) -> str:
         """How ``path`` is written in the working memory."""
         folded = self._under_root(path)
-        if "/" not in folded and not _is_url(folded):
-            return self._by_name.get(folded, folded)
-        return folded
+        if _is_url(folded) or _is_absolute(folded):
+            return folded
+        return self._by_tail.get(folded, folded)
+
+
+def _maximal(paths: set[str]) -> set[str]:
+    """The paths of ``paths`` that are not a ``/``-tail of another one of them."""
+    return {p for p in paths if not any(q != p and q.endswith("/" + p) for q in paths)}
