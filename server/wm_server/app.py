@@ -19,7 +19,7 @@ from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
-from wm_server.llm.factory import build_provider
+from wm_server.llm.factory import ProviderRegistry, build_registry
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
@@ -67,6 +67,9 @@ class Application:
     database: Database
     worker: Phase2Worker
     provider: LlmProvider
+    providers: ProviderRegistry | None = (
+        None  # every configured provider; ``provider`` is its default
+    )
     maintenance: Maintenance | None = None
     bus: EventBus | None = None
     metrics: Metrics | None = None
@@ -99,7 +102,10 @@ class Application:
         await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop)
-        await self.provider.aclose()
+        if self.providers is not None:
+            await self.providers.aclose()
+        else:
+            await self.provider.aclose()
         await self.database.close()
         log.info("server_stopped")
 
@@ -122,9 +128,19 @@ async def start_application(
     check_bind_safety(settings, keyring)
     credentials = server_credentials(settings)
     metrics = Metrics()
+    # Providers first: a missing key or an unknown model stops the start before anything opens.
+    providers = (
+        ProviderRegistry.single(provider)
+        if provider is not None
+        else await build_registry(settings)
+    )
+    provider = providers.default
     database = build_database(settings)
-    await database.open()
-    provider = provider or build_provider(settings)
+    try:
+        await database.open()
+    except BaseException:
+        await providers.aclose()
+        raise
     bus = EventBus()
     database.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
     log_ = EventLog(encode_event)
@@ -174,7 +190,7 @@ async def start_application(
         else:
             port = server.add_secure_port(settings.address, credentials)
     except RuntimeError as exc:  # in use (port reuse is off) or not an address of this host
-        await provider.aclose()
+        await providers.aclose()
         await database.close()
         message = f"WM_ADDRESS: cannot listen on {settings.address}: {exc}"
         raise ConfigurationError(message) from None
@@ -193,6 +209,7 @@ async def start_application(
         database=database,
         worker=worker,
         provider=provider,
+        providers=providers,
         maintenance=maintenance,
         bus=bus,
         metrics=metrics,
@@ -201,7 +218,9 @@ async def start_application(
     log.info(
         "server_started",
         address=app.address,
-        provider=settings.provider.value,
+        provider=provider.name,
+        model=provider.model,
+        providers=list(providers.names),
         auth="api_keys" if keyring else "off",
         tenants=len(keyring.tenants) if keyring else 0,
         tls=tls_mode(settings).value,

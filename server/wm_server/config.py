@@ -1,7 +1,8 @@
 """Configuration, read once from the environment at start (pydantic-settings).
 
-Every setting is an environment variable ``WM_<NAME>``; the Anthropic key keeps the SDK's own
-name, ``ANTHROPIC_API_KEY``. A bad value stops the server before it binds, naming the variable.
+Every setting is an environment variable ``WM_<NAME>``; the vendors' keys and the OpenAI base
+URL keep the SDKs' own names (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``).
+A bad value stops the server before it binds, naming the variable.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class LlmProviderName(StrEnum):
 
     OFFLINE = "offline"
     ANTHROPIC = "anthropic"
+    OPENAI = "openai"
     SCRIPTED = "scripted"
 
 
@@ -72,6 +74,22 @@ class Settings(BaseSettings):
     anthropic_max_tokens: Annotated[int, Field(ge=256, le=64_000)] = 8192
     anthropic_timeout: Seconds = 120.0
     anthropic_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    # Strict (grammar-constrained) tool schemas; off for a proxy or model that rejects them.
+    anthropic_strict: bool = True
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL")
+    )
+    openai_model: str = "gpt-4.1-mini"
+    openai_max_tokens: Annotated[int, Field(ge=256, le=128_000)] = 8192
+    openai_timeout: Seconds = 120.0
+    openai_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    openai_strict: bool = True
+    # The model's context window when the table of known models has no entry for it (a
+    # local model behind vLLM, Ollama, ...); an unknown model without it is refused at start.
+    openai_context_window: Annotated[int | None, Field(ge=1024)] = None
     scripted_responses: Path | None = None
     scripted_delay: Annotated[float, Field(ge=0)] = 0.0
     metrics_address: str | None = None
@@ -118,12 +136,35 @@ class Settings(BaseSettings):
             raise ValueError("expected postgresql://… or sqlite:///path")
         return value or None
 
+    @field_validator("openai_base_url")
+    @classmethod
+    def _check_openai_base_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("expected http://… or https://…")
+        return value or None
+
     @property
     def provider(self) -> LlmProviderName:
-        """The provider in force: explicit, else anthropic with a key, else offline."""
+        """The default provider: explicit, else anthropic with a key, else openai with a key,
+        else offline."""
         if self.llm_provider is not None:
             return self.llm_provider
-        return LlmProviderName.ANTHROPIC if self.anthropic_api_key else LlmProviderName.OFFLINE
+        if self.anthropic_api_key:
+            return LlmProviderName.ANTHROPIC
+        return LlmProviderName.OPENAI if self.openai_api_key else LlmProviderName.OFFLINE
+
+    @property
+    def configured_providers(self) -> tuple[LlmProviderName, ...]:
+        """Every provider these settings make available: offline always, a vendor when its
+        key is set, scripted when it has responses, and the default in any case."""
+        found = {LlmProviderName.OFFLINE, self.provider}
+        if self.anthropic_api_key:
+            found.add(LlmProviderName.ANTHROPIC)
+        if self.openai_api_key:
+            found.add(LlmProviderName.OPENAI)
+        if self.scripted_responses is not None:
+            found.add(LlmProviderName.SCRIPTED)
+        return tuple(name for name in LlmProviderName if name in found)
 
     @property
     def sqlite_path(self) -> Path:
@@ -131,6 +172,10 @@ class Settings(BaseSettings):
         if self.database_url and self.database_url.startswith("sqlite:///"):
             return Path(self.database_url.removeprefix("sqlite:///"))
         return self.data_dir / "wm.sqlite3"
+
+
+# Settings read under the SDKs' own variable names rather than WM_<NAME>.
+_SDK_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"})
 
 
 class ConfigurationError(Exception):
@@ -145,6 +190,6 @@ def load_settings() -> Settings:
         lines = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
-            name = "ANTHROPIC_API_KEY" if field == "ANTHROPIC_API_KEY" else f"WM_{field.upper()}"
+            name = field if field in _SDK_NAMES else f"WM_{field.upper()}"
             lines.append(f"{name}: {error['msg']}")
         raise ConfigurationError("invalid configuration: " + "; ".join(lines)) from None

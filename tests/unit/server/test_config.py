@@ -25,6 +25,21 @@ def test_api_key_selects_anthropic_unless_provider_is_explicit(
     assert load_settings().provider is LlmProviderName.OFFLINE
 
 
+def test_openai_key_selects_openai_when_there_is_no_anthropic_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    settings = load_settings()
+    assert settings.provider is LlmProviderName.OPENAI
+    assert settings.configured_providers == (LlmProviderName.OFFLINE, LlmProviderName.OPENAI)
+    assert (settings.openai_model, settings.openai_max_tokens) == ("gpt-4.1-mini", 8192)
+    assert (settings.openai_timeout, settings.openai_strict) == (120.0, True)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant")
+    settings = load_settings()
+    assert settings.provider is LlmProviderName.ANTHROPIC  # as before: its key comes first
+    assert LlmProviderName.OPENAI in settings.configured_providers
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -35,6 +50,11 @@ def test_api_key_selects_anthropic_unless_provider_is_explicit(
         ("WM_DATABASE_URL", "mysql://x"),
         ("WM_METRICS_ADDRESS", "nowhere"),
         ("WM_MAX_MESSAGE_BYTES", "12"),
+        ("OPENAI_BASE_URL", "localhost:11434"),
+        ("WM_OPENAI_MAX_TOKENS", "10"),
+        ("WM_OPENAI_TIMEOUT", "0"),
+        ("WM_OPENAI_CONTEXT_WINDOW", "100"),
+        ("WM_OPENAI_STRICT", "maybe"),
     ],
 )
 def test_bad_value_names_the_variable(
