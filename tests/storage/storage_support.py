@@ -106,7 +106,7 @@ def build_services(database: Database, *, retention: float = 86_400.0) -> Servic
         database=database,
         bus=bus,
         log=log,
-        sessions=SessionService(database, on_deleted=maintenance.wake),
+        sessions=SessionService(database, log=log, on_deleted=maintenance.wake),
         commits=CommitService(database, bus, log, heartbeat_seconds=1.0),
         jobs=JobService(database, log),
         memory=WorkingMemoryService(database),

@@ -306,7 +306,9 @@ class Session(_message.Message):
     live_tokens: _builtins.int
     """Estimated tokens of all live messages."""
     keep_recent_count: _builtins.int
-    """The keep window remembered from the last commit (0 until the first commit)."""
+    """The keep window remembered from the last commit; before the first commit, the keep of
+    the session's auto-commit policy when it has one (set with the policy), else 0.
+    """
     archive_count: _builtins.int
     """Commits that archived messages (skipped commits are not counted)."""
     working_memory_version: _builtins.int
