@@ -237,7 +237,9 @@ async def test_update_session_writes_only_the_masked_fields(stubs: list[Stub]) -
     after = await update(["config.auto_commit.keep_recent_count"], pb.SessionConfig())
     assert after.auto_commit.keep_recent_count == DEFAULT_KEEP  # named and unset: the default
     after = await update(["config.auto_commit.idle_timeout"], _policy(idle_timeout=_seconds(0)))
-    assert after.auto_commit.HasField("idle_timeout") and after.auto_commit.idle_timeout.seconds == 0
+    assert (
+        after.auto_commit.HasField("idle_timeout") and after.auto_commit.idle_timeout.seconds == 0
+    )
     after = await update([], pb.SessionConfig(memory_extraction=True))  # no mask: what is set
     assert after.memory_extraction and after.auto_commit.pending_token_threshold == 1000
     after = await update(["config"], _policy(message_count_threshold=3))
