@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import pytest
@@ -29,6 +30,8 @@ from support.server_process import ServerProcess
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.app import start_application
+from wm_server.config import ConfigurationError, Settings
 
 Stub = service_grpc.WorkingMemoryServiceStub
 DEFAULT_KEEP = 3  # the servers' WM_DEFAULT_SESSION_CONFIG keeps this many
@@ -292,3 +295,24 @@ async def test_bad_configs_are_refused_and_change_nothing(stubs: list[Stub]) -> 
         assert await refused(stubs[-1].UpdateSession(request)) == [field]
     after = (await stubs[0].GetSession(api.GetSessionRequest(session_id=session))).config
     assert after == before
+
+
+@pytest.mark.parametrize(
+    ("default", "complaint"),
+    [
+        ('{"autoCommit": {"pendingTokenThreshold": -5}}', "pending_token_threshold"),
+        ('{"model": {"provider": "anthropic"}}', "anthropic"),
+        ("{not json", "WM_DEFAULT_SESSION_CONFIG"),
+        ('{"autoCommit": {"idleTimeoutt": "5s"}}', "idleTimeoutt"),
+    ],
+)
+async def test_a_bad_default_config_stops_the_start(
+    tmp_path: Path, default: str, complaint: str
+) -> None:
+    settings = Settings(
+        address="127.0.0.1:0", data_dir=tmp_path, llm_provider="offline",
+        default_session_config=default,
+    )  # type: ignore[call-arg]  # fmt: skip
+    with pytest.raises(ConfigurationError, match="WM_DEFAULT_SESSION_CONFIG") as caught:
+        await start_application(settings)
+    assert complaint in str(caught.value)

@@ -151,7 +151,10 @@ def masked(
 
 def settings_from_json(text: str, check_model: ModelCheck) -> SessionSettings:
     """The server's default config (WM_DEFAULT_SESSION_CONFIG: SessionConfig as JSON)."""
-    config = json_format.Parse(text or "{}", pb.SessionConfig())
+    try:
+        config = json_format.Parse(text or "{}", pb.SessionConfig())
+    except json_format.ParseError as error:
+        raise ValueError(f"not a SessionConfig in JSON: {error}") from None
     return partial_settings(config, "WM_DEFAULT_SESSION_CONFIG", check_model)
 
 
