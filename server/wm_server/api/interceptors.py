@@ -76,6 +76,7 @@ _MALFORMED = rpc_status_of(
     "the request message could not be decoded (not the protobuf message this method takes)",
     MALFORMED_REQUEST,
     {},
+    [("request", "not a protobuf message of this method's request type", MALFORMED_REQUEST)],
 )
 
 access_log = structlog.get_logger("wm_server.access")
