@@ -120,6 +120,22 @@ def _code_name(context: Context, default: str) -> str:
     return default
 
 
+def _threaded(behavior: Callable[[Any, Context], Any]) -> Callable[[Any, Context], Awaitable[Any]]:
+    """A synchronous behaviour (here only the generated "not implemented" stubs of library
+    servicers, such as ``Health/List``) run off the loop as gRPC would, so that it is
+    admitted, decoded and logged like every other method."""
+
+    async def run(request: Any, context: Context) -> Any:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, behavior, request, context
+            )
+        except NotImplementedError:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "method not implemented")
+
+    return run
+
+
 @dataclass(frozen=True, slots=True)
 class _Method:
     """What the interceptor knows of one method, worked out once when it is first called."""
@@ -184,7 +200,9 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
         if not handler.response_streaming:
             behavior = handler.unary_unary if unary_request else handler.stream_unary
             if not inspect.iscoroutinefunction(behavior):
-                return handler  # a sync handler: not used by this server, left alone
+                if behavior is None:
+                    return handler
+                behavior = _threaded(behavior)
             factory = (
                 grpc.unary_unary_rpc_method_handler
                 if unary_request
