@@ -120,7 +120,7 @@ def _code_name(context: Context, default: str) -> str:
     return default
 
 
-def _threaded(behavior: Callable[[Any, Context], Any]) -> Callable[[Any, Context], Awaitable[Any]]:
+def _threaded(behavior: Callable[..., Any]) -> Callable[[Any, Context], Awaitable[Any]]:
     """A synchronous behaviour (here only the generated "not implemented" stubs of library
     servicers, such as ``Health/List``) run off the loop as gRPC would, so that it is
     admitted, decoded and logged like every other method."""
@@ -198,11 +198,12 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
         )
         unary_request = not handler.request_streaming
         if not handler.response_streaming:
-            behavior = handler.unary_unary if unary_request else handler.stream_unary
-            if not inspect.iscoroutinefunction(behavior):
-                if behavior is None:
-                    return handler
-                behavior = _threaded(behavior)
+            given: Callable[..., Any] | None = (
+                handler.unary_unary if unary_request else handler.stream_unary
+            )
+            if given is None:
+                return handler
+            behavior = given if inspect.iscoroutinefunction(given) else _threaded(given)
             factory = (
                 grpc.unary_unary_rpc_method_handler
                 if unary_request
@@ -213,11 +214,11 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=None,
                 response_serializer=handler.response_serializer,
             )
-        behavior = handler.unary_stream if unary_request else handler.stream_stream
-        if inspect.isasyncgenfunction(behavior):
-            stream: Callable[..., Any] = self._wrap_generator(spec, behavior, unary_request)
-        elif inspect.iscoroutinefunction(behavior):
-            stream = self._wrap_unary(spec, behavior, unary_request)  # uses context.write
+        streaming: Any = handler.unary_stream if unary_request else handler.stream_stream
+        if inspect.isasyncgenfunction(streaming):
+            stream: Callable[..., Any] = self._wrap_generator(spec, streaming, unary_request)
+        elif inspect.iscoroutinefunction(streaming):
+            stream = self._wrap_unary(spec, streaming, unary_request)  # uses context.write
         else:
             return handler
         factory = (
