@@ -36,6 +36,7 @@ RATE_LIMITED = "RATE_LIMITED"
 # How long a caller over a concurrency budget should wait: a slot frees when one of its own
 # calls ends, which the server cannot foresee; one second keeps retries from spinning.
 CONCURRENCY_RETRY_SECONDS = 1.0
+_WHOLE_TOKEN = 1.0 - 1e-9  # a refill summed from float time steps may fall short by noise
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +149,8 @@ class Admission:
             budget.tokens + (now - budget.stamp) * limits.mutations_per_second,
         )
         budget.stamp = now
-        if tokens >= 1.0:
-            budget.tokens = tokens - 1.0
+        if tokens >= _WHOLE_TOKEN:
+            budget.tokens = max(0.0, tokens - 1.0)
             return 0.0
         budget.tokens = tokens
         return (1.0 - tokens) / limits.mutations_per_second
@@ -166,9 +167,9 @@ class Admission:
             f"too many mutating calls of this tenant (limit {rate} per second,"
             f" bursts of {limits.mutation_burst}); retry after the delay in RetryInfo",
             {"limit": rate, "burst": str(limits.mutation_burst), "scope": "tenant"},
-            # Whole milliseconds, rounded up: a client that waits exactly this long finds a
-            # token.
-            math.ceil(wait * 1000) / 1000,
+            # Whole milliseconds, rounded up (past float noise): a client that waits exactly
+            # this long finds a token.
+            math.ceil(wait * 1000 - 1e-6) / 1000,
         )
 
 
