@@ -173,6 +173,18 @@ async def start_application(
         )
     )
     metrics.watch_tenants(admission.budgets)
+    one_tenant = (
+        settings.tenant_max_concurrent_rpcs
+        + settings.tenant_max_streams
+        + settings.anonymous_max_concurrent_rpcs
+    )
+    if settings.max_concurrent_rpcs <= one_tenant:
+        # gRPC's own cap is reached before a tenant's budgets: one tenant could fill it.
+        log.warning(
+            "process_cap_below_tenant_budgets",
+            max_concurrent_rpcs=settings.max_concurrent_rpcs,
+            one_tenant_and_anonymous=one_tenant,
+        )
     server = grpc.aio.server(
         interceptors=[RpcInterceptor(keyring=keyring, metrics=metrics, admission=admission)],
         options=server_options(settings),
