@@ -77,7 +77,7 @@ class WmError(Exception):
         for detail in self.details:
             if isinstance(detail, error_details_pb2.RetryInfo):
                 delay = detail.retry_delay
-                return delay.seconds + delay.nanos / 1e9
+                return float(delay.seconds + delay.nanos / 1e9)
         return None
 
     @property
