@@ -17,6 +17,7 @@ writer; the metrics thread only copies the counters.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -72,6 +73,8 @@ class Admission:
         self.limits = limits
         self._clock = clock
         self._budgets: dict[str, Budget] = {}
+        self._rate = float(limits.mutations_per_second)  # tokens per second; 0: no bucket
+        self._burst = float(limits.mutation_burst)
         self.anonymous = Budget(ANONYMOUS, 0.0, clock())
         self._refusals = {
             TOO_MANY_CONCURRENT_RPCS: _refusal(
@@ -101,7 +104,7 @@ class Admission:
         """The tenant's budget, made on its first call (with a full bucket)."""
         budget = self._budgets.get(tenant)
         if budget is None:
-            budget = Budget(tenant, float(self.limits.mutation_burst), self._clock())
+            budget = Budget(tenant, self._burst, self._clock())
             self._budgets[tenant] = budget
         return budget
 
@@ -122,11 +125,17 @@ class Admission:
                 return self._refuse(budget, TOO_MANY_OPEN_STREAMS)
         elif budget.rpcs >= limits.tenant_rpcs:
             return self._refuse(budget, TOO_MANY_CONCURRENT_RPCS)
-        if mutating and limits.mutations_per_second > 0:
-            wait = self._take_token(budget)
-            if wait > 0:
+        if mutating and self._rate:  # the token bucket, inline: every mutation passes here
+            now = self._clock()
+            tokens = budget.tokens + (now - budget.stamp) * self._rate
+            if tokens > self._burst:
+                tokens = self._burst
+            budget.stamp = now
+            if tokens < _WHOLE_TOKEN:
+                budget.tokens = tokens
                 budget.rejected[RATE_LIMITED] = budget.rejected.get(RATE_LIMITED, 0) + 1
-                return self._rate_refusal(wait)
+                return self._rate_refusal((1.0 - tokens) / self._rate)
+            budget.tokens = tokens - 1.0 if tokens > 1.0 else 0.0
         if stream:
             budget.streams += 1
         else:
@@ -140,26 +149,18 @@ class Admission:
         else:
             budget.rpcs -= 1
 
-    def _take_token(self, budget: Budget) -> float:
-        """0 when a token was taken, else the seconds until one is there."""
-        limits = self.limits
-        now = self._clock()
-        tokens = min(
-            float(limits.mutation_burst),
-            budget.tokens + (now - budget.stamp) * limits.mutations_per_second,
-        )
-        budget.stamp = now
-        if tokens >= _WHOLE_TOKEN:
-            budget.tokens = max(0.0, tokens - 1.0)
-            return 0.0
-        budget.tokens = tokens
-        return (1.0 - tokens) / limits.mutations_per_second
-
     def _refuse(self, budget: Budget, reason: str) -> grpc.Status:
         budget.rejected[reason] = budget.rejected.get(reason, 0) + 1
         return self._refusals[reason]
 
     def _rate_refusal(self, wait: float) -> grpc.Status:
+        # Whole milliseconds, rounded up (past float noise): a client that waits exactly this
+        # long finds a token. A flood of refused calls meets few distinct delays, so their
+        # statuses are built once each (building one costs tens of microseconds).
+        return self._rate_status(math.ceil(wait * 1000 - 1e-6))
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 (one Admission per server, kept for its life)
+    def _rate_status(self, wait_ms: int) -> grpc.Status:
         limits = self.limits
         rate = f"{limits.mutations_per_second:g}"
         return _refusal(
@@ -167,9 +168,7 @@ class Admission:
             f"too many mutating calls of this tenant (limit {rate} per second,"
             f" bursts of {limits.mutation_burst}); retry after the delay in RetryInfo",
             {"limit": rate, "burst": str(limits.mutation_burst), "scope": "tenant"},
-            # Whole milliseconds, rounded up (past float noise): a client that waits exactly
-            # this long finds a token.
-            math.ceil(wait * 1000 - 1e-6) / 1000,
+            wait_ms / 1000,
         )
 
 
