@@ -138,4 +138,15 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         DROP TABLE idempotency
         """,
     ),
+    (
+        3,
+        # Values the server makes once and every replica must share, such as the key that
+        # signs page tokens when WM_PAGE_TOKEN_KEY is unset.
+        """
+        CREATE TABLE server_secrets (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        )
+        """,
+    ),
 )
