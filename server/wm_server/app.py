@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api import session_config
+from wm_server.api.admission import Admission, Limits
 from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.servicer import WorkingMemoryServicer
@@ -38,6 +39,7 @@ from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
+from wm_server.services.paging import load_tokens
 from wm_server.services.sessions import SessionService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
@@ -173,8 +175,13 @@ async def start_application(
     database = build_database(settings)
     try:
         await database.open()
+        configured_key = settings.page_token_key
+        tokens = await load_tokens(
+            database, configured_key.get_secret_value() if configured_key else None
+        )
     except BaseException:
         await providers.aclose()
+        await database.close()
         raise
     bus = EventBus()
     database.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
@@ -209,6 +216,7 @@ async def start_application(
         log_,
         heartbeat_seconds=settings.heartbeat_seconds,
         on_enqueued=worker.wake,
+        tokens=tokens,
     )
     sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
     servicer = WorkingMemoryServicer(
@@ -218,17 +226,40 @@ async def start_application(
             default_config=default_config,
             on_deleted=maintenance.wake,
             on_enqueued=worker.wake,
+            tokens=tokens,
         ),
         commits=commits,
         memory=WorkingMemoryService(database),
-        archives=ArchiveService(database),
+        archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
         max_message_bytes=settings.max_message_bytes,
         default_config=default_config,
         check_model=check_model,
     )
+    admission = Admission(
+        Limits(
+            tenant_rpcs=settings.tenant_max_concurrent_rpcs,
+            tenant_streams=settings.tenant_max_streams,
+            anonymous_rpcs=settings.anonymous_max_concurrent_rpcs,
+            mutations_per_second=settings.tenant_mutations_per_second,
+            mutation_burst=settings.tenant_mutation_burst,
+        )
+    )
+    metrics.watch_tenants(admission.budgets)
+    one_tenant = (
+        settings.tenant_max_concurrent_rpcs
+        + settings.tenant_max_streams
+        + settings.anonymous_max_concurrent_rpcs
+    )
+    if settings.max_concurrent_rpcs <= one_tenant:
+        # gRPC's own cap is reached before a tenant's budgets: one tenant could fill it.
+        log.warning(
+            "process_cap_below_tenant_budgets",
+            max_concurrent_rpcs=settings.max_concurrent_rpcs,
+            one_tenant_and_anonymous=one_tenant,
+        )
     server = grpc.aio.server(
-        interceptors=[RpcInterceptor(keyring=keyring, metrics=metrics)],
+        interceptors=[RpcInterceptor(keyring=keyring, metrics=metrics, admission=admission)],
         options=server_options(settings),
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )

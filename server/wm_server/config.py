@@ -119,7 +119,18 @@ class Settings(BaseSettings):
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
+    # The process-wide cap gRPC itself enforces (every call, before it is read); the per-caller
+    # budgets below share it out so no one tenant, and no anonymous caller, can take it all.
     max_concurrent_rpcs: Annotated[int, Field(ge=1, le=100_000)] = 1024
+    tenant_max_concurrent_rpcs: Annotated[int, Field(ge=1, le=100_000)] = 256
+    tenant_max_streams: Annotated[int, Field(ge=1, le=100_000)] = 128
+    anonymous_max_concurrent_rpcs: Annotated[int, Field(ge=1, le=100_000)] = 16
+    # Token bucket of mutating RPCs (those with a request_id) per tenant; 0 turns it off.
+    tenant_mutations_per_second: Annotated[float, Field(ge=0)] = 1000.0
+    tenant_mutation_burst: Annotated[int, Field(ge=1, le=1_000_000)] = 2000
+    # Signs page tokens; when unset a random key is made once and kept in the database, so
+    # every replica of one database accepts the others' tokens.
+    page_token_key: SecretStr | None = None
 
     @field_validator("address")
     @classmethod
@@ -133,6 +144,13 @@ class Settings(BaseSettings):
         if value:
             split_host_port(value)
         return value or None
+
+    @field_validator("page_token_key")
+    @classmethod
+    def _check_page_token_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters (use a long random string)")
+        return value
 
     @field_validator("database_url")
     @classmethod

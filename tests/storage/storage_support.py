@@ -21,6 +21,7 @@ from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
+from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage import repositories
@@ -97,7 +98,9 @@ class Services:
     maintenance: Maintenance
 
 
-def build_services(database: Database, *, retention: float = 86_400.0) -> Services:
+def build_services(
+    database: Database, *, retention: float = 86_400.0, tokens: PageTokens | None = None
+) -> Services:
     bus = EventBus()
     log = EventLog(encode_event)
     maintenance = Maintenance(database, retention_seconds=retention)
@@ -106,11 +109,11 @@ def build_services(database: Database, *, retention: float = 86_400.0) -> Servic
         database=database,
         bus=bus,
         log=log,
-        sessions=SessionService(database, log=log, on_deleted=maintenance.wake),
-        commits=CommitService(database, bus, log, heartbeat_seconds=1.0),
+        sessions=SessionService(database, log=log, on_deleted=maintenance.wake, tokens=tokens),
+        commits=CommitService(database, bus, log, heartbeat_seconds=1.0, tokens=tokens),
         jobs=JobService(database, log),
         memory=WorkingMemoryService(database),
-        archives=ArchiveService(database),
+        archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
         maintenance=maintenance,
     )

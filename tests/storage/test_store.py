@@ -4,6 +4,9 @@ rules and the repositories that hold the rows."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import itertools
 import sqlite3
 import time
@@ -39,10 +42,12 @@ from wm_core import (
 from wm_server.errors import (
     AlreadyExists,
     FailedPrecondition,
+    InvalidArgument,
     NotFound,
     StorageFull,
     StorageUnavailable,
 )
+from wm_server.services import paging
 from wm_server.services.events import EventLog, Phase2Started
 from wm_server.services.jobs import JobService, LeaseLost
 from wm_server.storage.database import Database
@@ -105,6 +110,84 @@ async def test_list_sessions_pages(services: Services) -> None:
     assert [s.session_id for s in page] == ["s4", "s3", "s2"] and token
     rest, end = await services.sessions.list(3, token)
     assert [s.session_id for s in rest] == ["s1", "s0"] and end == ""
+
+
+def _page_token_refused(error: pytest.ExceptionInfo[InvalidArgument]) -> bool:
+    value = error.value
+    return value.reason == "PAGE_TOKEN_INVALID" and value.violations[0].field == "page_token"
+
+
+async def test_page_token_key_is_made_once_and_shared_by_replicas(database: Database) -> None:
+    """Without WM_PAGE_TOKEN_KEY the first start stores a random key; a second server on the
+    same database (a replica, or a restart) reads the same key, so its tokens stay valid."""
+    first = await paging.load_tokens(database, None)
+    second = await paging.load_tokens(database, None)
+    token = first.encode("sessions", 42)
+    assert second.decode("sessions", token) == 42
+    configured = await paging.load_tokens(database, "a-configured-key-0123456789")
+    with pytest.raises(InvalidArgument) as refused:
+        configured.decode("sessions", token)
+    assert _page_token_refused(refused)
+    async with database.reader() as uow:  # the stored key is unchanged by a configured one
+        assert await uow.secrets.get_or_create(paging.KEY_NAME, "other") != "other"
+
+
+async def test_page_tokens_are_bound_to_the_list_session_and_tenant(database: Database) -> None:
+    services = build_services(database, tokens=await paging.load_tokens(database, None))
+    sessions, commits, archives = services.sessions, services.commits, services.archives
+    for name in ("a", "b", "c"):
+        await sessions.create(name, "")
+        for _ in range(3):
+            await sessions.add_messages(name, [_text(5)], create_if_missing=False, request_id="")
+            await commits.phase1(name, 0, None)
+    _, session_token = await sessions.list(1, "")
+    _, commit_token = await commits.list("a", 1, "")
+    _, archive_token = await archives.list("a", 1, "")
+    assert session_token and commit_token and archive_token
+    assert len((await commits.list("a", 1, commit_token))[0]) == 1  # valid where issued
+    refusals = [
+        sessions.list(1, commit_token),  # another list
+        commits.list("b", 1, commit_token),  # another session's list
+        archives.list("a", 1, commit_token),
+        commits.list("a", 1, archive_token),
+        commits.list("a", 1, commit_token[:-2] + ("A" if commit_token[-2] != "A" else "B") + "A"),
+        commits.list("a", 1, "not a token"),
+        commits.list("a", 1, "\ud800"),
+        commits.list("a", 1, "A" * 10_000),
+    ]
+    for call in refusals:
+        with pytest.raises(InvalidArgument) as refused:
+            await call
+        assert _page_token_refused(refused)
+    set_tenant("intruder")  # another tenant replaying a token it saw
+    await sessions.create("a", "")
+    with pytest.raises(InvalidArgument) as refused:
+        await sessions.list(1, session_token)
+    assert _page_token_refused(refused)
+
+
+async def test_a_signed_cursor_beyond_the_store_is_invalid_not_internal(
+    database: Database,
+) -> None:
+    """Even with the key (a leaked WM_PAGE_TOKEN_KEY), a cursor of 2**63 or more never reaches
+    the store, whose integers are signed 64-bit."""
+    key = "a-configured-key-0123456789"
+    sessions = build_services(database, tokens=await paging.load_tokens(database, key)).sessions
+    await sessions.create("s", "")
+    for cursor in (2**63, 2**64 - 1):
+        packed = cursor.to_bytes(8, "big")
+        bound = b"\x01" + packed + b"\x00" + "\x00".join(("sessions", "t", "")).encode()
+        mac = hmac.new(key.encode(), bound, hashlib.sha256).digest()[:16]
+        token = base64.urlsafe_b64encode(b"\x01" + packed + mac).decode().rstrip("=")
+        with pytest.raises(InvalidArgument) as refused:
+            await sessions.list(1, token)
+        assert _page_token_refused(refused)
+    # the same construction with an in-range cursor is accepted: the forgery above was exact
+    packed = (2**63 - 1).to_bytes(8, "big")
+    bound = b"\x01" + packed + b"\x00" + "\x00".join(("sessions", "t", "")).encode()
+    mac = hmac.new(key.encode(), bound, hashlib.sha256).digest()[:16]
+    token = base64.urlsafe_b64encode(b"\x01" + packed + mac).decode().rstrip("=")
+    assert [r.session_id for r in (await sessions.list(1, token))[0]] == ["s"]
 
 
 async def test_batch_is_atomic_and_duplicates_are_skipped(services: Services) -> None:

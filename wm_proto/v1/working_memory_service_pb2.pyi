@@ -158,7 +158,10 @@ class ListSessionsRequest(_message.Message):
     lowered to it); negative is INVALID_ARGUMENT.
     """
     page_token: _builtins.str
-    """The next_page_token of a previous call; empty for the first page."""
+    """The next_page_token of a previous call; empty for the first page.
+    Tokens are opaque and valid only for the same list, session and caller; anything else
+    answers INVALID_ARGUMENT (reason PAGE_TOKEN_INVALID).
+    """
     def __init__(
         self,
         *,
@@ -425,7 +428,10 @@ class ListCommitsRequest(_message.Message):
     page_size: _builtins.int
     """At most this many commits: 0 means 50, maximum 1000."""
     page_token: _builtins.str
-    """The next_page_token of a previous call."""
+    """The next_page_token of a previous call.
+    Tokens are opaque and valid only for the same list, session and caller; anything else
+    answers INVALID_ARGUMENT (reason PAGE_TOKEN_INVALID).
+    """
     def __init__(
         self,
         *,
@@ -741,7 +747,10 @@ class ListArchivesRequest(_message.Message):
     page_size: _builtins.int
     """At most this many archives: 0 means 50, maximum 1000."""
     page_token: _builtins.str
-    """The next_page_token of a previous call."""
+    """The next_page_token of a previous call.
+    Tokens are opaque and valid only for the same list, session and caller; anything else
+    answers INVALID_ARGUMENT (reason PAGE_TOKEN_INVALID).
+    """
     def __init__(
         self,
         *,

@@ -36,7 +36,14 @@ class WorkingMemoryServiceStub:
     another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
     unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
     RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
-    the cause is gone.
+    the cause is gone. Request bytes that are not the method's request message answer
+    INVALID_ARGUMENT (reason MALFORMED_REQUEST).
+
+    Each tenant has its own budgets: concurrent unary calls, open streams, and a token bucket
+    of mutating calls; callers of health and reflection share one small budget. A call over a
+    budget answers RESOURCE_EXHAUSTED (reason TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
+    TOO_MANY_ANONYMOUS_RPCS or RATE_LIMITED, metadata limit) with RetryInfo saying when to
+    retry; other tenants are not affected.
 
     Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
     recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit
@@ -161,7 +168,14 @@ class WorkingMemoryServiceServicer:
     another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
     unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
     RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
-    the cause is gone.
+    the cause is gone. Request bytes that are not the method's request message answer
+    INVALID_ARGUMENT (reason MALFORMED_REQUEST).
+
+    Each tenant has its own budgets: concurrent unary calls, open streams, and a token bucket
+    of mutating calls; callers of health and reflection share one small budget. A call over a
+    budget answers RESOURCE_EXHAUSTED (reason TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
+    TOO_MANY_ANONYMOUS_RPCS or RATE_LIMITED, metadata limit) with RetryInfo saying when to
+    retry; other tenants are not affected.
 
     Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
     recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit
@@ -231,7 +245,10 @@ class WorkingMemoryServiceServicer:
 
     def WatchCommit(self, request, context):
         """Replays a commit's stored events after after_sequence, then tails live ones until the
-        terminal event, with a heartbeat at least every 15 seconds.
+        terminal event, with a heartbeat at least every 15 seconds. An after_sequence beyond the
+        last event of an ended commit answers OUT_OF_RANGE (reason SEQUENCE_OUT_OF_RANGE, metadata
+        last_sequence); on a running commit the stream waits for that sequence and ends when the
+        commit ends (OUT_OF_RANGE if it ended before reaching it).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -433,7 +450,14 @@ class WorkingMemoryService:
     another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
     unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
     RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
-    the cause is gone.
+    the cause is gone. Request bytes that are not the method's request message answer
+    INVALID_ARGUMENT (reason MALFORMED_REQUEST).
+
+    Each tenant has its own budgets: concurrent unary calls, open streams, and a token bucket
+    of mutating calls; callers of health and reflection share one small budget. A call over a
+    budget answers RESOURCE_EXHAUSTED (reason TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
+    TOO_MANY_ANONYMOUS_RPCS or RATE_LIMITED, metadata limit) with RetryInfo saying when to
+    retry; other tenants are not affected.
 
     Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
     recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit

@@ -25,21 +25,22 @@ def archive_seq(archive_id: str, field: str = "archive_id") -> int:
 
 
 class ArchiveService:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, tokens: paging.PageTokens | None = None) -> None:
         self._db = database
+        self._tokens = tokens or paging.PageTokens.random()
 
     async def list(
         self, session_id: str, page_size: int, page_token: str
     ) -> tuple[list[CommitRecord], str]:
         sid = validation.session_id(session_id)
         size = paging.page_size(page_size)
-        after = paging.decode("archives", page_token) or 0
+        after = self._tokens.decode("archives", page_token, sid) or 0
         async with self._db.reader() as uow:
             row = await find_session(uow, sid)
             records = await uow.commits.archived_after(row.sid, after, size + 1)
         more = len(records) > size
         records = records[:size]
-        token = paging.encode("archives", records[-1].archive_seq or 0) if more else ""
+        token = self._tokens.encode("archives", records[-1].archive_seq or 0, sid) if more else ""
         return records, token
 
     async def get(

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from wm_core import Trigger, idle_due
-from wm_server.errors import FailedPrecondition, Unavailable, invalid
+from wm_server.errors import FailedPrecondition, OutOfRange, Unavailable, invalid
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import (
@@ -52,6 +52,22 @@ def shutting_down(session_id: str, commit_id: str, last_sequence: int) -> Unavai
     )
 
 
+def beyond_the_log(
+    session_id: str, commit_id: str, after_sequence: int, last_sequence: int
+) -> OutOfRange:
+    return OutOfRange(
+        f"after_sequence {after_sequence} is beyond the last event ({last_sequence}) of"
+        f" commit {commit_id!r}, which has ended",
+        reason="SEQUENCE_OUT_OF_RANGE",
+        metadata={
+            "session_id": session_id,
+            "commit_id": commit_id,
+            "after_sequence": str(after_sequence),
+            "last_sequence": str(last_sequence),
+        },
+    )
+
+
 class CommitService:
     def __init__(
         self,
@@ -61,8 +77,10 @@ class CommitService:
         *,
         heartbeat_seconds: float,
         on_enqueued: Callable[[], None] = lambda: None,
+        tokens: paging.PageTokens | None = None,
     ) -> None:
         self._db = database
+        self._tokens = tokens or paging.PageTokens.random()
         self._bus = bus
         self._log = log
         self._heartbeat = min(heartbeat_seconds, 15.0)
@@ -129,13 +147,23 @@ class CommitService:
         return record, True
 
     async def watch(self, session_id: str, commit_id: str, after_sequence: int) -> EventStream:
-        """Replay stored events after ``after_sequence``, then tail until the terminal one."""
+        """Replay stored events after ``after_sequence``, then tail until the terminal one.
+
+        A resume point beyond the log is OUT_OF_RANGE at once when the commit has ended (no
+        event will ever come); while it runs, the stream waits for that sequence and ends
+        with the commit either way, OUT_OF_RANGE if the commit ended before reaching it. So
+        no stream outlives its commit's terminal event."""
         record = await self.get(session_id, commit_id)
         if after_sequence < 0:
             raise invalid("after_sequence", "must not be negative", "OUT_OF_RANGE")
         last = after_sequence
+        if record.last_sequence < last and record.state.terminal:
+            raise beyond_the_log(session_id, commit_id, after_sequence, record.last_sequence)
         if record.state.terminal and record.last_sequence <= last:
             return
+        # Only a resume point beyond the log needs the commit's state: no stored event after
+        # it would tell that the commit has ended.
+        beyond = record.last_sequence < last
         with self._bus.subscribe(commit_id) as wake:
             while True:
                 wake.clear()
@@ -145,6 +173,16 @@ class CommitService:
                     last = event.sequence
                 if stored and stored[-1].terminal:
                     return
+                if beyond and not stored:
+                    record = await self.get(session_id, commit_id)
+                    if record.state.terminal and record.last_sequence < after_sequence:
+                        raise beyond_the_log(
+                            session_id, commit_id, after_sequence, record.last_sequence
+                        )
+                    if record.state.terminal and record.last_sequence == after_sequence:
+                        return  # it ended exactly at the resume point: nothing left to send
+                    beyond = record.last_sequence < after_sequence
+                    # else caught up: what follows the resume point is tailed as usual
                 if self._bus.closed:
                     raise shutting_down(session_id, commit_id, last)
                 try:
@@ -152,6 +190,8 @@ class CommitService:
                 except TimeoutError:
                     if not await self._events_after(commit_id, last):
                         record = await self.get(session_id, commit_id)
+                        if beyond and record.state.terminal:
+                            continue  # the next round answers OUT_OF_RANGE
                         yield self._log.encode(commit_id, last, Heartbeat(record.state))
 
     async def _events_after(self, commit_id: str, after: int) -> list[StoredEvent]:
@@ -170,12 +210,13 @@ class CommitService:
     ) -> tuple[list[CommitRecord], str]:
         sid = validation.session_id(session_id)
         size = paging.page_size(page_size)
-        offset = paging.decode("commits", page_token) or 0
+        offset = self._tokens.decode("commits", page_token, sid) or 0
         async with self._db.reader() as uow:
             row = await find_session(uow, sid)
             records = await uow.commits.page(row.sid, size + 1, offset)
         more = len(records) > size
-        return records[:size], paging.encode("commits", offset + size) if more else ""
+        token = self._tokens.encode("commits", offset + size, sid) if more else ""
+        return records[:size], token
 
     async def retry(
         self, session_id: str, commit_id: str, request_id: str, fingerprint: str = ""

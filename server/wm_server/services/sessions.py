@@ -57,6 +57,7 @@ class SessionService:
         make_id: Callable[[], str] = validation.new_message_id,
         on_deleted: Callable[[], None] = lambda: None,
         on_enqueued: Callable[[], None] = lambda: None,
+        tokens: paging.PageTokens | None = None,
     ) -> None:
         self._db = database
         self._log = log or EventLog(lambda commit_id, sequence, event: b"")
@@ -64,6 +65,7 @@ class SessionService:
         self._make_id = make_id
         self._on_deleted = on_deleted
         self._on_enqueued = on_enqueued
+        self._tokens = tokens or paging.PageTokens.random()
 
     @retry_conflicts
     async def create(
@@ -136,12 +138,12 @@ class SessionService:
 
     async def list(self, page_size: int, page_token: str) -> tuple[list[SessionRecord], str]:
         size = paging.page_size(page_size)
-        cursor = paging.decode("sessions", page_token)
+        cursor = self._tokens.decode("sessions", page_token)
         async with self._db.reader() as uow:
             rows = await uow.sessions.page(current_tenant(), cursor, size + 1)
         more = len(rows) > size
         rows = rows[:size]
-        token = paging.encode("sessions", rows[-1].sid) if more else ""
+        token = self._tokens.encode("sessions", rows[-1].sid) if more else ""
         return [r.record for r in rows], token
 
     @retry_conflicts

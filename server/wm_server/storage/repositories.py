@@ -764,3 +764,19 @@ class RequestRepository(_Repository):
             " WHERE create_time < :before LIMIT :limit)",
             {"before": before, "limit": limit},
         )
+
+
+class SecretRepository(_Repository):
+    async def get_or_create(self, name: str, candidate: str) -> str:
+        """The stored value of ``name``; ``candidate`` becomes it if there is none yet (the
+        first of several replicas starting at once wins, the others read its value)."""
+        await self._conn.run(
+            "INSERT INTO server_secrets (name, value) VALUES (:name, :value)"
+            " ON CONFLICT (name) DO NOTHING",
+            {"name": name, "value": candidate},
+        )
+        row = await self._conn.one(
+            "SELECT value FROM server_secrets WHERE name = :name", {"name": name}
+        )
+        assert row is not None  # inserted above or by the winner of the race
+        return str(row[0])

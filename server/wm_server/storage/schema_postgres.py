@@ -163,6 +163,17 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
     ),
     (
         4,
+        # Values the server makes once and every replica must share, such as the key that
+        # signs page tokens when WM_PAGE_TOKEN_KEY is unset.
+        """
+        CREATE TABLE server_secrets (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        )
+        """,
+    ),
+    (
+        5,
         # Sessions that manage themselves: the resolved configuration (proto JSON), the idle
         # timeout of its auto-commit policy as a column the idle sweeper can index, the time
         # of the last added message and of the last commit; and what started each commit.

@@ -17,6 +17,7 @@ from wm_server.storage.repositories import (
     JobRepository,
     MessageRepository,
     RequestRepository,
+    SecretRepository,
     SessionRepository,
     ToolCallRepository,
     WorkingMemoryRepository,
@@ -41,6 +42,7 @@ class Repositories:
         self.jobs = JobRepository(conn, dialect)
         self.working_memories = WorkingMemoryRepository(conn, dialect)
         self.requests = RequestRepository(conn, dialect)
+        self.secrets = SecretRepository(conn, dialect)
 
 
 class UnitOfWork:
@@ -62,6 +64,7 @@ class UnitOfWork:
         self.jobs = repositories.jobs
         self.working_memories = repositories.working_memories
         self.requests = repositories.requests
+        self.secrets = repositories.secrets
 
     async def write(self, *writes: Write) -> None:
         """Run data-modifying statements that do not read each other's rows: the engine may

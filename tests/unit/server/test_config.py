@@ -55,6 +55,12 @@ def test_openai_key_selects_openai_when_there_is_no_anthropic_key(
         ("WM_OPENAI_TIMEOUT", "0"),
         ("WM_OPENAI_CONTEXT_WINDOW", "100"),
         ("WM_OPENAI_STRICT", "maybe"),
+        ("WM_TENANT_MAX_CONCURRENT_RPCS", "0"),
+        ("WM_TENANT_MAX_STREAMS", "-1"),
+        ("WM_ANONYMOUS_MAX_CONCURRENT_RPCS", "none"),
+        ("WM_TENANT_MUTATIONS_PER_SECOND", "-5"),
+        ("WM_TENANT_MUTATION_BURST", "0"),
+        ("WM_PAGE_TOKEN_KEY", "short"),
     ],
 )
 def test_bad_value_names_the_variable(
@@ -63,3 +69,37 @@ def test_bad_value_names_the_variable(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigurationError, match=variable):
         load_settings()
+
+
+def test_budgets_and_the_page_token_key_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = load_settings()
+    assert (
+        defaults.tenant_max_concurrent_rpcs,
+        defaults.tenant_max_streams,
+        defaults.anonymous_max_concurrent_rpcs,
+        defaults.tenant_mutations_per_second,
+        defaults.tenant_mutation_burst,
+        defaults.page_token_key,
+    ) == (256, 128, 16, 1000.0, 2000, None)
+    for name, value in {
+        "WM_TENANT_MAX_CONCURRENT_RPCS": "8",
+        "WM_TENANT_MAX_STREAMS": "4",
+        "WM_ANONYMOUS_MAX_CONCURRENT_RPCS": "2",
+        "WM_TENANT_MUTATIONS_PER_SECOND": "0",
+        "WM_TENANT_MUTATION_BURST": "10",
+        "WM_PAGE_TOKEN_KEY": "0123456789abcdef",
+    }.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert (
+        settings.tenant_max_concurrent_rpcs,
+        settings.tenant_max_streams,
+        settings.anonymous_max_concurrent_rpcs,
+        settings.tenant_mutations_per_second,
+        settings.tenant_mutation_burst,
+    ) == (8, 4, 2, 0.0, 10)
+    assert settings.page_token_key is not None
+    assert settings.page_token_key.get_secret_value() == "0123456789abcdef"
+    assert "0123456789abcdef" not in repr(settings)
