@@ -281,13 +281,13 @@ async def test_sessions_commit_themselves_by_their_policy(services: Services) ->
     assert results[2].session.message_count == 1  # the answer is the session after the commit
     commit = await services.commits.get("s", started[2])
     assert commit.trigger is Trigger.MESSAGE_COUNT and commit.archived_message_count == 2
-    idle = AutoCommitPolicy(idle_timeout_seconds=0.05)
+    idle = AutoCommitPolicy(idle_timeout_seconds=1.0)
     updated = await services.sessions.update_config(
         "s", lambda current: replace(current, auto_commit=idle), "", ""
     )
     assert updated.config.auto_commit == idle and updated.keep_recent_count == 10
     assert await services.commits.commit_idle() == []  # a message arrived just now
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(1.1)
     committed = await services.commits.commit_idle()
     assert [(c.session_id, c.trigger, c.archived_message_count) for c in committed] == [
         ("s", Trigger.IDLE, 1)
