@@ -174,8 +174,25 @@ class WmClient {
     });
   }
 
-  createSession(sessionId = '', { requestId } = {}) {
-    return this._unary('CreateSession', { session_id: sessionId, request_id: requestId || crypto.randomUUID() });
+  /** config: a wm.v1.SessionConfig object (unset fields take the server's default). */
+  createSession(sessionId = '', { requestId, config } = {}) {
+    return this._unary('CreateSession', {
+      session_id: sessionId,
+      request_id: requestId || crypto.randomUUID(),
+      config,
+    });
+  }
+
+  /**
+   * Change the session's config: the fields `paths` names (e.g.
+   * 'config.auto_commit.idle_timeout'), or with no paths every field set in `config`.
+   */
+  updateSession(sessionId, config, paths = [], { requestId } = {}) {
+    return this._unary('UpdateSession', {
+      session: { session_id: sessionId, config },
+      update_mask: { paths },
+      request_id: requestId || crypto.randomUUID(),
+    });
   }
 
   getSession(sessionId) {

@@ -102,6 +102,11 @@ class Settings(BaseSettings):
     heartbeat_seconds: Seconds = 10.0
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
+    # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves
+    # unset, e.g. {"autoCommit": {"pendingTokenThreshold": 8000, "idleTimeout": "600s"}}.
+    default_session_config: str = "{}"
+    # How often each replica looks for sessions idle beyond their auto-commit idle timeout.
+    auto_commit_sweep_seconds: Seconds = 5.0
     # How long a write waits for another process's SQLite write lock before UNAVAILABLE.
     sqlite_lock_timeout: Seconds = 10.0
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 0.0

@@ -109,7 +109,7 @@ def build_services(
         database=database,
         bus=bus,
         log=log,
-        sessions=SessionService(database, on_deleted=maintenance.wake, tokens=tokens),
+        sessions=SessionService(database, log=log, on_deleted=maintenance.wake, tokens=tokens),
         commits=CommitService(database, bus, log, heartbeat_seconds=1.0, tokens=tokens),
         jobs=JobService(database, log),
         memory=WorkingMemoryService(database),

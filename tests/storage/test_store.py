@@ -11,6 +11,7 @@ import itertools
 import sqlite3
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,13 +27,16 @@ from storage_support import (
 )
 
 from wm_core import (
+    AutoCommitPolicy,
     Message,
     OpKind,
     Role,
     SectionOp,
+    SessionSettings,
     TextPart,
     ToolResultPart,
     ToolUsePart,
+    Trigger,
     message_tokens,
 )
 from wm_server.errors import (
@@ -263,6 +267,32 @@ async def test_chained_writes_of_any_shape_land_together(services: Services) -> 
     assert {k: f.outcome if f else None for k, f in found.items()} == {
         "k1": "[1]", "k2": "{}", "k3": "[1]", "k4": "{}", "k5": "{}",
     }  # fmt: skip
+
+
+async def test_sessions_commit_themselves_by_their_policy(services: Services) -> None:
+    policy = AutoCommitPolicy(message_count_threshold=3, keep_recent_count=1)
+    record, _ = await services.sessions.create("s", "", config=SessionSettings(auto_commit=policy))
+    assert record.config.auto_commit == policy and record.keep_recent_count == 1
+    results = [await services.sessions.add_messages(
+        "s", [_text(2)], create_if_missing=False, request_id=""
+    ) for _ in range(5)]  # fmt: skip
+    started = [r.auto_commit_id for r in results]
+    assert [bool(c) for c in started] == [False, False, True, False, True]
+    assert results[2].session.message_count == 1  # the answer is the session after the commit
+    commit = await services.commits.get("s", started[2])
+    assert commit.trigger is Trigger.MESSAGE_COUNT and commit.archived_message_count == 2
+    idle = AutoCommitPolicy(idle_timeout_seconds=1.0)
+    updated = await services.sessions.update_config(
+        "s", lambda current: replace(current, auto_commit=idle), "", ""
+    )
+    assert updated.config.auto_commit == idle and updated.keep_recent_count == 10
+    assert await services.commits.commit_idle() == []  # a message arrived just now
+    await asyncio.sleep(1.1)
+    committed = await services.commits.commit_idle()
+    assert [(c.session_id, c.trigger, c.archived_message_count) for c in committed] == [
+        ("s", Trigger.IDLE, 1)
+    ]
+    assert await services.commits.commit_idle() == []  # nothing live is left
 
 
 async def test_phase1_keeps_tool_pairs_together_and_numbers_archives(services: Services) -> None:

@@ -7,6 +7,7 @@ events that report their progress, archives, and the working memory itself.
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -124,6 +125,38 @@ SKIP_REASON_NO_MESSAGES: SkipReason.ValueType  # 1
 SKIP_REASON_WITHIN_KEEP_WINDOW: SkipReason.ValueType  # 2
 """Every live message lies inside the keep window."""
 Global___SkipReason: _TypeAlias = SkipReason  # noqa: Y015
+
+class _CommitTrigger:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CommitTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CommitTrigger.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COMMIT_TRIGGER_UNSPECIFIED: _CommitTrigger.ValueType  # 0
+    """Not known (commits stored before triggers were recorded)."""
+    COMMIT_TRIGGER_CLIENT: _CommitTrigger.ValueType  # 1
+    """A Commit or Compact call."""
+    COMMIT_TRIGGER_PENDING_TOKENS: _CommitTrigger.ValueType  # 2
+    """The session's pending_tokens reached its auto-commit threshold."""
+    COMMIT_TRIGGER_MESSAGE_COUNT: _CommitTrigger.ValueType  # 3
+    """The session's live messages reached its auto-commit threshold."""
+    COMMIT_TRIGGER_IDLE: _CommitTrigger.ValueType  # 4
+    """The session was idle beyond its auto-commit idle timeout."""
+
+class CommitTrigger(_CommitTrigger, metaclass=_CommitTriggerEnumTypeWrapper):
+    """What started a commit."""
+
+COMMIT_TRIGGER_UNSPECIFIED: CommitTrigger.ValueType  # 0
+"""Not known (commits stored before triggers were recorded)."""
+COMMIT_TRIGGER_CLIENT: CommitTrigger.ValueType  # 1
+"""A Commit or Compact call."""
+COMMIT_TRIGGER_PENDING_TOKENS: CommitTrigger.ValueType  # 2
+"""The session's pending_tokens reached its auto-commit threshold."""
+COMMIT_TRIGGER_MESSAGE_COUNT: CommitTrigger.ValueType  # 3
+"""The session's live messages reached its auto-commit threshold."""
+COMMIT_TRIGGER_IDLE: CommitTrigger.ValueType  # 4
+"""The session was idle beyond its auto-commit idle timeout."""
+Global___CommitTrigger: _TypeAlias = CommitTrigger  # noqa: Y015
 
 class _CommitStage:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -259,6 +292,7 @@ class Session(_message.Message):
     KEEP_RECENT_COUNT_FIELD_NUMBER: _builtins.int
     ARCHIVE_COUNT_FIELD_NUMBER: _builtins.int
     WORKING_MEMORY_VERSION_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session's id: 1-128 characters of [A-Za-z0-9._-]."""
     message_count: _builtins.int
@@ -272,7 +306,9 @@ class Session(_message.Message):
     live_tokens: _builtins.int
     """Estimated tokens of all live messages."""
     keep_recent_count: _builtins.int
-    """The keep window remembered from the last commit (0 until the first commit)."""
+    """The keep window remembered from the last commit; before the first commit, the keep of
+    the session's auto-commit policy when it has one (set with the policy), else 0.
+    """
     archive_count: _builtins.int
     """Commits that archived messages (skipped commits are not counted)."""
     working_memory_version: _builtins.int
@@ -284,6 +320,13 @@ class Session(_message.Message):
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp:
         """When a message or a commit last changed the session."""
+
+    @_builtins.property
+    def config(self) -> Global___SessionConfig:
+        """How the session manages itself. Set at CreateSession (the server's default config for
+        every field the request leaves unset) and changed with UpdateSession; read back here
+        with every field resolved.
+        """
 
     def __init__(
         self,
@@ -298,14 +341,152 @@ class Session(_message.Message):
         keep_recent_count: _builtins.int = ...,
         archive_count: _builtins.int = ...,
         working_memory_version: _builtins.int = ...,
+        config: Global___SessionConfig | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_count", b"archive_count", "create_time", b"create_time", "keep_recent_count", b"keep_recent_count", "live_tokens", b"live_tokens", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_id", b"session_id", "total_message_count", b"total_message_count", "update_time", b"update_time", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_count", b"archive_count", "config", b"config", "create_time", b"create_time", "keep_recent_count", b"keep_recent_count", "live_tokens", b"live_tokens", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_id", b"session_id", "total_message_count", b"total_message_count", "update_time", b"update_time", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Session: _TypeAlias = Session  # noqa: Y015
+
+@_typing.final
+class SessionConfig(_message.Message):
+    """Per-session settings. Every field has presence: an unset field takes the server's default
+    (WM_DEFAULT_SESSION_CONFIG) when the session is created.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AUTO_COMMIT_FIELD_NUMBER: _builtins.int
+    MEMORY_EXTRACTION_FIELD_NUMBER: _builtins.int
+    TOOL_OUTPUT_INLINE_CHARS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    memory_extraction: _builtins.bool
+    """Whether long-term memories are mined from the session's archives (reserved for the
+    long-term memory feature; stored and reported, no effect yet).
+    """
+    tool_output_inline_chars: _builtins.int
+    """Tool outputs longer than this many characters are kept out of the live message
+    (1000-10000000; reserved for the tool-output store; stored and reported).
+    """
+    @_builtins.property
+    def auto_commit(self) -> Global___AutoCommitPolicy:
+        """When the server commits the session by itself. Off unless a trigger is set."""
+
+    @_builtins.property
+    def model(self) -> Global___ModelChoice:
+        """The language model of the session's Phase 2: one of the providers the server is
+        configured for, and a model that provider knows. Unset: the server's default provider.
+        """
+
+    def __init__(
+        self,
+        *,
+        auto_commit: Global___AutoCommitPolicy | None = ...,
+        memory_extraction: _builtins.bool | None = ...,
+        tool_output_inline_chars: _builtins.int | None = ...,
+        model: Global___ModelChoice | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_extraction", b"_memory_extraction", "_tool_output_inline_chars", b"_tool_output_inline_chars", "auto_commit", b"auto_commit", "memory_extraction", b"memory_extraction", "model", b"model", "tool_output_inline_chars", b"tool_output_inline_chars"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_extraction", b"_memory_extraction", "_tool_output_inline_chars", b"_tool_output_inline_chars", "auto_commit", b"auto_commit", "memory_extraction", b"memory_extraction", "model", b"model", "tool_output_inline_chars", b"tool_output_inline_chars"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__memory_extraction: _TypeAlias = _typing.Literal["memory_extraction"]  # noqa: Y015
+    _WhichOneofArgType__memory_extraction: _TypeAlias = _typing.Literal["_memory_extraction", b"_memory_extraction"]  # noqa: Y015
+    _WhichOneofReturnType__tool_output_inline_chars: _TypeAlias = _typing.Literal["tool_output_inline_chars"]  # noqa: Y015
+    _WhichOneofArgType__tool_output_inline_chars: _TypeAlias = _typing.Literal["_tool_output_inline_chars", b"_tool_output_inline_chars"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_extraction) -> _WhichOneofReturnType__memory_extraction | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_output_inline_chars) -> _WhichOneofReturnType__tool_output_inline_chars | None: ...
+
+Global___SessionConfig: _TypeAlias = SessionConfig  # noqa: Y015
+
+@_typing.final
+class AutoCommitPolicy(_message.Message):
+    """A server-side auto-commit policy: AddMessages commits when a threshold is crossed, and an
+    idle session is committed whole. Automatic commits are ordinary commits (listed,
+    watchable, retryable) with their trigger on the Commit.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PENDING_TOKEN_THRESHOLD_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_THRESHOLD_FIELD_NUMBER: _builtins.int
+    IDLE_TIMEOUT_FIELD_NUMBER: _builtins.int
+    MIN_COMMIT_INTERVAL_FIELD_NUMBER: _builtins.int
+    KEEP_RECENT_COUNT_FIELD_NUMBER: _builtins.int
+    pending_token_threshold: _builtins.int
+    """Commit when pending_tokens reaches this (1-10000000; 0 or unset: off)."""
+    message_count_threshold: _builtins.int
+    """Commit when the live messages reach this many (1-100000; 0 or unset: off)."""
+    keep_recent_count: _builtins.int
+    """Newest live messages a threshold commit keeps (0-10000; unset: 10)."""
+    @_builtins.property
+    def idle_timeout(self) -> _duration_pb2.Duration:
+        """Commit every live message of a session that received none for this long (1 s-30 days;
+        unset or zero: off).
+        """
+
+    @_builtins.property
+    def min_commit_interval(self) -> _duration_pb2.Duration:
+        """No automatic commit sooner than this after the session's previous commit (0-1 day)."""
+
+    def __init__(
+        self,
+        *,
+        pending_token_threshold: _builtins.int | None = ...,
+        message_count_threshold: _builtins.int | None = ...,
+        idle_timeout: _duration_pb2.Duration | None = ...,
+        min_commit_interval: _duration_pb2.Duration | None = ...,
+        keep_recent_count: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count", "_message_count_threshold", b"_message_count_threshold", "_pending_token_threshold", b"_pending_token_threshold", "idle_timeout", b"idle_timeout", "keep_recent_count", b"keep_recent_count", "message_count_threshold", b"message_count_threshold", "min_commit_interval", b"min_commit_interval", "pending_token_threshold", b"pending_token_threshold"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count", "_message_count_threshold", b"_message_count_threshold", "_pending_token_threshold", b"_pending_token_threshold", "idle_timeout", b"idle_timeout", "keep_recent_count", b"keep_recent_count", "message_count_threshold", b"message_count_threshold", "min_commit_interval", b"min_commit_interval", "pending_token_threshold", b"pending_token_threshold"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keep_recent_count: _TypeAlias = _typing.Literal["keep_recent_count"]  # noqa: Y015
+    _WhichOneofArgType__keep_recent_count: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count"]  # noqa: Y015
+    _WhichOneofReturnType__message_count_threshold: _TypeAlias = _typing.Literal["message_count_threshold"]  # noqa: Y015
+    _WhichOneofArgType__message_count_threshold: _TypeAlias = _typing.Literal["_message_count_threshold", b"_message_count_threshold"]  # noqa: Y015
+    _WhichOneofReturnType__pending_token_threshold: _TypeAlias = _typing.Literal["pending_token_threshold"]  # noqa: Y015
+    _WhichOneofArgType__pending_token_threshold: _TypeAlias = _typing.Literal["_pending_token_threshold", b"_pending_token_threshold"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_recent_count) -> _WhichOneofReturnType__keep_recent_count | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__message_count_threshold) -> _WhichOneofReturnType__message_count_threshold | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pending_token_threshold) -> _WhichOneofReturnType__pending_token_threshold | None: ...
+
+Global___AutoCommitPolicy: _TypeAlias = AutoCommitPolicy  # noqa: Y015
+
+@_typing.final
+class ModelChoice(_message.Message):
+    """A language model choice."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    provider: _builtins.str
+    """A provider the server is configured for: "anthropic", "openai", "offline", "scripted"."""
+    model: _builtins.str
+    """The provider's model name; empty: the provider's configured model."""
+    def __init__(
+        self,
+        *,
+        provider: _builtins.str = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "provider", b"provider"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelChoice: _TypeAlias = ModelChoice  # noqa: Y015
 
 @_typing.final
 class Message(_message.Message):
@@ -520,6 +701,7 @@ class Commit(_message.Message):
     LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     COMPLETE_TIME_FIELD_NUMBER: _builtins.int
+    TRIGGER_FIELD_NUMBER: _builtins.int
     commit_id: _builtins.str
     """The commit's id, unique within the session."""
     session_id: _builtins.str
@@ -546,6 +728,8 @@ class Commit(_message.Message):
     """The working-memory version Phase 2 stored; 0 until completed."""
     last_sequence: _builtins.int
     """Sequence of the newest stored event of the commit."""
+    trigger: Global___CommitTrigger.ValueType
+    """What started the commit."""
     @_builtins.property
     def error(self) -> _status_pb2.Status:
         """Why Phase 2 failed, for a failed commit."""
@@ -587,10 +771,11 @@ class Commit(_message.Message):
         last_sequence: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         complete_time: _timestamp_pb2.Timestamp | None = ...,
+        trigger: Global___CommitTrigger.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["complete_time", b"complete_time", "create_time", b"create_time", "error", b"error", "token_usage", b"token_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "attempt_count", b"attempt_count", "commit_id", b"commit_id", "complete_time", b"complete_time", "covered_by_commit_id", b"covered_by_commit_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "keep_recent_count", b"keep_recent_count", "kept_message_count", b"kept_message_count", "last_sequence", b"last_sequence", "session_id", b"session_id", "skip_reason", b"skip_reason", "state", b"state", "token_usage", b"token_usage", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "attempt_count", b"attempt_count", "commit_id", b"commit_id", "complete_time", b"complete_time", "covered_by_commit_id", b"covered_by_commit_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "keep_recent_count", b"keep_recent_count", "kept_message_count", b"kept_message_count", "last_sequence", b"last_sequence", "session_id", b"session_id", "skip_reason", b"skip_reason", "state", b"state", "token_usage", b"token_usage", "trigger", b"trigger", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -7,6 +7,7 @@ AI-agent sessions. Limits stated here are part of the contract.
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -54,6 +55,7 @@ class CreateSessionRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The id to give the session: 1-128 characters of [A-Za-z0-9._-]. Empty: the server
     makes one.
@@ -62,19 +64,64 @@ class CreateSessionRequest(_message.Message):
     """Idempotency key: see the request_id rules on the service (same request → the stored
     outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
     """
+    @_builtins.property
+    def config(self) -> _resources_pb2.SessionConfig:
+        """The session's configuration; unset fields take the server's default."""
+
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        config: _resources_pb2.SessionConfig | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateSessionRequest: _TypeAlias = CreateSessionRequest  # noqa: Y015
+
+@_typing.final
+class UpdateSessionRequest(_message.Message):
+    """Request of UpdateSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
+    @_builtins.property
+    def session(self) -> _resources_pb2.Session:
+        """The session: session_id names it; the fields named by update_mask are written."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """Fields to write, relative to Session (AIP-134): "config" or paths inside it such as
+        "config.auto_commit.idle_timeout" or "config.model". A named field left unset in
+        session goes back to the server's default. Empty: every field set in session.config.
+        Only config and its fields can be written; any other path is INVALID_ARGUMENT.
+        """
+
+    def __init__(
+        self,
+        *,
+        session: _resources_pb2.Session | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "session", b"session", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateSessionRequest: _TypeAlias = UpdateSessionRequest  # noqa: Y015
 
 @_typing.final
 class GetSessionRequest(_message.Message):
@@ -235,6 +282,7 @@ class AddMessagesResponse(_message.Message):
     ADDED_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
     DUPLICATE_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
     SESSION_CREATED_FIELD_NUMBER: _builtins.int
+    AUTO_COMMIT_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     message_count: _builtins.int
@@ -243,6 +291,10 @@ class AddMessagesResponse(_message.Message):
     """pending_tokens after the write (see Session.pending_tokens)."""
     session_created: _builtins.bool
     """True when this call created the session."""
+    auto_commit_id: _builtins.str
+    """The commit this call started under the session's auto-commit policy (its Phase 1 ran
+    in the same transaction; watch it with WatchCommit); empty when none.
+    """
     @_builtins.property
     def added_message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Ids of the messages stored by this call, in order."""
@@ -260,10 +312,11 @@ class AddMessagesResponse(_message.Message):
         added_message_ids: _abc.Iterable[_builtins.str] | None = ...,
         duplicate_message_ids: _abc.Iterable[_builtins.str] | None = ...,
         session_created: _builtins.bool = ...,
+        auto_commit_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["added_message_ids", b"added_message_ids", "duplicate_message_ids", b"duplicate_message_ids", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_created", b"session_created", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added_message_ids", b"added_message_ids", "auto_commit_id", b"auto_commit_id", "duplicate_message_ids", b"duplicate_message_ids", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_created", b"session_created", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

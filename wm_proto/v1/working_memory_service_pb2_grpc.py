@@ -72,6 +72,11 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetSessionRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_resources__pb2.Session.FromString,
                 _registered_method=True)
+        self.UpdateSession = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/UpdateSession',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.UpdateSessionRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_resources__pb2.Session.FromString,
+                _registered_method=True)
         self.ListSessions = channel.unary_unary(
                 '/wm.v1.WorkingMemoryService/ListSessions',
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.ListSessionsRequest.SerializeToString,
@@ -193,6 +198,14 @@ class WorkingMemoryServiceServicer:
 
     def GetSession(self, request, context):
         """Returns a session and its counters. Reads one row: O(1) in the number of messages.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSession(self, request, context):
+        """Changes a session's configuration (the fields named by update_mask) and returns the
+        session. Invalid values: INVALID_ARGUMENT with field violations, nothing changed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -333,6 +346,11 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
             'GetSession': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSession,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetSessionRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_resources__pb2.Session.SerializeToString,
+            ),
+            'UpdateSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSession,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.UpdateSessionRequest.FromString,
                     response_serializer=wm_dot_v1_dot_resources__pb2.Session.SerializeToString,
             ),
             'ListSessions': grpc.unary_unary_rpc_method_handler(
@@ -495,6 +513,33 @@ class WorkingMemoryService:
             target,
             '/wm.v1.WorkingMemoryService/GetSession',
             wm_dot_v1_dot_working__memory__service__pb2.GetSessionRequest.SerializeToString,
+            wm_dot_v1_dot_resources__pb2.Session.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/UpdateSession',
+            wm_dot_v1_dot_working__memory__service__pb2.UpdateSessionRequest.SerializeToString,
             wm_dot_v1_dot_resources__pb2.Session.FromString,
             options,
             channel_credentials,

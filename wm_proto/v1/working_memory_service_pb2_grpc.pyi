@@ -69,6 +69,10 @@ class WorkingMemoryServiceStub:
     """
     GetSession: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetSessionRequest, _resources_pb2.Session]
     """Returns a session and its counters. Reads one row: O(1) in the number of messages."""
+    UpdateSession: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.UpdateSessionRequest, _resources_pb2.Session]
+    """Changes a session's configuration (the fields named by update_mask) and returns the
+    session. Invalid values: INVALID_ARGUMENT with field violations, nothing changed.
+    """
     ListSessions: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListSessionsRequest, _working_memory_service_pb2.ListSessionsResponse]
     """Lists the caller's sessions, newest first, paginated."""
     DeleteSession: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteSessionRequest, _empty_pb2.Empty]
@@ -158,6 +162,10 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     GetSession: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetSessionRequest, _resources_pb2.Session]  # type: ignore[assignment]
     """Returns a session and its counters. Reads one row: O(1) in the number of messages."""
+    UpdateSession: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.UpdateSessionRequest, _resources_pb2.Session]  # type: ignore[assignment]
+    """Changes a session's configuration (the fields named by update_mask) and returns the
+    session. Invalid values: INVALID_ARGUMENT with field violations, nothing changed.
+    """
     ListSessions: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListSessionsRequest, _working_memory_service_pb2.ListSessionsResponse]  # type: ignore[assignment]
     """Lists the caller's sessions, newest first, paginated."""
     DeleteSession: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteSessionRequest, _empty_pb2.Empty]  # type: ignore[assignment]
@@ -256,6 +264,16 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Session, _abc.Awaitable[_resources_pb2.Session]]:
         """Returns a session and its counters. Reads one row: O(1) in the number of messages."""
+
+    @_abc_1.abstractmethod
+    def UpdateSession(
+        self,
+        request: _working_memory_service_pb2.UpdateSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Session, _abc.Awaitable[_resources_pb2.Session]]:
+        """Changes a session's configuration (the fields named by update_mask) and returns the
+        session. Invalid values: INVALID_ARGUMENT with field violations, nothing changed.
+        """
 
     @_abc_1.abstractmethod
     def ListSessions(

@@ -130,6 +130,26 @@ test('create, add a turn, commit to the terminal event, get the WM, assemble, se
   assert.deepEqual(none, []);
 });
 
+test('a session configured to commit itself: the server commits it, with its trigger', async () => {
+  const id = `${SESSION}-auto`;
+  const created = await client.createSession(id, {
+    config: { auto_commit: { message_count_threshold: 3, keep_recent_count: 1 } },
+  });
+  assert.equal(created.config.auto_commit.message_count_threshold, 3);
+  const answers = [];
+  for (let i = 0; i < 3; i += 1) {
+    answers.push(await client.addMessages(id, [{ id: `m${i}`, role: 'ROLE_USER', parts: [{ text: `note ${i}` }] }]));
+  }
+  assert.deepEqual(answers.map((a) => a.auto_commit_id !== ''), [false, false, true]);
+  const commit = await client.getCommit(id, answers[2].auto_commit_id);
+  assert.equal(commit.trigger, 'COMMIT_TRIGGER_MESSAGE_COUNT');
+  const updated = await client.updateSession(id, { auto_commit: { idle_timeout: { seconds: 600 } } }, [
+    'config.auto_commit.idle_timeout',
+  ]);
+  assert.equal(Number(updated.config.auto_commit.idle_timeout.seconds), 600);
+  assert.equal(updated.config.auto_commit.message_count_threshold, 3);
+});
+
 test('errors carry the code and the decoded details', async () => {
   await assert.rejects(client.getSession('nobody'), (error) => {
     assert.ok(error instanceof WmError);

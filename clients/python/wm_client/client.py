@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
+from google.protobuf import field_mask_pb2
 
 from wm_client.channel import default_address, open_channel
 from wm_client.errors import error_from_rpc
@@ -97,13 +98,35 @@ class WmClient:
 
     # --- sessions -------------------------------------------------------------------------------
     async def create_session(
-        self, session_id: str = "", *, request_id: str | None = None
+        self,
+        session_id: str = "",
+        *,
+        config: pb.SessionConfig | None = None,
+        request_id: str | None = None,
     ) -> pb.Session:
-        """Create a session (the server makes an id when ``session_id`` is empty)."""
+        """Create a session (the server makes an id when ``session_id`` is empty); fields of
+        ``config`` left unset take the server's default."""
         request = api.CreateSessionRequest(
-            session_id=session_id, request_id=request_id or new_request_id()
+            session_id=session_id, request_id=request_id or new_request_id(), config=config
         )
         return await self._unary(self._stub.CreateSession, request)
+
+    async def update_session(
+        self,
+        session_id: str,
+        config: pb.SessionConfig,
+        paths: Sequence[str] = (),
+        *,
+        request_id: str | None = None,
+    ) -> pb.Session:
+        """Change the session's config: the fields ``paths`` names (e.g.
+        ``"config.auto_commit.idle_timeout"``), or with no paths every field set in ``config``."""
+        request = api.UpdateSessionRequest(
+            session=pb.Session(session_id=session_id, config=config),
+            update_mask=field_mask_pb2.FieldMask(paths=list(paths)),
+            request_id=request_id or new_request_id(),
+        )
+        return await self._unary(self._stub.UpdateSession, request)
 
     async def get_session(self, session_id: str) -> pb.Session:
         """A session and its counters (pending_tokens, live_tokens, working_memory_version…)."""

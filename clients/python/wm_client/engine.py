@@ -129,6 +129,8 @@ class AfterTurnResult:
     pending_tokens: int | None
     threshold: int
     commit: BackgroundCommit | None
+    # The commit the server started under the session's own auto-commit policy ("" if none).
+    server_commit_id: str = ""
 
     @property
     def commit_started(self) -> bool:
@@ -168,6 +170,23 @@ class ContextEngine:
         self.client = client
         self._latest: dict[str, BackgroundCommit] = {}
         self._running: set[BackgroundCommit] = set()
+        self._server_managed: dict[str, bool] = {}
+
+    async def _managed_by_server(self, session: str) -> bool:
+        """Whether the session has a server-side auto-commit policy (asked once per session;
+        ``forget`` asks again after an UpdateSession)."""
+        if session not in self._server_managed:
+            policy = (await self.client.get_session(session)).config.auto_commit
+            self._server_managed[session] = bool(
+                policy.pending_token_threshold
+                or policy.message_count_threshold
+                or policy.idle_timeout.ToNanoseconds()
+            )
+        return self._server_managed[session]
+
+    def forget(self, session: str) -> None:
+        """Ask the server again whether it commits ``session`` itself (its config changed)."""
+        self._server_managed.pop(session, None)
 
     async def after_turn(
         self,
@@ -180,6 +199,9 @@ class ContextEngine:
         """Add the turn's messages in one batch (creating the session if needed); when
         pending_tokens ≥ floor(token_budget × commit_ratio), start a commit keeping the newest
         ``keep_recent`` messages, in the background, and return without waiting for it.
+
+        A session with a server-side auto-commit policy is committed by the server (the
+        result names that commit): the engine then never commits it, so nothing runs twice.
 
         A commit triggered while the session's previous background commit has not answered
         Phase 1 yet starts after that answer (the previous one may have archived everything,
@@ -197,7 +219,7 @@ class ContextEngine:
             session, new_messages, create_session_if_missing=True
         )
         commit = None
-        if added.pending_tokens >= threshold:
+        if added.pending_tokens >= threshold and not await self._managed_by_server(session):
             previous = self._latest.get(session)
             commit = BackgroundCommit(
                 session,
@@ -214,6 +236,7 @@ class ContextEngine:
             pending_tokens=added.pending_tokens,
             threshold=threshold,
             commit=commit,
+            server_commit_id=added.auto_commit_id,
         )
 
     def _finished(self, commit: BackgroundCommit, _task: asyncio.Task[pb.CommitEvent]) -> None:

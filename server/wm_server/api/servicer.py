@@ -12,19 +12,21 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2
 
-from wm_core import anthropic_json
+from wm_core import SessionSettings, anthropic_json
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server import wire
-from wm_server.api import convert
+from wm_server.api import convert, session_config
 from wm_server.api.handlers import server_stream, unary
+from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService, as_json, openai_shape, tool_definitions
 from wm_server.services.sessions import SessionService
 from wm_server.services.working_memory import WorkingMemoryService
+from wm_server.storage.records import UNCONFIGURED
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -41,7 +43,11 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         archives: ArchiveService,
         context: ContextService,
         max_message_bytes: int,
+        default_config: SessionSettings = UNCONFIGURED,
+        check_model: session_config.ModelCheck = lambda provider, model: None,
     ) -> None:
+        self._default_config = default_config
+        self._check_model = check_model
         self._archives = archives
         self._context = context
         self._sessions = sessions
@@ -54,8 +60,33 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def CreateSession(
         self, request: api.CreateSessionRequest, context: Context
     ) -> pb.Session:
+        config = None
+        if request.HasField("config"):
+            given = session_config.partial_settings(request.config, "config", self._check_model)
+            config = session_config.overlay(self._default_config, given)
         record, _ = await self._sessions.create(
-            request.session_id, request.request_id, convert.fingerprint(request)
+            request.session_id, request.request_id, convert.fingerprint(request), config
+        )
+        return wire.session_out(record)
+
+    @unary
+    async def UpdateSession(
+        self, request: api.UpdateSessionRequest, context: Context
+    ) -> pb.Session:
+        if not request.HasField("session"):
+            raise invalid("session", "required", "REQUIRED")
+        paths = list(request.update_mask.paths)
+        update = session_config.partial_settings(
+            request.session.config, "session.config", self._check_model
+        )
+        default = self._default_config
+
+        def change(current: SessionSettings) -> SessionSettings:
+            return session_config.masked(current, update, default, paths)
+
+        session_config.masked(default, update, default, paths)  # a bad path fails before I/O
+        record = await self._sessions.update_config(
+            request.session.session_id, change, request.request_id, convert.fingerprint(request)
         )
         return wire.session_out(record)
 
@@ -101,6 +132,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             added_message_ids=result.added_ids,
             duplicate_message_ids=result.duplicate_ids,
             session_created=result.created,
+            auto_commit_id=result.auto_commit_id,
         )
 
     # --- commits ---------------------------------------------------------------------------

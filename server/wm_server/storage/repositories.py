@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wm_core import Message
+from wm_core import Message, SessionSettings, Trigger
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.records import (
     CommitRecord,
@@ -34,9 +34,9 @@ DELETED_TENANT = ""
 _LAST = 2**62  # "no upper bound" for positions and keys
 
 _SESSION = (
-    "sid, first_live_position, next_position, tenant, session_id, create_time, update_time,"
-    " message_count, total_message_count, pending_tokens, live_tokens, keep_recent_count,"
-    " archive_count, wm_version"
+    "sid, first_live_position, next_position, last_add_time, last_commit_time, tenant,"
+    " session_id, create_time, update_time, message_count, total_message_count,"
+    " pending_tokens, live_tokens, keep_recent_count, archive_count, wm_version, config_json"
 )
 _COMMIT = (
     "c.commit_id, s.tenant, s.session_id, c.state, c.keep_recent_count, c.archive_seq,"
@@ -44,7 +44,7 @@ _COMMIT = (
     " c.request_id, c.attempt_count, c.error_reason, c.error_message, c.covered_by_seq,"
     " (SELECT x.commit_id FROM commits x WHERE x.sid = c.sid AND x.archive_seq = c.covered_by_seq),"
     " COALESCE(a.abstract, ''), c.wm_version, c.usage_json, c.decisions_json, c.last_sequence,"
-    " c.create_time, c.complete_time"
+    " c.create_time, c.complete_time, c.commit_trigger"
     " FROM commits c JOIN sessions s ON s.sid = c.sid"
     " LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
 )
@@ -64,6 +64,8 @@ class SessionRow:
     sid: int
     first_live: int
     next_position: int
+    last_add_time: float | None
+    last_commit_time: float | None
     record: SessionRecord
 
 
@@ -84,14 +86,36 @@ class RequestRow:
     live: bool
 
 
+def remembered_keep(config: SessionSettings) -> int:
+    """The keep window a session counts pending tokens with before its first commit: the one
+    its auto-commit policy will use, so that the threshold means what that commit archives."""
+    return config.auto_commit.keep if config.auto_commit.active else 0
+
+
 def _session(row: Row) -> SessionRow:
-    return SessionRow(int(row[0]), int(row[1]), int(row[2]), SessionRecord(*row[3:]))
+    tenant, name, created, updated, count, total, pending, live, keep, archives, wm = row[5:16]
+    record = SessionRecord(
+        tenant,
+        name,
+        created,
+        updated,
+        count,
+        total,
+        pending,
+        live,
+        keep,
+        archives,
+        wm,
+        SessionSettings.from_json(row[16]),
+    )
+    return SessionRow(int(row[0]), int(row[1]), int(row[2]), row[3], row[4], record)
 
 
 def _commit(row: Row) -> CommitRecord:
     values = list(row)
     values[3] = CommitState(values[3])
     values[9] = SkipReason(values[9]) if values[9] else None
+    values[-1] = Trigger(values[-1]) if values[-1] else None
     return CommitRecord(*values)
 
 
@@ -107,15 +131,39 @@ class _Repository:
 
 
 class SessionRepository(_Repository):
-    async def create(self, tenant: str, session_id: str, now: float) -> SessionRow | None:
+    async def create(
+        self, tenant: str, session_id: str, now: float, config: SessionSettings
+    ) -> SessionRow | None:
         """None when the id is taken (also by a concurrent creator)."""
         row = await self._conn.one(
-            "INSERT INTO sessions (tenant, session_id, create_time, update_time)"
-            " VALUES (:tenant, :session_id, :now, :now)"
+            "INSERT INTO sessions (tenant, session_id, create_time, update_time, config_json,"
+            " auto_idle_seconds, keep_recent_count) VALUES (:tenant, :session_id, :now, :now,"
+            " :config, :idle, :keep)"
             f" ON CONFLICT (tenant, session_id) DO NOTHING RETURNING {_SESSION}",
-            {"tenant": tenant, "session_id": session_id, "now": now},
-        )
+            {"tenant": tenant, "session_id": session_id, "now": now,
+             "config": config.to_json(), "idle": config.auto_commit.idle_timeout_seconds,
+             "keep": remembered_keep(config)},
+        )  # fmt: skip
         return _session(row) if row else None
+
+    async def set_config(self, sid: int, config: SessionSettings, now: float) -> None:
+        await self._conn.run(
+            "UPDATE sessions SET config_json = :config, auto_idle_seconds = :idle,"
+            " update_time = :now WHERE sid = :sid",
+            {"config": config.to_json(), "idle": config.auto_commit.idle_timeout_seconds,
+             "now": now, "sid": sid},
+        )  # fmt: skip
+
+    async def idle(self, now: float, limit: int) -> list[tuple[str, str]]:
+        """(tenant, session id) of sessions with live messages and an idle timeout that
+        received nothing for that long, the longest idle first."""
+        rows = await self._conn.all(
+            "SELECT tenant, session_id FROM sessions WHERE auto_idle_seconds IS NOT NULL"
+            " AND message_count > 0 AND last_add_time + auto_idle_seconds <= :now"
+            " ORDER BY last_add_time LIMIT :limit",
+            {"now": now, "limit": limit},
+        )
+        return [(str(t), str(n)) for t, n in rows]
 
     async def find(self, tenant: str, session_id: str) -> SessionRow | None:
         row = await self._conn.one(
@@ -197,7 +245,7 @@ class SessionRepository(_Repository):
                 " total_message_count = total_message_count + :added,"
                 " live_tokens = live_tokens + :tokens,"
                 f" pending_tokens = pending_tokens + :pending + {crossed},"
-                f" update_time = :now WHERE sid = :sid{returning}",
+                f" update_time = :now, last_add_time = :now WHERE sid = :sid{returning}",
                 params,
             ),
         )
@@ -221,15 +269,17 @@ class SessionRepository(_Repository):
         await self._conn.run(
             "UPDATE sessions SET first_live_position = :first, message_count = :count,"
             " archive_count = :archives, keep_recent_count = :keep, pending_tokens = :pending,"
-            " live_tokens = :live, update_time = :now WHERE sid = :sid",
+            " live_tokens = :live, update_time = :now, last_commit_time = :now WHERE sid = :sid",
             {"first": first_live, "count": message_count, "archives": archive_count,
              "keep": keep, "pending": pending, "live": live, "now": now, "sid": sid},
         )  # fmt: skip
 
-    async def set_tokens(self, sid: int, pending: int, live: int) -> None:
+    async def set_tokens(self, sid: int, pending: int, live: int, keep: int | None = None) -> None:
+        """The window's token counters (and, given ``keep``, the window they count with)."""
         await self._conn.run(
-            "UPDATE sessions SET pending_tokens = :pending, live_tokens = :live WHERE sid = :sid",
-            {"pending": pending, "live": live, "sid": sid},
+            "UPDATE sessions SET pending_tokens = :pending, live_tokens = :live,"
+            " keep_recent_count = COALESCE(:keep, keep_recent_count) WHERE sid = :sid",
+            {"pending": pending, "live": live, "keep": keep, "sid": sid},
         )
 
     def setting_wm_version(self, sid: int, version: int, now: float) -> Write:
@@ -372,17 +422,19 @@ class CommitRepository(_Repository):
         archived_tokens: int,
         skip_reason: SkipReason | None,
         request_id: str | None,
+        trigger: Trigger,
         now: float,
     ) -> None:
         await self._conn.run(
             "INSERT INTO commits (commit_id, sid, state, keep_recent_count, archive_seq,"
             " archived_message_count, kept_message_count, archived_tokens, skip_reason,"
-            " request_id, create_time, complete_time) VALUES (:id, :sid, :state, :keep, :seq,"
-            " :archived, :kept, :tokens, :skip, :request_id, :now, :done)",
+            " request_id, commit_trigger, create_time, complete_time) VALUES (:id, :sid,"
+            " :state, :keep, :seq, :archived, :kept, :tokens, :skip, :request_id, :trigger,"
+            " :now, :done)",
             {"id": commit_id, "sid": sid, "state": state.value, "keep": keep, "seq": archive_seq,
              "archived": archived, "kept": kept, "tokens": archived_tokens,
              "skip": skip_reason.value if skip_reason else None, "request_id": request_id,
-             "now": now, "done": now if state.terminal else None},
+             "trigger": trigger.value, "now": now, "done": now if state.terminal else None},
         )  # fmt: skip
 
     async def get(self, commit_id: str, sid: int | None = None) -> CommitRecord | None:

@@ -172,4 +172,18 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         )
         """,
     ),
+    (
+        5,
+        # Sessions that manage themselves: the resolved configuration (proto JSON), the idle
+        # timeout of its auto-commit policy as a column the idle sweeper can index, the time
+        # of the last added message and of the last commit; and what started each commit.
+        """
+        ALTER TABLE sessions ADD COLUMN config_json TEXT NOT NULL DEFAULT '{}';
+        ALTER TABLE sessions ADD COLUMN auto_idle_seconds DOUBLE PRECISION;
+        ALTER TABLE sessions ADD COLUMN last_add_time DOUBLE PRECISION;
+        ALTER TABLE sessions ADD COLUMN last_commit_time DOUBLE PRECISION;
+        ALTER TABLE commits ADD COLUMN commit_trigger TEXT NOT NULL DEFAULT '';
+        CREATE INDEX sessions_idle ON sessions (last_add_time) WHERE auto_idle_seconds IS NOT NULL
+        """,
+    ),
 )
