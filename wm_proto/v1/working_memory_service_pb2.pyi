@@ -623,6 +623,7 @@ class AssembleContextResponse(_message.Message):
     UNCOVERED_ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
     INCLUDED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     DROPPED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    CUT_PARTS_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
     """Text to add to the system prompt: how to read the summary and recall archives."""
     anthropic_messages_json: _builtins.str
@@ -638,7 +639,9 @@ class AssembleContextResponse(_message.Message):
     included_message_count: _builtins.int
     """Source messages included (before merging same-role neighbours)."""
     dropped_message_count: _builtins.int
-    """Source messages dropped, oldest first, to fit the budget."""
+    """Source messages dropped, oldest first, to fit the budget. The newest user request and
+    the latest assistant step are never dropped while cutting can make them fit.
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
         """The context, roles alternating from user, every tool call with its result."""
@@ -650,6 +653,12 @@ class AssembleContextResponse(_message.Message):
     @_builtins.property
     def uncovered_archive_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Archives whose raw messages are included because no completed working memory covers them."""
+
+    @_builtins.property
+    def cut_parts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Parts of the current turn cut to fit the budget (head and tail kept around a marker
+        that says where the whole text is), as "message ID part N: BEFORE → AFTER characters".
+        """
 
     def __init__(
         self,
@@ -665,10 +674,11 @@ class AssembleContextResponse(_message.Message):
         uncovered_archive_ids: _abc.Iterable[_builtins.str] | None = ...,
         included_message_count: _builtins.int = ...,
         dropped_message_count: _builtins.int = ...,
+        cut_parts: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "dropped_message_count", b"dropped_message_count", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "messages", b"messages", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "messages", b"messages", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -270,7 +270,11 @@ class WorkingMemoryServiceServicer:
 
     def AssembleContext(self, request, context):
         """Builds the next model context within a token budget: the working memory, the raw
-        messages no completed working memory covers yet, and the live messages.
+        messages no completed working memory covers yet, and the live messages. The newest
+        user request and the latest assistant step always stay: when they do not fit, older
+        turns go first, then their largest parts are cut (see cut_parts). The result never
+        exceeds the budget, roles alternate from user, every tool call has its result, and a
+        user message that answers tool calls has its tool results first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -98,7 +98,11 @@ class WorkingMemoryServiceStub:
     """
     AssembleContext: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.AssembleContextRequest, _working_memory_service_pb2.AssembleContextResponse]
     """Builds the next model context within a token budget: the working memory, the raw
-    messages no completed working memory covers yet, and the live messages.
+    messages no completed working memory covers yet, and the live messages. The newest
+    user request and the latest assistant step always stay: when they do not fit, older
+    turns go first, then their largest parts are cut (see cut_parts). The result never
+    exceeds the budget, roles alternate from user, every tool call has its result, and a
+    user message that answers tool calls has its tool results first.
     """
     ListArchives: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]
     """Lists a session's archives, oldest first, paginated, without their messages."""
@@ -177,7 +181,11 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     AssembleContext: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.AssembleContextRequest, _working_memory_service_pb2.AssembleContextResponse]  # type: ignore[assignment]
     """Builds the next model context within a token budget: the working memory, the raw
-    messages no completed working memory covers yet, and the live messages.
+    messages no completed working memory covers yet, and the live messages. The newest
+    user request and the latest assistant step always stay: when they do not fit, older
+    turns go first, then their largest parts are cut (see cut_parts). The result never
+    exceeds the budget, roles alternate from user, every tool call has its result, and a
+    user message that answers tool calls has its tool results first.
     """
     ListArchives: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]  # type: ignore[assignment]
     """Lists a session's archives, oldest first, paginated, without their messages."""
@@ -337,7 +345,11 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_working_memory_service_pb2.AssembleContextResponse, _abc.Awaitable[_working_memory_service_pb2.AssembleContextResponse]]:
         """Builds the next model context within a token budget: the working memory, the raw
-        messages no completed working memory covers yet, and the live messages.
+        messages no completed working memory covers yet, and the live messages. The newest
+        user request and the latest assistant step always stay: when they do not fit, older
+        turns go first, then their largest parts are cut (see cut_parts). The result never
+        exceeds the budget, roles alternate from user, every tool call has its result, and a
+        user message that answers tool calls has its tool results first.
         """
 
     @_abc_1.abstractmethod

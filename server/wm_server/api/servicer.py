@@ -252,6 +252,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             uncovered_archive_ids=[wire.archive_id(s) for s in uncovered],
             included_message_count=result.included_source_messages,
             dropped_message_count=result.dropped_source_messages,
+            cut_parts=result.cut_parts,
         )
 
     @unary

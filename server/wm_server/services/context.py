@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble
@@ -13,7 +13,12 @@ from wm_server.services.archives import archive_seq
 from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database
-from wm_server.storage.records import SearchMatch, StoredMessage, WorkingMemoryRecord
+from wm_server.storage.records import (
+    SearchMatch,
+    StoredMessage,
+    WorkingMemoryRecord,
+    archive_name,
+)
 from wm_server.tenancy import current_tenant
 
 MAX_BUDGET = 10_000_000
@@ -37,9 +42,13 @@ class ContextService:
             raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
         if len(system_prompt.encode()) > MAX_SYSTEM_PROMPT:
             raise invalid("system_prompt", "at most 1 MiB", "TOO_LARGE")
-        wm, stored, uncovered = await self._uncovered(sid)
+        wm, stored, uncovered, spans = await self._uncovered(sid)
         result = assemble(
-            token_budget, system_prompt, wm.document if wm else None, [s.message for s in stored]
+            token_budget,
+            system_prompt,
+            wm.document if wm else None,
+            [s.message for s in stored],
+            _pointers(stored, spans),
         )
         return result, wm if result.working_memory_included else None, uncovered
 
@@ -74,17 +83,21 @@ class ContextService:
 
     async def _uncovered(
         self, session_id: str
-    ) -> tuple[WorkingMemoryRecord | None, list[StoredMessage], list[int]]:
+    ) -> tuple[
+        WorkingMemoryRecord | None, list[StoredMessage], list[int], list[tuple[int, int, int]]
+    ]:
         """The latest WM, the messages it does not cover (archived after the archive it
-        covers, then the live ones, in order) and the numbers of those archives."""
+        covers, then the live ones, in order), the numbers of those archives and their
+        (seq, first, last) positions."""
         async with self._db.scanner() as uow:
             row = await find_session(uow, session_id)
             wm = await uow.working_memories.get(row, row.record.wm_version)
             covered = await uow.working_memories.covered_seq(row.sid, wm.version) if wm else 0
             bounds = await uow.archives.bounds(row.sid, covered) if covered else None
             start = bounds[1] + 1 if bounds else 1
-            seqs = [s for s, _, _ in await uow.archives.listing(row.sid, None) if s > covered]
-            return wm, await uow.messages.between(row.sid, start, None), sorted(seqs)
+            spans = [a for a in await uow.archives.listing(row.sid, None) if a[0] > covered]
+            messages = await uow.messages.between(row.sid, start, None)
+            return wm, messages, sorted(s for s, _, _ in spans), spans
 
     async def _search(
         self,
@@ -111,6 +124,20 @@ class ContextService:
                             if len(found) < limit:
                                 found.append(SearchMatch(name, seq, message))
         return found, total
+
+
+def _pointers(
+    stored: Sequence[StoredMessage], spans: Sequence[tuple[int, int, int]]
+) -> dict[str, str]:
+    """Where the model can read a message whole if assembly has to cut it: the archive it
+    is in (archive_expand); a live message is not readable by a tool yet, so it is named."""
+    out: dict[str, str] = {}
+    for item in stored:
+        for seq, first, last in spans:
+            if first <= item.position <= last:
+                out[item.message.id] = f'archive_expand(archive_id="{archive_name(seq)}")'
+                break
+    return out
 
 
 def snippet(message: Message, folded: str) -> str:
