@@ -1,4 +1,5 @@
-"""The session rules: window accounting, the commit split, context assembly, the abstract.
+"""The session rules: window accounting, the commit split, context assembly, the abstract,
+the synopsis of an externalized tool output.
 
 They decide what a session's counters say, what a commit archives and what the model sees
 next, so the server's stores and services must all apply them the same way; written here,
@@ -13,23 +14,47 @@ from wm_core._session.assembly import (
     Budget,
     anthropic_json,
     assemble,
+    cut_text,
+    is_request,
     plan_budget,
     trim_working_memory,
 )
 from wm_core._session.split import NeedRows, SplitRow, split_boundary
+from wm_core._session.synopsis import (
+    SYNOPSIS_MAX_CHARS,
+    ExternalOutput,
+    OutputFormat,
+    OutputKind,
+    detect_format,
+    externalize,
+    line_count,
+    output_ids,
+    synopsis,
+)
 from wm_core._session.window import pending_delta, rebuild_rule
 
 __all__ = [
+    "SYNOPSIS_MAX_CHARS",
     "AssembledContext",
     "Budget",
+    "ExternalOutput",
     "NeedRows",
+    "OutputFormat",
+    "OutputKind",
     "SplitRow",
     "abstract_of",
     "anthropic_json",
     "assemble",
+    "cut_text",
+    "detect_format",
+    "externalize",
+    "is_request",
+    "line_count",
+    "output_ids",
     "pending_delta",
     "plan_budget",
     "rebuild_rule",
     "split_boundary",
+    "synopsis",
     "trim_working_memory",
 ]

@@ -338,7 +338,7 @@ def _fit_turn(
     not fit cut, the units that fit stay, newest first."""
     first, must = turn
     middle = list(range(first + 1, must)) if first < must else []
-    fixed = [first] + list(range(max(must, first + 1), len(units)))
+    fixed = [first, *range(max(must, first + 1), len(units))]
     smallest = {
         u: sum(_smallest(messages[i], pointers.get(messages[i].id, "")) for i in units[u])
         for u in range(first, len(units))
