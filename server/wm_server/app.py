@@ -31,6 +31,7 @@ from wm_server.services.events import EventLog
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
@@ -143,7 +144,11 @@ async def start_application(
         observer=metrics,
     )
     servicer = WorkingMemoryServicer(
-        sessions=SessionService(database, on_deleted=maintenance.wake),
+        sessions=SessionService(
+            database,
+            on_deleted=maintenance.wake,
+            tool_output_inline_chars=settings.tool_output_inline_chars,
+        ),
         commits=CommitService(
             database,
             bus,
@@ -154,6 +159,7 @@ async def start_application(
         memory=WorkingMemoryService(database),
         archives=ArchiveService(database),
         context=ContextService(database),
+        tool_outputs=ToolOutputService(database),
         max_message_bytes=settings.max_message_bytes,
     )
     server = grpc.aio.server(

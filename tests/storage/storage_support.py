@@ -22,6 +22,7 @@ from wm_server.services.events import EventLog
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage import repositories
 from wm_server.storage.database import Database
@@ -95,6 +96,7 @@ class Services:
     archives: ArchiveService
     context: ContextService
     maintenance: Maintenance
+    tool_outputs: ToolOutputService
 
 
 def build_services(database: Database, *, retention: float = 86_400.0) -> Services:
@@ -113,6 +115,7 @@ def build_services(database: Database, *, retention: float = 86_400.0) -> Servic
         archives=ArchiveService(database),
         context=ContextService(database),
         maintenance=maintenance,
+        tool_outputs=ToolOutputService(database),
     )
 
 

@@ -35,6 +35,7 @@ from wm_core import (
 from wm_server.errors import (
     AlreadyExists,
     FailedPrecondition,
+    InvalidArgument,
     NotFound,
     StorageFull,
     StorageUnavailable,
@@ -499,3 +500,96 @@ async def test_a_database_of_the_first_schema_upgrades_in_place(
             assert await uow.requests.find('["t", "CreateSession", "", "rid"]') is not None
     finally:
         await database.close()
+
+
+# --- tool outputs stored whole (issue 18) ------------------------------------------------------
+
+_LOG = "".join(f"step {n}: ok é\n" for n in range(4000)) + "ERROR: ledger out of balance\n"
+
+
+async def test_large_tool_outputs_are_stored_whole_and_the_window_sees_the_synopsis(
+    services: Services,
+) -> None:
+    big_input = '{"path": "dump.json", "rows": "' + "r" * 30_000 + '"}'
+    messages = [
+        Message("c1", Role.ASSISTANT, (ToolUsePart("t1", "write", big_input),), 0),
+        Message("r1", Role.USER, (ToolResultPart("t1", _LOG, True),), 0),
+    ]
+    await _add(services, "s", *messages, rid="add-1")
+    await _add(services, "s", *messages, rid="add-2")  # duplicates: nothing stored twice
+    live = [m.message for m in await services.sessions.live_messages("s")]
+    (result,) = live[1].parts
+    assert isinstance(result, ToolResultPart) and result.is_error
+    assert result.content.startswith("[Tool output out.r1.0 stored in full")
+    assert "ERROR: ledger out of balance" in result.content
+    session = await services.sessions.get("s")
+    assert session.live_tokens == sum(m.estimated_tokens for m in live) < 4000
+    assert (await services.sessions.rebuild_pending_tokens("s"))[1] == session.live_tokens
+    page = await services.tool_outputs.read("s", "out.r1.0", "lines", 4001, 0, "")
+    assert page.content == "ERROR: ledger out of balance\n" and page.start_line == 4001
+    assert page.output.kind == "result" and page.output.format == "text"
+    assert page.output.size_bytes == len(_LOG.encode()) and page.output.line_count == 4001
+    use = await services.tool_outputs.read("s", "out.c1.0", "bytes", 0, 0, "")
+    assert use.content == big_input and use.output.kind == "input"
+    with pytest.raises(NotFound):
+        await services.tool_outputs.read("s", "out.r9.0", "lines", 0, 0, "")
+
+
+async def test_tool_output_pages_cover_a_range_exactly_on_character_boundaries(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wm_server.services import tool_outputs
+
+    monkeypatch.setattr(tool_outputs, "MAX_PAGE_BYTES", 1000)
+    monkeypatch.setattr(tool_outputs, "MAX_PAGE_LINES", 100)
+    await _add(services, "s", Message("r", Role.USER, (ToolResultPart("t", _LOG),), 0))
+    whole = b""
+    token = ""
+    pages = 0
+    while True:
+        page = await services.tool_outputs.read("s", "out.r.0", "bytes", 0, 0, token)
+        assert page.byte_count <= 1000 and page.start_byte == len(whole)
+        whole += page.content.encode()
+        pages += 1
+        token = page.next_page_token
+        if not token:
+            break
+    assert whole == _LOG.encode() and pages > len(whole) // 1000
+    page = await services.tool_outputs.read("s", "out.r.0", "lines", 10, 150, "")
+    assert page.start_line == 10
+    text = ""
+    while True:  # pages of whole lines, each within 1000 bytes, that continue one another
+        assert page.content.endswith("\n") and page.line_count == page.content.count("\n")
+        assert len(page.content.encode()) <= 1000 and page.start_line == 10 + text.count("\n")
+        text += page.content
+        if not page.next_page_token:
+            break
+        page = await services.tool_outputs.read("s", "out.r.0", "", 0, 0, page.next_page_token)
+    assert text == "".join(_LOG.splitlines(keepends=True)[9:159])
+    inside = await services.tool_outputs.read("s", "out.r.0", "bytes", 12, 40, "")
+    assert inside.start_byte == 13  # byte 12 is inside "é" (11-12): the page starts after it
+    assert inside.content.encode() == _LOG.encode()[13:52]
+    other = await services.tool_outputs.read("s", "out.r.0", "bytes", 0, 0, "")
+    with pytest.raises(InvalidArgument):  # a token of one output does not read another
+        await services.tool_outputs.read("s", "out.x.0", "", 0, 0, other.next_page_token)
+
+
+async def test_tool_outputs_are_searched_whole_and_go_with_their_session(
+    services: Services,
+) -> None:
+    for n in range(10):  # more outputs than one search batch
+        log = _LOG.replace("ledger", f"ledger-{n}")
+        await _add(services, "s", Message(f"r{n}", Role.USER, (ToolResultPart("t", log),), 0))
+    hits, total = await services.tool_outputs.search("s", "Ledger-7 OUT", "", 0)
+    assert total == 1 and [(h.output_id, h.line) for h in hits] == [("out.r7.0", 4001)]
+    assert hits[0].snippet == "ERROR: ledger-7 out of balance"
+    hits, total = await services.tool_outputs.search("s", "of balance", "", 3)
+    assert total == 10 and [h.message_id for h in hits] == ["r0", "r1", "r2"]
+    hits, total = await services.tool_outputs.search("s", "é", "out.r3.0", 0)
+    assert total == 4000 and {h.output_id for h in hits} == {"out.r3.0"}
+    async with services.database.reader() as uow:
+        sid = (await uow.sessions.find("t", "s")).sid  # type: ignore[union-attr]
+    await services.sessions.delete("s", "", "")
+    assert await services.maintenance.purge_deleted() > 10
+    async with services.database.reader() as uow:
+        assert await uow.tool_outputs.get(sid, "out.r0.0") is None

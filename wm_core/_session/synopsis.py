@@ -36,7 +36,7 @@ _SNIFF_LINES = 50
 # The key pair an externalized tool input is replaced by (an input must stay a JSON object).
 INPUT_ID_KEY = "tool_output_id"
 INPUT_SYNOPSIS_KEY = "synopsis"
-_HEADER = re.compile(r"\[Tool output ([A-Za-z0-9._:-]{1,128}) stored in full")
+_HEADER = re.compile(r"\[Tool output ([A-Za-z0-9._:-]{1,160}) stored in full")
 
 
 class OutputFormat(StrEnum):
@@ -70,6 +70,7 @@ class ExternalOutput:
     format: OutputFormat
     content: str
     line_count: int
+    synopsis: str
 
 
 def line_count(text: str) -> int:
@@ -79,7 +80,7 @@ def line_count(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-_YAML_KEY = re.compile(r"^([A-Za-z_][\w .\-/]*?):(?:\s|$)")
+_YAML_KEY = re.compile(r"^([A-Za-z_][\w.\-/]*):(?:\s|$)")  # no spaces: "step 3: ok" is a log
 _XML_TAG = re.compile(r"<(/?)([A-Za-z_][\w.:\-]*)([^<>]*?)(/?)>")
 # Both code patterns start at a newline, searched in "\n" + text: the regex engine then skips
 # to each newline at C speed instead of trying every position (a 1 MiB file in milliseconds).
@@ -387,7 +388,7 @@ def externalize(
 ) -> tuple[Message, tuple[ExternalOutput, ...]]:
     """``message`` with each tool result (and tool input) longer than ``threshold``
     characters replaced by its synopsis, and the outputs taken out. Output ids are
-    ``{id_prefix}_{part index}``. A part is kept as it is when its synopsis would not be
+    ``{id_prefix}{part index}``. A part is kept as it is when its synopsis would not be
     shorter; ``threshold`` 0 keeps everything inline."""
     if threshold <= 0:
         return message, ()
@@ -395,19 +396,19 @@ def externalize(
     taken: list[ExternalOutput] = []
     for index, part in enumerate(message.parts):
         if isinstance(part, ToolResultPart) and len(part.content) > threshold:
-            output_id = f"{id_prefix}_{index}"
+            output_id = f"{id_prefix}{index}"
             fmt, value = _detect(part.content)
             text = _synopsis(part.content, output_id, fmt, value)
             if len(text) < len(part.content):
                 taken.append(
                     ExternalOutput(
                         output_id, index, part.tool_use_id, OutputKind.RESULT, fmt,
-                        part.content, line_count(part.content),
+                        part.content, line_count(part.content), text,
                     )
                 )  # fmt: skip
                 part = ToolResultPart(part.tool_use_id, text, part.is_error)
         elif isinstance(part, ToolUsePart) and len(part.input_json) > threshold:
-            output_id = f"{id_prefix}_{index}"
+            output_id = f"{id_prefix}{index}"
             value = _json_value(part.input_json)
             text = _synopsis(part.input_json, output_id, OutputFormat.JSON, value)
             replaced = json.dumps(
@@ -417,7 +418,7 @@ def externalize(
                 taken.append(
                     ExternalOutput(
                         output_id, index, part.id, OutputKind.INPUT, OutputFormat.JSON,
-                        part.input_json, line_count(part.input_json),
+                        part.input_json, line_count(part.input_json), text,
                     )
                 )  # fmt: skip
                 part = ToolUsePart(part.id, part.name, replaced)

@@ -59,6 +59,34 @@ ROLE_TOOL: Role.ValueType  # 4
 """A tool, in runtimes that give tool results their own role."""
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
+class _ToolOutputKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ToolOutputKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ToolOutputKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TOOL_OUTPUT_KIND_UNSPECIFIED: _ToolOutputKind.ValueType  # 0
+    """Not used."""
+    TOOL_OUTPUT_KIND_RESULT: _ToolOutputKind.ValueType  # 1
+    """A ToolResult's content."""
+    TOOL_OUTPUT_KIND_INPUT: _ToolOutputKind.ValueType  # 2
+    """A ToolUse's input_json (the live message keeps a JSON object with tool_output_id and
+    synopsis instead).
+    """
+
+class ToolOutputKind(_ToolOutputKind, metaclass=_ToolOutputKindEnumTypeWrapper):
+    """Which part of a tool exchange a stored tool output was."""
+
+TOOL_OUTPUT_KIND_UNSPECIFIED: ToolOutputKind.ValueType  # 0
+"""Not used."""
+TOOL_OUTPUT_KIND_RESULT: ToolOutputKind.ValueType  # 1
+"""A ToolResult's content."""
+TOOL_OUTPUT_KIND_INPUT: ToolOutputKind.ValueType  # 2
+"""A ToolUse's input_json (the live message keeps a JSON object with tool_output_id and
+synopsis instead).
+"""
+Global___ToolOutputKind: _TypeAlias = ToolOutputKind  # noqa: Y015
+
 class _CommitState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -319,6 +347,7 @@ class Message(_message.Message):
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    TOOL_OUTPUT_IDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Client-supplied idempotency key, unique within the session (1-128 characters of
     [A-Za-z0-9._:-]). Re-sending an id already stored is a no-op. When empty, the server
@@ -342,6 +371,14 @@ class Message(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the server stored the message."""
 
+    @_builtins.property
+    def tool_output_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Ids of the tool outputs taken out of this message, in part order. A tool result (or a
+        tool input) longer than the server's threshold (WM_TOOL_OUTPUT_INLINE_CHARS, default
+        20,000 characters) is stored whole and replaced here by a synopsis naming its id; read
+        it with GetToolOutput, search it with SearchToolOutputs. Deleted with the session.
+        """
+
     def __init__(
         self,
         *,
@@ -351,14 +388,71 @@ class Message(_message.Message):
         estimated_tokens: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         position: _builtins.int = ...,
+        tool_output_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "estimated_tokens", b"estimated_tokens", "id", b"id", "parts", b"parts", "position", b"position", "role", b"role"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "estimated_tokens", b"estimated_tokens", "id", b"id", "parts", b"parts", "position", b"position", "role", b"role", "tool_output_ids", b"tool_output_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class ToolOutput(_message.Message):
+    """A tool output stored whole because it was too large to keep in its message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    TOOL_USE_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    LINE_COUNT_FIELD_NUMBER: _builtins.int
+    SYNOPSIS_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    output_id: _builtins.str
+    """The id, unique within the session: out.MESSAGE_ID.PART_INDEX, e.g. out.m42.1."""
+    message_id: _builtins.str
+    """The message it was taken from."""
+    tool_use_id: _builtins.str
+    """The tool call it belongs to (ToolUse.id, or the ToolResult's tool_use_id)."""
+    kind: Global___ToolOutputKind.ValueType
+    """A result or an input."""
+    format: _builtins.str
+    """The format the synopsis was made for: json, csv, tsv, yaml, xml, code, log or text."""
+    size_bytes: _builtins.int
+    """Size of the whole output in UTF-8 bytes."""
+    line_count: _builtins.int
+    """Lines of the whole output (split on "\\n"; a final newline ends the last line)."""
+    synopsis: _builtins.str
+    """The synopsis that stands in for the output in the message."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was stored."""
+
+    def __init__(
+        self,
+        *,
+        output_id: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        tool_use_id: _builtins.str = ...,
+        kind: Global___ToolOutputKind.ValueType = ...,
+        format: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        line_count: _builtins.int = ...,
+        synopsis: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "format", b"format", "kind", b"kind", "line_count", b"line_count", "message_id", b"message_id", "output_id", b"output_id", "size_bytes", b"size_bytes", "synopsis", b"synopsis", "tool_use_id", b"tool_use_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolOutput: _TypeAlias = ToolOutput  # noqa: Y015
 
 @_typing.final
 class Part(_message.Message):

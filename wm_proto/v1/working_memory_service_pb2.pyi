@@ -941,7 +941,7 @@ class GetToolDefinitionsResponse(_message.Message):
     TOOLS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolDefinition]:
-        """archive_expand, archive_search, update_working_memory."""
+        """archive_expand, archive_search, tool_output_read, update_working_memory."""
 
     def __init__(
         self,
@@ -955,3 +955,251 @@ class GetToolDefinitionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetToolDefinitionsResponse: _TypeAlias = GetToolDefinitionsResponse  # noqa: Y015
+
+@_typing.final
+class LineRange(_message.Message):
+    """A range of lines of a tool output."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    start: _builtins.int
+    """The first line, counting from 1 (0 means 1)."""
+    count: _builtins.int
+    """How many lines: 0 means to the end. A page holds at most 10,000 lines and 1 MiB;
+    next_page_token continues the range.
+    """
+    def __init__(
+        self,
+        *,
+        start: _builtins.int = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LineRange: _TypeAlias = LineRange  # noqa: Y015
+
+@_typing.final
+class ByteRange(_message.Message):
+    """A range of UTF-8 bytes of a tool output."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSET_FIELD_NUMBER: _builtins.int
+    LENGTH_FIELD_NUMBER: _builtins.int
+    offset: _builtins.int
+    """The first byte, counting from 0. An offset inside a character starts at that
+    character's end (the next character).
+    """
+    length: _builtins.int
+    """How many bytes: 0 means to the end. A page holds at most 1 MiB and ends on a
+    character boundary; next_page_token continues the range.
+    """
+    def __init__(
+        self,
+        *,
+        offset: _builtins.int = ...,
+        length: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["length", b"length", "offset", b"offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ByteRange: _TypeAlias = ByteRange  # noqa: Y015
+
+@_typing.final
+class GetToolOutputRequest(_message.Message):
+    """Request of GetToolOutput."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    LINES_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    output_id: _builtins.str
+    """The output, e.g. out_12_0."""
+    page_token: _builtins.str
+    """The next_page_token of a previous call: continues its range."""
+    @_builtins.property
+    def lines(self) -> Global___LineRange:
+        """Lines."""
+
+    @_builtins.property
+    def bytes(self) -> Global___ByteRange:
+        """Bytes."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        output_id: _builtins.str = ...,
+        lines: Global___LineRange | None = ...,
+        bytes: Global___ByteRange | None = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "lines", b"lines", "range", b"range"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "lines", b"lines", "output_id", b"output_id", "page_token", b"page_token", "range", b"range", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_range: _TypeAlias = _typing.Literal["lines", "bytes"]  # noqa: Y015
+    _WhichOneofArgType_range: _TypeAlias = _typing.Literal["range", b"range"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_range) -> _WhichOneofReturnType_range | None: ...
+
+Global___GetToolOutputRequest: _TypeAlias = GetToolOutputRequest  # noqa: Y015
+
+@_typing.final
+class GetToolOutputResponse(_message.Message):
+    """Response of GetToolOutput."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTPUT_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    LINE_COUNT_FIELD_NUMBER: _builtins.int
+    START_BYTE_FIELD_NUMBER: _builtins.int
+    BYTE_COUNT_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    content: _builtins.str
+    """The content of this page, as text."""
+    start_line: _builtins.int
+    """First line of this page (from 1); 0 for an empty page."""
+    line_count: _builtins.int
+    """Lines on this page (a byte page counts every line it touches)."""
+    start_byte: _builtins.int
+    """Byte offset of this page's content in the whole output."""
+    byte_count: _builtins.int
+    """Bytes on this page."""
+    next_page_token: _builtins.str
+    """Token of the next page of the same range; empty when the range is done."""
+    @_builtins.property
+    def output(self) -> _resources_pb2.ToolOutput:
+        """The output's description (sizes, format, synopsis)."""
+
+    def __init__(
+        self,
+        *,
+        output: _resources_pb2.ToolOutput | None = ...,
+        content: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        line_count: _builtins.int = ...,
+        start_byte: _builtins.int = ...,
+        byte_count: _builtins.int = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["output", b"output"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["byte_count", b"byte_count", "content", b"content", "line_count", b"line_count", "next_page_token", b"next_page_token", "output", b"output", "start_byte", b"start_byte", "start_line", b"start_line"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetToolOutputResponse: _TypeAlias = GetToolOutputResponse  # noqa: Y015
+
+@_typing.final
+class SearchToolOutputsRequest(_message.Message):
+    """Request of SearchToolOutputs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    MAX_HITS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    query: _builtins.str
+    """The literal text to find, case-insensitive, within one line: 1-1000 characters after
+    trimming.
+    """
+    output_id: _builtins.str
+    """Restrict to one output."""
+    max_hits: _builtins.int
+    """At most this many hits: 0 means 12, maximum 50."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        query: _builtins.str = ...,
+        output_id: _builtins.str = ...,
+        max_hits: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_hits", b"max_hits", "output_id", b"output_id", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchToolOutputsRequest: _TypeAlias = SearchToolOutputsRequest  # noqa: Y015
+
+@_typing.final
+class ToolOutputHit(_message.Message):
+    """One line of a tool output that matches."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    LINE_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    output_id: _builtins.str
+    """The output."""
+    message_id: _builtins.str
+    """The message it was taken from."""
+    line: _builtins.int
+    """The matching line's number (from 1); read around it with GetToolOutput lines."""
+    snippet: _builtins.str
+    """At most 1,500 characters of the line, centred on the match."""
+    def __init__(
+        self,
+        *,
+        output_id: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        line: _builtins.int = ...,
+        snippet: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["line", b"line", "message_id", b"message_id", "output_id", b"output_id", "snippet", b"snippet"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolOutputHit: _TypeAlias = ToolOutputHit  # noqa: Y015
+
+@_typing.final
+class SearchToolOutputsResponse(_message.Message):
+    """Response of SearchToolOutputs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HITS_FIELD_NUMBER: _builtins.int
+    TOTAL_MATCHES_FIELD_NUMBER: _builtins.int
+    total_matches: _builtins.int
+    """Matching lines found, which may exceed the hits returned."""
+    @_builtins.property
+    def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolOutputHit]:
+        """Hits in message order, then line order."""
+
+    def __init__(
+        self,
+        *,
+        hits: _abc.Iterable[Global___ToolOutputHit] | None = ...,
+        total_matches: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "total_matches", b"total_matches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchToolOutputsResponse: _TypeAlias = SearchToolOutputsResponse  # noqa: Y015

@@ -145,6 +145,16 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsResponse.FromString,
                 _registered_method=True)
+        self.GetToolOutput = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/GetToolOutput',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputResponse.FromString,
+                _registered_method=True)
+        self.SearchToolOutputs = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/SearchToolOutputs',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.FromString,
+                _registered_method=True)
 
 
 class WorkingMemoryServiceServicer:
@@ -303,7 +313,25 @@ class WorkingMemoryServiceServicer:
 
     def GetToolDefinitions(self, request, context):
         """The tool definitions a runtime registers with its model: archive_expand,
-        archive_search and update_working_memory.
+        archive_search, tool_output_read and update_working_memory.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetToolOutput(self, request, context):
+        """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
+        its bytes, one page at a time: a page holds at most 1 MiB of content and at most
+        10,000 lines, so a response always fits the transport limit whatever was stored.
+        NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchToolOutputs(self, request, context):
+        """Literal, case-insensitive search over the session's stored tool outputs (whole, not
+        their synopses), one hit per matching line, in message order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -401,6 +429,16 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.GetToolDefinitions,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsRequest.FromString,
                     response_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsResponse.SerializeToString,
+            ),
+            'GetToolOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetToolOutput,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputResponse.SerializeToString,
+            ),
+            'SearchToolOutputs': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchToolOutputs,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -908,6 +946,60 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/GetToolDefinitions',
             wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsRequest.SerializeToString,
             wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetToolOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/GetToolOutput',
+            wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchToolOutputs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/SearchToolOutputs',
+            wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.FromString,
             options,
             channel_credentials,
             insecure,

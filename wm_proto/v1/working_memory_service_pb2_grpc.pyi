@@ -112,7 +112,17 @@ class WorkingMemoryServiceStub:
     """Literal, case-insensitive search over archived message content."""
     GetToolDefinitions: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]
     """The tool definitions a runtime registers with its model: archive_expand,
-    archive_search and update_working_memory.
+    archive_search, tool_output_read and update_working_memory.
+    """
+    GetToolOutput: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolOutputRequest, _working_memory_service_pb2.GetToolOutputResponse]
+    """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
+    its bytes, one page at a time: a page holds at most 1 MiB of content and at most
+    10,000 lines, so a response always fits the transport limit whatever was stored.
+    NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+    """
+    SearchToolOutputs: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchToolOutputsRequest, _working_memory_service_pb2.SearchToolOutputsResponse]
+    """Literal, case-insensitive search over the session's stored tool outputs (whole, not
+    their synopses), one hit per matching line, in message order.
     """
 
 @_typing.type_check_only
@@ -195,7 +205,17 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """Literal, case-insensitive search over archived message content."""
     GetToolDefinitions: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]  # type: ignore[assignment]
     """The tool definitions a runtime registers with its model: archive_expand,
-    archive_search and update_working_memory.
+    archive_search, tool_output_read and update_working_memory.
+    """
+    GetToolOutput: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolOutputRequest, _working_memory_service_pb2.GetToolOutputResponse]  # type: ignore[assignment]
+    """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
+    its bytes, one page at a time: a page holds at most 1 MiB of content and at most
+    10,000 lines, so a response always fits the transport limit whatever was stored.
+    NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+    """
+    SearchToolOutputs: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchToolOutputsRequest, _working_memory_service_pb2.SearchToolOutputsResponse]  # type: ignore[assignment]
+    """Literal, case-insensitive search over the session's stored tool outputs (whole, not
+    their synopses), one hit per matching line, in message order.
     """
 
 class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -383,7 +403,29 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_working_memory_service_pb2.GetToolDefinitionsResponse, _abc.Awaitable[_working_memory_service_pb2.GetToolDefinitionsResponse]]:
         """The tool definitions a runtime registers with its model: archive_expand,
-        archive_search and update_working_memory.
+        archive_search, tool_output_read and update_working_memory.
+        """
+
+    @_abc_1.abstractmethod
+    def GetToolOutput(
+        self,
+        request: _working_memory_service_pb2.GetToolOutputRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.GetToolOutputResponse, _abc.Awaitable[_working_memory_service_pb2.GetToolOutputResponse]]:
+        """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
+        its bytes, one page at a time: a page holds at most 1 MiB of content and at most
+        10,000 lines, so a response always fits the transport limit whatever was stored.
+        NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+        """
+
+    @_abc_1.abstractmethod
+    def SearchToolOutputs(
+        self,
+        request: _working_memory_service_pb2.SearchToolOutputsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.SearchToolOutputsResponse, _abc.Awaitable[_working_memory_service_pb2.SearchToolOutputsResponse]]:
+        """Literal, case-insensitive search over the session's stored tool outputs (whole, not
+        their synopses), one hit per matching line, in message order.
         """
 
 def add_WorkingMemoryServiceServicer_to_server(servicer: WorkingMemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -24,6 +24,7 @@ from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService, as_json, openai_shape, tool_definitions
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -40,8 +41,10 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         memory: WorkingMemoryService,
         archives: ArchiveService,
         context: ContextService,
+        tool_outputs: ToolOutputService,
         max_message_bytes: int,
     ) -> None:
+        self._tool_outputs = tool_outputs
         self._archives = archives
         self._context = context
         self._sessions = sessions
@@ -272,3 +275,43 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 definition.openai_json = as_json(openai_shape(tool))
             tools.append(definition)
         return api.GetToolDefinitionsResponse(tools=tools)
+
+    # --- tool outputs ----------------------------------------------------------------------
+    @unary
+    async def GetToolOutput(
+        self, request: api.GetToolOutputRequest, context: Context
+    ) -> api.GetToolOutputResponse:
+        which = request.WhichOneof("range") or "lines"
+        if which == "bytes":
+            start, count = request.bytes.offset, request.bytes.length
+        else:
+            start, count = request.lines.start, request.lines.count
+        page = await self._tool_outputs.read(
+            request.session_id, request.output_id, which, start, count, request.page_token
+        )
+        return api.GetToolOutputResponse(
+            output=wire.tool_output_out(page.output),
+            content=page.content,
+            start_line=page.start_line,
+            line_count=page.line_count,
+            start_byte=page.start_byte,
+            byte_count=page.byte_count,
+            next_page_token=page.next_page_token,
+        )
+
+    @unary
+    async def SearchToolOutputs(
+        self, request: api.SearchToolOutputsRequest, context: Context
+    ) -> api.SearchToolOutputsResponse:
+        hits, total = await self._tool_outputs.search(
+            request.session_id, request.query, request.output_id, request.max_hits
+        )
+        return api.SearchToolOutputsResponse(
+            hits=[
+                api.ToolOutputHit(
+                    output_id=h.output_id, message_id=h.message_id, line=h.line, snippet=h.snippet
+                )
+                for h in hits
+            ],
+            total_matches=total,
+        )

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble
+from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble, output_ids
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq
@@ -60,14 +60,7 @@ class ContextService:
         max_hits: int,
         all_sessions: bool,
     ) -> tuple[list[tuple[SearchMatch, str]], int]:
-        needle = query.strip()
-        if not needle:
-            raise invalid("query", "required", "REQUIRED")
-        if len(needle) > MAX_QUERY:
-            raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
-        if max_hits < 0:
-            raise invalid("max_hits", "must not be negative", "OUT_OF_RANGE")
-        limit = min(max_hits or DEFAULT_HITS, MAX_HITS)
+        needle, limit = search_terms(query, max_hits)
         sid = None if all_sessions else validation.session_id(session_id)
         seq = archive_seq(archive_id) if archive_id else None
         folded = needle.casefold()
@@ -126,13 +119,39 @@ class ContextService:
         return found, total
 
 
+def search_terms(query: str, max_hits: int) -> tuple[str, int]:
+    """The literal a search looks for and how many hits it returns; the same limits for
+    every literal search (archives, tool outputs)."""
+    needle = query.strip()
+    if not needle:
+        raise invalid("query", "required", "REQUIRED")
+    if len(needle) > MAX_QUERY:
+        raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
+    if max_hits < 0:
+        raise invalid("max_hits", "must not be negative", "OUT_OF_RANGE")
+    return needle, min(max_hits or DEFAULT_HITS, MAX_HITS)
+
+
+def centred(text: str, at: int, width: int) -> str:
+    """At most SNIPPET characters of ``text`` centred on the match at ``at`` of ``width``."""
+    if len(text) <= SNIPPET:
+        return text
+    start = max(0, min(at + width // 2 - SNIPPET // 2, len(text) - SNIPPET))
+    return text[start : start + SNIPPET]
+
+
 def _pointers(
     stored: Sequence[StoredMessage], spans: Sequence[tuple[int, int, int]]
 ) -> dict[str, str]:
-    """Where the model can read a message whole if assembly has to cut it: the archive it
-    is in (archive_expand); a live message is not readable by a tool yet, so it is named."""
+    """Where the model can read a message whole if assembly has to cut it: the stored tool
+    output its synopsis stands for (tool_output_read), else the archive it is in
+    (archive_expand); a live message is not readable by a tool, so it is named."""
     out: dict[str, str] = {}
     for item in stored:
+        ids = output_ids(item.message)
+        if ids:
+            out[item.message.id] = f'tool_output_read(output_id="{ids[0]}")'
+            continue
         for seq, first, last in spans:
             if first <= item.position <= last:
                 out[item.message.id] = f'archive_expand(archive_id="{archive_name(seq)}")'
@@ -144,12 +163,8 @@ def snippet(message: Message, folded: str) -> str:
     """At most 1,500 characters of the first chunk that matches, centred on the match."""
     for chunk in searchable_text(message):
         at = chunk.casefold().find(folded)
-        if at < 0:
-            continue
-        if len(chunk) <= SNIPPET:
-            return chunk
-        start = max(0, min(at + len(folded) // 2 - SNIPPET // 2, len(chunk) - SNIPPET))
-        return chunk[start : start + SNIPPET]
+        if at >= 0:
+            return centred(chunk, at, len(folded))
     return ""
 
 
@@ -202,8 +217,40 @@ ARCHIVE_SEARCH: dict[str, Any] = {
 }
 
 
+TOOL_OUTPUT_READ: dict[str, Any] = {
+    "name": "tool_output_read",
+    "description": (
+        "Read a tool output that was too large to show: the conversation has its synopsis, "
+        "headed [Tool output ID stored in full ...]. Give that id and the lines you need "
+        "(the synopsis numbers them, e.g. the error lines); without lines, the output is read "
+        "from its first line, as much as fits in one page."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "output_id": {
+                "type": "string",
+                "description": "The id the synopsis names, e.g. out.m42.1.",
+            },
+            "start_line": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Optional: the first line to read (from 1).",
+            },
+            "line_count": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Optional: how many lines to read.",
+            },
+        },
+        "required": ["output_id"],
+        "additionalProperties": False,
+    },
+}
+
+
 def tool_definitions() -> list[dict[str, Any]]:
-    return [ARCHIVE_EXPAND, ARCHIVE_SEARCH, dict(UPDATE_TOOL)]
+    return [ARCHIVE_EXPAND, ARCHIVE_SEARCH, TOOL_OUTPUT_READ, dict(UPDATE_TOOL)]
 
 
 def openai_shape(tool: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from wm_core import Message, pending_delta, rebuild_rule
+from wm_core import ExternalOutput, Message, externalize, pending_delta, rebuild_rule
 from wm_server.errors import AlreadyExists, session_not_found
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.transactions import retry_conflicts
@@ -44,10 +44,12 @@ class SessionService:
         *,
         make_id: Callable[[], str] = validation.new_message_id,
         on_deleted: Callable[[], None] = lambda: None,
+        tool_output_inline_chars: int = 20_000,
     ) -> None:
         self._db = database
         self._make_id = make_id
         self._on_deleted = on_deleted
+        self._inline_chars = tool_output_inline_chars
 
     @retry_conflicts
     async def create(
@@ -118,8 +120,17 @@ class SessionService:
         request_id: str,
         fingerprint: str = "",
     ) -> AddResult:
-        """Store a batch atomically; ids already stored are duplicates, not errors."""
+        """Store a batch atomically; ids already stored are duplicates, not errors. Tool
+        outputs over the inline threshold are stored whole and replaced by their synopses
+        before the transaction (it would hold the session's lock while they are read)."""
         name = validation.session_id(session_id)
+        named = [m if m.id else _with_id(m, self._make_id()) for m in messages]
+        taken: dict[str, tuple[ExternalOutput, ...]] = {}
+        if self._inline_chars:
+            for index, message in enumerate(named):
+                short, parts = externalize(message, self._inline_chars, f"out.{message.id}.")
+                if parts:
+                    named[index], taken[message.id] = short, parts
         req = idempotency.request(
             "AddMessages", name, validation.request_id(request_id), fingerprint
         )
@@ -140,25 +151,27 @@ class SessionService:
                     row = await locked_session(uow, name)
                 else:
                     created = True
-            given = [m.id for m in messages if m.id]
+            given = [m.id for m in messages if m.id]  # server-made ids are new by construction
             existing = await uow.messages.existing_ids(row.sid, given) if given else set()
             added: list[str] = []
             duplicates: list[str] = []
             fresh: list[tuple[int, Message]] = []
             position = row.next_position
-            for message in messages:
-                mid = message.id or self._make_id()
-                if mid in existing:
-                    duplicates.append(mid)
+            for message in named:
+                if message.id in existing:
+                    duplicates.append(message.id)
                     continue
-                existing.add(mid)
-                added.append(mid)
-                fresh.append((position, message if message.id else _with_id(message, mid)))
+                existing.add(message.id)
+                added.append(message.id)
+                fresh.append((position, message))
                 position += 1
             now = time.time()
             session = row.record
             if fresh:
                 await uow.messages.insert(row.sid, fresh, now)
+                outputs = [(p, m.id, o) for p, m in fresh for o in taken.get(m.id, ())]
+                if outputs:
+                    await uow.tool_outputs.insert(row.sid, outputs, now)
                 calls = {tid: pos for pos, m in fresh for tid in m.tool_use_ids()}
                 if calls:
                     await uow.tool_calls.upsert(row.sid, calls)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wm_core import Message
+from wm_core import ExternalOutput, Message
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.records import (
     CommitRecord,
@@ -21,6 +21,7 @@ from wm_server.storage.records import (
     SkipReason,
     StoredEvent,
     StoredMessage,
+    ToolOutputRecord,
     WorkingMemoryRecord,
 )
 
@@ -49,6 +50,10 @@ _COMMIT = (
 )
 _WM = "version, document, archive_seq, commit_id, estimated_tokens, create_time"
 _MESSAGE = "position, message_id, role, parts_json, tokens, create_time"
+_OUTPUT = (
+    "output_id, message_id, position, part_index, tool_use_id, kind, format, size_bytes,"
+    " line_count, synopsis, create_time"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +232,7 @@ class SessionRepository(_Repository):
 PURGE_ORDER: tuple[tuple[str, str], ...] = (
     ("messages", "position"),
     ("tool_calls", "tool_use_id"),
+    ("tool_outputs", "output_id"),
     ("commits", "commit_id"),
     ("archives", "seq"),
     ("working_memories", "version"),
@@ -323,6 +329,65 @@ class ToolCallRepository(_Repository):
             {"sid": sid, **values},
         )
         return {str(tid): int(pos) for tid, pos in rows}
+
+
+def _tool_output(row: Row) -> ToolOutputRecord:
+    oid, mid, pos, part, tool, kind, fmt, size, lines, synopsis, created, *content = row
+    return ToolOutputRecord(
+        str(oid), str(mid), int(pos), int(part), str(tool), str(kind), str(fmt), int(size),
+        int(lines), str(synopsis), float(created), str(content[0]) if content else "",
+    )  # fmt: skip
+
+
+class ToolOutputRepository(_Repository):
+    async def insert(
+        self, sid: int, outputs: Sequence[tuple[int, str, ExternalOutput]], now: float
+    ) -> None:
+        """Store (position, message id, output) triples whole."""
+        await self._conn.many(
+            "INSERT INTO tool_outputs (sid, output_id, position, part_index, message_id,"
+            " tool_use_id, kind, format, content, size_bytes, line_count, synopsis, create_time)"
+            " VALUES (:sid, :id, :position, :part, :message, :tool, :kind, :format, :content,"
+            " :size, :lines, :synopsis, :now)",
+            [
+                (sid, o.output_id, pos, o.part_index, mid, o.tool_use_id, o.kind.value,
+                 o.format.value, o.content, len(o.content.encode()), o.line_count, o.synopsis,
+                 now)
+                for pos, mid, o in outputs
+            ],
+        )  # fmt: skip
+
+    async def get(self, sid: int, output_id: str) -> ToolOutputRecord | None:
+        """The output with its content."""
+        row = await self._conn.one(
+            f"SELECT {_OUTPUT}, content FROM tool_outputs WHERE sid = :sid AND output_id = :id",
+            {"sid": sid, "id": output_id},
+        )
+        return _tool_output(row) if row else None
+
+    async def matching(
+        self,
+        sid: int,
+        needle: str | None,
+        only: str | None,
+        after: tuple[int, int],
+        limit: int,
+    ) -> list[ToolOutputRecord]:
+        """Up to ``limit`` outputs with their content after (position, part) ``after``, in
+        order; only those whose content contains the lowercase literal ``needle`` if given,
+        only the output ``only`` if given."""
+        where = ""
+        if needle:
+            where = " AND " + self._dialect.contains.format(column="content", param="needle")
+        rows = await self._conn.all(
+            f"SELECT {_OUTPUT}, content FROM tool_outputs WHERE sid = :sid"
+            " AND (position > :pos OR (position = :pos AND part_index > :part))"
+            f" AND (CAST(:only AS TEXT) IS NULL OR output_id = :only){where}"
+            " ORDER BY position, part_index LIMIT :limit",
+            {"sid": sid, "pos": after[0], "part": after[1], "only": only, "needle": needle,
+             "limit": limit},
+        )  # fmt: skip
+        return [_tool_output(r) for r in rows]
 
 
 class CommitRepository(_Repository):

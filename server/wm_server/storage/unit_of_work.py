@@ -19,6 +19,7 @@ from wm_server.storage.repositories import (
     RequestRepository,
     SessionRepository,
     ToolCallRepository,
+    ToolOutputRepository,
     WorkingMemoryRepository,
 )
 
@@ -34,6 +35,7 @@ class Repositories:
         self.sessions = SessionRepository(conn, dialect)
         self.messages = MessageRepository(conn, dialect)
         self.tool_calls = ToolCallRepository(conn, dialect)
+        self.tool_outputs = ToolOutputRepository(conn, dialect)
         self.commits = CommitRepository(conn, dialect)
         self.archives = ArchiveRepository(conn, dialect)
         self.events = EventRepository(conn, dialect)
@@ -55,6 +57,7 @@ class UnitOfWork:
         self.sessions = repositories.sessions
         self.messages = repositories.messages
         self.tool_calls = repositories.tool_calls
+        self.tool_outputs = repositories.tool_outputs
         self.commits = repositories.commits
         self.archives = repositories.archives
         self.events = repositories.events

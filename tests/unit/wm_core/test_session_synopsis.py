@@ -68,6 +68,7 @@ def test_each_format_is_recognized() -> None:
     assert detect_format(CODE_DUMP) is OutputFormat.CODE
     assert detect_format(LOG_DUMP) is OutputFormat.LOG
     assert detect_format("just some prose, nothing more\n" * 900) is OutputFormat.TEXT
+    assert detect_format("".join(f"step {n}: ok\n" for n in range(900))) is OutputFormat.TEXT
     prose = "".join(f"Line {n} of the report{', with a clause' * (n % 3)}.\n" for n in range(900))
     assert detect_format(prose) is OutputFormat.TEXT
     assert detect_format("{not json" + "x" * 30_000) is OutputFormat.TEXT
@@ -145,12 +146,13 @@ def test_externalize_replaces_large_results_and_inputs_only() -> None:
         ToolResultPart("t3", "small"),
         role=Role.ASSISTANT,
     )
-    replaced, taken = externalize(message, 20_000, "out_7")
+    replaced, taken = externalize(message, 20_000, "out_7_")
     assert [(t.output_id, t.part_index, t.tool_use_id, t.kind) for t in taken] == [
         ("out_7_1", 1, "t1", OutputKind.INPUT),
         ("out_7_2", 2, "t2", OutputKind.RESULT),
     ]
     assert taken[0].content == big_input and taken[1].content == LOG_DUMP
+    assert taken[1].synopsis == replaced.parts[2].content  # type: ignore[union-attr]
     assert taken[1].format is OutputFormat.LOG and taken[1].line_count == line_count(LOG_DUMP)
     assert replaced.parts[0] == message.parts[0] and replaced.parts[3] == message.parts[3]
     use = replaced.parts[1]
