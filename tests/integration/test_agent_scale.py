@@ -51,10 +51,24 @@ def provider() -> ProgrammableProvider:
 
 
 @pytest.fixture
+def server_settings() -> dict[str, object]:
+    """Settings of the test's server (a test overrides it with parametrize)."""
+    return {}
+
+
+# The cut path of assembly, with externalization off: the output stays in the message.
+INLINE = pytest.mark.parametrize("server_settings", [{"tool_output_inline_chars": 0}])
+
+
+@pytest.fixture
 async def stub(
-    engine: str, request: pytest.FixtureRequest, tmp_path: Path, provider: ProgrammableProvider
+    engine: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    provider: ProgrammableProvider,
+    server_settings: dict[str, object],
 ) -> AsyncIterator[Stub]:
-    app = await _server(engine, request, tmp_path, provider)
+    app = await _server(engine, request, tmp_path, provider, **server_settings)
     try:
         async with grpc.aio.insecure_channel(app.address) as channel:
             yield service_grpc.WorkingMemoryServiceStub(channel)
@@ -85,6 +99,7 @@ def _blocks(reply: api.AssembleContextResponse) -> list[str]:
     return out
 
 
+@INLINE
 async def test_a_100k_token_tool_result_keeps_the_question_and_the_call(stub: Stub) -> None:
     """The issue's reproduction: at a 64,000-token budget the context used to be the
     omitted note and "Here it is"."""
@@ -113,6 +128,7 @@ async def test_a_100k_token_tool_result_keeps_the_question_and_the_call(stub: St
     assert len(reply.cut_parts) == 1 and reply.cut_parts[0].startswith("message r1 part 0: ")
 
 
+@INLINE
 async def test_a_cut_message_says_where_its_whole_text_is(
     stub: Stub, provider: ProgrammableProvider
 ) -> None:
@@ -206,3 +222,127 @@ async def test_escaped_characters_that_are_real_stay_accepted(stub: Stub) -> Non
     )
     call = json.loads(reply.anthropic_messages_json)[1]["content"][0]
     assert call["input"]["emoji"] == "😀"
+
+
+# --- the tool-output store (point 1) ------------------------------------------------------------
+
+CI_LOG = (
+    "".join(f"tests/test_{n:04d}.py::test_case PASSED [{n % 100:3d}%]\n" for n in range(9000))
+    + "tests/test_ledger.py::test_balance FAILED\nE   AssertionError: 10 != 12\n"
+)  # ~100,000 tokens
+
+
+async def _ingest_big_turn(stub: Stub, session: str) -> api.AddMessagesResponse:
+    return await stub.AddMessages(
+        api.AddMessagesRequest(
+            session_id=session, messages=_agent_turn(CI_LOG), create_session_if_missing=True
+        )
+    )
+
+
+async def test_a_huge_tool_result_is_stored_whole_and_the_session_sees_its_synopsis(
+    stub: Stub,
+) -> None:
+    added = await _ingest_big_turn(stub, "store")
+    session = await stub.GetSession(api.GetSessionRequest(session_id="store"))
+    assert session.live_tokens < 3000 and added.pending_tokens == session.pending_tokens
+    reply = await stub.AssembleContext(
+        api.AssembleContextRequest(session_id="store", token_budget=64_000)
+    )
+    assert [m.role for m in reply.messages][:1] == [pb.ROLE_USER] and not reply.cut_parts
+    blocks = _blocks(reply)
+    assert blocks[0] == QUESTION and blocks[-1] == "Here it is" and "tool_use:toolu_1" in blocks
+    synopsis = blocks[2]
+    assert synopsis.startswith("[Tool output out.r1.0 stored in full, not shown here:")
+    assert f"{len(CI_LOG.encode()):,} bytes" in synopsis and "9,002 lines" in synopsis
+    assert "L9001: tests/test_ledger.py::test_balance FAILED" in synopsis
+    assert "L9002: E   AssertionError: 10 != 12" in synopsis
+    (result_message,) = [m for m in reply.messages if m.tool_output_ids]
+    assert list(result_message.tool_output_ids) == ["out.r1.0"]
+    # Read whole, page by page, and by lines around the failure.
+    first = await stub.GetToolOutput(
+        api.GetToolOutputRequest(session_id="store", output_id="out.r1.0")
+    )
+    assert first.output.kind == pb.TOOL_OUTPUT_KIND_RESULT and first.output.format == "text"
+    assert first.output.line_count == 9002 and first.output.synopsis == synopsis
+    assert first.content == CI_LOG and not first.next_page_token  # < 1 MiB: one page
+    near = await stub.GetToolOutput(
+        api.GetToolOutputRequest(
+            session_id="store", output_id="out.r1.0", lines=api.LineRange(start=9001, count=5)
+        )
+    )
+    assert near.content.splitlines() == CI_LOG.splitlines()[9000:]
+    assert near.start_line == 9001 and near.line_count == 2
+    found = await stub.SearchToolOutputs(
+        api.SearchToolOutputsRequest(session_id="store", query="assertionerror")
+    )
+    assert found.total_matches == 1
+    assert [(h.output_id, h.message_id, h.line) for h in found.hits] == [("out.r1.0", "r1", 9002)]
+    assert found.hits[0].snippet == "E   AssertionError: 10 != 12"
+
+
+async def test_tool_outputs_are_archived_with_their_ids_and_deleted_with_the_session(
+    stub: Stub,
+) -> None:
+    await _ingest_big_turn(stub, "gone")
+    events = [e async for e in stub.Compact(api.CompactRequest(session_id="gone"), timeout=30)]
+    assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
+    archive = await stub.GetArchive(
+        api.GetArchiveRequest(session_id="gone", archive_id="archive_001")
+    )
+    assert [list(m.tool_output_ids) for m in archive.messages] == [[], [], ["out.r1.0"], []]
+    read = api.GetToolOutputRequest(session_id="gone", output_id="out.r1.0")
+    assert (await stub.GetToolOutput(read)).content == CI_LOG  # archived, still readable
+    await stub.DeleteSession(api.DeleteSessionRequest(session_id="gone"))
+    await _ingest_big_turn(stub, "gone")  # the same name again: a new session, new outputs
+    await stub.DeleteSession(api.DeleteSessionRequest(session_id="gone"))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.GetToolOutput(read)
+    assert caught.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+async def test_unknown_outputs_and_bad_ranges_are_clear_errors(stub: Stub) -> None:
+    await _ingest_big_turn(stub, "errs")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.GetToolOutput(api.GetToolOutputRequest(session_id="errs", output_id="out.x.0"))
+    assert caught.value.code() is grpc.StatusCode.NOT_FOUND
+    assert details(caught.value)[0].reason == "TOOL_OUTPUT_NOT_FOUND"
+    bad = api.GetToolOutputRequest(
+        session_id="errs", output_id="out.r1.0", bytes=api.ByteRange(offset=-1)
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.GetToolOutput(bad)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert details(caught.value)[1] == ["bytes"]
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.SearchToolOutputs(api.SearchToolOutputsRequest(session_id="errs", query=" "))
+    assert details(caught.value)[1] == ["query"]
+
+
+@pytest.mark.parametrize("server_settings", [{"max_message_bytes": 24 * 1024 * 1024}])
+async def test_an_output_larger_than_the_transport_limit_reads_in_pages(stub: Stub) -> None:
+    """20 MiB stored (the server's send limit is 16 MiB): every page fits, and they add up."""
+    line = "x" * 99 + "\n"
+    huge = line * (20 * 1024 * 1024 // 100)
+    message = b.tool_result("toolu_h", huge, message_id="h1")
+    await stub.AddMessages(
+        api.AddMessagesRequest(
+            session_id="huge", messages=[message], create_session_if_missing=True
+        )
+    )
+    total = 0
+    token = ""
+    pages = 0
+    while True:
+        page = await stub.GetToolOutput(
+            api.GetToolOutputRequest(
+                session_id="huge", output_id="out.h1.0", bytes=api.ByteRange(), page_token=token
+            )
+        )
+        assert page.start_byte == total and page.byte_count <= 1024 * 1024
+        total += page.byte_count
+        pages += 1
+        token = page.next_page_token
+        if not token:
+            break
+    assert total == len(huge) and pages == 20
