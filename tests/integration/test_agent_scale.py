@@ -61,19 +61,29 @@ INLINE = pytest.mark.parametrize("server_settings", [{"tool_output_inline_chars"
 
 
 @pytest.fixture
-async def stub(
+async def app(
     engine: str,
     request: pytest.FixtureRequest,
     tmp_path: Path,
     provider: ProgrammableProvider,
     server_settings: dict[str, object],
-) -> AsyncIterator[Stub]:
-    app = await _server(engine, request, tmp_path, provider, **server_settings)
+) -> AsyncIterator[Application]:
+    application = await _server(engine, request, tmp_path, provider, **server_settings)
     try:
-        async with grpc.aio.insecure_channel(app.address) as channel:
-            yield service_grpc.WorkingMemoryServiceStub(channel)
+        yield application
     finally:
-        await app.stop(grace=0.5)
+        await application.stop(grace=0.5)
+
+
+@pytest.fixture
+def app_address(app: Application) -> str:
+    return app.address
+
+
+@pytest.fixture
+async def stub(app: Application) -> AsyncIterator[Stub]:
+    async with grpc.aio.insecure_channel(app.address) as channel:
+        yield service_grpc.WorkingMemoryServiceStub(channel)
 
 
 def _agent_turn(output: str) -> list[pb.Message]:
@@ -346,3 +356,82 @@ async def test_an_output_larger_than_the_transport_limit_reads_in_pages(stub: St
         if not token:
             break
     assert total == len(huge) and pages == 20
+
+
+# --- reads that always fit (point 4) ------------------------------------------------------------
+
+CONTRACT_LIMIT = 16 * 1024 * 1024  # no response exceeds it
+
+
+async def _fill(stub: Stub, session: str, megabytes: int) -> list[str]:
+    """``megabytes`` of plain text (never externalized), in messages of 0.9 MB."""
+    ids: list[str] = []
+    for batch in range(0, megabytes, 3):
+        messages = []
+        for n in range(batch, min(batch + 3, megabytes)):
+            role = pb.ROLE_USER if n % 2 == 0 else pb.ROLE_ASSISTANT
+            messages.append(b.text(role, f"part {n} " + "w" * 900_000, f"big{n}"))
+            ids.append(f"big{n}")
+        await stub.AddMessages(
+            api.AddMessagesRequest(
+                session_id=session, messages=messages, create_session_if_missing=True
+            )
+        )
+    return ids
+
+
+async def test_an_archive_larger_than_the_transport_limit_reads_in_pages(
+    stub: Stub, app_address: str
+) -> None:
+    ids = await _fill(stub, "huge-archive", 20)  # 18 MB
+    events = [
+        e async for e in stub.Compact(api.CompactRequest(session_id="huge-archive"), timeout=60)
+    ]
+    assert events[0].phase1.archived_message_count == 20
+    options = [("grpc.max_receive_message_length", CONTRACT_LIMIT)]
+    async with grpc.aio.insecure_channel(app_address, options=options) as channel:
+        small = service_grpc.WorkingMemoryServiceStub(channel)
+        seen: list[str] = []
+        token = ""
+        while True:
+            page = await small.GetArchive(
+                api.GetArchiveRequest(
+                    session_id="huge-archive", archive_id="archive_001", page_token=token
+                )
+            )
+            assert page.ByteSize() <= CONTRACT_LIMIT and page.message_count == 20
+            assert page.messages_start_position == len(seen) + 1
+            seen.extend(m.id for m in page.messages)
+            token = page.next_messages_page_token
+            if not token:
+                break
+        assert seen == ids
+        two = await small.GetArchive(
+            api.GetArchiveRequest(session_id="huge-archive", archive_id="archive_001", page_size=2)
+        )
+        assert [m.id for m in two.messages] == ids[:2] and two.messages[1].position == 2
+
+
+async def test_a_ten_million_token_budget_still_fits_in_one_response(
+    stub: Stub, app_address: str
+) -> None:
+    await _fill(stub, "huge-live", 20)
+    options = [("grpc.max_receive_message_length", CONTRACT_LIMIT)]
+    async with grpc.aio.insecure_channel(app_address, options=options) as channel:
+        small = service_grpc.WorkingMemoryServiceStub(channel)
+        for with_json in (False, True):
+            reply = await small.AssembleContext(
+                api.AssembleContextRequest(
+                    session_id="huge-live",
+                    token_budget=10_000_000,
+                    include_anthropic_json=with_json,
+                )
+            )
+            assert reply.ByteSize() <= CONTRACT_LIMIT
+            assert 0 < reply.effective_token_budget < 10_000_000
+            assert reply.included_message_count > 3 and reply.dropped_message_count > 0
+            assert reply.messages[-1].parts[0].text.startswith("part 19 ")  # the newest stays
+    small_budget = await stub.AssembleContext(
+        api.AssembleContextRequest(session_id="huge-live", token_budget=100_000)
+    )
+    assert small_budget.effective_token_budget == 100_000

@@ -138,8 +138,9 @@ async def test_phase1_keeps_tool_pairs_together_and_numbers_archives(services: S
     first, created = await services.commits.phase1("s", 2, None)
     assert created and first.archive_id == "archive_001" and first.last_sequence == 1
     assert (first.archived_message_count, first.kept_message_count) == (1, 3)
-    _, messages, wm = await services.archives.get("s", "archive_001")
-    assert [m.id for m in messages] == ["u"] and wm is None
+    _, page, wm = await services.archives.get("s", "archive_001")
+    assert [m.message.id for m in page.messages] == ["u"] and wm is None
+    assert not page.next_page_token
     second, _ = await services.commits.phase1("s", 0, None)
     assert second.archive_id == "archive_002" and second.archived_message_count == 3
     skipped, _ = await services.commits.phase1("s", 0, None)
@@ -296,7 +297,8 @@ async def test_assembly_reads_what_the_wm_does_not_cover(services: Services) -> 
     await services.jobs.complete(job, 0, _completion("# Working Memory\n", (1,)))
     await _add(services, "s", _text(5, "c"))
     await services.commits.phase1("s", 1, None)
-    result, wm, uncovered = await services.context.assemble("s", 100_000, "")
+    result, wm, uncovered, budget = await services.context.assemble("s", 100_000, "")
+    assert budget == 100_000
     assert wm is not None and wm.version == 1 and uncovered == [2]
     assert result.included_source_messages == 2  # b (archive 2, uncovered) and c (live)
     live = await services.sessions.live_messages("s")
@@ -593,3 +595,43 @@ async def test_tool_outputs_are_searched_whole_and_go_with_their_session(
     assert await services.maintenance.purge_deleted() > 10
     async with services.database.reader() as uow:
         assert await uow.tool_outputs.get(sid, "out.r0.0") is None
+
+
+async def test_an_archive_is_read_in_pages_of_bounded_count_and_size(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wm_server.services import archives
+
+    await _add(services, "s", *[_text(100, f"m{i}") for i in range(450)])  # 400 bytes each
+    await services.commits.phase1("s", 0, None)
+    ids: list[str] = []
+    token = ""
+    while True:
+        _, page, _ = await services.archives.get("s", "archive_001", 0, token)
+        assert len(page.messages) == 450 or token  # no count limit by default: one page
+        ids.extend(m.message.id for m in page.messages)
+        token = page.next_page_token
+        if not token:
+            break
+    assert ids == [f"m{i}" for i in range(450)]
+    monkeypatch.setattr(archives, "PAGE_BYTES", 10_000)  # 20 messages of 480 bytes
+    sizes: list[int] = []
+    positions: list[int] = []
+    token = ""
+    while True:
+        _, page, _ = await services.archives.get("s", "archive_001", 30, token)
+        sizes.append(len(page.messages))
+        positions.append(page.messages[0].position)
+        token = page.next_page_token
+        if not token:
+            break
+    assert sizes == [20] * 22 + [10] and positions == list(range(1, 451, 20))
+    _, page, _ = await services.archives.get("s", "archive_001", 7, "")
+    assert len(page.messages) == 7
+    with pytest.raises(InvalidArgument):
+        await services.archives.get("s", "archive_001", -1, "")
+    _, other, _ = await services.archives.get("s", "archive_001", 1, "")
+    await _add(services, "s", _text(1, "late"))
+    await services.commits.phase1("s", 0, None)
+    with pytest.raises(InvalidArgument):  # a token of archive 1 does not read archive 2
+        await services.archives.get("s", "archive_002", 0, other.next_page_token)

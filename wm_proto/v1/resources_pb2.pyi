@@ -1259,6 +1259,8 @@ class Archive(_message.Message):
     TOKEN_USAGE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     COVERED_BY_ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    NEXT_MESSAGES_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    MESSAGES_START_POSITION_FIELD_NUMBER: _builtins.int
     archive_id: _builtins.str
     """archive_001, archive_002, ... (zero-padded to 3 digits, growing beyond)."""
     session_id: _builtins.str
@@ -1275,9 +1277,15 @@ class Archive(_message.Message):
     """Estimated tokens of those messages."""
     covered_by_archive_id: _builtins.str
     """For a failed archive: the later archive whose working memory covered its messages."""
+    next_messages_page_token: _builtins.str
+    """GetArchive only: the page_token of the next page of messages; empty on the last page."""
+    messages_start_position: _builtins.int
+    """Position (in the session) of the first message of this page; 0 when it has none."""
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
-        """The archived messages, in order (GetArchive only; empty in lists)."""
+        """The archived messages, in order (GetArchive only; empty in lists): one page of them,
+        see next_messages_page_token.
+        """
 
     @_builtins.property
     def working_memory(self) -> Global___WorkingMemory:
@@ -1316,10 +1324,12 @@ class Archive(_message.Message):
         token_usage: Global___TokenUsage | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         covered_by_archive_id: _builtins.str = ...,
+        next_messages_page_token: _builtins.str = ...,
+        messages_start_position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "error", b"error", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "archive_id", b"archive_id", "commit_id", b"commit_id", "covered_by_archive_id", b"covered_by_archive_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "estimated_tokens", b"estimated_tokens", "message_count", b"message_count", "messages", b"messages", "session_id", b"session_id", "state", b"state", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "archive_id", b"archive_id", "commit_id", b"commit_id", "covered_by_archive_id", b"covered_by_archive_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "estimated_tokens", b"estimated_tokens", "message_count", b"message_count", "messages", b"messages", "messages_start_position", b"messages_start_position", "next_messages_page_token", b"next_messages_page_token", "session_id", b"session_id", "state", b"state", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -624,6 +624,7 @@ class AssembleContextResponse(_message.Message):
     INCLUDED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     DROPPED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     CUT_PARTS_FIELD_NUMBER: _builtins.int
+    EFFECTIVE_TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
     """Text to add to the system prompt: how to read the summary and recall archives."""
     anthropic_messages_json: _builtins.str
@@ -641,6 +642,11 @@ class AssembleContextResponse(_message.Message):
     dropped_message_count: _builtins.int
     """Source messages dropped, oldest first, to fit the budget. The newest user request and
     the latest assistant step are never dropped while cutting can make them fit.
+    """
+    effective_token_budget: _builtins.int
+    """The budget the context was built for: token_budget, or less when the context built
+    for token_budget would not fit in one response (at most 12 MiB of content, the
+    Anthropic JSON included).
     """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
@@ -675,10 +681,11 @@ class AssembleContextResponse(_message.Message):
         included_message_count: _builtins.int = ...,
         dropped_message_count: _builtins.int = ...,
         cut_parts: _abc.Iterable[_builtins.str] | None = ...,
+        effective_token_budget: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "messages", b"messages", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "messages", b"messages", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -750,19 +757,29 @@ class GetArchiveRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     archive_id: _builtins.str
     """The archive, e.g. archive_002."""
+    page_size: _builtins.int
+    """At most this many messages: 0 means as many as fit in the page's 8 MiB, the maximum is
+    1000 (larger values are lowered to it); negative is INVALID_ARGUMENT.
+    """
+    page_token: _builtins.str
+    """The next_messages_page_token of a previous call; empty for the first page."""
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         archive_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -31,6 +31,10 @@ class WorkingMemoryServiceStub:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
 
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
+
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
     another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
@@ -160,6 +164,10 @@ class WorkingMemoryServiceStub:
 class WorkingMemoryServiceServicer:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
+
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
@@ -298,7 +306,11 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetArchive(self, request, context):
-        """Returns one archive with its raw messages (expand), in any state.
+        """Returns one archive with its raw messages (expand), in any state, a page at a time: a
+        page holds at most page_size messages and at most 8 MiB of message content (a single
+        larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
+        page), so the response fits the 16 MiB limit whatever was archived. Follow
+        Archive.next_messages_page_token for the rest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -451,6 +463,10 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
 class WorkingMemoryService:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
+
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of

@@ -34,6 +34,10 @@ class WorkingMemoryServiceStub:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
 
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
+
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
     another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
@@ -107,7 +111,12 @@ class WorkingMemoryServiceStub:
     ListArchives: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]
     """Lists a session's archives, oldest first, paginated, without their messages."""
     GetArchive: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetArchiveRequest, _resources_pb2.Archive]
-    """Returns one archive with its raw messages (expand), in any state."""
+    """Returns one archive with its raw messages (expand), in any state, a page at a time: a
+    page holds at most page_size messages and at most 8 MiB of message content (a single
+    larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
+    page), so the response fits the 16 MiB limit whatever was archived. Follow
+    Archive.next_messages_page_token for the rest.
+    """
     SearchArchives: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchArchivesRequest, _working_memory_service_pb2.SearchArchivesResponse]
     """Literal, case-insensitive search over archived message content."""
     GetToolDefinitions: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]
@@ -129,6 +138,10 @@ class WorkingMemoryServiceStub:
 class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
+
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
@@ -200,7 +213,12 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     ListArchives: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]  # type: ignore[assignment]
     """Lists a session's archives, oldest first, paginated, without their messages."""
     GetArchive: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetArchiveRequest, _resources_pb2.Archive]  # type: ignore[assignment]
-    """Returns one archive with its raw messages (expand), in any state."""
+    """Returns one archive with its raw messages (expand), in any state, a page at a time: a
+    page holds at most page_size messages and at most 8 MiB of message content (a single
+    larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
+    page), so the response fits the 16 MiB limit whatever was archived. Follow
+    Archive.next_messages_page_token for the rest.
+    """
     SearchArchives: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchArchivesRequest, _working_memory_service_pb2.SearchArchivesResponse]  # type: ignore[assignment]
     """Literal, case-insensitive search over archived message content."""
     GetToolDefinitions: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]  # type: ignore[assignment]
@@ -221,6 +239,10 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
 class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
+
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
@@ -386,7 +408,12 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _working_memory_service_pb2.GetArchiveRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Archive, _abc.Awaitable[_resources_pb2.Archive]]:
-        """Returns one archive with its raw messages (expand), in any state."""
+        """Returns one archive with its raw messages (expand), in any state, a page at a time: a
+        page holds at most page_size messages and at most 8 MiB of message content (a single
+        larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
+        page), so the response fits the 16 MiB limit whatever was archived. Follow
+        Archive.next_messages_page_token for the rest.
+        """
 
     @_abc_1.abstractmethod
     def SearchArchives(

@@ -201,9 +201,15 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
 
     @unary
     async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
-        record, messages, wm = await self._archives.get(request.session_id, request.archive_id)
+        record, page, wm = await self._archives.get(
+            request.session_id, request.archive_id, request.page_size, request.page_token
+        )
         archive = wire.archive_out(record)
-        archive.messages.extend(wire.message_out(m) for m in messages)
+        archive.messages.extend(
+            wire.message_out(m.message, m.position, m.create_time) for m in page.messages
+        )
+        archive.next_messages_page_token = page.next_page_token
+        archive.messages_start_position = page.messages[0].position if page.messages else 0
         if wm is not None:
             archive.working_memory.CopyFrom(wire.working_memory_out(wm))
         return archive
@@ -238,8 +244,11 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def AssembleContext(
         self, request: api.AssembleContextRequest, context: Context
     ) -> api.AssembleContextResponse:
-        result, wm, uncovered = await self._context.assemble(
-            request.session_id, request.token_budget, request.system_prompt
+        result, wm, uncovered, budget = await self._context.assemble(
+            request.session_id,
+            request.token_budget,
+            request.system_prompt,
+            request.include_anthropic_json,
         )
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
@@ -256,6 +265,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             included_message_count=result.included_source_messages,
             dropped_message_count=result.dropped_source_messages,
             cut_parts=result.cut_parts,
+            effective_token_budget=budget,
         )
 
     @unary

@@ -9,7 +9,7 @@ from typing import Any
 from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble, output_ids
 from wm_server.errors import invalid
 from wm_server.services import validation
-from wm_server.services.archives import archive_seq
+from wm_server.services.archives import archive_seq, message_bytes
 from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database
@@ -27,6 +27,9 @@ DEFAULT_HITS = 12
 MAX_HITS = 50
 SNIPPET = 1500
 MAX_QUERY = 1000
+# An assembled context's content in one response, at most (the limit of any response is 16
+# MiB; the rest is framing).
+MAX_CONTEXT_BYTES = 12 * 1024 * 1024
 _JSON_ESCAPED = {'"', "\\"}
 
 
@@ -35,22 +38,30 @@ class ContextService:
         self._db = database
 
     async def assemble(
-        self, session_id: str, token_budget: int, system_prompt: str
-    ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int]]:
+        self, session_id: str, token_budget: int, system_prompt: str, with_json: bool = False
+    ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int], int]:
+        """The context, the WM it includes, the uncovered archives and the budget used: the
+        asked one, or less when that context would not fit in one response (a 10M-token
+        budget is 40 MB of text; the limit is MAX_CONTEXT_BYTES, doubled by the JSON copy)."""
         sid = validation.session_id(session_id)
         if not 1 <= token_budget <= MAX_BUDGET:
             raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
         if len(system_prompt.encode()) > MAX_SYSTEM_PROMPT:
             raise invalid("system_prompt", "at most 1 MiB", "TOO_LARGE")
         wm, stored, uncovered, spans = await self._uncovered(sid)
-        result = assemble(
-            token_budget,
-            system_prompt,
-            wm.document if wm else None,
-            [s.message for s in stored],
-            _pointers(stored, spans),
-        )
-        return result, wm if result.working_memory_included else None, uncovered
+        messages = [s.message for s in stored]
+        pointers = _pointers(stored, spans)
+        budget = token_budget
+        while True:
+            result = assemble(
+                budget, system_prompt, wm.document if wm else None, messages, pointers
+            )
+            size = sum(message_bytes(m) for m in result.messages) * (2 if with_json else 1)
+            size += len(result.system_prompt_addition.encode())
+            if size <= MAX_CONTEXT_BYTES or budget <= 1:
+                break
+            budget = max(1, min(budget - 1, int(budget * MAX_CONTEXT_BYTES / size * 0.95)))
+        return result, wm if result.working_memory_included else None, uncovered, budget
 
     async def search(
         self,

@@ -278,12 +278,16 @@ class MessageRepository(_Repository):
         )
         return [int(t) for (t,) in rows]
 
-    async def between(self, sid: int, first: int, last: int | None) -> list[StoredMessage]:
+    async def between(
+        self, sid: int, first: int, last: int | None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Messages at positions first..last (None: to the end), the first ``limit`` if given."""
         rows = await self._conn.all(
             f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid"
-            " AND position BETWEEN :first AND :last ORDER BY position",
-            {"sid": sid, "first": first, "last": _LAST if last is None else last},
-        )
+            " AND position BETWEEN :first AND :last ORDER BY position LIMIT :limit",
+            {"sid": sid, "first": first, "last": _LAST if last is None else last,
+             "limit": _LAST if limit is None else limit},
+        )  # fmt: skip
         return [_stored_message(r) for r in rows]
 
     async def results_between(
