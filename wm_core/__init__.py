@@ -36,7 +36,8 @@ Conversation
     :class:`ToolResultPart`) by :class:`Role`; :func:`is_request` (where a turn starts).
 Session rules
     :func:`pending_delta` and :func:`rebuild_rule` (the window), :func:`split_boundary`
-    (:class:`SplitRow`, :class:`NeedRows`; the commit split), :func:`assemble`
+    (:class:`SplitRow`, :class:`NeedRows`; the commit split), :func:`turn_start` and
+    :func:`turn_aligned` (a split that keeps whole turns), :func:`assemble`
     (:class:`AssembledContext`, :func:`plan_budget` → :class:`Budget`,
     :func:`trim_working_memory`, :func:`cut_text`, :func:`anthropic_json`),
     :func:`abstract_of`.
@@ -113,6 +114,8 @@ from wm_core._session import (
     split_boundary,
     synopsis,
     trim_working_memory,
+    turn_aligned,
+    turn_start,
 )
 from wm_core._tokens.estimate import estimate_tokens
 from wm_core._tokens.reminders import section_reminders
@@ -182,6 +185,8 @@ __all__ = [
     "split_boundary",
     "synopsis",
     "trim_working_memory",
+    "turn_aligned",
+    "turn_start",
     "validate_create_arguments",
     "validate_update_arguments",
 ]

@@ -635,3 +635,32 @@ async def test_an_archive_is_read_in_pages_of_bounded_count_and_size(
     await services.commits.phase1("s", 0, None)
     with pytest.raises(InvalidArgument):  # a token of archive 1 does not read archive 2
         await services.archives.get("s", "archive_002", 0, other.next_page_token)
+
+
+async def test_a_commit_keeping_turns_splits_on_a_turn_boundary(services: Services) -> None:
+    def call(mid: str, tid: str) -> Message:
+        return Message(mid, Role.ASSISTANT, (ToolUsePart(tid, "bash", "{}"),), 1)
+
+    def result(mid: str, tid: str) -> Message:  # a user message, but not a request
+        return Message(mid, Role.USER, (ToolResultPart(tid, "ok"),), 1)
+
+    conversation = [
+        _text(1, "q1"), call("a1", "t1"), result("r1", "t1"), Message("s1", Role.ASSISTANT, (TextPart("done"),), 1),
+        _text(1, "q2"), call("a2", "t2"), result("r2", "t2"), call("a3", "t3"), result("r3", "t3"),
+        _text(1, "q3"), Message("s3", Role.ASSISTANT, (TextPart("sure"),), 1),
+    ]  # fmt: skip
+    await _add(services, "s", *conversation)
+    record, _ = await services.commits.phase1("s", 0, None, turns=2)
+    assert (record.archived_message_count, record.kept_message_count) == (4, 7)  # q2 on
+    assert record.keep_recent_count == 7 and (await services.sessions.get("s")).pending_tokens == 0
+    # A kept tool result whose call is in an older turn pulls that whole turn in.
+    await _add(
+        services, "t", _text(1, "p1"), call("b1", "u1"), _text(1, "p2"), result("b2", "u1"),
+        Message("b3", Role.ASSISTANT, (TextPart("both done"),), 1),
+    )  # fmt: skip
+    skipped, _ = await services.commits.phase1("t", 0, None, turns=1)
+    assert skipped.state is CommitState.SKIPPED  # p2's turn holds u1's result: keep p1 on
+    record, _ = await services.commits.phase1("t", 0, None, turns=5)
+    assert record.state is CommitState.SKIPPED  # fewer turns than asked: everything stays
+    with pytest.raises(InvalidArgument):
+        await services.commits.commit("s", 2, "", keep_recent_turns=1)

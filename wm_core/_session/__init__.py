@@ -19,7 +19,7 @@ from wm_core._session.assembly import (
     plan_budget,
     trim_working_memory,
 )
-from wm_core._session.split import NeedRows, SplitRow, split_boundary
+from wm_core._session.split import NeedRows, SplitRow, split_boundary, turn_aligned, turn_start
 from wm_core._session.synopsis import (
     SYNOPSIS_MAX_CHARS,
     ExternalOutput,
@@ -57,4 +57,6 @@ __all__ = [
     "split_boundary",
     "synopsis",
     "trim_working_memory",
+    "turn_aligned",
+    "turn_start",
 ]

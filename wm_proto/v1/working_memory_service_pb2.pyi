@@ -275,6 +275,7 @@ class CommitRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     KEEP_RECENT_COUNT_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    KEEP_RECENT_TURNS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     keep_recent_count: _builtins.int
@@ -287,16 +288,24 @@ class CommitRequest(_message.Message):
     outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
     A retry streams the same commit's events.
     """
+    keep_recent_turns: _builtins.int
+    """Keep the newest N turns instead (1-1000; 0: use keep_recent_count; both non-zero is
+    INVALID_ARGUMENT). A turn is a user request (a user message with text of its own, not
+    only tool results) with every assistant step and tool exchange that answers it; the
+    split lands on a turn boundary, moved earlier rather than separate a tool call from its
+    result. The session then remembers the number of messages kept as its keep window.
+    """
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         keep_recent_count: _builtins.int = ...,
         request_id: _builtins.str = ...,
+        keep_recent_turns: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep_recent_count", b"keep_recent_count", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep_recent_count", b"keep_recent_count", "keep_recent_turns", b"keep_recent_turns", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

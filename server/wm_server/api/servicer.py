@@ -116,6 +116,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.keep_recent_count,
             request.request_id,
             convert.fingerprint(request),
+            request.keep_recent_turns,
         )
         async for payload in stream:
             yield pb.CommitEvent.FromString(payload)

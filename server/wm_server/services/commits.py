@@ -14,7 +14,15 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from wm_core import NeedRows, SplitRow, rebuild_rule, split_boundary
+from wm_core import (
+    NeedRows,
+    SplitRow,
+    is_request,
+    rebuild_rule,
+    split_boundary,
+    turn_aligned,
+    turn_start,
+)
 from wm_server.errors import FailedPrecondition, NotFound, Unavailable, invalid
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.event_bus import EventBus
@@ -93,6 +101,41 @@ async def kept_from(uow: UnitOfWork, sid: int, first: int, next_pos: int, keep: 
             calls.update({tid: found.get(tid) for tid in answer.calls})
 
 
+async def newest_requests(
+    uow: UnitOfWork, sid: int, first: int, before: int, count: int
+) -> list[int]:
+    """Positions of the newest ``count`` requests (``wm_core.is_request``) in [first, before),
+    newest first; fewer when there are fewer."""
+    found: list[int] = []
+    while len(found) < count and before > first:
+        batch = await uow.messages.user_texts_before(sid, first, before, max(count, 16))
+        found.extend(m.position for m in batch if is_request(m.message))
+        if len(batch) < max(count, 16):
+            break
+        before = batch[-1].position
+    return found[:count]
+
+
+async def kept_turns_from(uow: UnitOfWork, sid: int, first: int, next_pos: int, turns: int) -> int:
+    """The first position a commit keeping the newest ``turns`` turns keeps: the start of a
+    turn, moved earlier (to an earlier turn's start) when a kept tool result answers a call
+    made before it."""
+    start = turn_start(await newest_requests(uow, sid, first, next_pos, turns), turns, first)
+    while True:
+        boundary = await kept_from(uow, sid, first, next_pos, next_pos - start)
+        if boundary >= start:
+            return boundary
+        aligned = turn_aligned(
+            boundary, await newest_requests(uow, sid, first, boundary + 1, 1), first
+        )
+        if aligned == boundary:
+            return boundary
+        start = aligned
+
+
+MAX_KEEP_TURNS = 1000
+
+
 class CommitService:
     def __init__(
         self,
@@ -110,7 +153,12 @@ class CommitService:
         self._on_enqueued = on_enqueued
 
     async def commit(
-        self, session_id: str, keep_recent_count: int, request_id: str, fingerprint: str = ""
+        self,
+        session_id: str,
+        keep_recent_count: int,
+        request_id: str,
+        fingerprint: str = "",
+        keep_recent_turns: int = 0,
     ) -> tuple[CommitRecord, EventStream]:
         """Run Phase 1 now; return the commit and the stream of all its events."""
         sid = validation.session_id(session_id)
@@ -118,18 +166,34 @@ class CommitService:
             raise invalid(
                 "keep_recent_count", f"must be 0-{validation.MAX_KEEP_RECENT}", "OUT_OF_RANGE"
             )
+        if not 0 <= keep_recent_turns <= MAX_KEEP_TURNS:
+            raise invalid("keep_recent_turns", f"must be 0-{MAX_KEEP_TURNS}", "OUT_OF_RANGE")
+        if keep_recent_turns and keep_recent_count:
+            raise invalid(
+                "keep_recent_turns", "give keep_recent_count or keep_recent_turns, not both",
+                "CONFLICT",
+            )  # fmt: skip
         rid = validation.request_id(request_id)
-        record, created = await self.phase1(sid, keep_recent_count, rid, fingerprint)
+        record, created = await self.phase1(
+            sid, keep_recent_count, rid, fingerprint, turns=keep_recent_turns
+        )
         if created and not record.state.terminal:
             self._on_enqueued()
         return record, self.watch(sid, record.commit_id, 0)
 
     @retry_conflicts
     async def phase1(
-        self, session_id: str, keep: int, request_id: str | None, fingerprint: str = ""
+        self,
+        session_id: str,
+        keep: int,
+        request_id: str | None,
+        fingerprint: str = "",
+        *,
+        turns: int = 0,
     ) -> tuple[CommitRecord, bool]:
-        """Archive all but the newest ``keep`` messages (never splitting a tool call from its
-        result), remember keep, reset pending, enqueue Phase 2 and store the first event;
+        """Archive all but the newest ``keep`` messages, or with ``turns`` all but the newest
+        turns (never splitting a tool call from its result, nor a turn), remember how many
+        messages were kept, reset pending, enqueue Phase 2 and store the first event;
         (commit, False) when the request id matched an earlier commit."""
         req = idempotency.request("Commit", session_id, request_id, fingerprint)
         async with self._db.unit_of_work() as uow:
@@ -140,7 +204,11 @@ class CommitService:
             commit_id = validation.new_commit_id()
             first, next_pos = row.first_live, row.next_position
             total = next_pos - first
-            boundary = await kept_from(uow, row.sid, first, next_pos, keep)
+            if turns:
+                boundary = await kept_turns_from(uow, row.sid, first, next_pos, turns)
+                keep = next_pos - boundary  # the window of pending_tokens counts messages
+            else:
+                boundary = await kept_from(uow, row.sid, first, next_pos, keep)
             archived = boundary - first
             now = time.time()
             kept = await uow.messages.tokens_from(row.sid, boundary)

@@ -290,6 +290,21 @@ class MessageRepository(_Repository):
         )  # fmt: skip
         return [_stored_message(r) for r in rows]
 
+    async def user_texts_before(
+        self, sid: int, first: int, before: int, limit: int
+    ) -> list[StoredMessage]:
+        """Up to ``limit`` user messages with a text part at positions [first, before),
+        newest first: the candidates for the requests that start turns."""
+        text = self._dialect.contains.format(column="parts_json", param="text")
+        rows = await self._conn.all(
+            f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid AND position >= :first"
+            f" AND position < :before AND role = :user AND {text}"
+            " ORDER BY position DESC LIMIT :limit",
+            {"sid": sid, "first": first, "before": before, "user": "user", "text": '{"t":',
+             "limit": limit},
+        )  # fmt: skip
+        return [_stored_message(r) for r in rows]
+
     async def results_between(
         self, sid: int, first: int, stop: int
     ) -> list[tuple[int, tuple[str, ...]]]:
