@@ -39,7 +39,8 @@ Session rules
     (:class:`SplitRow`, :class:`NeedRows`; the commit split), :func:`turn_start` and
     :func:`turn_aligned` (a split that keeps whole turns), :func:`assemble`
     (:class:`AssembledContext`, :func:`plan_budget` → :class:`Budget`,
-    :func:`trim_working_memory`, :func:`cut_text`, :func:`anthropic_json`),
+    :func:`trim_working_memory`, :func:`cut_text`, :func:`anthropic_json`,
+    :func:`system_prompt_addition` naming only the registered :data:`RECALL_TOOLS`),
     :func:`abstract_of`.
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
@@ -91,6 +92,7 @@ from wm_core._ops.schema import (
 )
 from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 from wm_core._session import (
+    RECALL_TOOLS,
     SYNOPSIS_MAX_CHARS,
     AssembledContext,
     Budget,
@@ -128,6 +130,7 @@ __all__ = [
     "KEEP",
     "KEY_FACTS",
     "OPEN_ISSUES",
+    "RECALL_TOOLS",
     "SECTIONS",
     "SESSION_TITLE",
     "SYNOPSIS_MAX_CHARS",
@@ -184,6 +187,7 @@ __all__ = [
     "section_reminders",
     "split_boundary",
     "synopsis",
+    "system_prompt_addition",
     "trim_working_memory",
     "turn_aligned",
     "turn_start",

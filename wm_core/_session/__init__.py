@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from wm_core._session.abstract import abstract_of
 from wm_core._session.assembly import (
+    RECALL_TOOLS,
     AssembledContext,
     Budget,
     anthropic_json,
@@ -17,6 +18,7 @@ from wm_core._session.assembly import (
     cut_text,
     is_request,
     plan_budget,
+    system_prompt_addition,
     trim_working_memory,
 )
 from wm_core._session.split import NeedRows, SplitRow, split_boundary, turn_aligned, turn_start
@@ -34,6 +36,7 @@ from wm_core._session.synopsis import (
 from wm_core._session.window import pending_delta, rebuild_rule
 
 __all__ = [
+    "RECALL_TOOLS",
     "SYNOPSIS_MAX_CHARS",
     "AssembledContext",
     "Budget",
@@ -56,6 +59,7 @@ __all__ = [
     "rebuild_rule",
     "split_boundary",
     "synopsis",
+    "system_prompt_addition",
     "trim_working_memory",
     "turn_aligned",
     "turn_start",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from wm_core._document.markdown import parse_document, render_document
@@ -35,7 +35,14 @@ MIN_CUT_KEEP = 400
 # The key under which a cut tool input keeps its head and tail (the input must stay an object).
 CUT_INPUT_KEY = "cut_input"
 
-SYSTEM_PROMPT_ADDITION = """\
+# The tools the system-prompt addition may tell the model to use (GetToolDefinitions serves
+# them); a runtime that registered only some gets an addition that names only those.
+ARCHIVE_SEARCH = "archive_search"
+ARCHIVE_EXPAND = "archive_expand"
+TOOL_OUTPUT_READ = "tool_output_read"
+RECALL_TOOLS = (ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ)
+
+_SUMMARY_GUIDE = """\
 This conversation continues a longer session. Its history reaches you in two layers:
 1. A message headed [Session History Summary]: a structured working memory that condenses
    everything earlier than the messages that follow it. It is lossy but curated: use it as
@@ -43,13 +50,46 @@ This conversation continues a longer session. Its history reaches you in two lay
 2. The messages after it: the most recent part of the session, verbatim.
 How to use them:
 - When the summary and a recent message disagree, the recent message is right.
-- Do not invent details the summary does not state.
-- Before saying that something was never mentioned, re-read every section of the summary
-  (look for synonyms and indirect references), then call archive_search with two or three
-  concrete keywords from the question (names, paths, numbers), trying at least two variants.
-- When the summary names a topic but lacks the exact detail (a command, a path, a value),
-  use archive_search, then archive_expand on the archive it points to.
-Only after these checks conclude that the information is not available."""
+- Do not invent details the summary does not state."""
+
+
+def system_prompt_addition(has_summary: bool, tools: Collection[str] | None = None) -> str:
+    """How to read the summary and recall what it condensed, naming only ``tools`` (None:
+    every recall tool). Empty without a summary and without a tool to mention."""
+    names = set(RECALL_TOOLS if tools is None else tools)
+    lines: list[str] = []
+    if has_summary:
+        lines.append(_SUMMARY_GUIDE)
+        check = (
+            "- Before saying that something was never mentioned, re-read every section of the"
+            "\n  summary (look for synonyms and indirect references)"
+        )
+        if ARCHIVE_SEARCH in names:
+            check += (
+                ", then call archive_search with two or three\n  concrete keywords from the"
+                " question (names, paths, numbers), trying at least two variants."
+            )
+        else:
+            check += "."
+        lines.append(check)
+        if ARCHIVE_EXPAND in names:
+            found = "use archive_search, then " if ARCHIVE_SEARCH in names else "use "
+            lines.append(
+                "- When the summary names a topic but lacks the exact detail (a command, a"
+                f" path, a value),\n  {found}archive_expand on the archive it points to."
+            )
+    if TOOL_OUTPUT_READ in names:
+        lines.append(
+            "- A tool output headed [Tool output ID stored in full ...] is a synopsis of a"
+            " larger output;\n  call tool_output_read with that id (and the lines you need)"
+            " before relying on what it does not show."
+        )
+    if has_summary:
+        lines.append("Only after these checks conclude that the information is not available.")
+    return "\n".join(lines) if has_summary else ""
+
+
+SYSTEM_PROMPT_ADDITION = system_prompt_addition(True)
 
 # Trimming order when the working memory exceeds its budget: first listed, first trimmed.
 # Session Title and Current State are never trimmed.
@@ -371,14 +411,16 @@ def assemble(
     working_memory: str | None,
     messages: Sequence[Message],
     pointers: Mapping[str, str] | None = None,
+    tools: Collection[str] | None = None,
 ) -> AssembledContext:
     """The next model context: summary, uncovered history, then live messages, newest
     kept first when the budget runs short. The newest request and the latest assistant step
     are never evicted while cutting their largest parts can make them fit (``pointers``
     names, per message id, where its full text can be read). Tool calls and results are kept
     or dropped as units and roles are normalized, so the Messages API accepts the result as
-    it is."""
-    addition = SYSTEM_PROMPT_ADDITION if working_memory else ""
+    it is. The system-prompt addition names only the recall ``tools`` the runtime registered
+    (None: all of them)."""
+    addition = system_prompt_addition(bool(working_memory), tools)
     instruction_tokens = estimate_tokens(system_prompt) + estimate_tokens(addition)
     budget = plan_budget(token_budget, instruction_tokens)
     summary: list[Message] = []

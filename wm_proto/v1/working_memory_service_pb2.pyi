@@ -589,6 +589,7 @@ class AssembleContextRequest(_message.Message):
     TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     INCLUDE_ANTHROPIC_JSON_FIELD_NUMBER: _builtins.int
+    REGISTERED_TOOLS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     token_budget: _builtins.int
@@ -599,6 +600,13 @@ class AssembleContextRequest(_message.Message):
     """The runtime's own system prompt; its tokens count against the budget. At most 1 MiB."""
     include_anthropic_json: _builtins.bool
     """Also return the messages as Anthropic Messages API JSON."""
+    @_builtins.property
+    def registered_tools(self) -> Global___RegisteredTools:
+        """The tools the runtime registered with its model (names GetToolDefinitions serves): the
+        system-prompt addition then tells the model to use only those. Unset: it mentions every
+        recall tool (archive_search, archive_expand, tool_output_read).
+        """
+
     def __init__(
         self,
         *,
@@ -606,14 +614,39 @@ class AssembleContextRequest(_message.Message):
         token_budget: _builtins.int = ...,
         system_prompt: _builtins.str = ...,
         include_anthropic_json: _builtins.bool = ...,
+        registered_tools: Global___RegisteredTools | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["registered_tools", b"registered_tools"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_anthropic_json", b"include_anthropic_json", "session_id", b"session_id", "system_prompt", b"system_prompt", "token_budget", b"token_budget"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_anthropic_json", b"include_anthropic_json", "registered_tools", b"registered_tools", "session_id", b"session_id", "system_prompt", b"system_prompt", "token_budget", b"token_budget"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AssembleContextRequest: _TypeAlias = AssembleContextRequest  # noqa: Y015
+
+@_typing.final
+class RegisteredTools(_message.Message):
+    """Names of the tools a runtime registered; an empty list means none."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 16 names, each one GetToolDefinitions serves; another is INVALID_ARGUMENT."""
+
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegisteredTools: _TypeAlias = RegisteredTools  # noqa: Y015
 
 @_typing.final
 class AssembleContextResponse(_message.Message):
@@ -635,7 +668,9 @@ class AssembleContextResponse(_message.Message):
     CUT_PARTS_FIELD_NUMBER: _builtins.int
     EFFECTIVE_TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
-    """Text to add to the system prompt: how to read the summary and recall archives."""
+    """Text to add to the system prompt: how to read the summary and recall archives, naming
+    only the registered tools; empty when the context has no summary.
+    """
     anthropic_messages_json: _builtins.str
     """The messages as an Anthropic Messages API "messages" JSON array, when asked."""
     estimated_tokens: _builtins.int

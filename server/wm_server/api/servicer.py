@@ -250,6 +250,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.token_budget,
             request.system_prompt,
             request.include_anthropic_json,
+            list(request.registered_tools.names) if request.HasField("registered_tools") else None,
         )
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,

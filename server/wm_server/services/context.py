@@ -27,6 +27,7 @@ DEFAULT_HITS = 12
 MAX_HITS = 50
 SNIPPET = 1500
 MAX_QUERY = 1000
+MAX_TOOLS = 16
 # An assembled context's content in one response, at most (the limit of any response is 16
 # MiB; the rest is framing).
 MAX_CONTEXT_BYTES = 12 * 1024 * 1024
@@ -38,7 +39,12 @@ class ContextService:
         self._db = database
 
     async def assemble(
-        self, session_id: str, token_budget: int, system_prompt: str, with_json: bool = False
+        self,
+        session_id: str,
+        token_budget: int,
+        system_prompt: str,
+        with_json: bool = False,
+        tools: Sequence[str] | None = None,
     ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int], int]:
         """The context, the WM it includes, the uncovered archives and the budget used: the
         asked one, or less when that context would not fit in one response (a 10M-token
@@ -48,14 +54,23 @@ class ContextService:
             raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
         if len(system_prompt.encode()) > MAX_SYSTEM_PROMPT:
             raise invalid("system_prompt", "at most 1 MiB", "TOO_LARGE")
+        if tools is not None:
+            served = {t["name"] for t in tool_definitions()}
+            unknown = sorted(set(tools) - served)
+            if len(tools) > MAX_TOOLS or unknown:
+                raise invalid(
+                    "registered_tools.names",
+                    f"at most {MAX_TOOLS} of {', '.join(sorted(served))}"
+                    + (f"; unknown: {', '.join(unknown)[:200]}" if unknown else ""),
+                    "UNKNOWN_TOOL",
+                )
         wm, stored, uncovered, spans = await self._uncovered(sid)
         messages = [s.message for s in stored]
         pointers = _pointers(stored, spans)
         budget = token_budget
         while True:
-            result = assemble(
-                budget, system_prompt, wm.document if wm else None, messages, pointers
-            )
+            document = wm.document if wm else None
+            result = assemble(budget, system_prompt, document, messages, pointers, tools)
             size = sum(message_bytes(m) for m in result.messages) * (2 if with_json else 1)
             size += len(result.system_prompt_addition.encode())
             if size <= MAX_CONTEXT_BYTES or budget <= 1:
