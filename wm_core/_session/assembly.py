@@ -264,7 +264,10 @@ def _normalize(messages: Sequence[Message]) -> list[Message]:
             out[-1] = Message(out[-1].id, role, merged, message_tokens(merged))
         else:
             frozen = _results_first(parts) if role is Role.USER else tuple(parts)
-            out.append(Message(message.id, role, frozen, message_tokens(frozen)))
+            if role is message.role and frozen == message.parts:
+                out.append(message)  # unchanged: its estimate stands (most messages, cheaply)
+            else:
+                out.append(Message(message.id, role, frozen, message_tokens(frozen)))
     if out and out[0].role is not Role.USER:
         note = (TextPart(OMITTED_NOTE),)
         out.insert(0, Message("omitted", Role.USER, note, message_tokens(note)))
