@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -487,7 +488,7 @@ class Bench:
                     stub = Stub(channel)
                     count = 5 if self.quick else 20
                     samples = []
-                    for n in range(count):
+                    for _ in range(count):
                         result = pb.ToolResult(tool_use_id="tx", content=mib_log)
                         request = api.AddMessagesRequest(
                             session_id=f"mib-{run}-{label}",
@@ -519,10 +520,11 @@ class Bench:
                         f"{got.pending_tokens:,}",
                         "keep 0: every live token is pending",
                     )
-                    assemble = api.AssembleContextRequest(session_id=sid, token_budget=200_000)
-                    times = await timed(
-                        lambda: stub.AssembleContext(assemble), 10 if self.quick else 50
+                    call = functools.partial(
+                        stub.AssembleContext,
+                        api.AssembleContextRequest(session_id=sid, token_budget=200_000),
                     )
+                    times = await timed(call, 10 if self.quick else 50)
                     if label == "externalized":
                         row(
                             "AssembleContext, 2,000 msgs, 50 externalized outputs, 200K budget (ms, p50)",
