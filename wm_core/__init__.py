@@ -115,6 +115,7 @@ from wm_core._session import (
     rebuild_rule,
     split_boundary,
     synopsis,
+    system_prompt_addition,
     trim_working_memory,
     turn_aligned,
     turn_start,
