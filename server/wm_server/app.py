@@ -41,6 +41,7 @@ from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.paging import load_tokens
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
@@ -227,11 +228,13 @@ async def start_application(
             on_deleted=maintenance.wake,
             on_enqueued=worker.wake,
             tokens=tokens,
+            tool_output_inline_chars=settings.tool_output_inline_chars,
         ),
         commits=commits,
         memory=WorkingMemoryService(database),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
+        tool_outputs=ToolOutputService(database, tokens=tokens),
         max_message_bytes=settings.max_message_bytes,
         default_config=default_config,
         check_model=check_model,

@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     metrics_address: str | None = None
     log_level: LogLevel = LogLevel.INFO
     max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    # Tool results and inputs longer than this many characters are stored whole and replaced
+    # in their message by a synopsis (0: never).
+    tool_output_inline_chars: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 20_000
     phase2_concurrency: Annotated[int, Field(ge=1, le=256)] = 4
     phase2_max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
     phase2_retry_base_delay: Annotated[float, Field(ge=0)] = 1.0

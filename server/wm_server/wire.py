@@ -26,6 +26,7 @@ from wm_core import (
     ToolUsePart,
     Trigger,
     estimate_tokens,
+    output_ids,
     parse_document,
 )
 from wm_proto.v1 import resources_pb2 as pb
@@ -35,6 +36,7 @@ from wm_server.storage.records import (
     CommitState,
     SessionRecord,
     SkipReason,
+    ToolOutputRecord,
     WorkingMemoryRecord,
     archive_name,
 )
@@ -104,6 +106,24 @@ def message_out(message: Message, position: int = 0, created: float | None = Non
         estimated_tokens=message.estimated_tokens,
         create_time=timestamp(created),
         position=position,
+        tool_output_ids=output_ids(message),
+    )
+
+
+_OUTPUT_KIND = {"result": pb.TOOL_OUTPUT_KIND_RESULT, "input": pb.TOOL_OUTPUT_KIND_INPUT}
+
+
+def tool_output_out(record: ToolOutputRecord) -> pb.ToolOutput:
+    return pb.ToolOutput(
+        output_id=record.output_id,
+        message_id=record.message_id,
+        tool_use_id=record.tool_use_id,
+        kind=_OUTPUT_KIND.get(record.kind, pb.TOOL_OUTPUT_KIND_UNSPECIFIED),
+        format=record.format,
+        size_bytes=record.size_bytes,
+        line_count=record.line_count,
+        synopsis=record.synopsis,
+        create_time=timestamp(record.create_time),
     )
 
 
@@ -130,7 +150,10 @@ def session_out(record: SessionRecord) -> pb.Session:
 def config_out(settings: SessionSettings) -> pb.SessionConfig:
     config = pb.SessionConfig()
     policy = settings.auto_commit
-    for name in ("pending_token_threshold", "message_count_threshold", "keep_recent_count"):
+    for name in (
+        "pending_token_threshold", "message_count_threshold", "keep_recent_count",
+        "keep_recent_turns",
+    ):  # fmt: skip
         if (value := getattr(policy, name)) is not None:
             setattr(config.auto_commit, name, value)
     if policy.idle_timeout_seconds is not None:

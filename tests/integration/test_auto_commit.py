@@ -316,3 +316,39 @@ async def test_a_bad_default_config_stops_the_start(
     with pytest.raises(ConfigurationError, match="WM_DEFAULT_SESSION_CONFIG") as caught:
         await start_application(settings)
     assert complaint in str(caught.value)
+
+
+async def test_a_turn_policy_keeps_the_newest_turn_whole(stubs: list[Stub]) -> None:
+    session = await _create(stubs[0], _policy(message_count_threshold=6, keep_recent_turns=1))
+    turn = [
+        b.user("Why does the build fail?", "u1"), b.assistant("Reading the log.", "a1"),
+        b.user("And the tests?", "u2"), b.assistant("Two fail.", "a2"),
+        b.user("Fix the first one.", "u3"), b.tool_call("t1", "edit", {"file": "x.py"}, "a3"),
+    ]  # fmt: skip
+    answers = [await _add(stubs[n % len(stubs)], session, m) for n, m in enumerate(turn)]
+    assert [bool(a.auto_commit_id) for a in answers] == [False] * 5 + [True]
+    commit = await stubs[0].GetCommit(
+        api.GetCommitRequest(session_id=session, commit_id=answers[-1].auto_commit_id)
+    )
+    assert commit.archived_message_count == 4 and commit.kept_message_count == 2  # u3 and a3
+    assert commit.trigger == pb.COMMIT_TRIGGER_MESSAGE_COUNT
+    more = await _add(stubs[0], session, b.tool_result("t1", "done", message_id="r1"))
+    assert not more.auto_commit_id  # 3 live, all in the newest turn: nothing to archive
+
+
+async def test_a_session_sets_its_own_tool_output_threshold(stubs: list[Stub]) -> None:
+    output = "line of a long log\n" * 300  # 5,700 characters: inline by the server's default
+    low = await _create(stubs[0], pb.SessionConfig(tool_output_inline_chars=2_000))
+    plain = await _create(stubs[0])
+    for session in (low, plain):
+        await _add(stubs[0], session, b.tool_call("t1", "bash", {}, "c1"))
+        await _add(stubs[-1], session, b.tool_result("t1", output, message_id="r1"))
+    read = await stubs[0].GetToolOutput(
+        api.GetToolOutputRequest(session_id=low, output_id="out.r1.0")
+    )
+    assert read.content == output
+    with pytest.raises(grpc.aio.AioRpcError) as inline:
+        await stubs[0].GetToolOutput(
+            api.GetToolOutputRequest(session_id=plain, output_id="out.r1.0")
+        )
+    assert inline.value.code() == grpc.StatusCode.NOT_FOUND

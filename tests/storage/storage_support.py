@@ -23,6 +23,7 @@ from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage import repositories
 from wm_server.storage.database import Database
@@ -96,6 +97,7 @@ class Services:
     archives: ArchiveService
     context: ContextService
     maintenance: Maintenance
+    tool_outputs: ToolOutputService
 
 
 def build_services(
@@ -116,6 +118,7 @@ def build_services(
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
         maintenance=maintenance,
+        tool_outputs=ToolOutputService(database),
     )
 
 

@@ -37,6 +37,7 @@ class AutoCommitPolicy:
     idle_timeout_seconds: float | None = None
     min_commit_interval_seconds: float | None = None
     keep_recent_count: int | None = None
+    keep_recent_turns: int | None = None  # when set, threshold commits keep turns
 
     @property
     def active(self) -> bool:
@@ -48,6 +49,9 @@ class AutoCommitPolicy:
 
     @property
     def keep(self) -> int:
+        """Messages a threshold commit keeps (0 when it keeps turns: their size varies)."""
+        if self.keep_recent_turns:
+            return 0
         return DEFAULT_AUTO_KEEP if self.keep_recent_count is None else self.keep_recent_count
 
     def interval_passed(self, now: float, last_commit_time: float | None) -> bool:

@@ -60,6 +60,34 @@ ROLE_TOOL: Role.ValueType  # 4
 """A tool, in runtimes that give tool results their own role."""
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
+class _ToolOutputKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ToolOutputKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ToolOutputKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TOOL_OUTPUT_KIND_UNSPECIFIED: _ToolOutputKind.ValueType  # 0
+    """Not used."""
+    TOOL_OUTPUT_KIND_RESULT: _ToolOutputKind.ValueType  # 1
+    """A ToolResult's content."""
+    TOOL_OUTPUT_KIND_INPUT: _ToolOutputKind.ValueType  # 2
+    """A ToolUse's input_json (the live message keeps a JSON object with tool_output_id and
+    synopsis instead).
+    """
+
+class ToolOutputKind(_ToolOutputKind, metaclass=_ToolOutputKindEnumTypeWrapper):
+    """Which part of a tool exchange a stored tool output was."""
+
+TOOL_OUTPUT_KIND_UNSPECIFIED: ToolOutputKind.ValueType  # 0
+"""Not used."""
+TOOL_OUTPUT_KIND_RESULT: ToolOutputKind.ValueType  # 1
+"""A ToolResult's content."""
+TOOL_OUTPUT_KIND_INPUT: ToolOutputKind.ValueType  # 2
+"""A ToolUse's input_json (the live message keeps a JSON object with tool_output_id and
+synopsis instead).
+"""
+Global___ToolOutputKind: _TypeAlias = ToolOutputKind  # noqa: Y015
+
 class _CommitState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -418,12 +446,17 @@ class AutoCommitPolicy(_message.Message):
     IDLE_TIMEOUT_FIELD_NUMBER: _builtins.int
     MIN_COMMIT_INTERVAL_FIELD_NUMBER: _builtins.int
     KEEP_RECENT_COUNT_FIELD_NUMBER: _builtins.int
+    KEEP_RECENT_TURNS_FIELD_NUMBER: _builtins.int
     pending_token_threshold: _builtins.int
     """Commit when pending_tokens reaches this (1-10000000; 0 or unset: off)."""
     message_count_threshold: _builtins.int
     """Commit when the live messages reach this many (1-100000; 0 or unset: off)."""
     keep_recent_count: _builtins.int
     """Newest live messages a threshold commit keeps (0-10000; unset: 10)."""
+    keep_recent_turns: _builtins.int
+    """Newest turns a threshold commit keeps instead (1-1000; unset or 0: keep messages). A
+    turn is a user request with every step and tool exchange that answers it.
+    """
     @_builtins.property
     def idle_timeout(self) -> _duration_pb2.Duration:
         """Commit every live message of a session that received none for this long (1 s-30 days;
@@ -442,19 +475,24 @@ class AutoCommitPolicy(_message.Message):
         idle_timeout: _duration_pb2.Duration | None = ...,
         min_commit_interval: _duration_pb2.Duration | None = ...,
         keep_recent_count: _builtins.int | None = ...,
+        keep_recent_turns: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count", "_message_count_threshold", b"_message_count_threshold", "_pending_token_threshold", b"_pending_token_threshold", "idle_timeout", b"idle_timeout", "keep_recent_count", b"keep_recent_count", "message_count_threshold", b"message_count_threshold", "min_commit_interval", b"min_commit_interval", "pending_token_threshold", b"pending_token_threshold"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count", "_keep_recent_turns", b"_keep_recent_turns", "_message_count_threshold", b"_message_count_threshold", "_pending_token_threshold", b"_pending_token_threshold", "idle_timeout", b"idle_timeout", "keep_recent_count", b"keep_recent_count", "keep_recent_turns", b"keep_recent_turns", "message_count_threshold", b"message_count_threshold", "min_commit_interval", b"min_commit_interval", "pending_token_threshold", b"pending_token_threshold"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count", "_message_count_threshold", b"_message_count_threshold", "_pending_token_threshold", b"_pending_token_threshold", "idle_timeout", b"idle_timeout", "keep_recent_count", b"keep_recent_count", "message_count_threshold", b"message_count_threshold", "min_commit_interval", b"min_commit_interval", "pending_token_threshold", b"pending_token_threshold"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count", "_keep_recent_turns", b"_keep_recent_turns", "_message_count_threshold", b"_message_count_threshold", "_pending_token_threshold", b"_pending_token_threshold", "idle_timeout", b"idle_timeout", "keep_recent_count", b"keep_recent_count", "keep_recent_turns", b"keep_recent_turns", "message_count_threshold", b"message_count_threshold", "min_commit_interval", b"min_commit_interval", "pending_token_threshold", b"pending_token_threshold"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keep_recent_count: _TypeAlias = _typing.Literal["keep_recent_count"]  # noqa: Y015
     _WhichOneofArgType__keep_recent_count: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count"]  # noqa: Y015
+    _WhichOneofReturnType__keep_recent_turns: _TypeAlias = _typing.Literal["keep_recent_turns"]  # noqa: Y015
+    _WhichOneofArgType__keep_recent_turns: _TypeAlias = _typing.Literal["_keep_recent_turns", b"_keep_recent_turns"]  # noqa: Y015
     _WhichOneofReturnType__message_count_threshold: _TypeAlias = _typing.Literal["message_count_threshold"]  # noqa: Y015
     _WhichOneofArgType__message_count_threshold: _TypeAlias = _typing.Literal["_message_count_threshold", b"_message_count_threshold"]  # noqa: Y015
     _WhichOneofReturnType__pending_token_threshold: _TypeAlias = _typing.Literal["pending_token_threshold"]  # noqa: Y015
     _WhichOneofArgType__pending_token_threshold: _TypeAlias = _typing.Literal["_pending_token_threshold", b"_pending_token_threshold"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_recent_count) -> _WhichOneofReturnType__keep_recent_count | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_recent_turns) -> _WhichOneofReturnType__keep_recent_turns | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__message_count_threshold) -> _WhichOneofReturnType__message_count_threshold | None: ...
     @_typing.overload
@@ -500,6 +538,7 @@ class Message(_message.Message):
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    TOOL_OUTPUT_IDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Client-supplied idempotency key, unique within the session (1-128 characters of
     [A-Za-z0-9._:-]). Re-sending an id already stored is a no-op. When empty, the server
@@ -523,6 +562,14 @@ class Message(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the server stored the message."""
 
+    @_builtins.property
+    def tool_output_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Ids of the tool outputs taken out of this message, in part order. A tool result (or a
+        tool input) longer than the server's threshold (WM_TOOL_OUTPUT_INLINE_CHARS, default
+        20,000 characters) is stored whole and replaced here by a synopsis naming its id; read
+        it with GetToolOutput, search it with SearchToolOutputs. Deleted with the session.
+        """
+
     def __init__(
         self,
         *,
@@ -532,14 +579,71 @@ class Message(_message.Message):
         estimated_tokens: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         position: _builtins.int = ...,
+        tool_output_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "estimated_tokens", b"estimated_tokens", "id", b"id", "parts", b"parts", "position", b"position", "role", b"role"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "estimated_tokens", b"estimated_tokens", "id", b"id", "parts", b"parts", "position", b"position", "role", b"role", "tool_output_ids", b"tool_output_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class ToolOutput(_message.Message):
+    """A tool output stored whole because it was too large to keep in its message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    TOOL_USE_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    LINE_COUNT_FIELD_NUMBER: _builtins.int
+    SYNOPSIS_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    output_id: _builtins.str
+    """The id, unique within the session: out.MESSAGE_ID.PART_INDEX, e.g. out.m42.1."""
+    message_id: _builtins.str
+    """The message it was taken from."""
+    tool_use_id: _builtins.str
+    """The tool call it belongs to (ToolUse.id, or the ToolResult's tool_use_id)."""
+    kind: Global___ToolOutputKind.ValueType
+    """A result or an input."""
+    format: _builtins.str
+    """The format the synopsis was made for: json, csv, tsv, yaml, xml, code, log or text."""
+    size_bytes: _builtins.int
+    """Size of the whole output in UTF-8 bytes."""
+    line_count: _builtins.int
+    """Lines of the whole output (split on "\\n"; a final newline ends the last line)."""
+    synopsis: _builtins.str
+    """The synopsis that stands in for the output in the message."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was stored."""
+
+    def __init__(
+        self,
+        *,
+        output_id: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        tool_use_id: _builtins.str = ...,
+        kind: Global___ToolOutputKind.ValueType = ...,
+        format: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        line_count: _builtins.int = ...,
+        synopsis: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "format", b"format", "kind", b"kind", "line_count", b"line_count", "message_id", b"message_id", "output_id", b"output_id", "size_bytes", b"size_bytes", "synopsis", b"synopsis", "tool_use_id", b"tool_use_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolOutput: _TypeAlias = ToolOutput  # noqa: Y015
 
 @_typing.final
 class Part(_message.Message):
@@ -1350,6 +1454,8 @@ class Archive(_message.Message):
     TOKEN_USAGE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     COVERED_BY_ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    NEXT_MESSAGES_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    MESSAGES_START_POSITION_FIELD_NUMBER: _builtins.int
     archive_id: _builtins.str
     """archive_001, archive_002, ... (zero-padded to 3 digits, growing beyond)."""
     session_id: _builtins.str
@@ -1366,9 +1472,15 @@ class Archive(_message.Message):
     """Estimated tokens of those messages."""
     covered_by_archive_id: _builtins.str
     """For a failed archive: the later archive whose working memory covered its messages."""
+    next_messages_page_token: _builtins.str
+    """GetArchive only: the page_token of the next page of messages; empty on the last page."""
+    messages_start_position: _builtins.int
+    """Position (in the session) of the first message of this page; 0 when it has none."""
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
-        """The archived messages, in order (GetArchive only; empty in lists)."""
+        """The archived messages, in order (GetArchive only; empty in lists): one page of them,
+        see next_messages_page_token.
+        """
 
     @_builtins.property
     def working_memory(self) -> Global___WorkingMemory:
@@ -1407,10 +1519,12 @@ class Archive(_message.Message):
         token_usage: Global___TokenUsage | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         covered_by_archive_id: _builtins.str = ...,
+        next_messages_page_token: _builtins.str = ...,
+        messages_start_position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "error", b"error", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "archive_id", b"archive_id", "commit_id", b"commit_id", "covered_by_archive_id", b"covered_by_archive_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "estimated_tokens", b"estimated_tokens", "message_count", b"message_count", "messages", b"messages", "session_id", b"session_id", "state", b"state", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "archive_id", b"archive_id", "commit_id", b"commit_id", "covered_by_archive_id", b"covered_by_archive_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "estimated_tokens", b"estimated_tokens", "message_count", b"message_count", "messages", b"messages", "messages_start_position", b"messages_start_position", "next_messages_page_token", b"next_messages_page_token", "session_id", b"session_id", "state", b"state", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

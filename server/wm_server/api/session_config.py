@@ -19,7 +19,8 @@ from google.protobuf import json_format
 from wm_core import AutoCommitPolicy, SessionSettings
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.errors import FieldViolation, InvalidArgument, invalid
-from wm_server.services.validation import MAX_KEEP_RECENT
+from wm_server.services.phase1 import MAX_KEEP_TURNS
+from wm_server.services.validation import MAX_KEEP_RECENT, MIN_INLINE_CHARS
 
 # A model choice is checked by the composition root (the providers it configured).
 ModelCheck = Callable[[str, str], str | None]  # (provider, model) → what is wrong, or None
@@ -32,9 +33,12 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "idle_timeout": (0, 30 * _DAY),
     "min_commit_interval": (0, _DAY),
     "keep_recent_count": (0, MAX_KEEP_RECENT),
+    "keep_recent_turns": (0, MAX_KEEP_TURNS),
 }
-_INLINE_CHARS = (1_000, 10_000_000)
-_Count = Literal["pending_token_threshold", "message_count_threshold", "keep_recent_count"]
+_INLINE_CHARS = (MIN_INLINE_CHARS, 10_000_000)
+_Count = Literal[
+    "pending_token_threshold", "message_count_threshold", "keep_recent_count", "keep_recent_turns"
+]
 _Span = Literal["idle_timeout", "min_commit_interval"]
 _SECONDS: dict[_Span, str] = {
     "idle_timeout": "idle_timeout_seconds",
@@ -44,6 +48,7 @@ _COUNTS: tuple[_Count, ...] = (
     "pending_token_threshold",
     "message_count_threshold",
     "keep_recent_count",
+    "keep_recent_turns",
 )
 _TOP = ("memory_extraction", "tool_output_inline_chars")
 

@@ -24,7 +24,7 @@ from wm_server.services.events import (
     Heartbeat,
     RetryScheduled,
 )
-from wm_server.services.phase1 import archive, session_commit
+from wm_server.services.phase1 import MAX_KEEP_TURNS, archive, session_commit
 from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
@@ -87,7 +87,12 @@ class CommitService:
         self._on_enqueued = on_enqueued
 
     async def commit(
-        self, session_id: str, keep_recent_count: int, request_id: str, fingerprint: str = ""
+        self,
+        session_id: str,
+        keep_recent_count: int,
+        request_id: str,
+        fingerprint: str = "",
+        keep_recent_turns: int = 0,
     ) -> tuple[CommitRecord, EventStream]:
         """Run Phase 1 now; return the commit and the stream of all its events."""
         sid = validation.session_id(session_id)
@@ -95,8 +100,17 @@ class CommitService:
             raise invalid(
                 "keep_recent_count", f"must be 0-{validation.MAX_KEEP_RECENT}", "OUT_OF_RANGE"
             )
+        if not 0 <= keep_recent_turns <= MAX_KEEP_TURNS:
+            raise invalid("keep_recent_turns", f"must be 0-{MAX_KEEP_TURNS}", "OUT_OF_RANGE")
+        if keep_recent_turns and keep_recent_count:
+            raise invalid(
+                "keep_recent_turns", "give keep_recent_count or keep_recent_turns, not both",
+                "CONFLICT",
+            )  # fmt: skip
         rid = validation.request_id(request_id)
-        record, created = await self.phase1(sid, keep_recent_count, rid, fingerprint)
+        record, created = await self.phase1(
+            sid, keep_recent_count, rid, fingerprint, turns=keep_recent_turns
+        )
         if created and not record.state.terminal:
             self._on_enqueued()
         return record, self.watch(sid, record.commit_id, 0)
@@ -124,24 +138,32 @@ class CommitService:
                 last_add_time=row.last_add_time, now=now, last_commit_time=row.last_commit_time,
             ):  # fmt: skip
                 return None
-            record = await archive(uow, self._log, row, 0, None, Trigger.IDLE)
+            record = await archive(uow, self._log, row, 0, None, Trigger.IDLE, skip_if_empty=True)
             await uow.commit()
         return record
 
     @retry_conflicts
     async def phase1(
-        self, session_id: str, keep: int, request_id: str | None, fingerprint: str = ""
+        self,
+        session_id: str,
+        keep: int,
+        request_id: str | None,
+        fingerprint: str = "",
+        *,
+        turns: int = 0,
     ) -> tuple[CommitRecord, bool]:
-        """Archive all but the newest ``keep`` messages (never splitting a tool call from its
-        result), remember keep, reset pending, enqueue Phase 2 and store the first event;
-        (commit, False) when the request id matched an earlier commit."""
+        """Phase 1 (``phase1.archive``) for a client's commit; (commit, False) when the
+        request id matched an earlier commit."""
         req = idempotency.request("Commit", session_id, request_id, fingerprint)
         async with self._db.unit_of_work() as uow:
             prior = await idempotency.replay(uow, req)
             row = await locked_session(uow, session_id)
             if prior is not None:
                 return await session_commit(uow, row, prior["commit_id"]), False
-            record = await archive(uow, self._log, row, keep, request_id, Trigger.CLIENT)
+            record = await archive(
+                uow, self._log, row, keep, request_id, Trigger.CLIENT, turns=turns
+            )
+            assert record is not None  # a client's commit is stored even when it skips
             await idempotency.remember(uow, req, row.sid, {"commit_id": record.commit_id})
             await uow.commit()
         return record, True

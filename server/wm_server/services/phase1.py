@@ -10,7 +10,16 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from wm_core import NeedRows, SplitRow, Trigger, rebuild_rule, split_boundary
+from wm_core import (
+    NeedRows,
+    SplitRow,
+    Trigger,
+    is_request,
+    rebuild_rule,
+    split_boundary,
+    turn_aligned,
+    turn_start,
+)
 from wm_server.errors import NotFound
 from wm_server.services import validation
 from wm_server.services.events import EventLog, Phase1Finished
@@ -57,6 +66,41 @@ async def kept_from(uow: UnitOfWork, sid: int, first: int, next_pos: int, keep: 
             calls.update({tid: found.get(tid) for tid in answer.calls})
 
 
+async def newest_requests(
+    uow: UnitOfWork, sid: int, first: int, before: int, count: int
+) -> list[int]:
+    """Positions of the newest ``count`` requests (``wm_core.is_request``) in [first, before),
+    newest first; fewer when there are fewer."""
+    found: list[int] = []
+    while len(found) < count and before > first:
+        batch = await uow.messages.user_texts_before(sid, first, before, max(count, 16))
+        found.extend(m.position for m in batch if is_request(m.message))
+        if len(batch) < max(count, 16):
+            break
+        before = batch[-1].position
+    return found[:count]
+
+
+async def kept_turns_from(uow: UnitOfWork, sid: int, first: int, next_pos: int, turns: int) -> int:
+    """The first position a commit keeping the newest ``turns`` turns keeps: the start of a
+    turn, moved earlier (to an earlier turn's start) when a kept tool result answers a call
+    made before it."""
+    start = turn_start(await newest_requests(uow, sid, first, next_pos, turns), turns, first)
+    while True:
+        boundary = await kept_from(uow, sid, first, next_pos, next_pos - start)
+        if boundary >= start:
+            return boundary
+        aligned = turn_aligned(
+            boundary, await newest_requests(uow, sid, first, boundary + 1, 1), first
+        )
+        if aligned == boundary:
+            return boundary
+        start = aligned
+
+
+MAX_KEEP_TURNS = 1000
+
+
 async def archive(
     uow: UnitOfWork,
     log: EventLog,
@@ -64,18 +108,29 @@ async def archive(
     keep: int,
     request_id: str | None,
     trigger: Trigger,
-) -> CommitRecord:
-    """Archive all but the newest ``keep`` messages of the locked session (never splitting a
-    tool call from its result), remember keep, reset pending, enqueue Phase 2 and store the
-    first event; the commit, with its last sequence."""
+    *,
+    turns: int = 0,
+    skip_if_empty: bool = False,
+) -> CommitRecord | None:
+    """Archive all but the newest ``keep`` messages of the locked session, or with ``turns``
+    all but the newest turns (never splitting a tool call from its result, nor a turn),
+    remember how many messages were kept, reset pending, enqueue Phase 2 and store the first
+    event; the commit, with its last sequence. With ``skip_if_empty`` (an automatic commit)
+    nothing at all is stored when there is nothing to archive: None."""
     commit_id = validation.new_commit_id()
     first, next_pos = row.first_live, row.next_position
     total = next_pos - first
-    boundary = await kept_from(uow, row.sid, first, next_pos, keep)
+    if turns:
+        boundary = await kept_turns_from(uow, row.sid, first, next_pos, turns)
+        keep = next_pos - boundary  # the window of pending_tokens counts messages
+    else:
+        boundary = await kept_from(uow, row.sid, first, next_pos, keep)
     archived = boundary - first
     now = time.time()
     kept = await uow.messages.tokens_from(row.sid, boundary)
     archives = row.record.archive_count
+    if (total == 0 or archived <= 0) and skip_if_empty:
+        return None
     if total == 0 or archived <= 0:
         reason = SkipReason.NO_MESSAGES if total == 0 else SkipReason.WITHIN_KEEP_WINDOW
         await uow.commits.insert(

@@ -6,7 +6,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from wm_core import Message, SessionSettings, pending_delta, rebuild_rule, threshold_trigger
+from wm_core import (
+    ExternalOutput,
+    Message,
+    SessionSettings,
+    ToolResultPart,
+    ToolUsePart,
+    externalize,
+    pending_delta,
+    rebuild_rule,
+    threshold_trigger,
+)
 from wm_server.errors import AlreadyExists, session_not_found
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.events import EventLog
@@ -24,6 +34,18 @@ class _AutoCommit:
     commit_id: str
     enqueued: bool
     session: SessionRecord
+
+
+def _longest_output(message: Message) -> int:
+    """The longest tool output or tool input of a message, in characters."""
+    return max(
+        (
+            len(p.content) if isinstance(p, ToolResultPart) else len(p.input_json)
+            for p in message.parts
+            if isinstance(p, ToolResultPart | ToolUsePart)
+        ),
+        default=0,
+    )
 
 
 def _with_id(message: Message, message_id: str) -> Message:
@@ -58,6 +80,7 @@ class SessionService:
         on_deleted: Callable[[], None] = lambda: None,
         on_enqueued: Callable[[], None] = lambda: None,
         tokens: paging.PageTokens | None = None,
+        tool_output_inline_chars: int = 20_000,
     ) -> None:
         self._db = database
         self._log = log or EventLog(lambda commit_id, sequence, event: b"")
@@ -66,6 +89,7 @@ class SessionService:
         self._on_deleted = on_deleted
         self._on_enqueued = on_enqueued
         self._tokens = tokens or paging.PageTokens.random()
+        self._inline_chars = tool_output_inline_chars
 
     @retry_conflicts
     async def create(
@@ -174,8 +198,18 @@ class SessionService:
         request_id: str,
         fingerprint: str = "",
     ) -> AddResult:
-        """Store a batch atomically; ids already stored are duplicates, not errors."""
+        """Store a batch atomically; ids already stored are duplicates, not errors. Tool
+        outputs over the inline threshold are stored whole and replaced by their synopses
+        before the transaction (it would hold the session's lock while they are read)."""
         name = validation.session_id(session_id)
+        named = [m if m.id else _with_id(m, self._make_id()) for m in messages]
+        taken: dict[str, tuple[ExternalOutput, ...]] = {}
+        inline = await self._inline_chars_for(name, named)
+        if inline:
+            for index, message in enumerate(named):
+                short, parts = externalize(message, inline, f"out.{message.id}.")
+                if parts:
+                    named[index], taken[message.id] = short, parts
         req = idempotency.request(
             "AddMessages", name, validation.request_id(request_id), fingerprint
         )
@@ -198,25 +232,27 @@ class SessionService:
                     row = await locked_session(uow, name)
                 else:
                     created = True
-            given = [m.id for m in messages if m.id]
+            given = [m.id for m in messages if m.id]  # server-made ids are new by construction
             existing = await uow.messages.existing_ids(row.sid, given) if given else set()
             added: list[str] = []
             duplicates: list[str] = []
             fresh: list[tuple[int, Message]] = []
             position = row.next_position
-            for message in messages:
-                mid = message.id or self._make_id()
-                if mid in existing:
-                    duplicates.append(mid)
+            for message in named:
+                if message.id in existing:
+                    duplicates.append(message.id)
                     continue
-                existing.add(mid)
-                added.append(mid)
-                fresh.append((position, message if message.id else _with_id(message, mid)))
+                existing.add(message.id)
+                added.append(message.id)
+                fresh.append((position, message))
                 position += 1
             now = time.time()
             session = row.record
             if fresh:
                 storing = [uow.messages.inserting(row.sid, fresh, now)]
+                outputs = [(p, m.id, o) for p, m in fresh for o in taken.get(m.id, ())]
+                if outputs:
+                    storing.append(uow.tool_outputs.inserting(row.sid, outputs, now))
                 calls = {tid: pos for pos, m in fresh for tid in m.tool_use_ids()}
                 if calls:
                     storing.append(uow.tool_calls.upserting(row.sid, calls))
@@ -254,6 +290,16 @@ class SessionService:
             session, tuple(added), tuple(duplicates), created, auto.commit_id if auto else ""
         )
 
+    async def _inline_chars_for(self, session_id: str, messages: Sequence[Message]) -> int:
+        """The session's tool-output inline threshold (its config's, else the server's); the
+        session is read only when a part is longer than the lowest threshold a config sets."""
+        if all(_longest_output(m) <= validation.MIN_INLINE_CHARS for m in messages):
+            return self._inline_chars
+        async with self._db.reader() as uow:
+            row = await uow.sessions.find(current_tenant(), session_id)
+        chars = (row.record.config if row else self._default).tool_output_inline_chars
+        return self._inline_chars if chars is None else chars
+
     async def _auto_commit(
         self, uow: UnitOfWork, row: SessionRow, session: SessionRecord, now: float
     ) -> _AutoCommit | None:
@@ -270,7 +316,12 @@ class SessionService:
             return None
         grown = await uow.sessions.by_sid(row.sid)
         assert grown is not None  # locked by this unit of work
-        record = await archive(uow, self._log, grown, policy.keep, None, trigger)
+        record = await archive(
+            uow, self._log, grown, policy.keep, None, trigger,
+            turns=policy.keep_recent_turns or 0, skip_if_empty=True,
+        )  # fmt: skip
+        if record is None:  # everything live is within the kept turns
+            return None
         after = await uow.sessions.by_sid(row.sid)
         assert after is not None
         return _AutoCommit(record.commit_id, not record.state.terminal, after.record)

@@ -165,3 +165,21 @@ class Phase2Completion:
     decisions_json: str
     usage_json: str
     covered_seqs: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutputRecord:
+    """A tool output stored whole; ``content`` is empty when only its description was read."""
+
+    output_id: str
+    message_id: str
+    position: int
+    part_index: int
+    tool_use_id: str
+    kind: str
+    format: str
+    size_bytes: int
+    line_count: int
+    synopsis: str
+    create_time: float
+    content: str = ""

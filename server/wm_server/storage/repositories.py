@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wm_core import Message, SessionSettings, Trigger
+from wm_core import ExternalOutput, Message, SessionSettings, Trigger
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.records import (
     CommitRecord,
@@ -21,6 +21,7 @@ from wm_server.storage.records import (
     SkipReason,
     StoredEvent,
     StoredMessage,
+    ToolOutputRecord,
     WorkingMemoryRecord,
 )
 from wm_server.storage.statements import Row, Write
@@ -54,6 +55,10 @@ _MESSAGE = "position, message_id, role, parts_json, tokens, create_time"
 _CROSSED = (
     "(SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE sid = :sid"
     " AND position BETWEEN :first AND :last)"
+)
+_OUTPUT = (
+    "output_id, message_id, position, part_index, tool_use_id, kind, format, size_bytes,"
+    " line_count, synopsis, create_time"
 )
 
 
@@ -317,6 +322,7 @@ class SessionRepository(_Repository):
 PURGE_ORDER: tuple[tuple[str, str], ...] = (
     ("messages", "position"),
     ("tool_calls", "tool_use_id"),
+    ("tool_outputs", "output_id"),
     ("commits", "commit_id"),
     ("archives", "seq"),
     ("working_memories", "version"),
@@ -355,12 +361,31 @@ class MessageRepository(_Repository):
         )
         return [int(t) for (t,) in rows]
 
-    async def between(self, sid: int, first: int, last: int | None) -> list[StoredMessage]:
+    async def between(
+        self, sid: int, first: int, last: int | None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Messages at positions first..last (None: to the end), the first ``limit`` if given."""
         rows = await self._conn.all(
             f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid"
-            " AND position BETWEEN :first AND :last ORDER BY position",
-            {"sid": sid, "first": first, "last": _LAST if last is None else last},
-        )
+            " AND position BETWEEN :first AND :last ORDER BY position LIMIT :limit",
+            {"sid": sid, "first": first, "last": _LAST if last is None else last,
+             "limit": _LAST if limit is None else limit},
+        )  # fmt: skip
+        return [_stored_message(r) for r in rows]
+
+    async def user_texts_before(
+        self, sid: int, first: int, before: int, limit: int
+    ) -> list[StoredMessage]:
+        """Up to ``limit`` user messages with a text part at positions [first, before),
+        newest first: the candidates for the requests that start turns."""
+        text = self._dialect.contains.format(column="parts_json", param="text")
+        rows = await self._conn.all(
+            f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid AND position >= :first"
+            f" AND position < :before AND role = :user AND {text}"
+            " ORDER BY position DESC LIMIT :limit",
+            {"sid": sid, "first": first, "before": before, "user": "user", "text": '{"t":',
+             "limit": limit},
+        )  # fmt: skip
         return [_stored_message(r) for r in rows]
 
     async def results_between(
@@ -406,6 +431,66 @@ class ToolCallRepository(_Repository):
             {"sid": sid, **values},
         )
         return {str(tid): int(pos) for tid, pos in rows}
+
+
+def _tool_output(row: Row) -> ToolOutputRecord:
+    oid, mid, pos, part, tool, kind, fmt, size, lines, synopsis, created, *content = row
+    return ToolOutputRecord(
+        str(oid), str(mid), int(pos), int(part), str(tool), str(kind), str(fmt), int(size),
+        int(lines), str(synopsis), float(created), str(content[0]) if content else "",
+    )  # fmt: skip
+
+
+class ToolOutputRepository(_Repository):
+    def inserting(
+        self, sid: int, outputs: Sequence[tuple[int, str, ExternalOutput]], now: float
+    ) -> Write:
+        """The write that stores (position, message id, output) triples whole (for
+        ``SessionRepository.grow``)."""
+        return Write(
+            "INSERT INTO tool_outputs (sid, output_id, position, part_index, message_id,"
+            " tool_use_id, kind, format, content, size_bytes, line_count, synopsis, create_time)"
+            " VALUES (:sid, :id, :position, :part, :message, :tool, :kind, :format, :content,"
+            " :size, :lines, :synopsis, :now)",
+            rows=[
+                (sid, o.output_id, pos, o.part_index, mid, o.tool_use_id, o.kind.value,
+                 o.format.value, o.content, len(o.content.encode()), o.line_count, o.synopsis,
+                 now)
+                for pos, mid, o in outputs
+            ],
+        )  # fmt: skip
+
+    async def get(self, sid: int, output_id: str) -> ToolOutputRecord | None:
+        """The output with its content."""
+        row = await self._conn.one(
+            f"SELECT {_OUTPUT}, content FROM tool_outputs WHERE sid = :sid AND output_id = :id",
+            {"sid": sid, "id": output_id},
+        )
+        return _tool_output(row) if row else None
+
+    async def matching(
+        self,
+        sid: int,
+        needle: str | None,
+        only: str | None,
+        after: tuple[int, int],
+        limit: int,
+    ) -> list[ToolOutputRecord]:
+        """Up to ``limit`` outputs with their content after (position, part) ``after``, in
+        order; only those whose content contains the lowercase literal ``needle`` if given,
+        only the output ``only`` if given."""
+        where = ""
+        if needle:
+            where = " AND " + self._dialect.contains.format(column="content", param="needle")
+        rows = await self._conn.all(
+            f"SELECT {_OUTPUT}, content FROM tool_outputs WHERE sid = :sid"
+            " AND (position > :pos OR (position = :pos AND part_index > :part))"
+            f" AND (CAST(:only AS TEXT) IS NULL OR output_id = :only){where}"
+            " ORDER BY position, part_index LIMIT :limit",
+            {"sid": sid, "pos": after[0], "part": after[1], "only": only, "needle": needle,
+             "limit": limit},
+        )  # fmt: skip
+        return [_tool_output(r) for r in rows]
 
 
 class CommitRepository(_Repository):

@@ -186,4 +186,27 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         CREATE INDEX sessions_idle ON sessions (last_add_time) WHERE auto_idle_seconds IS NOT NULL
         """,
     ),
+    (
+        6,
+        # Tool outputs too large to keep in their message, stored whole (issue 18).
+        """
+        CREATE TABLE tool_outputs (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            output_id TEXT NOT NULL,
+            position BIGINT NOT NULL,
+            part_index BIGINT NOT NULL,
+            message_id TEXT NOT NULL,
+            tool_use_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            format TEXT NOT NULL,
+            content TEXT NOT NULL,
+            size_bytes BIGINT NOT NULL,
+            line_count BIGINT NOT NULL,
+            synopsis TEXT NOT NULL,
+            create_time DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (sid, output_id)
+        );
+        CREATE INDEX tool_outputs_in_order ON tool_outputs (sid, position, part_index)
+        """,
+    ),
 )
