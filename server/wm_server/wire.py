@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from google.protobuf import any_pb2
@@ -90,11 +90,22 @@ class MessagesOut:
     decoded, and AssembleContext renders every one of them on every call: rendering each
     once per replica instead of once per call is most of what the response costs. An entry
     holds its message, so the identity it is found by cannot be reused while it is cached.
+    Bounded by an estimate of the memory the rendered messages hold (least recently used
+    out first), well below the message cache's own bound.
     """
 
-    def __init__(self, max_items: int = 50_000) -> None:
-        self._items: OrderedDict[int, tuple[Message, pb.Message]] = OrderedDict()
-        self._max = max_items
+    def __init__(self, min_count: int, max_weight: int = 8 * 1024 * 1024) -> None:
+        self._items: OrderedDict[int, tuple[Message, pb.Message, int]] = OrderedDict()
+        self._weight = 0
+        self._max = max_weight
+        self._min_count = min_count
+
+    def all(self, messages: Sequence[Message]) -> list[pb.Message]:
+        """Every message rendered; remembered only for contexts of ``min_count`` messages or
+        more (shorter ones are not made of cached messages: not the same objects next time)."""
+        if len(messages) < self._min_count:
+            return [message_out(m) for m in messages]
+        return [self(m) for m in messages]
 
     def __call__(self, message: Message) -> pb.Message:
         key = id(message)
@@ -103,9 +114,14 @@ class MessagesOut:
             self._items.move_to_end(key)
             return found[1]
         rendered = message_out(message)
-        self._items[key] = (message, rendered)
-        if len(self._items) > self._max:
-            self._items.popitem(last=False)
+        weight = rendered.ByteSize() + 400  # the object's own overhead besides its bytes
+        if found is not None:
+            self._weight -= found[2]
+        self._items[key] = (message, rendered, weight)
+        self._weight += weight
+        while self._weight > self._max and self._items:
+            _, (_, _, dropped) = self._items.popitem(last=False)
+            self._weight -= dropped
         return rendered
 
 

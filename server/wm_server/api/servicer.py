@@ -23,7 +23,13 @@ from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
-from wm_server.services.context import ContextService, as_json, openai_shape, tool_definitions
+from wm_server.services.context import (
+    CACHED_FROM,
+    ContextService,
+    as_json,
+    openai_shape,
+    tool_definitions,
+)
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
@@ -57,7 +63,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self._commits = commits
         self._memory = memory
         self._max_message_bytes = max_message_bytes
-        self._messages_out = wire.MessagesOut()
+        self._messages_out = wire.MessagesOut(CACHED_FROM)
 
     # --- sessions --------------------------------------------------------------------------
     @unary
@@ -287,7 +293,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
-            messages=[self._messages_out(m) for m in result.messages],
+            messages=self._messages_out.all(result.messages),
             anthropic_messages_json=(
                 anthropic_json(result.messages) if request.include_anthropic_json else ""
             ),

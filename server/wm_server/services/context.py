@@ -35,6 +35,11 @@ MAX_CONTEXT_BYTES = 12 * 1024 * 1024
 _JSON_ESCAPED = {'"', "\\"}
 
 
+# Contexts of fewer messages than this are decoded on every call: the cache pays for itself
+# on long sessions, and every cached object also costs each full garbage collection a visit.
+CACHED_FROM = 200
+
+
 class MessageCache:
     """Decoded messages by (session key, position), least recently used first out.
 
@@ -44,14 +49,15 @@ class MessageCache:
     call (on 2,000 messages, most of the call). Bounded by an estimate of the memory held.
     """
 
-    def __init__(self, max_weight: int = 32 * 1024 * 1024) -> None:
+    def __init__(self, max_weight: int = 24 * 1024 * 1024) -> None:
         self._items: OrderedDict[tuple[int, int], StoredMessage] = OrderedDict()
         self._weight = 0
         self._max = max_weight
 
     @staticmethod
     def _weight_of(item: StoredMessage) -> int:
-        return item.message.estimated_tokens * 4 + 200
+        # The text (about four characters a token) and the objects that hold it.
+        return item.message.estimated_tokens * 4 + 160 * len(item.message.parts) + 500
 
     def run(self, sid: int, start: int, stop: int) -> tuple[list[StoredMessage], int]:
         """The cached messages from ``start`` on, up to the first one missing (or ``stop``),
@@ -168,6 +174,9 @@ class ContextService:
             bounds = await uow.archives.bounds(row.sid, covered) if covered else None
             start = bounds[1] + 1 if bounds else 1
             spans = [a for a in await uow.archives.listing(row.sid, None) if a[0] > covered]
+            if row.next_position - start < CACHED_FROM:  # short: decoding costs little
+                messages = await uow.messages.between(row.sid, start, row.next_position - 1)
+                return wm, messages, sorted(s for s, _, _ in spans), spans
             messages, missing = self._cache.run(row.sid, start, row.next_position)
             if missing < row.next_position:
                 fresh = await uow.messages.between(row.sid, missing, row.next_position - 1)
