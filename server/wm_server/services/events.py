@@ -55,6 +55,9 @@ class RetryScheduled:
     attempt: int
     delay_seconds: float
     reason: str
+    next_attempt_at: float | None = None  # epoch seconds
+    provider_unavailable: bool = False  # waiting out an outage, not counting attempts
+    wait_remaining_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,8 +66,9 @@ class JobService:
             await uow.commit()
         record = session.record
         return ClaimedJob(
-            found.commit_id, record.tenant, record.session_id, found.seq, found.attempts + 1, token
-        )
+            found.commit_id, record.tenant, record.session_id, found.seq, found.attempts + 1,
+            token, found.create_time,
+        )  # fmt: skip
 
     @retry_conflicts
     async def renew(self, job: ClaimedJob, lease_seconds: float) -> bool:
@@ -175,14 +176,30 @@ class JobService:
         return _with_last(record, last), wm
 
     @retry_conflicts
-    async def schedule_retry(self, job: ClaimedJob, delay_seconds: float, reason: str) -> None:
+    async def schedule_retry(
+        self,
+        job: ClaimedJob,
+        delay_seconds: float,
+        reason: str,
+        *,
+        next_attempt_at: float | None = None,
+        wait_remaining: float | None = None,
+    ) -> None:
+        """Queue the job again after ``delay_seconds``; ``wait_remaining`` (seconds before
+        the job's maximum age) marks the wait for a provider outage."""
+        event = RetryScheduled(
+            job.attempts,
+            delay_seconds,
+            reason,
+            next_attempt_at if next_attempt_at is not None else time.time() + delay_seconds,
+            provider_unavailable=wait_remaining is not None,
+            wait_remaining_seconds=wait_remaining or 0.0,
+        )
         async with self._db.unit_of_work() as uow:
             after = await _hold(uow, job)
             await uow.jobs.requeue(job.commit_id, delay_seconds, reset_attempts=False)
             await uow.commits.set_state(job.commit_id, CommitState.PENDING, job.attempts)
-            await self._log.append(
-                uow, job.commit_id, after, RetryScheduled(job.attempts, delay_seconds, reason)
-            )
+            await self._log.append(uow, job.commit_id, after, event)
             await uow.commit()
 
     @retry_conflicts

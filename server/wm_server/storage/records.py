@@ -130,6 +130,7 @@ class ClaimedJob:
     archive_seq: int
     attempts: int
     lease_token: str
+    queued_at: float = 0.0  # epoch seconds: the job's age bounds how long an outage is waited out
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ class ClaimableJob:
     sid: int
     seq: int
     attempts: int
+    create_time: float = 0.0  # when the job was queued (or requeued by RetryCommit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,7 +539,7 @@ class JobRepository(_Repository):
     async def next_claimable(self) -> ClaimableJob | None:
         """The oldest runnable job whose session has no earlier unfinished one."""
         row = await self._conn.one(
-            "SELECT j.commit_id, j.sid, j.seq, j.attempts FROM phase2_jobs j"
+            "SELECT j.commit_id, j.sid, j.seq, j.attempts, j.create_time FROM phase2_jobs j"
             " WHERE j.state <> 'done'"
             f" AND ((j.state = 'queued' AND j.not_before <= {self._dialect.now})"
             f"  OR (j.state = 'running' AND j.lease_expires < {self._dialect.now}))"
@@ -549,7 +550,9 @@ class JobRepository(_Repository):
         )
         if row is None:
             return None
-        return ClaimableJob(str(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        return ClaimableJob(
+            str(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4] or 0.0)
+        )
 
     async def lease(self, commit_id: str, attempts: int, token: str, seconds: float) -> None:
         await self._conn.run(
@@ -588,10 +591,15 @@ class JobRepository(_Repository):
         )
 
     async def requeue(self, commit_id: str, delay: float, *, reset_attempts: bool) -> None:
+        """Queue the job again after ``delay``; ``reset_attempts`` (RetryCommit) also starts
+        its age afresh, so the wait for a provider outage is counted from the retry."""
+        now = self._dialect.now
         await self._conn.run(
             "UPDATE phase2_jobs SET state = 'queued', lease_token = NULL, lease_expires = NULL,"
-            f" not_before = {self._dialect.now} + :delay,"
-            " attempts = CASE WHEN :reset THEN 0 ELSE attempts END WHERE commit_id = :id",
+            f" not_before = {now} + :delay,"
+            " attempts = CASE WHEN :reset THEN 0 ELSE attempts END,"
+            f" create_time = CASE WHEN :reset THEN {now} ELSE create_time END"
+            " WHERE commit_id = :id",
             {"delay": delay, "reset": reset_attempts, "id": commit_id},
         )
 
