@@ -31,6 +31,9 @@ Model output
     :class:`CreationRejected`).
 Sizes
     :func:`estimate_tokens`, :func:`message_tokens`, :func:`section_reminders`.
+Phase 2 input
+    :func:`chunk_messages` (an archive in chunks within a token budget, at turn boundaries),
+    :func:`cut_message` (one message's head and tail within a budget).
 Conversation
     :class:`Message` of :data:`Part` (:class:`TextPart`, :class:`ToolUsePart`,
     :class:`ToolResultPart`) by :class:`Role`.
@@ -86,6 +89,8 @@ from wm_core._session import (
     abstract_of,
     anthropic_json,
     assemble,
+    chunk_messages,
+    cut_message,
     pending_delta,
     plan_budget,
     rebuild_rule,
@@ -132,6 +137,8 @@ __all__ = [
     "assemble",
     "bullet_items",
     "canonical_name",
+    "chunk_messages",
+    "cut_message",
     "estimate_tokens",
     "is_working_memory",
     "item_key",

@@ -22,6 +22,8 @@ from wm_server.config import ConfigurationError, Settings, split_host_port
 from wm_server.llm.factory import build_provider
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
+from wm_server.phase2.breaker import BreakerSettings
+from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
@@ -139,6 +141,17 @@ async def start_application(
             max_attempts=settings.phase2_max_attempts,
             retry_base_delay=settings.phase2_retry_base_delay,
             lease_seconds=settings.phase2_lease_seconds,
+            max_wait_seconds=settings.phase2_max_wait_seconds,
+            retry_max_delay=settings.phase2_retry_max_delay,
+            breaker=BreakerSettings(
+                threshold=settings.phase2_breaker_threshold,
+                cooldown=settings.phase2_breaker_cooldown_seconds,
+                max_cooldown=settings.phase2_retry_max_delay,
+            ),
+            input=InputBudget(
+                tokens=settings.phase2_input_tokens,
+                default_tokens=settings.phase2_default_input_tokens,
+            ),
         ),
         observer=metrics,
     )

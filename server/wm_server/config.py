@@ -81,6 +81,17 @@ class Settings(BaseSettings):
     phase2_max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
     phase2_retry_base_delay: Annotated[float, Field(ge=0)] = 1.0
     phase2_lease_seconds: Seconds = 60.0
+    # A provider outage is waited out (exponential backoff with jitter) up to this job age.
+    phase2_max_wait_seconds: Seconds = 3600.0
+    phase2_retry_max_delay: Seconds = 300.0
+    # Consecutive outage failures that open the provider's circuit breaker, and its first
+    # open period (doubled by every failed probe, up to phase2_retry_max_delay).
+    phase2_breaker_threshold: Annotated[int, Field(ge=1, le=1000)] = 5
+    phase2_breaker_cooldown_seconds: Seconds = 30.0
+    # Tokens of model input per Phase 2 call; unset: the provider's context window less its
+    # answer (Anthropic: 200,000 less WM_ANTHROPIC_MAX_TOKENS), else the default below.
+    phase2_input_tokens: Annotated[int | None, Field(ge=2_000)] = None
+    phase2_default_input_tokens: Annotated[int, Field(ge=2_000)] = 150_000
     heartbeat_seconds: Seconds = 10.0
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0

@@ -16,6 +16,7 @@ from wm_core._session.assembly import (
     plan_budget,
     trim_working_memory,
 )
+from wm_core._session.chunks import chunk_messages, cut_message
 from wm_core._session.split import NeedRows, SplitRow, split_boundary
 from wm_core._session.window import pending_delta, rebuild_rule
 
@@ -27,6 +28,8 @@ __all__ = [
     "abstract_of",
     "anthropic_json",
     "assemble",
+    "chunk_messages",
+    "cut_message",
     "pending_delta",
     "plan_budget",
     "rebuild_rule",

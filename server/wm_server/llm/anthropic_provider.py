@@ -13,6 +13,7 @@ and its strict schema instead.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from wm_server.llm.port import (
     CreateRequest,
     LlmError,
     ModelReply,
+    PromptTooLong,
     Purpose,
     RepairRequest,
     UpdateRequest,
@@ -37,6 +39,12 @@ from wm_server.llm.prompts import (
 
 # Status codes worth another attempt later (the SDK has already retried them itself).
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+# Of those, the ones that mean the provider is out or overloaded, not that the request is
+# wrong: Phase 2 waits them out.
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 501, 502, 503, 504, 529})
+# The API's answer to an input over the context window: HTTP 400 "prompt is too long:
+# 215304 tokens > 200000 maximum" (or 413 for a request body over the size limit).
+_TOO_LONG = re.compile(r"prompt is too long(?::\s*\d+\s*tokens\s*>\s*(\d+))?", re.IGNORECASE)
 
 
 def _usage(raw: Any) -> Usage:
@@ -52,13 +60,17 @@ def _usage(raw: Any) -> Usage:
 
 
 def _status_error(exc: anthropic.APIStatusError) -> LlmError:
-    retryable = exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
+    status = exc.status_code
+    retryable = status in _RETRYABLE_STATUS or status >= 500
     kind = exc.type or type(exc).__name__
     detail = exc.api_message or exc.message
     request_id = f", request {exc.request_id}" if exc.request_id else ""
-    return LlmError(
-        f"anthropic: HTTP {exc.status_code} {kind}: {detail}{request_id}", retryable=retryable
-    )
+    text = f"anthropic: HTTP {status} {kind}: {detail}{request_id}"
+    too_long = _TOO_LONG.search(str(detail)) if status == 400 else None
+    if too_long is not None or status == 413:
+        limit = int(too_long.group(1)) if too_long is not None and too_long.group(1) else None
+        return PromptTooLong(text, limit=limit)
+    return LlmError(text, retryable=retryable, transient=status in _TRANSIENT_STATUS)
 
 
 def reply_from_message(message: Any, tool_name: str) -> ModelReply:
@@ -86,6 +98,9 @@ def reply_from_message(message: Any, tool_name: str) -> ModelReply:
 
 class AnthropicProvider:
     """Claude behind the three calls of the recovery chain."""
+
+    # Input and answer together: Phase 2 derives its input budget from it (chunked.py).
+    context_window = 200_000
 
     def __init__(
         self,
@@ -124,6 +139,10 @@ class AnthropicProvider:
     @property
     def model(self) -> str:
         return self._model
+
+    @property
+    def max_output_tokens(self) -> int:
+        return self._max_tokens
 
     async def update(self, request: UpdateRequest) -> ModelReply:
         return await self._call(Purpose.UPDATE, UPDATE_TOOL, update_user_message(request))
@@ -170,10 +189,10 @@ class AnthropicProvider:
             raise LlmError(
                 f"anthropic: no answer within {self._timeout:g}s "
                 f"(after {self._max_retries} retries)",
-                retryable=True,
+                transient=True,
             ) from exc
         except anthropic.APIConnectionError as exc:
-            raise LlmError(f"anthropic: connection failed: {exc.message}", retryable=True) from exc
+            raise LlmError(f"anthropic: connection failed: {exc.message}", transient=True) from exc
         except anthropic.APIStatusError as exc:
             raise _status_error(exc) from exc
         except anthropic.APIResponseValidationError as exc:
