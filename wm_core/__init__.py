@@ -23,7 +23,9 @@ Items and references
     :func:`references` (the file paths and URLs a text mentions).
 Ops and merging
     :class:`SectionOp` (:class:`OpKind`; :data:`KEEP` is ``SectionOp.keep()``), :func:`merge`
-    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`).
+    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`), within
+    :class:`WmLimits` (:data:`DEFAULT_LIMITS`: the hard size bound of the document);
+    :func:`bound_document` applies that bound to a document made without a merge.
 Model output
     :data:`UPDATE_TOOL`, :data:`CREATE_TOOL`, :func:`validate_update_arguments`,
     :func:`validate_create_arguments`, :func:`parse_tool_arguments` (:class:`ParsedOps`,
@@ -62,7 +64,8 @@ from wm_core._document.sections import (
     TASK_GOALS,
     canonical_name,
 )
-from wm_core._merge import MergeResult, merge
+from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits
+from wm_core._merge import MergeResult, bound_document, merge
 from wm_core._messages import (
     Message,
     Part,
@@ -103,6 +106,7 @@ from wm_core._tokens.reminders import section_reminders
 __all__ = [
     "CREATE_TOOL",
     "CURRENT_STATE",
+    "DEFAULT_LIMITS",
     "ERRORS_CORRECTIONS",
     "FILES_CONTEXT",
     "KEEP",
@@ -132,9 +136,11 @@ __all__ = [
     "TextPart",
     "ToolResultPart",
     "ToolUsePart",
+    "WmLimits",
     "abstract_of",
     "anthropic_json",
     "assemble",
+    "bound_document",
     "bullet_items",
     "canonical_name",
     "chunk_messages",

@@ -12,6 +12,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from wm_core import WmLimits
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api.events import encode_event
@@ -20,6 +21,7 @@ from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
 from wm_server.llm.factory import build_provider
+from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
 from wm_server.phase2.breaker import BreakerSettings
@@ -148,12 +150,18 @@ async def start_application(
                 cooldown=settings.phase2_breaker_cooldown_seconds,
                 max_cooldown=settings.phase2_retry_max_delay,
             ),
+            limits=WmLimits(
+                total_tokens=settings.wm_max_tokens,
+                section_tokens=settings.wm_section_max_tokens,
+                key_facts_tokens=settings.wm_key_facts_max_tokens,
+            ),
             input=InputBudget(
                 tokens=settings.phase2_input_tokens,
                 default_tokens=settings.phase2_default_input_tokens,
             ),
         ),
         observer=metrics,
+        backfill=update_ops,
     )
     servicer = WorkingMemoryServicer(
         sessions=SessionService(database, on_deleted=maintenance.wake),

@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     # answer (Anthropic: 200,000 less WM_ANTHROPIC_MAX_TOKENS), else the default below.
     phase2_input_tokens: Annotated[int | None, Field(ge=2_000)] = None
     phase2_default_input_tokens: Annotated[int, Field(ge=2_000)] = 150_000
+    # The hard bound on a stored working memory (estimated tokens): in all, per section,
+    # and for Key Facts (whose consolidation is only asked for above 3,000 tokens).
+    wm_max_tokens: Annotated[int, Field(ge=1_000)] = 12_000
+    wm_section_max_tokens: Annotated[int, Field(ge=200)] = 2_000
+    wm_key_facts_max_tokens: Annotated[int, Field(ge=200)] = 4_000
     heartbeat_seconds: Seconds = 10.0
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0

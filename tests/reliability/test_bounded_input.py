@@ -148,3 +148,46 @@ async def test_three_failed_archives_then_a_good_model_completes_them_all(
             api.AssembleContextRequest(session_id=SESSION, token_budget=100_000)
         )
         assert not context.uncovered_archive_ids  # the failed archives are covered now
+
+
+def _bloating(request: RecordedRequest) -> Reply:
+    """A model that answers a 2 MB section and 3,000 items per APPEND."""
+    name = str((request.tool_choice or {}).get("name", "update_working_memory"))
+    if name == "create_working_memory":
+        return tool_use(CREATION, name=name)
+    sections: dict[str, Any] = {s: {"op": "KEEP"} for s in SECTIONS}
+    sections["Current State"] = {"op": "UPDATE", "content": "Still importing. " * 125_000}
+    sections["Key Facts & Decisions"] = {
+        "op": "APPEND",
+        "items": [
+            f"Fact {n}: port {10_000 + n} chosen on 2025-01-{n % 28 + 1:02d}" for n in range(3_000)
+        ],
+    }
+    sections["Files & Context"] = {
+        "op": "APPEND",
+        "items": [f"`src/generated/module_{n}.py`: generated" for n in range(3_000)],
+    }
+    return tool_use({"sections": sections})
+
+
+async def test_a_bloating_model_leaves_the_working_memory_within_its_budget(
+    anthropic_server: AnthropicServer, fake: FakeAnthropic
+) -> None:
+    fake.set_default(_bloating)
+    app = await anthropic_server(WM_PHASE2_MAX_ATTEMPTS="1")
+    async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
+        stub = service_grpc.WorkingMemoryServiceStub(channel)
+        decisions: list[pb.GuardDecision] = []
+        for turn in range(3):
+            await _add(stub, b.user(f"turn {turn}: keep importing", f"t{turn}"))
+            events = await _commit(stub)
+            assert assert_well_formed(events).stage == pb.COMMIT_STAGE_COMPLETED
+            decisions += [
+                e.guard_decision for e in events if e.stage == pb.COMMIT_STAGE_GUARD_DECISION
+            ]
+            wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+            assert estimate_tokens(wm.document) <= 12_000, estimate_tokens(wm.document)
+            assert wm.estimated_tokens <= 12_000
+            assert CREATION["Files & Context"] in wm.document  # old lines kept first
+        bound = {d.section for d in decisions if d.guard == "bound" and d.refused_items}
+        assert {"Current State", "Key Facts & Decisions", "Files & Context"} <= bound

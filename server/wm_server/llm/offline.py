@@ -283,7 +283,7 @@ def _error_lines(content: str) -> list[str]:
     """Error lines in an output or a text that did not fail as a whole."""
     found: list[str] = []
     for line in content.splitlines():
-        for pattern in (_SUMMARY_LINE, _EXCEPTION_LINE):
+        for pattern in (_SUMMARY_LINE, _EXCEPTION_LINE, _TOOL_ERROR_LINE):  # "Error: …" too
             match = pattern.match(line)
             if match:
                 found.append(match.group(1).strip())

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from wm_core import Message, chunk_messages, estimate_tokens
-from wm_server.llm.chain import EventSink, Generation, generate_working_memory
+from wm_core import DEFAULT_LIMITS, Message, WmLimits, chunk_messages, estimate_tokens
+from wm_server.llm.chain import Backfill, EventSink, Generation, generate_working_memory
 from wm_server.llm.port import LlmProvider, PromptTooLong, Usage
 
 log = structlog.get_logger("wm_server.phase2")
@@ -82,6 +82,8 @@ async def generate_in_chunks(
     messages: Sequence[Message],
     input_tokens: int,
     on_event: EventSink | None = None,
+    limits: WmLimits = DEFAULT_LIMITS,
+    backfill: Backfill | None = None,
 ) -> Generation:
     """The commit's working memory after ``messages``, however many they are."""
     document = previous_document
@@ -96,7 +98,12 @@ async def generate_in_chunks(
         budget = budgets.pop(0)
         try:
             generation = await generate_working_memory(
-                provider, previous_document=document, messages=chunk, on_event=on_event
+                provider,
+                previous_document=document,
+                messages=chunk,
+                on_event=on_event,
+                limits=limits,
+                backfill=backfill,
             )
         except PromptTooLong as error:
             smaller = budget // 2

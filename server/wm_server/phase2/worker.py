@@ -25,10 +25,11 @@ from typing import Protocol
 
 import structlog
 
-from wm_core import abstract_of, estimate_tokens
+from wm_core import DEFAULT_LIMITS, WmLimits, abstract_of, estimate_tokens
 from wm_server import wire
 from wm_server.errors import ServiceError
 from wm_server.llm.chain import (
+    Backfill,
     ChainEvent,
     GenerationFailed,
     LlmCallFinished,
@@ -82,6 +83,7 @@ class WorkerSettings:
     retry_max_delay: float = 300.0  # the backoff's ceiling
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     input: InputBudget = field(default_factory=InputBudget)
+    limits: WmLimits = DEFAULT_LIMITS
 
 
 class Phase2Worker:
@@ -94,12 +96,14 @@ class Phase2Worker:
         *,
         post_steps: Sequence[PostStep] = (),
         observer: Phase2Observer | None = None,
+        backfill: Backfill | None = None,
     ) -> None:
         self._jobs = jobs
         self._provider = provider
         self._bus = bus
         self._settings = settings
         self._post_steps = tuple(post_steps)
+        self._backfill = backfill  # fills sections a model left unread (chain.py)
         self._observer = observer or _NoObserver()
         self._wake = asyncio.Event()
         self.breaker = CircuitBreaker(settings.breaker)
@@ -226,6 +230,8 @@ class Phase2Worker:
                     messages=data.messages,
                     input_tokens=self.input_tokens,
                     on_event=on_event,
+                    limits=self._settings.limits,
+                    backfill=self._backfill,
                 )
                 for step in self._post_steps:
                     await step(job, generation.document)
