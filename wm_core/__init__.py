@@ -26,6 +26,9 @@ Ops and merging
     (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`), within
     :class:`WmLimits` (:data:`DEFAULT_LIMITS`: the hard size bound of the document);
     :func:`bound_document` applies that bound to a document made without a merge.
+Pending items
+    :class:`PendingItem` (what a guard refused, kept for the next update), :func:`refused_items`,
+    :func:`carry_pending`, :func:`pending_reminder`.
 Model output
     :data:`UPDATE_TOOL`, :data:`CREATE_TOOL`, :func:`validate_update_arguments`,
     :func:`validate_create_arguments`, :func:`parse_tool_arguments` (:class:`ParsedOps`,
@@ -65,6 +68,7 @@ from wm_core._document.sections import (
     canonical_name,
 )
 from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits
+from wm_core._guards.pending import PendingItem, carry_pending, pending_reminder, refused_items
 from wm_core._merge import MergeResult, bound_document, merge
 from wm_core._messages import (
     Message,
@@ -129,6 +133,7 @@ __all__ = [
     "ParsedDocument",
     "ParsedOps",
     "Part",
+    "PendingItem",
     "ReadMethod",
     "Role",
     "SectionOp",
@@ -143,6 +148,7 @@ __all__ = [
     "bound_document",
     "bullet_items",
     "canonical_name",
+    "carry_pending",
     "chunk_messages",
     "cut_message",
     "estimate_tokens",
@@ -155,9 +161,11 @@ __all__ = [
     "parse_document_detailed",
     "parse_tool_arguments",
     "pending_delta",
+    "pending_reminder",
     "plan_budget",
     "rebuild_rule",
     "references",
+    "refused_items",
     "render_document",
     "section_reminders",
     "split_boundary",

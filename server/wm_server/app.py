@@ -150,6 +150,7 @@ async def start_application(
                 cooldown=settings.phase2_breaker_cooldown_seconds,
                 max_cooldown=settings.phase2_retry_max_delay,
             ),
+            max_pending_items=settings.phase2_max_pending_items,
             limits=WmLimits(
                 total_tokens=settings.wm_max_tokens,
                 section_tokens=settings.wm_section_max_tokens,

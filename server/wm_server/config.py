@@ -97,6 +97,8 @@ class Settings(BaseSettings):
     wm_max_tokens: Annotated[int, Field(ge=1_000)] = 12_000
     wm_section_max_tokens: Annotated[int, Field(ge=200)] = 2_000
     wm_key_facts_max_tokens: Annotated[int, Field(ge=200)] = 4_000
+    # Refused items a session keeps (shown in the next update prompt); the oldest go first.
+    phase2_max_pending_items: Annotated[int, Field(ge=0, le=1_000)] = 30
     heartbeat_seconds: Seconds = 10.0
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0

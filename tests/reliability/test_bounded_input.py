@@ -178,6 +178,7 @@ async def test_a_bloating_model_leaves_the_working_memory_within_its_budget(
     async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
         decisions: list[pb.GuardDecision] = []
+        pending: list[int] = []
         for turn in range(3):
             await _add(stub, b.user(f"turn {turn}: keep importing", f"t{turn}"))
             events = await _commit(stub)
@@ -185,9 +186,20 @@ async def test_a_bloating_model_leaves_the_working_memory_within_its_budget(
             decisions += [
                 e.guard_decision for e in events if e.stage == pb.COMMIT_STAGE_GUARD_DECISION
             ]
+            pending += [
+                e.working_memory_stored.pending_items
+                for e in events
+                if e.stage == pb.COMMIT_STAGE_WORKING_MEMORY_STORED
+            ]
             wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
             assert estimate_tokens(wm.document) <= 12_000, estimate_tokens(wm.document)
             assert wm.estimated_tokens <= 12_000
             assert CREATION["Files & Context"] in wm.document  # old lines kept first
         bound = {d.section for d in decisions if d.guard == "bound" and d.refused_items}
         assert {"Current State", "Key Facts & Decisions", "Files & Context"} <= bound
+        # What was refused is kept as pending items, bounded, and shown in the next update.
+        assert all(stored <= 30 for stored in pending) and pending[1:] == [30, 30]
+        updates = [r for r in fake.requests if "<current_working_memory>" in r.user_text]
+        assert "<pending_items>" not in updates[0].user_text
+        assert "<pending_items>" in updates[1].user_text
+        assert "Not yet in the working memory" in updates[1].user_text

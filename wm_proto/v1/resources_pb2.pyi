@@ -898,22 +898,32 @@ class WorkingMemoryStored(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     ABSTRACT_FIELD_NUMBER: _builtins.int
+    PENDING_ITEMS_FIELD_NUMBER: _builtins.int
+    PENDING_ITEMS_DROPPED_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """Its version."""
     estimated_tokens: _builtins.int
     """Its estimated tokens."""
     abstract: _builtins.str
     """The archive's one-line abstract."""
+    pending_items: _builtins.int
+    """Items a guard refused that the session keeps as pending (shown to the model in the next
+    update until the working memory holds them).
+    """
+    pending_items_dropped: _builtins.int
+    """Pending items dropped by this commit to keep their number within its bound."""
     def __init__(
         self,
         *,
         version: _builtins.int = ...,
         estimated_tokens: _builtins.int = ...,
         abstract: _builtins.str = ...,
+        pending_items: _builtins.int = ...,
+        pending_items_dropped: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "estimated_tokens", b"estimated_tokens", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "estimated_tokens", b"estimated_tokens", "pending_items", b"pending_items", "pending_items_dropped", b"pending_items_dropped", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -86,7 +86,11 @@ def _parts(
         return pb.COMMIT_STAGE_GUARD_DECISION, running, {"guard_decision": decision}
     if isinstance(event, WorkingMemoryStored):
         stored = pb.WorkingMemoryStored(
-            version=event.version, estimated_tokens=event.estimated_tokens, abstract=event.abstract
+            version=event.version,
+            estimated_tokens=event.estimated_tokens,
+            abstract=event.abstract,
+            pending_items=event.pending_items,
+            pending_items_dropped=event.pending_dropped,
         )
         return pb.COMMIT_STAGE_WORKING_MEMORY_STORED, running, {"working_memory_stored": stored}
     if isinstance(event, RetryScheduled):

@@ -48,6 +48,7 @@ from wm_core import (
     Guard,
     Message,
     OpKind,
+    PendingItem,
     SectionOp,
     WmLimits,
     bound_document,
@@ -59,6 +60,7 @@ from wm_core import (
     normalize_creation,
     parse_document,
     parse_tool_arguments,
+    pending_reminder,
     section_reminders,
     validate_create_arguments,
     validate_update_arguments,
@@ -438,6 +440,7 @@ async def generate_working_memory(
     on_event: EventSink | None = None,
     limits: WmLimits = DEFAULT_LIMITS,
     backfill: Backfill | None = None,
+    pending: Sequence[PendingItem] = (),
 ) -> Generation:
     """The next working memory after ``messages``, within ``limits``; see the module
     docstring for the steps.
@@ -464,7 +467,11 @@ async def generate_working_memory(
     request = UpdateRequest(
         previous_document=previous_document,
         messages=tuple(messages),
-        reminders=section_reminders(previous_document),
+        reminders="\n\n".join(
+            text
+            for text in (section_reminders(previous_document), pending_reminder(pending))
+            if text.strip()
+        ),
     )
     reply = await run.call(Purpose.UPDATE, lambda: provider.update(request))
     reading = read_update_answer(reply)

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 import structlog
 
-from wm_core import DEFAULT_LIMITS, Message, WmLimits, chunk_messages, estimate_tokens
+from wm_core import (
+    DEFAULT_LIMITS,
+    Message,
+    PendingItem,
+    WmLimits,
+    chunk_messages,
+    estimate_tokens,
+)
 from wm_server.llm.chain import Backfill, EventSink, Generation, generate_working_memory
 from wm_server.llm.port import LlmProvider, PromptTooLong, Usage
 
@@ -84,17 +91,18 @@ async def generate_in_chunks(
     on_event: EventSink | None = None,
     limits: WmLimits = DEFAULT_LIMITS,
     backfill: Backfill | None = None,
+    pending: Sequence[PendingItem] = (),
 ) -> Generation:
     """The commit's working memory after ``messages``, however many they are."""
     document = previous_document
-    pending = list(chunk_messages(messages, message_budget(input_tokens, document)))
-    if not pending:
-        pending = [()]
-    budgets = [message_budget(input_tokens, document)] * len(pending)
+    queue = list(chunk_messages(messages, message_budget(input_tokens, document)))
+    if not queue:
+        queue = [()]
+    budgets = [message_budget(input_tokens, document)] * len(queue)
     done: list[Generation] = []
     resplits = 0
-    while pending:
-        chunk = pending.pop(0)
+    while queue:
+        chunk = queue.pop(0)
         budget = budgets.pop(0)
         try:
             generation = await generate_working_memory(
@@ -104,6 +112,7 @@ async def generate_in_chunks(
                 on_event=on_event,
                 limits=limits,
                 backfill=backfill,
+                pending=pending,
             )
         except PromptTooLong as error:
             smaller = budget // 2
@@ -120,7 +129,7 @@ async def generate_in_chunks(
                 pieces=len(pieces),
                 error=str(error),
             )
-            pending[:0] = pieces
+            queue[:0] = pieces
             budgets[:0] = [max(smaller, MIN_MESSAGE_TOKENS)] * len(pieces)
             continue
         done.append(generation)

@@ -25,7 +25,14 @@ from typing import Protocol
 
 import structlog
 
-from wm_core import DEFAULT_LIMITS, WmLimits, abstract_of, estimate_tokens
+from wm_core import (
+    DEFAULT_LIMITS,
+    WmLimits,
+    abstract_of,
+    carry_pending,
+    estimate_tokens,
+    refused_items,
+)
 from wm_server import wire
 from wm_server.errors import ServiceError
 from wm_server.llm.chain import (
@@ -84,6 +91,7 @@ class WorkerSettings:
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     input: InputBudget = field(default_factory=InputBudget)
     limits: WmLimits = DEFAULT_LIMITS
+    max_pending_items: int = 30  # refused items a session keeps for the next update
 
 
 class Phase2Worker:
@@ -232,6 +240,7 @@ class Phase2Worker:
                     on_event=on_event,
                     limits=self._settings.limits,
                     backfill=self._backfill,
+                    pending=data.pending,
                 )
                 for step in self._post_steps:
                     await step(job, generation.document)
@@ -273,6 +282,12 @@ class Phase2Worker:
                 ("cache_write", generation.usage.cache_creation_input_tokens),
             ):
                 self._observer.tokens_used(kind, count)
+            refused = refused_items(generation.decisions, job.archive_seq)
+            pending, dropped = carry_pending(
+                data.pending, refused, generation.document, self._settings.max_pending_items
+            )
+            if dropped:
+                log.warning("phase2_pending_items_dropped", commit_id=job.commit_id, count=dropped)
             completion = Phase2Completion(
                 document=generation.document,
                 estimated_tokens=estimate_tokens(generation.document),
@@ -280,6 +295,8 @@ class Phase2Worker:
                 decisions_json=wire.decisions_json(generation.decisions),
                 usage_json=wire.usage_json(generation.usage),
                 covered_seqs=data.covered_seqs,
+                pending=pending,
+                pending_dropped=dropped,
             )
             done = await self._jobs.complete(
                 job,

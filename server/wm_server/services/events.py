@@ -46,6 +46,8 @@ class WorkingMemoryStored:
     version: int
     estimated_tokens: int
     abstract: str
+    pending_items: int = 0  # refused items the session keeps for the next update
+    pending_dropped: int = 0  # pending items dropped to stay within their bound
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,7 @@ class JobService:
             if row is None:
                 raise LeaseLost(job.commit_id)
             previous = await uow.working_memories.get(row, row.record.wm_version)
+            pending = await uow.pending_items.of_session(row.sid)
             seqs = await uow.commits.failed_uncovered_before(row.sid, job.archive_seq)
             seqs.append(job.archive_seq)
             messages: list[Message] = []
@@ -103,7 +104,7 @@ class JobService:
                 bounds = await uow.archives.bounds(row.sid, seq)
                 if bounds is not None:
                     messages.extend(m.message for m in await uow.messages.between(row.sid, *bounds))
-        return Phase2Input(previous, tuple(messages), tuple(seqs))
+        return Phase2Input(previous, tuple(messages), tuple(seqs), tuple(pending))
 
     @retry_conflicts
     async def start(self, job: ClaimedJob, data: Phase2Input) -> None:
@@ -155,6 +156,11 @@ class JobService:
                 uow.sessions.setting_wm_version(row.sid, version, now),
                 uow.archives.setting_abstract(row.sid, job.archive_seq, completion.abstract),
                 *([uow.commits.covering(row.sid, earlier, job.archive_seq)] if earlier else []),
+                *(
+                    uow.pending_items.replacing(row.sid, job.archive_seq, completion.pending)
+                    if completion.pending is not None
+                    else []
+                ),
                 uow.jobs.finishing(job.commit_id),
                 uow.commits.completing(
                     job.commit_id, job.attempts, version=version,
@@ -168,7 +174,10 @@ class JobService:
                 job.tenant, job.session_id, version, completion.document, job.archive_seq,
                 job.commit_id, completion.estimated_tokens, now,
             )  # fmt: skip
-            stored = WorkingMemoryStored(version, wm.estimated_tokens, record.abstract)
+            stored = WorkingMemoryStored(
+                version, wm.estimated_tokens, record.abstract,
+                len(completion.pending or ()), completion.pending_dropped,
+            )  # fmt: skip
             last = await self._log.append(
                 uow, job.commit_id, after, *events, stored, Completed(record)
             )

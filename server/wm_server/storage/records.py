@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from wm_core import Message
+from wm_core import Message, PendingItem
 
 
 class CommitState(StrEnum):
@@ -140,6 +140,7 @@ class Phase2Input:
     previous: WorkingMemoryRecord | None
     messages: tuple[Message, ...]
     covered_seqs: tuple[int, ...]  # the archive itself plus earlier failed, uncovered ones
+    pending: tuple[PendingItem, ...] = ()  # refused earlier, shown in the update prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,3 +160,5 @@ class Phase2Completion:
     decisions_json: str
     usage_json: str
     covered_seqs: tuple[int, ...]
+    pending: tuple[PendingItem, ...] | None = None  # the session's new pending items; None: as is
+    pending_dropped: int = 0  # pending items dropped to stay within the bound

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wm_core import Message
+from wm_core import Message, PendingItem
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.records import (
     CommitRecord,
@@ -256,6 +256,7 @@ PURGE_ORDER: tuple[tuple[str, str], ...] = (
     ("commits", "commit_id"),
     ("archives", "seq"),
     ("working_memories", "version"),
+    ("pending_items", "position"),
     ("requests", "request_key"),
     ("sessions", "sid"),
 )
@@ -619,6 +620,37 @@ class JobRepository(_Repository):
     async def open_count(self) -> int:
         row = await self._conn.one("SELECT COUNT(*) FROM phase2_jobs WHERE state <> 'done'", {})
         return int(row[0]) if row else 0
+
+
+class PendingItemRepository(_Repository):
+    """A session's pending items (wm_core.carry_pending decides them), in order."""
+
+    async def of_session(self, sid: int) -> list[PendingItem]:
+        rows = await self._conn.all(
+            "SELECT section, item, source, archive_seq FROM pending_items WHERE sid = :sid"
+            " ORDER BY batch, position",
+            {"sid": sid},
+        )
+        return [PendingItem(str(a), str(b), str(c), int(d)) for a, b, c, d in rows]
+
+    def replacing(self, sid: int, batch: int, items: Sequence[PendingItem]) -> list[Write]:
+        """The writes that make ``items`` the session's pending items; ``batch`` (the archive
+        of the completion) differs from every earlier one, so the new keys never collide
+        with the rows deleted in the same statement."""
+        writes = [Write("DELETE FROM pending_items WHERE sid = :sid", {"sid": sid})]
+        if items:
+            writes.append(
+                Write(
+                    "INSERT INTO pending_items (sid, batch, position, section, item, source,"
+                    " archive_seq) VALUES (:sid, :batch, :position, :section, :item, :source,"
+                    " :seq)",
+                    rows=[
+                        (sid, batch, n, i.section, i.text, i.source, i.archive_seq)
+                        for n, i in enumerate(items)
+                    ],
+                )
+            )
+        return writes
 
 
 class WorkingMemoryRepository(_Repository):

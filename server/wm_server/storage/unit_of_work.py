@@ -16,6 +16,7 @@ from wm_server.storage.repositories import (
     EventRepository,
     JobRepository,
     MessageRepository,
+    PendingItemRepository,
     RequestRepository,
     SessionRepository,
     ToolCallRepository,
@@ -40,6 +41,7 @@ class Repositories:
         self.events = EventRepository(conn, dialect)
         self.jobs = JobRepository(conn, dialect)
         self.working_memories = WorkingMemoryRepository(conn, dialect)
+        self.pending_items = PendingItemRepository(conn, dialect)
         self.requests = RequestRepository(conn, dialect)
 
 
@@ -61,6 +63,7 @@ class UnitOfWork:
         self.events = repositories.events
         self.jobs = repositories.jobs
         self.working_memories = repositories.working_memories
+        self.pending_items = repositories.pending_items
         self.requests = repositories.requests
 
     async def write(self, *writes: Write) -> None:
