@@ -134,6 +134,11 @@ async def start_application(
     log_ = EventLog(encode_event)
     jobs = JobService(database, log_)
     maintenance = Maintenance(database, retention_seconds=settings.request_id_retention_seconds)
+    limits = WmLimits(
+        total_tokens=settings.wm_max_tokens,
+        section_tokens=settings.wm_section_max_tokens,
+        key_facts_tokens=settings.wm_key_facts_max_tokens,
+    )
     worker = Phase2Worker(
         jobs,
         provider,
@@ -151,11 +156,8 @@ async def start_application(
                 max_cooldown=settings.phase2_retry_max_delay,
             ),
             max_pending_items=settings.phase2_max_pending_items,
-            limits=WmLimits(
-                total_tokens=settings.wm_max_tokens,
-                section_tokens=settings.wm_section_max_tokens,
-                key_facts_tokens=settings.wm_key_facts_max_tokens,
-            ),
+            max_chunks=settings.phase2_max_chunks,
+            limits=limits,
             input=InputBudget(
                 tokens=settings.phase2_input_tokens,
                 default_tokens=settings.phase2_default_input_tokens,
@@ -173,7 +175,7 @@ async def start_application(
             heartbeat_seconds=settings.heartbeat_seconds,
             on_enqueued=worker.wake,
         ),
-        memory=WorkingMemoryService(database),
+        memory=WorkingMemoryService(database, limits),
         archives=ArchiveService(database),
         context=ContextService(database),
         max_message_bytes=settings.max_message_bytes,

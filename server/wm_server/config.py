@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     # answer (Anthropic: 200,000 less WM_ANTHROPIC_MAX_TOKENS), else the default below.
     phase2_input_tokens: Annotated[int | None, Field(ge=2_000)] = None
     phase2_default_input_tokens: Annotated[int, Field(ge=2_000)] = 150_000
+    # Chunks one commit's input (its archive and the failed ones folded in) may take; over
+    # that every message is cut to head and tail in proportion.
+    phase2_max_chunks: Annotated[int, Field(ge=1, le=1_000)] = 16
     # The hard bound on a stored working memory (estimated tokens): in all, per section,
     # and for Key Facts (whose consolidation is only asked for above 3,000 tokens).
     wm_max_tokens: Annotated[int, Field(ge=1_000)] = 12_000

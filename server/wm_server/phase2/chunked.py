@@ -21,7 +21,9 @@ from wm_core import (
     PendingItem,
     WmLimits,
     chunk_messages,
+    cut_message,
     estimate_tokens,
+    message_tokens,
 )
 from wm_server.llm.chain import Backfill, EventSink, Generation, generate_working_memory
 from wm_server.llm.port import LlmProvider, PromptTooLong, Usage
@@ -35,6 +37,8 @@ PROMPT_OVERHEAD_TOKENS = 4_000
 MIN_MESSAGE_TOKENS = 256
 # How many times one commit may split a refused chunk again.
 MAX_RESPLITS = 12
+# A message is never cut below this many tokens to fit the chunk cap.
+MIN_CUT_TOKENS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,24 @@ def message_budget(input_tokens: int, previous_document: str | None) -> int:
     """Tokens left for messages beside the previous working memory and the prompt."""
     left = input_tokens - estimate_tokens(previous_document) - PROMPT_OVERHEAD_TOKENS
     return max(left, MIN_MESSAGE_TOKENS)
+
+
+def capped(
+    messages: Sequence[Message], budget: int, max_chunks: int
+) -> tuple[tuple[tuple[Message, ...], ...], bool]:
+    """The chunks of ``messages``, at most about ``max_chunks`` of them: over that (a long
+    archive with many earlier failed ones folded in), every message is cut to its head and
+    tail in proportion, so one commit's cost stays bounded. True when messages were cut."""
+    chunks = chunk_messages(messages, budget)
+    if len(chunks) <= max_chunks:
+        return chunks, False
+    sizes = [m.estimated_tokens or message_tokens(m.parts) for m in messages]
+    ratio = max_chunks * budget * 0.8 / max(sum(sizes), 1)
+    cut = [
+        cut_message(m, max(int(size * ratio), MIN_CUT_TOKENS))
+        for m, size in zip(messages, sizes, strict=True)
+    ]
+    return chunk_messages(cut, budget), True
 
 
 def _combined(parts: Sequence[Generation]) -> Generation:
@@ -92,10 +114,14 @@ async def generate_in_chunks(
     limits: WmLimits = DEFAULT_LIMITS,
     backfill: Backfill | None = None,
     pending: Sequence[PendingItem] = (),
+    max_chunks: int = 16,
 ) -> Generation:
     """The commit's working memory after ``messages``, however many they are."""
     document = previous_document
-    queue = list(chunk_messages(messages, message_budget(input_tokens, document)))
+    chunks, was_cut = capped(messages, message_budget(input_tokens, document), max_chunks)
+    if was_cut:
+        log.warning("phase2_input_cut_to_chunk_cap", max_chunks=max_chunks)
+    queue = list(chunks)
     if not queue:
         queue = [()]
     budgets = [message_budget(input_tokens, document)] * len(queue)
@@ -136,4 +162,7 @@ async def generate_in_chunks(
         document = generation.document
     if len(done) > 1:
         log.info("phase2_chunked", chunks=len(done), resplits=resplits)
-    return _combined(done)
+    result = _combined(done)
+    if was_cut:
+        result.problems.insert(0, f"input over {max_chunks} chunks: messages cut to head and tail")
+    return result

@@ -92,6 +92,7 @@ class WorkerSettings:
     input: InputBudget = field(default_factory=InputBudget)
     limits: WmLimits = DEFAULT_LIMITS
     max_pending_items: int = 30  # refused items a session keeps for the next update
+    max_chunks: int = 16  # chunks of one commit's input before its messages are cut
 
 
 class Phase2Worker:
@@ -241,6 +242,7 @@ class Phase2Worker:
                     limits=self._settings.limits,
                     backfill=self._backfill,
                     pending=data.pending,
+                    max_chunks=self._settings.max_chunks,
                 )
                 for step in self._post_steps:
                     await step(job, generation.document)
