@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 from wm_core._decisions import Decision
 from wm_core._document.items import item_key
+from wm_core._document.sections import CURRENT_STATE, SESSION_TITLE
 from wm_core._guards.key_facts import is_sentinel, lexical_anchors
 
 # An item is shown and stored at most this long.
 MAX_PENDING_CHARS = 500
+_SUPERSEDED = frozenset({SESSION_TITLE, CURRENT_STATE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +41,12 @@ def _holds(document_lowered: str, text: str) -> bool:
 
 
 def refused_items(decisions: Iterable[Decision], archive_seq: int) -> list[PendingItem]:
-    """The items the decisions of one merge refused, in order."""
+    """The items the decisions of one merge refused, in order. The title and Current State
+    are left out: what is cut from them is superseded by the next turn, not owed to it."""
     return [
         PendingItem(d.section, item[:MAX_PENDING_CHARS], d.guard.value, archive_seq)
         for d in decisions
+        if d.section not in _SUPERSEDED
         for item in d.items_refused
         if item.strip() and not is_sentinel(item)
     ]

@@ -252,6 +252,7 @@ class Phase2Worker:
                     await self._wait_out(job, str(error))
                     self._observer.job_finished("retry", time.monotonic() - started)
                     return
+                self.breaker.succeeded()  # the provider answered, if only to refuse
                 await self._fail_or_retry(
                     job, "LLM_UNAVAILABLE" if error.retryable else "LLM_REJECTED",
                     str(error), error.retryable,

@@ -26,7 +26,10 @@ def test_refused_items_come_from_every_decision_without_the_sentinel() -> None:
             "Files & Context", "APPEND", "APPEND", Guard.BOUND, "cut", items_refused=("x" * 900,)
         ),
     ]
-    found = refused_items(decisions, 7)
+    decisions.append(
+        Decision("Current State", "UPDATE", "UPDATE", Guard.BOUND, "cut", items_refused=("tail",))
+    )
+    found = refused_items(decisions, 7)  # a cut Current State is superseded, not owed
     assert [(i.section, i.source, i.archive_seq) for i in found] == [
         (KEY_FACTS, "key_facts", 7),
         ("Files & Context", "bound", 7),
