@@ -11,7 +11,7 @@ import pytest
 def _no_ambient_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never pick up a developer's real API key or server settings from the shell."""
     for name in list(os.environ):
-        if name.startswith("WM_") or name.startswith("ANTHROPIC_"):
+        if name.startswith(("WM_", "ANTHROPIC_", "OPENAI_")):
             monkeypatch.delenv(name, raising=False)
 
 

@@ -50,6 +50,7 @@ from wm_core import (
     render_document,
     section_reminders,
 )
+from wm_server.llm.offline import OfflineProvider, create_bodies
 from wm_server.llm.port import (
     CreateRequest,
     ModelReply,
@@ -607,6 +608,47 @@ class OverEager(Behavior):
         return ops
 
 
+class Offline(Behavior):
+    """The offline summarizer as the model: no scripted answer, what the server's default
+    provider extracts from the turn's messages, through the same strategies."""
+
+    key = "offline"
+    label = "offline summarizer (no model)"
+    description = (
+        "the server's deterministic extractive summarizer (WM_LLM_PROVIDER=offline) instead "
+        "of a model: it knows nothing of the planted facts and reads only the messages"
+    )
+    miss_note = (
+        "an extractive summarizer can only quote the messages: the planted title's wording is "
+        "never said in them (its title is the first request, shortened), and a fact stated "
+        "without a figure, a name, a decision or a request marker is not recognized"
+    )
+
+    def __init__(self, scenario: Scenario = SCENARIO) -> None:
+        super().__init__(scenario)
+        self.summarizer = OfflineProvider()
+
+    @property
+    def model(self) -> str:
+        return self.summarizer.model
+
+    async def update(self, request: UpdateRequest) -> ModelReply:
+        self.calls["update"] += 1
+        return await self.summarizer.update(request)
+
+    async def repair(self, request: RepairRequest) -> ModelReply:
+        self.calls["repair"] += 1
+        return await self.summarizer.repair(request)
+
+    async def create(self, request: CreateRequest) -> ModelReply:
+        self.calls["create"] += 1
+        return await self.summarizer.create(request)
+
+    def rewrite_text(self, previous_document: str, messages: Sequence[Message]) -> str:
+        """A creation from the messages with the previous document as context, stored as is."""
+        return render_document(create_bodies(messages, previous_document or None))
+
+
 BEHAVIORS: Final[tuple[type[Behavior], ...]] = (
     Honest,
     Lazy,
@@ -618,6 +660,7 @@ BEHAVIORS: Final[tuple[type[Behavior], ...]] = (
     BrokenJsonRepairIgnored,
     NoToolCall,
     OverEager,
+    Offline,
 )
 
 

@@ -15,12 +15,20 @@ from grpc_reflection.v1alpha import reflection
 from wm_core import WmLimits
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.api import session_config
+from wm_server.api.admission import Admission, Limits
 from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
-from wm_server.llm.factory import build_provider
+from wm_server.errors import InvalidArgument
+from wm_server.llm.factory import (
+    ProviderConfigurationError,
+    ProviderRegistry,
+    build_registry,
+    check_choice,
+)
 from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
@@ -28,13 +36,16 @@ from wm_server.phase2.breaker import BreakerSettings
 from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
 from wm_server.services.archives import ArchiveService
+from wm_server.services.auto_commit import IdleSweeper
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
+from wm_server.services.paging import load_tokens
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
@@ -71,7 +82,11 @@ class Application:
     database: Database
     worker: Phase2Worker
     provider: LlmProvider
+    providers: ProviderRegistry | None = (
+        None  # every configured provider; ``provider`` is its default
+    )
     maintenance: Maintenance | None = None
+    sweeper: IdleSweeper | None = None
     bus: EventBus | None = None
     metrics: Metrics | None = None
     metrics_port: int | None = None
@@ -95,6 +110,8 @@ class Application:
         await self.health.enter_graceful_shutdown()
         if self.settings.shutdown_drain_seconds:
             await asyncio.sleep(self.settings.shutdown_drain_seconds)
+        if self.sweeper is not None:
+            await self.sweeper.stop()
         await self.worker.stop()
         if self.maintenance is not None:
             await self.maintenance.stop()
@@ -103,9 +120,36 @@ class Application:
         await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop)
-        await self.provider.aclose()
+        if self.providers is not None:
+            await self.providers.aclose()
+        else:
+            await self.provider.aclose()
         await self.database.close()
         log.info("server_stopped")
+
+
+def _model_check(providers: ProviderRegistry, settings: Settings) -> session_config.ModelCheck:
+    """What is wrong with a session's model choice, or None: the provider must be one this
+    server configured, and a model, when named, the one that provider runs here."""
+
+    def check(name: str, model: str) -> str | None:
+        try:
+            chosen = check_choice(providers, settings, name, model or None)
+        except ProviderConfigurationError as error:
+            return str(error)
+        if model and model != chosen.model:
+            return f"provider {name!r} runs model {chosen.model!r} on this server"
+        return None
+
+    return check
+
+
+def _session_provider(providers: ProviderRegistry, name: str | None) -> LlmProvider:
+    """The provider a session chose; the default when it chose none, or chose one this
+    server no longer configures (its config was written under other settings)."""
+    if name is None or name not in providers.names:
+        return providers.default
+    return providers.get(name)
 
 
 def build_database(settings: Settings) -> Database:
@@ -126,12 +170,36 @@ async def start_application(
     check_bind_safety(settings, keyring)
     credentials = server_credentials(settings)
     metrics = Metrics()
+    # Providers first: a missing key or an unknown model stops the start before anything opens.
+    providers = (
+        ProviderRegistry.single(provider)
+        if provider is not None
+        else await build_registry(settings)
+    )
+    provider = providers.default
     database = build_database(settings)
-    await database.open()
-    provider = provider or build_provider(settings)
+    try:
+        await database.open()
+        configured_key = settings.page_token_key
+        tokens = await load_tokens(
+            database, configured_key.get_secret_value() if configured_key else None
+        )
+    except BaseException:
+        await providers.aclose()
+        await database.close()
+        raise
     bus = EventBus()
     database.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
     log_ = EventLog(encode_event)
+    check_model = _model_check(providers, settings)
+    try:
+        default_config = session_config.settings_from_json(
+            settings.default_session_config, check_model
+        )
+    except (ValueError, InvalidArgument) as error:
+        await providers.aclose()
+        await database.close()
+        raise ConfigurationError(f"WM_DEFAULT_SESSION_CONFIG: {error}") from None
     jobs = JobService(database, log_)
     maintenance = Maintenance(database, retention_seconds=settings.request_id_retention_seconds)
     limits = WmLimits(
@@ -165,23 +233,60 @@ async def start_application(
         ),
         observer=metrics,
         backfill=update_ops,
+        provider_for=lambda name: _session_provider(providers, name),
     )
+    commits = CommitService(
+        database,
+        bus,
+        log_,
+        heartbeat_seconds=settings.heartbeat_seconds,
+        on_enqueued=worker.wake,
+        tokens=tokens,
+    )
+    sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
     servicer = WorkingMemoryServicer(
-        sessions=SessionService(database, on_deleted=maintenance.wake),
-        commits=CommitService(
+        sessions=SessionService(
             database,
-            bus,
-            log_,
-            heartbeat_seconds=settings.heartbeat_seconds,
+            log=log_,
+            default_config=default_config,
+            on_deleted=maintenance.wake,
             on_enqueued=worker.wake,
+            tokens=tokens,
+            tool_output_inline_chars=settings.tool_output_inline_chars,
         ),
+        commits=commits,
         memory=WorkingMemoryService(database, limits),
-        archives=ArchiveService(database),
+        archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
+        tool_outputs=ToolOutputService(database, tokens=tokens),
         max_message_bytes=settings.max_message_bytes,
+        default_config=default_config,
+        check_model=check_model,
     )
+    admission = Admission(
+        Limits(
+            tenant_rpcs=settings.tenant_max_concurrent_rpcs,
+            tenant_streams=settings.tenant_max_streams,
+            anonymous_rpcs=settings.anonymous_max_concurrent_rpcs,
+            mutations_per_second=settings.tenant_mutations_per_second,
+            mutation_burst=settings.tenant_mutation_burst,
+        )
+    )
+    metrics.watch_tenants(admission.budgets)
+    one_tenant = (
+        settings.tenant_max_concurrent_rpcs
+        + settings.tenant_max_streams
+        + settings.anonymous_max_concurrent_rpcs
+    )
+    if settings.max_concurrent_rpcs <= one_tenant:
+        # gRPC's own cap is reached before a tenant's budgets: one tenant could fill it.
+        log.warning(
+            "process_cap_below_tenant_budgets",
+            max_concurrent_rpcs=settings.max_concurrent_rpcs,
+            one_tenant_and_anonymous=one_tenant,
+        )
     server = grpc.aio.server(
-        interceptors=[RpcInterceptor(keyring=keyring, metrics=metrics)],
+        interceptors=[RpcInterceptor(keyring=keyring, metrics=metrics, admission=admission)],
         options=server_options(settings),
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
@@ -198,7 +303,7 @@ async def start_application(
         else:
             port = server.add_secure_port(settings.address, credentials)
     except RuntimeError as exc:  # in use (port reuse is off) or not an address of this host
-        await provider.aclose()
+        await providers.aclose()
         await database.close()
         message = f"WM_ADDRESS: cannot listen on {settings.address}: {exc}"
         raise ConfigurationError(message) from None
@@ -207,6 +312,7 @@ async def start_application(
     metrics_port = metrics.serve(settings.metrics_address) if settings.metrics_address else None
     await worker.start()
     maintenance.start()
+    sweeper.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     app = Application(
@@ -217,7 +323,9 @@ async def start_application(
         database=database,
         worker=worker,
         provider=provider,
+        providers=providers,
         maintenance=maintenance,
+        sweeper=sweeper,
         bus=bus,
         metrics=metrics,
         metrics_port=metrics_port,
@@ -225,7 +333,9 @@ async def start_application(
     log.info(
         "server_started",
         address=app.address,
-        provider=settings.provider.value,
+        provider=provider.name,
+        model=provider.model,
+        providers=list(providers.names),
         auth="api_keys" if keyring else "off",
         tenants=len(keyring.tenants) if keyring else 0,
         tls=tls_mode(settings).value,

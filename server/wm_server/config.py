@@ -1,7 +1,8 @@
 """Configuration, read once from the environment at start (pydantic-settings).
 
-Every setting is an environment variable ``WM_<NAME>``; the Anthropic key keeps the SDK's own
-name, ``ANTHROPIC_API_KEY``. A bad value stops the server before it binds, naming the variable.
+Every setting is an environment variable ``WM_<NAME>``; the vendors' keys and the OpenAI base
+URL keep the SDKs' own names (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``).
+A bad value stops the server before it binds, naming the variable.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class LlmProviderName(StrEnum):
 
     OFFLINE = "offline"
     ANTHROPIC = "anthropic"
+    OPENAI = "openai"
     SCRIPTED = "scripted"
 
 
@@ -72,11 +74,30 @@ class Settings(BaseSettings):
     anthropic_max_tokens: Annotated[int, Field(ge=256, le=64_000)] = 8192
     anthropic_timeout: Seconds = 120.0
     anthropic_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    # Strict (grammar-constrained) tool schemas; off for a proxy or model that rejects them.
+    anthropic_strict: bool = True
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL")
+    )
+    openai_model: str = "gpt-4.1-mini"
+    openai_max_tokens: Annotated[int, Field(ge=256, le=128_000)] = 8192
+    openai_timeout: Seconds = 120.0
+    openai_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    openai_strict: bool = True
+    # The model's context window when the table of known models has no entry for it (a
+    # local model behind vLLM, Ollama, ...); an unknown model without it is refused at start.
+    openai_context_window: Annotated[int | None, Field(ge=1024)] = None
     scripted_responses: Path | None = None
     scripted_delay: Annotated[float, Field(ge=0)] = 0.0
     metrics_address: str | None = None
     log_level: LogLevel = LogLevel.INFO
     max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    # Tool results and inputs longer than this many characters are stored whole and replaced
+    # in their message by a synopsis (0: never).
+    tool_output_inline_chars: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 20_000
     phase2_concurrency: Annotated[int, Field(ge=1, le=256)] = 4
     phase2_max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
     phase2_retry_base_delay: Annotated[float, Field(ge=0)] = 1.0
@@ -105,6 +126,11 @@ class Settings(BaseSettings):
     heartbeat_seconds: Seconds = 10.0
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
+    # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves
+    # unset, e.g. {"autoCommit": {"pendingTokenThreshold": 8000, "idleTimeout": "600s"}}.
+    default_session_config: str = "{}"
+    # How often each replica looks for sessions idle beyond their auto-commit idle timeout.
+    auto_commit_sweep_seconds: Seconds = 5.0
     # How long a write waits for another process's SQLite write lock before UNAVAILABLE.
     sqlite_lock_timeout: Seconds = 10.0
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 0.0
@@ -117,7 +143,18 @@ class Settings(BaseSettings):
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
+    # The process-wide cap gRPC itself enforces (every call, before it is read); the per-caller
+    # budgets below share it out so no one tenant, and no anonymous caller, can take it all.
     max_concurrent_rpcs: Annotated[int, Field(ge=1, le=100_000)] = 1024
+    tenant_max_concurrent_rpcs: Annotated[int, Field(ge=1, le=100_000)] = 256
+    tenant_max_streams: Annotated[int, Field(ge=1, le=100_000)] = 128
+    anonymous_max_concurrent_rpcs: Annotated[int, Field(ge=1, le=100_000)] = 16
+    # Token bucket of mutating RPCs (those with a request_id) per tenant; 0 turns it off.
+    tenant_mutations_per_second: Annotated[float, Field(ge=0)] = 1000.0
+    tenant_mutation_burst: Annotated[int, Field(ge=1, le=1_000_000)] = 2000
+    # Signs page tokens; when unset a random key is made once and kept in the database, so
+    # every replica of one database accepts the others' tokens.
+    page_token_key: SecretStr | None = None
 
     @field_validator("address")
     @classmethod
@@ -132,6 +169,13 @@ class Settings(BaseSettings):
             split_host_port(value)
         return value or None
 
+    @field_validator("page_token_key")
+    @classmethod
+    def _check_page_token_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters (use a long random string)")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
@@ -139,12 +183,35 @@ class Settings(BaseSettings):
             raise ValueError("expected postgresql://… or sqlite:///path")
         return value or None
 
+    @field_validator("openai_base_url")
+    @classmethod
+    def _check_openai_base_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("expected http://… or https://…")
+        return value or None
+
     @property
     def provider(self) -> LlmProviderName:
-        """The provider in force: explicit, else anthropic with a key, else offline."""
+        """The default provider: explicit, else anthropic with a key, else openai with a key,
+        else offline."""
         if self.llm_provider is not None:
             return self.llm_provider
-        return LlmProviderName.ANTHROPIC if self.anthropic_api_key else LlmProviderName.OFFLINE
+        if self.anthropic_api_key:
+            return LlmProviderName.ANTHROPIC
+        return LlmProviderName.OPENAI if self.openai_api_key else LlmProviderName.OFFLINE
+
+    @property
+    def configured_providers(self) -> tuple[LlmProviderName, ...]:
+        """Every provider these settings make available: offline always, a vendor when its
+        key is set, scripted when it has responses, and the default in any case."""
+        found = {LlmProviderName.OFFLINE, self.provider}
+        if self.anthropic_api_key:
+            found.add(LlmProviderName.ANTHROPIC)
+        if self.openai_api_key:
+            found.add(LlmProviderName.OPENAI)
+        if self.scripted_responses is not None:
+            found.add(LlmProviderName.SCRIPTED)
+        return tuple(name for name in LlmProviderName if name in found)
 
     @property
     def sqlite_path(self) -> Path:
@@ -152,6 +219,10 @@ class Settings(BaseSettings):
         if self.database_url and self.database_url.startswith("sqlite:///"):
             return Path(self.database_url.removeprefix("sqlite:///"))
         return self.data_dir / "wm.sqlite3"
+
+
+# Settings read under the SDKs' own variable names rather than WM_<NAME>.
+_SDK_NAMES = frozenset({"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"})
 
 
 class ConfigurationError(Exception):
@@ -166,6 +237,6 @@ def load_settings() -> Settings:
         lines = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
-            name = "ANTHROPIC_API_KEY" if field == "ANTHROPIC_API_KEY" else f"WM_{field.upper()}"
+            name = field if field in _SDK_NAMES else f"WM_{field.upper()}"
             lines.append(f"{name}: {error['msg']}")
         raise ConfigurationError("invalid configuration: " + "; ".join(lines)) from None

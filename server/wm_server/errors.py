@@ -43,14 +43,33 @@ class InvalidArgument(ServiceError):
 
     code_name = "INVALID_ARGUMENT"
 
-    def __init__(self, violations: list[FieldViolation], message: str | None = None) -> None:
+    def __init__(
+        self,
+        violations: list[FieldViolation],
+        message: str | None = None,
+        *,
+        reason: str = "INVALID_REQUEST",
+    ) -> None:
         summary = message or "; ".join(f"{v.field}: {v.description}" for v in violations)
-        super().__init__(summary, reason="INVALID_REQUEST", violations=violations)
+        super().__init__(summary, reason=reason, violations=violations)
 
 
-def invalid(field: str, description: str, reason: str = "INVALID_VALUE") -> InvalidArgument:
-    """Shorthand for a single-field InvalidArgument."""
-    return InvalidArgument([FieldViolation(field, description, reason)])
+def invalid(
+    field: str,
+    description: str,
+    reason: str = "INVALID_VALUE",
+    *,
+    error_reason: str = "INVALID_REQUEST",
+) -> InvalidArgument:
+    """Shorthand for a single-field InvalidArgument; ``error_reason`` is the ErrorInfo reason
+    when the error has one of its own (e.g. PAGE_TOKEN_INVALID)."""
+    return InvalidArgument([FieldViolation(field, description, reason)], reason=error_reason)
+
+
+class OutOfRange(ServiceError):
+    """A position past the end of what exists (e.g. a resume point beyond a commit's log)."""
+
+    code_name = "OUT_OF_RANGE"
 
 
 class NotFound(ServiceError):

@@ -13,18 +13,25 @@ Series (label values are bounded: only registered methods and canonical codes re
 - ``wm_phase2_queue_depth`` (jobs queued or running, read from the store at scrape time)
 - ``wm_llm_tokens_total{kind}`` (input, output, cache_read, cache_write)
 - ``wm_guard_interventions_total{section,guard}``
+- ``wm_undecodable_requests_total{method}`` (request bytes that were not the method's message)
+- per tenant (``(anonymous)`` for health and reflection callers), read from the admission
+  budgets at scrape time, so a call pays nothing for them:
+  ``wm_tenant_rpcs_total{tenant,code}``, ``wm_tenant_active_calls{tenant,kind}`` (kind
+  ``unary`` or ``stream``) and ``wm_tenant_rejected_total{tenant,reason}`` (the ErrorInfo
+  reason of the RESOURCE_EXHAUSTED answer)
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Protocol
 from wsgiref.simple_server import WSGIServer
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from wm_server.config import ConfigurationError, split_host_port
@@ -80,6 +87,66 @@ class _QueueDepth(Collector):
             return False
 
 
+class TenantFigures(Protocol):
+    """What one admission budget reports (``wm_server.api.admission.Budget``)."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def rpcs(self) -> int: ...
+    @property
+    def streams(self) -> int: ...
+    @property
+    def rejected(self) -> Mapping[str, int]: ...
+    @property
+    def finished(self) -> Mapping[str, int]: ...
+
+
+class _Tenants(Collector):
+    """The per-tenant series, copied from the budgets on each scrape.
+
+    The event loop is the only writer of the budgets; copying a dict is atomic under the GIL,
+    so the scrape thread reads consistent (if a moment old) numbers without a lock."""
+
+    def __init__(self, budgets: Callable[[], Iterable[TenantFigures]]) -> None:
+        self._budgets = budgets
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        rpcs, active, rejected = self._families()
+        for budget in list(self._budgets()):
+            tenant = budget.tenant
+            for code, count in dict(budget.finished).items():
+                rpcs.add_metric([tenant, code], count)
+            active.add_metric([tenant, "unary"], budget.rpcs)
+            active.add_metric([tenant, "stream"], budget.streams)
+            for reason, count in dict(budget.rejected).items():
+                rejected.add_metric([tenant, reason], count)
+        yield from (rpcs, active, rejected)
+
+    @staticmethod
+    def _families() -> tuple[CounterMetricFamily, GaugeMetricFamily, CounterMetricFamily]:
+        return (
+            CounterMetricFamily(
+                "wm_tenant_rpcs",
+                "RPCs ended, by tenant and status code.",
+                labels=["tenant", "code"],
+            ),
+            GaugeMetricFamily(
+                "wm_tenant_active_calls",
+                "Calls holding a slot of the tenant's budget, by kind (unary, stream).",
+                labels=["tenant", "kind"],
+            ),
+            CounterMetricFamily(
+                "wm_tenant_rejected",
+                "Calls refused RESOURCE_EXHAUSTED by the tenant's budget, by reason.",
+                labels=["tenant", "reason"],
+            ),
+        )
+
+
 class Metrics:
     """The service's metrics; also the Phase 2 worker's observer (``Phase2Observer``)."""
 
@@ -117,7 +184,14 @@ class Metrics:
             ["section", "guard"],
             registry=self.registry,
         )
+        self.undecodable = Counter(
+            "wm_undecodable_requests",
+            "Requests whose bytes were not the method's message (answered INVALID_ARGUMENT).",
+            ["method"],
+            registry=self.registry,
+        )
         self._queue: _QueueDepth | None = None
+        self._tenants: _Tenants | None = None
         self._http: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -125,6 +199,15 @@ class Metrics:
     def rpc_finished(self, method: str, code: str, seconds: float) -> None:
         self.rpcs.labels(method, code).inc()
         self.rpc_seconds.labels(method, code).observe(seconds)
+
+    def request_undecodable(self, method: str) -> None:
+        self.undecodable.labels(method).inc()
+
+    def watch_tenants(self, budgets: Callable[[], Iterable[TenantFigures]]) -> None:
+        """Report the per-tenant series from ``budgets()`` (called on each scrape)."""
+        if self._tenants is None:
+            self._tenants = _Tenants(budgets)
+            self.registry.register(self._tenants)
 
     # --- Phase2Observer --------------------------------------------------------------------
     def job_finished(self, outcome: str, seconds: float) -> None:

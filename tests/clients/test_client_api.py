@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
 from support import builders as b
+from support.production import settings_for
 from support.providers import ProgrammableProvider
 from wm_client import (
     AlreadyExistsError,
@@ -20,10 +22,10 @@ from wm_client import (
     WmClient,
     WmError,
 )
-from wm_client.errors import error_class
+from wm_client.errors import ResourceExhaustedError, error_class
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
-from wm_server.app import Application
+from wm_server.app import Application, start_application
 
 
 class RecordingInterceptor(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
@@ -99,6 +101,34 @@ async def test_errors_carry_the_code_and_the_decoded_details(client: WmClient) -
         await client.create_session("taken")
     assert taken.value.reason == "SESSION_EXISTS"
     assert "ALREADY_EXISTS" in str(taken.value)
+
+
+async def test_a_spent_rate_is_an_error_with_the_servers_retry_delay(tmp_path: Path) -> None:
+    app = await start_application(
+        settings_for(tmp_path, tenant_mutations_per_second=2.0, tenant_mutation_burst=1),
+        provider=ProgrammableProvider(),
+    )
+    try:
+        async with WmClient(app.address) as wm:
+            await wm.create_session("first")
+            with pytest.raises(ResourceExhaustedError) as limited:
+                await wm.create_session("second")
+            error = limited.value
+            assert error.reason == "RATE_LIMITED" and error.metadata["limit"] == "2"
+            assert error.retry_delay is not None and 0 < error.retry_delay <= 0.5
+            await asyncio.sleep(error.retry_delay)
+            await wm.create_session("second")
+            assert (await wm.get_session("second")).session_id == "second"
+            missing = await _not_found(wm)
+            assert missing.retry_delay is None
+    finally:
+        await app.stop(grace=0.5)
+
+
+async def _not_found(wm: WmClient) -> WmError:
+    with pytest.raises(NotFoundError) as missing:
+        await wm.get_session("nobody")
+    return missing.value
 
 
 async def test_error_classes_cover_every_failure_code() -> None:

@@ -147,6 +147,36 @@ def test_commit_follow_shows_guard_decisions_and_a_failure_exits_5(tmp_path: Pat
         server.kill()
 
 
+def test_commit_views_report_cache_reads_and_writes(tmp_path: Path) -> None:
+    usage = {
+        "input_tokens": 900,
+        "output_tokens": 210,
+        "cache_read_input_tokens": 4000,
+        "cache_creation_input_tokens": 1500,
+    }
+    answers: list[dict[str, object]] = [
+        {"tool_input": creation_input(session_title="Fix the CLI"), "usage": usage}
+    ]
+    server = scripted_server(tmp_path, answers).start(timeout=60)
+    try:
+        run = lambda *a, stdin=None: run_wm(server.address, *a, stdin=stdin)  # noqa: E731
+        assert run("add", "c", "-", stdin=TWO_MESSAGES).returncode == 0
+        followed = run("commit", "c", "--keep", "0", "--follow")
+        assert followed.returncode == 0, followed.stderr
+        [response] = [
+            line for line in followed.stdout.splitlines() if "llm_response_received" in line
+        ]
+        assert "900 in / 210 out, cache 4,000 read / 1,500 written tokens" in response
+        assert followed.stdout.splitlines()[-1].endswith(
+            "tokens: 900 in / 210 out, cache 4,000 read / 1,500 written (1 call)"
+        )
+        shown = run("sessions", "show", "c")
+        assert shown.returncode == 0, shown.stderr
+        assert "cache 4,000 read / 1,500 written (1 call)" in " ".join(shown.stdout.split())
+    finally:
+        server.kill()
+
+
 # --- working memory, search, assemble -------------------------------------------------------------
 def test_memory_show_renders_the_sections(wm: Run) -> None:
     _loaded(wm, "cli-m")

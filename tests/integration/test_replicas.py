@@ -3,7 +3,8 @@
 Two real ``python -m wm_server`` processes share a throwaway database; clients talk gRPC to
 either. What must hold: any replica sees every commit event (LISTEN/NOTIFY wakes the streams,
 the stored events are the truth), commits of one session are serialized by the database,
-ingest from several replicas loses nothing, and a replica killed during Phase 2 leaves its
+ingest from several replicas loses nothing (and a page token of one replica is good on
+another), and a replica killed during Phase 2 leaves its
 job to another one once the lease expires, which finishes it exactly once.
 """
 
@@ -279,6 +280,14 @@ async def test_ingest_from_several_replicas_loses_nothing_and_counts_pending_exa
     assert sum(tokens[m.id] for m in archive.messages) == session.pending_tokens
     after = await stubs[1].GetSession(api.GetSessionRequest(session_id="s"))
     assert (after.message_count, after.pending_tokens) == (keep, 0)
+    # A page token of one replica is valid on the other: both sign with the key kept in the
+    # shared database (WM_PAGE_TOKEN_KEY unset).
+    await stubs[1].CreateSession(api.CreateSessionRequest(session_id="t"))
+    page = await stubs[0].ListSessions(api.ListSessionsRequest(page_size=1))
+    rest = await stubs[1].ListSessions(
+        api.ListSessionsRequest(page_size=1, page_token=page.next_page_token)
+    )
+    assert [x.session_id for x in (*page.sessions, *rest.sessions)] == ["t", "s"]
 
 
 @pytest.mark.slow

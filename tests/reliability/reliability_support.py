@@ -26,8 +26,8 @@ from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.tenancy import set_tenant
 
 Stub = service_grpc.WorkingMemoryServiceStub
-# The ``anthropic_server`` fixture: starts a server with environment overrides.
-AnthropicServer = Callable[..., Awaitable[Application]]
+# The ``llm_server`` fixture: starts a server with environment overrides.
+LlmServer = Callable[..., Awaitable[Application]]
 TENANT = "default"
 
 # gRPC shares subchannels between channels; after a SIGKILL the shared one sits in

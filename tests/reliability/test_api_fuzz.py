@@ -53,6 +53,7 @@ DOCUMENTED = {
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.ABORTED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.OUT_OF_RANGE,  # WatchCommit after the end of an ended commit's log
 }
 # Authentication is off and the server is not shutting down, so UNAUTHENTICATED and
 # UNAVAILABLE, although documented, would be wrong here.

@@ -14,7 +14,9 @@ import threading
 from typing import Any
 
 import grpc
-from reliability_support import FRESH, AnthropicServer, Stub, assert_well_formed, read_events
+import pytest
+from llm_backends import ANTHROPIC, Backend
+from reliability_support import FRESH, LlmServer, Stub, assert_well_formed, read_events
 
 from support import builders as b
 from support.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, error, tool_use
@@ -22,6 +24,13 @@ from wm_core import SECTIONS, estimate_tokens
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+
+
+@pytest.fixture
+def backend() -> Backend:
+    """Anthropic only: the fake model below writes that API's answers and errors."""
+    return ANTHROPIC
+
 
 LIMIT = 60_000
 MESSAGE_TOKENS = 10_000  # each message: a marker and filler
@@ -83,21 +92,17 @@ async def _commit(stub: Stub) -> list[pb.CommitEvent]:
     return await read_events(call)
 
 
-async def _start(
-    anthropic_server: AnthropicServer, fake: FakeAnthropic
-) -> tuple[Any, SmallWindowModel]:
+async def _start(llm_server: LlmServer, fake: FakeAnthropic) -> tuple[Any, SmallWindowModel]:
     model = SmallWindowModel()
     fake.set_default(model)
-    app = await anthropic_server(
-        WM_PHASE2_MAX_ATTEMPTS="1", WM_MAX_MESSAGE_BYTES=str(4 * 1024 * 1024)
-    )
+    app = await llm_server(WM_PHASE2_MAX_ATTEMPTS="1", WM_MAX_MESSAGE_BYTES=str(4 * 1024 * 1024))
     return app, model
 
 
 async def test_a_300k_token_archive_commits_in_chunks(
-    anthropic_server: AnthropicServer, fake: FakeAnthropic
+    llm_server: LlmServer, fake: FakeAnthropic
 ) -> None:
-    app, model = await _start(anthropic_server, fake)
+    app, model = await _start(llm_server, fake)
     async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
         await _add(stub, b.user("Start the CSV importer", "u0"))
@@ -119,9 +124,9 @@ async def test_a_300k_token_archive_commits_in_chunks(
 
 
 async def test_three_failed_archives_then_a_good_model_completes_them_all(
-    anthropic_server: AnthropicServer, fake: FakeAnthropic
+    llm_server: LlmServer, fake: FakeAnthropic
 ) -> None:
-    app, model = await _start(anthropic_server, fake)
+    app, model = await _start(llm_server, fake)
     async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
         await _add(stub, b.user("Start the CSV importer", "u0"))
@@ -171,10 +176,10 @@ def _bloating(request: RecordedRequest) -> Reply:
 
 
 async def test_a_bloating_model_leaves_the_working_memory_within_its_budget(
-    anthropic_server: AnthropicServer, fake: FakeAnthropic
+    llm_server: LlmServer, fake: FakeAnthropic
 ) -> None:
     fake.set_default(_bloating)
-    app = await anthropic_server(WM_PHASE2_MAX_ATTEMPTS="1")
+    app = await llm_server(WM_PHASE2_MAX_ATTEMPTS="1")
     async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
         decisions: list[pb.GuardDecision] = []

@@ -1,7 +1,8 @@
-"""The LLM fault matrix: every way the Messages API can misbehave, through the real SDK.
+"""The LLM fault matrix: every way a model API can misbehave, through the real SDKs.
 
-Each case runs a real server (settings from the environment, Phase 2 on the Anthropic
-provider) against the local Messages API server. A first commit creates working memory v1;
+Each case runs once per vendor provider (``anthropic`` against a local Messages API,
+``openai`` against a local Chat Completions server; see ``llm_backends``) on a real server
+(settings from the environment, Phase 2 on that provider). A first commit creates working memory v1;
 the second commit meets the fault in its update call. Whatever the fault, the commit must
 end in exactly one terminal state: completed, or failed with a retryable error that
 RetryCommit then completes. And the working memory a client reads is never a placeholder:
@@ -20,9 +21,10 @@ from typing import Any
 
 import grpc
 import pytest
+from llm_backends import Backend
 from reliability_support import (
     FRESH,
-    AnthropicServer,
+    LlmServer,
     Stub,
     assert_well_formed,
     read_events,
@@ -30,23 +32,14 @@ from reliability_support import (
 )
 
 from support import builders as b
-from support.fake_anthropic import (
-    FakeAnthropic,
-    RecordedRequest,
-    Reply,
-    connection_reset,
-    error,
-    slow,
-    text_only,
-    tool_use,
-)
+from support.fake_http import FakeApi, RecordedRequest, Reply, connection_reset, slow
 from wm_core import SECTIONS, parse_document
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 
 SESSION = "faults"
-MAX_ATTEMPTS = 2  # WM_PHASE2_MAX_ATTEMPTS in anthropic_env
+MAX_ATTEMPTS = 2  # WM_PHASE2_MAX_ATTEMPTS in conftest.server_env
 # An outage is waited out for this long (short here) before the commit fails; the breaker's
 # cooldown is short too so that RetryCommit after the recovery is not held back.
 OUTAGE_ENV = {
@@ -54,7 +47,7 @@ OUTAGE_ENV = {
     "WM_PHASE2_RETRY_MAX_DELAY": "0.2",
     "WM_PHASE2_BREAKER_COOLDOWN_SECONDS": "0.1",
 }
-SDK_TRIES = 2  # WM_ANTHROPIC_MAX_RETRIES=1: one call and one SDK retry
+SDK_TRIES = 2  # WM_<VENDOR>_MAX_RETRIES=1: one call and one SDK retry
 # Codes of a Phase 2 failure that RetryCommit can fix (LLM_UNAVAILABLE, GENERATION_FAILED);
 # FAILED_PRECONDITION (LLM_REJECTED: the API refused the request itself) is not one of them.
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE.value[0], grpc.StatusCode.ABORTED.value[0]}
@@ -80,22 +73,27 @@ CUT_OFF = {
 SCHEMA_INVALID = {"sections": {"Bogus": {"op": "DELETE"}, "Current State": {"op": "DELETE"}}}
 
 
-def _tool(request: RecordedRequest) -> str:
-    choice = request.tool_choice or {}
-    return str(choice.get("name", "update_working_memory"))
+Answer = Callable[[Backend, RecordedRequest], Reply]
 
 
-def healthy(request: RecordedRequest) -> Reply:
+def healthy(backend: Backend, request: RecordedRequest) -> Reply:
     """What a well-behaved model answers to the forced tool of the request."""
-    if _tool(request) == "create_working_memory":
-        return tool_use(CREATION, name="create_working_memory")
+    if backend.requested_tool(request) == "create_working_memory":
+        return backend.tool(CREATION, name="create_working_memory")
     sections: dict[str, Any] = {name: {"op": "KEEP"} for name in SECTIONS}
     sections["Key Facts & Decisions"] = {"op": "APPEND", "items": [NEW_FACT]}
-    return tool_use({"sections": sections})
+    return backend.tool({"sections": sections}, name="update_working_memory")
 
 
-def _with_tool(tool_input: dict[str, Any], stop_reason: str = "tool_use") -> Callable[..., Reply]:
-    return lambda request: tool_use(tool_input, name=_tool(request), stop_reason=stop_reason)
+def _with_tool(tool_input: dict[str, Any], cut_off: bool = False) -> Answer:
+    return lambda backend, request: backend.tool(
+        tool_input, name=backend.requested_tool(request), cut_off=cut_off
+    )
+
+
+def answering(backend: Backend, answer: Answer) -> Callable[[RecordedRequest], Reply]:
+    """``answer`` as a responder of the backend's fake server."""
+    return lambda request: answer(backend, request)
 
 
 FAST_RETRY = {"retry-after-ms": "5"}  # the SDK honours it: its backoff stays short
@@ -106,7 +104,7 @@ class Fault:
     """One misbehaviour, and what Phase 2 must make of it when it never stops."""
 
     name: str
-    reply: Callable[[RecordedRequest], Reply]
+    reply: Answer
     persistent_state: int  # terminal state when every answer is this fault
     # Requests the server makes before that state; None when the recovery chain decides
     # (a salvaged answer may or may not be followed by a repair call for what was cut off).
@@ -120,36 +118,36 @@ class Fault:
 FAULTS = [
     Fault(
         "429",
-        lambda _: error(429, retry_after=0.01),
+        lambda backend, _: backend.error(429, retry_after=0.01),
         pb.COMMIT_STATE_FAILED,
         None,
         outage=True,
     ),
     Fault(
         "500",
-        lambda _: error(500, headers=FAST_RETRY),
+        lambda backend, _: backend.error(500, headers=FAST_RETRY),
         pb.COMMIT_STATE_FAILED,
         None,
         outage=True,
     ),
     Fault(
         "529",
-        lambda _: error(529, headers=FAST_RETRY),
+        lambda backend, _: backend.error(529, headers=FAST_RETRY),
         pb.COMMIT_STATE_FAILED,
         None,
         outage=True,
     ),
-    # Longer than WM_ANTHROPIC_TIMEOUT (0.5 s): the SDK gives up on it and retries.
+    # Longer than WM_<VENDOR>_TIMEOUT (0.5 s): the SDK gives up on it and retries.
     Fault(
         "timeout",
-        lambda request: slow(healthy(request), 1.5),
+        lambda backend, request: slow(healthy(backend, request), 1.5),
         pb.COMMIT_STATE_FAILED,
         None,
         outage=True,
     ),
     Fault(
         "connection_reset",
-        lambda _: connection_reset(),
+        lambda backend, _: connection_reset(),
         pb.COMMIT_STATE_FAILED,
         None,
         outage=True,
@@ -157,14 +155,14 @@ FAULTS = [
     # Update, repair and creation fallback all come back as prose: nothing to store.
     Fault(
         "text_only",
-        lambda _: text_only("The working memory looks fine to me."),
+        lambda backend, _: backend.text_only("The working memory looks fine to me."),
         pb.COMMIT_STATE_FAILED,
         MAX_ATTEMPTS * 3,
     ),
     # The complete APPEND is salvaged, the half-written UPDATE is not applied.
     Fault(
         "max_tokens",
-        _with_tool(CUT_OFF, "max_tokens"),
+        _with_tool(CUT_OFF, cut_off=True),
         pb.COMMIT_STATE_COMPLETED,
         None,
         salvaged=True,
@@ -199,8 +197,8 @@ def _assert_holds_v1(document: str) -> None:
         assert line in document, f"lost {line!r}:\n{document}"
 
 
-async def _create_v1(stub: Stub, fake: FakeAnthropic) -> pb.WorkingMemory:
-    fake.enqueue(tool_use(CREATION, name="create_working_memory"))
+async def _create_v1(stub: Stub, fake: FakeApi, backend: Backend) -> pb.WorkingMemory:
+    fake.enqueue(backend.tool(CREATION, name="create_working_memory"))
     events = await _commit(
         stub, b.user("Import samples/dkb.csv please", "u1"), b.assistant("On it")
     )
@@ -215,19 +213,19 @@ async def _create_v1(stub: Stub, fake: FakeAnthropic) -> pb.WorkingMemory:
 @pytest.mark.parametrize("persistent", [False, True], ids=["transient", "persistent"])
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
-    anthropic_server: AnthropicServer, fake: FakeAnthropic, fault: Fault, persistent: bool
+    llm_server: LlmServer, fake: FakeApi, backend: Backend, fault: Fault, persistent: bool
 ) -> None:
     """The update after working memory v1 meets the fault; see the module docstring."""
-    app = await anthropic_server(**OUTAGE_ENV)
+    app = await llm_server(**OUTAGE_ENV)
     async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
-        v1 = await _create_v1(stub, fake)
+        v1 = await _create_v1(stub, fake, backend)
 
         if persistent:
-            fake.set_default(fault.reply)
+            fake.set_default(answering(backend, fault.reply))
         else:
-            fake.enqueue(fault.reply)
-            fake.set_default(healthy)
+            fake.enqueue(answering(backend, fault.reply))
+            fake.set_default(answering(backend, healthy))
         events = await _commit(stub, b.user("Dates now use DD.MM.YYYY", "u2"), b.assistant("Ok"))
         terminal = assert_well_formed(events)
         commit = await stub.GetCommit(
@@ -236,7 +234,7 @@ async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
         assert commit.state == terminal.state
         expected = fault.persistent_state if persistent else pb.COMMIT_STATE_COMPLETED
         assert pb.CommitState.Name(commit.state) == pb.CommitState.Name(expected)
-        assert all(r.path == "/v1/messages" for r in fake.requests)
+        assert all(r.path == backend.route for r in fake.requests)
 
         if fault.salvaged:
             assert fake.requests  # the first answer, the cut-off one, was salvaged
@@ -285,7 +283,7 @@ async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
         assert "Dates now use DD.MM.YYYY" in str(context.messages)
 
         # The model recovers: RetryCommit completes the same commit, and v2 keeps v1.
-        fake.set_default(healthy)
+        fake.set_default(answering(backend, healthy))
         await stub.RetryCommit(
             api.RetryCommitRequest(session_id=SESSION, commit_id=commit.commit_id)
         )
@@ -302,12 +300,12 @@ async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
 
 @pytest.mark.parametrize("fault", FAULTS[:6], ids=[f.name for f in FAULTS[:6]])
 async def test_failed_first_commit_stores_no_working_memory(
-    anthropic_server: AnthropicServer, fake: FakeAnthropic, fault: Fault
+    llm_server: LlmServer, fake: FakeApi, backend: Backend, fault: Fault
 ) -> None:
     """Without a previous WM the creation call meets the fault: nothing may be stored in its
     place (a client reads NOT_FOUND, not an empty or made-up document)."""
-    app = await anthropic_server(**OUTAGE_ENV)
-    fake.set_default(fault.reply)
+    app = await llm_server(**OUTAGE_ENV)
+    fake.set_default(answering(backend, fault.reply))
     async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
         events = await _commit(stub, b.user("Import samples/dkb.csv please", "u1"))

@@ -16,7 +16,9 @@ import time
 from typing import Any
 
 import grpc
-from reliability_support import FRESH, AnthropicServer, Stub, assert_well_formed, read_events
+import pytest
+from llm_backends import ANTHROPIC, Backend
+from reliability_support import FRESH, LlmServer, Stub, assert_well_formed, read_events
 
 from support import builders as b
 from support.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, error, tool_use
@@ -24,6 +26,13 @@ from wm_core import SECTIONS
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+
+
+@pytest.fixture
+def backend() -> Backend:
+    """Anthropic only: the fake model below writes that API's answers and errors."""
+    return ANTHROPIC
+
 
 SESSIONS = [f"outage-{n}" for n in range(4)]
 OUTAGE_SECONDS = 3.0
@@ -71,9 +80,9 @@ async def _commit(stub: Stub, session_id: str, text: str) -> list[pb.CommitEvent
 
 
 async def test_outage_is_waited_out_and_the_breaker_bounds_the_attempts(
-    anthropic_server: AnthropicServer, fake: FakeAnthropic
+    llm_server: LlmServer, fake: FakeAnthropic
 ) -> None:
-    app = await anthropic_server(
+    app = await llm_server(
         WM_PHASE2_CONCURRENCY=str(CONCURRENCY),
         WM_PHASE2_MAX_ATTEMPTS="2",  # an outage does not spend these
         WM_PHASE2_RETRY_BASE_DELAY="0.05",

@@ -1,9 +1,8 @@
 """A local stand-in for the Anthropic Messages API, for tests that use the real SDK.
 
-Why: the provider must be tested through ``anthropic.AsyncAnthropic`` itself (its retries,
-its timeout handling, its error classes), never through a mock of the client. This module
-runs a tiny HTTP server on ``127.0.0.1`` (an ephemeral port, in a background thread) that
-answers ``POST /v1/messages`` the way the API does, from a queue the test fills in.
+The server core (queue, faults, recording) is :mod:`support.fake_http`; this module adds the
+Messages API's route and shapes: ``POST /v1/messages``, its content blocks, its usage and its
+error bodies.
 
 Usage::
 
@@ -15,30 +14,23 @@ Usage::
         ...
         assert fake.requests[-1].body["tool_choice"] == {...}
 
-Each request takes the next queued reply; a queued item may also be a callable that
-receives the :class:`RecordedRequest` and returns a :class:`Reply` (for answers that depend
-on the request). With nothing queued, the ``default`` reply is used, and without a default
-the server answers 500 with ``x-should-retry: false`` so a forgotten reply fails loudly
-instead of looking like a flaky network.
-
-Faults: ``Reply(status=…)`` with any body and headers, ``retry_after`` seconds (sent as
-``retry-after``, which the SDK honours), ``delay`` before answering (to exceed the client
-timeout), and ``reset=True`` to drop the connection without an answer.
+``retry_after`` seconds are sent as ``retry-after``, which the SDK honours.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import socket
-import struct
-import threading
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from collections.abc import Mapping
 from typing import Any
+
+from support.fake_http import (
+    FakeApi,
+    RecordedRequest,
+    Reply,
+    Responder,
+    connection_reset,
+    next_id,
+    slow,
+)
 
 __all__ = [
     "FakeAnthropic",
@@ -48,10 +40,13 @@ __all__ = [
     "connection_reset",
     "error",
     "message",
+    "requested_tool",
     "slow",
     "text_only",
     "tool_use",
 ]
+
+ROUTE = "/v1/messages"
 
 DEFAULT_USAGE: Mapping[str, int] = {
     "input_tokens": 120,
@@ -74,86 +69,6 @@ _ERROR_TYPES: Mapping[int, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One scripted answer. ``body`` may be a JSON-able object or raw bytes."""
-
-    status: int = 200
-    body: Any = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-    reset: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """A request as the server received it; headers are lower-cased."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: Any
-
-    @property
-    def model(self) -> str | None:
-        value = self._get("model")
-        return value if isinstance(value, str) else None
-
-    @property
-    def max_tokens(self) -> int | None:
-        value = self._get("max_tokens")
-        return value if isinstance(value, int) else None
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return list(self._get("tools") or [])
-
-    @property
-    def tool_choice(self) -> dict[str, Any] | None:
-        value = self._get("tool_choice")
-        return value if isinstance(value, dict) else None
-
-    @property
-    def system_blocks(self) -> list[dict[str, Any]]:
-        """The system prompt as a list of text blocks (a plain string becomes one block)."""
-        system = self._get("system")
-        if system is None:
-            return []
-        if isinstance(system, str):
-            return [{"type": "text", "text": system}]
-        return list(system)
-
-    @property
-    def system_text(self) -> str:
-        return "\n".join(str(b.get("text", "")) for b in self.system_blocks)
-
-    @property
-    def user_text(self) -> str:
-        """Every text block of every user message, joined: what the model was shown."""
-        chunks: list[str] = []
-        for msg in self._get("messages") or []:
-            if msg.get("role") != "user":
-                continue
-            content = msg.get("content")
-            if isinstance(content, str):
-                chunks.append(content)
-                continue
-            for block in content or []:
-                if block.get("type") == "text":
-                    chunks.append(str(block.get("text", "")))
-                elif block.get("type") == "tool_result":
-                    chunks.append(json.dumps(block.get("content"), ensure_ascii=False))
-        return "\n".join(chunks)
-
-    def _get(self, key: str) -> Any:
-        return self.body.get(key) if isinstance(self.body, dict) else None
-
-
-Responder = Reply | Callable[[RecordedRequest], Reply]
-
-_ids = itertools.count(1)
-
-
 def message(
     content: list[dict[str, Any]],
     *,
@@ -163,7 +78,7 @@ def message(
 ) -> Reply:
     """A 200 answer with the given content blocks (``model`` defaults to the request's)."""
     body: dict[str, Any] = {
-        "id": f"msg_fake_{next(_ids):05d}",
+        "id": f"msg_fake_{next_id():05d}",
         "type": "message",
         "role": "assistant",
         "content": content,
@@ -191,7 +106,7 @@ def tool_use(
     blocks.append(
         {
             "type": "tool_use",
-            "id": f"toolu_fake_{next(_ids):05d}",
+            "id": f"toolu_fake_{next_id():05d}",
             "name": name,
             "input": tool_input,
         }
@@ -228,185 +143,31 @@ def error(
     return Reply(status=status, body=body, headers=all_headers)
 
 
-def slow(reply: Reply, delay: float) -> Reply:
-    """The same reply, sent only after ``delay`` seconds."""
-    return replace(reply, delay=delay)
+def requested_tool(request: RecordedRequest) -> str:
+    """The tool the request forces (``tool_choice.name``)."""
+    choice = request.tool_choice or {}
+    return str(choice.get("name", "update_working_memory"))
 
 
-def connection_reset() -> Reply:
-    """Drop the connection (TCP reset) instead of answering."""
-    return Reply(reset=True)
+class FakeAnthropic(FakeApi):
+    """The Messages API on loopback; ``base_url`` is what ``AsyncAnthropic`` takes."""
 
+    route = ROUTE
 
-_UNSCRIPTED = Reply(
-    status=500,
-    body={
-        "type": "error",
-        "error": {"type": "api_error", "message": "fake server: no reply queued"},
-    },
-    headers={"x-should-retry": "false"},
-)
-
-
-class FakeAnthropic:
-    """The server. Start it with ``with FakeAnthropic() as fake`` (or ``start()``/``stop()``)."""
-
-    def __init__(self, *, default: Responder | None = None) -> None:
-        self._queue: deque[Responder] = deque()
-        self._default = default
-        self._requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> FakeAnthropic:
-        handler = _make_handler(self)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    def unscripted(self) -> Reply:
+        return Reply(
+            status=500,
+            body={
+                "type": "error",
+                "error": {"type": "api_error", "message": "fake server: no reply queued"},
+            },
+            headers={"x-should-retry": "false"},
         )
-        self._thread.start()
-        return self
 
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+    def not_found(self, path: str) -> Reply:
+        return error(404, message_text=f"no route {path}")
 
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    # -- programming and inspection ---------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("FakeAnthropic is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def enqueue(self, *replies: Responder) -> None:
-        """Queue answers for the next requests, in order."""
-        with self._lock:
-            self._queue.extend(replies)
-
-    def set_default(self, reply: Responder | None) -> None:
-        """The answer used once the queue is empty (None: a loud, non-retryable 500)."""
-        with self._lock:
-            self._default = reply
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, oldest first."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def pending(self) -> int:
-        """Queued answers not consumed yet."""
-        with self._lock:
-            return len(self._queue)
-
-    def clear(self) -> None:
-        """Forget queued answers and recorded requests."""
-        with self._lock:
-            self._queue.clear()
-            self._requests.clear()
-
-    def __iter__(self) -> Iterator[RecordedRequest]:
-        return iter(self.requests)
-
-    # -- used by the handler ---------------------------------------------------------------
-
-    def _take(self, request: RecordedRequest) -> Reply:
-        with self._lock:
-            self._requests.append(request)
-            responder = self._queue.popleft() if self._queue else self._default
-        if responder is None:
-            return _UNSCRIPTED
-        return responder(request) if callable(responder) else responder
-
-    def _wait(self, seconds: float) -> bool:
-        """Sleep unless the server stops first; True when the server is stopping."""
-        return self._stopping.wait(seconds)
-
-
-def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return  # keep test output quiet
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
-            request = RecordedRequest(
-                method="POST",
-                path=self.path,
-                headers={k.lower(): v for k, v in self.headers.items()},
-                body=body,
-            )
-            if self.path.split("?")[0].rstrip("/") != "/v1/messages":
-                self._send(error(404, message_text=f"no route {self.path}"), request)
-                return
-            self._send(fake._take(request), request)
-
-        def _send(self, reply: Reply, request: RecordedRequest) -> None:
-            if reply.delay and fake._wait(reply.delay):
-                self.close_connection = True
-                return
-            if reply.reset:
-                self._reset()
-                return
-            body = reply.body
-            if reply.status == 200 and isinstance(body, dict) and "model" not in body:
-                body = {**body, "model": request.model or "claude-fake"}
-            payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-            try:
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.send_header("request-id", f"req_fake_{next(_ids):05d}")
-                for key, value in reply.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(payload)
-                self.wfile.flush()
-            except OSError:
-                self.close_connection = True  # the client gave up (its timeout); nothing to do
-
-        def _reset(self) -> None:
-            self.close_connection = True
-            try:
-                self.connection.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
-                self.connection.close()
-            except OSError:
-                pass
-
-    return Handler
+    def complete(self, body: dict[str, Any], request: RecordedRequest) -> dict[str, Any]:
+        if "model" in body:
+            return body
+        return {**body, "model": request.model or "claude-fake"}

@@ -137,7 +137,7 @@ def _outcome(terminal: pb.CommitEvent) -> str:
         return (
             f"commit {c.commit_id} completed: working memory v{c.working_memory_version},"
             f" {c.archived_message_count} message(s) archived into {c.archive_id},"
-            f" {len(c.decisions)} guard decision(s)"
+            f" {len(c.decisions)} guard decision(s); tokens: {render.commit_usage(c.token_usage)}"
         )
     if terminal.stage == pb.COMMIT_STAGE_FAILED:
         c = terminal.failed

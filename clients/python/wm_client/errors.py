@@ -71,6 +71,16 @@ class WmError(Exception):
         )
 
     @property
+    def retry_delay(self) -> float | None:
+        """Seconds the server asks to wait before retrying (its RetryInfo, sent with
+        RESOURCE_EXHAUSTED when a tenant's budget or rate is spent); None when not given."""
+        for detail in self.details:
+            if isinstance(detail, error_details_pb2.RetryInfo):
+                delay = detail.retry_delay
+                return float(delay.seconds + delay.nanos / 1e9)
+        return None
+
+    @property
     def from_service(self) -> bool:
         """True when the service itself answered (its ErrorInfo is there), not the transport."""
         return self.domain == ERROR_DOMAIN

@@ -55,6 +55,26 @@ def kind_name(kind: int) -> str:
     return _KIND.get(kind, "KEEP")  # type: ignore[call-overload,no-any-return]
 
 
+def usage_text(usage: pb.TokenUsage) -> str:
+    """Tokens of one call or one commit: ``900 in / 210 out, cache 4,000 read / 1,500 written``.
+
+    Cache figures are shown whenever the server reports them, so a reader can see whether
+    the static prompt is being served from the provider's prompt cache commit after commit.
+    """
+    text = f"{usage.input_tokens:,} in / {usage.output_tokens:,} out"
+    return (
+        text + f", cache {usage.cache_read_input_tokens:,} read"
+        f" / {usage.cache_creation_input_tokens:,} written"
+    )
+
+
+def commit_usage(usage: pb.TokenUsage) -> str:
+    """A commit's tokens for a table cell or a summary line; "-" when no model was called."""
+    if not usage.llm_calls:
+        return "-"
+    return f"{usage_text(usage)} ({usage.llm_calls} call{'s' if usage.llm_calls != 1 else ''})"
+
+
 # --- sessions -------------------------------------------------------------------------------------
 def sessions_table(sessions: Sequence[pb.Session]) -> Table:
     table = Table(title=f"{len(sessions)} session(s)", title_justify="left")
@@ -115,6 +135,7 @@ def session_details(
             "kept",
             "WM",
             "attempts",
+            "tokens",
             "created (UTC)",
         ):
             table.add_column(header)
@@ -128,6 +149,7 @@ def session_details(
                 str(c.kept_message_count),
                 f"v{c.working_memory_version}" if c.working_memory_version else "-",
                 str(c.attempt_count),
+                commit_usage(c.token_usage),
                 when(c.create_time),
             )
         parts.append(table)
@@ -214,10 +236,9 @@ def event_detail(event: pb.CommitEvent) -> str:
         return f"{r.purpose} call to {r.provider} ({r.model})"
     if kind == "llm_response_received":
         response = event.llm_response_received
-        u = response.usage
         return (
-            f"stop={response.stop_reason}, {u.input_tokens:,} in / {u.output_tokens:,} out"
-            f" tokens, {response.duration_ms:,} ms"
+            f"stop={response.stop_reason}, {usage_text(response.usage)} tokens,"
+            f" {response.duration_ms:,} ms"
         )
     if kind == "ops_parsed":
         text = ops_summary(event.ops_parsed.ops)

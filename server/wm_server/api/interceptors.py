@@ -15,7 +15,13 @@ Per RPC, in order:
    reflection stay open so Kubernetes probes and tools work without a key;
 3. the tenant (the key's, or the default tenant when authentication is off) is set for the
    services, which scope every store call with it;
-4. one access-log line when the RPC ends: method, code, duration, session id, tenant,
+4. the caller's budget (``admission``): a slot of the tenant's (or, for health and
+   reflection, the anonymous callers') concurrency budget and, for a mutating call, a token
+   of the tenant's bucket; over budget → RESOURCE_EXHAUSTED with RetryInfo;
+5. the request is decoded only now: bytes that are not the method's message are
+   INVALID_ARGUMENT (reason ``MALFORMED_REQUEST``, one fixed message), logged at warning
+   level and counted, without a traceback;
+6. one access-log line when the RPC ends: method, code, duration, session id, tenant,
    request id (never message content), and the RPC count and latency metrics.
 
 Unknown methods pass through untouched (gRPC answers UNIMPLEMENTED).
@@ -35,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import structlog
 
+from wm_proto.v1 import working_memory_service_pb2 as service_pb2
+from wm_server.api.admission import Admission, Budget
 from wm_server.api.status import rpc_status_of
 from wm_server.auth import ApiKeyring
 from wm_server.metrics import Metrics
@@ -53,6 +61,23 @@ PROTECTED_PREFIX = "/wm.v1."
 QUIET_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 _SERVER_FAULTS = frozenset({"INTERNAL", "UNKNOWN", "DATA_LOSS"})
+# Every mutating RPC takes a request_id (DESIGN section 5): the contract itself says which
+# calls pass the tenant's token bucket.
+MUTATING_METHODS = frozenset(
+    f"/{service.full_name}/{method.name}"
+    for service in service_pb2.DESCRIPTOR.services_by_name.values()
+    for method in service.methods
+    if "request_id" in method.input_type.fields_by_name
+)
+MALFORMED_REQUEST = "MALFORMED_REQUEST"
+# One fixed text: the decoder's own message would tell a prober how far its bytes got.
+_MALFORMED = rpc_status_of(
+    "INVALID_ARGUMENT",
+    "the request message could not be decoded (not the protobuf message this method takes)",
+    MALFORMED_REQUEST,
+    {},
+    [("request", "not a protobuf message of this method's request type", MALFORMED_REQUEST)],
+)
 
 access_log = structlog.get_logger("wm_server.access")
 
@@ -68,6 +93,8 @@ class _Rpc:
     session_id: str = ""
     code: str = "OK"
     messages_sent: int = 0
+    budget: Budget | None = None  # the slot held, given back when the RPC ends
+    malformed: bool = False
 
 
 def _metadata(context: Context, key: str) -> str | None:
@@ -93,12 +120,48 @@ def _code_name(context: Context, default: str) -> str:
     return default
 
 
-class RpcInterceptor(grpc.aio.ServerInterceptor):
-    """Request id, authentication, tenant, access log and metrics for every RPC."""
+def _threaded(behavior: Callable[..., Any]) -> Callable[[Any, Context], Awaitable[Any]]:
+    """A synchronous behaviour (here only the generated "not implemented" stubs of library
+    servicers, such as ``Health/List``) run off the loop as gRPC would, so that it is
+    admitted, decoded and logged like every other method."""
 
-    def __init__(self, *, keyring: ApiKeyring | None, metrics: Metrics | None) -> None:
+    async def run(request: Any, context: Context) -> Any:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, behavior, request, context
+            )
+        except NotImplementedError:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "method not implemented")
+
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class _Method:
+    """What the interceptor knows of one method, worked out once when it is first called."""
+
+    name: str
+    decode: Callable[[bytes], Any] | None  # the handler's own request deserializer
+    protected: bool  # needs an API key when keys are configured
+    stream: bool  # a server stream: counted against the stream budget
+    mutating: bool  # carries a request_id: passes the tenant's token bucket
+    quiet: bool  # health and reflection: access lines at debug level
+
+
+class RpcInterceptor(grpc.aio.ServerInterceptor):
+    """Request id, authentication, tenant, budgets, request decoding, access log and metrics
+    for every RPC."""
+
+    def __init__(
+        self,
+        *,
+        keyring: ApiKeyring | None,
+        metrics: Metrics | None,
+        admission: Admission | None = None,
+    ) -> None:
         self._keyring = keyring
         self._metrics = metrics
+        self._admission = admission
         # method → (the server's handler, its wrapped copy): wrapping happens once per method,
         # not on every call.
         self._wrapped: dict[str, tuple[Handler, Handler]] = {}
@@ -120,26 +183,42 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
         return wrapped
 
     def _wrap(self, method: str, handler: Handler) -> Handler:
+        """The handler with its behaviour wrapped and *no* request deserializer: gRPC hands
+        the raw bytes over, and the wrapper decodes them once the caller is admitted, so a
+        request that does not decode is answered INVALID_ARGUMENT (gRPC itself would answer
+        UNKNOWN with the exception text and log a traceback) and an unauthenticated caller's
+        bytes are never parsed."""
+        spec = _Method(
+            name=method,
+            decode=handler.request_deserializer,
+            protected=method.startswith(PROTECTED_PREFIX),
+            stream=handler.response_streaming,
+            mutating=method in MUTATING_METHODS,
+            quiet=method.startswith(QUIET_PREFIXES),
+        )
         unary_request = not handler.request_streaming
         if not handler.response_streaming:
-            behavior = handler.unary_unary if unary_request else handler.stream_unary
-            if not inspect.iscoroutinefunction(behavior):
-                return handler  # a sync handler: not used by this server, left alone
+            given: Callable[..., Any] | None = (
+                handler.unary_unary if unary_request else handler.stream_unary
+            )
+            if given is None:
+                return handler
+            behavior = given if inspect.iscoroutinefunction(given) else _threaded(given)
             factory = (
                 grpc.unary_unary_rpc_method_handler
                 if unary_request
                 else grpc.stream_unary_rpc_method_handler
             )
             return factory(
-                self._wrap_unary(method, behavior, unary_request),
-                request_deserializer=handler.request_deserializer,
+                self._wrap_unary(spec, behavior, unary_request),
+                request_deserializer=None,
                 response_serializer=handler.response_serializer,
             )
-        behavior = handler.unary_stream if unary_request else handler.stream_stream
-        if inspect.isasyncgenfunction(behavior):
-            stream: Callable[..., Any] = self._wrap_generator(method, behavior, unary_request)
-        elif inspect.iscoroutinefunction(behavior):
-            stream = self._wrap_unary(method, behavior, unary_request)  # uses context.write
+        streaming: Any = handler.unary_stream if unary_request else handler.stream_stream
+        if inspect.isasyncgenfunction(streaming):
+            stream: Callable[..., Any] = self._wrap_generator(spec, streaming, unary_request)
+        elif inspect.iscoroutinefunction(streaming):
+            stream = self._wrap_unary(spec, streaming, unary_request)  # uses context.write
         else:
             return handler
         factory = (
@@ -149,34 +228,36 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
         )
         return factory(
             stream,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=None,
             response_serializer=handler.response_serializer,
         )
 
     # --- wrappers --------------------------------------------------------------------------
     def _wrap_unary(
-        self, method: str, behavior: Callable[..., Awaitable[Any]], unary_request: bool
+        self, spec: _Method, behavior: Callable[..., Awaitable[Any]], unary_request: bool
     ) -> Callable[[Any, Context], Awaitable[Any]]:
         async def handle(request: Any, context: Context) -> Any:
-            rpc = _Rpc(method)
+            rpc = _Rpc(spec.name)
             try:
-                await self._admit(rpc, request if unary_request else None, context)
+                await self._admit(rpc, spec, context)
+                request = await self._request(rpc, spec, request, context, unary_request)
                 return await behavior(request, context)
             except BaseException as error:
                 rpc.code = self._failure_code(error, context)
                 raise
             finally:
-                self._finish(rpc, context)
+                self._finish(rpc, spec, context)
 
         return handle
 
     def _wrap_generator(
-        self, method: str, behavior: Callable[..., AsyncIterator[Any]], unary_request: bool
+        self, spec: _Method, behavior: Callable[..., AsyncIterator[Any]], unary_request: bool
     ) -> Callable[[Any, Context], AsyncIterator[Any]]:
         async def handle(request: Any, context: Context) -> AsyncIterator[Any]:
-            rpc = _Rpc(method)
+            rpc = _Rpc(spec.name)
             try:
-                await self._admit(rpc, request if unary_request else None, context)
+                await self._admit(rpc, spec, context)
+                request = await self._request(rpc, spec, request, context, unary_request)
                 async for response in behavior(request, context):
                     rpc.messages_sent += 1
                     yield response
@@ -184,26 +265,76 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
                 rpc.code = self._failure_code(error, context)
                 raise
             finally:
-                self._finish(rpc, context)
+                self._finish(rpc, spec, context)
 
         return handle
 
     # --- steps -----------------------------------------------------------------------------
-    async def _admit(self, rpc: _Rpc, request: object, context: Context) -> None:
-        """Request id, authentication and tenant; aborts UNAUTHENTICATED on a bad key."""
+    async def _admit(self, rpc: _Rpc, spec: _Method, context: Context) -> None:
+        """Request id, authentication, tenant and budget; aborts UNAUTHENTICATED on a bad key
+        and RESOURCE_EXHAUSTED when the caller's budget is spent."""
         structlog.contextvars.clear_contextvars()
         offered = _metadata(context, REQUEST_ID_HEADER)
         rpc.request_id = offered if offered and _REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
-        rpc.session_id = _session_of(request) if request is not None else ""
-        structlog.contextvars.bind_contextvars(
-            request_id=rpc.request_id, method=rpc.method, session_id=rpc.session_id
-        )
         await context.send_initial_metadata(((REQUEST_ID_HEADER, rpc.request_id),))
-        if self._keyring is not None and rpc.method.startswith(PROTECTED_PREFIX):
+        if self._keyring is not None and spec.protected:
             rpc.tenant = ""  # unknown until the key is checked
             rpc.tenant = await self._authenticate(self._keyring, context)
         set_tenant(rpc.tenant)
-        structlog.contextvars.bind_contextvars(tenant=rpc.tenant)
+        admission = self._admission
+        if admission is None:
+            return
+        budget = admission.budget(rpc.tenant) if spec.protected else admission.anonymous
+        refusal = admission.enter(budget, stream=spec.stream, mutating=spec.mutating)
+        if refusal is not None:
+            await context.abort_with_status(refusal)
+        rpc.budget = budget  # only once a slot is held: _finish gives it back
+
+    async def _request(
+        self, rpc: _Rpc, spec: _Method, raw: Any, context: Context, unary_request: bool
+    ) -> Any:
+        """The decoded request (or, for a client stream, an iterator of decoded requests);
+        binds the log context of the RPC."""
+        if not unary_request:
+            structlog.contextvars.bind_contextvars(
+                request_id=rpc.request_id, method=rpc.method, session_id="", tenant=rpc.tenant
+            )
+            return self._decoded(rpc, spec, raw, context)
+        request = raw
+        if spec.decode is not None:
+            try:
+                request = spec.decode(raw)
+            except Exception:
+                await self._malformed(rpc, spec, context)
+        rpc.session_id = _session_of(request)
+        structlog.contextvars.bind_contextvars(
+            request_id=rpc.request_id,
+            method=rpc.method,
+            session_id=rpc.session_id,
+            tenant=rpc.tenant,
+        )
+        return request
+
+    async def _decoded(
+        self, rpc: _Rpc, spec: _Method, requests: AsyncIterator[bytes], context: Context
+    ) -> AsyncIterator[Any]:
+        async for raw in requests:
+            if spec.decode is None:
+                yield raw
+                continue
+            try:
+                request = spec.decode(raw)
+            except Exception:
+                await self._malformed(rpc, spec, context)
+            yield request
+
+    async def _malformed(self, rpc: _Rpc, spec: _Method, context: Context) -> None:
+        """Refuse bytes that are not the method's request message: one fixed message (never
+        the decoder's text), a warning access line and a metric, no traceback."""
+        rpc.malformed = True
+        if self._metrics is not None:
+            self._metrics.request_undecodable(spec.name.lstrip("/"))
+        await context.abort_with_status(_MALFORMED)
 
     @staticmethod
     async def _authenticate(keyring: ApiKeyring, context: Context) -> str:
@@ -244,15 +375,26 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
             return "CANCELLED"
         return "UNKNOWN"
 
-    def _finish(self, rpc: _Rpc, context: Context) -> None:
+    def _finish(self, rpc: _Rpc, spec: _Method, context: Context) -> None:
         if rpc.code == "OK":
             rpc.code = _code_name(context, "OK")
         seconds = time.perf_counter() - rpc.started
+        admission = self._admission
+        if admission is not None:
+            budget = rpc.budget
+            if budget is not None:
+                admission.leave(budget, stream=spec.stream)
+            else:  # refused before it held a slot: counted where it was refused
+                budget = (
+                    admission.budget(rpc.tenant)
+                    if spec.protected and rpc.tenant
+                    else admission.anonymous
+                )
+            budget.finished[rpc.code] = budget.finished.get(rpc.code, 0) + 1
         if self._metrics is not None:
             self._metrics.rpc_finished(rpc.method.lstrip("/"), rpc.code, seconds)
-        quiet = rpc.method.startswith(QUIET_PREFIXES)
-        emit = access_log.debug if quiet else access_log.info
-        if rpc.code in _SERVER_FAULTS:
+        emit = access_log.debug if spec.quiet else access_log.info
+        if rpc.malformed or rpc.code in _SERVER_FAULTS:
             emit = access_log.warning
         emit(
             "rpc",
@@ -263,4 +405,5 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
             tenant=rpc.tenant,
             request_id=rpc.request_id,
             messages_sent=rpc.messages_sent,
+            malformed_request=rpc.malformed,
         )

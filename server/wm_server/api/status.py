@@ -4,7 +4,7 @@ field violations."""
 from __future__ import annotations
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -36,8 +36,10 @@ def rpc_status_of(
     reason: str,
     metadata: dict[str, str],
     violations: list[tuple[str, str, str]] | None = None,
+    retry_delay: float | None = None,
 ) -> grpc.Status:
-    """Build the status with its details, ready for ``context.abort_with_status``."""
+    """Build the status with its details, ready for ``context.abort_with_status``;
+    ``retry_delay`` (seconds) adds RetryInfo, which clients read instead of guessing."""
     details = []
     info = error_details_pb2.ErrorInfo(
         reason=reason,
@@ -63,6 +65,12 @@ def rpc_status_of(
         packed_bad = any_pb2.Any()
         packed_bad.Pack(bad)
         details.append(packed_bad)
+    if retry_delay is not None:
+        whole = int(retry_delay)
+        delay = duration_pb2.Duration(seconds=whole, nanos=round((retry_delay - whole) * 1e9))
+        packed_retry = any_pb2.Any()
+        packed_retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+        details.append(packed_retry)
     status = status_pb2.Status(
         code=code_pb2.Code.Value(code_name),
         message=_clip(message, MAX_MESSAGE_BYTES),

@@ -8,6 +8,12 @@ Phase 2 can decide between backing off and failing for good.
 Sampling parameters are not sent: the SDK generation in use (API version 2026-10-21) no longer
 has ``temperature`` and the API rejects it, so answers are kept stable by the forced tool call
 and its strict schema instead.
+
+Strict tools: the installed SDK's ``ToolParam`` has ``strict`` (grammar-constrained tool input,
+generally available, no beta header), so tools are sent with ``strict: true`` and the schema
+converted by :func:`wm_server.llm.schemas.strict_schema` (the structured-output subset has
+``anyOf`` but not ``oneOf``). :data:`SDK_SUPPORTS_STRICT` checks the SDK at import; with an
+SDK without it, or ``WM_ANTHROPIC_STRICT=false``, the plain schema is sent.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 import anthropic
 
 from wm_core import CREATE_TOOL, UPDATE_TOOL
+from wm_server.llm.models import known_context_window
 from wm_server.llm.port import (
     CreateRequest,
     LlmError,
@@ -36,6 +43,10 @@ from wm_server.llm.prompts import (
     system_prompt,
     update_user_message,
 )
+from wm_server.llm.schemas import strict_schema
+
+# Whether the installed SDK can send ``strict`` on a tool definition.
+SDK_SUPPORTS_STRICT: bool = "strict" in getattr(anthropic.types.ToolParam, "__annotations__", {})
 
 # Status codes worth another attempt later (the SDK has already retried them itself).
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -99,9 +110,6 @@ def reply_from_message(message: Any, tool_name: str) -> ModelReply:
 class AnthropicProvider:
     """Claude behind the three calls of the recovery chain."""
 
-    # Input and answer together: Phase 2 derives its input budget from it (chunked.py).
-    context_window = 200_000
-
     def __init__(
         self,
         *,
@@ -111,6 +119,7 @@ class AnthropicProvider:
         timeout: float,
         max_retries: int,
         base_url: str | None = None,
+        strict: bool = True,
         client: anthropic.AsyncAnthropic | None = None,
     ) -> None:
         # base_url None lets the SDK read ANTHROPIC_BASE_URL, so deployments can redirect it.
@@ -121,10 +130,21 @@ class AnthropicProvider:
         self._max_tokens = max_tokens
         self._timeout = timeout
         self._max_retries = max_retries
+        self._strict = strict and SDK_SUPPORTS_STRICT
 
     @property
     def name(self) -> str:
         return "anthropic"
+
+    @property
+    def strict(self) -> bool:
+        """Whether tools are sent with ``strict: true``."""
+        return self._strict
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens the model can take in and give out (None for a model the table lacks)."""
+        return known_context_window("anthropic", self._model)
 
     @property
     def has_credentials(self) -> bool:
@@ -172,7 +192,7 @@ class AnthropicProvider:
                     "cache_control": {"type": "ephemeral"},
                 }
             ],
-            "tools": [dict(tool)],
+            "tools": [self.tool_definition(tool)],
             "tool_choice": {
                 "type": "tool",
                 "name": str(tool["name"]),
@@ -180,6 +200,12 @@ class AnthropicProvider:
             },
             "messages": [{"role": "user", "content": [{"type": "text", "text": user_text}]}],
         }
+
+    def tool_definition(self, tool: Mapping[str, Any]) -> dict[str, Any]:
+        """The tool as sent: strict schema and flag when strict tools are on."""
+        if not self._strict:
+            return dict(tool)
+        return {**tool, "input_schema": strict_schema(tool["input_schema"]), "strict": True}
 
     async def _call(self, purpose: Purpose, tool: Mapping[str, Any], user_text: str) -> ModelReply:
         body = self.request_body(purpose, tool, user_text)

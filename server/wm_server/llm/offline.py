@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -49,6 +49,7 @@ from wm_core import (
     parse_document,
     references,
 )
+from wm_server.llm.paths import PathSpellings, is_workdir_key
 from wm_server.llm.port import (
     CreateRequest,
     ModelReply,
@@ -69,10 +70,14 @@ MAX_FAILED_LINES: Final = 5
 _CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[*A-Z0-9~/])")
 _GREETING = re.compile(
-    r"^\s*(?:hi|hello|hey|hallo|good (?:morning|afternoon|evening))(?: there| all| team)?"
+    r"^\s*(?:hi|hello|hey|hallo|(?:good )?(?:morning|afternoon|evening))(?: there| all| team)?"
     r"(?:[!,.]+\s*|\s+|$)",
     re.IGNORECASE,
 )
+# A timestamp an agent runtime puts in front of a message ("[2025-03-10 09:05] ...").
+_STAMP = re.compile(r"^\[\d{4}-\d{2}-\d{2}[^\]]{0,24}\]\s*")
+# A durable statement worth keeping as a fact: it carries a figure or a person's full name.
+_DATA = re.compile(r"\d|(?<=\s)[A-Z][a-z]+ [A-Z][a-z]+\b")
 _LEAD_IN = re.compile(
     r"^\s*(?:(?:ok(?:ay)?|great|nice|thanks|thank you|perfect|cool|also|and|so|now)\b[,.!]?\s+)+",
     re.IGNORECASE,
@@ -116,6 +121,11 @@ _SUMMARY_LINE = re.compile(r"^\s*((?:FAILED|ERROR)\b.*)$")
 _TOOL_ERROR_LINE = re.compile(
     r"^\s*((?:[\w./-]+: )*(?:error|fatal|panic)(?:\[[\w-]+\])?: .*)$", re.IGNORECASE
 )
+# An error or correction the agent (or the user) writes down itself: "Error: …", "Correction: …".
+_NOTED_ERROR = re.compile(
+    r"^\s*(?:[-*]\s+)?((?:error|correction|mistake|wrong assumption)s?\b[^:\n]{0,40}:\s*\S.*)$",
+    re.IGNORECASE,
+)
 _EXIT_LINE = re.compile(r"^\s*(?:exit (?:status|code) \d+|process exited.*)$", re.IGNORECASE)
 # Paths the engine's reference finder does not treat as files (home and absolute paths
 # without a known extension, such as ~/.local/share/app/data.db or /var/log/syslog).
@@ -123,6 +133,12 @@ _EXTRA_PATH = re.compile(
     r"(?<![\w.~/\\:-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]*[A-Za-z][\w.@+-]*"
 )
 _PATH_TRAILING = ".,;:!?)]}'\"`"
+# Tags in front of an item: status markers ("[resolved]") and the summarizer's own labels.
+_ITEM_TAGS = re.compile(
+    r"^(?:\[[^\]]*\]\s*)*"
+    r"(?:unanswered question from the user:|waiting for the user:|user correction:)?\s*",
+    re.IGNORECASE,
+)
 _WORD = re.compile(r"[a-z]+")
 _STOPWORD_TEXT: Final = (
     "also there their they them then than that this these those what when where which while "
@@ -148,7 +164,7 @@ def sentences(text: str) -> list[str]:
     """Sentences of ``text``, line by line (a line break always ends a sentence)."""
     found: list[str] = []
     for line in _prose(text).split("\n"):
-        line = line.strip().lstrip("#-*>").strip()
+        line = _STAMP.sub("", line.strip().lstrip("#-*>").strip())
         if not line:
             continue
         found.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
@@ -209,7 +225,11 @@ class _Files:
 
 @dataclass(frozen=True, slots=True)
 class Extraction:
-    """What the messages say, sorted by section (items are plain text, without bullets)."""
+    """What the messages say, sorted by section (items are plain text, without bullets).
+
+    ``spellings`` is how paths were spelled (the same rules apply to the paths an earlier
+    document already lists, when deciding what is new).
+    """
 
     title: str = ""
     current_state: str = ""
@@ -218,6 +238,10 @@ class Extraction:
     files: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     open_issues: tuple[str, ...] = ()
+    # False when no assistant text was archived: current_state is then only the open work,
+    # to be added to the earlier state rather than replace it.
+    state_from_assistant: bool = True
+    spellings: PathSpellings = field(default_factory=lambda: PathSpellings(()), compare=False)
 
 
 def _strip_lead(sentence: str) -> str:
@@ -283,7 +307,7 @@ def _error_lines(content: str) -> list[str]:
     """Error lines in an output or a text that did not fail as a whole."""
     found: list[str] = []
     for line in content.splitlines():
-        for pattern in (_SUMMARY_LINE, _EXCEPTION_LINE, _TOOL_ERROR_LINE):  # "Error: …" too
+        for pattern in (_SUMMARY_LINE, _EXCEPTION_LINE, _NOTED_ERROR):
             match = pattern.match(line)
             if match:
                 found.append(match.group(1).strip())
@@ -334,16 +358,43 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def extract(messages: Sequence[Message]) -> Extraction:
-    """Sort what the messages say into the seven sections."""
+def _core(item: str) -> str:
+    """An item without the tags the summarizer or a model put in front of it, for comparing
+    items across sections ("Unanswered question from the user: X" is the item X)."""
+    return _ITEM_TAGS.sub("", item)
+
+
+def _claimer(claimed: set[str]) -> Callable[[list[str], str, str], None]:
+    """Adds an item to a section unless its core text already went to some section."""
+
+    def claim(target: list[str], item: str, core: str) -> None:
+        key = item_key(_core(core))
+        if key and key not in claimed:
+            claimed.add(key)
+            target.append(item)
+
+    return claim
+
+
+def extract(messages: Sequence[Message], known_paths: Iterable[str] = ()) -> Extraction:
+    """Sort what the messages say into the seven sections, each item into one section.
+
+    A sentence goes to the first section whose rule it matches, in this order: a user's
+    objection (Errors & Corrections), a TODO (Open Issues), a user question (Open Issues
+    while no later reply answers it), a decision or constraint (Key Facts & Decisions), a
+    user request (Task & Goals). ``known_paths`` (those of an earlier document) take part in
+    choosing one spelling per path.
+    """
     calls: dict[str, ToolUsePart] = {}
-    files = _Files()
+    mentions: list[tuple[str, str]] = []  # (path as written, how it was used), in order
+    workdirs: list[str] = []
     goals: list[str] = []
     facts: list[str] = []
     errors: list[str] = []
     issues: list[str] = []
+    claimed: set[str] = set()
+    claim = _claimer(claimed)
     title = ""
-    state = ""
     questions: list[tuple[int, str]] = []  # (message index, user question)
 
     assistant_texts: list[tuple[int, str]] = [
@@ -361,15 +412,16 @@ def extract(messages: Sequence[Message]) -> Extraction:
                 except ValueError:
                     decoded = part.input_json
                 for key, text in _strings(decoded):
+                    if is_workdir_key(key):
+                        workdirs.append(text.strip())
                     use = _use_label(part.name, key)
-                    for path in find_paths(text):
-                        files.add(path, use)
+                    mentions.extend((path, use) for path in find_paths(text))
             elif isinstance(part, ToolResultPart):
                 call = calls.get(part.tool_use_id)
                 tool = call.name if call else "tool"
                 label = f"in {tool} error output" if part.is_error else f"in {tool} output"
                 for path in find_paths(part.content)[:MAX_PATHS_PER_TOOL_RESULT]:
-                    files.add(path, label)
+                    mentions.append((path, label))
                 if part.is_error:
                     if call is not None:
                         head = f"{tool} failed ({_call_summary(tool, call.input_json)})"
@@ -378,58 +430,128 @@ def extract(messages: Sequence[Message]) -> Extraction:
                     for line in _failure_lines(part.content):
                         item = f"{head}: {line}"
                         follow = _next_assistant_sentence(messages, index)
-                        errors.append(_clip(f"{item} — next: {follow}" if follow else item))
+                        item = _clip(f"{item} — next: {follow}" if follow else item)
+                        claim(errors, item, item)
                 else:
-                    errors.extend(
-                        _clip(f"{line} (in {tool} output)") for line in _error_lines(part.content)
-                    )
+                    for line in _error_lines(part.content):
+                        item = _clip(f"{line} (in {tool} output)")
+                        claim(errors, item, item)
         texts = _texts(message)
         if not texts or message.role == Role.SYSTEM:
             continue  # a system prompt instructs the agent; it is not what happened
         text = "\n".join(texts)
-        for path in find_paths(text):
-            files.add(path, f"mentioned by {speaker}")
-        errors.extend(_clip(f"{line} (reported by {speaker})") for line in _error_lines(text))
-        for sentence in sentences(text):
-            if _DECISION.search(sentence):
-                facts.append(_clip(_strip_lead(sentence)))
-            if _TODO.search(sentence):
-                issues.append(_clip(_strip_lead(sentence)))
-        if message.role == Role.USER:
+        mentions.extend((path, f"mentioned by {speaker}") for path in find_paths(text))
+        noted = _error_lines(text)
+        for line in noted:
+            claim(errors, _clip(f"{line} (reported by {speaker})"), _clip(line))
+        is_user = message.role == Role.USER
+        asked = len(goals)
+        prose = "\n".join(line for line in text.splitlines() if line.strip() not in noted)
+        for sentence in sentences(prose):
+            core = _clip(_strip_lead(sentence))
+            if is_user and _CORRECTION.match(sentence):
+                claim(errors, _clip(f"User correction: {sentence}"), core)
+            elif _TODO.search(sentence):
+                claim(issues, core, core)
+            elif is_user and _is_question(sentence):
+                key = item_key(core)
+                if key and key not in claimed:
+                    claimed.add(key)  # reserved: listed below while no reply answers it
+                    questions.append((index, core))
+            elif _DECISION.search(sentence):
+                claim(facts, core, core)
+            elif is_user and _is_request(sentence):
+                claim(goals, core, core)
+            elif is_user and _DATA.search(core) and len(core.split()) >= 4:
+                claim(facts, core, core)
+        if is_user:
             if not title:
                 candidate = title_from(text)
                 title = candidate if len(candidate.split()) >= 2 else ""  # not "Ok" or "Thanks"
-            requests = [_clip(_strip_lead(s)) for s in sentences(text) if _is_request(s)]
-            if not requests and not goals:
+            first = sentences(text)
+            if len(goals) == asked and not goals and first and len(first[0].split()) >= 3:
                 # The first substantial user message states the task even without a request verb.
-                first = sentences(text)
-                if first and len(first[0].split()) >= 3:
-                    requests = [_clip(_strip_lead(first[0]))]
-            goals.extend(requests)
-            for sentence in sentences(text):
-                if _is_question(sentence):
-                    questions.append((index, _clip(_strip_lead(sentence))))
-                if _CORRECTION.match(sentence):
-                    errors.append(_clip(f"User correction: {sentence}"))
-        elif message.role == Role.ASSISTANT:
-            state = " ".join(sentences(text)[:MAX_STATE_SENTENCES])
+                core = _clip(_strip_lead(first[0]))
+                claim(goals, core, core)
 
+    state, from_assistant = _current_state(messages, calls, claimed, goals)
     reply_stems = [(i, _stems(t)) for i, t in assistant_texts]
     for index, question in questions:
         later = [stems for i, stems in reply_stems if i > index]
         if not _answered(question, later):
             issues.append(f"Unanswered question from the user: {question}")
-    issues.extend(_trailing_assistant_questions(messages))
+    for item in _trailing_assistant_questions(messages):
+        claim(issues, item, item)
+
+    spellings = PathSpellings([p for p, _ in mentions] + list(known_paths), workdirs)
+    files = _Files()
+    for path, use in mentions:
+        files.add(spellings.canonical(path), use)
 
     return Extraction(
         title=title,
         current_state=_clip(state, 1200),
-        goals=_unique(goals),
-        facts=_unique(facts),
-        files=_unique(files.items()),
-        errors=_unique(errors),
+        goals=tuple(goals),
+        facts=tuple(facts),
+        files=tuple(files.items()),
+        errors=tuple(errors),
         open_issues=_unique(issues),
+        state_from_assistant=from_assistant,
+        spellings=spellings,
     )
+
+
+def _current_state(
+    messages: Sequence[Message],
+    calls: Mapping[str, ToolUsePart],
+    claimed: set[str],
+    goals: Sequence[str],
+) -> tuple[str, bool]:
+    """The latest assistant text, then the work still open after it.
+
+    The assistant's sentences that went to another section (a decision, a TODO) are left to
+    that section unless nothing else is left. What happened after the latest text is what
+    makes a summary lag behind if left out: the last tool call's outcome (a failure is open
+    work) and a user request not answered yet. Returns the text and whether it starts from
+    an assistant text.
+    """
+    last = max(
+        (i for i, m in enumerate(messages) if m.role == Role.ASSISTANT and _texts(m)), default=-1
+    )
+    parts: list[str] = []
+    if last >= 0:
+        found = sentences("\n".join(_texts(messages[last])))
+        own = [s for s in found if item_key(_clip(_strip_lead(s))) not in claimed] or found[:1]
+        parts.extend(own[:MAX_STATE_SENTENCES])
+    parts.extend(_open_work(messages[last + 1 :], calls, {item_key(goal) for goal in goals}))
+    return " ".join(parts), last >= 0
+
+
+def _open_work(
+    after: Sequence[Message], calls: Mapping[str, ToolUsePart], goals: set[str]
+) -> list[str]:
+    results = [p for m in after for p in m.parts if isinstance(p, ToolResultPart)]
+    notes: list[str] = []
+    if results:
+        result = results[-1]
+        call = calls.get(result.tool_use_id)
+        what = (
+            f"{call.name} ({_call_summary(call.name, call.input_json)})" if call else "a tool call"
+        )
+        if result.is_error:
+            notes.append(f"Open: {what} failed: {_failure_lines(result.content)[0]}")
+        else:
+            notes.append(f"Last step: {what} succeeded.")
+    requests = [
+        _clip(_strip_lead(s))
+        for m in after
+        if m.role == Role.USER
+        for s in sentences("\n".join(_texts(m)))
+        if _is_request(s) and item_key(_clip(_strip_lead(s))) in goals
+    ]
+    if requests:
+        notes.append(f"Asked next: {requests[0]}")
+    return notes
 
 
 def _next_assistant_sentence(messages: Sequence[Message], index: int) -> str:
@@ -464,16 +586,31 @@ def _trailing_assistant_questions(messages: Sequence[Message]) -> list[str]:
 # -- ops and documents ---------------------------------------------------------------------------
 
 
-def _fresh(items: Iterable[str], old_body: str) -> list[str]:
-    """Items not already in ``old_body`` (whole-item comparison, as the engine does)."""
-    existing = {item_key(item) for item in bullet_items(old_body)}
-    return [item for item in items if item_key(item) not in existing]
+def _known(old: Mapping[str, str]) -> set[str]:
+    """The comparison keys of every item an earlier document holds, in any section."""
+    return {
+        item_key(_core(item))
+        for name in SECTIONS
+        if name not in (SESSION_TITLE, CURRENT_STATE)
+        for item in bullet_items(old.get(name, ""))
+    }
 
 
-def _fresh_files(items: Iterable[str], old_body: str) -> list[str]:
-    """File items whose path the section does not mention yet."""
-    known = references(old_body) | set(find_paths(old_body))
+def _fresh(items: Iterable[str], known: set[str]) -> list[str]:
+    """Items no section of the earlier document holds yet (whole-item comparison, tags
+    ignored, as the engine compares items)."""
+    return [item for item in items if item_key(_core(item)) not in known]
+
+
+def _fresh_files(items: Iterable[str], old_body: str, spellings: PathSpellings) -> list[str]:
+    """File items whose path the section does not list yet, in any spelling."""
+    known = {spellings.canonical(path) for path in references(old_body) | set(find_paths(old_body))}
     return [item for item in items if item.split(" — ", 1)[0] not in known]
+
+
+def _old_paths(old: Mapping[str, str]) -> list[str]:
+    body = old.get(FILES_CONTEXT, "")
+    return sorted(references(body) | set(find_paths(body)))
 
 
 def _append(items: Sequence[str]) -> dict[str, Any]:
@@ -482,32 +619,31 @@ def _append(items: Sequence[str]) -> dict[str, Any]:
 
 def update_ops(previous_document: str, messages: Sequence[Message]) -> dict[str, Any]:
     """The ``update_working_memory`` arguments for these messages."""
-    found = extract(messages)
     old = parse_document(previous_document)
+    found = extract(messages, _old_paths(old))
+    known = _known(old)
     ops: dict[str, Any] = {}
     if found.title and not old.get(SESSION_TITLE, "").strip():
         ops[SESSION_TITLE] = {"op": "UPDATE", "content": found.title}
     else:
         ops[SESSION_TITLE] = {"op": "KEEP"}
     if found.current_state:
-        ops[CURRENT_STATE] = {"op": "UPDATE", "content": found.current_state}
+        ops[CURRENT_STATE] = {"op": "UPDATE", "content": _state(old, found)}
     else:
         ops[CURRENT_STATE] = {"op": "KEEP"}
-    ops[TASK_GOALS] = _append(_fresh(found.goals, old.get(TASK_GOALS, "")))
-    ops[KEY_FACTS] = _append(_fresh(found.facts, old.get(KEY_FACTS, "")))
-    ops[FILES_CONTEXT] = _append(_fresh_files(found.files, old.get(FILES_CONTEXT, "")))
-    ops[ERRORS_CORRECTIONS] = _append(_fresh(found.errors, old.get(ERRORS_CORRECTIONS, "")))
+    ops[TASK_GOALS] = _append(_fresh(found.goals, known))
+    ops[KEY_FACTS] = _append(_fresh(found.facts, known))
+    ops[FILES_CONTEXT] = _append(
+        _fresh_files(found.files, old.get(FILES_CONTEXT, ""), found.spellings)
+    )
+    ops[ERRORS_CORRECTIONS] = _append(_fresh(found.errors, known))
     ops[OPEN_ISSUES] = _open_issues_op(
-        old.get(OPEN_ISSUES, ""), _fresh(found.open_issues, old.get(OPEN_ISSUES, "")), messages
+        old.get(OPEN_ISSUES, ""), _fresh(found.open_issues, known), messages
     )
     return {"sections": {name: ops[name] for name in SECTIONS}}
 
 
 _ISSUE_BULLET = re.compile(r"^(\s*(?:[-*]|\d+[.)]))\s+(.*)$")
-_ISSUE_TAGS = re.compile(
-    r"^(?:\[[^\]]*\]\s*)*(?:unanswered question from the user:|waiting for the user:)?\s*",
-    re.IGNORECASE,
-)
 _CLOSED = re.compile(r"^\[(?:resolved|done|closed|answered)\b", re.IGNORECASE)
 
 
@@ -518,7 +654,7 @@ def _answer_sentence(question: str, replies: Sequence[str]) -> str:
     half of the question's content words, because marking an issue resolved by mistake hides
     it, while listing an answered question only costs a line.
     """
-    wanted = _stems(_ISSUE_TAGS.sub("", question))
+    wanted = _stems(_ITEM_TAGS.sub("", question))
     if len(wanted) < 2:
         return ""  # too little to judge; leave the issue open
     needed = max(2, -(-len(wanted) // 2))
@@ -562,6 +698,15 @@ def _open_issues_op(
     return {"op": "UPDATE", "content": "\n".join(lines)}
 
 
+def _state(old: Mapping[str, str], found: Extraction) -> str:
+    """The new Current State: the extracted one, or the earlier one followed by the open work
+    when no assistant text was archived."""
+    if found.state_from_assistant:
+        return found.current_state
+    earlier = " ".join(old.get(CURRENT_STATE, "").split())
+    return _clip(f"{earlier} {found.current_state}".strip(), 1200)
+
+
 def _bullets(items: Iterable[str]) -> str:
     return "\n".join(f"- {item}" for item in items)
 
@@ -572,7 +717,6 @@ def _join(old: str, new: str) -> str:
 
 def create_bodies(messages: Sequence[Message], context: str | None) -> dict[str, str]:
     """Section bodies of a new document, carrying forward an earlier one if given."""
-    found = extract(messages)
     old: dict[str, str] = {}
     if context and is_working_memory(context):
         old = parse_document(context)
@@ -580,26 +724,22 @@ def create_bodies(messages: Sequence[Message], context: str | None) -> dict[str,
         # A legacy summary has no sections; its lines are kept as facts rather than lost.
         legacy = [line for line in bullet_items(context) if line.strip()]
         old = {KEY_FACTS: _bullets(f"Earlier summary: {line}" for line in legacy)}
+    found = extract(messages, _old_paths(old))
+    known = _known(old)
     bodies = {
         SESSION_TITLE: old.get(SESSION_TITLE, "").strip() or found.title,
-        CURRENT_STATE: found.current_state or old.get(CURRENT_STATE, ""),
-        TASK_GOALS: _join(
-            old.get(TASK_GOALS, ""), _bullets(_fresh(found.goals, old.get(TASK_GOALS, "")))
-        ),
-        KEY_FACTS: _join(
-            old.get(KEY_FACTS, ""), _bullets(_fresh(found.facts, old.get(KEY_FACTS, "")))
-        ),
+        CURRENT_STATE: _state(old, found) if found.current_state else old.get(CURRENT_STATE, ""),
+        TASK_GOALS: _join(old.get(TASK_GOALS, ""), _bullets(_fresh(found.goals, known))),
+        KEY_FACTS: _join(old.get(KEY_FACTS, ""), _bullets(_fresh(found.facts, known))),
         FILES_CONTEXT: _join(
             old.get(FILES_CONTEXT, ""),
-            _bullets(_fresh_files(found.files, old.get(FILES_CONTEXT, ""))),
+            _bullets(_fresh_files(found.files, old.get(FILES_CONTEXT, ""), found.spellings)),
         ),
         ERRORS_CORRECTIONS: _join(
             old.get(ERRORS_CORRECTIONS, ""),
-            _bullets(_fresh(found.errors, old.get(ERRORS_CORRECTIONS, ""))),
+            _bullets(_fresh(found.errors, known)),
         ),
-        OPEN_ISSUES: _join(
-            old.get(OPEN_ISSUES, ""), _bullets(_fresh(found.open_issues, old.get(OPEN_ISSUES, "")))
-        ),
+        OPEN_ISSUES: _join(old.get(OPEN_ISSUES, ""), _bullets(_fresh(found.open_issues, known))),
     }
     if not any(body.strip() for body in bodies.values()):
         # Nothing matched a rule (filler text, bare tool traffic): still say what was archived,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -106,19 +106,30 @@ class Phase2Worker:
         post_steps: Sequence[PostStep] = (),
         observer: Phase2Observer | None = None,
         backfill: Backfill | None = None,
+        provider_for: Callable[[str | None], LlmProvider] | None = None,
     ) -> None:
         self._jobs = jobs
         self._provider = provider
+        # The provider a session chose in its config (None: ``provider``, the default).
+        self._provider_for = provider_for or (lambda name: provider)
         self._bus = bus
         self._settings = settings
         self._post_steps = tuple(post_steps)
         self._backfill = backfill  # fills sections a model left unread (chain.py)
         self._observer = observer or _NoObserver()
         self._wake = asyncio.Event()
-        self.breaker = CircuitBreaker(settings.breaker)
-        self.input_tokens = settings.input.for_provider(provider)
+        # One breaker per provider: the default one's gates claiming (most sessions use it);
+        # a session's own provider backs its jobs off by its own breaker.
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self.breaker = self.breaker_for(provider)
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
+
+    def breaker_for(self, provider: LlmProvider) -> CircuitBreaker:
+        breaker = self._breakers.get(provider.name)
+        if breaker is None:
+            breaker = self._breakers[provider.name] = CircuitBreaker(self._settings.breaker)
+        return breaker
 
     def wake(self) -> None:
         """New work may be claimable (a commit, a retry)."""
@@ -225,19 +236,21 @@ class Phase2Worker:
             previous = data.previous
             await self._jobs.start(job, data)
             self._bus.publish(job.commit_id)
+            provider = self._provider_for(data.provider)
+            breaker = self.breaker_for(provider)
 
-            async def on_event(event: ChainEvent) -> None:
+            async def on_event(event: ChainEvent, breaker: CircuitBreaker = breaker) -> None:
                 if isinstance(event, LlmCallFinished) and not event.error:
-                    self.breaker.succeeded()  # the provider answers: no outage
+                    breaker.succeeded()  # the provider answers: no outage
                 await self._jobs.record(job, event)
                 self._bus.publish(job.commit_id)
 
             try:
                 generation = await generate_in_chunks(
-                    self._provider,
+                    provider,
                     previous_document=previous.document if previous else None,
                     messages=data.messages,
-                    input_tokens=self.input_tokens,
+                    input_tokens=self._settings.input.for_provider(provider),
                     on_event=on_event,
                     limits=self._settings.limits,
                     backfill=self._backfill,
@@ -248,11 +261,11 @@ class Phase2Worker:
                     await step(job, generation.document)
             except LlmError as error:
                 if error.transient:
-                    self.breaker.failed()
-                    await self._wait_out(job, str(error))
+                    breaker.failed()
+                    await self._wait_out(job, str(error), breaker)
                     self._observer.job_finished("retry", time.monotonic() - started)
                     return
-                self.breaker.succeeded()  # the provider answered, if only to refuse
+                breaker.succeeded()  # the provider answered, if only to refuse
                 await self._fail_or_retry(
                     job, "LLM_UNAVAILABLE" if error.retryable else "LLM_REJECTED",
                     str(error), error.retryable,
@@ -320,7 +333,7 @@ class Phase2Worker:
             log.info("phase2_rerun_on_newer_wm", commit_id=job.commit_id)
         await self._fail_or_retry(job, "INTERNAL", "working memory kept changing", True)
 
-    async def _wait_out(self, job: ClaimedJob, message: str) -> None:
+    async def _wait_out(self, job: ClaimedJob, message: str, breaker: CircuitBreaker) -> None:
         """A provider outage: back off (at least until the breaker lets a probe through),
         or fail once the job is older than the maximum wait."""
         now = time.time()
@@ -333,13 +346,13 @@ class Phase2Worker:
         delay = backoff_delay(
             job.attempts, self._settings.retry_base_delay, self._settings.retry_max_delay
         )
-        delay = min(max(delay, self.breaker.remaining()), remaining)
+        delay = min(max(delay, breaker.remaining()), remaining)
         log.warning(
             "phase2_waiting_for_provider",
             commit_id=job.commit_id,
             attempt=job.attempts,
             delay=round(delay, 3),
-            breaker=self.breaker.state.value,
+            breaker=breaker.state.value,
             wait_remaining=round(remaining, 1),
             error=message,
         )

@@ -94,6 +94,9 @@ class Dialect:
     in_list: Callable[[str, Sequence[Any]], tuple[str, dict[str, Any]]]
     contains: str  # "<column> contains the lowercase literal", with {column} and {param}
     lock_key: str | None  # a transaction lock on a string key
+    # Each statement is a round trip to a server (fold reads into writes, writes together),
+    # rather than a call into an embedded library (where RETURNING costs more than a read).
+    round_trips: bool
 
 
 class Database(ABC):

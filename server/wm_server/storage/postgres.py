@@ -71,6 +71,7 @@ DIALECT = Dialect(
     # COLLATE "C": ASCII-only lower-casing, exactly as SQLite's lower().
     contains='strpos(lower({column} COLLATE "C"), :{param}) > 0',
     lock_key="SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))",
+    round_trips=True,
 )
 
 Conn = AsyncConnection[Row]

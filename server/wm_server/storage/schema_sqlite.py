@@ -140,6 +140,55 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     ),
     (
         3,
+        # Values the server makes once and every replica must share, such as the key that
+        # signs page tokens when WM_PAGE_TOKEN_KEY is unset.
+        """
+        CREATE TABLE server_secrets (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        )
+        """,
+    ),
+    (
+        4,
+        # Sessions that manage themselves: the resolved configuration (proto JSON), the idle
+        # timeout of its auto-commit policy as a column the idle sweeper can index, the time
+        # of the last added message and of the last commit; and what started each commit.
+        """
+        ALTER TABLE sessions ADD COLUMN config_json TEXT NOT NULL DEFAULT '{}';
+        ALTER TABLE sessions ADD COLUMN auto_idle_seconds REAL;
+        ALTER TABLE sessions ADD COLUMN last_add_time REAL;
+        ALTER TABLE sessions ADD COLUMN last_commit_time REAL;
+        ALTER TABLE commits ADD COLUMN commit_trigger TEXT NOT NULL DEFAULT '';
+        CREATE INDEX sessions_idle ON sessions (last_add_time) WHERE auto_idle_seconds IS NOT NULL
+        """,
+    ),
+    (
+        5,
+        # Tool outputs too large to keep in their message, stored whole (issue 18). A rowid
+        # table: rows of up to the message size limit are too large for WITHOUT ROWID.
+        """
+        CREATE TABLE tool_outputs (
+            sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            output_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            part_index INTEGER NOT NULL,
+            message_id TEXT NOT NULL,
+            tool_use_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            format TEXT NOT NULL,
+            content TEXT NOT NULL,
+            size_bytes INTEGER NOT NULL,
+            line_count INTEGER NOT NULL,
+            synopsis TEXT NOT NULL,
+            create_time REAL NOT NULL,
+            PRIMARY KEY (sid, output_id)
+        );
+        CREATE INDEX tool_outputs_in_order ON tool_outputs (sid, position, part_index)
+        """,
+    ),
+    (
+        6,
         # What a guard refused (a fact at emergency size, a line over the size bound), kept
         # per session and shown in the next update prompt until the working memory holds it.
         # A completion replaces the set: ``batch`` (its archive) keeps the new rows' keys

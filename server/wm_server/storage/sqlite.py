@@ -64,6 +64,7 @@ DIALECT = Dialect(
     in_list=_in_list,
     contains="instr(lower({column}), :{param}) > 0",
     lock_key=None,  # writers are serialized already
+    round_trips=False,
 )
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}

@@ -18,8 +18,10 @@ from wm_server.storage.repositories import (
     MessageRepository,
     PendingItemRepository,
     RequestRepository,
+    SecretRepository,
     SessionRepository,
     ToolCallRepository,
+    ToolOutputRepository,
     WorkingMemoryRepository,
 )
 
@@ -36,6 +38,7 @@ class Repositories:
         self.sessions = SessionRepository(conn, dialect)
         self.messages = MessageRepository(conn, dialect)
         self.tool_calls = ToolCallRepository(conn, dialect)
+        self.tool_outputs = ToolOutputRepository(conn, dialect)
         self.commits = CommitRepository(conn, dialect)
         self.archives = ArchiveRepository(conn, dialect)
         self.events = EventRepository(conn, dialect)
@@ -43,6 +46,7 @@ class Repositories:
         self.working_memories = WorkingMemoryRepository(conn, dialect)
         self.pending_items = PendingItemRepository(conn, dialect)
         self.requests = RequestRepository(conn, dialect)
+        self.secrets = SecretRepository(conn, dialect)
 
 
 class UnitOfWork:
@@ -58,6 +62,7 @@ class UnitOfWork:
         self.sessions = repositories.sessions
         self.messages = repositories.messages
         self.tool_calls = repositories.tool_calls
+        self.tool_outputs = repositories.tool_outputs
         self.commits = repositories.commits
         self.archives = repositories.archives
         self.events = repositories.events
@@ -65,6 +70,7 @@ class UnitOfWork:
         self.working_memories = repositories.working_memories
         self.pending_items = repositories.pending_items
         self.requests = repositories.requests
+        self.secrets = repositories.secrets
 
     async def write(self, *writes: Write) -> None:
         """Run data-modifying statements that do not read each other's rows: the engine may

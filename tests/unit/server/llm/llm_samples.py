@@ -7,6 +7,7 @@ from typing import Any
 from wm_core import Message, Role, TextPart, ToolResultPart, ToolUsePart
 
 TEST_MODEL = "claude-test-model"
+OPENAI_TEST_MODEL = "gpt-4o-mini"  # a model of the context-window table
 
 PREVIOUS_WM = """# Working Memory
 

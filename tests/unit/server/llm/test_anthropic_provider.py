@@ -17,7 +17,7 @@ from support.fake_anthropic import (
     tool_use,
 )
 from wm_core import CREATE_TOOL, UPDATE_TOOL
-from wm_server.llm.anthropic_provider import AnthropicProvider
+from wm_server.llm.anthropic_provider import SDK_SUPPORTS_STRICT, AnthropicProvider
 from wm_server.llm.port import (
     CreateRequest,
     LlmError,
@@ -27,6 +27,7 @@ from wm_server.llm.port import (
     UpdateRequest,
     Usage,
 )
+from wm_server.llm.schemas import strict_schema
 
 Factory = Callable[..., AnthropicProvider]
 
@@ -55,7 +56,10 @@ async def test_update_request_forces_the_update_tool(fake: FakeAnthropic, make_p
     assert request.max_tokens == 3000
     assert request.headers["authorization"] == "Bearer test-key"
     assert [t["name"] for t in request.tools] == ["update_working_memory"]
-    assert request.tools[0]["input_schema"] == UPDATE_TOOL["input_schema"]
+    # The installed SDK has strict tools: the schema goes in the structured-output dialect.
+    assert SDK_SUPPORTS_STRICT
+    assert request.tools[0]["strict"] is True
+    assert request.tools[0]["input_schema"] == strict_schema(UPDATE_TOOL["input_schema"])
     assert request.tool_choice == {
         "type": "tool",
         "name": "update_working_memory",
@@ -86,7 +90,7 @@ async def test_create_request_forces_the_creation_tool(fake: FakeAnthropic, make
     assert reply.tool_input == {"Session Title": "x"}
     [request] = fake.requests
     assert [t["name"] for t in request.tools] == ["create_working_memory"]
-    assert request.tools[0]["input_schema"] == CREATE_TOOL["input_schema"]
+    assert request.tools[0]["input_schema"] == strict_schema(CREATE_TOOL["input_schema"])
     assert request.tool_choice is not None
     assert request.tool_choice["name"] == "create_working_memory"
     assert "create_working_memory" in request.system_text
@@ -116,6 +120,23 @@ async def test_repair_request_shows_the_errors_and_the_rejected_answer(
     assert "cut off at the output limit" in request.user_text
     # Repair shares the update system prompt, so the cached prefix is reused.
     assert "KEEP over APPEND and APPEND over UPDATE" in request.system_text
+
+
+async def test_strict_tools_can_be_turned_off(fake: FakeAnthropic, make_provider: Factory):
+    fake.enqueue(tool_use(valid_update_input()))
+    provider = make_provider(strict=False)
+
+    await provider.update(update_request())
+
+    assert provider.strict is False
+    [tool] = fake.requests[0].tools
+    assert "strict" not in tool
+    assert tool["input_schema"] == UPDATE_TOOL["input_schema"]
+
+
+def test_context_window_of_claude_models(make_provider: Factory):
+    assert make_provider(model="claude-haiku-4-5").context_window == 200_000
+    assert make_provider(model="gpt-4o").context_window is None
 
 
 async def test_usage_includes_cache_tokens(fake: FakeAnthropic, make_provider: Factory):
@@ -257,7 +278,7 @@ async def test_a_prompt_over_the_context_window_is_told_apart(
 
 def test_the_provider_tells_phase2_its_context_window_and_answer_size(make_provider: Factory):
     provider = make_provider(max_tokens=3000)
-    assert provider.context_window == 200_000 and provider.max_output_tokens == 3000
+    assert provider.max_output_tokens == 3000  # the window comes from llm/models.py
 
 
 async def test_anthropic_base_url_environment_is_honoured(

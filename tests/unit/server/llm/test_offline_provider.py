@@ -5,6 +5,7 @@ from __future__ import annotations
 from llm_samples import PREVIOUS_WM
 
 from support.conversation import load_raw
+from support.wm_checks import duplicate_spellings, items_in_two_sections, listed_paths
 from wm_core import (
     SECTIONS,
     Message,
@@ -29,6 +30,10 @@ PATHS = (
     "README.md",
     "docs/importing.md",
     "samples/sparkasse_2025-01.csv",
+    "ledgerline/__main__.py",  # only named absolutely, in a traceback
+)
+# The same files as a traceback names them: spelled relative to the project root instead.
+ABSOLUTE_SPELLINGS = (
     "/home/dev/ledgerline/ledgerline/__main__.py",
     "/home/dev/ledgerline/ledgerline/cli.py",
     "/home/dev/ledgerline/ledgerline/importers/csv_importer.py",
@@ -77,8 +82,9 @@ async def test_every_path_error_and_open_question_reaches_the_working_memory(
 
     sections = parse_document(generation.document)
     assert set(sections) == set(SECTIONS)
-    for path in PATHS:
-        assert path in sections["Files & Context"], path
+    assert sorted(listed_paths(generation.document)) == sorted(PATHS)
+    for spelling in ABSOLUTE_SPELLINGS:
+        assert spelling not in generation.document, spelling
     for error in ERRORS:
         assert error in sections["Errors & Corrections"], error
     for question in (*OPEN_QUESTIONS, *TODOS):
@@ -106,8 +112,7 @@ async def test_two_commits_keep_everything_through_the_guards(conversation: list
     assert (first.mode, second.mode) == ("create", "update")
     assert second.calls == (Purpose.UPDATE,)
     sections = parse_document(second.document)
-    for path in PATHS:
-        assert path in sections["Files & Context"], path
+    assert sorted(listed_paths(second.document)) == sorted(PATHS)
     for error in ERRORS:
         assert error in sections["Errors & Corrections"], error
     for question in (*OPEN_QUESTIONS, *TODOS):
@@ -271,3 +276,159 @@ async def test_messages_without_structure_still_make_a_working_memory():
         OfflineProvider(), previous_document=None, messages=bare
     )
     assert "1 messages archived without text content." in generation.document
+
+
+# -- one spelling per path, one section per item, a current Current State -------------------------
+
+
+def _commits(conversation: list[Message], size: int) -> list[list[Message]]:
+    return [conversation[i : i + size] for i in range(0, len(conversation), size)]
+
+
+async def _replay(conversation: list[Message], size: int) -> list[str]:
+    """The documents after each commit of ``size`` messages, through the chain and guards."""
+    documents: list[str] = []
+    previous: str | None = None
+    for chunk in _commits(conversation, size):
+        generation = await generate_working_memory(
+            OfflineProvider(), previous_document=previous, messages=chunk
+        )
+        previous = generation.document
+        documents.append(previous)
+    return documents
+
+
+async def test_the_demo_lists_each_path_once_and_each_item_in_one_section(
+    conversation: list[Message],
+):
+    for size in (len(conversation), 5, 8, 12, 20):
+        for document in await _replay(conversation, size):
+            assert duplicate_spellings(document) == [], (size, document)
+            assert items_in_two_sections(document) == {}, (size, document)
+        assert sorted(listed_paths(document)) == sorted(PATHS), size
+
+
+async def test_absolute_and_bare_spellings_fold_into_the_relative_path(
+    conversation: list[Message],
+):
+    documents = await _replay(conversation, 12)
+
+    files = parse_document(documents[-1])["Files & Context"]
+    # The traceback's absolute path, the read_file path and the assistant's "db.py": one line.
+    [db] = [line for line in files.splitlines() if "db.py" in line]
+    assert db.startswith("- ledgerline/db.py — ")
+    assert "in bash error output" in db and "read" in db
+
+
+def test_a_bare_name_with_two_candidates_and_paths_outside_the_root_stay_as_written():
+    from wm_server.llm.paths import PathSpellings
+
+    spellings = PathSpellings(
+        [
+            "/srv/app/src/a/cli.py",
+            "src/a/cli.py",
+            "src/b/cli.py",
+            "cli.py",
+            "./src/b/util.py",
+            "util.py",
+            "/etc/hosts.conf",
+            "~/.config/app/settings.toml",
+            "https://example.com/a/cli.py",
+        ]
+    )
+
+    assert spellings.root == "/srv/app"
+    assert spellings.canonical("/srv/app/src/a/cli.py") == "src/a/cli.py"
+    assert spellings.canonical("cli.py") == "cli.py"  # two files of that name
+    assert spellings.canonical("util.py") == "src/b/util.py"
+    assert spellings.canonical("./src/b/util.py") == "src/b/util.py"
+    assert spellings.canonical("/etc/hosts.conf") == "/etc/hosts.conf"
+    assert spellings.canonical("~/.config/app/settings.toml") == "~/.config/app/settings.toml"
+    assert spellings.canonical("https://example.com/a/cli.py") == "https://example.com/a/cli.py"
+    assert PathSpellings(["/opt/x/y.py", "z/y.py"]).root is None  # no evidence, no root
+    assert PathSpellings(["/w/p/y.py"], workdirs=["/w/p"]).canonical("/w/p/y.py") == "y.py"
+
+
+async def test_paths_of_the_previous_document_keep_their_spelling(conversation: list[Message]):
+    from wm_core import Role, TextPart, ToolResultPart, ToolUsePart
+
+    later = [
+        Message("x1", Role.ASSISTANT, (ToolUsePart("t9", "bash", '{"command": "pytest"}'),)),
+        Message(
+            "x2",
+            Role.USER,
+            (
+                ToolResultPart(
+                    "t9",
+                    'File "/home/dev/ledgerline/ledgerline/importers/dialects.py", line 3\n'
+                    "SyntaxError: invalid syntax",
+                    is_error=True,
+                ),
+            ),
+        ),
+        Message("x3", Role.ASSISTANT, (TextPart("A typo in dialects.py; fixing it."),)),
+    ]
+
+    generation = await generate_working_memory(
+        OfflineProvider(), previous_document=PREVIOUS_WM, messages=later
+    )
+
+    files = parse_document(generation.document)["Files & Context"]
+    assert "/home/dev" not in files and "\n- dialects.py" not in files
+    assert files.count("ledgerline/importers/dialects.py") == 1  # already listed: not again
+    assert duplicate_spellings(generation.document) == []
+
+
+async def test_an_item_known_in_one_section_is_not_added_to_another(conversation: list[Message]):
+    previous = PREVIOUS_WM.replace(
+        "- Make samples/dkb_2025-01.csv import cleanly",
+        "- Make samples/dkb_2025-01.csv import cleanly\n"
+        "- Existing ISO-format imports must keep working.",
+    )
+
+    generation = await generate_working_memory(
+        OfflineProvider(), previous_document=previous, messages=conversation
+    )
+
+    sections = parse_document(generation.document)
+    assert "Existing ISO-format imports must keep working." in sections["Task & Goals"]
+    assert "ISO-format imports" not in sections["Key Facts & Decisions"]
+    assert items_in_two_sections(generation.document) == {}
+
+
+async def test_current_state_shows_the_open_work_after_the_latest_assistant_text(
+    conversation: list[Message],
+):
+    end = next(i for i, m in enumerate(conversation) if m.id == "m043")  # the failed --dry-run
+    generation = await generate_working_memory(
+        OfflineProvider(), previous_document=None, messages=conversation[: end + 1]
+    )
+
+    state = parse_document(generation.document)["Current State"]
+    assert state.startswith("Pending rows ('Vorgemerkt') were imported like booked ones")
+    assert "Now the --dry-run flag." in state
+    assert state.endswith("failed: ledgerline: error: unrecognized arguments: --dry-run")
+    # The decision of the same reply is a Key Fact, not repeated in Current State.
+    assert "I decided to skip them" not in state
+    assert "I decided to skip them" in parse_document(generation.document)["Key Facts & Decisions"]
+
+
+async def test_an_archive_without_assistant_text_adds_its_open_work_to_the_state(
+    conversation: list[Message],
+):
+    end = next(i for i, m in enumerate(conversation) if m.id == "m039")
+    stop = next(i for i, m in enumerate(conversation) if m.id == "m043")
+    first = await generate_working_memory(
+        OfflineProvider(), previous_document=None, messages=conversation[: end + 1]
+    )
+    tools_only = [m for m in conversation[end + 1 : stop + 1] if not m.text().strip()]
+    assert tools_only, "the slice holds tool traffic only"
+
+    second = await generate_working_memory(
+        OfflineProvider(), previous_document=first.document, messages=tools_only
+    )
+
+    before = parse_document(first.document)["Current State"]
+    after = parse_document(second.document)["Current State"]
+    assert after.startswith(before)
+    assert after.endswith("unrecognized arguments: --dry-run")
