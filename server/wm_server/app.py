@@ -203,9 +203,9 @@ async def start_application(
     jobs = JobService(database, log_)
     maintenance = Maintenance(database, retention_seconds=settings.request_id_retention_seconds)
     limits = WmLimits(
-        total_tokens=settings.wm_max_tokens,
-        section_tokens=settings.wm_section_max_tokens,
-        key_facts_tokens=settings.wm_key_facts_max_tokens,
+        total_tokens=settings.working_memory_max_tokens,
+        section_tokens=settings.working_memory_section_max_tokens,
+        key_facts_tokens=settings.working_memory_key_facts_max_tokens,
     )
     worker = Phase2Worker(
         jobs,

@@ -118,9 +118,9 @@ class Settings(BaseSettings):
     phase2_max_chunks: Annotated[int, Field(ge=1, le=1_000)] = 16
     # The hard bound on a stored working memory (estimated tokens): in all, per section,
     # and for Key Facts (whose consolidation is only asked for above 3,000 tokens).
-    wm_max_tokens: Annotated[int, Field(ge=1_000)] = 12_000
-    wm_section_max_tokens: Annotated[int, Field(ge=200)] = 2_000
-    wm_key_facts_max_tokens: Annotated[int, Field(ge=200)] = 4_000
+    working_memory_max_tokens: Annotated[int, Field(ge=1_000)] = 12_000
+    working_memory_section_max_tokens: Annotated[int, Field(ge=200)] = 2_000
+    working_memory_key_facts_max_tokens: Annotated[int, Field(ge=200)] = 4_000
     # Refused items a session keeps (shown in the next update prompt); the oldest go first.
     phase2_max_pending_items: Annotated[int, Field(ge=0, le=1_000)] = 30
     heartbeat_seconds: Seconds = 10.0
