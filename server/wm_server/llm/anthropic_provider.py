@@ -25,23 +25,17 @@ from typing import Any
 
 import anthropic
 
-from wm_core import CREATE_TOOL, UPDATE_TOOL
+from wm_server.llm.forced_tool import ForcedToolProvider
 from wm_server.llm.models import known_context_window
 from wm_server.llm.port import (
-    CreateRequest,
     LlmError,
     ModelReply,
     PromptTooLong,
     Purpose,
-    RepairRequest,
-    UpdateRequest,
     Usage,
 )
 from wm_server.llm.prompts import (
-    create_user_message,
-    repair_user_message,
     system_prompt,
-    update_user_message,
 )
 from wm_server.llm.schemas import strict_schema
 
@@ -107,7 +101,7 @@ def reply_from_message(message: Any, tool_name: str) -> ModelReply:
     )
 
 
-class AnthropicProvider:
+class AnthropicProvider(ForcedToolProvider):
     """Claude behind the three calls of the recovery chain."""
 
     def __init__(
@@ -163,15 +157,6 @@ class AnthropicProvider:
     @property
     def max_output_tokens(self) -> int:
         return self._max_tokens
-
-    async def update(self, request: UpdateRequest) -> ModelReply:
-        return await self._call(Purpose.UPDATE, UPDATE_TOOL, update_user_message(request))
-
-    async def repair(self, request: RepairRequest) -> ModelReply:
-        return await self._call(Purpose.REPAIR, UPDATE_TOOL, repair_user_message(request))
-
-    async def create(self, request: CreateRequest) -> ModelReply:
-        return await self._call(Purpose.CREATE, CREATE_TOOL, create_user_message(request))
 
     async def aclose(self) -> None:
         await self._client.close()
