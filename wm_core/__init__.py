@@ -23,7 +23,12 @@ Items and references
     :func:`references` (the file paths and URLs a text mentions).
 Ops and merging
     :class:`SectionOp` (:class:`OpKind`; :data:`KEEP` is ``SectionOp.keep()``), :func:`merge`
-    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`).
+    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`), within
+    :class:`WmLimits` (:data:`DEFAULT_LIMITS`: the hard size bound of the document);
+    :func:`bound_document` applies that bound to a document made without a merge.
+Pending items
+    :class:`PendingItem` (what a guard refused, kept for the next update), :func:`refused_items`,
+    :func:`carry_pending`, :func:`pending_reminder`.
 Model output
     :data:`UPDATE_TOOL`, :data:`CREATE_TOOL`, :func:`validate_update_arguments`,
     :func:`validate_create_arguments`, :func:`parse_tool_arguments` (:class:`ParsedOps`,
@@ -31,6 +36,9 @@ Model output
     :class:`CreationRejected`).
 Sizes
     :func:`estimate_tokens`, :func:`message_tokens`, :func:`section_reminders`.
+Phase 2 input
+    :func:`chunk_messages` (an archive in chunks within a token budget, at turn boundaries),
+    :func:`cut_message` (one message's head and tail within a budget).
 Conversation
     :class:`Message` of :data:`Part` (:class:`TextPart`, :class:`ToolUsePart`,
     :class:`ToolResultPart`) by :class:`Role`; :func:`is_request` (where a turn starts).
@@ -72,7 +80,9 @@ from wm_core._document.sections import (
     TASK_GOALS,
     canonical_name,
 )
-from wm_core._merge import MergeResult, merge
+from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits
+from wm_core._guards.pending import PendingItem, carry_pending, pending_reminder, refused_items
+from wm_core._merge import MergeResult, bound_document, merge
 from wm_core._messages import (
     Message,
     Part,
@@ -108,6 +118,8 @@ from wm_core._session import (
     abstract_of,
     anthropic_json,
     assemble,
+    chunk_messages,
+    cut_message,
     cut_text,
     detect_format,
     externalize,
@@ -133,6 +145,7 @@ __all__ = [
     "CREATE_TOOL",
     "CURRENT_STATE",
     "DEFAULT_AUTO_KEEP",
+    "DEFAULT_LIMITS",
     "ERRORS_CORRECTIONS",
     "FILES_CONTEXT",
     "KEEP",
@@ -161,6 +174,7 @@ __all__ = [
     "ParsedDocument",
     "ParsedOps",
     "Part",
+    "PendingItem",
     "ReadMethod",
     "Role",
     "SectionOp",
@@ -170,11 +184,16 @@ __all__ = [
     "ToolResultPart",
     "ToolUsePart",
     "Trigger",
+    "WmLimits",
     "abstract_of",
     "anthropic_json",
     "assemble",
+    "bound_document",
     "bullet_items",
     "canonical_name",
+    "carry_pending",
+    "chunk_messages",
+    "cut_message",
     "cut_text",
     "detect_format",
     "estimate_tokens",
@@ -192,9 +211,11 @@ __all__ = [
     "parse_document_detailed",
     "parse_tool_arguments",
     "pending_delta",
+    "pending_reminder",
     "plan_budget",
     "rebuild_rule",
     "references",
+    "refused_items",
     "render_document",
     "section_reminders",
     "split_boundary",

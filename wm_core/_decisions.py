@@ -23,6 +23,8 @@ class Guard(StrEnum):
     OP_SHAPE = "op_shape"  # unknown op, bad items, unknown section key
     DEDUP = "dedup"  # APPEND items already present
     STRUCTURE = "structure"  # headings inside content, foreign sections, preamble
+    BOUND = "bound"  # the hard size bound of a section or of the whole document
+    BACKFILL = "backfill"  # a section the model left unread, filled by the extractor
 
 
 @dataclass(frozen=True, slots=True)

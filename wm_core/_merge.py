@@ -22,6 +22,7 @@ from wm_core._document.markdown import (
 )
 from wm_core._document.sections import SECTIONS, canonical_name
 from wm_core._guards import GUARDS
+from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits, bound_sections
 from wm_core._ops.section_ops import KEEP, NormalizedOp, OpKind, SectionOp, describe, normalize_op
 
 _NO_OP = "NONE"
@@ -37,8 +38,10 @@ class MergeResult:
     sections: Mapping[str, str] = field(default_factory=dict)
 
 
-def merge(previous: str | None, ops: Mapping[str, object] | None) -> MergeResult:
-    """Merge ``ops`` (section name -> op) into the ``previous`` document.
+def merge(
+    previous: str | None, ops: Mapping[str, object] | None, limits: WmLimits = DEFAULT_LIMITS
+) -> MergeResult:
+    """Merge ``ops`` (section name -> op) into the ``previous`` document, within ``limits``.
 
     An op is a :class:`SectionOp` or a tool-call dict (``{"op": "UPDATE", "content": ...}``).
     Sections without an op are kept. Never raises on malformed ops.
@@ -47,11 +50,27 @@ def merge(previous: str | None, ops: Mapping[str, object] | None) -> MergeResult
     decisions: list[Decision] = _structure_decisions(parsed)
     requested = _index_ops(ops, decisions)
     bodies: dict[str, str] = {}
+    asked: dict[str, str] = {}
     for name in SECTIONS:
         old = parsed.bodies.get(name, "")
         raw = requested.get(name)
         bodies[name] = old if raw is None else _merge_section(name, old, raw, decisions)
+        normalized = normalize_op(raw) if raw is not None else None
+        if normalized is not None:
+            asked[name] = normalized.requested
+    bodies, cuts = bound_sections(parsed.bodies, bodies, asked, limits)
+    decisions.extend(cuts)
     return MergeResult(assemble_document(bodies), tuple(decisions), bodies)
+
+
+def bound_document(document: str, limits: WmLimits = DEFAULT_LIMITS) -> MergeResult:
+    """A document made without a merge (a creation answer) within ``limits``."""
+    parsed = parse_document_detailed(document)
+    created = {name: "CREATE" for name in SECTIONS}
+    bodies, cuts = bound_sections({}, parsed.bodies, created, limits)
+    if not cuts:
+        return MergeResult(document, (), parsed.bodies)
+    return MergeResult(assemble_document(bodies), tuple(cuts), bodies)
 
 
 def _structure_decisions(parsed: ParsedDocument) -> list[Decision]:

@@ -556,11 +556,11 @@ class BrokenJsonRepairIgnored(BrokenJson):
         "whole answer, cut at the same point"
     )
     miss_note = (
-        "the repair answer is the same cut answer, so it adds nothing and the "
-        "sections after the cut keep their old text. The chain makes one repair call and "
-        "then merges the salvage rather than rewriting the document (a creation call could "
-        "drop old content), so the turn's news for those sections is lost. One repair call "
-        "cannot help a model that ignores it"
+        "the repair answer is the same cut answer, so it adds nothing. The chain merges the "
+        "salvage and backfills the sections after the cut from the deterministic extractor "
+        "(paths, errors, open questions, dated facts, as APPENDs through the guards); what "
+        "only the model would have phrased, such as a fact without a date or a number, is "
+        "still lost for that turn"
     )
 
     def repair_truncated(

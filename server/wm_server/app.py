@@ -12,6 +12,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from wm_core import WmLimits
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api import session_config
@@ -28,8 +29,11 @@ from wm_server.llm.factory import (
     build_registry,
     check_choice,
 )
+from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
+from wm_server.phase2.breaker import BreakerSettings
+from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
 from wm_server.services.archives import ArchiveService
 from wm_server.services.auto_commit import IdleSweeper
@@ -198,6 +202,11 @@ async def start_application(
         raise ConfigurationError(f"WM_DEFAULT_SESSION_CONFIG: {error}") from None
     jobs = JobService(database, log_)
     maintenance = Maintenance(database, retention_seconds=settings.request_id_retention_seconds)
+    limits = WmLimits(
+        total_tokens=settings.working_memory_max_tokens,
+        section_tokens=settings.working_memory_section_max_tokens,
+        key_facts_tokens=settings.working_memory_key_facts_max_tokens,
+    )
     worker = Phase2Worker(
         jobs,
         provider,
@@ -207,8 +216,23 @@ async def start_application(
             max_attempts=settings.phase2_max_attempts,
             retry_base_delay=settings.phase2_retry_base_delay,
             lease_seconds=settings.phase2_lease_seconds,
+            max_wait_seconds=settings.phase2_max_wait_seconds,
+            retry_max_delay=settings.phase2_retry_max_delay,
+            breaker=BreakerSettings(
+                threshold=settings.phase2_breaker_threshold,
+                cooldown=settings.phase2_breaker_cooldown_seconds,
+                max_cooldown=settings.phase2_retry_max_delay,
+            ),
+            max_pending_items=settings.phase2_max_pending_items,
+            max_chunks=settings.phase2_max_chunks,
+            limits=limits,
+            input=InputBudget(
+                tokens=settings.phase2_input_tokens,
+                default_tokens=settings.phase2_default_input_tokens,
+            ),
         ),
         observer=metrics,
+        backfill=update_ops,
         provider_for=lambda name: _session_provider(providers, name),
     )
     commits = CommitService(
@@ -231,7 +255,7 @@ async def start_application(
             tool_output_inline_chars=settings.tool_output_inline_chars,
         ),
         commits=commits,
-        memory=WorkingMemoryService(database),
+        memory=WorkingMemoryService(database, limits),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
         tool_outputs=ToolOutputService(database, tokens=tokens),

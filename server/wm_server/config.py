@@ -102,6 +102,27 @@ class Settings(BaseSettings):
     phase2_max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
     phase2_retry_base_delay: Annotated[float, Field(ge=0)] = 1.0
     phase2_lease_seconds: Seconds = 60.0
+    # A provider outage is waited out (exponential backoff with jitter) up to this job age.
+    phase2_max_wait_seconds: Seconds = 3600.0
+    phase2_retry_max_delay: Seconds = 300.0
+    # Consecutive outage failures that open the provider's circuit breaker, and its first
+    # open period (doubled by every failed probe, up to phase2_retry_max_delay).
+    phase2_breaker_threshold: Annotated[int, Field(ge=1, le=1000)] = 5
+    phase2_breaker_cooldown_seconds: Seconds = 30.0
+    # Tokens of model input per Phase 2 call; unset: the provider's context window less its
+    # answer (Anthropic: 200,000 less WM_ANTHROPIC_MAX_TOKENS), else the default below.
+    phase2_input_tokens: Annotated[int | None, Field(ge=2_000)] = None
+    phase2_default_input_tokens: Annotated[int, Field(ge=2_000)] = 150_000
+    # Chunks one commit's input (its archive and the failed ones folded in) may take; over
+    # that every message is cut to head and tail in proportion.
+    phase2_max_chunks: Annotated[int, Field(ge=1, le=1_000)] = 16
+    # The hard bound on a stored working memory (estimated tokens): in all, per section,
+    # and for Key Facts (whose consolidation is only asked for above 3,000 tokens).
+    working_memory_max_tokens: Annotated[int, Field(ge=1_000)] = 12_000
+    working_memory_section_max_tokens: Annotated[int, Field(ge=200)] = 2_000
+    working_memory_key_facts_max_tokens: Annotated[int, Field(ge=200)] = 4_000
+    # Refused items a session keeps (shown in the next update prompt); the oldest go first.
+    phase2_max_pending_items: Annotated[int, Field(ge=0, le=1_000)] = 30
     heartbeat_seconds: Seconds = 10.0
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0

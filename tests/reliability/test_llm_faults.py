@@ -10,7 +10,7 @@ either v1 untouched, or a v2 that still holds everything v1 held.
 
 Each fault is tried twice: once transient (the next answer is healthy, so the SDK's retry
 or the recovery chain absorbs it) and once persistent (every answer is the fault, so Phase 2
-exhausts its attempts).
+exhausts its attempts, or, for a provider outage, waits until the job's maximum age).
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 
 SESSION = "faults"
 MAX_ATTEMPTS = 2  # WM_PHASE2_MAX_ATTEMPTS in conftest.server_env
+# An outage is waited out for this long (short here) before the commit fails; the breaker's
+# cooldown is short too so that RetryCommit after the recovery is not held back.
+OUTAGE_ENV = {
+    "WM_PHASE2_MAX_WAIT_SECONDS": "1",
+    "WM_PHASE2_RETRY_MAX_DELAY": "0.2",
+    "WM_PHASE2_BREAKER_COOLDOWN_SECONDS": "0.1",
+}
 SDK_TRIES = 2  # WM_<VENDOR>_MAX_RETRIES=1: one call and one SDK retry
 # Codes of a Phase 2 failure that RetryCommit can fix (LLM_UNAVAILABLE, GENERATION_FAILED);
 # FAILED_PRECONDITION (LLM_REJECTED: the API refused the request itself) is not one of them.
@@ -103,6 +110,9 @@ class Fault:
     # (a salvaged answer may or may not be followed by a repair call for what was cut off).
     persistent_requests: int | None
     salvaged: bool = False  # the faulty answer itself still carries usable ops
+    # A provider outage: waited out until the maximum age, attempts not counted, so the
+    # number of requests is that of the attempts made in the meantime.
+    outage: bool = False
 
 
 FAULTS = [
@@ -110,32 +120,37 @@ FAULTS = [
         "429",
         lambda backend, _: backend.error(429, retry_after=0.01),
         pb.COMMIT_STATE_FAILED,
-        MAX_ATTEMPTS * SDK_TRIES,
+        None,
+        outage=True,
     ),
     Fault(
         "500",
         lambda backend, _: backend.error(500, headers=FAST_RETRY),
         pb.COMMIT_STATE_FAILED,
-        MAX_ATTEMPTS * SDK_TRIES,
+        None,
+        outage=True,
     ),
     Fault(
         "529",
         lambda backend, _: backend.error(529, headers=FAST_RETRY),
         pb.COMMIT_STATE_FAILED,
-        MAX_ATTEMPTS * SDK_TRIES,
+        None,
+        outage=True,
     ),
     # Longer than WM_<VENDOR>_TIMEOUT (0.5 s): the SDK gives up on it and retries.
     Fault(
         "timeout",
         lambda backend, request: slow(healthy(backend, request), 1.5),
         pb.COMMIT_STATE_FAILED,
-        MAX_ATTEMPTS * SDK_TRIES,
+        None,
+        outage=True,
     ),
     Fault(
         "connection_reset",
         lambda backend, _: connection_reset(),
         pb.COMMIT_STATE_FAILED,
-        MAX_ATTEMPTS * SDK_TRIES,
+        None,
+        outage=True,
     ),
     # Update, repair and creation fallback all come back as prose: nothing to store.
     Fault(
@@ -201,7 +216,7 @@ async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
     llm_server: LlmServer, fake: FakeApi, backend: Backend, fault: Fault, persistent: bool
 ) -> None:
     """The update after working memory v1 meets the fault; see the module docstring."""
-    app = await llm_server()
+    app = await llm_server(**OUTAGE_ENV)
     async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
         v1 = await _create_v1(stub, fake, backend)
@@ -223,6 +238,8 @@ async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
 
         if fault.salvaged:
             assert fake.requests  # the first answer, the cut-off one, was salvaged
+        elif persistent and fault.outage:
+            assert len(fake.requests) == commit.attempt_count * SDK_TRIES
         elif persistent:
             assert len(fake.requests) == fault.persistent_requests
         else:
@@ -248,9 +265,15 @@ async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
         # archive's raw messages still reach the model through the assembled context.
         assert commit.error.code in RETRYABLE, commit.error
         assert commit.error.message
-        assert commit.attempt_count == MAX_ATTEMPTS
-        stages = [e.stage for e in events]
-        assert stages.count(pb.COMMIT_STAGE_RETRY_SCHEDULED) == MAX_ATTEMPTS - 1
+        retries = [e.retry_scheduled for e in events if e.stage == pb.COMMIT_STAGE_RETRY_SCHEDULED]
+        if fault.outage:  # waited out for the maximum age, then failed, still retryable
+            assert "provider unavailable for 1s" in commit.error.message
+            assert len(retries) == commit.attempt_count - 1
+            assert all(r.provider_unavailable and r.next_attempt_time.seconds for r in retries)
+        else:
+            assert commit.attempt_count == MAX_ATTEMPTS
+            assert len(retries) == MAX_ATTEMPTS - 1
+            assert not any(r.provider_unavailable for r in retries)
         assert [wm.version for wm in versions] == [1]
         context = await stub.AssembleContext(
             api.AssembleContextRequest(session_id=SESSION, token_budget=100_000)
@@ -281,7 +304,7 @@ async def test_failed_first_commit_stores_no_working_memory(
 ) -> None:
     """Without a previous WM the creation call meets the fault: nothing may be stored in its
     place (a client reads NOT_FOUND, not an empty or made-up document)."""
-    app = await llm_server()
+    app = await llm_server(**OUTAGE_ENV)
     fake.set_default(answering(backend, fault.reply))
     async with grpc.aio.insecure_channel(app.address, options=FRESH) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)

@@ -30,6 +30,7 @@ from wm_core import (
     AutoCommitPolicy,
     Message,
     OpKind,
+    PendingItem,
     Role,
     SectionOp,
     SessionSettings,
@@ -413,6 +414,33 @@ async def test_retry_and_coverage_of_failed_commits(services: Services) -> None:
     assert already.value.reason == "COMMIT_ALREADY_COVERED"
     with pytest.raises(NotFound):
         await services.commits.get("s", "c-none")
+
+
+async def test_pending_items_are_replaced_by_each_completion_and_read_in_order(
+    services: Services,
+) -> None:
+    items = (
+        PendingItem("Key Facts & Decisions", "Port 8443 chosen on 2025-03-01", "key_facts", 1),
+        PendingItem("Files & Context", "`src/a.py`: read", "bound", 1),
+    )
+    for step, pending in enumerate([items, items[1:], None, ()], start=1):
+        await _add(services, "s", _text(1, f"m{step}"))
+        await services.commits.phase1("s", 0, None)
+        job = await _claim(services)
+        data = await services.jobs.read_input(job)
+        completion = replace(_completion(f"doc {step}", data.covered_seqs), pending=pending)
+        done = await services.jobs.complete(job, step - 1, completion)
+        assert done is not None
+        async with services.database.reader() as uow:
+            row = await uow.sessions.find(job.tenant, "s")
+            assert row is not None
+            stored = await uow.pending_items.of_session(row.sid)
+        expected = {1: items, 2: items[1:], 3: items[1:], 4: ()}[step]  # None: left as is
+        assert tuple(stored) == expected
+    await _add(services, "s", _text(1, "m5"))
+    await services.commits.phase1("s", 0, None)
+    job = await _claim(services)
+    assert (await services.jobs.read_input(job)).pending == ()
 
 
 async def test_a_failed_event_write_leaves_no_gap(database: Database) -> None:

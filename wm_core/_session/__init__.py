@@ -21,6 +21,7 @@ from wm_core._session.assembly import (
     system_prompt_addition,
     trim_working_memory,
 )
+from wm_core._session.chunks import chunk_messages, cut_message
 from wm_core._session.config import (
     DEFAULT_AUTO_KEEP,
     AutoCommitPolicy,
@@ -60,6 +61,8 @@ __all__ = [
     "abstract_of",
     "anthropic_json",
     "assemble",
+    "chunk_messages",
+    "cut_message",
     "cut_text",
     "detect_format",
     "externalize",

@@ -1187,22 +1187,32 @@ class WorkingMemoryStored(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     ABSTRACT_FIELD_NUMBER: _builtins.int
+    PENDING_ITEMS_FIELD_NUMBER: _builtins.int
+    PENDING_ITEMS_DROPPED_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """Its version."""
     estimated_tokens: _builtins.int
     """Its estimated tokens."""
     abstract: _builtins.str
     """The archive's one-line abstract."""
+    pending_items: _builtins.int
+    """Items a guard refused that the session keeps as pending (shown to the model in the next
+    update until the working memory holds them).
+    """
+    pending_items_dropped: _builtins.int
+    """Pending items dropped by this commit to keep their number within its bound."""
     def __init__(
         self,
         *,
         version: _builtins.int = ...,
         estimated_tokens: _builtins.int = ...,
         abstract: _builtins.str = ...,
+        pending_items: _builtins.int = ...,
+        pending_items_dropped: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "estimated_tokens", b"estimated_tokens", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "estimated_tokens", b"estimated_tokens", "pending_items", b"pending_items", "pending_items_dropped", b"pending_items_dropped", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1217,22 +1227,40 @@ class RetryScheduled(_message.Message):
     ATTEMPT_FIELD_NUMBER: _builtins.int
     DELAY_MS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    NEXT_ATTEMPT_TIME_FIELD_NUMBER: _builtins.int
+    PROVIDER_UNAVAILABLE_FIELD_NUMBER: _builtins.int
+    WAIT_REMAINING_SECONDS_FIELD_NUMBER: _builtins.int
     attempt: _builtins.int
     """The attempt that failed."""
     delay_ms: _builtins.int
     """Delay before the next attempt, in milliseconds."""
     reason: _builtins.str
     """Why the attempt failed."""
+    provider_unavailable: _builtins.bool
+    """The failure was an outage of the model provider (connection, timeout, 429, 5xx, 529):
+    Phase 2 waits it out, up to the job's maximum age, instead of counting attempts.
+    """
+    wait_remaining_seconds: _builtins.int
+    """Seconds left before the job's maximum age is reached and it fails; 0 when the retry is
+    not one of waiting out an outage.
+    """
+    @_builtins.property
+    def next_attempt_time(self) -> _timestamp_pb2.Timestamp:
+        """When the next attempt may start (the time of scheduling plus the delay)."""
+
     def __init__(
         self,
         *,
         attempt: _builtins.int = ...,
         delay_ms: _builtins.int = ...,
         reason: _builtins.str = ...,
+        next_attempt_time: _timestamp_pb2.Timestamp | None = ...,
+        provider_unavailable: _builtins.bool = ...,
+        wait_remaining_seconds: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["next_attempt_time", b"next_attempt_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "delay_ms", b"delay_ms", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "delay_ms", b"delay_ms", "next_attempt_time", b"next_attempt_time", "provider_unavailable", b"provider_unavailable", "reason", b"reason", "wait_remaining_seconds", b"wait_remaining_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -86,12 +86,21 @@ def _parts(
         return pb.COMMIT_STAGE_GUARD_DECISION, running, {"guard_decision": decision}
     if isinstance(event, WorkingMemoryStored):
         stored = pb.WorkingMemoryStored(
-            version=event.version, estimated_tokens=event.estimated_tokens, abstract=event.abstract
+            version=event.version,
+            estimated_tokens=event.estimated_tokens,
+            abstract=event.abstract,
+            pending_items=event.pending_items,
+            pending_items_dropped=event.pending_dropped,
         )
         return pb.COMMIT_STAGE_WORKING_MEMORY_STORED, running, {"working_memory_stored": stored}
     if isinstance(event, RetryScheduled):
         retry = pb.RetryScheduled(
-            attempt=event.attempt, delay_ms=int(event.delay_seconds * 1000), reason=event.reason
+            attempt=event.attempt,
+            delay_ms=int(event.delay_seconds * 1000),
+            reason=event.reason,
+            next_attempt_time=timestamp(event.next_attempt_at),
+            provider_unavailable=event.provider_unavailable,
+            wait_remaining_seconds=int(event.wait_remaining_seconds),
         )
         return pb.COMMIT_STAGE_RETRY_SCHEDULED, CommitState.PENDING, {"retry_scheduled": retry}
     if isinstance(event, Completed):

@@ -19,6 +19,7 @@ SDK without it, or ``WM_ANTHROPIC_STRICT=false``, the plain schema is sent.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +30,7 @@ from wm_server.llm.models import known_context_window
 from wm_server.llm.port import (
     LlmError,
     ModelReply,
+    PromptTooLong,
     Purpose,
     Usage,
 )
@@ -42,6 +44,12 @@ SDK_SUPPORTS_STRICT: bool = "strict" in getattr(anthropic.types.ToolParam, "__an
 
 # Status codes worth another attempt later (the SDK has already retried them itself).
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+# Of those, the ones that mean the provider is out or overloaded, not that the request is
+# wrong: Phase 2 waits them out.
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 501, 502, 503, 504, 529})
+# The API's answer to an input over the context window: HTTP 400 "prompt is too long:
+# 215304 tokens > 200000 maximum" (or 413 for a request body over the size limit).
+_TOO_LONG = re.compile(r"prompt is too long(?::\s*\d+\s*tokens\s*>\s*(\d+))?", re.IGNORECASE)
 
 
 def _usage(raw: Any) -> Usage:
@@ -57,13 +65,17 @@ def _usage(raw: Any) -> Usage:
 
 
 def _status_error(exc: anthropic.APIStatusError) -> LlmError:
-    retryable = exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
+    status = exc.status_code
+    retryable = status in _RETRYABLE_STATUS or status >= 500
     kind = exc.type or type(exc).__name__
     detail = exc.api_message or exc.message
     request_id = f", request {exc.request_id}" if exc.request_id else ""
-    return LlmError(
-        f"anthropic: HTTP {exc.status_code} {kind}: {detail}{request_id}", retryable=retryable
-    )
+    text = f"anthropic: HTTP {status} {kind}: {detail}{request_id}"
+    too_long = _TOO_LONG.search(str(detail)) if status == 400 else None
+    if too_long is not None or status == 413:
+        limit = int(too_long.group(1)) if too_long is not None and too_long.group(1) else None
+        return PromptTooLong(text, limit=limit)
+    return LlmError(text, retryable=retryable, transient=status in _TRANSIENT_STATUS)
 
 
 def reply_from_message(message: Any, tool_name: str) -> ModelReply:
@@ -142,6 +154,10 @@ class AnthropicProvider(ForcedToolProvider):
     def model(self) -> str:
         return self._model
 
+    @property
+    def max_output_tokens(self) -> int:
+        return self._max_tokens
+
     async def aclose(self) -> None:
         await self._client.close()
 
@@ -184,10 +200,10 @@ class AnthropicProvider(ForcedToolProvider):
             raise LlmError(
                 f"anthropic: no answer within {self._timeout:g}s "
                 f"(after {self._max_retries} retries)",
-                retryable=True,
+                transient=True,
             ) from exc
         except anthropic.APIConnectionError as exc:
-            raise LlmError(f"anthropic: connection failed: {exc.message}", retryable=True) from exc
+            raise LlmError(f"anthropic: connection failed: {exc.message}", transient=True) from exc
         except anthropic.APIStatusError as exc:
             raise _status_error(exc) from exc
         except anthropic.APIResponseValidationError as exc:

@@ -31,17 +31,28 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from wm_core import (
+    DEFAULT_LIMITS,
+    ERRORS_CORRECTIONS,
+    FILES_CONTEXT,
     KEEP,
+    KEY_FACTS,
+    OPEN_ISSUES,
     SECTIONS,
+    TASK_GOALS,
     CreationRejected,
     Decision,
+    Guard,
     Message,
     OpKind,
+    PendingItem,
     SectionOp,
+    WmLimits,
+    bound_document,
+    bullet_items,
     canonical_name,
     is_working_memory,
     item_key,
@@ -49,6 +60,7 @@ from wm_core import (
     normalize_creation,
     parse_document,
     parse_tool_arguments,
+    pending_reminder,
     section_reminders,
     validate_create_arguments,
     validate_update_arguments,
@@ -65,6 +77,11 @@ from wm_server.llm.port import (
 )
 
 Mode = Literal["create", "update"]
+# The deterministic extractor's update arguments for (previous document, messages): what a
+# section the model left unread is backfilled from (the offline provider's ``update_ops``).
+Backfill = Callable[[str, Sequence[Message]], Mapping[str, Any]]
+# Only what can be appended is backfilled: the extractor's guesses never replace text.
+_BACKFILLED = (TASK_GOALS, KEY_FACTS, FILES_CONTEXT, ERRORS_CORRECTIONS, OPEN_ISSUES)
 
 # -- events ------------------------------------------------------------------------------------
 
@@ -281,18 +298,69 @@ def combine_readings(salvaged: UpdateReading, repaired: UpdateReading) -> Update
     )
 
 
+def _appendable(raw: object) -> tuple[str, ...]:
+    """The items of an extractor op as an APPEND: its items, or an UPDATE's bullet lines."""
+    if not isinstance(raw, Mapping):
+        return ()
+    if raw.get("op") == "APPEND":
+        items = raw.get("items")
+        return tuple(str(i) for i in items if str(i).strip()) if isinstance(items, list) else ()
+    if raw.get("op") == "UPDATE":
+        return tuple(bullet_items(str(raw.get("content", ""))))
+    return ()
+
+
+def backfill_sections(
+    ops: Mapping[str, SectionOp], unread: Sequence[str], extracted: Mapping[str, Any]
+) -> tuple[dict[str, SectionOp], list[Decision]]:
+    """``ops`` with the sections the model left unread filled from the extractor's answer,
+    as APPENDs that the guards then judge like any other, and a decision for each."""
+    inner = extracted.get("sections")
+    source: Mapping[str, Any] = inner if isinstance(inner, Mapping) else extracted
+    filled = dict(ops)
+    decisions: list[Decision] = []
+    for name in unread:
+        if name not in _BACKFILLED:
+            continue
+        items = _appendable(source.get(name))
+        if not items:
+            continue
+        op = filled.get(name, KEEP)
+        filled[name] = (
+            _joined(op, SectionOp.append(items))
+            if op.kind == OpKind.APPEND
+            else (SectionOp.append(items) if op.kind == OpKind.KEEP else op)
+        )
+        if filled[name] is op:
+            continue
+        decisions.append(
+            Decision(
+                name,
+                op.kind.value,
+                OpKind.APPEND.value,
+                Guard.BACKFILL,
+                f"left unread after the repair: {len(items)} item(s) from the deterministic "
+                "extractor appended (through the guards)",
+                items_restored=items,
+            )
+        )
+    return filled, decisions
+
+
 # -- the chain ---------------------------------------------------------------------------------
 
 
 class _Run:
     """One generation: the provider, the event sink, and what has been spent so far."""
 
-    def __init__(self, provider: LlmProvider, on_event: EventSink | None) -> None:
+    def __init__(self, provider: LlmProvider, on_event: EventSink | None, limits: WmLimits) -> None:
         self.provider = provider
         self.on_event = on_event
+        self.limits = limits
         self.usage = Usage()
         self.calls: list[Purpose] = []
         self.problems: list[str] = []
+        self.backfilled: list[Decision] = []
 
     async def emit(self, event: ChainEvent) -> None:
         if self.on_event is not None:
@@ -358,6 +426,11 @@ class _Run:
         self.problems.extend(created.problems)
         return created.document, parse_document(created.document)
 
+    def merge(self, previous: str, ops: Mapping[str, SectionOp], mode: Mode) -> Generation:
+        merged = merge(previous, ops, self.limits)
+        decisions = (*self.backfilled, *merged.decisions)
+        return self.result(merged.document, mode, decisions, dict(ops))
+
 
 async def generate_working_memory(
     provider: LlmProvider,
@@ -365,31 +438,40 @@ async def generate_working_memory(
     previous_document: str | None,
     messages: Sequence[Message],
     on_event: EventSink | None = None,
+    limits: WmLimits = DEFAULT_LIMITS,
+    backfill: Backfill | None = None,
+    pending: Sequence[PendingItem] = (),
 ) -> Generation:
-    """The next working memory after ``messages``; see the module docstring for the steps.
+    """The next working memory after ``messages``, within ``limits``; see the module
+    docstring for the steps.
 
     Raises :class:`GenerationFailed` when every step came out empty (the previous document is
     untouched), and lets :class:`LlmError` from the provider propagate.
     """
-    run = _Run(provider, on_event)
+    run = _Run(provider, on_event, limits)
     previous_is_wm = previous_document is not None and is_working_memory(previous_document)
 
     if not messages:
         if previous_document is not None and previous_is_wm:
             run.problems.append("no messages: the working memory is unchanged")
-            return run.result(merge(previous_document, {}).document, "update")
+            return run.result(merge(previous_document, {}, limits).document, "update")
         raise GenerationFailed("no messages to build a working memory from", retryable=False)
 
     if previous_document is None or not previous_is_wm:
         if previous_document and previous_document.strip():
             run.problems.append("previous document has none of the seven sections; recreated")
         document, _ = await run.create(messages, previous_document)
-        return run.result(document, "create")
+        bounded = bound_document(document, limits)
+        return run.result(bounded.document, "create", bounded.decisions)
 
     request = UpdateRequest(
         previous_document=previous_document,
         messages=tuple(messages),
-        reminders=section_reminders(previous_document),
+        reminders="\n\n".join(
+            text
+            for text in (section_reminders(previous_document), pending_reminder(pending))
+            if text.strip()
+        ),
     )
     reply = await run.call(Purpose.UPDATE, lambda: provider.update(request))
     reading = read_update_answer(reply)
@@ -417,11 +499,16 @@ async def generate_working_memory(
             run.problems.append(
                 "still missing after the repair (kept): " + ", ".join(reading.incomplete)
             )
+            if backfill is not None:
+                filled, notes = backfill_sections(
+                    reading.ops, reading.incomplete, backfill(previous_document, messages)
+                )
+                reading = replace(reading, ops=filled)
+                run.backfilled.extend(notes)
 
     if reading.usable:
         await run.emit(OpsParsed(reading.ops, reading.problems))
-        merged = merge(previous_document, reading.ops)
-        return run.result(merged.document, "update", merged.decisions, reading.ops)
+        return run.merge(previous_document, reading.ops, "update")
 
     run.problems.append("update and repair gave nothing usable; recreating with the previous one")
     _, bodies = await run.create(messages, previous_document)
@@ -429,5 +516,4 @@ async def generate_working_memory(
     # the previous document held (paths, errors, open issues, the title).
     ops = {name: SectionOp.update(bodies[name]) if bodies.get(name) else KEEP for name in SECTIONS}
     await run.emit(OpsParsed(ops, ("derived from a creation answer",)))
-    merged = merge(previous_document, ops)
-    return run.result(merged.document, "create", merged.decisions, ops)
+    return run.merge(previous_document, ops, "create")

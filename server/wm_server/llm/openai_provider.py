@@ -45,6 +45,7 @@ from wm_server.llm.models import known_context_window
 from wm_server.llm.port import (
     LlmError,
     ModelReply,
+    PromptTooLong,
     Purpose,
     Usage,
 )
@@ -219,10 +220,10 @@ class OpenAIProvider(ForcedToolProvider):
         except openai.APITimeoutError as exc:
             raise LlmError(
                 f"openai: no answer within {self._timeout:g}s (after {self._max_retries} retries)",
-                retryable=True,
+                transient=True,
             ) from exc
         except openai.APIConnectionError as exc:
-            raise LlmError(f"openai: connection failed: {exc.message}", retryable=True) from exc
+            raise LlmError(f"openai: connection failed: {exc.message}", transient=True) from exc
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from exc
         except openai.APIResponseValidationError as exc:
@@ -243,6 +244,9 @@ class OpenAIProvider(ForcedToolProvider):
         hint = ""
         if status in (400, 422) and self._strict:
             hint = " (if this backend rejects strict tool schemas, set WM_OPENAI_STRICT=false)"
-        return LlmError(
-            f"openai: HTTP {status} {kind}: {detail}{request_id}{hint}", retryable=retryable
-        )
+        text = f"openai: HTTP {status} {kind}: {detail}{request_id}{hint}"
+        if status == 400 and kind == "context_length_exceeded":
+            return PromptTooLong(text)  # Phase 2 splits its input and tries again
+        # An outage (408, 429, 5xx, 529) is waited out by Phase 2, not counted as attempts.
+        transient = status in (408, 429, 529) or 500 <= status <= 504
+        return LlmError(text, retryable=retryable, transient=transient)

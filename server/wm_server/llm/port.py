@@ -91,11 +91,30 @@ class CreateRequest:
 
 
 class LlmError(Exception):
-    """A model call failed. ``retryable`` tells Phase 2 whether trying again can help."""
+    """A model call failed. ``retryable`` tells Phase 2 whether trying again can help.
 
-    def __init__(self, message: str, *, retryable: bool = True) -> None:
+    ``transient`` marks an outage of the provider (no connection, a timeout, 429, 500-504,
+    529): the request was fine and the same request will succeed once the provider is back,
+    so Phase 2 waits it out (backoff, circuit breaker) instead of spending attempts. Only a
+    provider that knows its error classes sets it; the default keeps counting attempts.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True, transient: bool = False) -> None:
         super().__init__(message)
-        self.retryable = retryable
+        self.retryable = retryable or transient
+        self.transient = transient
+
+
+class PromptTooLong(LlmError):
+    """The provider refused the request because its input exceeds the context window.
+
+    Not retryable as it stands, but Phase 2 can split the input and try again; ``limit`` is
+    the provider's input limit in tokens when the error says so.
+    """
+
+    def __init__(self, message: str, *, limit: int | None = None) -> None:
+        super().__init__(message, retryable=False)
+        self.limit = limit
 
 
 class LlmProvider(Protocol):

@@ -3,8 +3,13 @@
 It runs inside the server process but outside every RPC handler, so no client can cancel it.
 Each job is claimed with a lease that a side task renews; a crash leaves the lease to expire
 and the job is claimed again (here after a restart, or by another replica). A graceful stop
-hands running jobs back to the queue at once. Transient model failures retry with
-exponential backoff; after the last attempt the commit is FAILED with its reason, the
+hands running jobs back to the queue at once.
+
+A provider outage (connection, timeout, 429, 5xx, 529) is waited out: the job backs off
+exponentially with jitter until its age reaches ``max_wait_seconds``, and a circuit breaker
+shared by the loops stops claiming jobs while the outage lasts, so sessions do not spend
+calls that cannot succeed. Other retryable failures (an unusable answer) count attempts.
+Only then, or for an error that no retry can fix, is the commit FAILED with its reason: the
 previous working memory stays current, and the archive's messages remain uncovered until a
 later Phase 2 or RetryCommit covers them.
 """
@@ -15,16 +20,30 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
 
-from wm_core import abstract_of, estimate_tokens
+from wm_core import (
+    DEFAULT_LIMITS,
+    WmLimits,
+    abstract_of,
+    carry_pending,
+    estimate_tokens,
+    refused_items,
+)
 from wm_server import wire
 from wm_server.errors import ServiceError
-from wm_server.llm.chain import ChainEvent, GenerationFailed, generate_working_memory
+from wm_server.llm.chain import (
+    Backfill,
+    ChainEvent,
+    GenerationFailed,
+    LlmCallFinished,
+)
 from wm_server.llm.port import LlmError, LlmProvider
+from wm_server.phase2.breaker import BreakerSettings, CircuitBreaker, backoff_delay
+from wm_server.phase2.chunked import InputBudget, generate_in_chunks
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import GuardDecided
 from wm_server.services.jobs import JobService, LeaseLost
@@ -67,6 +86,13 @@ class WorkerSettings:
     retry_base_delay: float = 1.0
     lease_seconds: float = 60.0
     poll_seconds: float = 1.0
+    max_wait_seconds: float = 3600.0  # how long a job waits out a provider outage
+    retry_max_delay: float = 300.0  # the backoff's ceiling
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    input: InputBudget = field(default_factory=InputBudget)
+    limits: WmLimits = DEFAULT_LIMITS
+    max_pending_items: int = 30  # refused items a session keeps for the next update
+    max_chunks: int = 16  # chunks of one commit's input before its messages are cut
 
 
 class Phase2Worker:
@@ -79,6 +105,7 @@ class Phase2Worker:
         *,
         post_steps: Sequence[PostStep] = (),
         observer: Phase2Observer | None = None,
+        backfill: Backfill | None = None,
         provider_for: Callable[[str | None], LlmProvider] | None = None,
     ) -> None:
         self._jobs = jobs
@@ -88,10 +115,21 @@ class Phase2Worker:
         self._bus = bus
         self._settings = settings
         self._post_steps = tuple(post_steps)
+        self._backfill = backfill  # fills sections a model left unread (chain.py)
         self._observer = observer or _NoObserver()
         self._wake = asyncio.Event()
+        # One breaker per provider: the default one's gates claiming (most sessions use it);
+        # a session's own provider backs its jobs off by its own breaker.
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self.breaker = self.breaker_for(provider)
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
+
+    def breaker_for(self, provider: LlmProvider) -> CircuitBreaker:
+        breaker = self._breakers.get(provider.name)
+        if breaker is None:
+            breaker = self._breakers[provider.name] = CircuitBreaker(self._settings.breaker)
+        return breaker
 
     def wake(self) -> None:
         """New work may be claimable (a commit, a retry)."""
@@ -114,12 +152,17 @@ class Phase2Worker:
     async def _loop(self) -> None:
         backoff = 0.0  # grows while storage is unavailable, so an outage is not a busy loop
         while not self._stopping:
+            probe = await self.breaker.admit()
             try:
                 job = await self._jobs.claim(self._settings.lease_seconds)
                 backoff = 0.0
             except asyncio.CancelledError:
+                if probe:
+                    self.breaker.probe_unused()
                 raise
             except Exception as error:
+                if probe:
+                    self.breaker.probe_unused()
                 backoff = min(max(backoff * 2, 0.5), 10.0)
                 if isinstance(error, ServiceError):
                     log.warning("phase2_claim_failed", error=str(error), retry_in=backoff)
@@ -128,12 +171,18 @@ class Phase2Worker:
                 await asyncio.sleep(backoff)
                 continue
             if job is None:
+                if probe:
+                    self.breaker.probe_unused()
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._settings.poll_seconds)
                 continue
             self._wake.set()  # another loop may find more work
-            await self._run_with_lease(job)
+            try:
+                await self._run_with_lease(job)
+            finally:
+                if probe:  # ended without reaching the provider (lease lost, storage down)
+                    self.breaker.probe_unused()
 
     async def _run_with_lease(self, job: ClaimedJob) -> None:
         runner = asyncio.create_task(self._run(job))
@@ -187,26 +236,47 @@ class Phase2Worker:
             previous = data.previous
             await self._jobs.start(job, data)
             self._bus.publish(job.commit_id)
+            provider = self._provider_for(data.provider)
+            breaker = self.breaker_for(provider)
 
-            async def on_event(event: ChainEvent) -> None:
+            async def on_event(event: ChainEvent, breaker: CircuitBreaker = breaker) -> None:
+                if isinstance(event, LlmCallFinished) and not event.error:
+                    breaker.succeeded()  # the provider answers: no outage
                 await self._jobs.record(job, event)
                 self._bus.publish(job.commit_id)
 
             try:
-                generation = await generate_working_memory(
-                    self._provider_for(data.provider),
+                generation = await generate_in_chunks(
+                    provider,
                     previous_document=previous.document if previous else None,
                     messages=data.messages,
+                    input_tokens=self._settings.input.for_provider(provider),
                     on_event=on_event,
+                    limits=self._settings.limits,
+                    backfill=self._backfill,
+                    pending=data.pending,
+                    max_chunks=self._settings.max_chunks,
                 )
                 for step in self._post_steps:
                     await step(job, generation.document)
-            except (LlmError, GenerationFailed) as error:
-                retryable = getattr(error, "retryable", True)
-                reason = "LLM_UNAVAILABLE" if isinstance(error, LlmError) else "GENERATION_FAILED"
-                if isinstance(error, LlmError) and not retryable:
-                    reason = "LLM_REJECTED"
-                await self._fail_or_retry(job, reason, str(error), retryable)
+            except LlmError as error:
+                if error.transient:
+                    breaker.failed()
+                    await self._wait_out(job, str(error), breaker)
+                    self._observer.job_finished("retry", time.monotonic() - started)
+                    return
+                breaker.succeeded()  # the provider answered, if only to refuse
+                await self._fail_or_retry(
+                    job, "LLM_UNAVAILABLE" if error.retryable else "LLM_REJECTED",
+                    str(error), error.retryable,
+                )  # fmt: skip
+                self._observer.job_finished(
+                    "retry" if error.retryable else "failed", time.monotonic() - started
+                )
+                return
+            except GenerationFailed as error:
+                retryable = error.retryable
+                await self._fail_or_retry(job, "GENERATION_FAILED", str(error), retryable)
                 self._observer.job_finished(
                     "retry" if retryable else "failed", time.monotonic() - started
                 )
@@ -228,6 +298,12 @@ class Phase2Worker:
                 ("cache_write", generation.usage.cache_creation_input_tokens),
             ):
                 self._observer.tokens_used(kind, count)
+            refused = refused_items(generation.decisions, job.archive_seq)
+            pending, dropped = carry_pending(
+                data.pending, refused, generation.document, self._settings.max_pending_items
+            )
+            if dropped:
+                log.warning("phase2_pending_items_dropped", commit_id=job.commit_id, count=dropped)
             completion = Phase2Completion(
                 document=generation.document,
                 estimated_tokens=estimate_tokens(generation.document),
@@ -235,6 +311,8 @@ class Phase2Worker:
                 decisions_json=wire.decisions_json(generation.decisions),
                 usage_json=wire.usage_json(generation.usage),
                 covered_seqs=data.covered_seqs,
+                pending=pending,
+                pending_dropped=dropped,
             )
             done = await self._jobs.complete(
                 job,
@@ -254,6 +332,33 @@ class Phase2Worker:
                 return
             log.info("phase2_rerun_on_newer_wm", commit_id=job.commit_id)
         await self._fail_or_retry(job, "INTERNAL", "working memory kept changing", True)
+
+    async def _wait_out(self, job: ClaimedJob, message: str, breaker: CircuitBreaker) -> None:
+        """A provider outage: back off (at least until the breaker lets a probe through),
+        or fail once the job is older than the maximum wait."""
+        now = time.time()
+        remaining = self._settings.max_wait_seconds - (now - job.queued_at)
+        if remaining <= 0:
+            waited = f"provider unavailable for {self._settings.max_wait_seconds:g}s"
+            log.error("phase2_failed", commit_id=job.commit_id, reason="LLM_UNAVAILABLE")
+            await self._jobs.fail(job, "LLM_UNAVAILABLE", f"{waited}: {message}")
+            return
+        delay = backoff_delay(
+            job.attempts, self._settings.retry_base_delay, self._settings.retry_max_delay
+        )
+        delay = min(max(delay, breaker.remaining()), remaining)
+        log.warning(
+            "phase2_waiting_for_provider",
+            commit_id=job.commit_id,
+            attempt=job.attempts,
+            delay=round(delay, 3),
+            breaker=breaker.state.value,
+            wait_remaining=round(remaining, 1),
+            error=message,
+        )
+        await self._jobs.schedule_retry(
+            job, delay, message, next_attempt_at=now + delay, wait_remaining=remaining
+        )
 
     async def _fail_or_retry(
         self, job: ClaimedJob, reason: str, message: str, retryable: bool

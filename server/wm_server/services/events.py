@@ -46,6 +46,8 @@ class WorkingMemoryStored:
     version: int
     estimated_tokens: int
     abstract: str
+    pending_items: int = 0  # refused items the session keeps for the next update
+    pending_dropped: int = 0  # pending items dropped to stay within their bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,9 @@ class RetryScheduled:
     attempt: int
     delay_seconds: float
     reason: str
+    next_attempt_at: float | None = None  # epoch seconds
+    provider_unavailable: bool = False  # waiting out an outage, not counting attempts
+    wait_remaining_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

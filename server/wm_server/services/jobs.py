@@ -66,8 +66,9 @@ class JobService:
             await uow.commit()
         record = session.record
         return ClaimedJob(
-            found.commit_id, record.tenant, record.session_id, found.seq, found.attempts + 1, token
-        )
+            found.commit_id, record.tenant, record.session_id, found.seq, found.attempts + 1,
+            token, found.create_time,
+        )  # fmt: skip
 
     @retry_conflicts
     async def renew(self, job: ClaimedJob, lease_seconds: float) -> bool:
@@ -95,6 +96,7 @@ class JobService:
             if row is None:
                 raise LeaseLost(job.commit_id)
             previous = await uow.working_memories.get(row, row.record.wm_version)
+            pending = await uow.pending_items.of_session(row.sid)
             seqs = await uow.commits.failed_uncovered_before(row.sid, job.archive_seq)
             seqs.append(job.archive_seq)
             messages: list[Message] = []
@@ -102,7 +104,9 @@ class JobService:
                 bounds = await uow.archives.bounds(row.sid, seq)
                 if bounds is not None:
                     messages.extend(m.message for m in await uow.messages.between(row.sid, *bounds))
-        return Phase2Input(previous, tuple(messages), tuple(seqs), row.record.config.provider)
+        return Phase2Input(
+            previous, tuple(messages), tuple(seqs), row.record.config.provider, tuple(pending)
+        )
 
     @retry_conflicts
     async def start(self, job: ClaimedJob, data: Phase2Input) -> None:
@@ -154,6 +158,11 @@ class JobService:
                 uow.sessions.setting_wm_version(row.sid, version, now),
                 uow.archives.setting_abstract(row.sid, job.archive_seq, completion.abstract),
                 *([uow.commits.covering(row.sid, earlier, job.archive_seq)] if earlier else []),
+                *(
+                    uow.pending_items.replacing(row.sid, job.archive_seq, completion.pending)
+                    if completion.pending is not None
+                    else []
+                ),
                 uow.jobs.finishing(job.commit_id),
                 uow.commits.completing(
                     job.commit_id, job.attempts, version=version,
@@ -167,7 +176,10 @@ class JobService:
                 job.tenant, job.session_id, version, completion.document, job.archive_seq,
                 job.commit_id, completion.estimated_tokens, now,
             )  # fmt: skip
-            stored = WorkingMemoryStored(version, wm.estimated_tokens, record.abstract)
+            stored = WorkingMemoryStored(
+                version, wm.estimated_tokens, record.abstract,
+                len(completion.pending or ()), completion.pending_dropped,
+            )  # fmt: skip
             last = await self._log.append(
                 uow, job.commit_id, after, *events, stored, Completed(record)
             )
@@ -175,14 +187,30 @@ class JobService:
         return _with_last(record, last), wm
 
     @retry_conflicts
-    async def schedule_retry(self, job: ClaimedJob, delay_seconds: float, reason: str) -> None:
+    async def schedule_retry(
+        self,
+        job: ClaimedJob,
+        delay_seconds: float,
+        reason: str,
+        *,
+        next_attempt_at: float | None = None,
+        wait_remaining: float | None = None,
+    ) -> None:
+        """Queue the job again after ``delay_seconds``; ``wait_remaining`` (seconds before
+        the job's maximum age) marks the wait for a provider outage."""
+        event = RetryScheduled(
+            job.attempts,
+            delay_seconds,
+            reason,
+            next_attempt_at if next_attempt_at is not None else time.time() + delay_seconds,
+            provider_unavailable=wait_remaining is not None,
+            wait_remaining_seconds=wait_remaining or 0.0,
+        )
         async with self._db.unit_of_work() as uow:
             after = await _hold(uow, job)
             await uow.jobs.requeue(job.commit_id, delay_seconds, reset_attempts=False)
             await uow.commits.set_state(job.commit_id, CommitState.PENDING, job.attempts)
-            await self._log.append(
-                uow, job.commit_id, after, RetryScheduled(job.attempts, delay_seconds, reason)
-            )
+            await self._log.append(uow, job.commit_id, after, event)
             await uow.commit()
 
     @retry_conflicts

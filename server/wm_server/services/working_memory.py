@@ -9,7 +9,17 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from wm_core import SECTIONS, Decision, Guard, SectionOp, estimate_tokens, merge, render_document
+from wm_core import (
+    DEFAULT_LIMITS,
+    SECTIONS,
+    Decision,
+    Guard,
+    SectionOp,
+    WmLimits,
+    estimate_tokens,
+    merge,
+    render_document,
+)
 from wm_server.errors import Aborted, NotFound, invalid
 from wm_server.services import idempotency, validation
 from wm_server.services.sessions import find_session, locked_session
@@ -19,8 +29,9 @@ from wm_server.storage.records import WorkingMemoryRecord
 
 
 class WorkingMemoryService:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, limits: WmLimits = DEFAULT_LIMITS) -> None:
         self._db = database
+        self._limits = limits  # a client's ops are bounded like a model's
 
     async def get(self, session_id: str, version: int) -> WorkingMemoryRecord:
         sid = validation.session_id(session_id)
@@ -64,7 +75,7 @@ class WorkingMemoryService:
                 raise _version_conflict(sid, expected_version, current_version)
             current = await uow.working_memories.get(row, current_version)
             previous = current.document if current else render_document({s: "" for s in SECTIONS})
-            result = merge(previous, dict(ops))
+            result = merge(previous, dict(ops), self._limits)
             version = current_version + 1
             now = time.time()
             covered = await uow.working_memories.covered_seq(row.sid, current_version)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from wm_core import Message, SessionSettings, Trigger
+from wm_core import Message, PendingItem, SessionSettings, Trigger
 
 # A session that never set anything (what records built without a config carry).
 UNCONFIGURED = SessionSettings()
@@ -136,6 +136,7 @@ class ClaimedJob:
     archive_seq: int
     attempts: int
     lease_token: str
+    queued_at: float = 0.0  # epoch seconds: the job's age bounds how long an outage is waited out
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,7 @@ class Phase2Input:
     messages: tuple[Message, ...]
     covered_seqs: tuple[int, ...]  # the archive itself plus earlier failed, uncovered ones
     provider: str | None = None  # the session's choice of model provider (None: the default)
+    pending: tuple[PendingItem, ...] = ()  # refused earlier, shown in the update prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,8 @@ class Phase2Completion:
     decisions_json: str
     usage_json: str
     covered_seqs: tuple[int, ...]
+    pending: tuple[PendingItem, ...] | None = None  # the session's new pending items; None: as is
+    pending_dropped: int = 0  # pending items dropped to stay within the bound
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wm_core import ExternalOutput, Message, SessionSettings, Trigger
+from wm_core import ExternalOutput, Message, PendingItem, SessionSettings, Trigger
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.records import (
     CommitRecord,
@@ -80,6 +80,7 @@ class ClaimableJob:
     sid: int
     seq: int
     attempts: int
+    create_time: float = 0.0  # when the job was queued (or requeued by RetryCommit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +327,7 @@ PURGE_ORDER: tuple[tuple[str, str], ...] = (
     ("commits", "commit_id"),
     ("archives", "seq"),
     ("working_memories", "version"),
+    ("pending_items", "position"),
     ("requests", "request_key"),
     ("sessions", "sid"),
 )
@@ -690,7 +692,7 @@ class JobRepository(_Repository):
     async def next_claimable(self) -> ClaimableJob | None:
         """The oldest runnable job whose session has no earlier unfinished one."""
         row = await self._conn.one(
-            "SELECT j.commit_id, j.sid, j.seq, j.attempts FROM phase2_jobs j"
+            "SELECT j.commit_id, j.sid, j.seq, j.attempts, j.create_time FROM phase2_jobs j"
             " WHERE j.state <> 'done'"
             f" AND ((j.state = 'queued' AND j.not_before <= {self._dialect.now})"
             f"  OR (j.state = 'running' AND j.lease_expires < {self._dialect.now}))"
@@ -701,7 +703,9 @@ class JobRepository(_Repository):
         )
         if row is None:
             return None
-        return ClaimableJob(str(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        return ClaimableJob(
+            str(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4] or 0.0)
+        )
 
     async def lease(self, commit_id: str, attempts: int, token: str, seconds: float) -> None:
         await self._conn.run(
@@ -740,10 +744,15 @@ class JobRepository(_Repository):
         )
 
     async def requeue(self, commit_id: str, delay: float, *, reset_attempts: bool) -> None:
+        """Queue the job again after ``delay``; ``reset_attempts`` (RetryCommit) also starts
+        its age afresh, so the wait for a provider outage is counted from the retry."""
+        now = self._dialect.now
         await self._conn.run(
             "UPDATE phase2_jobs SET state = 'queued', lease_token = NULL, lease_expires = NULL,"
-            f" not_before = {self._dialect.now} + :delay,"
-            " attempts = CASE WHEN :reset THEN 0 ELSE attempts END WHERE commit_id = :id",
+            f" not_before = {now} + :delay,"
+            " attempts = CASE WHEN :reset THEN 0 ELSE attempts END,"
+            f" create_time = CASE WHEN :reset THEN {now} ELSE create_time END"
+            " WHERE commit_id = :id",
             {"delay": delay, "reset": reset_attempts, "id": commit_id},
         )
 
@@ -763,6 +772,37 @@ class JobRepository(_Repository):
     async def open_count(self) -> int:
         row = await self._conn.one("SELECT COUNT(*) FROM phase2_jobs WHERE state <> 'done'", {})
         return int(row[0]) if row else 0
+
+
+class PendingItemRepository(_Repository):
+    """A session's pending items (wm_core.carry_pending decides them), in order."""
+
+    async def of_session(self, sid: int) -> list[PendingItem]:
+        rows = await self._conn.all(
+            "SELECT section, item, source, archive_seq FROM pending_items WHERE sid = :sid"
+            " ORDER BY batch, position",
+            {"sid": sid},
+        )
+        return [PendingItem(str(a), str(b), str(c), int(d)) for a, b, c, d in rows]
+
+    def replacing(self, sid: int, batch: int, items: Sequence[PendingItem]) -> list[Write]:
+        """The writes that make ``items`` the session's pending items; ``batch`` (the archive
+        of the completion) differs from every earlier one, so the new keys never collide
+        with the rows deleted in the same statement."""
+        writes = [Write("DELETE FROM pending_items WHERE sid = :sid", {"sid": sid})]
+        if items:
+            writes.append(
+                Write(
+                    "INSERT INTO pending_items (sid, batch, position, section, item, source,"
+                    " archive_seq) VALUES (:sid, :batch, :position, :section, :item, :source,"
+                    " :seq)",
+                    rows=[
+                        (sid, batch, n, i.section, i.text, i.source, i.archive_seq)
+                        for n, i in enumerate(items)
+                    ],
+                )
+            )
+        return writes
 
 
 class WorkingMemoryRepository(_Repository):

@@ -209,4 +209,23 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         CREATE INDEX tool_outputs_in_order ON tool_outputs (sid, position, part_index)
         """,
     ),
+    (
+        7,
+        # What a guard refused (a fact at emergency size, a line over the size bound), kept
+        # per session and shown in the next update prompt until the working memory holds it.
+        # A completion replaces the set: ``batch`` (its archive) keeps the new rows' keys
+        # apart from the deleted ones, so both writes can go in one statement.
+        """
+        CREATE TABLE pending_items (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            batch INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            section TEXT NOT NULL,
+            item TEXT NOT NULL,
+            source TEXT NOT NULL,
+            archive_seq INTEGER NOT NULL,
+            PRIMARY KEY (sid, batch, position)
+        )
+        """,
+    ),
 )

@@ -16,6 +16,7 @@ from wm_server.storage.repositories import (
     EventRepository,
     JobRepository,
     MessageRepository,
+    PendingItemRepository,
     RequestRepository,
     SecretRepository,
     SessionRepository,
@@ -43,6 +44,7 @@ class Repositories:
         self.events = EventRepository(conn, dialect)
         self.jobs = JobRepository(conn, dialect)
         self.working_memories = WorkingMemoryRepository(conn, dialect)
+        self.pending_items = PendingItemRepository(conn, dialect)
         self.requests = RequestRepository(conn, dialect)
         self.secrets = SecretRepository(conn, dialect)
 
@@ -66,6 +68,7 @@ class UnitOfWork:
         self.events = repositories.events
         self.jobs = repositories.jobs
         self.working_memories = repositories.working_memories
+        self.pending_items = repositories.pending_items
         self.requests = repositories.requests
         self.secrets = repositories.secrets
 

@@ -22,6 +22,7 @@ from wm_server.llm.port import (
     CreateRequest,
     LlmError,
     ModelReply,
+    PromptTooLong,
     RepairRequest,
     UpdateRequest,
     Usage,
@@ -203,6 +204,7 @@ async def test_transient_statuses_are_retryable_after_the_sdk_retries(
         await provider.update(update_request())
 
     assert caught.value.retryable is True
+    assert caught.value.transient is True  # an outage: Phase 2 waits it out
     assert str(status) in str(caught.value) and kind in str(caught.value)
     assert len(fake.requests) == 3  # one attempt and the SDK's two retries
 
@@ -215,7 +217,7 @@ async def test_timeout_is_retryable(fake: FakeAnthropic, make_provider: Factory)
     with pytest.raises(LlmError) as caught:
         await provider.update(update_request())
 
-    assert caught.value.retryable is True
+    assert caught.value.retryable is True and caught.value.transient is True
     assert "no answer within 0.3s" in str(caught.value)
     assert len(fake.requests) == 2
     assert time.monotonic() - started < 2.5  # gave up on its own timeout, not the server's
@@ -227,7 +229,7 @@ async def test_dropped_connection_is_retryable(fake: FakeAnthropic, make_provide
     with pytest.raises(LlmError) as caught:
         await make_provider(max_retries=0).update(update_request())
 
-    assert caught.value.retryable is True
+    assert caught.value.retryable is True and caught.value.transient is True
 
 
 async def test_connection_reset_then_success(fake: FakeAnthropic, make_provider: Factory):
@@ -247,9 +249,36 @@ async def test_client_errors_are_not_retryable(
     with pytest.raises(LlmError) as caught:
         await make_provider(max_retries=2).update(update_request())
 
-    assert caught.value.retryable is False
+    assert caught.value.retryable is False and caught.value.transient is False
+    assert not isinstance(caught.value, PromptTooLong)
     assert "nope" in str(caught.value)
     assert len(fake.requests) == 1  # the SDK does not retry these either
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "limit"),
+    [
+        (400, "prompt is too long: 215304 tokens > 200000 maximum", 200_000),
+        (400, "Prompt is too long", None),
+        (413, "Request exceeds the maximum allowed number of bytes.", None),
+    ],
+)
+async def test_a_prompt_over_the_context_window_is_told_apart(
+    fake: FakeAnthropic, make_provider: Factory, status: int, text: str, limit: int | None
+):
+    """Phase 2 splits its input and tries again on this error instead of failing."""
+    fake.set_default(error(status, message_text=text))
+
+    with pytest.raises(PromptTooLong) as caught:
+        await make_provider(max_retries=2).update(update_request())
+
+    assert caught.value.limit == limit and caught.value.retryable is False
+    assert len(fake.requests) == 1
+
+
+def test_the_provider_tells_phase2_its_context_window_and_answer_size(make_provider: Factory):
+    provider = make_provider(max_tokens=3000)
+    assert provider.max_output_tokens == 3000  # the window comes from llm/models.py
 
 
 async def test_anthropic_base_url_environment_is_honoured(

@@ -14,7 +14,7 @@ import pytest
 from llm_samples import PREVIOUS_WM, short_messages, valid_update_input
 
 from support.fake_anthropic import FakeAnthropic, Reply, error, slow, text_only, tool_use
-from wm_core import SECTIONS, Guard, is_working_memory, parse_document
+from wm_core import KEEP, SECTIONS, Guard, SectionOp, is_working_memory, parse_document
 from wm_server.llm.anthropic_provider import AnthropicProvider
 from wm_server.llm.chain import (
     ChainEvent,
@@ -23,8 +23,10 @@ from wm_server.llm.chain import (
     LlmCallFinished,
     LlmCallStarted,
     OpsParsed,
+    backfill_sections,
     generate_working_memory,
 )
+from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmError, Purpose, Usage
 
 Factory = Callable[..., AnthropicProvider]
@@ -234,6 +236,50 @@ async def test_repair_cut_off_again_keeps_both_salvages_and_reports_the_rest(
         "still missing after the repair (kept): Task & Goals, Errors & Corrections, Open Issues"
         in generation.problems
     )
+
+
+async def test_sections_left_unread_after_the_repair_are_backfilled_by_the_extractor(
+    fake: FakeAnthropic, make_provider: Factory
+):
+    """A model that resends its cut answer to the repair: the extractor's ops for the unread
+    sections go in as APPENDs through the guards, each with a decision saying so."""
+    fake.enqueue(
+        tool_use(CUT_OFF_ANSWER, stop_reason="max_tokens"),
+        tool_use(CUT_OFF_ANSWER, stop_reason="max_tokens"),
+    )
+    generation = await generate_working_memory(
+        make_provider(),
+        previous_document=PREVIOUS_WM,
+        messages=short_messages(),
+        backfill=update_ops,
+    )
+    sections = parse_document(generation.document)
+    assert "sqlite3.IntegrityError: UNIQUE constraint failed" in sections["Errors & Corrections"]
+    assert sections["Current State"] == "Counter-based ids work."  # never replaced
+    backfilled = [d for d in generation.decisions if d.guard is Guard.BACKFILL]
+    assert "Errors & Corrections" in {d.section for d in backfilled}
+    assert all(d.applied == "APPEND" and "left unread" in d.reason for d in backfilled)
+    assert_previous_survives(generation.document)
+
+
+def test_backfill_only_appends_and_only_where_the_model_left_a_section_unread() -> None:
+    extracted = {
+        "sections": {
+            "Current State": {"op": "UPDATE", "content": "extractor state"},
+            "Open Issues": {"op": "UPDATE", "content": "- old issue\n- new question?"},
+            "Files & Context": {"op": "APPEND", "items": ["`a.py`: read"]},
+            "Key Facts & Decisions": {"op": "APPEND", "items": ["Port 8443"]},
+        }
+    }
+    ops = {name: KEEP for name in SECTIONS}
+    ops["Files & Context"] = SectionOp.append(("`b.py`: edited",))
+    unread = ("Current State", "Open Issues", "Files & Context")
+    filled, decisions = backfill_sections(ops, unread, extracted)
+    assert filled["Current State"] == KEEP  # only what can be appended
+    assert filled["Open Issues"].items == ("old issue", "new question?")
+    assert filled["Files & Context"].items == ("`b.py`: edited", "`a.py`: read")
+    assert filled["Key Facts & Decisions"] == KEEP  # read by the model: untouched
+    assert [d.section for d in decisions] == ["Open Issues", "Files & Context"]
 
 
 async def test_missing_sections_and_wrong_types_are_salvaged(
