@@ -1,7 +1,9 @@
 """The gRPC servicer: a thin adapter from wm.v1 messages to the application services.
 
 Each method converts the request, calls one service method and converts the answer back;
-validation and behaviour live in the services and in ``convert``.
+validation and behaviour live in the services and in ``convert``. A ``ServiceError`` raised
+here reaches the caller as its rich status through the interceptor, the one wrapper of every
+RPC (``api.interceptors``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server import wire
 from wm_server.api import convert
-from wm_server.api.handlers import server_stream, unary
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
@@ -50,7 +51,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self._max_message_bytes = max_message_bytes
 
     # --- sessions --------------------------------------------------------------------------
-    @unary
     async def CreateSession(
         self, request: api.CreateSessionRequest, context: Context
     ) -> pb.Session:
@@ -59,11 +59,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return wire.session_out(record)
 
-    @unary
     async def GetSession(self, request: api.GetSessionRequest, context: Context) -> pb.Session:
         return wire.session_out(await self._sessions.get(request.session_id))
 
-    @unary
     async def ListSessions(
         self, request: api.ListSessionsRequest, context: Context
     ) -> api.ListSessionsResponse:
@@ -72,7 +70,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             sessions=[wire.session_out(r) for r in records], next_page_token=token
         )
 
-    @unary
     async def DeleteSession(
         self, request: api.DeleteSessionRequest, context: Context
     ) -> empty_pb2.Empty:
@@ -81,7 +78,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return empty_pb2.Empty()
 
-    @unary
     async def AddMessages(
         self, request: api.AddMessagesRequest, context: Context
     ) -> api.AddMessagesResponse:
@@ -104,7 +100,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
 
     # --- commits ---------------------------------------------------------------------------
-    @server_stream
     async def Commit(
         self, request: api.CommitRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
@@ -117,7 +112,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         async for payload in stream:
             yield pb.CommitEvent.FromString(payload)
 
-    @server_stream
     async def Compact(
         self, request: api.CompactRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
@@ -127,7 +121,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         async for payload in stream:
             yield pb.CommitEvent.FromString(payload)
 
-    @server_stream
     async def WatchCommit(
         self, request: api.WatchCommitRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
@@ -137,11 +130,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         ):
             yield pb.CommitEvent.FromString(payload)
 
-    @unary
     async def GetCommit(self, request: api.GetCommitRequest, context: Context) -> pb.Commit:
         return wire.commit_out(await self._commits.get(request.session_id, request.commit_id))
 
-    @unary
     async def ListCommits(
         self, request: api.ListCommitsRequest, context: Context
     ) -> api.ListCommitsResponse:
@@ -152,7 +143,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             commits=[wire.commit_out(r) for r in records], next_page_token=token
         )
 
-    @unary
     async def RetryCommit(self, request: api.RetryCommitRequest, context: Context) -> pb.Commit:
         record = await self._commits.retry(
             request.session_id, request.commit_id, request.request_id, convert.fingerprint(request)
@@ -160,13 +150,11 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         return wire.commit_out(record)
 
     # --- working memory --------------------------------------------------------------------
-    @unary
     async def GetWorkingMemory(
         self, request: api.GetWorkingMemoryRequest, context: Context
     ) -> pb.WorkingMemory:
         return wire.working_memory_out(await self._memory.get(request.session_id, request.version))
 
-    @unary
     async def ApplyWorkingMemoryOps(
         self, request: api.ApplyWorkingMemoryOpsRequest, context: Context
     ) -> api.ApplyWorkingMemoryOpsResponse:
@@ -185,7 +173,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
 
     # --- archives --------------------------------------------------------------------------
-    @unary
     async def ListArchives(
         self, request: api.ListArchivesRequest, context: Context
     ) -> api.ListArchivesResponse:
@@ -196,7 +183,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             archives=[wire.archive_out(r) for r in records], next_page_token=token
         )
 
-    @unary
     async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
         record, messages, wm = await self._archives.get(request.session_id, request.archive_id)
         archive = wire.archive_out(record)
@@ -205,7 +191,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             archive.working_memory.CopyFrom(wire.working_memory_out(wm))
         return archive
 
-    @unary
     async def SearchArchives(
         self, request: api.SearchArchivesRequest, context: Context
     ) -> api.SearchArchivesResponse:
@@ -231,7 +216,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
 
     # --- context ---------------------------------------------------------------------------
-    @unary
     async def AssembleContext(
         self, request: api.AssembleContextRequest, context: Context
     ) -> api.AssembleContextResponse:
@@ -254,7 +238,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             dropped_message_count=result.dropped_source_messages,
         )
 
-    @unary
     async def GetToolDefinitions(
         self, request: api.GetToolDefinitionsRequest, context: Context
     ) -> api.GetToolDefinitionsResponse:
