@@ -23,6 +23,7 @@ from wm_server.config import ConfigurationError, Settings, split_host_port
 from wm_server.llm.factory import ProviderRegistry, build_registry
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
+from wm_server.observability import ACCESS_LOG
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
@@ -109,6 +110,7 @@ class Application:
         else:
             await self.provider.aclose()
         await self.database.close()
+        ACCESS_LOG.flush()  # the access lines of the last RPCs
         log.info("server_stopped")
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import logging
 import re
 import secrets
 import time
@@ -59,7 +60,7 @@ from wm_server.api.status import internal_status, rpc_status_of, status_of_error
 from wm_server.auth import ApiKeyring
 from wm_server.errors import ServiceError
 from wm_server.metrics import Metrics, RpcSeries
-from wm_server.observability import RpcLogContext, set_rpc_log_context
+from wm_server.observability import ACCESS_LOG, RpcLogContext, set_rpc_log_context
 from wm_server.tenancy import DEFAULT_TENANT, set_tenant
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -103,7 +104,6 @@ _INVALID_KEY = rpc_status_of(
     "UNAUTHENTICATED", "invalid credentials: the API key is not valid", "API_KEY_INVALID", {}
 )
 
-access_log = structlog.get_logger("wm_server.access")
 log = structlog.get_logger("wm_server.api")
 
 # Request ids the server makes: a random prefix per process and a counter, 32 hex digits like
@@ -437,20 +437,23 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
             budget.finished[rpc.code] = budget.finished.get(rpc.code, 0) + 1
         if spec.series is not None:
             spec.series.finished(rpc.code, seconds)
-        emit = access_log.debug if spec.quiet else access_log.info
+        level = logging.DEBUG if spec.quiet else logging.INFO
         if rpc.malformed or rpc.code in _SERVER_FAULTS:
-            emit = access_log.warning
-        emit(
-            "rpc",
-            method=rpc.method,
-            code=rpc.code,
-            duration_ms=round(seconds * 1000, 3),
-            session_id=rpc.session_id,
-            tenant=rpc.tenant,
-            request_id=rpc.request_id,
-            messages_sent=rpc.messages_sent,
-            malformed_request=rpc.malformed,
-        )
+            level = logging.WARNING
+        if ACCESS_LOG.enabled(level):
+            ACCESS_LOG.emit(
+                level,
+                {
+                    "method": rpc.method,
+                    "code": rpc.code,
+                    "duration_ms": round(seconds * 1000, 3),
+                    "session_id": rpc.session_id,
+                    "tenant": rpc.tenant,
+                    "request_id": rpc.request_id,
+                    "messages_sent": rpc.messages_sent,
+                    "malformed_request": rpc.malformed,
+                },
+            )
 
 
 async def _abort(context: Context, status: grpc.Status, request_id: str) -> None:
