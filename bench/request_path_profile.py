@@ -21,6 +21,7 @@ import asyncio
 import cProfile
 import os
 import pstats
+import shutil
 import signal
 import sys
 import tempfile
@@ -168,7 +169,7 @@ def codec_costs() -> dict[str, tuple[float, float]]:
     return out
 
 
-async def drive(calls: int, top: int) -> None:
+async def drive(calls: int, top: int, save: Path | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         address = f"127.0.0.1:{free_port()}"
         child = await asyncio.create_subprocess_exec(
@@ -222,6 +223,14 @@ async def drive(calls: int, top: int) -> None:
             child.send_signal(signal.SIGTERM)
             await child.wait()
         report(Path(tmp), calls, wall, top)
+        if save is not None:
+            keep(Path(tmp), save)
+
+
+def keep(folder: Path, save: Path) -> None:
+    save.mkdir(parents=True, exist_ok=True)
+    for number, kind in enumerate(WORKLOADS, start=1):
+        shutil.copy(folder / f"{number}.prof", save / f"{kind}.prof")
 
 
 def report(folder: Path, calls: int, wall: dict[str, float], top: int) -> None:
@@ -264,6 +273,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="profiled calls per kind")
     parser.add_argument("--top", type=int, default=0, help="also print the top N functions")
+    parser.add_argument("--save", type=Path, help="copy the profiles (1-3.prof) into this folder")
     parser.add_argument(
         "--serve", nargs=3, metavar=("ADDRESS", "DATA", "OUT"), help=argparse.SUPPRESS
     )
@@ -271,7 +281,7 @@ def main() -> None:
     if args.serve:
         serve(*args.serve)
         return
-    asyncio.run(drive(args.calls, args.top))
+    asyncio.run(drive(args.calls, args.top, args.save))
 
 
 if __name__ == "__main__":

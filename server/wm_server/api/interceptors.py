@@ -133,12 +133,13 @@ class _Rpc(RpcLogContext):
 
 
 def _headers(context: Context) -> tuple[str | None, str | None]:
-    """The request id and authorization headers, in one pass over the metadata."""
+    """The request id and authorization headers (the first of each), in one pass over the
+    metadata."""
     offered = authorization = None
     for name, value in context.invocation_metadata() or ():
-        if name == REQUEST_ID_HEADER:
+        if name == REQUEST_ID_HEADER and offered is None:
             offered = value.decode("latin-1") if isinstance(value, bytes) else value
-        elif name == AUTHORIZATION_HEADER:
+        elif name == AUTHORIZATION_HEADER and authorization is None:
             authorization = value.decode("latin-1") if isinstance(value, bytes) else value
     return offered, authorization
 
