@@ -10,56 +10,30 @@ pruned the same way.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
-import structlog
-
+from wm_server.services.background import BackgroundLoop
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.repositories import PURGE_ORDER
 
-log = structlog.get_logger("wm_server.maintenance")
-
 CHUNK = 2000
 
 
-class Maintenance:
+class Maintenance(BackgroundLoop):
+    name = "maintenance"
+
     def __init__(
         self, database: Database, *, retention_seconds: float, interval_seconds: float = 60.0
     ) -> None:
+        super().__init__(interval_seconds)
         self._db = database
         self._retention = retention_seconds
-        self._interval = interval_seconds
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
-    def wake(self) -> None:
-        """A session was deleted: purge it soon."""
-        self._wake.set()
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="wm-maintenance")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.purge_deleted()
-                await self.prune_requests()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # an outage: try again on the next round
-                log.warning("maintenance_failed", error=str(error))
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval)
+    async def round(self) -> None:
+        """A session was deleted (``wake``) or the interval passed: purge and prune."""
+        await self.purge_deleted()
+        await self.prune_requests()
 
     async def purge_deleted(self) -> int:
         """Remove every unlinked session's rows; the number of rows removed."""
