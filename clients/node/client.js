@@ -21,6 +21,7 @@ const THIRD_PARTY_DIR = path.join(REPO, 'third_party');
 const SERVICE_CONFIG_PATH = path.join(PROTO_DIR, 'wm', 'v1', 'wm_grpc_service_config.json');
 const DEFAULT_ADDRESS = '127.0.0.1:50051';
 const DETAILS_KEY = 'grpc-status-details-bin';
+const REQUEST_ID_KEY = 'x-request-id'; // the server's id of the call, in its trailing metadata
 
 // Only what is needed to read error details (google/rpc/error_details.proto is not vendored).
 const rpcTypes = protobuf.Root.fromJSON({
@@ -88,12 +89,18 @@ function loadServiceConfig() {
   return JSON.parse(fs.readFileSync(SERVICE_CONFIG_PATH, 'utf8'));
 }
 
-/** A failed call: the gRPC code and the decoded details (ErrorInfo, BadRequest). */
+/**
+ * A failed call: the gRPC code, the decoded details (ErrorInfo, BadRequest) and requestId, the
+ * server's id of the call from its trailing metadata (its log lines carry it; empty when the
+ * call never reached the service).
+ */
 class WmError extends Error {
   constructor(error) {
     super(error.details || error.message);
     this.name = 'WmError';
     this.code = error.code;
+    const requestId = error.metadata ? error.metadata.get(REQUEST_ID_KEY) : [];
+    this.requestId = requestId && requestId.length ? String(requestId[0]) : '';
     this.codeName = Object.keys(grpc.status).find((k) => grpc.status[k] === error.code) || 'UNKNOWN';
     this.reason = '';
     this.domain = '';

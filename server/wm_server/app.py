@@ -32,6 +32,7 @@ from wm_server.llm.factory import (
 from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
+from wm_server.observability import ACCESS_LOG
 from wm_server.phase2.breaker import BreakerSettings
 from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
@@ -125,6 +126,7 @@ class Application:
         else:
             await self.provider.aclose()
         await self.database.close()
+        ACCESS_LOG.flush()  # the access lines of the last RPCs
         log.info("server_stopped")
 
 

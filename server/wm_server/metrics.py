@@ -87,6 +87,31 @@ class _QueueDepth(Collector):
             return False
 
 
+class RpcSeries:
+    """One method's ``wm_rpcs_total`` and ``wm_rpc_duration_seconds`` children, per status
+    code, looked up once: ``labels()`` validates and locks on every call, which an RPC need
+    not pay for a series it has already used."""
+
+    __slots__ = ("_children", "_counter", "_histogram", "_method")
+
+    def __init__(self, counter: Counter, histogram: Histogram, method: str) -> None:
+        self._counter = counter
+        self._histogram = histogram
+        self._method = method
+        self._children: dict[str, tuple[Counter, Histogram]] = {}
+
+    def finished(self, code: str, seconds: float) -> None:
+        children = self._children.get(code)
+        if children is None:
+            children = (
+                self._counter.labels(self._method, code),
+                self._histogram.labels(self._method, code),
+            )
+            self._children[code] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+
 class TenantFigures(Protocol):
     """What one admission budget reports (``wm_server.api.admission.Budget``)."""
 
@@ -196,9 +221,9 @@ class Metrics:
         self._thread: threading.Thread | None = None
 
     # --- RPCs (the interceptor) ------------------------------------------------------------
-    def rpc_finished(self, method: str, code: str, seconds: float) -> None:
-        self.rpcs.labels(method, code).inc()
-        self.rpc_seconds.labels(method, code).observe(seconds)
+    def rpc_series(self, method: str) -> RpcSeries:
+        """The RPC series of ``method``, for the interceptor to keep with the method."""
+        return RpcSeries(self.rpcs, self.rpc_seconds, method)
 
     def request_undecodable(self, method: str) -> None:
         self.undecodable.labels(method).inc()

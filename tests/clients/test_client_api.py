@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -88,6 +89,11 @@ async def test_errors_carry_the_code_and_the_decoded_details(client: WmClient) -
     assert error.metadata == {"session_id": "nobody"}
     assert error.from_service
     assert isinstance(error.__cause__, grpc.aio.AioRpcError)
+    # the server's id of the call, from the trailers: one per call
+    assert re.fullmatch(r"[0-9a-f]{32}", error.request_id), error.request_id
+    with pytest.raises(NotFoundError) as again:
+        await client.get_session("nobody")
+    assert again.value.request_id != error.request_id
 
     with pytest.raises(InvalidArgumentError) as invalid:
         await client.add_messages("bad", [pb.Message(role=pb.ROLE_USER), b.user("ok", "x y")])

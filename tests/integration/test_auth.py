@@ -93,15 +93,51 @@ async def test_right_key_is_served_and_the_request_id_comes_back(stub: Stub) -> 
     )
     session = await call
     assert session.session_id == "mine"
-    assert ("x-request-id", "req-42") in tuple(await call.initial_metadata())
+    # A unary call returns the id in its trailers (with the status), not in extra headers.
+    assert ("x-request-id", "req-42") in tuple(await call.trailing_metadata())
+    assert "x-request-id" not in dict(await call.initial_metadata())
     # Case of the scheme does not matter; a made-up request id is returned when none is sent.
     lower = stub.GetSession(
         api.GetSessionRequest(session_id="mine"),
         metadata=(("authorization", f"bearer {ALPHA_KEY}"),),
     )
     assert (await lower).session_id == "mine"
-    made = dict(await lower.initial_metadata())["x-request-id"]
-    assert isinstance(made, str) and len(made) >= 16
+    made = dict(await lower.trailing_metadata())["x-request-id"]
+    assert isinstance(made, str) and len(made) == 32
+    again = stub.GetSession(api.GetSessionRequest(session_id="mine"), metadata=ALPHA)
+    await again
+    assert dict(await again.trailing_metadata())["x-request-id"] != made  # one per call
+
+
+async def test_the_request_id_comes_back_with_errors_and_on_streams(stub: Stub) -> None:
+    """Refusals and service errors carry their details in the trailers: the id is kept
+    beside them; a stream sends it in its headers before the first event as well."""
+    for metadata, code in (
+        ((("x-request-id", "refused-1"),), grpc.StatusCode.UNAUTHENTICATED),
+        ((*ALPHA, ("x-request-id", "absent-1")), grpc.StatusCode.NOT_FOUND),
+    ):
+        call = stub.GetSession(api.GetSessionRequest(session_id="absent"), metadata=metadata)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        assert caught.value.code() == code
+        trailers = dict(caught.value.trailing_metadata() or ())
+        assert trailers["x-request-id"] == dict(metadata)["x-request-id"]
+        assert details(caught.value)[0].reason  # the rich status is still there
+    await stub.AddMessages(
+        api.AddMessagesRequest(
+            session_id="streamed", messages=[b.user("hello")], create_session_if_missing=True
+        ),
+        metadata=ALPHA,
+    )
+    stream = stub.Commit(
+        api.CommitRequest(session_id="streamed"),
+        metadata=(*ALPHA, ("x-request-id", "stream-1")),
+        timeout=30,
+    )
+    assert dict(await stream.initial_metadata())["x-request-id"] == "stream-1"
+    events = [event async for event in stream]
+    assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
+    assert dict(await stream.trailing_metadata())["x-request-id"] == "stream-1"
 
 
 async def test_health_and_reflection_need_no_key(keyed_app: Application) -> None:

@@ -680,7 +680,7 @@ async def test_huge_headers_are_refused_by_the_transport_and_bounded_by_the_serv
             timeout=10,
         )
         await call
-        echoed = dict(await call.initial_metadata())["x-request-id"]
+        echoed = dict(await call.trailing_metadata())["x-request-id"]
         assert len(echoed) == 32 and echoed != "r" * 7000
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)

@@ -58,6 +58,12 @@ class WorkingMemoryServiceStub:
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
+
+    A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
+    otherwise the server makes one). The server returns it as x-request-id in the trailing
+    metadata of every call, with the status (errors included), and for the streams Commit,
+    Compact and WatchCommit also in the initial metadata, before the first event; every log
+    line of the call carries it. It only traces: idempotency is the request_id field's.
     """
 
     def __init__(self, channel):
@@ -204,6 +210,12 @@ class WorkingMemoryServiceServicer:
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
+
+    A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
+    otherwise the server makes one). The server returns it as x-request-id in the trailing
+    metadata of every call, with the status (errors included), and for the streams Commit,
+    Compact and WatchCommit also in the initial metadata, before the first event; every log
+    line of the call carries it. It only traces: idempotency is the request_id field's.
     """
 
     def CreateSession(self, request, context):
@@ -526,6 +538,12 @@ class WorkingMemoryService:
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
+
+    A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
+    otherwise the server makes one). The server returns it as x-request-id in the trailing
+    metadata of every call, with the status (errors included), and for the streams Commit,
+    Compact and WatchCommit also in the initial metadata, before the first event; every log
+    line of the call carries it. It only traces: idempotency is the request_id field's.
     """
 
     @staticmethod

@@ -61,6 +61,12 @@ class WorkingMemoryServiceStub:
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
+
+    A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
+    otherwise the server makes one). The server returns it as x-request-id in the trailing
+    metadata of every call, with the status (errors included), and for the streams Commit,
+    Compact and WatchCommit also in the initial metadata, before the first event; every log
+    line of the call carries it. It only traces: idempotency is the request_id field's.
     """
 
     @_typing.overload
@@ -180,6 +186,12 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
+
+    A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
+    otherwise the server makes one). The server returns it as x-request-id in the trailing
+    metadata of every call, with the status (errors included), and for the streams Commit,
+    Compact and WatchCommit also in the initial metadata, before the first event; every log
+    line of the call carries it. It only traces: idempotency is the request_id field's.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -295,6 +307,12 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
+
+    A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
+    otherwise the server makes one). The server returns it as x-request-id in the trailing
+    metadata of every call, with the status (errors included), and for the streams Commit,
+    Compact and WatchCommit also in the initial metadata, before the first event; every log
+    line of the call carries it. It only traces: idempotency is the request_id field's.
     """
 
     @_abc_1.abstractmethod

@@ -157,6 +157,7 @@ test('errors carry the code and the decoded details', async () => {
     assert.equal(error.reason, 'SESSION_NOT_FOUND');
     assert.equal(error.domain, 'wm.v1');
     assert.deepEqual(error.metadata, { session_id: 'nobody' });
+    assert.match(error.requestId, /^[0-9a-f]{32}$/); // the server's id of the call, from the trailers
     return true;
   });
   await assert.rejects(client.addMessages(SESSION, [{ role: 'ROLE_USER', parts: [] }]), (error) => {

@@ -20,6 +20,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 ERROR_DOMAIN = "wm.v1"
 _DETAILS_KEY = "grpc-status-details-bin"
+REQUEST_ID_KEY = "x-request-id"  # the server's id of the call, in its trailing metadata
 # Detail types a client may meet; anything else stays a packed Any.
 _KNOWN_DETAILS: tuple[type[Message], ...] = (
     error_details_pb2.ErrorInfo,
@@ -45,7 +46,9 @@ class FieldViolation:
 
 
 class WmError(Exception):
-    """A failed call: the gRPC code, the server's message and the decoded status details."""
+    """A failed call: the gRPC code, the server's message, the decoded status details and
+    ``request_id``, the server's id of the call (its log lines carry it: quote it in a bug
+    report); empty when the call never reached the service."""
 
     def __init__(
         self,
@@ -53,11 +56,13 @@ class WmError(Exception):
         message: str,
         *,
         status: status_pb2.Status | None = None,
+        request_id: str = "",
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
+        self.request_id = request_id
         self.details: tuple[Message, ...] = tuple(_unpack(status.details)) if status else ()
         info = next((d for d in self.details if isinstance(d, error_details_pb2.ErrorInfo)), None)
         self.reason: str = info.reason if info else ""
@@ -188,8 +193,17 @@ def error_from_rpc(error: grpc.aio.AioRpcError) -> WmError:
     """Translate a failed call into the matching :class:`WmError`, details decoded."""
     code = error.code()
     message = error.details() or ""
-    status = _status_of(error.trailing_metadata())
-    return error_class(code)(code, message, status=status)
+    trailing = error.trailing_metadata()
+    return error_class(code)(
+        code, message, status=_status_of(trailing), request_id=_request_id_of(trailing)
+    )
+
+
+def _request_id_of(trailing: Any) -> str:
+    for key, value in trailing or ():
+        if key == REQUEST_ID_KEY and isinstance(value, str):
+            return value
+    return ""
 
 
 def _status_of(trailing: Any) -> status_pb2.Status | None:

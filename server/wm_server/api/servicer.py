@@ -1,7 +1,9 @@
 """The gRPC servicer: a thin adapter from wm.v1 messages to the application services.
 
 Each method converts the request, calls one service method and converts the answer back;
-validation and behaviour live in the services and in ``convert``.
+validation and behaviour live in the services and in ``convert``. A ``ServiceError`` raised
+here reaches the caller as its rich status through the interceptor, the one wrapper of every
+RPC (``api.interceptors``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server import wire
 from wm_server.api import convert, session_config
-from wm_server.api.handlers import server_stream, unary
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
@@ -66,7 +67,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self._messages_out = wire.MessagesOut(CACHED_FROM)
 
     # --- sessions --------------------------------------------------------------------------
-    @unary
     async def CreateSession(
         self, request: api.CreateSessionRequest, context: Context
     ) -> pb.Session:
@@ -79,7 +79,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return wire.session_out(record)
 
-    @unary
     async def UpdateSession(
         self, request: api.UpdateSessionRequest, context: Context
     ) -> pb.Session:
@@ -100,11 +99,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return wire.session_out(record)
 
-    @unary
     async def GetSession(self, request: api.GetSessionRequest, context: Context) -> pb.Session:
         return wire.session_out(await self._sessions.get(request.session_id))
 
-    @unary
     async def ListSessions(
         self, request: api.ListSessionsRequest, context: Context
     ) -> api.ListSessionsResponse:
@@ -113,7 +110,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             sessions=[wire.session_out(r) for r in records], next_page_token=token
         )
 
-    @unary
     async def DeleteSession(
         self, request: api.DeleteSessionRequest, context: Context
     ) -> empty_pb2.Empty:
@@ -122,7 +118,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return empty_pb2.Empty()
 
-    @unary
     async def AddMessages(
         self, request: api.AddMessagesRequest, context: Context
     ) -> api.AddMessagesResponse:
@@ -146,7 +141,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
 
     # --- commits ---------------------------------------------------------------------------
-    @server_stream
     async def Commit(
         self, request: api.CommitRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
@@ -160,7 +154,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         async for payload in stream:
             yield pb.CommitEvent.FromString(payload)
 
-    @server_stream
     async def Compact(
         self, request: api.CompactRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
@@ -170,7 +163,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         async for payload in stream:
             yield pb.CommitEvent.FromString(payload)
 
-    @server_stream
     async def WatchCommit(
         self, request: api.WatchCommitRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
@@ -180,11 +172,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         ):
             yield pb.CommitEvent.FromString(payload)
 
-    @unary
     async def GetCommit(self, request: api.GetCommitRequest, context: Context) -> pb.Commit:
         return wire.commit_out(await self._commits.get(request.session_id, request.commit_id))
 
-    @unary
     async def ListCommits(
         self, request: api.ListCommitsRequest, context: Context
     ) -> api.ListCommitsResponse:
@@ -195,7 +185,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             commits=[wire.commit_out(r) for r in records], next_page_token=token
         )
 
-    @unary
     async def RetryCommit(self, request: api.RetryCommitRequest, context: Context) -> pb.Commit:
         record = await self._commits.retry(
             request.session_id, request.commit_id, request.request_id, convert.fingerprint(request)
@@ -203,13 +192,11 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         return wire.commit_out(record)
 
     # --- working memory --------------------------------------------------------------------
-    @unary
     async def GetWorkingMemory(
         self, request: api.GetWorkingMemoryRequest, context: Context
     ) -> pb.WorkingMemory:
         return wire.working_memory_out(await self._memory.get(request.session_id, request.version))
 
-    @unary
     async def ApplyWorkingMemoryOps(
         self, request: api.ApplyWorkingMemoryOpsRequest, context: Context
     ) -> api.ApplyWorkingMemoryOpsResponse:
@@ -228,7 +215,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
 
     # --- archives --------------------------------------------------------------------------
-    @unary
     async def ListArchives(
         self, request: api.ListArchivesRequest, context: Context
     ) -> api.ListArchivesResponse:
@@ -239,7 +225,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             archives=[wire.archive_out(r) for r in records], next_page_token=token
         )
 
-    @unary
     async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
         record, page, wm = await self._archives.get(
             request.session_id, request.archive_id, request.page_size, request.page_token
@@ -254,7 +239,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             archive.working_memory.CopyFrom(wire.working_memory_out(wm))
         return archive
 
-    @unary
     async def SearchArchives(
         self, request: api.SearchArchivesRequest, context: Context
     ) -> api.SearchArchivesResponse:
@@ -280,7 +264,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
 
     # --- context ---------------------------------------------------------------------------
-    @unary
     async def AssembleContext(
         self, request: api.AssembleContextRequest, context: Context
     ) -> api.AssembleContextResponse:
@@ -309,7 +292,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             effective_token_budget=budget,
         )
 
-    @unary
     async def GetToolDefinitions(
         self, request: api.GetToolDefinitionsRequest, context: Context
     ) -> api.GetToolDefinitionsResponse:
@@ -328,7 +310,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         return api.GetToolDefinitionsResponse(tools=tools)
 
     # --- tool outputs ----------------------------------------------------------------------
-    @unary
     async def GetToolOutput(
         self, request: api.GetToolOutputRequest, context: Context
     ) -> api.GetToolOutputResponse:
@@ -350,7 +331,6 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             next_page_token=page.next_page_token,
         )
 
-    @unary
     async def SearchToolOutputs(
         self, request: api.SearchToolOutputsRequest, context: Context
     ) -> api.SearchToolOutputsResponse:
