@@ -262,6 +262,11 @@ async def start_application(
 async def serve(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     app = await start_application(settings)
+    # The one line a person starting the server needs: where it is and what to try next.
+    log.info(
+        f"listening on {app.address}; try `.venv/bin/wm demo` in a second terminal",
+        address=app.address,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -25,6 +25,14 @@ class LlmProviderName(StrEnum):
     SCRIPTED = "scripted"
 
 
+class LogFormat(StrEnum):
+    """How log lines look: ``auto`` is console on a terminal, JSON elsewhere."""
+
+    AUTO = "auto"
+    JSON = "json"
+    CONSOLE = "console"
+
+
 class LogLevel(StrEnum):
     """Log threshold."""
 
@@ -94,6 +102,7 @@ class Settings(BaseSettings):
     scripted_delay: Annotated[float, Field(ge=0)] = 0.0
     metrics_address: str | None = None
     log_level: LogLevel = LogLevel.INFO
+    log_format: LogFormat = LogFormat.AUTO
     max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     phase2_concurrency: Annotated[int, Field(ge=1, le=256)] = 4
     phase2_max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
