@@ -1,6 +1,7 @@
 """Service benchmark: starts a real server and prints what it measures.
 
 Usage: python bench/service_bench.py [--database postgresql://…] [--quick] [--no-write]
+       [--only agent]
 
 Figures, each against a fresh server process on loopback (one client, on the same 2 cores):
 unary AddMessages per second; batched ingest (100 per batch); GetSession median and p99 at 10
@@ -8,7 +9,10 @@ and at 10,000 live messages and their ratio; Commit Phase 1 (time to the first e
 5,000 and 10,000 archived messages; commit to completed with the offline provider; Phase 2
 server overhead outside the model call for a 12K-token working memory; 50 sessions × 200
 messages concurrently with a loss/duplication check; server peak RSS after 100,000 messages
-in 100 sessions. With --database, also batched ingest through two replicas sharing the
+in 100 sessions; huge tool outputs (issue 18): AddMessages of a 1 MiB tool output,
+AssembleContext over 2,000 messages with 50 externalized outputs at a 200,000-token budget,
+pending tokens and the Phase 2 input with and without externalization (``--only agent`` runs
+just these). With --database, also batched ingest through two replicas sharing the
 database. It writes bench/results.md unless --no-write. Figures are printed, never
 asserted: targets are shown next to them.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -82,9 +87,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Bench:
-    def __init__(self, database: str | None, quick: bool) -> None:
+    def __init__(self, database: str | None, quick: bool, only: str = "") -> None:
         self.database = database
         self.quick = quick
+        self.only = only
 
     def server(self, folder: Path, **env: str) -> ServerProcess:
         # The rate limit stays on (its cost is part of every figure) with a burst no run of
@@ -447,7 +453,108 @@ class Bench:
             for server in servers:
                 server.terminate()
 
+    async def agent_scale(self, folder: Path) -> None:
+        """Issue 18: huge tool outputs. Ingest of a 1 MiB tool output; AssembleContext over
+        2,000 messages with 50 externalized outputs at a 200,000-token budget; pending tokens
+        and the Phase 2 input (archived tokens) with and without externalization."""
+        run = uuid.uuid4().hex[:8]
+        line = "tests/test_ledger.py::test_case[{}] PASSED    [ 42%] duration 0.01s\n"
+        mib_log = "".join(line.format(n) for n in range(16_000))[: 1024 * 1024 - 40]
+        mib_log += "\nE   AssertionError: 10 != 12\n"
+        big = "".join(line.format(n) for n in range(900))  # ~60 KB: over the 20,000 threshold
+
+        def turn(t: int, huge: bool) -> list[pb.Message]:
+            use = pb.ToolUse(id=f"t{t}", name="bash", input_json=json.dumps({"cmd": f"pytest {t}"}))
+            output = big if huge else f"ok {t}: " + "fine " * 40
+            return [
+                pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text=f"request {t}: " + "why " * 50)]),
+                pb.Message(role=pb.ROLE_ASSISTANT, parts=[pb.Part(tool_use=use)]),
+                pb.Message(
+                    role=pb.ROLE_USER,
+                    parts=[pb.Part(tool_result=pb.ToolResult(tool_use_id=f"t{t}", content=output))],
+                ),
+                pb.Message(
+                    role=pb.ROLE_ASSISTANT, parts=[pb.Part(text=f"answer {t}: " + "so " * 40)]
+                ),
+            ]
+
+        session = [m for t in range(500) for m in turn(t, huge=t % 10 == 0)]  # 2,000; 50 huge
+        for label, inline in (("externalized", "20000"), ("inline", "0")):
+            server = self.server(
+                folder / f"agent-{label}",
+                WM_MAX_MESSAGE_BYTES=str(2 * 1024 * 1024),
+                WM_TOOL_OUTPUT_INLINE_CHARS=inline,
+            )
+            try:
+                async with grpc.aio.insecure_channel(server.address) as channel:
+                    stub = Stub(channel)
+                    count = 5 if self.quick else 20
+                    samples = []
+                    for _ in range(count):
+                        result = pb.ToolResult(tool_use_id="tx", content=mib_log)
+                        request = api.AddMessagesRequest(
+                            session_id=f"mib-{run}-{label}",
+                            create_session_if_missing=True,
+                            messages=[
+                                pb.Message(role=pb.ROLE_USER, parts=[pb.Part(tool_result=result)])
+                            ],
+                        )
+                        start = time.perf_counter()
+                        await stub.AddMessages(request)
+                        samples.append(time.perf_counter() - start)
+                    row(
+                        f"AddMessages of a 1 MiB tool output, {label} (ms, median)",
+                        f"{statistics.median(samples) * 1000:.1f}",
+                        f"p99 {pct(samples, 0.99) * 1000:.1f} ms",
+                    )
+                    sid = f"agent-{run}-{label}"
+                    for start_at in range(0, len(session), 500):
+                        await stub.AddMessages(
+                            api.AddMessagesRequest(
+                                session_id=sid,
+                                create_session_if_missing=True,
+                                messages=session[start_at : start_at + 500],
+                            )
+                        )
+                    got = await stub.GetSession(api.GetSessionRequest(session_id=sid))
+                    row(
+                        f"pending tokens, 2,000 messages with 50 x 60 KB outputs, {label}",
+                        f"{got.pending_tokens:,}",
+                        "keep 0: every live token is pending",
+                    )
+                    call = functools.partial(
+                        stub.AssembleContext,
+                        api.AssembleContextRequest(session_id=sid, token_budget=200_000),
+                    )
+                    times = await timed(call, 10 if self.quick else 50)
+                    if label == "externalized":
+                        row(
+                            "AssembleContext, 2,000 msgs, 50 externalized outputs, 200K budget (ms, p50)",
+                            f"{pct(times, 0.5) * 1000:.2f}",
+                            f"p99 {pct(times, 0.99) * 1000:.2f} ms; target <= 20 ms p50",
+                        )
+                    else:
+                        row(
+                            "AssembleContext, same session with outputs inline (ms, p50)",
+                            f"{pct(times, 0.5) * 1000:.2f}",
+                            f"p99 {pct(times, 0.99) * 1000:.2f} ms",
+                        )
+                    commit = stub.Commit(api.CommitRequest(session_id=sid, keep_recent_count=10))
+                    first = await commit.read()
+                    commit.cancel()
+                    row(
+                        f"Phase 2 input (archived tokens, keep 10), {label}",
+                        f"{first.phase1.archived_tokens:,}",
+                        "what the model is asked to read",
+                    )
+            finally:
+                server.terminate()
+
     async def run(self) -> None:
+        if self.only == "agent":
+            with tempfile.TemporaryDirectory() as tmp:
+                await self.agent_scale(Path(tmp))
+            return
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             server = self.server(folder / "main")
@@ -465,6 +572,7 @@ class Bench:
             if self.database:
                 await self.replicas(folder)
             await self.overhead(folder)
+            await self.agent_scale(folder)
             if not self.quick:
                 await self.rss(folder)
 
@@ -496,10 +604,13 @@ def main() -> None:
     parser.add_argument("--database", help="postgresql://… to benchmark the PostgreSQL engine")
     parser.add_argument("--quick", action="store_true", help="smaller counts, no RSS run")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/results.md")
+    parser.add_argument(
+        "--only", choices=["agent"], help="agent: only the huge-tool-output figures (issue 18)"
+    )
     args = parser.parse_args()
     print(f"Working Memory Service benchmark ({'PostgreSQL' if args.database else 'SQLite'})")
-    asyncio.run(Bench(args.database, args.quick).run())
-    if not args.no_write and not args.quick:
+    asyncio.run(Bench(args.database, args.quick, args.only or "").run())
+    if not args.no_write and not args.quick and not args.only:
         write_results(args.database)
 
 

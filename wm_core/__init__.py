@@ -33,7 +33,20 @@ Sizes
     :func:`estimate_tokens`, :func:`message_tokens`, :func:`section_reminders`.
 Conversation
     :class:`Message` of :data:`Part` (:class:`TextPart`, :class:`ToolUsePart`,
-    :class:`ToolResultPart`) by :class:`Role`.
+    :class:`ToolResultPart`) by :class:`Role`; :func:`is_request` (where a turn starts).
+Session rules
+    :func:`pending_delta` and :func:`rebuild_rule` (the window), :func:`split_boundary`
+    (:class:`SplitRow`, :class:`NeedRows`; the commit split), :func:`turn_start` and
+    :func:`turn_aligned` (a split that keeps whole turns), :func:`assemble`
+    (:class:`AssembledContext`, :func:`plan_budget` → :class:`Budget`,
+    :func:`trim_working_memory`, :func:`cut_text`, :func:`anthropic_json`,
+    :func:`system_prompt_addition` naming only the registered :data:`RECALL_TOOLS`),
+    :func:`abstract_of`.
+Tool outputs
+    :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
+    a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
+    at most :data:`SYNOPSIS_MAX_CHARS`); :func:`output_ids` reads the ids back from a
+    message; :func:`line_count` numbers lines as reads do.
 """
 
 from __future__ import annotations
@@ -79,18 +92,39 @@ from wm_core._ops.schema import (
 )
 from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 from wm_core._session import (
+    DEFAULT_AUTO_KEEP,
+    RECALL_TOOLS,
+    SYNOPSIS_MAX_CHARS,
     AssembledContext,
+    AutoCommitPolicy,
     Budget,
+    ExternalOutput,
     NeedRows,
+    OutputFormat,
+    OutputKind,
+    SessionSettings,
     SplitRow,
+    Trigger,
     abstract_of,
     anthropic_json,
     assemble,
+    cut_text,
+    detect_format,
+    externalize,
+    idle_due,
+    is_request,
+    line_count,
+    output_ids,
     pending_delta,
     plan_budget,
     rebuild_rule,
     split_boundary,
+    synopsis,
+    system_prompt_addition,
+    threshold_trigger,
     trim_working_memory,
+    turn_aligned,
+    turn_start,
 )
 from wm_core._tokens.estimate import estimate_tokens
 from wm_core._tokens.reminders import section_reminders
@@ -98,46 +132,62 @@ from wm_core._tokens.reminders import section_reminders
 __all__ = [
     "CREATE_TOOL",
     "CURRENT_STATE",
+    "DEFAULT_AUTO_KEEP",
     "ERRORS_CORRECTIONS",
     "FILES_CONTEXT",
     "KEEP",
     "KEY_FACTS",
     "OPEN_ISSUES",
+    "RECALL_TOOLS",
     "SECTIONS",
     "SESSION_TITLE",
+    "SYNOPSIS_MAX_CHARS",
     "TASK_GOALS",
     "UPDATE_TOOL",
     "AssembledContext",
+    "AutoCommitPolicy",
     "Budget",
     "CreationRejected",
     "CreationResult",
     "Decision",
+    "ExternalOutput",
     "Guard",
     "MergeResult",
     "Message",
     "NeedRows",
     "OpKind",
+    "OutputFormat",
+    "OutputKind",
     "ParsedDocument",
     "ParsedOps",
     "Part",
     "ReadMethod",
     "Role",
     "SectionOp",
+    "SessionSettings",
     "SplitRow",
     "TextPart",
     "ToolResultPart",
     "ToolUsePart",
+    "Trigger",
     "abstract_of",
     "anthropic_json",
     "assemble",
     "bullet_items",
     "canonical_name",
+    "cut_text",
+    "detect_format",
     "estimate_tokens",
+    "externalize",
+    "idle_due",
+    "is_request",
     "is_working_memory",
     "item_key",
+    "line_count",
     "merge",
     "message_tokens",
     "normalize_creation",
+    "output_ids",
     "parse_document",
     "parse_document_detailed",
     "parse_tool_arguments",
@@ -148,7 +198,12 @@ __all__ = [
     "render_document",
     "section_reminders",
     "split_boundary",
+    "synopsis",
+    "system_prompt_addition",
+    "threshold_trigger",
     "trim_working_memory",
+    "turn_aligned",
+    "turn_start",
     "validate_create_arguments",
     "validate_update_arguments",
 ]

@@ -174,8 +174,25 @@ class WmClient {
     });
   }
 
-  createSession(sessionId = '', { requestId } = {}) {
-    return this._unary('CreateSession', { session_id: sessionId, request_id: requestId || crypto.randomUUID() });
+  /** config: a wm.v1.SessionConfig object (unset fields take the server's default). */
+  createSession(sessionId = '', { requestId, config } = {}) {
+    return this._unary('CreateSession', {
+      session_id: sessionId,
+      request_id: requestId || crypto.randomUUID(),
+      config,
+    });
+  }
+
+  /**
+   * Change the session's config: the fields `paths` names (e.g.
+   * 'config.auto_commit.idle_timeout'), or with no paths every field set in `config`.
+   */
+  updateSession(sessionId, config, paths = [], { requestId } = {}) {
+    return this._unary('UpdateSession', {
+      session: { session_id: sessionId, config },
+      update_mask: { paths },
+      request_id: requestId || crypto.randomUUID(),
+    });
   }
 
   getSession(sessionId) {
@@ -200,9 +217,17 @@ class WmClient {
     });
   }
 
-  /** An async iterable of the commit's events (Phase 1 first), resumed after disconnects. */
-  commit(sessionId, keepRecentCount = 0, { requestId } = {}) {
-    const request = { session_id: sessionId, keep_recent_count: keepRecentCount, request_id: requestId || crypto.randomUUID() };
+  /**
+   * An async iterable of the commit's events (Phase 1 first), resumed after disconnects.
+   * keepRecentTurns keeps the newest turns instead of keepRecentCount messages.
+   */
+  commit(sessionId, keepRecentCount = 0, { requestId, keepRecentTurns = 0 } = {}) {
+    const request = {
+      session_id: sessionId,
+      keep_recent_count: keepRecentCount,
+      keep_recent_turns: keepRecentTurns,
+      request_id: requestId || crypto.randomUUID(),
+    };
     return this._events(sessionId, null, 0, () => this.stub.Commit(request, this.metadata));
   }
 
@@ -278,21 +303,47 @@ class WmClient {
     });
   }
 
-  assembleContext(sessionId, tokenBudget, { systemPrompt = '', includeAnthropicJson = false } = {}) {
-    return this._unary('AssembleContext', {
+  /** registeredTools: the recall tools the runtime registered (e.g. executor.names). */
+  assembleContext(sessionId, tokenBudget, { systemPrompt = '', includeAnthropicJson = false, registeredTools } = {}) {
+    const request = {
       session_id: sessionId,
       token_budget: tokenBudget,
       system_prompt: systemPrompt,
       include_anthropic_json: includeAnthropicJson,
-    });
+    };
+    if (registeredTools) request.registered_tools = { names: registeredTools };
+    return this._unary('AssembleContext', request);
   }
 
   listArchives(sessionId, { pageSize = 0, pageToken = '' } = {}) {
     return this._unary('ListArchives', { session_id: sessionId, page_size: pageSize, page_token: pageToken });
   }
 
-  getArchive(sessionId, archiveId) {
-    return this._unary('GetArchive', { session_id: sessionId, archive_id: archiveId });
+  /** One page of an archive's messages; follow next_messages_page_token (or archiveMessages). */
+  getArchive(sessionId, archiveId, { pageSize = 0, pageToken = '' } = {}) {
+    return this._unary('GetArchive', { session_id: sessionId, archive_id: archiveId, page_size: pageSize, page_token: pageToken });
+  }
+
+  /** Every message of an archive, page after page. */
+  async *archiveMessages(sessionId, archiveId, { pageSize = 0 } = {}) {
+    let pageToken = '';
+    do {
+      const page = await this.getArchive(sessionId, archiveId, { pageSize, pageToken });
+      yield* page.messages;
+      pageToken = page.next_messages_page_token;
+    } while (pageToken);
+  }
+
+  /** One page of a stored tool output: lines from startLine, or bytes when byteOffset is given. */
+  getToolOutput(sessionId, outputId, { startLine = 0, lineCount = 0, byteOffset, byteLength = 0, pageToken = '' } = {}) {
+    const request = { session_id: sessionId, output_id: outputId, page_token: pageToken };
+    if (byteOffset !== undefined) request.bytes = { offset: byteOffset, length: byteLength };
+    else request.lines = { start: startLine, count: lineCount };
+    return this._unary('GetToolOutput', request);
+  }
+
+  searchToolOutputs(sessionId, query, { outputId = '', maxHits = 0 } = {}) {
+    return this._unary('SearchToolOutputs', { session_id: sessionId, query, output_id: outputId, max_hits: maxHits });
   }
 
   searchArchives(query, { sessionId = '', archiveId = '', maxHits = 0, allSessions = false } = {}) {
@@ -310,4 +361,106 @@ class WmClient {
   }
 }
 
-module.exports = { WmClient, WmError, isResumable, loadContract, loadServiceConfig, SERVICE_CONFIG_PATH };
+const RECALL_TOOLS = ['archive_search', 'archive_expand', 'tool_output_read'];
+// Below the server's 20,000-character inline threshold: a recalled text is never itself
+// externalized when the runtime stores the tool result.
+const DEFAULT_MAX_CHARS = 16000;
+const TRANSIENT = new Set(['UNAVAILABLE', 'DEADLINE_EXCEEDED', 'RESOURCE_EXHAUSTED']);
+const ROLES = { ROLE_USER: 'user', ROLE_ASSISTANT: 'assistant', ROLE_SYSTEM: 'system' };
+
+function bounded(text, limit, more) {
+  if (text.length <= limit) return text;
+  const note = `\n[… cut at ${limit.toLocaleString('en-US')} of ${text.length.toLocaleString('en-US')} characters; ${more}]`;
+  return text.slice(0, Math.max(0, limit - note.length)) + note;
+}
+
+function messageText(message) {
+  return message.parts.map((part) => {
+    if (part.kind === 'text' || part.text) return part.text;
+    if (part.tool_use) return `[tool call ${part.tool_use.name} ${part.tool_use.input_json}]`;
+    if (part.tool_result) return `[tool result${part.tool_result.is_error ? ' (error)' : ''}] ${part.tool_result.content}`;
+    return '';
+  }).join('\n');
+}
+
+/**
+ * Runs the recall tools a model calls (the names GetToolDefinitions serves) through the RPCs
+ * and returns the tool_result {content, is_error}, bounded to maxChars. The service's
+ * refusals come back as error results the model can read; transport trouble throws.
+ */
+class ToolExecutor {
+  constructor(client, sessionId, { maxChars = DEFAULT_MAX_CHARS, tools = RECALL_TOOLS } = {}) {
+    if (maxChars < 200) throw new Error('maxChars must be at least 200');
+    const unknown = tools.filter((t) => !RECALL_TOOLS.includes(t));
+    if (unknown.length) throw new Error(`not a recall tool: ${unknown.join(', ')}`);
+    this.client = client;
+    this.sessionId = sessionId;
+    this.maxChars = maxChars;
+    this.names = [...tools];
+  }
+
+  async run(name, input) {
+    if (!this.names.includes(name)) return { content: `unknown tool '${name}'; available: ${this.names.join(', ')}`, is_error: true };
+    let args = input;
+    if (typeof input === 'string') {
+      try {
+        args = JSON.parse(input || '{}');
+      } catch {
+        return { content: 'the tool input is not valid JSON', is_error: true };
+      }
+    }
+    if (!args || typeof args !== 'object' || Array.isArray(args)) return { content: 'the tool input must be a JSON object', is_error: true };
+    try {
+      if (name === 'archive_search') return await this._search(args);
+      if (name === 'archive_expand') return await this._expand(args);
+      return await this._read(args);
+    } catch (error) {
+      if (!(error instanceof WmError) || TRANSIENT.has(error.codeName)) throw error;
+      return { content: `${name} failed: ${error.message}`, is_error: true };
+    }
+  }
+
+  async _search({ query, archive_id: archiveId = '' }) {
+    if (typeof query !== 'string' || !query.trim()) return { content: 'archive_search needs a non-empty string query', is_error: true };
+    const reply = await this.client.searchArchives(query, { sessionId: this.sessionId, archiveId });
+    if (!reply.hits.length) return { content: `no archived message contains '${query}'`, is_error: false };
+    const lines = [`${reply.total_matches} matching message(s); newest archive first:`];
+    for (const hit of reply.hits) lines.push(`- ${hit.archive_id}, message ${hit.message_id} (${ROLES[hit.role] || 'tool'}): ${hit.snippet}`);
+    return { content: bounded(lines.join('\n'), this.maxChars, 'narrow the query or expand an archive for the full text'), is_error: false };
+  }
+
+  async _expand({ archive_id: archiveId }) {
+    if (typeof archiveId !== 'string' || !archiveId) return { content: 'archive_expand needs archive_id, e.g. archive_002', is_error: true };
+    const out = [];
+    let size = 0;
+    let total = 0;
+    for await (const message of this.client.archiveMessages(this.sessionId, archiveId)) {
+      total += 1;
+      if (size >= this.maxChars) continue;
+      const entry = `[${ROLES[message.role] || 'tool'} ${message.id}]\n${messageText(message)}`;
+      out.push(entry);
+      size += entry.length + 2;
+    }
+    const more = `${total - out.length} later message(s) not shown; search for a keyword instead`;
+    let text = `${archiveId}: ${total} message(s)\n\n${out.join('\n\n')}`;
+    if (out.length < total) text += `\n[… ${more}]`;
+    return { content: bounded(text, this.maxChars, more), is_error: false };
+  }
+
+  async _read({ output_id: outputId, start_line: start = 1, line_count: count = 400 }) {
+    if (typeof outputId !== 'string' || !outputId) return { content: 'tool_output_read needs output_id, as the synopsis names it', is_error: true };
+    if (!Number.isInteger(start) || !Number.isInteger(count) || start < 1 || count < 1) {
+      return { content: 'start_line and line_count must be positive integers', is_error: true };
+    }
+    const page = await this.client.getToolOutput(this.sessionId, outputId, { startLine: start, lineCount: count });
+    const end = page.start_line + page.line_count - 1;
+    const header = page.line_count
+      ? `${outputId}: lines ${page.start_line}-${end} of ${page.output.line_count}`
+      : `${outputId}: no lines from ${start} (it has ${page.output.line_count})`;
+    let text = `${header}\n${page.content}`;
+    if (page.next_page_token || end < Math.min(start + count - 1, page.output.line_count)) text += `\n[… continue with start_line=${end + 1}]`;
+    return { content: bounded(text, this.maxChars, 'ask for fewer lines or a later start_line'), is_error: false };
+  }
+}
+
+module.exports = { WmClient, WmError, ToolExecutor, RECALL_TOOLS, isResumable, loadContract, loadServiceConfig, SERVICE_CONFIG_PATH };

@@ -14,17 +14,25 @@ from grpc_reflection.v1alpha import reflection
 
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.api import session_config
 from wm_server.api.admission import Admission, Limits
 from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
-from wm_server.llm.factory import ProviderRegistry, build_registry
+from wm_server.errors import InvalidArgument
+from wm_server.llm.factory import (
+    ProviderConfigurationError,
+    ProviderRegistry,
+    build_registry,
+    check_choice,
+)
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
 from wm_server.services.archives import ArchiveService
+from wm_server.services.auto_commit import IdleSweeper
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService
 from wm_server.services.event_bus import EventBus
@@ -33,6 +41,7 @@ from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.paging import load_tokens
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
@@ -73,6 +82,7 @@ class Application:
         None  # every configured provider; ``provider`` is its default
     )
     maintenance: Maintenance | None = None
+    sweeper: IdleSweeper | None = None
     bus: EventBus | None = None
     metrics: Metrics | None = None
     metrics_port: int | None = None
@@ -96,6 +106,8 @@ class Application:
         await self.health.enter_graceful_shutdown()
         if self.settings.shutdown_drain_seconds:
             await asyncio.sleep(self.settings.shutdown_drain_seconds)
+        if self.sweeper is not None:
+            await self.sweeper.stop()
         await self.worker.stop()
         if self.maintenance is not None:
             await self.maintenance.stop()
@@ -110,6 +122,30 @@ class Application:
             await self.provider.aclose()
         await self.database.close()
         log.info("server_stopped")
+
+
+def _model_check(providers: ProviderRegistry, settings: Settings) -> session_config.ModelCheck:
+    """What is wrong with a session's model choice, or None: the provider must be one this
+    server configured, and a model, when named, the one that provider runs here."""
+
+    def check(name: str, model: str) -> str | None:
+        try:
+            chosen = check_choice(providers, settings, name, model or None)
+        except ProviderConfigurationError as error:
+            return str(error)
+        if model and model != chosen.model:
+            return f"provider {name!r} runs model {chosen.model!r} on this server"
+        return None
+
+    return check
+
+
+def _session_provider(providers: ProviderRegistry, name: str | None) -> LlmProvider:
+    """The provider a session chose; the default when it chose none, or chose one this
+    server no longer configures (its config was written under other settings)."""
+    if name is None or name not in providers.names:
+        return providers.default
+    return providers.get(name)
 
 
 def build_database(settings: Settings) -> Database:
@@ -151,6 +187,15 @@ async def start_application(
     bus = EventBus()
     database.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
     log_ = EventLog(encode_event)
+    check_model = _model_check(providers, settings)
+    try:
+        default_config = session_config.settings_from_json(
+            settings.default_session_config, check_model
+        )
+    except (ValueError, InvalidArgument) as error:
+        await providers.aclose()
+        await database.close()
+        raise ConfigurationError(f"WM_DEFAULT_SESSION_CONFIG: {error}") from None
     jobs = JobService(database, log_)
     maintenance = Maintenance(database, retention_seconds=settings.request_id_retention_seconds)
     worker = Phase2Worker(
@@ -164,21 +209,35 @@ async def start_application(
             lease_seconds=settings.phase2_lease_seconds,
         ),
         observer=metrics,
+        provider_for=lambda name: _session_provider(providers, name),
     )
+    commits = CommitService(
+        database,
+        bus,
+        log_,
+        heartbeat_seconds=settings.heartbeat_seconds,
+        on_enqueued=worker.wake,
+        tokens=tokens,
+    )
+    sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
     servicer = WorkingMemoryServicer(
-        sessions=SessionService(database, on_deleted=maintenance.wake, tokens=tokens),
-        commits=CommitService(
+        sessions=SessionService(
             database,
-            bus,
-            log_,
-            heartbeat_seconds=settings.heartbeat_seconds,
+            log=log_,
+            default_config=default_config,
+            on_deleted=maintenance.wake,
             on_enqueued=worker.wake,
             tokens=tokens,
+            tool_output_inline_chars=settings.tool_output_inline_chars,
         ),
+        commits=commits,
         memory=WorkingMemoryService(database),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
+        tool_outputs=ToolOutputService(database, tokens=tokens),
         max_message_bytes=settings.max_message_bytes,
+        default_config=default_config,
+        check_model=check_model,
     )
     admission = Admission(
         Limits(
@@ -229,6 +288,7 @@ async def start_application(
     metrics_port = metrics.serve(settings.metrics_address) if settings.metrics_address else None
     await worker.start()
     maintenance.start()
+    sweeper.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     app = Application(
@@ -241,6 +301,7 @@ async def start_application(
         provider=provider,
         providers=providers,
         maintenance=maintenance,
+        sweeper=sweeper,
         bus=bus,
         metrics=metrics,
         metrics_port=metrics_port,

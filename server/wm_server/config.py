@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.AUTO
     max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    # Tool results and inputs longer than this many characters are stored whole and replaced
+    # in their message by a synopsis (0: never).
+    tool_output_inline_chars: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 20_000
     phase2_concurrency: Annotated[int, Field(ge=1, le=256)] = 4
     phase2_max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
     phase2_retry_base_delay: Annotated[float, Field(ge=0)] = 1.0
@@ -111,6 +114,11 @@ class Settings(BaseSettings):
     heartbeat_seconds: Seconds = 10.0
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
+    # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves
+    # unset, e.g. {"autoCommit": {"pendingTokenThreshold": 8000, "idleTimeout": "600s"}}.
+    default_session_config: str = "{}"
+    # How often each replica looks for sessions idle beyond their auto-commit idle timeout.
+    auto_commit_sweep_seconds: Seconds = 5.0
     # How long a write waits for another process's SQLite write lock before UNAVAILABLE.
     sqlite_lock_timeout: Seconds = 10.0
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 0.0

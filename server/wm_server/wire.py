@@ -21,9 +21,12 @@ from wm_core import (
     OpKind,
     Role,
     SectionOp,
+    SessionSettings,
     TextPart,
     ToolUsePart,
+    Trigger,
     estimate_tokens,
+    output_ids,
     parse_document,
 )
 from wm_proto.v1 import resources_pb2 as pb
@@ -33,6 +36,7 @@ from wm_server.storage.records import (
     CommitState,
     SessionRecord,
     SkipReason,
+    ToolOutputRecord,
     WorkingMemoryRecord,
     archive_name,
 )
@@ -102,6 +106,24 @@ def message_out(message: Message, position: int = 0, created: float | None = Non
         estimated_tokens=message.estimated_tokens,
         create_time=timestamp(created),
         position=position,
+        tool_output_ids=output_ids(message),
+    )
+
+
+_OUTPUT_KIND = {"result": pb.TOOL_OUTPUT_KIND_RESULT, "input": pb.TOOL_OUTPUT_KIND_INPUT}
+
+
+def tool_output_out(record: ToolOutputRecord) -> pb.ToolOutput:
+    return pb.ToolOutput(
+        output_id=record.output_id,
+        message_id=record.message_id,
+        tool_use_id=record.tool_use_id,
+        kind=_OUTPUT_KIND.get(record.kind, pb.TOOL_OUTPUT_KIND_UNSPECIFIED),
+        format=record.format,
+        size_bytes=record.size_bytes,
+        line_count=record.line_count,
+        synopsis=record.synopsis,
+        create_time=timestamp(record.create_time),
     )
 
 
@@ -121,7 +143,33 @@ def session_out(record: SessionRecord) -> pb.Session:
         keep_recent_count=record.keep_recent_count,
         archive_count=record.archive_count,
         working_memory_version=record.wm_version,
+        config=config_out(record.config),
     )
+
+
+def config_out(settings: SessionSettings) -> pb.SessionConfig:
+    config = pb.SessionConfig()
+    policy = settings.auto_commit
+    for name in (
+        "pending_token_threshold", "message_count_threshold", "keep_recent_count",
+        "keep_recent_turns",
+    ):  # fmt: skip
+        if (value := getattr(policy, name)) is not None:
+            setattr(config.auto_commit, name, value)
+    if policy.idle_timeout_seconds is not None:
+        config.auto_commit.idle_timeout.FromNanoseconds(round(policy.idle_timeout_seconds * 1e9))
+    if policy.min_commit_interval_seconds is not None:
+        config.auto_commit.min_commit_interval.FromNanoseconds(
+            round(policy.min_commit_interval_seconds * 1e9)
+        )
+    if settings.memory_extraction is not None:
+        config.memory_extraction = settings.memory_extraction
+    if settings.tool_output_inline_chars is not None:
+        config.tool_output_inline_chars = settings.tool_output_inline_chars
+    if settings.provider is not None:
+        config.model.provider = settings.provider
+        config.model.model = settings.model or ""
+    return config
 
 
 def state_out(state: CommitState) -> pb.CommitState.ValueType:
@@ -173,7 +221,16 @@ def commit_summary_out(record: CommitRecord) -> pb.Commit:
         last_sequence=record.last_sequence,
         create_time=timestamp(record.create_time),
         complete_time=timestamp(record.complete_time),
+        trigger=_TRIGGER_OUT[record.trigger] if record.trigger else pb.COMMIT_TRIGGER_UNSPECIFIED,
     )
+
+
+_TRIGGER_OUT = {
+    Trigger.CLIENT: pb.COMMIT_TRIGGER_CLIENT,
+    Trigger.PENDING_TOKENS: pb.COMMIT_TRIGGER_PENDING_TOKENS,
+    Trigger.MESSAGE_COUNT: pb.COMMIT_TRIGGER_MESSAGE_COUNT,
+    Trigger.IDLE: pb.COMMIT_TRIGGER_IDLE,
+}
 
 
 def archive_out(record: CommitRecord) -> pb.Archive:

@@ -190,3 +190,33 @@ async def test_compact_reports_skipped_and_failed(
 async def test_compact_of_a_missing_session_raises(engine: ContextEngine) -> None:
     with pytest.raises(NotFoundError):
         await engine.compact("nobody")
+
+
+# --- sessions the server commits itself -----------------------------------------------------
+async def test_a_session_with_a_server_policy_is_never_committed_twice(
+    engine: ContextEngine, client: WmClient
+) -> None:
+    policy = pb.SessionConfig(
+        auto_commit=pb.AutoCommitPolicy(pending_token_threshold=150, keep_recent_count=1)
+    )
+    created = await client.create_session("managed", config=policy)
+    assert created.config.auto_commit.pending_token_threshold == 150
+    quiet = await engine.after_turn("managed", [b.sized(100)], token_budget=100)
+    assert quiet.commit is None and quiet.server_commit_id == ""  # over the engine's threshold
+    crossing = await engine.after_turn("managed", [b.sized(100), b.sized(100)], token_budget=100)
+    assert crossing.commit is None and crossing.server_commit_id
+    commits = await _commits(client, "managed")
+    assert [c.commit_id for c in commits] == [crossing.server_commit_id]
+    assert commits[0].trigger == pb.COMMIT_TRIGGER_PENDING_TOKENS
+
+    # Policy off (UpdateSession): after ``forget`` the engine commits the session again.
+    off = pb.SessionConfig(auto_commit=pb.AutoCommitPolicy(pending_token_threshold=0))
+    updated = await client.update_session(
+        "managed", off, ["config.auto_commit.pending_token_threshold"]
+    )
+    assert updated.config.auto_commit.pending_token_threshold == 0
+    engine.forget("managed")
+    own = await engine.after_turn("managed", [b.sized(100), b.sized(100)], token_budget=100)
+    assert own.commit is not None and own.server_commit_id == ""
+    await own.commit.wait()
+    assert len(await _commits(client, "managed")) == 2

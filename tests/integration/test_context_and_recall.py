@@ -181,7 +181,12 @@ async def test_search_limits_hits_and_can_span_sessions(stub: Stub) -> None:
 async def test_tool_definitions_in_both_shapes(stub: Stub) -> None:
     reply = await stub.GetToolDefinitions(api.GetToolDefinitionsRequest())
     names = [t.name for t in reply.tools]
-    assert names == ["archive_expand", "archive_search", "update_working_memory"]
+    assert names == [
+        "archive_expand",
+        "archive_search",
+        "tool_output_read",
+        "update_working_memory",
+    ]
     for tool in reply.tools:
         anthropic = json.loads(tool.anthropic_json)
         openai = json.loads(tool.openai_json)

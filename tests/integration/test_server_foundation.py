@@ -16,7 +16,7 @@ EXPECTED_RPCS = {
     "CreateSession", "GetSession", "ListSessions", "DeleteSession", "AddMessages", "Commit",
     "WatchCommit", "GetCommit", "ListCommits", "RetryCommit", "Compact", "GetWorkingMemory",
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
-    "GetToolDefinitions",
+    "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs",
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage import repositories
 from wm_server.storage.database import Database
@@ -96,6 +97,7 @@ class Services:
     archives: ArchiveService
     context: ContextService
     maintenance: Maintenance
+    tool_outputs: ToolOutputService
 
 
 def build_services(
@@ -109,13 +111,14 @@ def build_services(
         database=database,
         bus=bus,
         log=log,
-        sessions=SessionService(database, on_deleted=maintenance.wake, tokens=tokens),
+        sessions=SessionService(database, log=log, on_deleted=maintenance.wake, tokens=tokens),
         commits=CommitService(database, bus, log, heartbeat_seconds=1.0, tokens=tokens),
         jobs=JobService(database, log),
         memory=WorkingMemoryService(database),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
         maintenance=maintenance,
+        tool_outputs=ToolOutputService(database),
     )
 
 

@@ -71,8 +71,8 @@ async def test_concurrent_ingest_and_commits_lose_nothing(
     assert seqs == list(range(1, len(seqs) + 1))  # no duplicate, no gap
     archived: list[str] = []
     for seq in seqs:
-        _, messages, _ = await a.archives.get("s", f"archive_{seq:03d}")
-        archived.extend(m.id for m in messages)
+        _, page, _ = await a.archives.get("s", f"archive_{seq:03d}")
+        archived.extend(m.message.id for m in page.messages)
     live = [m.message.id for m in await b.sessions.live_messages("s")]
     assert sorted(archived + live) == sorted(added)  # every message exactly once
     assert len(set(archived + live)) == len(added)

@@ -11,6 +11,7 @@ import itertools
 import sqlite3
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,13 +27,16 @@ from storage_support import (
 )
 
 from wm_core import (
+    AutoCommitPolicy,
     Message,
     OpKind,
     Role,
     SectionOp,
+    SessionSettings,
     TextPart,
     ToolResultPart,
     ToolUsePart,
+    Trigger,
     message_tokens,
 )
 from wm_server.errors import (
@@ -265,6 +269,32 @@ async def test_chained_writes_of_any_shape_land_together(services: Services) -> 
     }  # fmt: skip
 
 
+async def test_sessions_commit_themselves_by_their_policy(services: Services) -> None:
+    policy = AutoCommitPolicy(message_count_threshold=3, keep_recent_count=1)
+    record, _ = await services.sessions.create("s", "", config=SessionSettings(auto_commit=policy))
+    assert record.config.auto_commit == policy and record.keep_recent_count == 1
+    results = [await services.sessions.add_messages(
+        "s", [_text(2)], create_if_missing=False, request_id=""
+    ) for _ in range(5)]  # fmt: skip
+    started = [r.auto_commit_id for r in results]
+    assert [bool(c) for c in started] == [False, False, True, False, True]
+    assert results[2].session.message_count == 1  # the answer is the session after the commit
+    commit = await services.commits.get("s", started[2])
+    assert commit.trigger is Trigger.MESSAGE_COUNT and commit.archived_message_count == 2
+    idle = AutoCommitPolicy(idle_timeout_seconds=1.0)
+    updated = await services.sessions.update_config(
+        "s", lambda current: replace(current, auto_commit=idle), "", ""
+    )
+    assert updated.config.auto_commit == idle and updated.keep_recent_count == 10
+    assert await services.commits.commit_idle() == []  # a message arrived just now
+    await asyncio.sleep(1.1)
+    committed = await services.commits.commit_idle()
+    assert [(c.session_id, c.trigger, c.archived_message_count) for c in committed] == [
+        ("s", Trigger.IDLE, 1)
+    ]
+    assert await services.commits.commit_idle() == []  # nothing live is left
+
+
 async def test_phase1_keeps_tool_pairs_together_and_numbers_archives(services: Services) -> None:
     use = (ToolUsePart("t1", "bash", "{}"),)
     result = (ToolResultPart("t1", "ok"),)
@@ -275,8 +305,9 @@ async def test_phase1_keeps_tool_pairs_together_and_numbers_archives(services: S
     first, created = await services.commits.phase1("s", 2, None)
     assert created and first.archive_id == "archive_001" and first.last_sequence == 1
     assert (first.archived_message_count, first.kept_message_count) == (1, 3)
-    _, messages, wm = await services.archives.get("s", "archive_001")
-    assert [m.id for m in messages] == ["u"] and wm is None
+    _, page, wm = await services.archives.get("s", "archive_001")
+    assert [m.message.id for m in page.messages] == ["u"] and wm is None
+    assert not page.next_page_token
     second, _ = await services.commits.phase1("s", 0, None)
     assert second.archive_id == "archive_002" and second.archived_message_count == 3
     skipped, _ = await services.commits.phase1("s", 0, None)
@@ -433,7 +464,8 @@ async def test_assembly_reads_what_the_wm_does_not_cover(services: Services) -> 
     await services.jobs.complete(job, 0, _completion("# Working Memory\n", (1,)))
     await _add(services, "s", _text(5, "c"))
     await services.commits.phase1("s", 1, None)
-    result, wm, uncovered = await services.context.assemble("s", 100_000, "")
+    result, wm, uncovered, budget = await services.context.assemble("s", 100_000, "")
+    assert budget == 100_000
     assert wm is not None and wm.version == 1 and uncovered == [2]
     assert result.included_source_messages == 2  # b (archive 2, uncovered) and c (live)
     live = await services.sessions.live_messages("s")
@@ -637,3 +669,165 @@ async def test_a_database_of_the_first_schema_upgrades_in_place(
             assert await uow.requests.find('["t", "CreateSession", "", "rid"]') is not None
     finally:
         await database.close()
+
+
+# --- tool outputs stored whole (issue 18) ------------------------------------------------------
+
+_LOG = "".join(f"step {n}: ok é\n" for n in range(4000)) + "ERROR: ledger out of balance\n"
+
+
+async def test_large_tool_outputs_are_stored_whole_and_the_window_sees_the_synopsis(
+    services: Services,
+) -> None:
+    big_input = '{"path": "dump.json", "rows": "' + "r" * 30_000 + '"}'
+    messages = [
+        Message("c1", Role.ASSISTANT, (ToolUsePart("t1", "write", big_input),), 0),
+        Message("r1", Role.USER, (ToolResultPart("t1", _LOG, True),), 0),
+    ]
+    await _add(services, "s", *messages, rid="add-1")
+    await _add(services, "s", *messages, rid="add-2")  # duplicates: nothing stored twice
+    live = [m.message for m in await services.sessions.live_messages("s")]
+    (result,) = live[1].parts
+    assert isinstance(result, ToolResultPart) and result.is_error
+    assert result.content.startswith("[Tool output out.r1.0 stored in full")
+    assert "ERROR: ledger out of balance" in result.content
+    session = await services.sessions.get("s")
+    assert session.live_tokens == sum(m.estimated_tokens for m in live) < 4000
+    assert (await services.sessions.rebuild_pending_tokens("s"))[1] == session.live_tokens
+    page = await services.tool_outputs.read("s", "out.r1.0", "lines", 4001, 0, "")
+    assert page.content == "ERROR: ledger out of balance\n" and page.start_line == 4001
+    assert page.output.kind == "result" and page.output.format == "text"
+    assert page.output.size_bytes == len(_LOG.encode()) and page.output.line_count == 4001
+    use = await services.tool_outputs.read("s", "out.c1.0", "bytes", 0, 0, "")
+    assert use.content == big_input and use.output.kind == "input"
+    with pytest.raises(NotFound):
+        await services.tool_outputs.read("s", "out.r9.0", "lines", 0, 0, "")
+
+
+async def test_tool_output_pages_cover_a_range_exactly_on_character_boundaries(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wm_server.services import tool_outputs
+
+    monkeypatch.setattr(tool_outputs, "MAX_PAGE_BYTES", 1000)
+    monkeypatch.setattr(tool_outputs, "MAX_PAGE_LINES", 100)
+    await _add(services, "s", Message("r", Role.USER, (ToolResultPart("t", _LOG),), 0))
+    whole = b""
+    token = ""
+    pages = 0
+    while True:
+        page = await services.tool_outputs.read("s", "out.r.0", "bytes", 0, 0, token)
+        assert page.byte_count <= 1000 and page.start_byte == len(whole)
+        whole += page.content.encode()
+        pages += 1
+        token = page.next_page_token
+        if not token:
+            break
+    assert whole == _LOG.encode() and pages > len(whole) // 1000
+    page = await services.tool_outputs.read("s", "out.r.0", "lines", 10, 150, "")
+    assert page.start_line == 10
+    text = ""
+    while True:  # pages of whole lines, each within 1000 bytes, that continue one another
+        assert page.content.endswith("\n") and page.line_count == page.content.count("\n")
+        assert len(page.content.encode()) <= 1000 and page.start_line == 10 + text.count("\n")
+        text += page.content
+        if not page.next_page_token:
+            break
+        page = await services.tool_outputs.read("s", "out.r.0", "", 0, 0, page.next_page_token)
+    assert text == "".join(_LOG.splitlines(keepends=True)[9:159])
+    inside = await services.tool_outputs.read("s", "out.r.0", "bytes", 12, 40, "")
+    assert inside.start_byte == 13  # byte 12 is inside "é" (11-12): the page starts after it
+    assert inside.content.encode() == _LOG.encode()[13:52]
+    other = await services.tool_outputs.read("s", "out.r.0", "bytes", 0, 0, "")
+    with pytest.raises(InvalidArgument):  # a token of one output does not read another
+        await services.tool_outputs.read("s", "out.x.0", "", 0, 0, other.next_page_token)
+
+
+async def test_tool_outputs_are_searched_whole_and_go_with_their_session(
+    services: Services,
+) -> None:
+    for n in range(10):  # more outputs than one search batch
+        log = _LOG.replace("ledger", f"ledger-{n}")
+        await _add(services, "s", Message(f"r{n}", Role.USER, (ToolResultPart("t", log),), 0))
+    hits, total = await services.tool_outputs.search("s", "Ledger-7 OUT", "", 0)
+    assert total == 1 and [(h.output_id, h.line) for h in hits] == [("out.r7.0", 4001)]
+    assert hits[0].snippet == "ERROR: ledger-7 out of balance"
+    hits, total = await services.tool_outputs.search("s", "of balance", "", 3)
+    assert total == 10 and [h.message_id for h in hits] == ["r0", "r1", "r2"]
+    hits, total = await services.tool_outputs.search("s", "é", "out.r3.0", 0)
+    assert total == 4000 and {h.output_id for h in hits} == {"out.r3.0"}
+    async with services.database.reader() as uow:
+        sid = (await uow.sessions.find("t", "s")).sid  # type: ignore[union-attr]
+    await services.sessions.delete("s", "", "")
+    assert await services.maintenance.purge_deleted() > 10
+    async with services.database.reader() as uow:
+        assert await uow.tool_outputs.get(sid, "out.r0.0") is None
+
+
+async def test_an_archive_is_read_in_pages_of_bounded_count_and_size(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wm_server.services import archives
+
+    await _add(services, "s", *[_text(100, f"m{i}") for i in range(450)])  # 400 bytes each
+    await services.commits.phase1("s", 0, None)
+    ids: list[str] = []
+    token = ""
+    while True:
+        _, page, _ = await services.archives.get("s", "archive_001", 0, token)
+        assert len(page.messages) == 450 or token  # no count limit by default: one page
+        ids.extend(m.message.id for m in page.messages)
+        token = page.next_page_token
+        if not token:
+            break
+    assert ids == [f"m{i}" for i in range(450)]
+    monkeypatch.setattr(archives, "PAGE_BYTES", 10_000)  # 20 messages of 480 bytes
+    sizes: list[int] = []
+    positions: list[int] = []
+    token = ""
+    while True:
+        _, page, _ = await services.archives.get("s", "archive_001", 30, token)
+        sizes.append(len(page.messages))
+        positions.append(page.messages[0].position)
+        token = page.next_page_token
+        if not token:
+            break
+    assert sizes == [20] * 22 + [10] and positions == list(range(1, 451, 20))
+    _, page, _ = await services.archives.get("s", "archive_001", 7, "")
+    assert len(page.messages) == 7
+    with pytest.raises(InvalidArgument):
+        await services.archives.get("s", "archive_001", -1, "")
+    _, other, _ = await services.archives.get("s", "archive_001", 1, "")
+    await _add(services, "s", _text(1, "late"))
+    await services.commits.phase1("s", 0, None)
+    with pytest.raises(InvalidArgument):  # a token of archive 1 does not read archive 2
+        await services.archives.get("s", "archive_002", 0, other.next_page_token)
+
+
+async def test_a_commit_keeping_turns_splits_on_a_turn_boundary(services: Services) -> None:
+    def call(mid: str, tid: str) -> Message:
+        return Message(mid, Role.ASSISTANT, (ToolUsePart(tid, "bash", "{}"),), 1)
+
+    def result(mid: str, tid: str) -> Message:  # a user message, but not a request
+        return Message(mid, Role.USER, (ToolResultPart(tid, "ok"),), 1)
+
+    conversation = [
+        _text(1, "q1"), call("a1", "t1"), result("r1", "t1"), Message("s1", Role.ASSISTANT, (TextPart("done"),), 1),
+        _text(1, "q2"), call("a2", "t2"), result("r2", "t2"), call("a3", "t3"), result("r3", "t3"),
+        _text(1, "q3"), Message("s3", Role.ASSISTANT, (TextPart("sure"),), 1),
+    ]  # fmt: skip
+    await _add(services, "s", *conversation)
+    record, _ = await services.commits.phase1("s", 0, None, turns=2)
+    assert (record.archived_message_count, record.kept_message_count) == (4, 7)  # q2 on
+    assert record.keep_recent_count == 7 and (await services.sessions.get("s")).pending_tokens == 0
+    # A kept tool result whose call is in an older turn pulls that whole turn in.
+    await _add(
+        services, "t", _text(1, "p1"), call("b1", "u1"), _text(1, "p2"), result("b2", "u1"),
+        Message("b3", Role.ASSISTANT, (TextPart("both done"),), 1),
+    )  # fmt: skip
+    skipped, _ = await services.commits.phase1("t", 0, None, turns=1)
+    assert skipped.state is CommitState.SKIPPED  # p2's turn holds u1's result: keep p1 on
+    record, _ = await services.commits.phase1("t", 0, None, turns=5)
+    assert record.state is CommitState.SKIPPED  # fewer turns than asked: everything stays
+    with pytest.raises(InvalidArgument):
+        await services.commits.commit("s", 2, "", keep_recent_turns=1)

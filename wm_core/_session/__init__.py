@@ -1,4 +1,5 @@
-"""The session rules: window accounting, the commit split, context assembly, the abstract.
+"""The session rules: window accounting, the commit split, when a session commits itself,
+context assembly, the abstract, the synopsis of an externalized tool output.
 
 They decide what a session's counters say, what a commit archives and what the model sees
 next, so the server's stores and services must all apply them the same way; written here,
@@ -9,27 +10,71 @@ from __future__ import annotations
 
 from wm_core._session.abstract import abstract_of
 from wm_core._session.assembly import (
+    RECALL_TOOLS,
     AssembledContext,
     Budget,
     anthropic_json,
     assemble,
+    cut_text,
+    is_request,
     plan_budget,
+    system_prompt_addition,
     trim_working_memory,
 )
-from wm_core._session.split import NeedRows, SplitRow, split_boundary
+from wm_core._session.config import (
+    DEFAULT_AUTO_KEEP,
+    AutoCommitPolicy,
+    SessionSettings,
+    Trigger,
+    idle_due,
+    threshold_trigger,
+)
+from wm_core._session.split import NeedRows, SplitRow, split_boundary, turn_aligned, turn_start
+from wm_core._session.synopsis import (
+    SYNOPSIS_MAX_CHARS,
+    ExternalOutput,
+    OutputFormat,
+    OutputKind,
+    detect_format,
+    externalize,
+    line_count,
+    output_ids,
+    synopsis,
+)
 from wm_core._session.window import pending_delta, rebuild_rule
 
 __all__ = [
+    "DEFAULT_AUTO_KEEP",
+    "RECALL_TOOLS",
+    "SYNOPSIS_MAX_CHARS",
     "AssembledContext",
+    "AutoCommitPolicy",
     "Budget",
+    "ExternalOutput",
     "NeedRows",
+    "OutputFormat",
+    "OutputKind",
+    "SessionSettings",
     "SplitRow",
+    "Trigger",
     "abstract_of",
     "anthropic_json",
     "assemble",
+    "cut_text",
+    "detect_format",
+    "externalize",
+    "idle_due",
+    "is_request",
+    "line_count",
+    "output_ids",
     "pending_delta",
     "plan_budget",
     "rebuild_rule",
     "split_boundary",
+    "synopsis",
+    "system_prompt_addition",
+    "threshold_trigger",
     "trim_working_memory",
+    "turn_aligned",
+    "turn_start",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from wm_core._document.markdown import parse_document, render_document
@@ -30,8 +30,19 @@ from wm_core._tokens.estimate import estimate_tokens
 SUMMARY_HEADER = "[Session History Summary]"
 OMITTED_NOTE = "[Earlier conversation omitted to fit the context budget.]"
 WM_MAX_TOKENS = 8000
+# A part is never cut below this many characters: its head and tail must still say what it is.
+MIN_CUT_KEEP = 400
+# The key under which a cut tool input keeps its head and tail (the input must stay an object).
+CUT_INPUT_KEY = "cut_input"
 
-SYSTEM_PROMPT_ADDITION = """\
+# The tools the system-prompt addition may tell the model to use (GetToolDefinitions serves
+# them); a runtime that registered only some gets an addition that names only those.
+ARCHIVE_SEARCH = "archive_search"
+ARCHIVE_EXPAND = "archive_expand"
+TOOL_OUTPUT_READ = "tool_output_read"
+RECALL_TOOLS = (ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ)
+
+_SUMMARY_GUIDE = """\
 This conversation continues a longer session. Its history reaches you in two layers:
 1. A message headed [Session History Summary]: a structured working memory that condenses
    everything earlier than the messages that follow it. It is lossy but curated: use it as
@@ -39,13 +50,46 @@ This conversation continues a longer session. Its history reaches you in two lay
 2. The messages after it: the most recent part of the session, verbatim.
 How to use them:
 - When the summary and a recent message disagree, the recent message is right.
-- Do not invent details the summary does not state.
-- Before saying that something was never mentioned, re-read every section of the summary
-  (look for synonyms and indirect references), then call archive_search with two or three
-  concrete keywords from the question (names, paths, numbers), trying at least two variants.
-- When the summary names a topic but lacks the exact detail (a command, a path, a value),
-  use archive_search, then archive_expand on the archive it points to.
-Only after these checks conclude that the information is not available."""
+- Do not invent details the summary does not state."""
+
+
+def system_prompt_addition(has_summary: bool, tools: Collection[str] | None = None) -> str:
+    """How to read the summary and recall what it condensed, naming only ``tools`` (None:
+    every recall tool). Empty without a summary and without a tool to mention."""
+    names = set(RECALL_TOOLS if tools is None else tools)
+    lines: list[str] = []
+    if has_summary:
+        lines.append(_SUMMARY_GUIDE)
+        check = (
+            "- Before saying that something was never mentioned, re-read every section of the"
+            "\n  summary (look for synonyms and indirect references)"
+        )
+        if ARCHIVE_SEARCH in names:
+            check += (
+                ", then call archive_search with two or three\n  concrete keywords from the"
+                " question (names, paths, numbers), trying at least two variants."
+            )
+        else:
+            check += "."
+        lines.append(check)
+        if ARCHIVE_EXPAND in names:
+            found = "use archive_search, then " if ARCHIVE_SEARCH in names else "use "
+            lines.append(
+                "- When the summary names a topic but lacks the exact detail (a command, a"
+                f" path, a value),\n  {found}archive_expand on the archive it points to."
+            )
+    if TOOL_OUTPUT_READ in names:
+        lines.append(
+            "- A tool output headed [Tool output ID stored in full ...] is a synopsis of a"
+            " larger output;\n  call tool_output_read with that id (and the lines you need)"
+            " before relying on what it does not show."
+        )
+    if has_summary:
+        lines.append("Only after these checks conclude that the information is not available.")
+    return "\n".join(lines) if has_summary else ""
+
+
+SYSTEM_PROMPT_ADDITION = system_prompt_addition(True)
 
 # Trimming order when the working memory exceeds its budget: first listed, first trimmed.
 # Session Title and Current State are never trimmed.
@@ -87,7 +131,7 @@ def plan_budget(total: int, instruction_tokens: int) -> Budget:
 @dataclass
 class AssembledContext:
     """The context ready to send, with the figures a caller needs to trust it: what was
-    trimmed or dropped is reported, never left out silently."""
+    trimmed, cut or dropped is reported, never left out silently."""
 
     system_prompt_addition: str
     messages: list[Message]
@@ -98,6 +142,7 @@ class AssembledContext:
     included_source_messages: int = 0
     dropped_source_messages: int = 0
     working_memory_included: bool = False
+    cut_parts: list[str] = field(default_factory=list)
 
 
 def _bullets(body: str) -> list[tuple[int, int]]:
@@ -155,12 +200,47 @@ def _units(messages: Sequence[Message]) -> list[list[int]]:
     return units
 
 
+def is_request(message: Message) -> bool:
+    """A user message that asks something: it has text of its own, not only tool results.
+    A turn starts at each request; the runtime's tool results reach us as user messages too."""
+    return message.role is Role.USER and any(
+        isinstance(p, TextPart) and p.text.strip() for p in message.parts
+    )
+
+
+def _current_turn(messages: Sequence[Message], units: Sequence[list[int]]) -> tuple[int, int]:
+    """(first unit of the current turn, first unit that must stay): the turn runs from the
+    newest request (or the latest assistant step, if that is older) to the end; the request's
+    unit and everything from the latest assistant step on must stay; the steps in between
+    are kept too while cutting can make room, and evicted oldest first when it cannot.
+    (len(units), len(units)) when there is neither."""
+    unit_of = {i: u for u, unit in enumerate(units) for i in unit}
+    request = next((i for i in range(len(messages) - 1, -1, -1) if is_request(messages[i])), None)
+    step = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].role is Role.ASSISTANT), None
+    )
+    if request is None and step is None:
+        return len(units), len(units)
+    firsts = [unit_of[i] for i in (request, step) if i is not None]
+    last_step = unit_of[step] if step is not None else len(units)
+    return min(firsts), max(min(firsts), min(last_step, len(units)))
+
+
 def _api_role(role: Role) -> Role:
     return Role.ASSISTANT if role is Role.ASSISTANT else Role.USER
 
 
+def _results_first(parts: Sequence[Part]) -> tuple[Part, ...]:
+    """The Messages API wants a user message's tool_result blocks before anything else."""
+    results = [p for p in parts if isinstance(p, ToolResultPart)]
+    if not results:
+        return tuple(parts)
+    return tuple(results) + tuple(p for p in parts if not isinstance(p, ToolResultPart))
+
+
 def _normalize(messages: Sequence[Message]) -> list[Message]:
-    """Pair tool calls with results, map roles to user/assistant, merge neighbours."""
+    """Pair tool calls with results, map roles to user/assistant, merge neighbours, put
+    tool results first in user messages."""
     used = {tid for m in messages for tid in m.tool_use_ids()}
     answered = {tid for m in messages for tid in m.tool_result_ids()}
     out: list[Message] = []
@@ -179,14 +259,153 @@ def _normalize(messages: Sequence[Message]) -> list[Message]:
         role = _api_role(message.role)
         if out and out[-1].role is role:
             merged = out[-1].parts + tuple(parts)
+            if role is Role.USER:
+                merged = _results_first(merged)
             out[-1] = Message(out[-1].id, role, merged, message_tokens(merged))
         else:
-            frozen = tuple(parts)
-            out.append(Message(message.id, role, frozen, message_tokens(frozen)))
+            frozen = _results_first(parts) if role is Role.USER else tuple(parts)
+            if role is message.role and frozen == message.parts:
+                out.append(message)  # unchanged: its estimate stands (most messages, cheaply)
+            else:
+                out.append(Message(message.id, role, frozen, message_tokens(frozen)))
     if out and out[0].role is not Role.USER:
         note = (TextPart(OMITTED_NOTE),)
         out.insert(0, Message("omitted", Role.USER, note, message_tokens(note)))
     return out
+
+
+def _cost(messages: Sequence[Message], indexes: Sequence[int]) -> int:
+    # One token of slack per message: merging neighbours re-rounds their estimate.
+    return sum(messages[i].estimated_tokens + 1 for i in indexes)
+
+
+def _part_text(part: Part) -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, ToolUsePart):
+        return part.input_json
+    return part.content
+
+
+def _with_text(part: Part, text: str, cut: bool) -> Part:
+    if isinstance(part, TextPart):
+        return TextPart(text)
+    if isinstance(part, ToolUsePart):
+        # A cut input must stay a JSON object: the head and tail of its text, as one string.
+        return ToolUsePart(part.id, part.name, json.dumps({CUT_INPUT_KEY: text}) if cut else text)
+    return ToolResultPart(part.tool_use_id, text, part.is_error)
+
+
+def cut_marker(characters: int, pointer: str) -> str:
+    """The line that replaces the middle of a cut part; it says how much is missing and where
+    the whole text can be read, so the model can fetch it instead of guessing."""
+    where = pointer or "the session's stored messages"
+    return f"\n[… {characters:,} characters cut here to fit the context budget; full text: {where} …]\n"
+
+
+def cut_text(text: str, keep: int, pointer: str) -> str:
+    """The first and last ``keep`` // 2 characters of ``text`` around a cut marker (the tail
+    gets the odd one: the end of a log or a traceback is where its outcome is)."""
+    if keep >= len(text):
+        return text
+    head = keep // 2
+    tail = keep - head
+    return text[:head] + cut_marker(len(text) - keep, pointer) + (text[-tail:] if tail else "")
+
+
+def _cut_to_fit(
+    messages: list[Message],
+    indexes: Sequence[int],
+    room: int,
+    pointers: Mapping[str, str],
+) -> list[tuple[str, str]]:
+    """Cut the largest parts of ``messages[indexes]`` (in place) until they cost at most
+    ``room`` tokens, each to no less than MIN_CUT_KEEP characters; returns what was cut."""
+    report: list[tuple[str, str]] = []
+    done: set[tuple[int, int]] = set()
+    while _cost(messages, indexes) > room:
+        best: tuple[int, int, int] | None = None  # (tokens, message index, part index)
+        for i in indexes:
+            for j, part in enumerate(messages[i].parts):
+                text = _part_text(part)
+                if (i, j) in done or len(text) <= MIN_CUT_KEEP:
+                    continue
+                tokens = estimate_tokens(text)
+                if best is None or tokens > best[0]:
+                    best = (tokens, i, j)
+        if best is None:
+            break  # nothing left to cut: the caller evicts
+        tokens, i, j = best
+        done.add((i, j))
+        message = messages[i]
+        part = message.parts[j]
+        text = _part_text(part)
+        excess = _cost(messages, indexes) - room
+        pointer = pointers.get(message.id, f"message {message.id}")
+        marker = estimate_tokens(cut_marker(len(text), pointer)) + 8  # + JSON quoting of an input
+        wanted = max(tokens - excess - marker, 0)
+        keep = max(MIN_CUT_KEEP, len(text) * wanted // max(tokens, 1))
+        if keep >= len(text):
+            continue
+        parts = list(message.parts)
+        parts[j] = _with_text(part, cut_text(text, keep, pointer), True)
+        frozen = tuple(parts)
+        messages[i] = Message(message.id, message.role, frozen, message_tokens(frozen))
+        report.append(
+            (message.id, f"message {message.id} part {j}: {len(text):,} → {keep:,} characters")
+        )
+    return report
+
+
+def _smallest(message: Message, pointer: str) -> int:
+    """The estimate of ``message`` with every part cut as far as cutting goes."""
+    parts = tuple(
+        _with_text(p, cut_text(_part_text(p), MIN_CUT_KEEP, pointer), True)
+        if len(_part_text(p)) > MIN_CUT_KEEP
+        else p
+        for p in message.parts
+    )
+    return message_tokens(parts) + 1
+
+
+def _fit_turn(
+    messages: Sequence[Message],
+    units: Sequence[list[int]],
+    turn: tuple[int, int],
+    room: int,
+    pointers: Mapping[str, str],
+) -> tuple[list[Message], list[int], list[tuple[str, str]]]:
+    """The messages with the current turn's largest parts cut so that it fits ``room``, the
+    turn's units that stay, and what was cut. Middle steps are evicted oldest first only
+    while even their cut forms do not fit; when the request and the latest step alone do
+    not fit cut, the units that fit stay, newest first."""
+    first, must = turn
+    middle = list(range(first + 1, must)) if first < must else []
+    fixed = [first, *range(max(must, first + 1), len(units))]
+    smallest = {
+        u: sum(_smallest(messages[i], pointers.get(messages[i].id, "")) for i in units[u])
+        for u in range(first, len(units))
+    }
+    floor = sum(smallest[u] for u in fixed)
+    while middle and floor + sum(smallest[u] for u in middle) > room:
+        middle.pop(0)
+    while True:
+        kept = sorted(fixed + middle)
+        work = list(messages)
+        cuts = _cut_to_fit(work, [i for u in kept for i in units[u]], room, pointers)
+        if _cost(work, [i for u in kept for i in units[u]]) <= room:
+            return work, kept, cuts
+        if not middle:
+            break
+        middle.pop(0)
+    stay: list[int] = []
+    spent = 0
+    for u in reversed(kept):
+        cost = _cost(work, units[u])
+        if spent + cost <= room:
+            stay.append(u)
+            spent += cost
+    return work, sorted(stay), cuts
 
 
 def assemble(
@@ -194,11 +413,17 @@ def assemble(
     system_prompt: str,
     working_memory: str | None,
     messages: Sequence[Message],
+    pointers: Mapping[str, str] | None = None,
+    tools: Collection[str] | None = None,
 ) -> AssembledContext:
     """The next model context: summary, uncovered history, then live messages, newest
-    kept first when the budget runs short. Tool calls and results are kept or dropped as
-    units and roles are normalized, so the Messages API accepts the result as it is."""
-    addition = SYSTEM_PROMPT_ADDITION if working_memory else ""
+    kept first when the budget runs short. The newest request and the latest assistant step
+    are never evicted while cutting their largest parts can make them fit (``pointers``
+    names, per message id, where its full text can be read). Tool calls and results are kept
+    or dropped as units and roles are normalized, so the Messages API accepts the result as
+    it is. The system-prompt addition names only the recall ``tools`` the runtime registered
+    (None: all of them)."""
+    addition = system_prompt_addition(bool(working_memory), tools)
     instruction_tokens = estimate_tokens(system_prompt) + estimate_tokens(addition)
     budget = plan_budget(token_budget, instruction_tokens)
     summary: list[Message] = []
@@ -213,23 +438,35 @@ def assemble(
         else:  # even title and state do not fit: leave the summary out, and say so
             trimmed = [f"{s}: (whole section)" for s in SECTIONS]
             wm_tokens = 0
-    room = budget.usable - wm_tokens
+    # The omitted-note and the system-note prefixes normalizing may add are held back too.
+    room = budget.usable - wm_tokens - estimate_tokens(OMITTED_NOTE) - 2
     units = _units(messages)
-    start = len(units)
-    spent = 0
-    for index in range(len(units) - 1, -1, -1):
-        # One token of slack per message: merging neighbours re-rounds their estimate.
-        cost = sum(messages[i].estimated_tokens + 1 for i in units[index])
+    turn = _current_turn(messages, units)
+    work: list[Message] = list(messages)
+    chosen: list[int] = []
+    cuts: list[tuple[str, str]] = []
+    if turn[0] < len(units) and room > 0:
+        work, chosen, cuts = _fit_turn(messages, units, turn, room, pointers or {})
+    spent = sum(_cost(work, units[u]) for u in chosen)
+    protected = range(turn[0], len(units))
+    keep = set(chosen)
+    # A turn that had to be cut took the room: older units would only take it from the cut.
+    for index in range(-1 if cuts else len(units) - 1, -1, -1):
+        if index in keep or index in protected:
+            continue
+        cost = _cost(work, units[index])
         if spent + cost > room:
             break
         spent += cost
-        start = index
-    picked = [messages[i] for unit in units[start:] for i in unit]
+        keep.add(index)
+    order = sorted(keep)
+    picked = [work[i] for u in order for i in units[u]]
     output = _normalize(summary + picked)
-    while _total(output) > budget.usable and start < len(units):
-        start += 1
-        picked = [messages[i] for unit in units[start:] for i in unit]
+    while _total(output) > budget.usable and order:
+        order.pop(0)
+        picked = [work[i] for u in order for i in units[u]]
         output = _normalize(summary + picked)
+    kept_ids = {m.id for m in picked}
     return AssembledContext(
         system_prompt_addition=addition,
         messages=output,
@@ -240,6 +477,7 @@ def assemble(
         included_source_messages=len(picked),
         dropped_source_messages=len(messages) - len(picked),
         working_memory_included=bool(summary),
+        cut_parts=[text for mid, text in cuts if mid in kept_ids],
     )
 
 

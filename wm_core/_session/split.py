@@ -1,4 +1,5 @@
-"""Where a commit splits the live messages: never between a tool call and its result.
+"""Where a commit splits the live messages: never between a tool call and its result, and,
+when a commit keeps turns, never inside a turn.
 
 The messages API rejects a tool result whose call it has not seen, so the kept part of a
 session must hold the call of every result it holds. A commit keeps the last ``keep``
@@ -111,3 +112,28 @@ def split_boundary(
         boundary = moved
         if boundary < covered:
             return NeedRows(boundary, covered, frozenset())
+
+
+def turn_start(requests: Sequence[int], keep_turns: int, first: int) -> int:
+    """The first position a commit keeping the newest ``keep_turns`` turns keeps.
+
+    A turn starts at a request (``wm_core.is_request``) and runs to the next one, with every
+    assistant step and tool exchange between. ``requests`` holds the positions of the
+    newest live requests, at least ``keep_turns`` of them when there are that many, in any
+    order. With fewer requests than turns to keep, everything is kept (``first``).
+    """
+    if keep_turns <= 0:
+        raise ValueError("keep_turns must be positive")
+    newest = sorted((p for p in requests if p >= first), reverse=True)
+    if len(newest) < keep_turns:
+        return first
+    return newest[keep_turns - 1]
+
+
+def turn_aligned(boundary: int, requests: Sequence[int], first: int) -> int:
+    """``boundary`` moved back to the start of the turn it falls in: the latest request at
+    or before it, or ``first`` when no request precedes it (the messages before the first
+    request answer nothing, so they stay with it). ``requests`` must hold every live request
+    position at or before ``boundary``."""
+    before = [p for p in requests if first <= p <= boundary]
+    return max(before) if before else first

@@ -7,6 +7,7 @@ events that report their progress, archives, and the working memory itself.
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -58,6 +59,34 @@ ROLE_SYSTEM: Role.ValueType  # 3
 ROLE_TOOL: Role.ValueType  # 4
 """A tool, in runtimes that give tool results their own role."""
 Global___Role: _TypeAlias = Role  # noqa: Y015
+
+class _ToolOutputKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ToolOutputKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ToolOutputKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TOOL_OUTPUT_KIND_UNSPECIFIED: _ToolOutputKind.ValueType  # 0
+    """Not used."""
+    TOOL_OUTPUT_KIND_RESULT: _ToolOutputKind.ValueType  # 1
+    """A ToolResult's content."""
+    TOOL_OUTPUT_KIND_INPUT: _ToolOutputKind.ValueType  # 2
+    """A ToolUse's input_json (the live message keeps a JSON object with tool_output_id and
+    synopsis instead).
+    """
+
+class ToolOutputKind(_ToolOutputKind, metaclass=_ToolOutputKindEnumTypeWrapper):
+    """Which part of a tool exchange a stored tool output was."""
+
+TOOL_OUTPUT_KIND_UNSPECIFIED: ToolOutputKind.ValueType  # 0
+"""Not used."""
+TOOL_OUTPUT_KIND_RESULT: ToolOutputKind.ValueType  # 1
+"""A ToolResult's content."""
+TOOL_OUTPUT_KIND_INPUT: ToolOutputKind.ValueType  # 2
+"""A ToolUse's input_json (the live message keeps a JSON object with tool_output_id and
+synopsis instead).
+"""
+Global___ToolOutputKind: _TypeAlias = ToolOutputKind  # noqa: Y015
 
 class _CommitState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -124,6 +153,38 @@ SKIP_REASON_NO_MESSAGES: SkipReason.ValueType  # 1
 SKIP_REASON_WITHIN_KEEP_WINDOW: SkipReason.ValueType  # 2
 """Every live message lies inside the keep window."""
 Global___SkipReason: _TypeAlias = SkipReason  # noqa: Y015
+
+class _CommitTrigger:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CommitTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CommitTrigger.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COMMIT_TRIGGER_UNSPECIFIED: _CommitTrigger.ValueType  # 0
+    """Not known (commits stored before triggers were recorded)."""
+    COMMIT_TRIGGER_CLIENT: _CommitTrigger.ValueType  # 1
+    """A Commit or Compact call."""
+    COMMIT_TRIGGER_PENDING_TOKENS: _CommitTrigger.ValueType  # 2
+    """The session's pending_tokens reached its auto-commit threshold."""
+    COMMIT_TRIGGER_MESSAGE_COUNT: _CommitTrigger.ValueType  # 3
+    """The session's live messages reached its auto-commit threshold."""
+    COMMIT_TRIGGER_IDLE: _CommitTrigger.ValueType  # 4
+    """The session was idle beyond its auto-commit idle timeout."""
+
+class CommitTrigger(_CommitTrigger, metaclass=_CommitTriggerEnumTypeWrapper):
+    """What started a commit."""
+
+COMMIT_TRIGGER_UNSPECIFIED: CommitTrigger.ValueType  # 0
+"""Not known (commits stored before triggers were recorded)."""
+COMMIT_TRIGGER_CLIENT: CommitTrigger.ValueType  # 1
+"""A Commit or Compact call."""
+COMMIT_TRIGGER_PENDING_TOKENS: CommitTrigger.ValueType  # 2
+"""The session's pending_tokens reached its auto-commit threshold."""
+COMMIT_TRIGGER_MESSAGE_COUNT: CommitTrigger.ValueType  # 3
+"""The session's live messages reached its auto-commit threshold."""
+COMMIT_TRIGGER_IDLE: CommitTrigger.ValueType  # 4
+"""The session was idle beyond its auto-commit idle timeout."""
+Global___CommitTrigger: _TypeAlias = CommitTrigger  # noqa: Y015
 
 class _CommitStage:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -259,6 +320,7 @@ class Session(_message.Message):
     KEEP_RECENT_COUNT_FIELD_NUMBER: _builtins.int
     ARCHIVE_COUNT_FIELD_NUMBER: _builtins.int
     WORKING_MEMORY_VERSION_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session's id: 1-128 characters of [A-Za-z0-9._-]."""
     message_count: _builtins.int
@@ -272,7 +334,9 @@ class Session(_message.Message):
     live_tokens: _builtins.int
     """Estimated tokens of all live messages."""
     keep_recent_count: _builtins.int
-    """The keep window remembered from the last commit (0 until the first commit)."""
+    """The keep window remembered from the last commit; before the first commit, the keep of
+    the session's auto-commit policy when it has one (set with the policy), else 0.
+    """
     archive_count: _builtins.int
     """Commits that archived messages (skipped commits are not counted)."""
     working_memory_version: _builtins.int
@@ -284,6 +348,13 @@ class Session(_message.Message):
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp:
         """When a message or a commit last changed the session."""
+
+    @_builtins.property
+    def config(self) -> Global___SessionConfig:
+        """How the session manages itself. Set at CreateSession (the server's default config for
+        every field the request leaves unset) and changed with UpdateSession; read back here
+        with every field resolved.
+        """
 
     def __init__(
         self,
@@ -298,14 +369,162 @@ class Session(_message.Message):
         keep_recent_count: _builtins.int = ...,
         archive_count: _builtins.int = ...,
         working_memory_version: _builtins.int = ...,
+        config: Global___SessionConfig | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_count", b"archive_count", "create_time", b"create_time", "keep_recent_count", b"keep_recent_count", "live_tokens", b"live_tokens", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_id", b"session_id", "total_message_count", b"total_message_count", "update_time", b"update_time", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_count", b"archive_count", "config", b"config", "create_time", b"create_time", "keep_recent_count", b"keep_recent_count", "live_tokens", b"live_tokens", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_id", b"session_id", "total_message_count", b"total_message_count", "update_time", b"update_time", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Session: _TypeAlias = Session  # noqa: Y015
+
+@_typing.final
+class SessionConfig(_message.Message):
+    """Per-session settings. Every field has presence: an unset field takes the server's default
+    (WM_DEFAULT_SESSION_CONFIG) when the session is created.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AUTO_COMMIT_FIELD_NUMBER: _builtins.int
+    MEMORY_EXTRACTION_FIELD_NUMBER: _builtins.int
+    TOOL_OUTPUT_INLINE_CHARS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    memory_extraction: _builtins.bool
+    """Whether long-term memories are mined from the session's archives (reserved for the
+    long-term memory feature; stored and reported, no effect yet).
+    """
+    tool_output_inline_chars: _builtins.int
+    """Tool outputs longer than this many characters are kept out of the live message
+    (1000-10000000; reserved for the tool-output store; stored and reported).
+    """
+    @_builtins.property
+    def auto_commit(self) -> Global___AutoCommitPolicy:
+        """When the server commits the session by itself. Off unless a trigger is set."""
+
+    @_builtins.property
+    def model(self) -> Global___ModelChoice:
+        """The language model of the session's Phase 2: one of the providers the server is
+        configured for, and a model that provider knows. Unset: the server's default provider.
+        """
+
+    def __init__(
+        self,
+        *,
+        auto_commit: Global___AutoCommitPolicy | None = ...,
+        memory_extraction: _builtins.bool | None = ...,
+        tool_output_inline_chars: _builtins.int | None = ...,
+        model: Global___ModelChoice | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_extraction", b"_memory_extraction", "_tool_output_inline_chars", b"_tool_output_inline_chars", "auto_commit", b"auto_commit", "memory_extraction", b"memory_extraction", "model", b"model", "tool_output_inline_chars", b"tool_output_inline_chars"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_extraction", b"_memory_extraction", "_tool_output_inline_chars", b"_tool_output_inline_chars", "auto_commit", b"auto_commit", "memory_extraction", b"memory_extraction", "model", b"model", "tool_output_inline_chars", b"tool_output_inline_chars"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__memory_extraction: _TypeAlias = _typing.Literal["memory_extraction"]  # noqa: Y015
+    _WhichOneofArgType__memory_extraction: _TypeAlias = _typing.Literal["_memory_extraction", b"_memory_extraction"]  # noqa: Y015
+    _WhichOneofReturnType__tool_output_inline_chars: _TypeAlias = _typing.Literal["tool_output_inline_chars"]  # noqa: Y015
+    _WhichOneofArgType__tool_output_inline_chars: _TypeAlias = _typing.Literal["_tool_output_inline_chars", b"_tool_output_inline_chars"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_extraction) -> _WhichOneofReturnType__memory_extraction | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_output_inline_chars) -> _WhichOneofReturnType__tool_output_inline_chars | None: ...
+
+Global___SessionConfig: _TypeAlias = SessionConfig  # noqa: Y015
+
+@_typing.final
+class AutoCommitPolicy(_message.Message):
+    """A server-side auto-commit policy: AddMessages commits when a threshold is crossed, and an
+    idle session is committed whole. Automatic commits are ordinary commits (listed,
+    watchable, retryable) with their trigger on the Commit.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PENDING_TOKEN_THRESHOLD_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_THRESHOLD_FIELD_NUMBER: _builtins.int
+    IDLE_TIMEOUT_FIELD_NUMBER: _builtins.int
+    MIN_COMMIT_INTERVAL_FIELD_NUMBER: _builtins.int
+    KEEP_RECENT_COUNT_FIELD_NUMBER: _builtins.int
+    KEEP_RECENT_TURNS_FIELD_NUMBER: _builtins.int
+    pending_token_threshold: _builtins.int
+    """Commit when pending_tokens reaches this (1-10000000; 0 or unset: off)."""
+    message_count_threshold: _builtins.int
+    """Commit when the live messages reach this many (1-100000; 0 or unset: off)."""
+    keep_recent_count: _builtins.int
+    """Newest live messages a threshold commit keeps (0-10000; unset: 10)."""
+    keep_recent_turns: _builtins.int
+    """Newest turns a threshold commit keeps instead (1-1000; unset or 0: keep messages). A
+    turn is a user request with every step and tool exchange that answers it.
+    """
+    @_builtins.property
+    def idle_timeout(self) -> _duration_pb2.Duration:
+        """Commit every live message of a session that received none for this long (1 s-30 days;
+        unset or zero: off).
+        """
+
+    @_builtins.property
+    def min_commit_interval(self) -> _duration_pb2.Duration:
+        """No automatic commit sooner than this after the session's previous commit (0-1 day)."""
+
+    def __init__(
+        self,
+        *,
+        pending_token_threshold: _builtins.int | None = ...,
+        message_count_threshold: _builtins.int | None = ...,
+        idle_timeout: _duration_pb2.Duration | None = ...,
+        min_commit_interval: _duration_pb2.Duration | None = ...,
+        keep_recent_count: _builtins.int | None = ...,
+        keep_recent_turns: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count", "_keep_recent_turns", b"_keep_recent_turns", "_message_count_threshold", b"_message_count_threshold", "_pending_token_threshold", b"_pending_token_threshold", "idle_timeout", b"idle_timeout", "keep_recent_count", b"keep_recent_count", "keep_recent_turns", b"keep_recent_turns", "message_count_threshold", b"message_count_threshold", "min_commit_interval", b"min_commit_interval", "pending_token_threshold", b"pending_token_threshold"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count", "_keep_recent_turns", b"_keep_recent_turns", "_message_count_threshold", b"_message_count_threshold", "_pending_token_threshold", b"_pending_token_threshold", "idle_timeout", b"idle_timeout", "keep_recent_count", b"keep_recent_count", "keep_recent_turns", b"keep_recent_turns", "message_count_threshold", b"message_count_threshold", "min_commit_interval", b"min_commit_interval", "pending_token_threshold", b"pending_token_threshold"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keep_recent_count: _TypeAlias = _typing.Literal["keep_recent_count"]  # noqa: Y015
+    _WhichOneofArgType__keep_recent_count: _TypeAlias = _typing.Literal["_keep_recent_count", b"_keep_recent_count"]  # noqa: Y015
+    _WhichOneofReturnType__keep_recent_turns: _TypeAlias = _typing.Literal["keep_recent_turns"]  # noqa: Y015
+    _WhichOneofArgType__keep_recent_turns: _TypeAlias = _typing.Literal["_keep_recent_turns", b"_keep_recent_turns"]  # noqa: Y015
+    _WhichOneofReturnType__message_count_threshold: _TypeAlias = _typing.Literal["message_count_threshold"]  # noqa: Y015
+    _WhichOneofArgType__message_count_threshold: _TypeAlias = _typing.Literal["_message_count_threshold", b"_message_count_threshold"]  # noqa: Y015
+    _WhichOneofReturnType__pending_token_threshold: _TypeAlias = _typing.Literal["pending_token_threshold"]  # noqa: Y015
+    _WhichOneofArgType__pending_token_threshold: _TypeAlias = _typing.Literal["_pending_token_threshold", b"_pending_token_threshold"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_recent_count) -> _WhichOneofReturnType__keep_recent_count | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_recent_turns) -> _WhichOneofReturnType__keep_recent_turns | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__message_count_threshold) -> _WhichOneofReturnType__message_count_threshold | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pending_token_threshold) -> _WhichOneofReturnType__pending_token_threshold | None: ...
+
+Global___AutoCommitPolicy: _TypeAlias = AutoCommitPolicy  # noqa: Y015
+
+@_typing.final
+class ModelChoice(_message.Message):
+    """A language model choice."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    provider: _builtins.str
+    """A provider the server is configured for: "anthropic", "openai", "offline", "scripted"."""
+    model: _builtins.str
+    """The provider's model name; empty: the provider's configured model."""
+    def __init__(
+        self,
+        *,
+        provider: _builtins.str = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "provider", b"provider"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelChoice: _TypeAlias = ModelChoice  # noqa: Y015
 
 @_typing.final
 class Message(_message.Message):
@@ -319,6 +538,7 @@ class Message(_message.Message):
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    TOOL_OUTPUT_IDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Client-supplied idempotency key, unique within the session (1-128 characters of
     [A-Za-z0-9._:-]). Re-sending an id already stored is a no-op. When empty, the server
@@ -342,6 +562,14 @@ class Message(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the server stored the message."""
 
+    @_builtins.property
+    def tool_output_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Ids of the tool outputs taken out of this message, in part order. A tool result (or a
+        tool input) longer than the server's threshold (WM_TOOL_OUTPUT_INLINE_CHARS, default
+        20,000 characters) is stored whole and replaced here by a synopsis naming its id; read
+        it with GetToolOutput, search it with SearchToolOutputs. Deleted with the session.
+        """
+
     def __init__(
         self,
         *,
@@ -351,14 +579,71 @@ class Message(_message.Message):
         estimated_tokens: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         position: _builtins.int = ...,
+        tool_output_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "estimated_tokens", b"estimated_tokens", "id", b"id", "parts", b"parts", "position", b"position", "role", b"role"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "estimated_tokens", b"estimated_tokens", "id", b"id", "parts", b"parts", "position", b"position", "role", b"role", "tool_output_ids", b"tool_output_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class ToolOutput(_message.Message):
+    """A tool output stored whole because it was too large to keep in its message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    TOOL_USE_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    LINE_COUNT_FIELD_NUMBER: _builtins.int
+    SYNOPSIS_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    output_id: _builtins.str
+    """The id, unique within the session: out.MESSAGE_ID.PART_INDEX, e.g. out.m42.1."""
+    message_id: _builtins.str
+    """The message it was taken from."""
+    tool_use_id: _builtins.str
+    """The tool call it belongs to (ToolUse.id, or the ToolResult's tool_use_id)."""
+    kind: Global___ToolOutputKind.ValueType
+    """A result or an input."""
+    format: _builtins.str
+    """The format the synopsis was made for: json, csv, tsv, yaml, xml, code, log or text."""
+    size_bytes: _builtins.int
+    """Size of the whole output in UTF-8 bytes."""
+    line_count: _builtins.int
+    """Lines of the whole output (split on "\\n"; a final newline ends the last line)."""
+    synopsis: _builtins.str
+    """The synopsis that stands in for the output in the message."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was stored."""
+
+    def __init__(
+        self,
+        *,
+        output_id: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        tool_use_id: _builtins.str = ...,
+        kind: Global___ToolOutputKind.ValueType = ...,
+        format: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        line_count: _builtins.int = ...,
+        synopsis: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "format", b"format", "kind", b"kind", "line_count", b"line_count", "message_id", b"message_id", "output_id", b"output_id", "size_bytes", b"size_bytes", "synopsis", b"synopsis", "tool_use_id", b"tool_use_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolOutput: _TypeAlias = ToolOutput  # noqa: Y015
 
 @_typing.final
 class Part(_message.Message):
@@ -520,6 +805,7 @@ class Commit(_message.Message):
     LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     COMPLETE_TIME_FIELD_NUMBER: _builtins.int
+    TRIGGER_FIELD_NUMBER: _builtins.int
     commit_id: _builtins.str
     """The commit's id, unique within the session."""
     session_id: _builtins.str
@@ -546,6 +832,8 @@ class Commit(_message.Message):
     """The working-memory version Phase 2 stored; 0 until completed."""
     last_sequence: _builtins.int
     """Sequence of the newest stored event of the commit."""
+    trigger: Global___CommitTrigger.ValueType
+    """What started the commit."""
     @_builtins.property
     def error(self) -> _status_pb2.Status:
         """Why Phase 2 failed, for a failed commit."""
@@ -587,10 +875,11 @@ class Commit(_message.Message):
         last_sequence: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         complete_time: _timestamp_pb2.Timestamp | None = ...,
+        trigger: Global___CommitTrigger.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["complete_time", b"complete_time", "create_time", b"create_time", "error", b"error", "token_usage", b"token_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "attempt_count", b"attempt_count", "commit_id", b"commit_id", "complete_time", b"complete_time", "covered_by_commit_id", b"covered_by_commit_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "keep_recent_count", b"keep_recent_count", "kept_message_count", b"kept_message_count", "last_sequence", b"last_sequence", "session_id", b"session_id", "skip_reason", b"skip_reason", "state", b"state", "token_usage", b"token_usage", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "attempt_count", b"attempt_count", "commit_id", b"commit_id", "complete_time", b"complete_time", "covered_by_commit_id", b"covered_by_commit_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "keep_recent_count", b"keep_recent_count", "kept_message_count", b"kept_message_count", "last_sequence", b"last_sequence", "session_id", b"session_id", "skip_reason", b"skip_reason", "state", b"state", "token_usage", b"token_usage", "trigger", b"trigger", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1165,6 +1454,8 @@ class Archive(_message.Message):
     TOKEN_USAGE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     COVERED_BY_ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    NEXT_MESSAGES_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    MESSAGES_START_POSITION_FIELD_NUMBER: _builtins.int
     archive_id: _builtins.str
     """archive_001, archive_002, ... (zero-padded to 3 digits, growing beyond)."""
     session_id: _builtins.str
@@ -1181,9 +1472,15 @@ class Archive(_message.Message):
     """Estimated tokens of those messages."""
     covered_by_archive_id: _builtins.str
     """For a failed archive: the later archive whose working memory covered its messages."""
+    next_messages_page_token: _builtins.str
+    """GetArchive only: the page_token of the next page of messages; empty on the last page."""
+    messages_start_position: _builtins.int
+    """Position (in the session) of the first message of this page; 0 when it has none."""
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
-        """The archived messages, in order (GetArchive only; empty in lists)."""
+        """The archived messages, in order (GetArchive only; empty in lists): one page of them,
+        see next_messages_page_token.
+        """
 
     @_builtins.property
     def working_memory(self) -> Global___WorkingMemory:
@@ -1222,10 +1519,12 @@ class Archive(_message.Message):
         token_usage: Global___TokenUsage | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         covered_by_archive_id: _builtins.str = ...,
+        next_messages_page_token: _builtins.str = ...,
+        messages_start_position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "error", b"error", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "archive_id", b"archive_id", "commit_id", b"commit_id", "covered_by_archive_id", b"covered_by_archive_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "estimated_tokens", b"estimated_tokens", "message_count", b"message_count", "messages", b"messages", "session_id", b"session_id", "state", b"state", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "archive_id", b"archive_id", "commit_id", b"commit_id", "covered_by_archive_id", b"covered_by_archive_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "estimated_tokens", b"estimated_tokens", "message_count", b"message_count", "messages", b"messages", "messages_start_position", b"messages_start_position", "next_messages_page_token", b"next_messages_page_token", "session_id", b"session_id", "state", b"state", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

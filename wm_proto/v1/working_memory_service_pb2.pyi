@@ -7,6 +7,7 @@ AI-agent sessions. Limits stated here are part of the contract.
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -54,6 +55,7 @@ class CreateSessionRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The id to give the session: 1-128 characters of [A-Za-z0-9._-]. Empty: the server
     makes one.
@@ -62,19 +64,64 @@ class CreateSessionRequest(_message.Message):
     """Idempotency key: see the request_id rules on the service (same request → the stored
     outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
     """
+    @_builtins.property
+    def config(self) -> _resources_pb2.SessionConfig:
+        """The session's configuration; unset fields take the server's default."""
+
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        config: _resources_pb2.SessionConfig | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateSessionRequest: _TypeAlias = CreateSessionRequest  # noqa: Y015
+
+@_typing.final
+class UpdateSessionRequest(_message.Message):
+    """Request of UpdateSession."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
+    @_builtins.property
+    def session(self) -> _resources_pb2.Session:
+        """The session: session_id names it; the fields named by update_mask are written."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """Fields to write, relative to Session (AIP-134): "config" or paths inside it such as
+        "config.auto_commit.idle_timeout" or "config.model". A named field left unset in
+        session goes back to the server's default. Empty: every field set in session.config.
+        Only config and its fields can be written; any other path is INVALID_ARGUMENT.
+        """
+
+    def __init__(
+        self,
+        *,
+        session: _resources_pb2.Session | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "session", b"session", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateSessionRequest: _TypeAlias = UpdateSessionRequest  # noqa: Y015
 
 @_typing.final
 class GetSessionRequest(_message.Message):
@@ -235,6 +282,7 @@ class AddMessagesResponse(_message.Message):
     ADDED_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
     DUPLICATE_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
     SESSION_CREATED_FIELD_NUMBER: _builtins.int
+    AUTO_COMMIT_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     message_count: _builtins.int
@@ -243,6 +291,10 @@ class AddMessagesResponse(_message.Message):
     """pending_tokens after the write (see Session.pending_tokens)."""
     session_created: _builtins.bool
     """True when this call created the session."""
+    auto_commit_id: _builtins.str
+    """The commit this call started under the session's auto-commit policy (its Phase 1 ran
+    in the same transaction; watch it with WatchCommit); empty when none.
+    """
     @_builtins.property
     def added_message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Ids of the messages stored by this call, in order."""
@@ -260,10 +312,11 @@ class AddMessagesResponse(_message.Message):
         added_message_ids: _abc.Iterable[_builtins.str] | None = ...,
         duplicate_message_ids: _abc.Iterable[_builtins.str] | None = ...,
         session_created: _builtins.bool = ...,
+        auto_commit_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["added_message_ids", b"added_message_ids", "duplicate_message_ids", b"duplicate_message_ids", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_created", b"session_created", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added_message_ids", b"added_message_ids", "auto_commit_id", b"auto_commit_id", "duplicate_message_ids", b"duplicate_message_ids", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_created", b"session_created", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -278,6 +331,7 @@ class CommitRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     KEEP_RECENT_COUNT_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    KEEP_RECENT_TURNS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     keep_recent_count: _builtins.int
@@ -290,16 +344,24 @@ class CommitRequest(_message.Message):
     outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
     A retry streams the same commit's events.
     """
+    keep_recent_turns: _builtins.int
+    """Keep the newest N turns instead (1-1000; 0: use keep_recent_count; both non-zero is
+    INVALID_ARGUMENT). A turn is a user request (a user message with text of its own, not
+    only tool results) with every assistant step and tool exchange that answers it; the
+    split lands on a turn boundary, moved earlier rather than separate a tool call from its
+    result. The session then remembers the number of messages kept as its keep window.
+    """
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         keep_recent_count: _builtins.int = ...,
         request_id: _builtins.str = ...,
+        keep_recent_turns: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep_recent_count", b"keep_recent_count", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keep_recent_count", b"keep_recent_count", "keep_recent_turns", b"keep_recent_turns", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -586,6 +648,7 @@ class AssembleContextRequest(_message.Message):
     TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     INCLUDE_ANTHROPIC_JSON_FIELD_NUMBER: _builtins.int
+    REGISTERED_TOOLS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     token_budget: _builtins.int
@@ -596,6 +659,13 @@ class AssembleContextRequest(_message.Message):
     """The runtime's own system prompt; its tokens count against the budget. At most 1 MiB."""
     include_anthropic_json: _builtins.bool
     """Also return the messages as Anthropic Messages API JSON."""
+    @_builtins.property
+    def registered_tools(self) -> Global___RegisteredTools:
+        """The tools the runtime registered with its model (names GetToolDefinitions serves): the
+        system-prompt addition then tells the model to use only those. Unset: it mentions every
+        recall tool (archive_search, archive_expand, tool_output_read).
+        """
+
     def __init__(
         self,
         *,
@@ -603,14 +673,39 @@ class AssembleContextRequest(_message.Message):
         token_budget: _builtins.int = ...,
         system_prompt: _builtins.str = ...,
         include_anthropic_json: _builtins.bool = ...,
+        registered_tools: Global___RegisteredTools | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["registered_tools", b"registered_tools"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_anthropic_json", b"include_anthropic_json", "session_id", b"session_id", "system_prompt", b"system_prompt", "token_budget", b"token_budget"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_anthropic_json", b"include_anthropic_json", "registered_tools", b"registered_tools", "session_id", b"session_id", "system_prompt", b"system_prompt", "token_budget", b"token_budget"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AssembleContextRequest: _TypeAlias = AssembleContextRequest  # noqa: Y015
+
+@_typing.final
+class RegisteredTools(_message.Message):
+    """Names of the tools a runtime registered; an empty list means none."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 16 names, each one GetToolDefinitions serves; another is INVALID_ARGUMENT."""
+
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegisteredTools: _TypeAlias = RegisteredTools  # noqa: Y015
 
 @_typing.final
 class AssembleContextResponse(_message.Message):
@@ -629,8 +724,12 @@ class AssembleContextResponse(_message.Message):
     UNCOVERED_ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
     INCLUDED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     DROPPED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    CUT_PARTS_FIELD_NUMBER: _builtins.int
+    EFFECTIVE_TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
-    """Text to add to the system prompt: how to read the summary and recall archives."""
+    """Text to add to the system prompt: how to read the summary and recall archives, naming
+    only the registered tools; empty when the context has no summary.
+    """
     anthropic_messages_json: _builtins.str
     """The messages as an Anthropic Messages API "messages" JSON array, when asked."""
     estimated_tokens: _builtins.int
@@ -644,7 +743,14 @@ class AssembleContextResponse(_message.Message):
     included_message_count: _builtins.int
     """Source messages included (before merging same-role neighbours)."""
     dropped_message_count: _builtins.int
-    """Source messages dropped, oldest first, to fit the budget."""
+    """Source messages dropped, oldest first, to fit the budget. The newest user request and
+    the latest assistant step are never dropped while cutting can make them fit.
+    """
+    effective_token_budget: _builtins.int
+    """The budget the context was built for: token_budget, or less when the context built
+    for token_budget would not fit in one response (at most 12 MiB of content, the
+    Anthropic JSON included).
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
         """The context, roles alternating from user, every tool call with its result."""
@@ -656,6 +762,12 @@ class AssembleContextResponse(_message.Message):
     @_builtins.property
     def uncovered_archive_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Archives whose raw messages are included because no completed working memory covers them."""
+
+    @_builtins.property
+    def cut_parts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Parts of the current turn cut to fit the budget (head and tail kept around a marker
+        that says where the whole text is), as "message ID part N: BEFORE → AFTER characters".
+        """
 
     def __init__(
         self,
@@ -671,10 +783,12 @@ class AssembleContextResponse(_message.Message):
         uncovered_archive_ids: _abc.Iterable[_builtins.str] | None = ...,
         included_message_count: _builtins.int = ...,
         dropped_message_count: _builtins.int = ...,
+        cut_parts: _abc.Iterable[_builtins.str] | None = ...,
+        effective_token_budget: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "dropped_message_count", b"dropped_message_count", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "messages", b"messages", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "messages", b"messages", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -749,19 +863,29 @@ class GetArchiveRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     archive_id: _builtins.str
     """The archive, e.g. archive_002."""
+    page_size: _builtins.int
+    """At most this many messages: 0 means as many as fit in the page's 8 MiB, the maximum is
+    1000 (larger values are lowered to it); negative is INVALID_ARGUMENT.
+    """
+    page_token: _builtins.str
+    """The next_messages_page_token of a previous call; empty for the first page."""
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         archive_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -940,7 +1064,7 @@ class GetToolDefinitionsResponse(_message.Message):
     TOOLS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolDefinition]:
-        """archive_expand, archive_search, update_working_memory."""
+        """archive_expand, archive_search, tool_output_read, update_working_memory."""
 
     def __init__(
         self,
@@ -954,3 +1078,251 @@ class GetToolDefinitionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetToolDefinitionsResponse: _TypeAlias = GetToolDefinitionsResponse  # noqa: Y015
+
+@_typing.final
+class LineRange(_message.Message):
+    """A range of lines of a tool output."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    start: _builtins.int
+    """The first line, counting from 1 (0 means 1)."""
+    count: _builtins.int
+    """How many lines: 0 means to the end. A page holds at most 10,000 lines and 1 MiB;
+    next_page_token continues the range.
+    """
+    def __init__(
+        self,
+        *,
+        start: _builtins.int = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LineRange: _TypeAlias = LineRange  # noqa: Y015
+
+@_typing.final
+class ByteRange(_message.Message):
+    """A range of UTF-8 bytes of a tool output."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSET_FIELD_NUMBER: _builtins.int
+    LENGTH_FIELD_NUMBER: _builtins.int
+    offset: _builtins.int
+    """The first byte, counting from 0. An offset inside a character starts at that
+    character's end (the next character).
+    """
+    length: _builtins.int
+    """How many bytes: 0 means to the end. A page holds at most 1 MiB and ends on a
+    character boundary; next_page_token continues the range.
+    """
+    def __init__(
+        self,
+        *,
+        offset: _builtins.int = ...,
+        length: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["length", b"length", "offset", b"offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ByteRange: _TypeAlias = ByteRange  # noqa: Y015
+
+@_typing.final
+class GetToolOutputRequest(_message.Message):
+    """Request of GetToolOutput."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    LINES_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    output_id: _builtins.str
+    """The output, e.g. out_12_0."""
+    page_token: _builtins.str
+    """The next_page_token of a previous call: continues its range."""
+    @_builtins.property
+    def lines(self) -> Global___LineRange:
+        """Lines."""
+
+    @_builtins.property
+    def bytes(self) -> Global___ByteRange:
+        """Bytes."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        output_id: _builtins.str = ...,
+        lines: Global___LineRange | None = ...,
+        bytes: Global___ByteRange | None = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "lines", b"lines", "range", b"range"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "lines", b"lines", "output_id", b"output_id", "page_token", b"page_token", "range", b"range", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_range: _TypeAlias = _typing.Literal["lines", "bytes"]  # noqa: Y015
+    _WhichOneofArgType_range: _TypeAlias = _typing.Literal["range", b"range"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_range) -> _WhichOneofReturnType_range | None: ...
+
+Global___GetToolOutputRequest: _TypeAlias = GetToolOutputRequest  # noqa: Y015
+
+@_typing.final
+class GetToolOutputResponse(_message.Message):
+    """Response of GetToolOutput."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTPUT_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    START_LINE_FIELD_NUMBER: _builtins.int
+    LINE_COUNT_FIELD_NUMBER: _builtins.int
+    START_BYTE_FIELD_NUMBER: _builtins.int
+    BYTE_COUNT_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    content: _builtins.str
+    """The content of this page, as text."""
+    start_line: _builtins.int
+    """First line of this page (from 1); 0 for an empty page."""
+    line_count: _builtins.int
+    """Lines on this page (a byte page counts every line it touches)."""
+    start_byte: _builtins.int
+    """Byte offset of this page's content in the whole output."""
+    byte_count: _builtins.int
+    """Bytes on this page."""
+    next_page_token: _builtins.str
+    """Token of the next page of the same range; empty when the range is done."""
+    @_builtins.property
+    def output(self) -> _resources_pb2.ToolOutput:
+        """The output's description (sizes, format, synopsis)."""
+
+    def __init__(
+        self,
+        *,
+        output: _resources_pb2.ToolOutput | None = ...,
+        content: _builtins.str = ...,
+        start_line: _builtins.int = ...,
+        line_count: _builtins.int = ...,
+        start_byte: _builtins.int = ...,
+        byte_count: _builtins.int = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["output", b"output"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["byte_count", b"byte_count", "content", b"content", "line_count", b"line_count", "next_page_token", b"next_page_token", "output", b"output", "start_byte", b"start_byte", "start_line", b"start_line"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetToolOutputResponse: _TypeAlias = GetToolOutputResponse  # noqa: Y015
+
+@_typing.final
+class SearchToolOutputsRequest(_message.Message):
+    """Request of SearchToolOutputs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    MAX_HITS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    query: _builtins.str
+    """The literal text to find, case-insensitive, within one line: 1-1000 characters after
+    trimming.
+    """
+    output_id: _builtins.str
+    """Restrict to one output."""
+    max_hits: _builtins.int
+    """At most this many hits: 0 means 12, maximum 50."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        query: _builtins.str = ...,
+        output_id: _builtins.str = ...,
+        max_hits: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_hits", b"max_hits", "output_id", b"output_id", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchToolOutputsRequest: _TypeAlias = SearchToolOutputsRequest  # noqa: Y015
+
+@_typing.final
+class ToolOutputHit(_message.Message):
+    """One line of a tool output that matches."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTPUT_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    LINE_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    output_id: _builtins.str
+    """The output."""
+    message_id: _builtins.str
+    """The message it was taken from."""
+    line: _builtins.int
+    """The matching line's number (from 1); read around it with GetToolOutput lines."""
+    snippet: _builtins.str
+    """At most 1,500 characters of the line, centred on the match."""
+    def __init__(
+        self,
+        *,
+        output_id: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        line: _builtins.int = ...,
+        snippet: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["line", b"line", "message_id", b"message_id", "output_id", b"output_id", "snippet", b"snippet"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolOutputHit: _TypeAlias = ToolOutputHit  # noqa: Y015
+
+@_typing.final
+class SearchToolOutputsResponse(_message.Message):
+    """Response of SearchToolOutputs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HITS_FIELD_NUMBER: _builtins.int
+    TOTAL_MATCHES_FIELD_NUMBER: _builtins.int
+    total_matches: _builtins.int
+    """Matching lines found, which may exceed the hits returned."""
+    @_builtins.property
+    def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolOutputHit]:
+        """Hits in message order, then line order."""
+
+    def __init__(
+        self,
+        *,
+        hits: _abc.Iterable[Global___ToolOutputHit] | None = ...,
+        total_matches: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "total_matches", b"total_matches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchToolOutputsResponse: _TypeAlias = SearchToolOutputsResponse  # noqa: Y015

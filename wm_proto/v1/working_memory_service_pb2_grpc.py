@@ -31,6 +31,10 @@ class WorkingMemoryServiceStub:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
 
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
+
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
     another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
@@ -70,6 +74,11 @@ class WorkingMemoryServiceStub:
         self.GetSession = channel.unary_unary(
                 '/wm.v1.WorkingMemoryService/GetSession',
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_resources__pb2.Session.FromString,
+                _registered_method=True)
+        self.UpdateSession = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/UpdateSession',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.UpdateSessionRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_resources__pb2.Session.FromString,
                 _registered_method=True)
         self.ListSessions = channel.unary_unary(
@@ -152,11 +161,25 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsResponse.FromString,
                 _registered_method=True)
+        self.GetToolOutput = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/GetToolOutput',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputResponse.FromString,
+                _registered_method=True)
+        self.SearchToolOutputs = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/SearchToolOutputs',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.FromString,
+                _registered_method=True)
 
 
 class WorkingMemoryServiceServicer:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
+
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
@@ -193,6 +216,14 @@ class WorkingMemoryServiceServicer:
 
     def GetSession(self, request, context):
         """Returns a session and its counters. Reads one row: O(1) in the number of messages.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSession(self, request, context):
+        """Changes a session's configuration (the fields named by update_mask) and returns the
+        session. Invalid values: INVALID_ARGUMENT with field violations, nothing changed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -287,7 +318,11 @@ class WorkingMemoryServiceServicer:
 
     def AssembleContext(self, request, context):
         """Builds the next model context within a token budget: the working memory, the raw
-        messages no completed working memory covers yet, and the live messages.
+        messages no completed working memory covers yet, and the live messages. The newest
+        user request and the latest assistant step always stay: when they do not fit, older
+        turns go first, then their largest parts are cut (see cut_parts). The result never
+        exceeds the budget, roles alternate from user, every tool call has its result, and a
+        user message that answers tool calls has its tool results first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -301,7 +336,11 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetArchive(self, request, context):
-        """Returns one archive with its raw messages (expand), in any state.
+        """Returns one archive with its raw messages (expand), in any state, a page at a time: a
+        page holds at most page_size messages and at most 8 MiB of message content (a single
+        larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
+        page), so the response fits the 16 MiB limit whatever was archived. Follow
+        Archive.next_messages_page_token for the rest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -316,7 +355,25 @@ class WorkingMemoryServiceServicer:
 
     def GetToolDefinitions(self, request, context):
         """The tool definitions a runtime registers with its model: archive_expand,
-        archive_search and update_working_memory.
+        archive_search, tool_output_read and update_working_memory.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetToolOutput(self, request, context):
+        """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
+        its bytes, one page at a time: a page holds at most 1 MiB of content and at most
+        10,000 lines, so a response always fits the transport limit whatever was stored.
+        NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchToolOutputs(self, request, context):
+        """Literal, case-insensitive search over the session's stored tool outputs (whole, not
+        their synopses), one hit per matching line, in message order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -333,6 +390,11 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
             'GetSession': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSession,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetSessionRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_resources__pb2.Session.SerializeToString,
+            ),
+            'UpdateSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSession,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.UpdateSessionRequest.FromString,
                     response_serializer=wm_dot_v1_dot_resources__pb2.Session.SerializeToString,
             ),
             'ListSessions': grpc.unary_unary_rpc_method_handler(
@@ -415,6 +477,16 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsRequest.FromString,
                     response_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsResponse.SerializeToString,
             ),
+            'GetToolOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetToolOutput,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputResponse.SerializeToString,
+            ),
+            'SearchToolOutputs': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchToolOutputs,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'wm.v1.WorkingMemoryService', rpc_method_handlers)
@@ -426,6 +498,10 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
 class WorkingMemoryService:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
+
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
@@ -495,6 +571,33 @@ class WorkingMemoryService:
             target,
             '/wm.v1.WorkingMemoryService/GetSession',
             wm_dot_v1_dot_working__memory__service__pb2.GetSessionRequest.SerializeToString,
+            wm_dot_v1_dot_resources__pb2.Session.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/UpdateSession',
+            wm_dot_v1_dot_working__memory__service__pb2.UpdateSessionRequest.SerializeToString,
             wm_dot_v1_dot_resources__pb2.Session.FromString,
             options,
             channel_credentials,
@@ -928,6 +1031,60 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/GetToolDefinitions',
             wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsRequest.SerializeToString,
             wm_dot_v1_dot_working__memory__service__pb2.GetToolDefinitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetToolOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/GetToolOutput',
+            wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.GetToolOutputResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchToolOutputs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/SearchToolOutputs',
+            wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.FromString,
             options,
             channel_credentials,
             insecure,

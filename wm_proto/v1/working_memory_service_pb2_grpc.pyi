@@ -34,6 +34,10 @@ class WorkingMemoryServiceStub:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
 
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
+
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
     another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
@@ -69,6 +73,10 @@ class WorkingMemoryServiceStub:
     """
     GetSession: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetSessionRequest, _resources_pb2.Session]
     """Returns a session and its counters. Reads one row: O(1) in the number of messages."""
+    UpdateSession: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.UpdateSessionRequest, _resources_pb2.Session]
+    """Changes a session's configuration (the fields named by update_mask) and returns the
+    session. Invalid values: INVALID_ARGUMENT with field violations, nothing changed.
+    """
     ListSessions: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListSessionsRequest, _working_memory_service_pb2.ListSessionsResponse]
     """Lists the caller's sessions, newest first, paginated."""
     DeleteSession: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteSessionRequest, _empty_pb2.Empty]
@@ -108,23 +116,46 @@ class WorkingMemoryServiceStub:
     """
     AssembleContext: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.AssembleContextRequest, _working_memory_service_pb2.AssembleContextResponse]
     """Builds the next model context within a token budget: the working memory, the raw
-    messages no completed working memory covers yet, and the live messages.
+    messages no completed working memory covers yet, and the live messages. The newest
+    user request and the latest assistant step always stay: when they do not fit, older
+    turns go first, then their largest parts are cut (see cut_parts). The result never
+    exceeds the budget, roles alternate from user, every tool call has its result, and a
+    user message that answers tool calls has its tool results first.
     """
     ListArchives: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]
     """Lists a session's archives, oldest first, paginated, without their messages."""
     GetArchive: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetArchiveRequest, _resources_pb2.Archive]
-    """Returns one archive with its raw messages (expand), in any state."""
+    """Returns one archive with its raw messages (expand), in any state, a page at a time: a
+    page holds at most page_size messages and at most 8 MiB of message content (a single
+    larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
+    page), so the response fits the 16 MiB limit whatever was archived. Follow
+    Archive.next_messages_page_token for the rest.
+    """
     SearchArchives: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchArchivesRequest, _working_memory_service_pb2.SearchArchivesResponse]
     """Literal, case-insensitive search over archived message content."""
     GetToolDefinitions: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]
     """The tool definitions a runtime registers with its model: archive_expand,
-    archive_search and update_working_memory.
+    archive_search, tool_output_read and update_working_memory.
+    """
+    GetToolOutput: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolOutputRequest, _working_memory_service_pb2.GetToolOutputResponse]
+    """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
+    its bytes, one page at a time: a page holds at most 1 MiB of content and at most
+    10,000 lines, so a response always fits the transport limit whatever was stored.
+    NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+    """
+    SearchToolOutputs: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchToolOutputsRequest, _working_memory_service_pb2.SearchToolOutputsResponse]
+    """Literal, case-insensitive search over the session's stored tool outputs (whole, not
+    their synopses), one hit per matching line, in message order.
     """
 
 @_typing.type_check_only
 class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
+
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
@@ -158,6 +189,10 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     GetSession: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetSessionRequest, _resources_pb2.Session]  # type: ignore[assignment]
     """Returns a session and its counters. Reads one row: O(1) in the number of messages."""
+    UpdateSession: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.UpdateSessionRequest, _resources_pb2.Session]  # type: ignore[assignment]
+    """Changes a session's configuration (the fields named by update_mask) and returns the
+    session. Invalid values: INVALID_ARGUMENT with field violations, nothing changed.
+    """
     ListSessions: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListSessionsRequest, _working_memory_service_pb2.ListSessionsResponse]  # type: ignore[assignment]
     """Lists the caller's sessions, newest first, paginated."""
     DeleteSession: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteSessionRequest, _empty_pb2.Empty]  # type: ignore[assignment]
@@ -197,22 +232,45 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     AssembleContext: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.AssembleContextRequest, _working_memory_service_pb2.AssembleContextResponse]  # type: ignore[assignment]
     """Builds the next model context within a token budget: the working memory, the raw
-    messages no completed working memory covers yet, and the live messages.
+    messages no completed working memory covers yet, and the live messages. The newest
+    user request and the latest assistant step always stay: when they do not fit, older
+    turns go first, then their largest parts are cut (see cut_parts). The result never
+    exceeds the budget, roles alternate from user, every tool call has its result, and a
+    user message that answers tool calls has its tool results first.
     """
     ListArchives: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]  # type: ignore[assignment]
     """Lists a session's archives, oldest first, paginated, without their messages."""
     GetArchive: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetArchiveRequest, _resources_pb2.Archive]  # type: ignore[assignment]
-    """Returns one archive with its raw messages (expand), in any state."""
+    """Returns one archive with its raw messages (expand), in any state, a page at a time: a
+    page holds at most page_size messages and at most 8 MiB of message content (a single
+    larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
+    page), so the response fits the 16 MiB limit whatever was archived. Follow
+    Archive.next_messages_page_token for the rest.
+    """
     SearchArchives: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchArchivesRequest, _working_memory_service_pb2.SearchArchivesResponse]  # type: ignore[assignment]
     """Literal, case-insensitive search over archived message content."""
     GetToolDefinitions: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]  # type: ignore[assignment]
     """The tool definitions a runtime registers with its model: archive_expand,
-    archive_search and update_working_memory.
+    archive_search, tool_output_read and update_working_memory.
+    """
+    GetToolOutput: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolOutputRequest, _working_memory_service_pb2.GetToolOutputResponse]  # type: ignore[assignment]
+    """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
+    its bytes, one page at a time: a page holds at most 1 MiB of content and at most
+    10,000 lines, so a response always fits the transport limit whatever was stored.
+    NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+    """
+    SearchToolOutputs: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchToolOutputsRequest, _working_memory_service_pb2.SearchToolOutputsResponse]  # type: ignore[assignment]
+    """Literal, case-insensitive search over the session's stored tool outputs (whole, not
+    their synopses), one hit per matching line, in message order.
     """
 
 class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
     context assembly and archive recall.
+
+    No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
+    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
     Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
     "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
@@ -256,6 +314,16 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Session, _abc.Awaitable[_resources_pb2.Session]]:
         """Returns a session and its counters. Reads one row: O(1) in the number of messages."""
+
+    @_abc_1.abstractmethod
+    def UpdateSession(
+        self,
+        request: _working_memory_service_pb2.UpdateSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Session, _abc.Awaitable[_resources_pb2.Session]]:
+        """Changes a session's configuration (the fields named by update_mask) and returns the
+        session. Invalid values: INVALID_ARGUMENT with field violations, nothing changed.
+        """
 
     @_abc_1.abstractmethod
     def ListSessions(
@@ -367,7 +435,11 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_working_memory_service_pb2.AssembleContextResponse, _abc.Awaitable[_working_memory_service_pb2.AssembleContextResponse]]:
         """Builds the next model context within a token budget: the working memory, the raw
-        messages no completed working memory covers yet, and the live messages.
+        messages no completed working memory covers yet, and the live messages. The newest
+        user request and the latest assistant step always stay: when they do not fit, older
+        turns go first, then their largest parts are cut (see cut_parts). The result never
+        exceeds the budget, roles alternate from user, every tool call has its result, and a
+        user message that answers tool calls has its tool results first.
         """
 
     @_abc_1.abstractmethod
@@ -384,7 +456,12 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _working_memory_service_pb2.GetArchiveRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Archive, _abc.Awaitable[_resources_pb2.Archive]]:
-        """Returns one archive with its raw messages (expand), in any state."""
+        """Returns one archive with its raw messages (expand), in any state, a page at a time: a
+        page holds at most page_size messages and at most 8 MiB of message content (a single
+        larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
+        page), so the response fits the 16 MiB limit whatever was archived. Follow
+        Archive.next_messages_page_token for the rest.
+        """
 
     @_abc_1.abstractmethod
     def SearchArchives(
@@ -401,7 +478,29 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_working_memory_service_pb2.GetToolDefinitionsResponse, _abc.Awaitable[_working_memory_service_pb2.GetToolDefinitionsResponse]]:
         """The tool definitions a runtime registers with its model: archive_expand,
-        archive_search and update_working_memory.
+        archive_search, tool_output_read and update_working_memory.
+        """
+
+    @_abc_1.abstractmethod
+    def GetToolOutput(
+        self,
+        request: _working_memory_service_pb2.GetToolOutputRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.GetToolOutputResponse, _abc.Awaitable[_working_memory_service_pb2.GetToolOutputResponse]]:
+        """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
+        its bytes, one page at a time: a page holds at most 1 MiB of content and at most
+        10,000 lines, so a response always fits the transport limit whatever was stored.
+        NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+        """
+
+    @_abc_1.abstractmethod
+    def SearchToolOutputs(
+        self,
+        request: _working_memory_service_pb2.SearchToolOutputsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.SearchToolOutputsResponse, _abc.Awaitable[_working_memory_service_pb2.SearchToolOutputsResponse]]:
+        """Literal, case-insensitive search over the session's stored tool outputs (whole, not
+        their synopses), one hit per matching line, in message order.
         """
 
 def add_WorkingMemoryServiceServicer_to_server(servicer: WorkingMemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

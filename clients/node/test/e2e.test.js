@@ -9,7 +9,7 @@ const path = require('node:path');
 const { after, before, test } = require('node:test');
 const assert = require('node:assert/strict');
 
-const { WmClient, WmError, loadServiceConfig } = require('../client.js');
+const { WmClient, WmError, ToolExecutor, loadServiceConfig } = require('../client.js');
 
 const REPO = path.resolve(__dirname, '..', '..', '..');
 const SESSION = 'node-e2e';
@@ -130,6 +130,26 @@ test('create, add a turn, commit to the terminal event, get the WM, assemble, se
   assert.deepEqual(none, []);
 });
 
+test('a session configured to commit itself: the server commits it, with its trigger', async () => {
+  const id = `${SESSION}-auto`;
+  const created = await client.createSession(id, {
+    config: { auto_commit: { message_count_threshold: 3, keep_recent_count: 1 } },
+  });
+  assert.equal(created.config.auto_commit.message_count_threshold, 3);
+  const answers = [];
+  for (let i = 0; i < 3; i += 1) {
+    answers.push(await client.addMessages(id, [{ id: `m${i}`, role: 'ROLE_USER', parts: [{ text: `note ${i}` }] }]));
+  }
+  assert.deepEqual(answers.map((a) => a.auto_commit_id !== ''), [false, false, true]);
+  const commit = await client.getCommit(id, answers[2].auto_commit_id);
+  assert.equal(commit.trigger, 'COMMIT_TRIGGER_MESSAGE_COUNT');
+  const updated = await client.updateSession(id, { auto_commit: { idle_timeout: { seconds: 600 } } }, [
+    'config.auto_commit.idle_timeout',
+  ]);
+  assert.equal(Number(updated.config.auto_commit.idle_timeout.seconds), 600);
+  assert.equal(updated.config.auto_commit.message_count_threshold, 3);
+});
+
 test('errors carry the code and the decoded details', async () => {
   await assert.rejects(client.getSession('nobody'), (error) => {
     assert.ok(error instanceof WmError);
@@ -144,4 +164,52 @@ test('errors carry the code and the decoded details', async () => {
     assert.deepEqual(error.fieldViolations.map((v) => v.field), ['messages[0].parts']);
     return true;
   });
+});
+
+test('a huge tool output: stored whole, read in pages, searched, run by the executor', async () => {
+  const session = 'node-tools';
+  const log = Array.from({ length: 5000 }, (_, n) => `line ${n}: ok`).join('\n') + '\nFATAL: quota exceeded\n';
+  await client.addMessages(session, [
+    { id: 'q1', role: 'ROLE_USER', parts: [{ text: 'Deploy, and remember the code word heliotrope' }] },
+    { id: 'c1', role: 'ROLE_ASSISTANT', parts: [{ tool_use: { id: 't1', name: 'bash', input_json: '{}' } }] },
+    { id: 'r1', role: 'ROLE_USER', parts: [{ tool_result: { tool_use_id: 't1', content: log } }] },
+    { id: 'a1', role: 'ROLE_ASSISTANT', parts: [{ text: 'Quota exceeded.' }] },
+    { id: 'q2', role: 'ROLE_USER', parts: [{ text: 'Now what?' }] },
+    { id: 'a2', role: 'ROLE_ASSISTANT', parts: [{ text: 'Free some space.' }] },
+  ], { createSessionIfMissing: true });
+
+  const page = await client.getToolOutput(session, 'out.r1.0', { startLine: 5001, lineCount: 1 });
+  assert.equal(page.content, 'FATAL: quota exceeded\n');
+  assert.equal(page.output.line_count, 5001);
+  const bytes = await client.getToolOutput(session, 'out.r1.0', { byteOffset: 0, byteLength: 10 });
+  assert.equal(bytes.content, 'line 0: ok');
+  const found = await client.searchToolOutputs(session, 'fatal');
+  assert.deepEqual(found.hits.map((h) => [h.output_id, h.line]), [['out.r1.0', 5001]]);
+
+  const events = [];
+  for await (const event of client.commit(session, 0, { keepRecentTurns: 1 })) events.push(event);
+  assert.equal(events[0].phase1.archived_message_count, 4); // the first turn; the newest is kept
+
+  const archive = await client.getArchive(session, 'archive_001', { pageSize: 3 });
+  assert.equal(archive.messages.length, 3);
+  assert.deepEqual(archive.messages[2].tool_output_ids, ['out.r1.0']);
+  const all = [];
+  for await (const message of client.archiveMessages(session, 'archive_001', { pageSize: 3 })) all.push(message.id);
+  assert.deepEqual(all, ['q1', 'c1', 'r1', 'a1']);
+
+  const tools = new ToolExecutor(client, session, { maxChars: 1000, tools: ['archive_search', 'tool_output_read'] });
+  const hit = await tools.run('archive_search', { query: 'HELIOTROPE' });
+  assert.equal(hit.is_error, false);
+  assert.match(hit.content, /archive_001, message q1 \(user\)/);
+  const read = await tools.run('tool_output_read', JSON.stringify({ output_id: 'out.r1.0', start_line: 5001 }));
+  assert.equal(read.content, 'out.r1.0: lines 5001-5001 of 5001\nFATAL: quota exceeded\n');
+  const long = await tools.run('tool_output_read', { output_id: 'out.r1.0' });
+  assert.ok(long.content.length <= 1000);
+  assert.equal((await tools.run('archive_expand', { archive_id: 'archive_001' })).is_error, true); // not registered
+  const missing = await tools.run('tool_output_read', { output_id: 'out.none.0' });
+  assert.equal(missing.is_error, true);
+
+  const context = await client.assembleContext(session, 100000, { registeredTools: tools.names });
+  assert.match(context.system_prompt_addition, /archive_search/);
+  assert.doesNotMatch(context.system_prompt_addition, /archive_expand/);
 });

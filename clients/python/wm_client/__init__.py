@@ -1,5 +1,6 @@
 """Python client of the Working Memory Service: a typed asyncio client (:class:`WmClient`),
-the context engine an agent runtime drives (:class:`ContextEngine`), and the ``wm`` CLI.
+the context engine an agent runtime drives (:class:`ContextEngine`), the executor of the recall
+tools a model calls (:class:`ToolExecutor`), and the ``wm`` CLI.
 
 Only the generated stubs (``wm_proto``) and gRPC are used: clients never import the server.
 """
@@ -25,6 +26,7 @@ from wm_client.errors import (
     WmError,
 )
 from wm_client.stream import CommitStream, ResumePolicy
+from wm_client.tools import ToolExecutor, ToolRun
 
 __all__ = [
     "AbortedError",
@@ -41,6 +43,8 @@ __all__ = [
     "InvalidArgumentError",
     "NotFoundError",
     "ResumePolicy",
+    "ToolExecutor",
+    "ToolRun",
     "UnauthenticatedError",
     "UnavailableError",
     "WmClient",

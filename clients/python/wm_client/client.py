@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
+from google.protobuf import field_mask_pb2
 
 from wm_client.channel import default_address, open_channel, reachable_address
 from wm_client.errors import error_from_rpc
@@ -106,13 +107,35 @@ class WmClient:
 
     # --- sessions -------------------------------------------------------------------------------
     async def create_session(
-        self, session_id: str = "", *, request_id: str | None = None
+        self,
+        session_id: str = "",
+        *,
+        config: pb.SessionConfig | None = None,
+        request_id: str | None = None,
     ) -> pb.Session:
-        """Create a session (the server makes an id when ``session_id`` is empty)."""
+        """Create a session (the server makes an id when ``session_id`` is empty); fields of
+        ``config`` left unset take the server's default."""
         request = api.CreateSessionRequest(
-            session_id=session_id, request_id=request_id or new_request_id()
+            session_id=session_id, request_id=request_id or new_request_id(), config=config
         )
         return await self._unary(self._stub.CreateSession, request)
+
+    async def update_session(
+        self,
+        session_id: str,
+        config: pb.SessionConfig,
+        paths: Sequence[str] = (),
+        *,
+        request_id: str | None = None,
+    ) -> pb.Session:
+        """Change the session's config: the fields ``paths`` names (e.g.
+        ``"config.auto_commit.idle_timeout"``), or with no paths every field set in ``config``."""
+        request = api.UpdateSessionRequest(
+            session=pb.Session(session_id=session_id, config=config),
+            update_mask=field_mask_pb2.FieldMask(paths=list(paths)),
+            request_id=request_id or new_request_id(),
+        )
+        return await self._unary(self._stub.UpdateSession, request)
 
     async def get_session(self, session_id: str) -> pb.Session:
         """A session and its counters (pending_tokens, live_tokens, working_memory_version…)."""
@@ -168,17 +191,23 @@ class WmClient:
         session_id: str,
         keep_recent_count: int = 0,
         *,
+        keep_recent_turns: int = 0,
         request_id: str | None = None,
         heartbeats: bool = False,
     ) -> CommitStream:
-        """Start a commit; the returned stream yields its events (Phase 1 first) and resumes
-        itself after a disconnect. Nothing is sent until the stream is first read."""
+        """Start a commit keeping the newest ``keep_recent_count`` messages (or, with
+        ``keep_recent_turns``, the newest turns); the returned stream yields its events
+        (Phase 1 first) and resumes itself after a disconnect. Nothing is sent until the
+        stream is first read."""
         rid = request_id or new_request_id()
 
         def open_attempt(commit_id: str | None, after: int) -> Any:
             if commit_id is None:
                 request = api.CommitRequest(
-                    session_id=session_id, keep_recent_count=keep_recent_count, request_id=rid
+                    session_id=session_id,
+                    keep_recent_count=keep_recent_count,
+                    keep_recent_turns=keep_recent_turns,
+                    request_id=rid,
                 )
                 return self._stub.Commit(request, timeout=self._timeout, metadata=self._metadata)
             return self._watch_call(session_id, commit_id, after)
@@ -299,14 +328,20 @@ class WmClient:
         *,
         system_prompt: str = "",
         include_anthropic_json: bool = False,
+        registered_tools: Sequence[str] | None = None,
     ) -> api.AssembleContextResponse:
-        """The next model context within ``token_budget`` tokens."""
+        """The next model context within ``token_budget`` tokens; with
+        ``registered_tools`` (e.g. ``ToolExecutor.names``), its system-prompt addition names
+        only those tools."""
         request = api.AssembleContextRequest(
             session_id=session_id,
             token_budget=token_budget,
             system_prompt=system_prompt,
             include_anthropic_json=include_anthropic_json,
         )
+        if registered_tools is not None:
+            request.registered_tools.SetInParent()  # set, even when empty: no tools at all
+            request.registered_tools.names.extend(registered_tools)
         return await self._unary(self._stub.AssembleContext, request)
 
     # --- archives -------------------------------------------------------------------------------
@@ -319,10 +354,63 @@ class WmClient:
         )
         return await self._unary(self._stub.ListArchives, request)
 
-    async def get_archive(self, session_id: str, archive_id: str) -> pb.Archive:
-        """One archive with its raw messages (expand)."""
-        request = api.GetArchiveRequest(session_id=session_id, archive_id=archive_id)
+    async def get_archive(
+        self, session_id: str, archive_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> pb.Archive:
+        """One archive with one page of its raw messages (expand); follow
+        ``next_messages_page_token``, or use :meth:`iter_archive_messages`."""
+        request = api.GetArchiveRequest(
+            session_id=session_id, archive_id=archive_id, page_size=page_size,
+            page_token=page_token,
+        )  # fmt: skip
         return await self._unary(self._stub.GetArchive, request)
+
+    async def iter_archive_messages(
+        self, session_id: str, archive_id: str, *, page_size: int = 0
+    ) -> AsyncIterator[pb.Message]:
+        """Every message of an archive, page after page."""
+        token = ""
+        while True:
+            page = await self.get_archive(
+                session_id, archive_id, page_size=page_size, page_token=token
+            )
+            for message in page.messages:
+                yield message
+            token = page.next_messages_page_token
+            if not token:
+                return
+
+    # --- tool outputs ---------------------------------------------------------------------------
+    async def get_tool_output(
+        self,
+        session_id: str,
+        output_id: str,
+        *,
+        start_line: int = 0,
+        line_count: int = 0,
+        byte_offset: int | None = None,
+        byte_length: int = 0,
+        page_token: str = "",
+    ) -> api.GetToolOutputResponse:
+        """One page of a stored tool output: lines (from ``start_line``, 1-based), or bytes
+        when ``byte_offset`` is given; ``page_token`` continues a range."""
+        request = api.GetToolOutputRequest(
+            session_id=session_id, output_id=output_id, page_token=page_token
+        )
+        if byte_offset is not None:
+            request.bytes.CopyFrom(api.ByteRange(offset=byte_offset, length=byte_length))
+        else:
+            request.lines.CopyFrom(api.LineRange(start=start_line, count=line_count))
+        return await self._unary(self._stub.GetToolOutput, request)
+
+    async def search_tool_outputs(
+        self, session_id: str, query: str, *, output_id: str = "", max_hits: int = 0
+    ) -> api.SearchToolOutputsResponse:
+        """Literal, case-insensitive search over the session's stored tool outputs, by line."""
+        request = api.SearchToolOutputsRequest(
+            session_id=session_id, query=query, output_id=output_id, max_hits=max_hits
+        )
+        return await self._unary(self._stub.SearchToolOutputs, request)
 
     async def search_archives(
         self,

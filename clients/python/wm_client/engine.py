@@ -34,6 +34,7 @@ log = logging.getLogger("wm_client.engine")
 
 MAX_TOKEN_BUDGET = 10_000_000  # the contract's largest AssembleContext budget
 MAX_KEEP_RECENT = 10_000
+MAX_KEEP_TURNS = 1000
 
 
 class CompactOutcome(StrEnum):
@@ -129,6 +130,8 @@ class AfterTurnResult:
     pending_tokens: int | None
     threshold: int
     commit: BackgroundCommit | None
+    # The commit the server started under the session's own auto-commit policy ("" if none).
+    server_commit_id: str = ""
 
     @property
     def commit_started(self) -> bool:
@@ -168,6 +171,23 @@ class ContextEngine:
         self.client = client
         self._latest: dict[str, BackgroundCommit] = {}
         self._running: set[BackgroundCommit] = set()
+        self._server_managed: dict[str, bool] = {}
+
+    async def _managed_by_server(self, session: str) -> bool:
+        """Whether the session has a server-side auto-commit policy (asked once per session;
+        ``forget`` asks again after an UpdateSession)."""
+        if session not in self._server_managed:
+            policy = (await self.client.get_session(session)).config.auto_commit
+            self._server_managed[session] = bool(
+                policy.pending_token_threshold
+                or policy.message_count_threshold
+                or policy.idle_timeout.ToNanoseconds()
+            )
+        return self._server_managed[session]
+
+    def forget(self, session: str) -> None:
+        """Ask the server again whether it commits ``session`` itself (its config changed)."""
+        self._server_managed.pop(session, None)
 
     async def after_turn(
         self,
@@ -175,11 +195,16 @@ class ContextEngine:
         new_messages: Sequence[pb.Message],
         token_budget: int,
         commit_ratio: float = 0.5,
-        keep_recent: int = 10,
+        keep_recent: int | None = None,
+        keep_recent_turns: int = 2,
     ) -> AfterTurnResult:
         """Add the turn's messages in one batch (creating the session if needed); when
-        pending_tokens ≥ floor(token_budget × commit_ratio), start a commit keeping the newest
-        ``keep_recent`` messages, in the background, and return without waiting for it.
+        pending_tokens ≥ floor(token_budget × commit_ratio), start a commit in the background
+        keeping the newest ``keep_recent_turns`` turns (or, when ``keep_recent`` is given, that
+        many messages), and return without waiting for it.
+
+        A session with a server-side auto-commit policy is committed by the server (the
+        result names that commit): the engine then never commits it, so nothing runs twice.
 
         A commit triggered while the session's previous background commit has not answered
         Phase 1 yet starts after that answer (the previous one may have archived everything,
@@ -188,8 +213,10 @@ class ContextEngine:
             raise ValueError("token_budget must be positive")
         if not 0.0 <= commit_ratio <= 1.0:
             raise ValueError("commit_ratio must be between 0 and 1")
-        if not 0 <= keep_recent <= MAX_KEEP_RECENT:
+        if keep_recent is not None and not 0 <= keep_recent <= MAX_KEEP_RECENT:
             raise ValueError(f"keep_recent must be 0-{MAX_KEEP_RECENT}")
+        if keep_recent is None and not 1 <= keep_recent_turns <= MAX_KEEP_TURNS:
+            raise ValueError(f"keep_recent_turns must be 1-{MAX_KEEP_TURNS}")
         threshold = math.floor(token_budget * commit_ratio)
         if not new_messages:
             return AfterTurnResult(session, (), (), None, threshold, None)
@@ -197,11 +224,13 @@ class ContextEngine:
             session, new_messages, create_session_if_missing=True
         )
         commit = None
-        if added.pending_tokens >= threshold:
+        if added.pending_tokens >= threshold and not await self._managed_by_server(session):
             previous = self._latest.get(session)
             commit = BackgroundCommit(
                 session,
-                self.client.commit(session, keep_recent),
+                self.client.commit(session, keep_recent)
+                if keep_recent is not None
+                else self.client.commit(session, keep_recent_turns=keep_recent_turns),
                 after=previous if previous is not None and not previous.past_phase1 else None,
             )
             self._latest[session] = commit
@@ -214,6 +243,7 @@ class ContextEngine:
             pending_tokens=added.pending_tokens,
             threshold=threshold,
             commit=commit,
+            server_commit_id=added.auto_commit_id,
         )
 
     def _finished(self, commit: BackgroundCommit, _task: asyncio.Task[pb.CommitEvent]) -> None:
@@ -268,13 +298,16 @@ class ContextEngine:
         *,
         system_prompt: str = "",
         include_anthropic_json: bool = False,
+        registered_tools: Sequence[str] | None = None,
     ) -> api.AssembleContextResponse:
-        """The context for the next model call (AssembleContext)."""
+        """The context for the next model call (AssembleContext); ``registered_tools``: the
+        recall tools the runtime registered (e.g. ``ToolExecutor.names``)."""
         return await self.client.assemble_context(
             session,
             token_budget,
             system_prompt=system_prompt,
             include_anthropic_json=include_anthropic_json,
+            registered_tools=registered_tools,
         )
 
     def running_commits(self) -> tuple[BackgroundCommit, ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 from google.protobuf.message import Message as ProtoMessage
 
@@ -103,15 +104,26 @@ def _message_in(
                     FieldViolation(f"{part_path}.tool_use.name", "required", "REQUIRED")
                 )
             input_json = use.input_json or "{}"
+            problem = ""
             try:
-                decoded = json.loads(input_json)
+                decoded = json.loads(input_json, parse_constant=_no_constant)
+            except _NonStandardJson as exc:
+                decoded, problem = None, str(exc)
             except (ValueError, RecursionError):  # RecursionError: nested past the stack
                 decoded = None
-            if not isinstance(decoded, dict):
+            if problem:
+                violations.append(
+                    FieldViolation(f"{part_path}.tool_use.input_json", problem, "INVALID_JSON")
+                )
+            elif not isinstance(decoded, dict):
                 violations.append(
                     FieldViolation(
                         f"{part_path}.tool_use.input_json", "must be a JSON object", "INVALID_JSON"
                     )
+                )
+            elif problem := _non_standard(decoded):
+                violations.append(
+                    FieldViolation(f"{part_path}.tool_use.input_json", problem, "INVALID_JSON")
                 )
             elif _json_depth(decoded) > MAX_JSON_DEPTH:
                 violations.append(
@@ -145,6 +157,43 @@ def _message_in(
         return None
     frozen = tuple(parts)
     return Message(message.id, role, frozen, message_tokens(frozen))
+
+
+class _NonStandardJson(ValueError):
+    """JSON that Python reads but standard JSON (and the Messages API) does not."""
+
+
+def _no_constant(name: str) -> object:
+    raise _NonStandardJson(f"{name} is not a JSON number (RFC 8259 has no NaN or Infinity)")
+
+
+def _non_standard(value: object) -> str:
+    """Why decoded JSON could not be written back as standard JSON, or "": a number too large
+    for a double (1e999 reads as infinity) or a lone surrogate escape (\\ud800 is no
+    character, so it cannot be encoded as UTF-8). Walked without recursion."""
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            stack.extend(item.keys())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            return "a number is too large for a 64-bit float"
+        elif isinstance(item, str) and not _encodes(item):
+            return "a string holds a lone surrogate escape (not a Unicode character)"
+    return ""
+
+
+def _encodes(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _json_depth(value: object) -> int:

@@ -12,19 +12,22 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2
 
-from wm_core import anthropic_json
+from wm_core import SessionSettings, anthropic_json
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server import wire
-from wm_server.api import convert
+from wm_server.api import convert, session_config
 from wm_server.api.handlers import server_stream, unary
+from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService, as_json, openai_shape, tool_definitions
 from wm_server.services.sessions import SessionService
+from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
+from wm_server.storage.records import UNCONFIGURED
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -40,8 +43,14 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         memory: WorkingMemoryService,
         archives: ArchiveService,
         context: ContextService,
+        tool_outputs: ToolOutputService,
         max_message_bytes: int,
+        default_config: SessionSettings = UNCONFIGURED,
+        check_model: session_config.ModelCheck = lambda provider, model: None,
     ) -> None:
+        self._default_config = default_config
+        self._check_model = check_model
+        self._tool_outputs = tool_outputs
         self._archives = archives
         self._context = context
         self._sessions = sessions
@@ -54,8 +63,33 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def CreateSession(
         self, request: api.CreateSessionRequest, context: Context
     ) -> pb.Session:
+        config = None
+        if request.HasField("config"):
+            given = session_config.partial_settings(request.config, "config", self._check_model)
+            config = session_config.overlay(self._default_config, given)
         record, _ = await self._sessions.create(
-            request.session_id, request.request_id, convert.fingerprint(request)
+            request.session_id, request.request_id, convert.fingerprint(request), config
+        )
+        return wire.session_out(record)
+
+    @unary
+    async def UpdateSession(
+        self, request: api.UpdateSessionRequest, context: Context
+    ) -> pb.Session:
+        if not request.HasField("session"):
+            raise invalid("session", "required", "REQUIRED")
+        paths = list(request.update_mask.paths)
+        update = session_config.partial_settings(
+            request.session.config, "session.config", self._check_model
+        )
+        default = self._default_config
+
+        def change(current: SessionSettings) -> SessionSettings:
+            return session_config.masked(current, update, default, paths)
+
+        session_config.masked(default, update, default, paths)  # a bad path fails before I/O
+        record = await self._sessions.update_config(
+            request.session.session_id, change, request.request_id, convert.fingerprint(request)
         )
         return wire.session_out(record)
 
@@ -101,6 +135,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             added_message_ids=result.added_ids,
             duplicate_message_ids=result.duplicate_ids,
             session_created=result.created,
+            auto_commit_id=result.auto_commit_id,
         )
 
     # --- commits ---------------------------------------------------------------------------
@@ -113,6 +148,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.keep_recent_count,
             request.request_id,
             convert.fingerprint(request),
+            request.keep_recent_turns,
         )
         async for payload in stream:
             yield pb.CommitEvent.FromString(payload)
@@ -198,9 +234,15 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
 
     @unary
     async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
-        record, messages, wm = await self._archives.get(request.session_id, request.archive_id)
+        record, page, wm = await self._archives.get(
+            request.session_id, request.archive_id, request.page_size, request.page_token
+        )
         archive = wire.archive_out(record)
-        archive.messages.extend(wire.message_out(m) for m in messages)
+        archive.messages.extend(
+            wire.message_out(m.message, m.position, m.create_time) for m in page.messages
+        )
+        archive.next_messages_page_token = page.next_page_token
+        archive.messages_start_position = page.messages[0].position if page.messages else 0
         if wm is not None:
             archive.working_memory.CopyFrom(wire.working_memory_out(wm))
         return archive
@@ -235,8 +277,12 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def AssembleContext(
         self, request: api.AssembleContextRequest, context: Context
     ) -> api.AssembleContextResponse:
-        result, wm, uncovered = await self._context.assemble(
-            request.session_id, request.token_budget, request.system_prompt
+        result, wm, uncovered, budget = await self._context.assemble(
+            request.session_id,
+            request.token_budget,
+            request.system_prompt,
+            request.include_anthropic_json,
+            list(request.registered_tools.names) if request.HasField("registered_tools") else None,
         )
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
@@ -252,6 +298,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             uncovered_archive_ids=[wire.archive_id(s) for s in uncovered],
             included_message_count=result.included_source_messages,
             dropped_message_count=result.dropped_source_messages,
+            cut_parts=result.cut_parts,
+            effective_token_budget=budget,
         )
 
     @unary
@@ -271,3 +319,43 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 definition.openai_json = as_json(openai_shape(tool))
             tools.append(definition)
         return api.GetToolDefinitionsResponse(tools=tools)
+
+    # --- tool outputs ----------------------------------------------------------------------
+    @unary
+    async def GetToolOutput(
+        self, request: api.GetToolOutputRequest, context: Context
+    ) -> api.GetToolOutputResponse:
+        which = request.WhichOneof("range") or "lines"
+        if which == "bytes":
+            start, count = request.bytes.offset, request.bytes.length
+        else:
+            start, count = request.lines.start, request.lines.count
+        page = await self._tool_outputs.read(
+            request.session_id, request.output_id, which, start, count, request.page_token
+        )
+        return api.GetToolOutputResponse(
+            output=wire.tool_output_out(page.output),
+            content=page.content,
+            start_line=page.start_line,
+            line_count=page.line_count,
+            start_byte=page.start_byte,
+            byte_count=page.byte_count,
+            next_page_token=page.next_page_token,
+        )
+
+    @unary
+    async def SearchToolOutputs(
+        self, request: api.SearchToolOutputsRequest, context: Context
+    ) -> api.SearchToolOutputsResponse:
+        hits, total = await self._tool_outputs.search(
+            request.session_id, request.query, request.output_id, request.max_hits
+        )
+        return api.SearchToolOutputsResponse(
+            hits=[
+                api.ToolOutputHit(
+                    output_id=h.output_id, message_id=h.message_id, line=h.line, snippet=h.snippet
+                )
+                for h in hits
+            ],
+            total_matches=total,
+        )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,9 +79,12 @@ class Phase2Worker:
         *,
         post_steps: Sequence[PostStep] = (),
         observer: Phase2Observer | None = None,
+        provider_for: Callable[[str | None], LlmProvider] | None = None,
     ) -> None:
         self._jobs = jobs
         self._provider = provider
+        # The provider a session chose in its config (None: ``provider``, the default).
+        self._provider_for = provider_for or (lambda name: provider)
         self._bus = bus
         self._settings = settings
         self._post_steps = tuple(post_steps)
@@ -191,7 +194,7 @@ class Phase2Worker:
 
             try:
                 generation = await generate_working_memory(
-                    self._provider,
+                    self._provider_for(data.provider),
                     previous_document=previous.document if previous else None,
                     messages=data.messages,
                     on_event=on_event,

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from wm_core import Message
+from wm_core import Message, TextPart, ToolUsePart
 from wm_server.errors import NotFound, invalid
 from wm_server.services import paging, validation
 from wm_server.services.sessions import find_session
 from wm_server.storage.database import Database
-from wm_server.storage.records import CommitRecord, WorkingMemoryRecord
+from wm_server.storage.records import CommitRecord, StoredMessage, WorkingMemoryRecord
+from wm_server.storage.unit_of_work import UnitOfWork
 
 # ASCII digits only (\d would accept other scripts' digits), and at most 18 of them so the
 # number fits the store's 64-bit integers (longer ids once made int() or SQLite raise).
@@ -22,6 +24,67 @@ def archive_seq(archive_id: str, field: str = "archive_id") -> int:
     if not match or int(match.group(1)) == 0:
         raise invalid(field, "must look like archive_001", "INVALID_FORMAT")
     return int(match.group(1))
+
+
+# The content of one page of messages: half of the 16 MiB response limit, leaving room for
+# the protobuf framing, the working memory and the decisions that travel with the archive.
+PAGE_BYTES = 8 * 1024 * 1024
+_READ_CHUNK = 200  # rows read per query while a page fills
+
+
+def message_bytes(message: Message) -> int:
+    """What a message adds to a response, at most: its text, tool ids, names, inputs and
+    outputs in UTF-8, plus a fixed allowance for the framing of each part."""
+    size = len(message.id) + 64
+    for part in message.parts:
+        size += 16
+        if isinstance(part, TextPart):
+            size += len(part.text.encode())
+        elif isinstance(part, ToolUsePart):
+            size += len(part.id) + len(part.name.encode()) + len(part.input_json.encode())
+        else:
+            size += len(part.tool_use_id) + len(part.content.encode())
+    return size
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivePage:
+    messages: tuple[StoredMessage, ...]
+    next_page_token: str
+
+
+async def _page(
+    uow: UnitOfWork,
+    sid: int,
+    bounds: tuple[int, int],
+    start: int,
+    count: int | None,
+    seq: int,
+    next_token: Callable[[int], str],
+) -> ArchivePage:
+    """Messages from ``start`` within ``bounds``: at most ``count`` and PAGE_BYTES (at least
+    one), read in chunks so a huge archive is never loaded whole."""
+    first, last = bounds
+    if not first <= start <= last + 1:
+        raise paging.not_a_token()
+    taken: list[StoredMessage] = []
+    size = 0
+    position = start
+    while position <= last and (count is None or len(taken) < count):
+        want = _READ_CHUNK if count is None else min(_READ_CHUNK, count - len(taken))
+        chunk = await uow.messages.between(sid, position, last, want)
+        if not chunk:
+            break
+        for item in chunk:
+            weight = message_bytes(item.message)
+            if taken and size + weight > PAGE_BYTES:
+                return ArchivePage(tuple(taken), next_token(item.position))
+            taken.append(item)
+            size += weight
+        position = chunk[-1].position + 1
+    more = position <= last
+    token = next_token(position) if more and taken else ""
+    return ArchivePage(tuple(taken), token)
 
 
 class ArchiveService:
@@ -44,11 +107,15 @@ class ArchiveService:
         return records, token
 
     async def get(
-        self, session_id: str, archive_id: str
-    ) -> tuple[CommitRecord, Sequence[Message], WorkingMemoryRecord | None]:
-        """The archive, its raw messages and the working memory that covered it."""
+        self, session_id: str, archive_id: str, page_size: int = 0, page_token: str = ""
+    ) -> tuple[CommitRecord, ArchivePage, WorkingMemoryRecord | None]:
+        """The archive, one page of its raw messages and the working memory that covered it."""
         sid = validation.session_id(session_id)
         seq = archive_seq(archive_id)
+        if page_size < 0:
+            raise invalid("page_size", "must not be negative")
+        count = min(page_size, paging.MAX_PAGE_SIZE) if page_size else None
+        cursor = self._tokens.decode(f"archive/{seq}", page_token, sid)
         async with self._db.scanner() as uow:
             row = await find_session(uow, sid)
             records = await uow.commits.archived_after(row.sid, seq - 1, 1)
@@ -60,8 +127,11 @@ class ArchiveService:
                     metadata={"session_id": sid, "archive_id": archive_id},
                 )
             record = records[0]
-            messages = [m.message for m in await uow.messages.between(row.sid, *bounds)]
+            page = await _page(
+                uow, row.sid, bounds, cursor or bounds[0], count, seq,
+                lambda position: self._tokens.encode(f"archive/{seq}", position, sid),
+            )  # fmt: skip
             wm = None
             if record.wm_version:
                 wm = await uow.working_memories.get(row, record.wm_version)
-        return record, messages, wm
+        return record, page, wm

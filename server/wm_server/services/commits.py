@@ -14,29 +14,26 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from wm_core import NeedRows, SplitRow, rebuild_rule, split_boundary
-from wm_server.errors import FailedPrecondition, NotFound, OutOfRange, Unavailable, invalid
+from wm_core import Trigger, idle_due
+from wm_server.errors import FailedPrecondition, OutOfRange, Unavailable, invalid
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import (
     RETRY_REQUESTED,
     EventLog,
     Heartbeat,
-    Phase1Finished,
     RetryScheduled,
 )
+from wm_server.services.phase1 import MAX_KEEP_TURNS, archive, session_commit
 from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
     CommitRecord,
     CommitState,
-    SkipReason,
     StoredEvent,
     archive_name,
 )
-from wm_server.storage.repositories import SessionRow
-from wm_server.storage.unit_of_work import UnitOfWork
 
 # A stream yields stored event bytes, or a heartbeat it encodes itself.
 EventStream = AsyncIterator[bytes]
@@ -71,44 +68,6 @@ def beyond_the_log(
     )
 
 
-def commit_not_found(session_id: str, commit_id: str) -> NotFound:
-    return NotFound(
-        f"commit {commit_id!r} not found in session {session_id!r}",
-        reason="COMMIT_NOT_FOUND",
-        metadata={"session_id": session_id, "commit_id": commit_id},
-    )
-
-
-async def session_commit(uow: UnitOfWork, row: SessionRow, commit_id: str) -> CommitRecord:
-    record = await uow.commits.get(commit_id, row.sid)
-    if record is None:
-        raise commit_not_found(row.record.session_id, commit_id)
-    return record
-
-
-async def kept_from(uow: UnitOfWork, sid: int, first: int, next_pos: int, keep: int) -> int:
-    """The first position a commit keeps (``wm_core.split_boundary``), fetching the rows and
-    the tool-call positions the rule asks for."""
-    rows: list[SplitRow] = []
-    since: int | None = None
-    calls: dict[str, int | None] = {}
-    while True:
-        answer = split_boundary(first, next_pos, keep, rows, since, calls)
-        if not isinstance(answer, NeedRows):
-            return answer
-        if answer.since < answer.until:
-            rows.extend(
-                SplitRow(position, (), results)
-                for position, results in await uow.messages.results_between(
-                    sid, answer.since, answer.until
-                )
-            )
-            since = answer.since
-        if answer.calls:
-            found = await uow.tool_calls.positions(sid, sorted(answer.calls))
-            calls.update({tid: found.get(tid) for tid in answer.calls})
-
-
 class CommitService:
     def __init__(
         self,
@@ -128,7 +87,12 @@ class CommitService:
         self._on_enqueued = on_enqueued
 
     async def commit(
-        self, session_id: str, keep_recent_count: int, request_id: str, fingerprint: str = ""
+        self,
+        session_id: str,
+        keep_recent_count: int,
+        request_id: str,
+        fingerprint: str = "",
+        keep_recent_turns: int = 0,
     ) -> tuple[CommitRecord, EventStream]:
         """Run Phase 1 now; return the commit and the stream of all its events."""
         sid = validation.session_id(session_id)
@@ -136,66 +100,73 @@ class CommitService:
             raise invalid(
                 "keep_recent_count", f"must be 0-{validation.MAX_KEEP_RECENT}", "OUT_OF_RANGE"
             )
+        if not 0 <= keep_recent_turns <= MAX_KEEP_TURNS:
+            raise invalid("keep_recent_turns", f"must be 0-{MAX_KEEP_TURNS}", "OUT_OF_RANGE")
+        if keep_recent_turns and keep_recent_count:
+            raise invalid(
+                "keep_recent_turns", "give keep_recent_count or keep_recent_turns, not both",
+                "CONFLICT",
+            )  # fmt: skip
         rid = validation.request_id(request_id)
-        record, created = await self.phase1(sid, keep_recent_count, rid, fingerprint)
+        record, created = await self.phase1(
+            sid, keep_recent_count, rid, fingerprint, turns=keep_recent_turns
+        )
         if created and not record.state.terminal:
             self._on_enqueued()
         return record, self.watch(sid, record.commit_id, 0)
 
+    async def commit_idle(self, limit: int = 100) -> list[CommitRecord]:
+        """Commit whole every session idle beyond its auto-commit idle timeout; the commits.
+
+        Candidates come from a plain read; each is then locked and checked again, so when
+        several replicas sweep at once the first commits and the others find nothing due.
+        """
+        async with self._db.reader() as uow:
+            due = await uow.sessions.idle(time.time(), limit)
+        made = [r for tenant, name in due if (r := await self._commit_idle(tenant, name))]
+        if any(not r.state.terminal for r in made):
+            self._on_enqueued()
+        return made
+
+    @retry_conflicts
+    async def _commit_idle(self, tenant: str, session_id: str) -> CommitRecord | None:
+        async with self._db.unit_of_work() as uow:
+            row = await uow.sessions.lock(tenant, session_id)
+            now = time.time()
+            if row is None or not idle_due(
+                row.record.config.auto_commit, message_count=row.record.message_count,
+                last_add_time=row.last_add_time, now=now, last_commit_time=row.last_commit_time,
+            ):  # fmt: skip
+                return None
+            record = await archive(uow, self._log, row, 0, None, Trigger.IDLE, skip_if_empty=True)
+            await uow.commit()
+        return record
+
     @retry_conflicts
     async def phase1(
-        self, session_id: str, keep: int, request_id: str | None, fingerprint: str = ""
+        self,
+        session_id: str,
+        keep: int,
+        request_id: str | None,
+        fingerprint: str = "",
+        *,
+        turns: int = 0,
     ) -> tuple[CommitRecord, bool]:
-        """Archive all but the newest ``keep`` messages (never splitting a tool call from its
-        result), remember keep, reset pending, enqueue Phase 2 and store the first event;
-        (commit, False) when the request id matched an earlier commit."""
+        """Phase 1 (``phase1.archive``) for a client's commit; (commit, False) when the
+        request id matched an earlier commit."""
         req = idempotency.request("Commit", session_id, request_id, fingerprint)
         async with self._db.unit_of_work() as uow:
             prior = await idempotency.replay(uow, req)
             row = await locked_session(uow, session_id)
             if prior is not None:
                 return await session_commit(uow, row, prior["commit_id"]), False
-            commit_id = validation.new_commit_id()
-            first, next_pos = row.first_live, row.next_position
-            total = next_pos - first
-            boundary = await kept_from(uow, row.sid, first, next_pos, keep)
-            archived = boundary - first
-            now = time.time()
-            kept = await uow.messages.tokens_from(row.sid, boundary)
-            archives = row.record.archive_count
-            if total == 0 or archived <= 0:
-                reason = SkipReason.NO_MESSAGES if total == 0 else SkipReason.WITHIN_KEEP_WINDOW
-                await uow.commits.insert(
-                    commit_id, row.sid, state=CommitState.SKIPPED, keep=keep, archive_seq=None,
-                    archived=0, kept=total, archived_tokens=0, skip_reason=reason,
-                    request_id=request_id, now=now,
-                )  # fmt: skip
-            else:
-                archives += 1
-                archived_tokens = row.record.live_tokens - sum(kept)
-                await uow.archives.insert(
-                    row.sid, archives, commit_id, message_count=archived, tokens=archived_tokens,
-                    first=first, last=boundary - 1, now=now,
-                )  # fmt: skip
-                await uow.commits.insert(
-                    commit_id, row.sid, state=CommitState.PENDING, keep=keep,
-                    archive_seq=archives, archived=archived, kept=total - archived,
-                    archived_tokens=archived_tokens, skip_reason=None, request_id=request_id,
-                    now=now,
-                )  # fmt: skip
-                await uow.jobs.enqueue(commit_id, row.sid, archives, now)
-            pending, live = rebuild_rule(kept, keep)  # the window may have a new keep
-            await uow.sessions.set_window(
-                row.sid, first_live=boundary, message_count=total - archived,
-                archive_count=archives, keep=keep, pending=pending, live=live, now=now,
-            )  # fmt: skip
-            record = await session_commit(uow, row, commit_id)
-            last = await self._log.append(
-                uow, commit_id, record.last_sequence, Phase1Finished(record)
+            record = await archive(
+                uow, self._log, row, keep, request_id, Trigger.CLIENT, turns=turns
             )
-            await idempotency.remember(uow, req, row.sid, {"commit_id": commit_id})
+            assert record is not None  # a client's commit is stored even when it skips
+            await idempotency.remember(uow, req, row.sid, {"commit_id": record.commit_id})
             await uow.commit()
-        return replace(record, last_sequence=last), True
+        return record, True
 
     async def watch(self, session_id: str, commit_id: str, after_sequence: int) -> EventStream:
         """Replay stored events after ``after_sequence``, then tail until the terminal one.
@@ -317,6 +288,6 @@ class CommitService:
                 uow, commit_id, record.last_sequence, RetryScheduled(0, 0, RETRY_REQUESTED)
             )
             record = await session_commit(uow, row, commit_id)
-            await idempotency.remember(uow, req, row.sid, {"commit_id": commit_id})
+            await idempotency.remember(uow, req, row.sid, {"commit_id": record.commit_id})
             await uow.commit()
         return replace(record, last_sequence=last), True

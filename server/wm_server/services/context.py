@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble
+from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble, output_ids
 from wm_server.errors import invalid
 from wm_server.services import validation
-from wm_server.services.archives import archive_seq
+from wm_server.services.archives import archive_seq, message_bytes
 from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database
-from wm_server.storage.records import SearchMatch, StoredMessage, WorkingMemoryRecord
+from wm_server.storage.records import (
+    SearchMatch,
+    StoredMessage,
+    WorkingMemoryRecord,
+    archive_name,
+)
 from wm_server.tenancy import current_tenant
 
 MAX_BUDGET = 10_000_000
@@ -22,26 +28,108 @@ DEFAULT_HITS = 12
 MAX_HITS = 50
 SNIPPET = 1500
 MAX_QUERY = 1000
+MAX_TOOLS = 16
+# An assembled context's content in one response, at most (the limit of any response is 16
+# MiB; the rest is framing).
+MAX_CONTEXT_BYTES = 12 * 1024 * 1024
 _JSON_ESCAPED = {'"', "\\"}
 
 
+class MessageCache:
+    """Decoded messages by (session key, position), least recently used first out.
+
+    A stored message never changes: positions are never reused, a session's key is never
+    reused, and archiving moves a boundary, not a row. So AssembleContext, which reads every
+    uncovered message on every call, decodes each one once per replica instead of once per
+    call (on 2,000 messages, most of the call). Bounded by an estimate of the memory held.
+    """
+
+    def __init__(self, max_weight: int = 32 * 1024 * 1024) -> None:
+        self._items: OrderedDict[tuple[int, int], StoredMessage] = OrderedDict()
+        self._weight = 0
+        self._max = max_weight
+
+    @staticmethod
+    def _weight_of(item: StoredMessage) -> int:
+        return item.message.estimated_tokens * 4 + 200
+
+    def run(self, sid: int, start: int, stop: int) -> tuple[list[StoredMessage], int]:
+        """The cached messages from ``start`` on, up to the first one missing (or ``stop``),
+        and that position."""
+        out: list[StoredMessage] = []
+        position = start
+        while position < stop:
+            item = self._items.get((sid, position))
+            if item is None:
+                break
+            self._items.move_to_end((sid, position))
+            out.append(item)
+            position += 1
+        return out, position
+
+    def add(self, sid: int, items: Sequence[StoredMessage]) -> None:
+        for item in items:
+            key = (sid, item.position)
+            if key not in self._items:
+                self._weight += self._weight_of(item)
+            self._items[key] = item
+        while self._weight > self._max and self._items:
+            _, old = self._items.popitem(last=False)
+            self._weight -= self._weight_of(old)
+
+
 class ContextService:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, cache: MessageCache | None = None) -> None:
         self._db = database
+        self._cache = cache or MessageCache()
 
     async def assemble(
-        self, session_id: str, token_budget: int, system_prompt: str
-    ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int]]:
+        self,
+        session_id: str,
+        token_budget: int,
+        system_prompt: str,
+        with_json: bool = False,
+        tools: Sequence[str] | None = None,
+    ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int], int]:
+        """The context, the WM it includes, the uncovered archives and the budget used: the
+        asked one, or less when that context would not fit in one response (a 10M-token
+        budget is 40 MB of text; the limit is MAX_CONTEXT_BYTES, doubled by the JSON copy)."""
         sid = validation.session_id(session_id)
         if not 1 <= token_budget <= MAX_BUDGET:
             raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
         if len(system_prompt.encode()) > MAX_SYSTEM_PROMPT:
             raise invalid("system_prompt", "at most 1 MiB", "TOO_LARGE")
-        wm, stored, uncovered = await self._uncovered(sid)
-        result = assemble(
-            token_budget, system_prompt, wm.document if wm else None, [s.message for s in stored]
-        )
-        return result, wm if result.working_memory_included else None, uncovered
+        if tools is not None:
+            served = {t["name"] for t in tool_definitions()}
+            unknown = sorted(set(tools) - served)
+            if len(tools) > MAX_TOOLS or unknown:
+                raise invalid(
+                    "registered_tools.names",
+                    f"at most {MAX_TOOLS} of {', '.join(sorted(served))}"
+                    + (f"; unknown: {', '.join(unknown)[:200]}" if unknown else ""),
+                    "UNKNOWN_TOOL",
+                )
+        wm, stored, uncovered, spans = await self._uncovered(sid)
+        messages = [s.message for s in stored]
+        pointers = _Pointers(stored, spans)
+        budget = token_budget
+        while True:
+            document = wm.document if wm else None
+            result = assemble(budget, system_prompt, document, messages, pointers, tools)
+            copies = 2 if with_json else 1
+            # Each token is at most 12 UTF-8 bytes (a 3-byte character weighs a quarter token;
+            # ids and names are counted in the estimate), plus the framing message_bytes allows
+            # per message and part: small contexts are proven to fit without weighing them.
+            bound = result.estimated_tokens * 12 + len(result.system_prompt_addition) * 4
+            bound += sum(64 + 16 * len(m.parts) for m in result.messages)
+            if bound * copies <= MAX_CONTEXT_BYTES:
+                break
+            size = sum(message_bytes(m) for m in result.messages) * copies
+            size += len(result.system_prompt_addition.encode())
+            if size <= MAX_CONTEXT_BYTES or budget <= 1:
+                break
+            budget = max(1, min(budget - 1, int(budget * MAX_CONTEXT_BYTES / size * 0.95)))
+        return result, wm if result.working_memory_included else None, uncovered, budget
 
     async def search(
         self,
@@ -51,14 +139,7 @@ class ContextService:
         max_hits: int,
         all_sessions: bool,
     ) -> tuple[list[tuple[SearchMatch, str]], int]:
-        needle = query.strip()
-        if not needle:
-            raise invalid("query", "required", "REQUIRED")
-        if len(needle) > MAX_QUERY:
-            raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
-        if max_hits < 0:
-            raise invalid("max_hits", "must not be negative", "OUT_OF_RANGE")
-        limit = min(max_hits or DEFAULT_HITS, MAX_HITS)
+        needle, limit = search_terms(query, max_hits)
         sid = None if all_sessions else validation.session_id(session_id)
         seq = archive_seq(archive_id) if archive_id else None
         folded = needle.casefold()
@@ -74,17 +155,25 @@ class ContextService:
 
     async def _uncovered(
         self, session_id: str
-    ) -> tuple[WorkingMemoryRecord | None, list[StoredMessage], list[int]]:
+    ) -> tuple[
+        WorkingMemoryRecord | None, list[StoredMessage], list[int], list[tuple[int, int, int]]
+    ]:
         """The latest WM, the messages it does not cover (archived after the archive it
-        covers, then the live ones, in order) and the numbers of those archives."""
+        covers, then the live ones, in order), the numbers of those archives and their
+        (seq, first, last) positions."""
         async with self._db.scanner() as uow:
             row = await find_session(uow, session_id)
             wm = await uow.working_memories.get(row, row.record.wm_version)
             covered = await uow.working_memories.covered_seq(row.sid, wm.version) if wm else 0
             bounds = await uow.archives.bounds(row.sid, covered) if covered else None
             start = bounds[1] + 1 if bounds else 1
-            seqs = [s for s, _, _ in await uow.archives.listing(row.sid, None) if s > covered]
-            return wm, await uow.messages.between(row.sid, start, None), sorted(seqs)
+            spans = [a for a in await uow.archives.listing(row.sid, None) if a[0] > covered]
+            messages, missing = self._cache.run(row.sid, start, row.next_position)
+            if missing < row.next_position:
+                fresh = await uow.messages.between(row.sid, missing, row.next_position - 1)
+                self._cache.add(row.sid, fresh)
+                messages.extend(fresh)
+            return wm, messages, sorted(s for s, _, _ in spans), spans
 
     async def _search(
         self,
@@ -113,16 +202,62 @@ class ContextService:
         return found, total
 
 
+def search_terms(query: str, max_hits: int) -> tuple[str, int]:
+    """The literal a search looks for and how many hits it returns; the same limits for
+    every literal search (archives, tool outputs)."""
+    needle = query.strip()
+    if not needle:
+        raise invalid("query", "required", "REQUIRED")
+    if len(needle) > MAX_QUERY:
+        raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
+    if max_hits < 0:
+        raise invalid("max_hits", "must not be negative", "OUT_OF_RANGE")
+    return needle, min(max_hits or DEFAULT_HITS, MAX_HITS)
+
+
+def centred(text: str, at: int, width: int) -> str:
+    """At most SNIPPET characters of ``text`` centred on the match at ``at`` of ``width``."""
+    if len(text) <= SNIPPET:
+        return text
+    start = max(0, min(at + width // 2 - SNIPPET // 2, len(text) - SNIPPET))
+    return text[start : start + SNIPPET]
+
+
+class _Pointers(Mapping[str, str]):
+    """Where the model can read a message whole if assembly has to cut it: the stored tool
+    output its synopsis stands for (tool_output_read), else the archive it is in
+    (archive_expand); a live message is not readable by a tool, so it has none. Worked out
+    only for the messages assembly asks about (those it may cut: the current turn)."""
+
+    def __init__(
+        self, stored: Sequence[StoredMessage], spans: Sequence[tuple[int, int, int]]
+    ) -> None:
+        self._by_id = {item.message.id: item for item in stored}
+        self._spans = spans
+
+    def __getitem__(self, message_id: str) -> str:
+        item = self._by_id[message_id]
+        ids = output_ids(item.message)
+        if ids:
+            return f'tool_output_read(output_id="{ids[0]}")'
+        for seq, first, last in self._spans:
+            if first <= item.position <= last:
+                return f'archive_expand(archive_id="{archive_name(seq)}")'
+        raise KeyError(message_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return (mid for mid in self._by_id if mid in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 def snippet(message: Message, folded: str) -> str:
     """At most 1,500 characters of the first chunk that matches, centred on the match."""
     for chunk in searchable_text(message):
         at = chunk.casefold().find(folded)
-        if at < 0:
-            continue
-        if len(chunk) <= SNIPPET:
-            return chunk
-        start = max(0, min(at + len(folded) // 2 - SNIPPET // 2, len(chunk) - SNIPPET))
-        return chunk[start : start + SNIPPET]
+        if at >= 0:
+            return centred(chunk, at, len(folded))
     return ""
 
 
@@ -175,8 +310,40 @@ ARCHIVE_SEARCH: dict[str, Any] = {
 }
 
 
+TOOL_OUTPUT_READ: dict[str, Any] = {
+    "name": "tool_output_read",
+    "description": (
+        "Read a tool output that was too large to show: the conversation has its synopsis, "
+        "headed [Tool output ID stored in full ...]. Give that id and the lines you need "
+        "(the synopsis numbers them, e.g. the error lines); without lines, the output is read "
+        "from its first line, as much as fits in one page."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "output_id": {
+                "type": "string",
+                "description": "The id the synopsis names, e.g. out.m42.1.",
+            },
+            "start_line": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Optional: the first line to read (from 1).",
+            },
+            "line_count": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Optional: how many lines to read.",
+            },
+        },
+        "required": ["output_id"],
+        "additionalProperties": False,
+    },
+}
+
+
 def tool_definitions() -> list[dict[str, Any]]:
-    return [ARCHIVE_EXPAND, ARCHIVE_SEARCH, dict(UPDATE_TOOL)]
+    return [ARCHIVE_EXPAND, ARCHIVE_SEARCH, TOOL_OUTPUT_READ, dict(UPDATE_TOOL)]
 
 
 def openai_shape(tool: dict[str, Any]) -> dict[str, Any]:

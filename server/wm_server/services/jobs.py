@@ -102,7 +102,7 @@ class JobService:
                 bounds = await uow.archives.bounds(row.sid, seq)
                 if bounds is not None:
                     messages.extend(m.message for m in await uow.messages.between(row.sid, *bounds))
-        return Phase2Input(previous, tuple(messages), tuple(seqs))
+        return Phase2Input(previous, tuple(messages), tuple(seqs), row.record.config.provider)
 
     @retry_conflicts
     async def start(self, job: ClaimedJob, data: Phase2Input) -> None:

@@ -15,6 +15,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections.abc import Sequence
 
 from wm_server.errors import invalid
 from wm_server.storage.database import Database
@@ -29,7 +30,6 @@ KEY_NAME = "page_token_key"  # its row in the database's secrets
 _VERSION = b"\x01"
 _CURSOR_BYTES = 8
 _MAC_BYTES = 16
-_TOKEN_BYTES = len(_VERSION) + _CURSOR_BYTES + _MAC_BYTES
 
 
 def page_size(requested: int) -> int:
@@ -41,7 +41,7 @@ def page_size(requested: int) -> int:
     return min(requested, MAX_PAGE_SIZE)
 
 
-def _not_a_token() -> Exception:
+def not_a_token() -> Exception:
     return invalid(
         "page_token",
         "not a page token of this list (tokens are bound to the list, its session and the"
@@ -72,32 +72,48 @@ class PageTokens:
 
     def encode(self, kind: str, cursor: int, scope: str = "") -> str:
         """The token of ``cursor`` in list ``kind`` (of ``scope``, e.g. a session id)."""
-        if not 0 <= cursor <= MAX_CURSOR:
-            raise ValueError(f"cursor out of range: {cursor}")
-        packed = cursor.to_bytes(_CURSOR_BYTES, "big")
-        raw = _VERSION + packed + self._mac(kind, scope, packed)
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        return self.encode_numbers(kind, (cursor,), scope)
 
     def decode(self, kind: str, token: str, scope: str = "") -> int | None:
         """The cursor of ``token``; None for an empty token; INVALID_ARGUMENT
         (``PAGE_TOKEN_INVALID``) when it was not issued for this list, scope and tenant."""
+        numbers = self.decode_numbers(kind, token, 1, scope)
+        return None if numbers is None else numbers[0]
+
+    def encode_numbers(self, kind: str, cursor: Sequence[int], scope: str = "") -> str:
+        """A token of several numbers a list continues from (a read position and its end)."""
+        if not cursor or not all(0 <= n <= MAX_CURSOR for n in cursor):
+            raise ValueError(f"cursor out of range: {cursor}")
+        packed = b"".join(n.to_bytes(_CURSOR_BYTES, "big") for n in cursor)
+        raw = _VERSION + packed + self._mac(kind, scope, packed)
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def decode_numbers(
+        self, kind: str, token: str, count: int, scope: str = ""
+    ) -> list[int] | None:
+        """The ``count`` numbers of a token of ``encode_numbers``; None for an empty token;
+        INVALID_ARGUMENT (``PAGE_TOKEN_INVALID``) for any other."""
         if not token:
             return None
-        if len(token) > 2 * _TOKEN_BYTES or not token.isascii():
-            raise _not_a_token()
+        size = len(_VERSION) + count * _CURSOR_BYTES + _MAC_BYTES
+        if len(token) > 2 * size or not token.isascii():
+            raise not_a_token()
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError):
-            raise _not_a_token() from None
-        if len(raw) != _TOKEN_BYTES or raw[:1] != _VERSION:
-            raise _not_a_token()
-        packed, mac = raw[1 : 1 + _CURSOR_BYTES], raw[1 + _CURSOR_BYTES :]
+            raise not_a_token() from None
+        if len(raw) != size or raw[:1] != _VERSION:
+            raise not_a_token()
+        packed, mac = raw[1 : 1 + count * _CURSOR_BYTES], raw[1 + count * _CURSOR_BYTES :]
         if not hmac.compare_digest(mac, self._mac(kind, scope, packed)):
-            raise _not_a_token()
-        cursor = int.from_bytes(packed, "big")
-        if cursor > MAX_CURSOR:
-            raise _not_a_token()
-        return cursor
+            raise not_a_token()
+        numbers = [
+            int.from_bytes(packed[i : i + _CURSOR_BYTES], "big")
+            for i in range(0, len(packed), _CURSOR_BYTES)
+        ]
+        if any(n > MAX_CURSOR for n in numbers):
+            raise not_a_token()
+        return numbers
 
 
 async def load_tokens(database: Database, configured: str | None) -> PageTokens:

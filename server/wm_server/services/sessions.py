@@ -4,16 +4,48 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from wm_core import Message, pending_delta, rebuild_rule
+from wm_core import (
+    ExternalOutput,
+    Message,
+    SessionSettings,
+    ToolResultPart,
+    ToolUsePart,
+    externalize,
+    pending_delta,
+    rebuild_rule,
+    threshold_trigger,
+)
 from wm_server.errors import AlreadyExists, session_not_found
 from wm_server.services import idempotency, paging, validation
+from wm_server.services.events import EventLog
+from wm_server.services.phase1 import archive
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
-from wm_server.storage.records import AddResult, SessionRecord, StoredMessage
-from wm_server.storage.repositories import SessionRow
+from wm_server.storage.records import UNCONFIGURED, AddResult, SessionRecord, StoredMessage
+from wm_server.storage.repositories import SessionRow, remembered_keep
 from wm_server.storage.unit_of_work import UnitOfWork
 from wm_server.tenancy import current_tenant
+
+
+@dataclass(frozen=True, slots=True)
+class _AutoCommit:
+    commit_id: str
+    enqueued: bool
+    session: SessionRecord
+
+
+def _longest_output(message: Message) -> int:
+    """The longest tool output or tool input of a message, in characters."""
+    return max(
+        (
+            len(p.content) if isinstance(p, ToolResultPart) else len(p.input_json)
+            for p in message.parts
+            if isinstance(p, ToolResultPart | ToolUsePart)
+        ),
+        default=0,
+    )
 
 
 def _with_id(message: Message, message_id: str) -> Message:
@@ -42,19 +74,33 @@ class SessionService:
         self,
         database: Database,
         *,
+        log: EventLog | None = None,
+        default_config: SessionSettings = UNCONFIGURED,
         make_id: Callable[[], str] = validation.new_message_id,
         on_deleted: Callable[[], None] = lambda: None,
+        on_enqueued: Callable[[], None] = lambda: None,
         tokens: paging.PageTokens | None = None,
+        tool_output_inline_chars: int = 20_000,
     ) -> None:
         self._db = database
+        self._log = log or EventLog(lambda commit_id, sequence, event: b"")
+        self._default = default_config
         self._make_id = make_id
         self._on_deleted = on_deleted
+        self._on_enqueued = on_enqueued
         self._tokens = tokens or paging.PageTokens.random()
+        self._inline_chars = tool_output_inline_chars
 
     @retry_conflicts
     async def create(
-        self, session_id: str, request_id: str, fingerprint: str = ""
+        self,
+        session_id: str,
+        request_id: str,
+        fingerprint: str = "",
+        config: SessionSettings | None = None,
     ) -> tuple[SessionRecord, bool]:
+        """``config`` is resolved already (the default under what the request set); None:
+        the server's default."""
         sid = validation.session_id(session_id) if session_id else validation.new_session_id()
         # A session does not exist before it is created: the tenant is the resource, so a
         # retry without a session_id finds the session made first, and the same id used for
@@ -66,7 +112,9 @@ class SessionService:
             prior = await idempotency.replay(uow, req)
             if prior is not None:
                 return (await find_session(uow, prior["session_id"])).record, False
-            row = await uow.sessions.create(current_tenant(), sid, time.time())
+            row = await uow.sessions.create(
+                current_tenant(), sid, time.time(), self._default if config is None else config
+            )
             if row is None:
                 raise AlreadyExists(
                     f"session {sid!r} already exists",
@@ -76,6 +124,36 @@ class SessionService:
             await idempotency.remember(uow, req, row.sid, {"session_id": sid})
             await uow.commit()
         return row.record, True
+
+    @retry_conflicts
+    async def update_config(
+        self,
+        session_id: str,
+        change: Callable[[SessionSettings], SessionSettings],
+        request_id: str,
+        fingerprint: str = "",
+    ) -> SessionRecord:
+        """Store ``change(current config)``; ``change`` validates (raising changes nothing)."""
+        sid = validation.session_id(session_id)
+        req = idempotency.request(
+            "UpdateSession", sid, validation.request_id(request_id), fingerprint
+        )
+        async with self._db.unit_of_work() as uow:
+            if await idempotency.replay(uow, req) is not None:
+                return (await find_session(uow, sid)).record
+            row = await locked_session(uow, sid)
+            config = change(row.record.config)
+            await uow.sessions.set_config(row.sid, config, time.time())
+            keep = remembered_keep(config)
+            if row.record.keep_recent_count != keep and config.auto_commit.active:
+                # Pending tokens now count outside the window the policy's commits keep.
+                tokens = await uow.messages.tokens_from(row.sid, row.first_live)
+                pending, live = rebuild_rule(tokens, keep)
+                await uow.sessions.set_tokens(row.sid, pending, live, keep)
+            await idempotency.remember(uow, req, row.sid, {})
+            updated = await find_session(uow, sid)
+            await uow.commit()
+        return updated.record
 
     async def get(self, session_id: str) -> SessionRecord:
         sid = validation.session_id(session_id)
@@ -120,8 +198,18 @@ class SessionService:
         request_id: str,
         fingerprint: str = "",
     ) -> AddResult:
-        """Store a batch atomically; ids already stored are duplicates, not errors."""
+        """Store a batch atomically; ids already stored are duplicates, not errors. Tool
+        outputs over the inline threshold are stored whole and replaced by their synopses
+        before the transaction (it would hold the session's lock while they are read)."""
         name = validation.session_id(session_id)
+        named = [m if m.id else _with_id(m, self._make_id()) for m in messages]
+        taken: dict[str, tuple[ExternalOutput, ...]] = {}
+        inline = await self._inline_chars_for(name, named)
+        if inline:
+            for index, message in enumerate(named):
+                short, parts = externalize(message, inline, f"out.{message.id}.")
+                if parts:
+                    named[index], taken[message.id] = short, parts
         req = idempotency.request(
             "AddMessages", name, validation.request_id(request_id), fingerprint
         )
@@ -131,36 +219,40 @@ class SessionService:
             if prior is not None:
                 assert row is not None  # a live record implies its session
                 return AddResult(
-                    row.record, tuple(prior["added"]), tuple(prior["duplicates"]), prior["created"]
-                )
+                    row.record, tuple(prior["added"]), tuple(prior["duplicates"]),
+                    prior["created"], prior.get("auto_commit_id", ""),
+                )  # fmt: skip
             created = False
+            auto: _AutoCommit | None = None
             if row is None:
                 if not create_if_missing:
                     raise session_not_found(name)
-                row = await uow.sessions.create(current_tenant(), name, time.time())
+                row = await uow.sessions.create(current_tenant(), name, time.time(), self._default)
                 if row is None:  # created concurrently by another replica: lock that one
                     row = await locked_session(uow, name)
                 else:
                     created = True
-            given = [m.id for m in messages if m.id]
+            given = [m.id for m in messages if m.id]  # server-made ids are new by construction
             existing = await uow.messages.existing_ids(row.sid, given) if given else set()
             added: list[str] = []
             duplicates: list[str] = []
             fresh: list[tuple[int, Message]] = []
             position = row.next_position
-            for message in messages:
-                mid = message.id or self._make_id()
-                if mid in existing:
-                    duplicates.append(mid)
+            for message in named:
+                if message.id in existing:
+                    duplicates.append(message.id)
                     continue
-                existing.add(mid)
-                added.append(mid)
-                fresh.append((position, message if message.id else _with_id(message, mid)))
+                existing.add(message.id)
+                added.append(message.id)
+                fresh.append((position, message))
                 position += 1
             now = time.time()
             session = row.record
             if fresh:
                 storing = [uow.messages.inserting(row.sid, fresh, now)]
+                outputs = [(p, m.id, o) for p, m in fresh for o in taken.get(m.id, ())]
+                if outputs:
+                    storing.append(uow.tool_outputs.inserting(row.sid, outputs, now))
                 calls = {tid: pos for pos, m in fresh for tid in m.tool_use_ids()}
                 if calls:
                     storing.append(uow.tool_calls.upserting(row.sid, calls))
@@ -183,12 +275,56 @@ class SessionService:
                 session = SessionRecord(
                     s.tenant, s.session_id, s.create_time, now, s.message_count + len(fresh),
                     s.total_message_count + len(fresh), pending_now, s.live_tokens + tokens,
-                    s.keep_recent_count, s.archive_count, s.wm_version,
+                    s.keep_recent_count, s.archive_count, s.wm_version, s.config,
                 )  # fmt: skip
-            outcome = {"added": added, "duplicates": duplicates, "created": created}
+                auto = await self._auto_commit(uow, row, session, now)
+                if auto is not None:
+                    session = auto.session
+            outcome = {"added": added, "duplicates": duplicates, "created": created,
+                       "auto_commit_id": auto.commit_id if auto else ""}  # fmt: skip
             await idempotency.remember(uow, req, row.sid, outcome)
             await uow.commit()
-        return AddResult(session, tuple(added), tuple(duplicates), created)
+        if auto is not None and auto.enqueued:
+            self._on_enqueued()
+        return AddResult(
+            session, tuple(added), tuple(duplicates), created, auto.commit_id if auto else ""
+        )
+
+    async def _inline_chars_for(self, session_id: str, messages: Sequence[Message]) -> int:
+        """The session's tool-output inline threshold (its config's, else the server's); the
+        session is read only when a part is longer than the lowest threshold a config sets."""
+        if all(_longest_output(m) <= validation.MIN_INLINE_CHARS for m in messages):
+            return self._inline_chars
+        async with self._db.reader() as uow:
+            row = await uow.sessions.find(current_tenant(), session_id)
+        chars = (row.record.config if row else self._default).tool_output_inline_chars
+        return self._inline_chars if chars is None else chars
+
+    async def _auto_commit(
+        self, uow: UnitOfWork, row: SessionRow, session: SessionRecord, now: float
+    ) -> _AutoCommit | None:
+        """Phase 1 in this write's transaction when the write crossed a threshold of the
+        session's policy (the session is locked: one commit per crossing, on any replica)."""
+        policy = session.config.auto_commit
+        if not policy.active:
+            return None
+        trigger = threshold_trigger(
+            policy, pending_tokens=session.pending_tokens, message_count=session.message_count,
+            now=now, last_commit_time=row.last_commit_time,
+        )  # fmt: skip
+        if trigger is None:
+            return None
+        grown = await uow.sessions.by_sid(row.sid)
+        assert grown is not None  # locked by this unit of work
+        record = await archive(
+            uow, self._log, grown, policy.keep, None, trigger,
+            turns=policy.keep_recent_turns or 0, skip_if_empty=True,
+        )  # fmt: skip
+        if record is None:  # everything live is within the kept turns
+            return None
+        after = await uow.sessions.by_sid(row.sid)
+        assert after is not None
+        return _AutoCommit(record.commit_id, not record.state.terminal, after.record)
 
     async def live_messages(self, session_id: str) -> Sequence[StoredMessage]:
         async with self._db.scanner() as uow:

@@ -13,6 +13,8 @@ SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 MESSAGE_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_REQUEST_ID = 128
 MAX_KEEP_RECENT = 10_000
+# The lowest tool-output inline threshold a session config may set (characters).
+MIN_INLINE_CHARS = 1_000
 MAX_BATCH = 1000
 
 

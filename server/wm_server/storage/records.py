@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from wm_core import Message
+from wm_core import Message, SessionSettings, Trigger
+
+# A session that never set anything (what records built without a config carry).
+UNCONFIGURED = SessionSettings()
 
 
 class CommitState(StrEnum):
@@ -42,6 +45,7 @@ class SessionRecord:
     keep_recent_count: int
     archive_count: int
     wm_version: int
+    config: SessionSettings = UNCONFIGURED
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,7 @@ class AddResult:
     added_ids: tuple[str, ...]
     duplicate_ids: tuple[str, ...]
     created: bool
+    auto_commit_id: str = ""  # the commit the session's auto-commit policy started
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,7 @@ class CommitRecord:
     last_sequence: int
     create_time: float
     complete_time: float | None
+    trigger: Trigger | None = None
 
     @property
     def archive_id(self) -> str:
@@ -139,6 +145,7 @@ class Phase2Input:
     previous: WorkingMemoryRecord | None
     messages: tuple[Message, ...]
     covered_seqs: tuple[int, ...]  # the archive itself plus earlier failed, uncovered ones
+    provider: str | None = None  # the session's choice of model provider (None: the default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +165,21 @@ class Phase2Completion:
     decisions_json: str
     usage_json: str
     covered_seqs: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutputRecord:
+    """A tool output stored whole; ``content`` is empty when only its description was read."""
+
+    output_id: str
+    message_id: str
+    position: int
+    part_index: int
+    tool_use_id: str
+    kind: str
+    format: str
+    size_bytes: int
+    line_count: int
+    synopsis: str
+    create_time: float
+    content: str = ""

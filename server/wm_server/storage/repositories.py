@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wm_core import Message
+from wm_core import ExternalOutput, Message, SessionSettings, Trigger
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.records import (
     CommitRecord,
@@ -21,6 +21,7 @@ from wm_server.storage.records import (
     SkipReason,
     StoredEvent,
     StoredMessage,
+    ToolOutputRecord,
     WorkingMemoryRecord,
 )
 from wm_server.storage.statements import Row, Write
@@ -34,9 +35,9 @@ DELETED_TENANT = ""
 _LAST = 2**62  # "no upper bound" for positions and keys
 
 _SESSION = (
-    "sid, first_live_position, next_position, tenant, session_id, create_time, update_time,"
-    " message_count, total_message_count, pending_tokens, live_tokens, keep_recent_count,"
-    " archive_count, wm_version"
+    "sid, first_live_position, next_position, last_add_time, last_commit_time, tenant,"
+    " session_id, create_time, update_time, message_count, total_message_count,"
+    " pending_tokens, live_tokens, keep_recent_count, archive_count, wm_version, config_json"
 )
 _COMMIT = (
     "c.commit_id, s.tenant, s.session_id, c.state, c.keep_recent_count, c.archive_seq,"
@@ -44,7 +45,7 @@ _COMMIT = (
     " c.request_id, c.attempt_count, c.error_reason, c.error_message, c.covered_by_seq,"
     " (SELECT x.commit_id FROM commits x WHERE x.sid = c.sid AND x.archive_seq = c.covered_by_seq),"
     " COALESCE(a.abstract, ''), c.wm_version, c.usage_json, c.decisions_json, c.last_sequence,"
-    " c.create_time, c.complete_time"
+    " c.create_time, c.complete_time, c.commit_trigger"
     " FROM commits c JOIN sessions s ON s.sid = c.sid"
     " LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
 )
@@ -55,6 +56,10 @@ _CROSSED = (
     "(SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE sid = :sid"
     " AND position BETWEEN :first AND :last)"
 )
+_OUTPUT = (
+    "output_id, message_id, position, part_index, tool_use_id, kind, format, size_bytes,"
+    " line_count, synopsis, create_time"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,8 @@ class SessionRow:
     sid: int
     first_live: int
     next_position: int
+    last_add_time: float | None
+    last_commit_time: float | None
     record: SessionRecord
 
 
@@ -84,14 +91,36 @@ class RequestRow:
     live: bool
 
 
+def remembered_keep(config: SessionSettings) -> int:
+    """The keep window a session counts pending tokens with before its first commit: the one
+    its auto-commit policy will use, so that the threshold means what that commit archives."""
+    return config.auto_commit.keep if config.auto_commit.active else 0
+
+
 def _session(row: Row) -> SessionRow:
-    return SessionRow(int(row[0]), int(row[1]), int(row[2]), SessionRecord(*row[3:]))
+    tenant, name, created, updated, count, total, pending, live, keep, archives, wm = row[5:16]
+    record = SessionRecord(
+        tenant,
+        name,
+        created,
+        updated,
+        count,
+        total,
+        pending,
+        live,
+        keep,
+        archives,
+        wm,
+        SessionSettings.from_json(row[16]),
+    )
+    return SessionRow(int(row[0]), int(row[1]), int(row[2]), row[3], row[4], record)
 
 
 def _commit(row: Row) -> CommitRecord:
     values = list(row)
     values[3] = CommitState(values[3])
     values[9] = SkipReason(values[9]) if values[9] else None
+    values[-1] = Trigger(values[-1]) if values[-1] else None
     return CommitRecord(*values)
 
 
@@ -107,15 +136,39 @@ class _Repository:
 
 
 class SessionRepository(_Repository):
-    async def create(self, tenant: str, session_id: str, now: float) -> SessionRow | None:
+    async def create(
+        self, tenant: str, session_id: str, now: float, config: SessionSettings
+    ) -> SessionRow | None:
         """None when the id is taken (also by a concurrent creator)."""
         row = await self._conn.one(
-            "INSERT INTO sessions (tenant, session_id, create_time, update_time)"
-            " VALUES (:tenant, :session_id, :now, :now)"
+            "INSERT INTO sessions (tenant, session_id, create_time, update_time, config_json,"
+            " auto_idle_seconds, keep_recent_count) VALUES (:tenant, :session_id, :now, :now,"
+            " :config, :idle, :keep)"
             f" ON CONFLICT (tenant, session_id) DO NOTHING RETURNING {_SESSION}",
-            {"tenant": tenant, "session_id": session_id, "now": now},
-        )
+            {"tenant": tenant, "session_id": session_id, "now": now,
+             "config": config.to_json(), "idle": config.auto_commit.idle_timeout_seconds,
+             "keep": remembered_keep(config)},
+        )  # fmt: skip
         return _session(row) if row else None
+
+    async def set_config(self, sid: int, config: SessionSettings, now: float) -> None:
+        await self._conn.run(
+            "UPDATE sessions SET config_json = :config, auto_idle_seconds = :idle,"
+            " update_time = :now WHERE sid = :sid",
+            {"config": config.to_json(), "idle": config.auto_commit.idle_timeout_seconds,
+             "now": now, "sid": sid},
+        )  # fmt: skip
+
+    async def idle(self, now: float, limit: int) -> list[tuple[str, str]]:
+        """(tenant, session id) of sessions with live messages and an idle timeout that
+        received nothing for that long, the longest idle first."""
+        rows = await self._conn.all(
+            "SELECT tenant, session_id FROM sessions WHERE auto_idle_seconds IS NOT NULL"
+            " AND message_count > 0 AND last_add_time + auto_idle_seconds <= :now"
+            " ORDER BY last_add_time LIMIT :limit",
+            {"now": now, "limit": limit},
+        )
+        return [(str(t), str(n)) for t, n in rows]
 
     async def find(self, tenant: str, session_id: str) -> SessionRow | None:
         row = await self._conn.one(
@@ -197,7 +250,7 @@ class SessionRepository(_Repository):
                 " total_message_count = total_message_count + :added,"
                 " live_tokens = live_tokens + :tokens,"
                 f" pending_tokens = pending_tokens + :pending + {crossed},"
-                f" update_time = :now WHERE sid = :sid{returning}",
+                f" update_time = :now, last_add_time = :now WHERE sid = :sid{returning}",
                 params,
             ),
         )
@@ -221,15 +274,17 @@ class SessionRepository(_Repository):
         await self._conn.run(
             "UPDATE sessions SET first_live_position = :first, message_count = :count,"
             " archive_count = :archives, keep_recent_count = :keep, pending_tokens = :pending,"
-            " live_tokens = :live, update_time = :now WHERE sid = :sid",
+            " live_tokens = :live, update_time = :now, last_commit_time = :now WHERE sid = :sid",
             {"first": first_live, "count": message_count, "archives": archive_count,
              "keep": keep, "pending": pending, "live": live, "now": now, "sid": sid},
         )  # fmt: skip
 
-    async def set_tokens(self, sid: int, pending: int, live: int) -> None:
+    async def set_tokens(self, sid: int, pending: int, live: int, keep: int | None = None) -> None:
+        """The window's token counters (and, given ``keep``, the window they count with)."""
         await self._conn.run(
-            "UPDATE sessions SET pending_tokens = :pending, live_tokens = :live WHERE sid = :sid",
-            {"pending": pending, "live": live, "sid": sid},
+            "UPDATE sessions SET pending_tokens = :pending, live_tokens = :live,"
+            " keep_recent_count = COALESCE(:keep, keep_recent_count) WHERE sid = :sid",
+            {"pending": pending, "live": live, "keep": keep, "sid": sid},
         )
 
     def setting_wm_version(self, sid: int, version: int, now: float) -> Write:
@@ -267,6 +322,7 @@ class SessionRepository(_Repository):
 PURGE_ORDER: tuple[tuple[str, str], ...] = (
     ("messages", "position"),
     ("tool_calls", "tool_use_id"),
+    ("tool_outputs", "output_id"),
     ("commits", "commit_id"),
     ("archives", "seq"),
     ("working_memories", "version"),
@@ -305,12 +361,31 @@ class MessageRepository(_Repository):
         )
         return [int(t) for (t,) in rows]
 
-    async def between(self, sid: int, first: int, last: int | None) -> list[StoredMessage]:
+    async def between(
+        self, sid: int, first: int, last: int | None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Messages at positions first..last (None: to the end), the first ``limit`` if given."""
         rows = await self._conn.all(
             f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid"
-            " AND position BETWEEN :first AND :last ORDER BY position",
-            {"sid": sid, "first": first, "last": _LAST if last is None else last},
-        )
+            " AND position BETWEEN :first AND :last ORDER BY position LIMIT :limit",
+            {"sid": sid, "first": first, "last": _LAST if last is None else last,
+             "limit": _LAST if limit is None else limit},
+        )  # fmt: skip
+        return [_stored_message(r) for r in rows]
+
+    async def user_texts_before(
+        self, sid: int, first: int, before: int, limit: int
+    ) -> list[StoredMessage]:
+        """Up to ``limit`` user messages with a text part at positions [first, before),
+        newest first: the candidates for the requests that start turns."""
+        text = self._dialect.contains.format(column="parts_json", param="text")
+        rows = await self._conn.all(
+            f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid AND position >= :first"
+            f" AND position < :before AND role = :user AND {text}"
+            " ORDER BY position DESC LIMIT :limit",
+            {"sid": sid, "first": first, "before": before, "user": "user", "text": '{"t":',
+             "limit": limit},
+        )  # fmt: skip
         return [_stored_message(r) for r in rows]
 
     async def results_between(
@@ -358,6 +433,66 @@ class ToolCallRepository(_Repository):
         return {str(tid): int(pos) for tid, pos in rows}
 
 
+def _tool_output(row: Row) -> ToolOutputRecord:
+    oid, mid, pos, part, tool, kind, fmt, size, lines, synopsis, created, *content = row
+    return ToolOutputRecord(
+        str(oid), str(mid), int(pos), int(part), str(tool), str(kind), str(fmt), int(size),
+        int(lines), str(synopsis), float(created), str(content[0]) if content else "",
+    )  # fmt: skip
+
+
+class ToolOutputRepository(_Repository):
+    def inserting(
+        self, sid: int, outputs: Sequence[tuple[int, str, ExternalOutput]], now: float
+    ) -> Write:
+        """The write that stores (position, message id, output) triples whole (for
+        ``SessionRepository.grow``)."""
+        return Write(
+            "INSERT INTO tool_outputs (sid, output_id, position, part_index, message_id,"
+            " tool_use_id, kind, format, content, size_bytes, line_count, synopsis, create_time)"
+            " VALUES (:sid, :id, :position, :part, :message, :tool, :kind, :format, :content,"
+            " :size, :lines, :synopsis, :now)",
+            rows=[
+                (sid, o.output_id, pos, o.part_index, mid, o.tool_use_id, o.kind.value,
+                 o.format.value, o.content, len(o.content.encode()), o.line_count, o.synopsis,
+                 now)
+                for pos, mid, o in outputs
+            ],
+        )  # fmt: skip
+
+    async def get(self, sid: int, output_id: str) -> ToolOutputRecord | None:
+        """The output with its content."""
+        row = await self._conn.one(
+            f"SELECT {_OUTPUT}, content FROM tool_outputs WHERE sid = :sid AND output_id = :id",
+            {"sid": sid, "id": output_id},
+        )
+        return _tool_output(row) if row else None
+
+    async def matching(
+        self,
+        sid: int,
+        needle: str | None,
+        only: str | None,
+        after: tuple[int, int],
+        limit: int,
+    ) -> list[ToolOutputRecord]:
+        """Up to ``limit`` outputs with their content after (position, part) ``after``, in
+        order; only those whose content contains the lowercase literal ``needle`` if given,
+        only the output ``only`` if given."""
+        where = ""
+        if needle:
+            where = " AND " + self._dialect.contains.format(column="content", param="needle")
+        rows = await self._conn.all(
+            f"SELECT {_OUTPUT}, content FROM tool_outputs WHERE sid = :sid"
+            " AND (position > :pos OR (position = :pos AND part_index > :part))"
+            f" AND (CAST(:only AS TEXT) IS NULL OR output_id = :only){where}"
+            " ORDER BY position, part_index LIMIT :limit",
+            {"sid": sid, "pos": after[0], "part": after[1], "only": only, "needle": needle,
+             "limit": limit},
+        )  # fmt: skip
+        return [_tool_output(r) for r in rows]
+
+
 class CommitRepository(_Repository):
     async def insert(
         self,
@@ -372,17 +507,19 @@ class CommitRepository(_Repository):
         archived_tokens: int,
         skip_reason: SkipReason | None,
         request_id: str | None,
+        trigger: Trigger,
         now: float,
     ) -> None:
         await self._conn.run(
             "INSERT INTO commits (commit_id, sid, state, keep_recent_count, archive_seq,"
             " archived_message_count, kept_message_count, archived_tokens, skip_reason,"
-            " request_id, create_time, complete_time) VALUES (:id, :sid, :state, :keep, :seq,"
-            " :archived, :kept, :tokens, :skip, :request_id, :now, :done)",
+            " request_id, commit_trigger, create_time, complete_time) VALUES (:id, :sid,"
+            " :state, :keep, :seq, :archived, :kept, :tokens, :skip, :request_id, :trigger,"
+            " :now, :done)",
             {"id": commit_id, "sid": sid, "state": state.value, "keep": keep, "seq": archive_seq,
              "archived": archived, "kept": kept, "tokens": archived_tokens,
              "skip": skip_reason.value if skip_reason else None, "request_id": request_id,
-             "now": now, "done": now if state.terminal else None},
+             "trigger": trigger.value, "now": now, "done": now if state.terminal else None},
         )  # fmt: skip
 
     async def get(self, commit_id: str, sid: int | None = None) -> CommitRecord | None:

@@ -172,4 +172,41 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         )
         """,
     ),
+    (
+        5,
+        # Sessions that manage themselves: the resolved configuration (proto JSON), the idle
+        # timeout of its auto-commit policy as a column the idle sweeper can index, the time
+        # of the last added message and of the last commit; and what started each commit.
+        """
+        ALTER TABLE sessions ADD COLUMN config_json TEXT NOT NULL DEFAULT '{}';
+        ALTER TABLE sessions ADD COLUMN auto_idle_seconds DOUBLE PRECISION;
+        ALTER TABLE sessions ADD COLUMN last_add_time DOUBLE PRECISION;
+        ALTER TABLE sessions ADD COLUMN last_commit_time DOUBLE PRECISION;
+        ALTER TABLE commits ADD COLUMN commit_trigger TEXT NOT NULL DEFAULT '';
+        CREATE INDEX sessions_idle ON sessions (last_add_time) WHERE auto_idle_seconds IS NOT NULL
+        """,
+    ),
+    (
+        6,
+        # Tool outputs too large to keep in their message, stored whole (issue 18).
+        """
+        CREATE TABLE tool_outputs (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            output_id TEXT NOT NULL,
+            position BIGINT NOT NULL,
+            part_index BIGINT NOT NULL,
+            message_id TEXT NOT NULL,
+            tool_use_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            format TEXT NOT NULL,
+            content TEXT NOT NULL,
+            size_bytes BIGINT NOT NULL,
+            line_count BIGINT NOT NULL,
+            synopsis TEXT NOT NULL,
+            create_time DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (sid, output_id)
+        );
+        CREATE INDEX tool_outputs_in_order ON tool_outputs (sid, position, part_index)
+        """,
+    ),
 )

@@ -20,6 +20,7 @@ from wm_server.storage.repositories import (
     SecretRepository,
     SessionRepository,
     ToolCallRepository,
+    ToolOutputRepository,
     WorkingMemoryRepository,
 )
 
@@ -36,6 +37,7 @@ class Repositories:
         self.sessions = SessionRepository(conn, dialect)
         self.messages = MessageRepository(conn, dialect)
         self.tool_calls = ToolCallRepository(conn, dialect)
+        self.tool_outputs = ToolOutputRepository(conn, dialect)
         self.commits = CommitRepository(conn, dialect)
         self.archives = ArchiveRepository(conn, dialect)
         self.events = EventRepository(conn, dialect)
@@ -58,6 +60,7 @@ class UnitOfWork:
         self.sessions = repositories.sessions
         self.messages = repositories.messages
         self.tool_calls = repositories.tool_calls
+        self.tool_outputs = repositories.tool_outputs
         self.commits = repositories.commits
         self.archives = repositories.archives
         self.events = repositories.events

@@ -187,3 +187,24 @@ def test_edges_need_no_rows() -> None:
     assert split_boundary(3, 10, 50) == 3
     assert split_boundary(5, 5, 2) == 5  # no live messages
     assert split_boundary(3, 10, 4) == NeedRows(6, 10, frozenset())
+
+
+# --- turns (issue 18, point 2) -----------------------------------------------------------------
+
+
+def test_turn_start_is_the_nth_newest_request() -> None:
+    from wm_core import turn_start
+
+    assert turn_start([3, 9, 14], 1, 1) == 14
+    assert turn_start([14, 3, 9], 2, 1) == 9  # any order
+    assert turn_start([3, 9, 14], 3, 1) == 3
+    assert turn_start([3, 9, 14], 4, 1) == 1  # fewer turns than asked: keep everything
+    assert turn_start([3, 9, 14], 3, 5) == 5  # requests before the live window do not count
+
+
+def test_turn_aligned_moves_back_to_the_start_of_the_turn() -> None:
+    from wm_core import turn_aligned
+
+    assert turn_aligned(12, [3, 9, 14], 1) == 9
+    assert turn_aligned(9, [3, 9], 1) == 9
+    assert turn_aligned(2, [3, 9], 1) == 1  # before the first request: nothing is archived

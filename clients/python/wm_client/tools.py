@@ -1,0 +1,194 @@
+"""Running the recall tools a model calls: archive_search, archive_expand, tool_output_read.
+
+A runtime registers the definitions GetToolDefinitions serves; when the model calls one, the
+runtime hands the call to :class:`ToolExecutor`, which makes the RPC and returns the text of
+the tool_result, bounded in size so that a recall never floods the context it is meant to
+save. Bad input and the service's refusals (an unknown archive, a bad id) come back as an
+error result the model can read and correct; only transport trouble raises.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from wm_client.client import WmClient
+from wm_client.errors import InvalidArgumentError, NotFoundError, WmError
+from wm_proto.v1 import resources_pb2 as pb
+
+ARCHIVE_SEARCH = "archive_search"
+ARCHIVE_EXPAND = "archive_expand"
+TOOL_OUTPUT_READ = "tool_output_read"
+# The default bound of one tool result: below the server's 20,000-character inline
+# threshold, so a recalled text is never itself externalized when the runtime stores it.
+DEFAULT_MAX_CHARS = 16_000
+_READ_LINES = 400  # lines tool_output_read returns when the model gives no count
+
+# The service could not answer now: the runtime's retry or backoff decides, not the model.
+_TRANSIENT = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+)
+_ROLES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant", pb.ROLE_SYSTEM: "system"}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """What to send back as the tool_result: its content and whether it is an error."""
+
+    content: str
+    is_error: bool = False
+
+    def anthropic_block(self, tool_use_id: str) -> dict[str, Any]:
+        """The Messages API tool_result block for the call ``tool_use_id``."""
+        return {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": self.content,
+            "is_error": self.is_error,
+        }
+
+
+def _bounded(text: str, limit: int, more: str) -> str:
+    if len(text) <= limit:
+        return text
+    note = f"\n[… cut at {limit:,} of {len(text):,} characters; {more}]"
+    return text[: max(0, limit - len(note))] + note
+
+
+def _message_text(message: pb.Message) -> str:
+    chunks: list[str] = []
+    for part in message.parts:
+        kind = part.WhichOneof("kind")
+        if kind == "text":
+            chunks.append(part.text)
+        elif kind == "tool_use":
+            chunks.append(f"[tool call {part.tool_use.name} {part.tool_use.input_json}]")
+        elif kind == "tool_result":
+            error = " (error)" if part.tool_result.is_error else ""
+            chunks.append(f"[tool result{error}] {part.tool_result.content}")
+    return "\n".join(chunks)
+
+
+class ToolExecutor:
+    """Runs the recall tools of one session through a :class:`WmClient` (the caller owns it).
+
+    ``names`` lists the tools it runs: register those definitions with the model and pass the
+    names to AssembleContext (``registered_tools``) so the system-prompt addition mentions no
+    other tool.
+    """
+
+    def __init__(
+        self,
+        client: WmClient,
+        session_id: str,
+        *,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        tools: tuple[str, ...] = (ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ),
+    ) -> None:
+        if max_chars < 200:
+            raise ValueError("max_chars must be at least 200")
+        unknown = set(tools) - {ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ}
+        if unknown:
+            raise ValueError(f"not a recall tool: {', '.join(sorted(unknown))}")
+        self.client = client
+        self.session_id = session_id
+        self.max_chars = max_chars
+        self.names = tools
+
+    async def run(self, name: str, tool_input: Mapping[str, Any] | str) -> ToolRun:
+        """Run the model's call of ``name`` with ``tool_input`` (the decoded input, or its
+        JSON text) and return the tool_result to send back."""
+        if name not in self.names:
+            return ToolRun(f"unknown tool {name!r}; available: {', '.join(self.names)}", True)
+        if isinstance(tool_input, str):
+            try:
+                decoded = json.loads(tool_input or "{}")
+            except ValueError:
+                return ToolRun("the tool input is not valid JSON", True)
+        else:
+            decoded = dict(tool_input)
+        if not isinstance(decoded, dict):
+            return ToolRun("the tool input must be a JSON object", True)
+        try:
+            if name == ARCHIVE_SEARCH:
+                return await self._search(decoded)
+            if name == ARCHIVE_EXPAND:
+                return await self._expand(decoded)
+            return await self._read(decoded)
+        except (InvalidArgumentError, NotFoundError) as exc:
+            return ToolRun(f"{name} failed: {exc.message}", True)
+        except WmError as exc:
+            if exc.code in _TRANSIENT:
+                raise
+            return ToolRun(f"{name} failed: {exc.message}", True)
+
+    async def _search(self, args: dict[str, Any]) -> ToolRun:
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return ToolRun("archive_search needs a non-empty string query", True)
+        archive_id = args.get("archive_id") or ""
+        if not isinstance(archive_id, str):
+            return ToolRun("archive_id must be a string like archive_003", True)
+        reply = await self.client.search_archives(
+            query, session_id=self.session_id, archive_id=archive_id
+        )
+        if not reply.hits:
+            return ToolRun(f"no archived message contains {query!r}")
+        lines = [f"{reply.total_matches} matching message(s); newest archive first:"]
+        for hit in reply.hits:
+            role = _ROLES.get(hit.role, "tool")
+            lines.append(f"- {hit.archive_id}, message {hit.message_id} ({role}): {hit.snippet}")
+        more = "narrow the query or expand an archive for the full text"
+        return ToolRun(_bounded("\n".join(lines), self.max_chars, more))
+
+    async def _expand(self, args: dict[str, Any]) -> ToolRun:
+        archive_id = args.get("archive_id")
+        if not isinstance(archive_id, str) or not archive_id:
+            return ToolRun("archive_expand needs archive_id, e.g. archive_002", True)
+        out: list[str] = []
+        size = 0
+        shown = 0
+        total = 0
+        async for message in self.client.iter_archive_messages(self.session_id, archive_id):
+            total += 1
+            if size >= self.max_chars:
+                continue
+            role = _ROLES.get(message.role, "tool")
+            entry = f"[{role} {message.id}]\n{_message_text(message)}"
+            out.append(entry)
+            size += len(entry) + 2
+            shown += 1
+        text = f"{archive_id}: {total} message(s)\n\n" + "\n\n".join(out)
+        more = f"{total - shown} later message(s) not shown; search for a keyword instead"
+        if shown < total:
+            text += f"\n[… {more}]"
+        return ToolRun(_bounded(text, self.max_chars, more))
+
+    async def _read(self, args: dict[str, Any]) -> ToolRun:
+        output_id = args.get("output_id")
+        if not isinstance(output_id, str) or not output_id:
+            return ToolRun("tool_output_read needs output_id, as the synopsis names it", True)
+        start = args.get("start_line", 1)
+        count = args.get("line_count", _READ_LINES)
+        if not isinstance(start, int) or not isinstance(count, int) or start < 1 or count < 1:
+            return ToolRun("start_line and line_count must be positive integers", True)
+        page = await self.client.get_tool_output(
+            self.session_id, output_id, start_line=start, line_count=count
+        )
+        end = page.start_line + page.line_count - 1
+        header = (
+            f"{output_id}: lines {page.start_line}-{end} of {page.output.line_count}"
+            if page.line_count
+            else f"{output_id}: no lines from {start} (it has {page.output.line_count})"
+        )
+        text = f"{header}\n{page.content}"
+        if page.next_page_token or end < min(start + count - 1, page.output.line_count):
+            text += f"\n[… continue with start_line={end + 1}]"
+        more = "ask for fewer lines or a later start_line"
+        return ToolRun(_bounded(text, self.max_chars, more))
