@@ -7,6 +7,7 @@ sits beside them rather than inside either; request validation lives in ``api.co
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -80,6 +81,32 @@ def timestamp(seconds: float | None) -> Timestamp | None:
     ts = Timestamp()
     ts.FromNanoseconds(int(seconds * 1e9))
     return ts
+
+
+class MessagesOut:
+    """``message_out`` for the messages of assembled contexts, remembered by identity.
+
+    A message assembly passes through unchanged is the very object the message cache
+    decoded, and AssembleContext renders every one of them on every call: rendering each
+    once per replica instead of once per call is most of what the response costs. An entry
+    holds its message, so the identity it is found by cannot be reused while it is cached.
+    """
+
+    def __init__(self, max_items: int = 50_000) -> None:
+        self._items: OrderedDict[int, tuple[Message, pb.Message]] = OrderedDict()
+        self._max = max_items
+
+    def __call__(self, message: Message) -> pb.Message:
+        key = id(message)
+        found = self._items.get(key)
+        if found is not None and found[0] is message:
+            self._items.move_to_end(key)
+            return found[1]
+        rendered = message_out(message)
+        self._items[key] = (message, rendered)
+        if len(self._items) > self._max:
+            self._items.popitem(last=False)
+        return rendered
 
 
 def message_out(message: Message, position: int = 0, created: float | None = None) -> pb.Message:

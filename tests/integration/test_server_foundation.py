@@ -13,7 +13,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from wm_server.app import Application
 
 EXPECTED_RPCS = {
-    "CreateSession", "GetSession", "ListSessions", "DeleteSession", "AddMessages", "Commit",
+    "CreateSession", "GetSession", "UpdateSession", "ListSessions", "DeleteSession",
+    "AddMessages", "Commit",
     "WatchCommit", "GetCommit", "ListCommits", "RetryCommit", "Compact", "GetWorkingMemory",
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
     "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs",

@@ -182,18 +182,22 @@ def trim_working_memory(document: str, budget: int) -> tuple[str, list[str]]:
 
 def _units(messages: Sequence[Message]) -> list[list[int]]:
     """Indexes grouped so that a tool call and every message answering it stay together."""
+    # Parts are walked inline (not through Message.tool_*_ids): this runs on every message
+    # of every AssembleContext.
     result_at: dict[str, int] = {}
     for index, message in enumerate(messages):
-        for tool_id in message.tool_result_ids():
-            result_at.setdefault(tool_id, index)
+        for part in message.parts:
+            if type(part) is ToolResultPart:
+                result_at.setdefault(part.tool_use_id, index)
     units: list[list[int]] = []
     index = 0
     while index < len(messages):
         end = index
         cursor = index
         while cursor <= end:
-            for tool_id in messages[cursor].tool_use_ids():
-                end = max(end, result_at.get(tool_id, cursor))
+            for part in messages[cursor].parts:
+                if type(part) is ToolUsePart:
+                    end = max(end, result_at.get(part.id, cursor))
             cursor += 1
         units.append(list(range(index, end + 1)))
         index = end + 1
@@ -238,13 +242,42 @@ def _results_first(parts: Sequence[Part]) -> tuple[Part, ...]:
     return tuple(results) + tuple(p for p in parts if not isinstance(p, ToolResultPart))
 
 
+def _as_is(message: Message, used: set[str], answered: set[str]) -> bool:
+    """Whether normalizing leaves ``message`` itself (most messages: checked cheaply)."""
+    role = message.role
+    if role is Role.SYSTEM or role is Role.TOOL:
+        return False
+    seen_other = False
+    for part in message.parts:
+        kind = type(part)
+        if kind is ToolUsePart:
+            if part.id not in answered:  # type: ignore[union-attr]
+                return False
+            seen_other = True
+        elif kind is ToolResultPart:
+            if part.tool_use_id not in used or seen_other:  # type: ignore[union-attr]
+                return False  # an orphan, or a result after other blocks of a user message
+        else:
+            seen_other = True
+    return True
+
+
 def _normalize(messages: Sequence[Message]) -> list[Message]:
     """Pair tool calls with results, map roles to user/assistant, merge neighbours, put
     tool results first in user messages."""
-    used = {tid for m in messages for tid in m.tool_use_ids()}
-    answered = {tid for m in messages for tid in m.tool_result_ids()}
+    used: set[str] = set()
+    answered: set[str] = set()
+    for m in messages:
+        for p in m.parts:
+            if type(p) is ToolUsePart:
+                used.add(p.id)
+            elif type(p) is ToolResultPart:
+                answered.add(p.tool_use_id)
     out: list[Message] = []
     for message in messages:
+        if _as_is(message, used, answered) and not (out and out[-1].role is message.role):
+            out.append(message)  # unchanged: its estimate stands (most messages, cheaply)
+            continue
         parts: list[Part] = []
         for part in message.parts:
             if isinstance(part, ToolUsePart) and part.id not in answered:
@@ -265,7 +298,7 @@ def _normalize(messages: Sequence[Message]) -> list[Message]:
         else:
             frozen = _results_first(parts) if role is Role.USER else tuple(parts)
             if role is message.role and frozen == message.parts:
-                out.append(message)  # unchanged: its estimate stands (most messages, cheaply)
+                out.append(message)
             else:
                 out.append(Message(message.id, role, frozen, message_tokens(frozen)))
     if out and out[0].role is not Role.USER:
@@ -446,7 +479,10 @@ def assemble(
     chosen: list[int] = []
     cuts: list[tuple[str, str]] = []
     if turn[0] < len(units) and room > 0:
-        work, chosen, cuts = _fit_turn(messages, units, turn, room, pointers or {})
+        # Not ``pointers or {}``: a lazy mapping would work out every entry to answer bool().
+        work, chosen, cuts = _fit_turn(
+            messages, units, turn, room, pointers if pointers is not None else {}
+        )
     spent = sum(_cost(work, units[u]) for u in chosen)
     protected = range(turn[0], len(units))
     keep = set(chosen)

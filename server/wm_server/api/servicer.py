@@ -57,6 +57,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self._commits = commits
         self._memory = memory
         self._max_message_bytes = max_message_bytes
+        self._messages_out = wire.MessagesOut()
 
     # --- sessions --------------------------------------------------------------------------
     @unary
@@ -286,7 +287,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
-            messages=[wire.message_out(m) for m in result.messages],
+            messages=[self._messages_out(m) for m in result.messages],
             anthropic_messages_json=(
                 anthropic_json(result.messages) if request.include_anthropic_json else ""
             ),

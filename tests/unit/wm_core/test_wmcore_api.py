@@ -140,7 +140,8 @@ class TestFacade:
 
     def test_engine_imports_only_what_the_design_allows(self) -> None:
         allowed = {
-            "__future__", "collections", "copy", "dataclasses", "enum", "json", "json_repair",
+            "__future__", "collections", "copy", "dataclasses", "enum", "functools", "json",
+            "json_repair",
             "jsonschema", "math", "pydantic", "re", "reprlib", "types", "typing", "wm_core",
         }  # fmt: skip
         root = Path(wm_core.__file__).parent
