@@ -101,6 +101,8 @@ class Settings(BaseSettings):
     scripted_responses: Path | None = None
     scripted_delay: Annotated[float, Field(ge=0)] = 0.0
     metrics_address: str | None = None
+    # host:port of the read-only web inspector; off when unset.
+    inspector_address: str | None = None
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.AUTO
     max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
