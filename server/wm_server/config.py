@@ -152,7 +152,7 @@ class Settings(BaseSettings):
         split_host_port(value)
         return value
 
-    @field_validator("metrics_address")
+    @field_validator("metrics_address", "inspector_address")
     @classmethod
     def _check_metrics_address(cls, value: str | None) -> str | None:
         if value:
