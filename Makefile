@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The inspector is on under `make run` (WM_INSPECTOR_ADDRESS set in the environment wins).
 run: install
-	$(BIN)/wm-server
+	WM_INSPECTOR_ADDRESS=$${WM_INSPECTOR_ADDRESS-127.0.0.1:8080} $(BIN)/wm-server
 
 test: install buf-lint stubs-check lint typecheck pytest node-test
 

@@ -16,7 +16,7 @@ def main() -> int:
     except ConfigurationError as exc:
         print(f"wm-server: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level.value)
+    configure_logging(settings.log_level.value, settings.log_format.value)
     try:
         asyncio.run(serve(settings))
     except ConfigurationError as exc:

@@ -12,6 +12,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from wm_client.channel import reachable_address
 from wm_core import WmLimits
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
@@ -23,6 +24,7 @@ from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
 from wm_server.errors import InvalidArgument
+from wm_server.inspector import Inspector, start_inspector
 from wm_server.llm.factory import (
     ProviderConfigurationError,
     ProviderRegistry,
@@ -91,6 +93,7 @@ class Application:
     bus: EventBus | None = None
     metrics: Metrics | None = None
     metrics_port: int | None = None
+    inspector: Inspector | None = None
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -111,6 +114,8 @@ class Application:
         await self.health.enter_graceful_shutdown()
         if self.settings.shutdown_drain_seconds:
             await asyncio.sleep(self.settings.shutdown_drain_seconds)
+        if self.inspector is not None:
+            await self.inspector.stop()
         if self.sweeper is not None:
             await self.sweeper.stop()
         await self.worker.stop()
@@ -332,6 +337,8 @@ async def start_application(
         metrics=metrics,
         metrics_port=metrics_port,
     )
+    if settings.inspector_address:
+        app.inspector = await _start_inspector(app, settings, keys_required=keyring is not None)
     log.info(
         "server_started",
         address=app.address,
@@ -342,13 +349,39 @@ async def start_application(
         tenants=len(keyring.tenants) if keyring else 0,
         tls=tls_mode(settings).value,
         metrics_port=metrics_port,
+        inspector_port=app.inspector.port if app.inspector is not None else None,
     )
     return app
+
+
+async def _start_inspector(
+    app: Application, settings: Settings, *, keys_required: bool
+) -> Inspector:
+    """The web inspector reads through this server's own gRPC port, over loopback in plain
+    text; with TLS on that port it cannot, and says so rather than serve errors."""
+    assert settings.inspector_address
+    if tls_mode(settings).value != "off":
+        await app.stop(0)
+        raise ConfigurationError("WM_INSPECTOR_ADDRESS: the inspector needs gRPC without TLS")
+    try:
+        return await start_inspector(
+            settings.inspector_address, reachable_address(app.address), keys_required=keys_required
+        )
+    except (OSError, ValueError) as exc:
+        await app.stop(0)
+        raise ConfigurationError(
+            f"WM_INSPECTOR_ADDRESS: cannot listen on {settings.inspector_address}: {exc}"
+        ) from None
 
 
 async def serve(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     app = await start_application(settings)
+    # The one line a person starting the server needs: where it is and what to try next.
+    log.info(
+        f"listening on {app.address}; try `.venv/bin/wm demo` in a second terminal",
+        address=app.address,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -134,19 +134,22 @@ def check_bind_safety(settings: Settings, keyring: ApiKeyring | None) -> None:
     session, so listening beyond loopback that way must be a deliberate choice (for example
     behind a mesh or gateway that authenticates callers), never an accident of WM_ADDRESS.
     """
-    host, _ = split_host_port(settings.address)
-    if keyring is not None or is_loopback_host(host):
+    if keyring is not None:
         return
-    if settings.allow_insecure:
-        log.warning(
-            "authentication_off",
-            address=settings.address,
-            why="WM_ALLOW_INSECURE is set: every caller is the default tenant",
+    # The web inspector shows every session of the default tenant: the same rule applies.
+    for address in (settings.address, settings.inspector_address):
+        if address is None or is_loopback_host(split_host_port(address)[0]):
+            continue
+        if settings.allow_insecure:
+            log.warning(
+                "authentication_off",
+                address=address,
+                why="WM_ALLOW_INSECURE is set: every caller is the default tenant",
+            )
+            continue
+        raise ConfigurationError(
+            f"refusing to listen on {address} without authentication: it is not a"
+            " loopback address and no API keys are configured. Set WM_API_KEYS or"
+            " WM_API_KEYS_FILE, or set WM_ALLOW_INSECURE=1 to accept unauthenticated callers"
+            " (for example behind a mesh or gateway that authenticates them)."
         )
-        return
-    raise ConfigurationError(
-        f"refusing to listen on {settings.address} without authentication: it is not a"
-        " loopback address and no API keys are configured. Set WM_API_KEYS or"
-        " WM_API_KEYS_FILE, or set WM_ALLOW_INSECURE=1 to accept unauthenticated callers"
-        " (for example behind a mesh or gateway that authenticates them)."
-    )

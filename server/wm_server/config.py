@@ -25,6 +25,14 @@ class LlmProviderName(StrEnum):
     SCRIPTED = "scripted"
 
 
+class LogFormat(StrEnum):
+    """How log lines look: ``auto`` is console on a terminal, JSON elsewhere."""
+
+    AUTO = "auto"
+    JSON = "json"
+    CONSOLE = "console"
+
+
 class LogLevel(StrEnum):
     """Log threshold."""
 
@@ -93,7 +101,10 @@ class Settings(BaseSettings):
     scripted_responses: Path | None = None
     scripted_delay: Annotated[float, Field(ge=0)] = 0.0
     metrics_address: str | None = None
+    # host:port of the read-only web inspector; off when unset.
+    inspector_address: str | None = None
     log_level: LogLevel = LogLevel.INFO
+    log_format: LogFormat = LogFormat.AUTO
     max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     # Tool results and inputs longer than this many characters are stored whole and replaced
     # in their message by a synopsis (0: never).
@@ -162,7 +173,7 @@ class Settings(BaseSettings):
         split_host_port(value)
         return value
 
-    @field_validator("metrics_address")
+    @field_validator("metrics_address", "inspector_address")
     @classmethod
     def _check_metrics_address(cls, value: str | None) -> str | None:
         if value:

@@ -1,11 +1,16 @@
-"""Structured JSON logging (structlog), configured once at start.
+"""Structured logging (structlog), configured once at start.
+
+Why two faces: a log shipper wants one JSON object per line; a person running ``make run``
+wants to read the lines. JSON is the default off a terminal, readable coloured lines (structlog's
+console renderer) on one; ``WM_LOG_FORMAT=json|console`` decides otherwise.
 
 The access log has a path of its own (:class:`AccessLog`): one line per RPC is the one line
 every call writes, and rendering it through structlog's processor chain on the call's path
-costs more than the health check's own handler. Its lines are the same JSON objects (the
+costs more than the health check's own handler. In JSON its lines are the same objects (the
 same fields, ``event``, ``level`` and ``timestamp``, on the same stream), collected while the
 loop runs the RPCs and rendered and written together right after them, in one write, so
-neither the rendering nor the system call delays the response.
+neither the rendering nor the system call delays the response; on a console they go through
+structlog like any line (a person reads them, the rate is a person's).
 """
 
 from __future__ import annotations
@@ -131,12 +136,27 @@ ACCESS_LOG = AccessLog()
 atexit.register(ACCESS_LOG.flush)
 
 
-def configure_logging(level: str = "info") -> None:
-    """JSON lines on stderr with ISO timestamps; the RPC's fields (request and session ids)
-    are merged into every line."""
+def resolve_format(log_format: str, *, terminal: bool) -> str:
+    """``auto`` → ``console`` on a terminal, else ``json``; an explicit choice stays."""
+    if log_format == "auto":
+        return "console" if terminal else "json"
+    return log_format
+
+
+def configure_logging(level: str = "info", log_format: str = "auto") -> None:
+    """Lines on stderr with ISO timestamps, JSON or console (see the module docstring); the
+    RPC's fields (request and session ids) are merged into every line."""
     numeric = logging.getLevelNamesMapping()[level.upper()]
-    # Standard-library records (grpc, httpx, the SDKs) are rendered as JSON too, so that every
-    # line on stderr parses: log shippers and the tests read the stream line by line.
+    terminal = sys.stderr.isatty()
+    console = resolve_format(log_format, terminal=terminal) == "console"
+    # The console renderer prints exceptions itself (prettily); JSON needs them as a string.
+    tail: list[structlog.types.Processor] = (
+        [structlog.dev.ConsoleRenderer(colors=terminal)]
+        if console
+        else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    )
+    # Standard-library records (grpc, httpx, the SDKs) are rendered the same way, so that in
+    # JSON every line on stderr parses: log shippers and the tests read the stream line by line.
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
@@ -148,8 +168,7 @@ def configure_logging(level: str = "info") -> None:
             ],
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.format_exc_info,
-                structlog.processors.JSONRenderer(),
+                *tail,
             ],
         )
     )
@@ -161,11 +180,10 @@ def configure_logging(level: str = "info") -> None:
             merge_rpc_context,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
+            *tail,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
-    ACCESS_LOG.configure(sys.stderr, numeric)
+    ACCESS_LOG.configure(None if console else sys.stderr, numeric)

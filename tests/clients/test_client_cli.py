@@ -44,12 +44,15 @@ def test_sessions_list_show_and_delete(wm: Run) -> None:
     assert listed.returncode == 0 and "cli-s1" in listed.stdout
     rows = [json.loads(line) for line in wm("sessions", "list", "--json").stdout.splitlines()]
     mine = next(r for r in rows if r["session_id"] == "cli-s1")
-    assert mine["message_count"] == "2" and int(mine["pending_tokens"]) > 0
+    assert mine["message_count"] == 2 and mine["pending_tokens"] > 0
     shown = wm("sessions", "show", "cli-s1")
     assert shown.returncode == 0
     assert "live messages" in shown.stdout and "2 (" in shown.stdout
     assert "none yet" in shown.stdout  # no working memory before a commit
-    deleted = wm("sessions", "delete", "cli-s1")
+    refused = wm("sessions", "delete", "cli-s1")  # stdin is no terminal: nobody to ask
+    assert refused.returncode == 2 and "pass --yes" in refused.stderr
+    assert wm("sessions", "show", "cli-s1").returncode == 0
+    deleted = wm("sessions", "delete", "cli-s1", "--yes")
     assert deleted.returncode == 0 and "deleted session cli-s1" in deleted.stdout
     gone = wm("sessions", "show", "cli-s1")
     assert gone.returncode == 4
@@ -58,7 +61,7 @@ def test_sessions_list_show_and_delete(wm: Run) -> None:
 
 def test_a_missing_session_is_exit_4_for_every_command(wm: Run) -> None:
     for args in (
-        ("sessions", "delete", "ghost"),
+        ("sessions", "delete", "ghost", "--yes"),
         ("commit", "ghost", "--follow"),
         ("memory", "show", "ghost"),
         ("assemble", "ghost", "--budget", "8000"),
@@ -223,7 +226,7 @@ def test_assemble_within_a_budget(wm: Run) -> None:
     assert "[Session History Summary]" in result.stdout
     assert "system prompt addition" in result.stdout
     data = json.loads(wm("assemble", "cli-a", "--budget", "8000", "--json").stdout)
-    assert data["working_memory_version"] == "1"
+    assert data["working_memory_version"] == 1
     anthropic = json.loads(data["anthropic_messages_json"])
     assert anthropic[0]["role"] == "user"
     refused = wm("assemble", "cli-a", "--budget", "0")
@@ -242,8 +245,9 @@ def test_demo_replays_the_conversation_end_to_end(wm: Run) -> None:
     assert "samples/dkb_2025-01.csv" in out  # a path of the session, kept in Files & Context
     assert "next context within 2,000 tokens" in out
     session = json.loads(wm("sessions", "show", "cli-demo", "--json").stdout)
-    assert session["archive_count"] == 3 and session["working_memory_version"] == "3"
-    assert session["total_message_count"] == "49"
+    assert session["archive_count"] == 3 and session["working_memory_version"] == 3
+    assert session["total_message_count"] == 49
+    assert len(session["commits"]) >= 3 and len(session["archives"]) == 3
 
 
 # --- finding the server, and failing clearly -------------------------------------------------------

@@ -80,3 +80,17 @@ async def test_off_a_terminal_each_event_is_one_line(client: WmClient) -> None:
     assert [line[:5] for line in lines] == [f"[{n:>3}]" for n in range(1, len(lines) + 1)]
     assert lines[0].split()[2] == "archived" and lines[-1].split()[2] == "completed"
     assert "\x1b[" not in buffer.getvalue()
+
+
+async def test_a_failed_model_call_is_a_cross_not_a_tick(
+    client: WmClient, provider: ProgrammableProvider
+) -> None:
+    provider.creates.append(Answer(error=LlmError("model refused the request", retryable=False)))
+    await client.add_messages("f", [b.user("hello")], create_session_if_missing=True)
+    console, buffer = _terminal()
+    progress = await _follow(client, "f", console)
+    final = _last_frame(buffer)
+    assert "✗ model response" in final and "the model call failed" in final
+    assert "✓ model response" not in final and "✗ done" in final
+    assert progress.state.terminal is not None
+    assert progress.state.terminal.stage == pb.COMMIT_STAGE_FAILED

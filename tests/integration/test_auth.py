@@ -339,6 +339,27 @@ async def test_non_loopback_without_keys_is_refused_and_says_why(tmp_path: Path)
     assert not (tmp_path / "wm.sqlite3").exists()
 
 
+async def test_an_inspector_beyond_loopback_without_keys_is_refused(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, inspector_address=f"{NON_LOOPBACK}:0")
+    with pytest.raises(ConfigurationError) as caught:
+        await start_application(settings)
+    assert f"refusing to listen on {NON_LOOPBACK}:0 without authentication" in str(caught.value)
+    assert not (tmp_path / "wm.sqlite3").exists()
+
+
+async def test_the_inspector_is_off_by_default_and_on_when_asked(tmp_path: Path) -> None:
+    off = await start_application(make_settings(tmp_path / "off"))
+    try:
+        assert off.inspector is None
+    finally:
+        await off.stop(0)
+    on = await start_application(make_settings(tmp_path / "on", inspector_address="127.0.0.1:0"))
+    try:
+        assert on.inspector is not None and on.inspector.port > 0
+    finally:
+        await on.stop(0)
+
+
 def test_wm_server_refuses_at_start_with_exit_code_2(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WM_", "ANTHROPIC_"))}
     env.update(WM_ADDRESS=f"{NON_LOOPBACK}:50051", WM_DATA_DIR=str(tmp_path))

@@ -18,7 +18,8 @@ from typing import Any
 
 import grpc
 
-DEFAULT_ADDRESS = "127.0.0.1:50051"
+DEFAULT_PORT = 50051
+DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 ADDRESS_VARIABLE = "WM_ADDRESS"
 SERVICE_CONFIG_FILE = "wm_grpc_service_config.json"
 # Large enough for an assembled context or an archive with its raw messages.
@@ -36,8 +37,26 @@ def default_address() -> str:
     return reachable_address(address)
 
 
+def with_default_port(address: str) -> str:
+    """``host`` → ``host:50051``: gRPC would otherwise dial a bare host on port 443, which is
+    never where this service listens unless it is said. Target URIs (``dns:///…``,
+    ``unix:…``) are left to gRPC."""
+    address = address.strip()
+    if "://" in address or address.startswith(("unix:", "dns:", "ipv4:", "ipv6:")):
+        return address
+    if address.startswith("["):  # [v6] or [v6]:port
+        return address if "]:" in address else f"{address}:{DEFAULT_PORT}"
+    if address.count(":") > 1:  # a bare IPv6 address
+        return f"[{address}]:{DEFAULT_PORT}"
+    if ":" not in address:
+        return f"{address}:{DEFAULT_PORT}"
+    return address
+
+
 def reachable_address(address: str) -> str:
-    """Turn a listening address into one a client can dial (wildcard hosts → loopback)."""
+    """Turn a listening address into one a client can dial (wildcard hosts → loopback, the
+    default port when none is given)."""
+    address = with_default_port(address)
     host, sep, port = address.rpartition(":")
     if sep and host in ("0.0.0.0", "[::]", "::", ""):
         return f"127.0.0.1:{port}"

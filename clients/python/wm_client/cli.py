@@ -10,7 +10,8 @@ on; default 127.0.0.1:50051). Exit codes, for scripts:
 ====  ==========================================================================================
 0     success (a skipped commit, nothing to archive, is a success)
 1     any other error the server reported (FAILED_PRECONDITION, INTERNAL, ...)
-2     usage: bad command line, unreadable or invalid input file, or INVALID_ARGUMENT
+2     usage: bad command line, unreadable or invalid input file, INVALID_ARGUMENT, a request
+      too large for the server, or a deletion not confirmed
 3     the server cannot be reached (down, wrong address, UNAVAILABLE, DEADLINE_EXCEEDED)
 4     not found: the session, commit, archive or working memory does not exist
 5     the commit failed (its Phase 2 ended FAILED; the previous working memory stays current)
@@ -39,6 +40,7 @@ from wm_client.errors import WmError
 from wm_client.jsonl import JsonlError
 
 API_KEY_VARIABLE = "WM_API_KEY"
+_TOO_LARGE = "larger than max"  # gRPC's own refusal of an oversized message
 
 
 class ExitCode(IntEnum):
@@ -115,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=commands.sessions_show)
     p = sessions_sub.add_parser("delete", help="delete a session and all of it", parents=[common])
     p.add_argument("session")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask (needed off a terminal)")
     p.set_defaults(handler=commands.sessions_delete)
 
     p = sub.add_parser("add", help="add messages from a JSONL file", parents=[common])
@@ -138,6 +141,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print events as JSON lines")
     p.set_defaults(handler=commands.commit)
 
+    commits = sub.add_parser("commits", help="list, show, watch or retry commits", parents=[common])
+    commits_sub = commits.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = commits_sub.add_parser("list", help="a session's commits, newest first", parents=[common])
+    p.add_argument("session")
+    p.add_argument("--limit", type=int, default=1000, help="at most this many (default 1000)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(handler=commands.commits_list)
+    p = commits_sub.add_parser(
+        "show",
+        help="a commit: stages with durations, tokens, cache use, guard decisions, diff, error",
+        parents=[common],
+    )
+    p.add_argument("session")
+    p.add_argument("commit")
+    p.add_argument("--json", action="store_true", help="print the commit and its events as JSON")
+    p.set_defaults(handler=commands.commits_show)
+    p = commits_sub.add_parser(
+        "watch", help="re-attach to a commit and follow it to its end", parents=[common]
+    )
+    p.add_argument("session")
+    p.add_argument("commit")
+    p.add_argument(
+        "--after", type=int, default=0, metavar="SEQ", help="only events after this sequence"
+    )
+    p.add_argument("--json", action="store_true", help="print events as JSON lines")
+    p.set_defaults(handler=commands.commits_watch)
+    p = commits_sub.add_parser(
+        "retry", help="run a FAILED commit's Phase 2 again", parents=[common]
+    )
+    p.add_argument("session")
+    p.add_argument("commit")
+    p.add_argument("--follow", action="store_true", help="follow the new run until it ends")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=commands.commits_retry)
+
+    p = sub.add_parser(
+        "compact",
+        help="archive every live message and follow Phase 2 to its end",
+        parents=[common],
+    )
+    p.add_argument("session")
+    p.add_argument("--json", action="store_true", help="print events as JSON lines")
+    p.set_defaults(handler=commands.compact)
+
     memory = sub.add_parser("memory", help="the working memory", parents=[common])
     memory_sub = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = memory_sub.add_parser(
@@ -148,6 +195,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--raw", action="store_true", help="print the Markdown document as is")
     p.add_argument("--json", action="store_true", help="print the working memory as JSON")
     p.set_defaults(handler=commands.memory_show)
+    p = memory_sub.add_parser(
+        "history", help="every working-memory version and what it changed", parents=[common]
+    )
+    p.add_argument("session")
+    p.add_argument("--json", action="store_true", help="one JSON object per version")
+    p.set_defaults(handler=commands.memory_history)
+    p = memory_sub.add_parser(
+        "diff",
+        help="per-section diff of two versions, with the guard decisions on each section",
+        parents=[common],
+    )
+    p.add_argument("session")
+    p.add_argument("old", type=int, metavar="V1")
+    p.add_argument("new", type=int, nargs="?", default=None, metavar="V2", help="default: latest")
+    p.add_argument("--json", action="store_true", help="print the diff as JSON")
+    p.set_defaults(handler=commands.memory_diff)
 
     p = sub.add_parser(
         "search", help="search archived messages (literal, case-insensitive)", parents=[common]
@@ -202,8 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wm`` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    stdout = Console(highlight=False)
-    stderr = Console(stderr=True, highlight=False)
+    # Off a terminal, lines are written whole: a pipe has no width to wrap to.
+    stdout = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    stderr = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
     try:
         return int(asyncio.run(_run(args, stdout)))
     except BrokenPipeError:
@@ -222,8 +286,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.UNREACHABLE
     except WmError as exc:
         stderr.print(f"wm: {describe_error(exc, args)}", markup=False)
+        if exc.code == grpc.StatusCode.RESOURCE_EXHAUSTED and _TOO_LARGE in exc.message:
+            return ExitCode.USAGE  # our request, not the server's capacity
         return _CODE_EXIT.get(exc.code, ExitCode.ERROR)
-    except (JsonlError, OSError, ValueError) as exc:
+    except (JsonlError, OSError, ValueError, commands.Refused) as exc:
         stderr.print(f"wm: {exc}", markup=False)
         return ExitCode.USAGE
 
@@ -233,7 +299,8 @@ async def _run(args: argparse.Namespace, out: Console) -> int:
     api_key = getattr(args, "api_key", None) or os.environ.get(API_KEY_VARIABLE) or None
     connect_timeout = getattr(args, "connect_timeout", None)
     async with WmClient(address, api_key=api_key) as client:
-        if not await client.wait_ready(5.0 if connect_timeout is None else connect_timeout):
+        timeout = 5.0 if connect_timeout is None else connect_timeout
+        if not await client.wait_ready(timeout, fail_fast=True):
             raise commands.Unreachable(client.address)
         code: int = await args.handler(client, args, out)
         return code
@@ -244,6 +311,8 @@ def describe_error(error: WmError, args: argparse.Namespace) -> str:
     session = getattr(args, "session", None) or error.metadata.get("session_id", "")
     if error.reason == "SESSION_NOT_FOUND":
         return f"session {session!r} not found (see `wm sessions list`)"
+    if error.reason == "WORKING_MEMORY_NOT_FOUND" and error.metadata.get("version", "0") != "0":
+        return f"{error.message} (see `wm memory history {session}`)"
     if error.reason == "WORKING_MEMORY_NOT_FOUND":
         return (
             f"session {session!r} has no working memory yet"
@@ -252,6 +321,8 @@ def describe_error(error: WmError, args: argparse.Namespace) -> str:
     if error.code == grpc.StatusCode.INVALID_ARGUMENT and error.field_violations:
         fields = "; ".join(f"{v.field}: {v.description}" for v in error.field_violations)
         return f"invalid request: {fields}"
+    if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and _TOO_LARGE in error.message:
+        return f"a request was larger than the server accepts: {error.message}"
     if error.code == grpc.StatusCode.UNAVAILABLE:
         return f"the server is unavailable: {error.message}"
     if error.code == grpc.StatusCode.UNAUTHENTICATED:

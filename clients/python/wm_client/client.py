@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 from google.protobuf import field_mask_pb2
 
-from wm_client.channel import default_address, open_channel
+from wm_client.channel import default_address, open_channel, reachable_address
 from wm_client.errors import error_from_rpc
 from wm_client.stream import CommitStream, ResumePolicy
 from wm_proto.v1 import resources_pb2 as pb
@@ -59,7 +59,7 @@ class WmClient:
         api_key: str | None = None,
         resume_policy: ResumePolicy | None = None,
     ) -> None:
-        self.address = address or default_address()
+        self.address = reachable_address(address) if address else default_address()
         self._owns_channel = channel is None
         self.channel = channel if channel is not None else open_channel(self.address)
         self._stub: WorkingMemoryServiceAsyncStub = service_grpc.WorkingMemoryServiceStub(
@@ -87,11 +87,20 @@ class WmClient:
         if self._owns_channel:
             await self.channel.close()
 
-    async def wait_ready(self, seconds: float) -> bool:
-        """Wait until the channel is connected; False when the server is not reachable in time."""
+    async def wait_ready(self, seconds: float, *, fail_fast: bool = False) -> bool:
+        """Wait until the channel is connected; False when the server is not reachable in time.
+
+        ``fail_fast``: give up at the first failed connection attempt (a refused connection
+        is known at once; a command line should say so rather than wait out its timeout).
+        """
         try:
             async with asyncio.timeout(seconds):
-                await self.channel.channel_ready()
+                state = self.channel.get_state(try_to_connect=True)
+                while state != grpc.ChannelConnectivity.READY:
+                    if fail_fast and state == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                        return False
+                    await self.channel.wait_for_state_change(state)
+                    state = self.channel.get_state(try_to_connect=True)
         except TimeoutError:
             return False
         return True

@@ -7,24 +7,29 @@ a message and an exit code, the same way for every command.
 from __future__ import annotations
 
 import argparse
-import json
+import io
 import sys
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from rich.console import Console, RenderableType
 from rich.markdown import Markdown
 
-from wm_client import render
+from wm_client import history, render
 from wm_client.client import WmClient
 from wm_client.jsonl import read_jsonl
+from wm_client.jsonout import dumps, plain
 from wm_client.progress import CommitProgress
 from wm_client.stream import CommitStream
 from wm_proto.v1 import resources_pb2 as pb
 
 MAX_BATCH = 1000  # messages per AddMessages call (the contract's limit)
+# Serialized bytes per AddMessages call: under the server's 4 MiB receive limit with room for
+# the envelope, so a batch of large messages (each within the message limit) is split in time.
+MAX_BATCH_BYTES = 3 * 1024 * 1024
 COMMIT_FAILED = 5
+PIPE_WIDTH = 4096  # off a terminal nothing is cut or wrapped to fit a window
 
 
 class Unreachable(Exception):
@@ -35,22 +40,43 @@ class Unreachable(Exception):
         self.address = address
 
 
+class Refused(Exception):
+    """The command was not confirmed (``sessions delete`` without ``--yes``): a usage error."""
+
+
 def show(out: Console, renderable: RenderableType) -> None:
-    """Print a renderable; off a terminal, without the padding rich adds up to the console
-    width, so piped output has no trailing spaces."""
+    """Print a renderable. Off a terminal (a pipe, a file) it is laid out on a very wide page,
+    so no id is cut and no line is wrapped, and without the padding rich adds up to the page
+    width, so no line has trailing spaces."""
     if out.is_terminal:
         out.print(renderable)
         return
-    with out.capture() as captured:
-        out.print(renderable)
-    for line in captured.get().splitlines():
+    page = Console(
+        file=io.StringIO(), width=PIPE_WIDTH, highlight=False, color_system=None, soft_wrap=False
+    )
+    page.print(renderable)
+    text = page.file.getvalue()  # type: ignore[attr-defined]
+    for line in text.splitlines():
         print(line.rstrip())
 
 
 def as_json(message: Message) -> str:
-    """A protobuf message as one line of JSON, with the proto field names."""
-    value: dict[str, Any] = MessageToDict(message, preserving_proto_field_name=True)
-    return json.dumps(value, ensure_ascii=False)
+    """A protobuf message as one line of JSON (every field, numbers as numbers)."""
+    return dumps(message)
+
+
+def batches(messages: Sequence[pb.Message]) -> Iterator[Sequence[pb.Message]]:
+    """Consecutive batches within the contract's count limit and :data:`MAX_BATCH_BYTES` (a
+    message larger than that alone travels alone, and the server judges it)."""
+    start = size = 0
+    for index, message in enumerate(messages):
+        length = message.ByteSize() + 8
+        if index > start and (index - start >= MAX_BATCH or size + length > MAX_BATCH_BYTES):
+            yield messages[start:index]
+            start, size = index, 0
+        size += length
+    if start < len(messages):
+        yield messages[start:]
 
 
 # --- sessions -------------------------------------------------------------------------------------
@@ -73,16 +99,43 @@ async def sessions_list(client: WmClient, args: argparse.Namespace, out: Console
 async def sessions_show(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     session = await client.get_session(args.session)
     if args.json:
-        print(as_json(session))
+        # The human view's content, whole: every commit and every archive, newest first.
+        commits = await history.all_commits(client, args.session)
+        archives = await history.all_archives(client, args.session)
+        print(
+            dumps(
+                {
+                    **plain(session),
+                    "commits": [plain(c) for c in commits],
+                    "archives": [plain(a) for a in archives],
+                }
+            )
+        )
         return 0
-    commits = (await client.list_commits(args.session, page_size=5)).commits
-    archives = (await client.list_archives(args.session, page_size=1000)).archives
-    show(out, render.session_details(session, commits, archives))
+    recent = (await client.list_commits(args.session, page_size=5)).commits
+    listed = (await client.list_archives(args.session, page_size=1000)).archives
+    show(out, render.session_details(session, recent, listed))
     return 0
 
 
+def confirm(question: str) -> bool:
+    """Ask on the terminal; without one there is nobody to ask, so the answer is no."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
 async def sessions_delete(client: WmClient, args: argparse.Namespace, out: Console) -> int:
-    await client.get_session(args.session)  # a clear NOT_FOUND before deleting
+    session = await client.get_session(args.session)  # a clear NOT_FOUND before asking
+    if not args.yes and not confirm(
+        f"delete session {args.session} ({session.total_message_count:,} messages,"
+        f" {session.archive_count} archives, working memory v{session.working_memory_version})?"
+    ):
+        raise Refused(f"session {args.session} not deleted: confirm at the prompt, or pass --yes")
     await client.delete_session(args.session)
     out.print(f"deleted session {args.session}", markup=False)
     return 0
@@ -90,22 +143,23 @@ async def sessions_delete(client: WmClient, args: argparse.Namespace, out: Conso
 
 # --- messages and commits -------------------------------------------------------------------------
 async def add(client: WmClient, args: argparse.Namespace, out: Console) -> int:
-    """Add a JSONL file in batches of 1000 (each batch atomic; ids make a re-run safe)."""
+    """Add a JSONL file in batches bounded by count and bytes (each batch atomic; ids, given or
+    made from the line, make a re-run safe)."""
     messages = read_jsonl(sys.stdin if args.file == "-" else args.file)
     if not messages:
         raise ValueError(f"{args.file}: no messages")
     added = duplicates = 0
     reply = None
-    for start in range(0, len(messages), MAX_BATCH):
+    session_created = False
+    for batch in batches(messages):
         reply = await client.add_messages(
-            args.session,
-            messages[start : start + MAX_BATCH],
-            create_session_if_missing=not args.no_create,
+            args.session, batch, create_session_if_missing=not args.no_create
         )
         added += len(reply.added_message_ids)
         duplicates += len(reply.duplicate_message_ids)
+        session_created = session_created or reply.session_created
     assert reply is not None
-    created = " (session created)" if reply.session_created else ""
+    created = " (session created)" if session_created else ""
     out.print(
         f"added {added} message(s), {duplicates} duplicate(s) skipped to {args.session}{created};"
         f" {reply.message_count} live, {reply.pending_tokens:,} pending tokens",
@@ -213,4 +267,175 @@ async def assemble(client: WmClient, args: argparse.Namespace, out: Console) -> 
     if result.system_prompt_addition:
         out.print("[bold]system prompt addition:[/bold]")
         show(out, Markdown(result.system_prompt_addition))
+    return 0
+
+
+# --- commits: list, show, watch, retry; compact ---------------------------------------------------
+async def commits_list(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    commits = (await history.all_commits(client, args.session))[: max(args.limit, 0)]
+    if args.json:
+        for c in commits:
+            print(dumps({**plain(c), "duration_ms": history.duration_ms(c)}))
+    elif not commits:
+        await client.get_session(args.session)  # NOT_FOUND rather than "no commits"
+        out.print(f"no commits in {args.session}", markup=False)
+    else:
+        show(out, render.commits_table(commits))
+    return 0
+
+
+async def _made_diff(
+    client: WmClient, session_id: str, version: int, commits: Sequence[pb.Commit]
+) -> list[history.SectionDiff]:
+    new = await client.get_working_memory(session_id, version=version)
+    old = await client.get_working_memory(session_id, version=version - 1) if version > 1 else None
+    return history.diff_versions(old, new, commits)
+
+
+async def commits_show(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    commit = await client.get_commit(args.session, args.commit)
+    events = await history.stored_events(client, args.session, commit)
+    durations = history.stage_durations(commit, events)
+    diff = None
+    if commit.working_memory_version:
+        diff = await _made_diff(client, args.session, commit.working_memory_version, [commit])
+    if args.json:
+        print(
+            dumps(
+                {
+                    **plain(commit),
+                    "duration_ms": history.duration_ms(commit),
+                    "events": [
+                        {**plain(e), "duration_ms": took}
+                        for e, took in zip(events, durations, strict=True)
+                    ],
+                    "memory_diff": None if diff is None else _diff_json(diff),
+                }
+            )
+        )
+    else:
+        show(out, render.commit_details(commit, events, durations, diff))
+    return COMMIT_FAILED if commit.state == pb.COMMIT_STATE_FAILED else 0
+
+
+async def commits_watch(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    await client.get_commit(args.session, args.commit)  # NOT_FOUND before streaming
+    stream = client.watch_commit(args.session, args.commit, after_sequence=args.after)
+    terminal = await follow(stream, out, as_json_lines=args.json)
+    return COMMIT_FAILED if terminal.stage == pb.COMMIT_STAGE_FAILED else 0
+
+
+async def commits_retry(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    commit = await client.retry_commit(args.session, args.commit)
+    if not args.follow:
+        if args.json:
+            print(as_json(commit))
+        else:
+            out.print(
+                f"commit {commit.commit_id} queued again ({state_text(commit)});"
+                f" watch it with `wm commits watch {args.session} {commit.commit_id}"
+                f" --after {commit.last_sequence}`",
+                markup=False,
+            )
+        return 0
+    stream = client.watch_commit(
+        args.session, commit.commit_id, after_sequence=commit.last_sequence
+    )
+    terminal = await follow(stream, out, as_json_lines=args.json)
+    return COMMIT_FAILED if terminal.stage == pb.COMMIT_STAGE_FAILED else 0
+
+
+def state_text(commit: pb.Commit) -> str:
+    return f"{render.state_name(commit.state)}, {commit.attempt_count} attempt(s) so far"
+
+
+async def compact(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    """Archive every live message and follow Phase 2 to its end."""
+    before = await client.get_session(args.session)
+    terminal = await follow(client.compact(args.session), out, as_json_lines=args.json)
+    after = await client.get_session(args.session)
+    if not args.json:
+        out.print(
+            f"live tokens {before.live_tokens:,} → {after.live_tokens:,};"
+            f" working memory v{after.working_memory_version or 0}",
+            markup=False,
+        )
+    return COMMIT_FAILED if terminal.stage == pb.COMMIT_STAGE_FAILED else 0
+
+
+# --- working-memory history and diff --------------------------------------------------------------
+def _diff_json(diffs: Sequence[history.SectionDiff]) -> list[dict[str, Any]]:
+    return [
+        {
+            "section": d.name,
+            "changed": d.changed,
+            "diff": d.lines,
+            "decisions": [{"commit_id": cid, **plain(dec)} for cid, dec in d.decisions],
+        }
+        for d in diffs
+    ]
+
+
+async def memory_history(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    session = await client.get_session(args.session)
+    commits = await history.all_commits(client, args.session)
+    made_by = {c.working_memory_version: c for c in commits if c.working_memory_version}
+    versions = [
+        await client.get_working_memory(args.session, version=v)
+        for v in range(1, session.working_memory_version + 1)
+    ]
+    changed: dict[int, list[str]] = {}
+    previous: pb.WorkingMemory | None = None
+    for memory in versions:
+        changed[memory.version] = [
+            d.name for d in history.diff_versions(previous, memory) if d.changed
+        ]
+        previous = memory
+    if args.json:
+        for memory in versions:
+            commit = made_by.get(memory.version)
+            print(
+                dumps(
+                    {
+                        "version": memory.version,
+                        "estimated_tokens": memory.estimated_tokens,
+                        "archive_id": memory.archive_id,
+                        "commit_id": commit.commit_id if commit is not None else "",
+                        "decision_count": len(commit.decisions) if commit is not None else 0,
+                        "changed_sections": changed[memory.version],
+                        "create_time": plain(memory)["create_time"],
+                    }
+                )
+            )
+    elif not versions:
+        out.print(f"session {args.session} has no working memory yet", markup=False)
+    else:
+        show(out, render.memory_history(versions, made_by, changed))
+    return 0
+
+
+async def memory_diff(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    if args.old < 1 or (args.new is not None and args.new < 1):
+        raise ValueError("versions start at 1")
+    old = await client.get_working_memory(args.session, version=args.old)
+    new = await client.get_working_memory(args.session, version=args.new or 0)
+    commits = await history.all_commits(client, args.session)
+    if old.version > new.version:
+        old, new = new, old
+    diffs = history.diff_versions(old, new, commits)
+    if args.json:
+        print(
+            dumps(
+                {
+                    "from_version": old.version,
+                    "to_version": new.version,
+                    "sections": _diff_json(diffs),
+                }
+            )
+        )
+        return 0
+    out.print(
+        f"working memory v{old.version} → v{new.version} · session {args.session}", markup=False
+    )
+    show(out, render.memory_diff(diffs))
     return 0

@@ -9,13 +9,18 @@ One message per line::
                 "is_error": true}]}
 
 Why this shape: it is what agent runtimes log (Anthropic-style content blocks), so a recorded
-session can be replayed into the service as it happened. A tool result's ``content`` may also be
-a list of text blocks, and a message may give ``"content": "..."`` instead of ``parts``; both
-are read, and written back in the canonical form. Errors name the line and the field.
+session can be replayed into the service as it happened. The Anthropic Messages shape is read
+as well: ``"content": "..."`` or ``"content": [{"type": "text", ...}, ...]`` instead of
+``parts``, and a tool result's ``content`` may be a list of text blocks; everything is written
+back in the canonical form. Errors name the line and the field.
+
+A line without an ``id`` gets one made from its position among the messages and its content
+(:func:`line_id`), so adding the same file twice stores nothing the second time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -52,8 +57,16 @@ def message_from_dict(data: Mapping[str, Any]) -> pb.Message:
     if not isinstance(message_id, str):
         raise JsonlError("id must be a string")
     raw_parts = data.get("parts")
-    if raw_parts is None and isinstance(data.get("content"), str):
-        raw_parts = [{"type": "text", "text": data["content"]}]
+    if raw_parts is None and "content" in data:
+        content = data["content"]
+        if isinstance(content, str):
+            raw_parts = [{"type": "text", "text": content}]
+        elif isinstance(content, list):  # Anthropic Messages content blocks
+            raw_parts = content
+        else:
+            raise JsonlError("content must be a string or a non-empty list of content blocks")
+        if not raw_parts:
+            raise JsonlError("content must be a string or a non-empty list of content blocks")
     if not isinstance(raw_parts, list) or not raw_parts:
         raise JsonlError("parts must be a non-empty list")
     parts = [_part_from_dict(raw, index) for index, raw in enumerate(raw_parts)]
@@ -138,8 +151,18 @@ def message_to_dict(message: pb.Message) -> dict[str, Any]:
     return record
 
 
+def line_id(ordinal: int, message: pb.Message) -> str:
+    """The id of a message given without one: its ordinal among the file's messages and a
+    digest of its role and parts. The same file gives the same ids every time (a re-run is
+    all duplicates), and two identical messages at different places stay two messages."""
+    digest = hashlib.sha256(f"{ordinal}\n".encode() + message.SerializeToString(deterministic=True))
+    return f"jl-{ordinal}-{digest.hexdigest()[:20]}"
+
+
 def parse_lines(lines: Iterable[str]) -> Iterator[pb.Message]:
-    """Messages of JSONL text lines; blank lines are skipped; errors name the line number."""
+    """Messages of JSONL text lines; blank lines are skipped; errors name the line number;
+    a message without an id gets :func:`line_id`."""
+    ordinal = 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -148,9 +171,13 @@ def parse_lines(lines: Iterable[str]) -> Iterator[pb.Message]:
         except ValueError as exc:
             raise JsonlError(f"line {number}: not valid JSON ({exc})") from None
         try:
-            yield message_from_dict(data)
+            message = message_from_dict(data)
         except JsonlError as exc:
             raise JsonlError(f"line {number}: {exc}") from None
+        ordinal += 1
+        if not message.id:
+            message.id = line_id(ordinal, message)
+        yield message
 
 
 def read_jsonl(source: str | Path | IO[str]) -> list[pb.Message]:

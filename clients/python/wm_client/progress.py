@@ -18,7 +18,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from wm_client.render import decision_text, event_detail, event_line
+from wm_client.render import decision_text, event_detail, event_line, is_failure
 from wm_proto.v1 import resources_pb2 as pb
 
 # The checklist: (label, stages that advance it).
@@ -76,7 +76,7 @@ class ProgressState:
             step.detail = f"{len(self.decisions)} decision(s)"
         else:
             step.detail = event_detail(event)
-        step.state = "failed" if event.stage == pb.COMMIT_STAGE_FAILED else "done"
+        step.state = "failed" if is_failure(event) else "done"
         self.current = index + 1
         if event.terminal:
             self.terminal = event

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Protocol
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from rich.console import Group, RenderableType
@@ -236,6 +237,8 @@ def event_detail(event: pb.CommitEvent) -> str:
         return f"{r.purpose} call to {r.provider} ({r.model})"
     if kind == "llm_response_received":
         response = event.llm_response_received
+        if response.stop_reason == "error":
+            return f"the model call failed after {response.duration_ms:,} ms"
         return (
             f"stop={response.stop_reason}, {usage_text(response.usage)} tokens,"
             f" {response.duration_ms:,} ms"
@@ -265,10 +268,18 @@ def event_detail(event: pb.CommitEvent) -> str:
     return ""
 
 
+def is_failure(event: pb.CommitEvent) -> bool:
+    """A FAILED commit, or a model call that ended in an error (the attempt may be retried)."""
+    return event.stage == pb.COMMIT_STAGE_FAILED or (
+        event.stage == pb.COMMIT_STAGE_LLM_RESPONSE_RECEIVED
+        and event.llm_response_received.stop_reason == "error"
+    )
+
+
 def event_line(event: pb.CommitEvent) -> Text:
     """``[  3] llm_request_sent      create call to offline (offline)``."""
     style = "green" if event.stage == pb.COMMIT_STAGE_COMPLETED else ""
-    if event.stage == pb.COMMIT_STAGE_FAILED:
+    if is_failure(event):
         style = "bold red"
     if event.stage == pb.COMMIT_STAGE_GUARD_DECISION:
         return Text.assemble(f"[{event.sequence:>3}] ", decision_text(event.guard_decision))
@@ -357,3 +368,182 @@ def _highlight(snippet: str, query: str) -> Text:
     text = Text(snippet)
     text.highlight_words([query], style="bold reverse", case_sensitive=False)
     return text
+
+
+# --- commits and working-memory history -----------------------------------------------------------
+def _ms(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,} ms" if value < 10_000 else f"{value / 1000:,.1f} s"
+
+
+def commits_table(commits: Sequence[pb.Commit]) -> Table:
+    """A session's commits, newest first; ids are never cut (the column does not wrap)."""
+    from wm_client.history import duration_ms
+
+    table = Table(title=f"{len(commits)} commit(s)", title_justify="left")
+    for header in (
+        "commit",
+        "state",
+        "archive",
+        "archived",
+        "kept",
+        "WM",
+        "attempts",
+        "decisions",
+        "tokens",
+        "took",
+        "created (UTC)",
+    ):
+        table.add_column(header, no_wrap=header in ("commit", "archive", "created (UTC)"))
+    for c in commits:
+        _row(
+            table,
+            c.commit_id,
+            state_name(c.state),
+            c.archive_id or "-",
+            str(c.archived_message_count),
+            str(c.kept_message_count),
+            f"v{c.working_memory_version}" if c.working_memory_version else "-",
+            str(c.attempt_count),
+            str(len(c.decisions)),
+            commit_usage(c.token_usage),
+            _ms(duration_ms(c)),
+            when(c.create_time),
+        )
+    return table
+
+
+def commit_details(
+    commit: pb.Commit,
+    events: Sequence[pb.CommitEvent],
+    durations: Sequence[int],
+    diff: Sequence[SectionDiffLike] | None,
+) -> RenderableType:
+    """One commit: its facts, every stored stage with the time it took, the guard decisions,
+    the error of a failed commit, and the memory diff it made."""
+    from wm_client.history import duration_ms
+
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    usage = commit.token_usage
+    rows = [
+        ("commit", commit.commit_id),
+        ("session", commit.session_id),
+        ("state", state_name(commit.state)),
+        ("archive", commit.archive_id or "-"),
+        (
+            "messages",
+            f"{commit.archived_message_count} archived ({commit.archived_tokens:,} tokens),"
+            f" {commit.kept_message_count} kept (keep {commit.keep_recent_count})",
+        ),
+        ("attempts", str(commit.attempt_count)),
+        (
+            "working memory",
+            f"v{commit.working_memory_version}" if commit.working_memory_version else "-",
+        ),
+        ("model calls", str(usage.llm_calls)),
+        ("tokens", f"{usage.input_tokens:,} in / {usage.output_tokens:,} out"),
+        (
+            "prompt cache",
+            f"{usage.cache_read_input_tokens:,} read / {usage.cache_creation_input_tokens:,} written",
+        ),
+        ("created (UTC)", when(commit.create_time)),
+        ("ended (UTC)", when(commit.complete_time)),
+        ("took", _ms(duration_ms(commit))),
+    ]
+    if commit.covered_by_commit_id:
+        rows.append(("covered by", commit.covered_by_commit_id))
+    if commit.error.message or commit.error.code:
+        rows.append(("error", f"{commit.error.message} (code {commit.error.code})"))
+    for label, value in rows:
+        _row(facts, label, value)
+    parts: list[RenderableType] = [facts]
+    if events:
+        table = Table(title="stages", title_justify="left")
+        for header in ("#", "stage", "took", "detail"):
+            table.add_column(header, justify="right" if header in ("#", "took") else "left")
+        for event, took in zip(events, durations, strict=True):
+            stage = Text(stage_name(event.stage), style="bold red" if is_failure(event) else "")
+            _row(table, str(event.sequence), stage, _ms(took), event_detail(event))
+        parts.append(table)
+    if commit.decisions:
+        parts.append(Text(f"guard decisions ({len(commit.decisions)}):", style="bold"))
+        parts.extend(decision_text(d) for d in commit.decisions)
+    else:
+        parts.append(Text("no guard decisions"))
+    if diff is not None:
+        parts.append(Text(""))
+        parts.append(memory_diff(diff))
+    return Group(*parts)
+
+
+class SectionDiffLike(Protocol):
+    """What :func:`memory_diff` reads of a section's diff (``history.SectionDiff``)."""
+
+    name: str
+    lines: list[str]
+    decisions: list[tuple[str, pb.GuardDecision]]
+
+
+def memory_diff(diffs: Sequence[SectionDiffLike]) -> RenderableType:
+    """A unified diff per section (additions green, removals red, hunks cyan: colour shows only
+    on a terminal), each followed by the guard decisions that touched the section."""
+    parts: list[RenderableType] = []
+    unchanged: list[str] = []
+    for section in diffs:
+        if not section.lines and not section.decisions:
+            unchanged.append(section.name)
+            continue
+        parts.append(Text(f"## {section.name}", style="bold magenta"))
+        for line in section.lines:
+            style = ""
+            if line.startswith("+"):
+                style = "green"
+            elif line.startswith("-"):
+                style = "red"
+            elif line.startswith("@@"):
+                style = "cyan"
+            parts.append(Text(line, style=style))
+        if not section.lines:
+            parts.append(Text("(unchanged)", style="dim"))
+        for commit_id, decision in section.decisions:
+            parts.append(Text.assemble(f"  {commit_id}: ", decision_text(decision)))
+    if unchanged:
+        parts.append(Text(f"unchanged: {', '.join(unchanged)}", style="dim"))
+    if not parts:
+        parts.append(Text("no difference"))
+    return Group(*parts)
+
+
+def memory_history(
+    versions: Sequence[pb.WorkingMemory],
+    made_by: dict[int, pb.Commit],
+    changed: dict[int, list[str]],
+) -> Table:
+    """Every working-memory version: its size, where it came from, what it changed."""
+    table = Table(title=f"{len(versions)} version(s)", title_justify="left")
+    for header in (
+        "version",
+        "tokens",
+        "archive",
+        "commit",
+        "decisions",
+        "changed",
+        "stored (UTC)",
+    ):
+        table.add_column(header, no_wrap=header in ("commit", "archive", "stored (UTC)"))
+    for memory in versions:
+        commit = made_by.get(memory.version)
+        _row(
+            table,
+            f"v{memory.version}",
+            f"{memory.estimated_tokens:,}",
+            memory.archive_id or "(client ops)",
+            commit.commit_id if commit is not None else "-",
+            str(len(commit.decisions)) if commit is not None else "-",
+            ", ".join(changed.get(memory.version, [])) or "-",
+            when(memory.create_time),
+        )
+    return table

@@ -41,11 +41,21 @@ class WorkingMemoryService:
             row = await find_session(uow, sid)
             record = await uow.working_memories.get(row, version or row.record.wm_version)
         if record is None:
-            what = f"version {version}" if version else "a working memory"
+            latest = row.record.wm_version
+            if not version or not latest:
+                text = f"session {sid!r} has no working memory yet"
+            else:
+                text = (
+                    f"session {sid!r} has no working memory version {version} (latest: v{latest})"
+                )
             raise NotFound(
-                f"session {sid!r} has no {what} yet",
+                text,
                 reason="WORKING_MEMORY_NOT_FOUND",
-                metadata={"session_id": sid, "version": str(version)},
+                metadata={
+                    "session_id": sid,
+                    "version": str(version),
+                    "latest_version": str(latest),
+                },
             )
         return record
 

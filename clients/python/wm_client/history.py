@@ -1,0 +1,138 @@
+"""What a session's history is made of, fetched and compared: every commit, every archive,
+a commit's stored events with the time each stage took, and a per-section diff of two
+working-memory versions with the guard decisions that touched each section.
+
+Why apart from the commands: ``commits show``, ``memory history`` and ``memory diff`` answer
+"why did my agent forget X?" from the same pieces, and a rule (which commits lie between two
+versions, how a stage's duration is measured) is written once here.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from wm_client.client import WmClient
+from wm_proto.v1 import resources_pb2 as pb
+
+PAGE = 1000
+
+
+async def all_commits(client: WmClient, session_id: str) -> list[pb.Commit]:
+    """Every commit of the session, newest first."""
+    commits: list[pb.Commit] = []
+    token = ""
+    while True:
+        page = await client.list_commits(session_id, page_size=PAGE, page_token=token)
+        commits.extend(page.commits)
+        token = page.next_page_token
+        if not token:
+            return commits
+
+
+async def all_archives(client: WmClient, session_id: str) -> list[pb.Archive]:
+    """Every archive of the session, in the server's order."""
+    archives: list[pb.Archive] = []
+    token = ""
+    while True:
+        page = await client.list_archives(session_id, page_size=PAGE, page_token=token)
+        archives.extend(page.archives)
+        token = page.next_page_token
+        if not token:
+            return archives
+
+
+async def stored_events(
+    client: WmClient, session_id: str, commit: pb.Commit
+) -> list[pb.CommitEvent]:
+    """The events stored for a commit so far, without waiting for more (a running commit's
+    log is read up to its ``last_sequence``)."""
+    events: list[pb.CommitEvent] = []
+    if commit.last_sequence <= 0:
+        return events
+    stream = client.watch_commit(session_id, commit.commit_id)
+    try:
+        async for event in stream:
+            events.append(event)
+            if event.sequence >= commit.last_sequence:
+                break
+    finally:
+        await stream.aclose()
+    return events
+
+
+def _millis(stamp: Timestamp) -> int:
+    return stamp.seconds * 1000 + stamp.nanos // 1_000_000
+
+
+def stage_durations(commit: pb.Commit, events: Sequence[pb.CommitEvent]) -> list[int]:
+    """For each event, milliseconds since the event before it (the first: since Phase 1)."""
+    durations: list[int] = []
+    previous = _millis(commit.create_time)
+    for event in events:
+        now = _millis(event.create_time)
+        durations.append(max(0, now - previous) if previous else 0)
+        previous = now
+    return durations
+
+
+def duration_ms(commit: pb.Commit) -> int | None:
+    """Phase 1 to the terminal state, in milliseconds; None while the commit runs."""
+    if not commit.complete_time.seconds and not commit.complete_time.nanos:
+        return None
+    return max(0, _millis(commit.complete_time) - _millis(commit.create_time))
+
+
+@dataclass
+class SectionDiff:
+    """One section between two versions: the unified diff lines and the decisions on it."""
+
+    name: str
+    lines: list[str]
+    decisions: list[tuple[str, pb.GuardDecision]] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.lines)
+
+
+def decisions_between(
+    commits: Sequence[pb.Commit], older: int, newer: int
+) -> list[tuple[str, pb.GuardDecision]]:
+    """Guard decisions of the commits that stored a version in (older, newer], oldest first,
+    each with its commit id."""
+    made = [c for c in commits if older < c.working_memory_version <= newer]
+    made.sort(key=lambda c: c.working_memory_version)
+    return [(c.commit_id, d) for c in made for d in c.decisions]
+
+
+def diff_versions(
+    old: pb.WorkingMemory | None, new: pb.WorkingMemory, commits: Sequence[pb.Commit] = ()
+) -> list[SectionDiff]:
+    """Per section, in the document's order: the unified diff from ``old`` (None: empty) to
+    ``new``, and the decisions of the commits between the two versions on that section."""
+    before = {s.name: s.body for s in old.sections} if old is not None else {}
+    older = old.version if old is not None else 0
+    decisions = decisions_between(commits, older, new.version)
+    diffs: list[SectionDiff] = []
+    for section in new.sections:
+        lines = list(
+            difflib.unified_diff(
+                before.get(section.name, "").splitlines(),
+                section.body.splitlines(),
+                f"v{older}",
+                f"v{new.version}",
+                lineterm="",
+            )
+        )
+        diffs.append(
+            SectionDiff(
+                section.name,
+                lines[2:],  # the ---/+++ header is the same for every section
+                [(cid, d) for cid, d in decisions if d.section == section.name],
+            )
+        )
+    return diffs

@@ -1,0 +1,422 @@
+"""The inspector's HTTP side (aiohttp): pages rendered on the server, no script, no network.
+
+Why it reads through the gRPC API of the server it runs in (over loopback, with the caller's
+own key): validation, tenant scoping, paging and the API keys are then enforced in exactly
+the place they already are, and the inspector cannot show what an RPC would refuse. Why no
+JavaScript: every page is plain HTML and one stylesheet served from here, so it works offline,
+needs no build step and is read-only by construction (only GET routes exist).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import html
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import grpc
+from aiohttp import web
+
+from wm_client import history
+from wm_client.channel import open_channel
+from wm_client.client import WmClient
+from wm_client.errors import WmError
+from wm_client.jsonl import role_name
+from wm_client.render import commit_usage, event_detail, is_failure, stage_name, state_name, when
+from wm_proto.v1 import resources_pb2 as pb
+
+Handler = Callable[[web.Request, WmClient], Awaitable[str]]
+REALM = 'Basic realm="Working Memory inspector", charset="UTF-8"'
+_CLIENT = web.AppKey("client_factory", object)
+
+
+def presented_key(request: web.Request) -> str | None:
+    """The API key of a request: ``Authorization: Bearer <key>``, or Basic with the key as the
+    password (what a browser's login prompt sends; the user name is ignored)."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2] or None
+    return None
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def page(title: str, body: str) -> str:
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)} · WM inspector</title>"
+        '<link rel="stylesheet" href="/static/inspector.css"></head><body>'
+        '<header><h1>Working Memory inspector</h1><a href="/">sessions</a>'
+        '<a href="/search">search archives</a></header>'
+        f"<main>{body}</main></body></html>"
+    )
+
+
+def _state(state: int) -> str:
+    name = state_name(state)
+    return f'<span class="state-{_e(name)}">{_e(name)}</span>'
+
+
+# --- pages ----------------------------------------------------------------------------------------
+async def sessions_page(request: web.Request, client: WmClient) -> str:
+    query = request.query.get("q", "").strip()
+    rows = []
+    async for s in client.iter_sessions(page_size=1000):
+        if query and query.lower() not in s.session_id.lower():
+            continue
+        config = _config_text(s)
+        rows.append(
+            f'<tr><td><a href="/sessions/{_e(s.session_id)}">{_e(s.session_id)}</a></td>'
+            f'<td class="n">{s.message_count:,}</td><td class="n">{s.total_message_count:,}</td>'
+            f'<td class="n">{s.pending_tokens:,}</td><td class="n">{s.live_tokens:,}</td>'
+            f'<td class="n">{s.archive_count}</td>'
+            f'<td class="n">{"v" + str(s.working_memory_version) if s.working_memory_version else "-"}</td>'
+            f"<td>{_e(when(s.update_time))}</td><td>{_e(config)}</td></tr>"
+        )
+    table = (
+        "<table id=sessions><tr><th>session</th><th>live msgs</th><th>total msgs</th>"
+        "<th>pending tok</th><th>live tok</th><th>archives</th><th>WM</th>"
+        "<th>last activity (UTC)</th><th>config</th></tr>" + "".join(rows) + "</table>"
+        if rows
+        else "<p>no sessions</p>"
+    )
+    form = (
+        '<form method="get" action="/"><input name="q" placeholder="session id" '
+        f'value="{_e(query)}"> <button>search</button></form>'
+    )
+    return page("sessions", f"<h2>{len(rows)} session(s)</h2>{form}{table}")
+
+
+def _config_text(session: pb.Session) -> str:
+    if not session.HasField("config"):
+        return ""
+    text = str(session.config).replace("\n", "; ").strip("; ")
+    return text
+
+
+def plot(commits: list[pb.Commit], versions: dict[int, pb.WorkingMemory]) -> str:
+    """Inline SVG: WM tokens after each commit and the pending tokens each commit archived."""
+    points = [c for c in reversed(commits) if c.archive_id]
+    if not points:
+        return "<p>no commits to plot</p>"
+    wm = [
+        versions[c.working_memory_version].estimated_tokens
+        if c.working_memory_version in versions
+        else 0
+        for c in points
+    ]
+    pending = [c.archived_tokens for c in points]
+    top = max([*wm, *pending, 1])
+    width, height, pad = 640, 200, 30
+    step = (width - 2 * pad) / max(len(points) - 1, 1)
+
+    def line(values: list[int], colour: str, name: str) -> str:
+        xy = " ".join(
+            f"{pad + i * step:.1f},{height - pad - v / top * (height - 2 * pad):.1f}"
+            for i, v in enumerate(values)
+        )
+        dots = "".join(
+            f'<circle cx="{pad + i * step:.1f}" cy="{height - pad - v / top * (height - 2 * pad):.1f}" r="3" fill="{colour}"><title>{name} {v:,}</title></circle>'
+            for i, v in enumerate(values)
+        )
+        return f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{xy}" class="{name}"/>{dots}'
+
+    return (
+        f'<svg id="plot" width="{width}" height="{height}" role="img" '
+        'aria-label="working-memory tokens and pending tokens per commit">'
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#aaa"/>'
+        f'<text x="{pad}" y="14">max {top:,} tokens</text>'
+        f'<text x="{pad}" y="{height - 8}">commit 1 … {len(points)}</text>'
+        + line(wm, "#2a6fdb", "wm-tokens")
+        + line(pending, "#d6a400", "pending-tokens")
+        + f'<text x="{width - 220}" y="14" fill="#2a6fdb">— WM tokens</text>'
+        f'<text x="{width - 120}" y="14">— pending tokens</text></svg>'
+    )
+
+
+def _message_html(message: pb.Message) -> str:
+    parts = []
+    for part in message.parts:
+        kind = part.WhichOneof("kind")
+        if kind == "text":
+            parts.append(f"<pre>{_e(part.text)}</pre>")
+        elif kind == "tool_use":
+            parts.append(
+                f"<pre>tool_use {_e(part.tool_use.name)} {_e(part.tool_use.input_json)}</pre>"
+            )
+        elif kind == "tool_result":
+            flag = " (error)" if part.tool_result.is_error else ""
+            size = len(part.tool_result.content)
+            parts.append(
+                f"<details class=tool-output><summary>tool output{flag}, {size:,} characters"
+                f"</summary><pre>{_e(part.tool_result.content)}</pre></details>"
+            )
+    return (
+        f'<div class="message"><b>{_e(role_name(message.role))}</b> '
+        f'<span class="mono">{_e(message.id)}</span>{"".join(parts)}</div>'
+    )
+
+
+async def session_page(request: web.Request, client: WmClient) -> str:
+    sid = request.match_info["session"]
+    session = await client.get_session(sid)
+    commits = await history.all_commits(client, sid)
+    archives = await history.all_archives(client, sid)
+    versions = {
+        v: await client.get_working_memory(sid, version=v)
+        for v in range(1, session.working_memory_version + 1)
+    }
+    facts = (
+        f"<table id=facts><tr><th>session</th><td>{_e(sid)}</td></tr>"
+        f"<tr><th>live messages</th><td>{session.message_count:,} ({session.live_tokens:,} tokens)</td></tr>"
+        f"<tr><th>all messages</th><td>{session.total_message_count:,}</td></tr>"
+        f"<tr><th>pending tokens</th><td>{session.pending_tokens:,}</td></tr>"
+        f"<tr><th>archives</th><td>{session.archive_count}</td></tr>"
+        f"<tr><th>working memory</th><td>{'v' + str(session.working_memory_version) if session.working_memory_version else 'none yet'}</td></tr>"
+        f"<tr><th>config</th><td>{_e(_config_text(session)) or '-'}</td></tr>"
+        f"<tr><th>last activity (UTC)</th><td>{_e(when(session.update_time))}</td></tr></table>"
+    )
+    timeline = []
+    for commit in commits:
+        events = await history.stored_events(client, sid, commit)
+        durations = history.stage_durations(commit, events)
+        stages = "".join(
+            f'<li class="{"failure" if is_failure(e) else ""}">{_e(stage_name(e.stage))}'
+            f" <small>+{took:,} ms</small> {_e(event_detail(e))}</li>"
+            for e, took in zip(events, durations, strict=True)
+        )
+        retries = sum(1 for e in events if e.stage == pb.COMMIT_STAGE_RETRY_SCHEDULED)
+        trigger = pb.CommitTrigger.Name(commit.trigger).removeprefix("COMMIT_TRIGGER_").lower()
+        took = history.duration_ms(commit)
+        error = (
+            f'<div class="failure">error: {_e(commit.error.message)}</div>'
+            if commit.error.message
+            else ""
+        )
+        version = commit.working_memory_version
+        link = (
+            f' <a href="/sessions/{_e(sid)}/memory?version={version}&against={version - 1}">diff v{version - 1}→v{version}</a>'
+            if version > 1
+            else ""
+        )
+        timeline.append(
+            f'<tr class="commit" id="{_e(commit.commit_id)}"><td class="mono">{_e(commit.commit_id)}</td>'
+            f"<td>{_e(trigger)}</td><td>{_state(commit.state)}</td><td>{_e(commit.archive_id or '-')}</td>"
+            f'<td class="n">{commit.attempt_count}</td><td class="n">{retries}</td>'
+            f"<td>{_e(commit_usage(commit.token_usage))}</td>"
+            f'<td class="n">{"-" if took is None else f"{took:,} ms"}</td>'
+            f"<td>{len(commit.decisions)}{link}</td></tr>"
+            f"<tr><td colspan=9><details><summary>stages</summary><ol>{stages}</ol></details>{error}</td></tr>"
+        )
+    timeline_html = (
+        "<table id=timeline><tr><th>commit</th><th>trigger</th><th>outcome</th><th>archive</th>"
+        "<th>attempts</th><th>retries</th><th>tokens</th><th>took</th><th>decisions</th></tr>"
+        + "".join(timeline)
+        + "</table>"
+        if timeline
+        else "<p>no commits</p>"
+    )
+    archive_html = []
+    for archive in archives:
+        full = await client.get_archive(sid, archive.archive_id)
+        messages = "".join(_message_html(m) for m in full.messages)
+        archive_html.append(
+            f"<details class=archive><summary>{_e(archive.archive_id)} · {_state(archive.state)} · "
+            f"{archive.message_count} messages · {_e(archive.abstract or '')}</summary>{messages}</details>"
+        )
+    memory_links = " ".join(
+        f'<a href="/sessions/{_e(sid)}/memory?version={v}">v{v}</a>' for v in versions
+    )
+    body = (
+        f"<h2>session {_e(sid)}</h2>{facts}"
+        f"<h2>working memory</h2><p>{memory_links or 'none yet'}</p>"
+        f"<h2>tokens per commit</h2>{plot(commits, versions)}"
+        f"<h2>commit timeline</h2>{timeline_html}"
+        f"<h2>archived messages</h2>{''.join(archive_html) or '<p>none</p>'}"
+        "<p><small>Live messages are not readable through the API yet; the session's counters"
+        " above describe them.</small></p>"
+    )
+    return page(f"session {sid}", body)
+
+
+async def memory_page(request: web.Request, client: WmClient) -> str:
+    sid = request.match_info["session"]
+    try:
+        version = int(request.query.get("version", "0"))
+        against = int(request.query.get("against", "0"))
+    except ValueError:
+        raise web.HTTPBadRequest(text="version and against must be numbers") from None
+    memory = await client.get_working_memory(sid, version=version)
+    commits = await history.all_commits(client, sid)
+    old = await client.get_working_memory(sid, version=against) if against else None
+    diffs = {d.name: d for d in history.diff_versions(old, memory, commits)}
+    before = {s.name: s.body for s in old.sections} if old is not None else {}
+    made = [c for c in commits if c.working_memory_version == memory.version]
+    own = {
+        d.name: [(c.commit_id, x) for c in made for x in c.decisions if x.section == d.name]
+        for d in diffs.values()
+    }
+    sections = []
+    for section in memory.sections:
+        decisions = diffs[section.name].decisions if old is not None else own.get(section.name, [])
+        notes = "".join(_decision_html(cid, d) for cid, d in decisions)
+        if old is not None and diffs[section.name].changed:
+            table = difflib.HtmlDiff(wrapcolumn=70).make_table(
+                before.get(section.name, "").splitlines(),
+                section.body.splitlines(),
+                f"v{old.version}",
+                f"v{memory.version}",
+            )
+            content = table.replace('class="diff"', 'class="diff" rules="groups"', 1)
+        else:
+            content = f"<pre>{_e(section.body) or '(empty)'}</pre>"
+        changed = " (changed)" if old is not None and diffs[section.name].changed else ""
+        sections.append(
+            f'<section class="wm-section" data-section="{_e(section.name)}">'
+            f"<h3>{_e(section.name)}{changed}</h3>{notes}{content}</section>"
+        )
+    latest = (await client.get_session(sid)).working_memory_version
+    options = "".join(
+        f'<option value="{v}"{" selected" if v == against else ""}>v{v}</option>'
+        for v in range(1, latest + 1)
+        if v != memory.version
+    )
+    form = (
+        f'<form method="get"><input type="hidden" name="version" value="{memory.version}">'
+        f'compare with <select name="against"><option value="0">(none)</option>{options}</select>'
+        " <button>diff</button></form>"
+    )
+    title = f"working memory v{memory.version}" + (f" against v{old.version}" if old else "")
+    return page(
+        title,
+        f'<h2>{_e(title)} · <a href="/sessions/{_e(sid)}">{_e(sid)}</a></h2>'
+        f"<p>{memory.estimated_tokens:,} tokens · from {_e(memory.archive_id or 'client ops')}"
+        f" · {_e(when(memory.create_time))} UTC</p>{form}{''.join(sections)}",
+    )
+
+
+def _decision_html(commit_id: str, d: pb.GuardDecision) -> str:
+    items = "".join(
+        f"<li>{label}: <code>{_e(item)}</code></li>"
+        for label, values in (
+            ("dropped", d.dropped_items),
+            ("restored", d.restored_items),
+            ("refused", d.refused_items),
+        )
+        for item in values
+    )
+    return (
+        f'<div class="decision">guard <b>{_e(d.guard)}</b> on {_e(d.section)} '
+        f"({_e(commit_id)}): {_e(d.reason)}<ul>{items}</ul></div>"
+    )
+
+
+async def search_page(request: web.Request, client: WmClient) -> str:
+    query = request.query.get("q", "").strip()
+    form = (
+        '<form method="get" action="/search"><input name="q" placeholder="text in archived '
+        f'messages" value="{_e(query)}"> <button>search</button></form>'
+    )
+    if not query:
+        return page("search", f"<h2>search archives</h2>{form}")
+    result = await client.search_archives(query, all_sessions=True, max_hits=50)
+    hits = "".join(
+        f'<div class="hit"><a href="/sessions/{_e(h.session_id)}">{_e(h.session_id)}</a> '
+        f"{_e(h.archive_id)} {_e(h.message_id)} ({_e(role_name(h.role))})<pre>{_e(h.snippet)}</pre></div>"
+        for h in result.hits
+    )
+    return page(
+        "search",
+        f"<h2>search archives</h2>{form}<p>{len(result.hits)} hit(s) of {result.total_matches}"
+        f" matching message(s)</p>{hits}",
+    )
+
+
+# --- the server -----------------------------------------------------------------------------------
+_STATUS = {
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+}
+
+
+@dataclass
+class Inspector:
+    """The running inspector: its HTTP runner and its channel to the gRPC server."""
+
+    runner: web.AppRunner
+    channel: grpc.aio.Channel
+    port: int
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+        await self.channel.close()
+
+
+def _route(handler: Handler, channel: grpc.aio.Channel, keys_required: bool) -> Any:
+    async def serve(request: web.Request) -> web.Response:
+        key = presented_key(request)
+        if keys_required and key is None:
+            raise web.HTTPUnauthorized(
+                text="an API key is required (give it as the password)",
+                headers={"WWW-Authenticate": REALM},
+            )
+        client = WmClient(channel=channel, api_key=key)
+        try:
+            text = await handler(request, client)
+        except WmError as exc:
+            status = _STATUS.get(exc.code, 500)
+            headers = {"WWW-Authenticate": REALM} if status == 401 else None
+            return web.Response(
+                status=status,
+                text=page("error", f"<h2>{status}</h2><p>{_e(exc.message)}</p>"),
+                content_type="text/html",
+                headers=headers,
+            )
+        return web.Response(text=text, content_type="text/html")
+
+    return serve
+
+
+async def _stylesheet(request: web.Request) -> web.Response:
+    css = (resources.files("wm_server.inspector") / "inspector.css").read_text("utf-8")
+    return web.Response(text=css, content_type="text/css")
+
+
+async def start_inspector(address: str, grpc_address: str, *, keys_required: bool) -> Inspector:
+    """Serve the inspector on ``address`` (host:port; port 0 picks one), reading from the gRPC
+    server at ``grpc_address``."""
+    channel = open_channel(grpc_address)
+    app = web.Application()
+    for path, handler in (
+        ("/", sessions_page),
+        ("/sessions/{session}", session_page),
+        ("/sessions/{session}/memory", memory_page),
+        ("/search", search_page),
+    ):
+        app.router.add_get(path, _route(handler, channel, keys_required))
+    app.router.add_get("/static/inspector.css", _stylesheet)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, _, port = address.rpartition(":")
+    site = web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port))
+    await site.start()
+    bound = int(runner.addresses[0][1])  # the port picked when 0 was asked for
+    return Inspector(runner, channel, bound)

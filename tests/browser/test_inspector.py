@@ -1,0 +1,201 @@
+"""The web inspector in a real headless Chromium (Debian's ``chromium``, driven by Playwright):
+pages load from the server alone, a planted change shows in the side-by-side diff, the guard
+decision is shown on its section, and API keys are enforced.
+
+``INSPECTOR_SCREENSHOTS=docs`` saves the main pages as PNGs into that folder (for the README).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.postgres import missing_prerequisite
+from support.providers import SECTION_NAMES
+from support.server_process import ServerProcess, free_port
+
+WM = Path(sys.executable).with_name("wm")
+KEY = "inspector-key-" + "9" * 24
+FILES = "- app/db.py — the schema, do not touch\n- app/cli.py — entry point"
+PLANTED = "- app/cli.py — the planted change"
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        missing_prerequisite("the browser tests need Chromium: `apt-get install -y chromium`")
+    assert path is not None
+    return path
+
+
+def _keep(**sections: dict[str, str]) -> dict[str, object]:
+    return {"tool_input": {"sections": {n: {"op": "KEEP"} for n in SECTION_NAMES} | sections}}
+
+
+def _creation() -> dict[str, object]:
+    bodies = {n: "" for n in SECTION_NAMES} | {
+        "Session Title": "Fix the CLI",
+        "Files & Context": FILES,
+    }
+    return {"tool_input": bodies}
+
+
+def _wm(address: str, *args: str, stdin: str | None = None) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WM_")}
+    env.update(WM_ADDRESS=address, WM_API_KEY=KEY, NO_COLOR="1")
+    done = subprocess.run(
+        [str(WM), *args], input=stdin, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _pair(n: int) -> str:
+    return "\n".join(
+        json.dumps(m)
+        for m in (
+            {"id": f"q{n}", "role": "user", "content": f"Fix app/cli.py, step {n}"},
+            {
+                "id": f"a{n}",
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"t{n}", "name": "bash", "input": {"cmd": "ls"}}
+                ],
+            },
+            {
+                "id": f"r{n}",
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"t{n}", "content": "SECRET-OUTPUT"}
+                ],
+            },
+            {"id": f"d{n}", "role": "assistant", "content": f"Done with step {n}."},
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ServerProcess]]:
+    """A server with keys and the inspector on, holding one session with two commits: the
+    second one's model dropped a path, which the files guard restored."""
+    data = tmp_path_factory.mktemp("inspector")
+    script = data / "script.json"
+    answers = [
+        _creation(),
+        _keep(**{"Files & Context": {"op": "UPDATE", "content": PLANTED}}),
+    ]
+    script.write_text(json.dumps({"responses": answers}))
+    port = free_port()
+    server = ServerProcess(
+        data,
+        WM_LLM_PROVIDER="scripted",
+        WM_SCRIPTED_RESPONSES=str(script),
+        WM_API_KEYS=f"acme:{KEY}",
+        WM_INSPECTOR_ADDRESS=f"127.0.0.1:{port}",
+    ).start(timeout=60)
+    try:
+        for n in (1, 2):
+            _wm(server.address, "add", "ins", "-", stdin=_pair(n))
+            _wm(server.address, "commit", "ins", "--keep", "0", "--follow")
+        yield f"http://127.0.0.1:{port}", server
+    finally:
+        server.terminate()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    path = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=path, headless=True)
+        yield chromium
+        chromium.close()
+
+
+def _shot(page: object, name: str) -> None:
+    folder = os.environ.get("INSPECTOR_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"inspector-{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_pages_load_show_the_planted_diff_and_the_decision(
+    inspector: tuple[str, ServerProcess], browser: object
+) -> None:
+    base, _ = inspector
+    context = browser.new_context(http_credentials={"username": "me", "password": KEY})  # type: ignore[attr-defined]
+    requests: list[str] = []
+    context.on("request", lambda r: requests.append(r.url))
+    page = context.new_page()
+
+    page.goto(f"{base}/")
+    assert page.locator("#sessions").inner_text().count("ins") >= 1
+    assert "Working Memory inspector" in page.title() or "sessions" in page.title()
+    _shot(page, "sessions")
+    page.goto(f"{base}/?q=nomatch")
+    assert "no sessions" in page.inner_text("main")
+
+    page.goto(f"{base}/sessions/ins")
+    timeline = page.locator("#timeline").inner_text()
+    assert timeline.count("completed") == 2 and "archive_002" in timeline
+    assert page.locator("#plot polyline.wm-tokens").count() == 1
+    assert page.locator("#plot polyline.pending-tokens").count() == 1
+    output = page.locator("details.tool-output").first
+    assert not output.locator("pre").is_visible()  # tool outputs collapsed
+    page.locator("details.archive").first.locator(":scope > summary").click()
+    output.locator("summary").click()
+    assert output.locator("pre").inner_text() == "SECRET-OUTPUT"
+    _shot(page, "session")
+
+    page.click("text=diff v1→v2")
+    files = page.locator('section[data-section="Files & Context"]')
+    assert "(changed)" in files.locator("h3").inner_text()
+    diff = files.locator("table.diff").inner_text().replace("\xa0", " ")
+    assert "the planted change" in diff and "app/db.py" in diff
+    decision = files.locator(".decision").inner_text()
+    assert "guard files on Files & Context" in decision and "restored" in decision
+    title = page.locator('section[data-section="Session Title"]')
+    assert title.locator(".decision").count() == 0
+    assert title.locator("table.diff").count() == 0 and "Fix the CLI" in title.inner_text()
+    assert page.locator("select[name=against] option").all_inner_texts() == ["(none)", "v1"]
+    _shot(page, "diff")
+
+    page.goto(f"{base}/search?q=SECRET-OUTPUT")
+    assert "ins" in page.locator(".hit").first.inner_text()
+    _shot(page, "search")
+    # Nothing was fetched from anywhere but the server itself.
+    assert requests and all(url.startswith(base) for url in requests)
+    context.close()
+
+
+def test_keys_are_enforced(inspector: tuple[str, ServerProcess], browser: object) -> None:
+    base, _ = inspector
+    anonymous = browser.new_context()  # type: ignore[attr-defined]
+    refused = anonymous.request.get(f"{base}/sessions/ins")
+    assert refused.status == 401 and "Basic" in refused.headers["www-authenticate"]
+    assert "SECRET-OUTPUT" not in refused.text()
+    page = anonymous.new_page()  # a browser without credentials gets no page at all
+    with pytest.raises(Exception, match=r"ERR_INVALID_AUTH_CREDENTIALS|401"):
+        page.goto(f"{base}/")
+    anonymous.close()
+    wrong = browser.new_context(http_credentials={"username": "x", "password": "w" * 30})  # type: ignore[attr-defined]
+    denied = wrong.request.get(f"{base}/")
+    assert denied.status == 401 and "/sessions/ins" not in denied.text()
+    wrong.close()
+    other = browser.new_context(  # type: ignore[attr-defined]
+        extra_http_headers={"Authorization": f"Bearer {KEY}"}
+    )
+    page = other.new_page()
+    response = page.goto(f"{base}/sessions/ins/memory?version=2")
+    assert response is not None and response.status == 200
+    assert "working memory v2" in page.inner_text("h2")
+    missing = other.request.get(f"{base}/sessions/ghost")
+    assert missing.status == 404
+    other.close()
