@@ -202,6 +202,11 @@ class WmClient {
     });
   }
 
+  /** One page of the session's live messages, oldest first (follow next_page_token). */
+  listMessages(sessionId, { pageSize = 0, pageToken = '' } = {}) {
+    return this._unary('ListMessages', { session_id: sessionId, page_size: pageSize, page_token: pageToken });
+  }
+
   getSession(sessionId) {
     return this._unary('GetSession', { session_id: sessionId });
   }

@@ -103,6 +103,7 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, S
         for n in (1, 2):
             _wm(server.address, "add", "ins", "-", stdin=_pair(n))
             _wm(server.address, "commit", "ins", "--keep", "0", "--follow")
+        _wm(server.address, "add", "ins", "-", stdin=_pair(3))  # live: not committed
         yield f"http://127.0.0.1:{port}", server
     finally:
         server.terminate()
@@ -152,6 +153,9 @@ def test_pages_load_show_the_planted_diff_and_the_decision(
     page.locator("details.archive").first.locator(":scope > summary").click()
     output.locator("summary").click()
     assert output.locator("pre").inner_text() == "SECRET-OUTPUT"
+    live = page.locator("#live")
+    assert "Fix app/cli.py, step 3" in live.inner_text() and "step 1" not in live.inner_text()
+    assert not live.locator("details.tool-output pre").first.is_visible()  # collapsed too
     _shot(page, "session")
 
     page.click("text=diff v1→v2")

@@ -14,7 +14,7 @@ from wm_server.app import Application
 
 EXPECTED_RPCS = {
     "CreateSession", "GetSession", "UpdateSession", "ListSessions", "DeleteSession",
-    "AddMessages", "Commit",
+    "AddMessages", "ListMessages", "Commit",
     "WatchCommit", "GetCommit", "ListCommits", "RetryCommit", "Compact", "GetWorkingMemory",
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
     "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs",

@@ -196,3 +196,33 @@ async def test_tool_message_tokens_follow_the_reference_rule(stub: Stub) -> None
     )
     # "id12" + "bash" + '{"cmd": "ls"}' = 21 chars → 6; "id12" + "a.py" = 8 chars → 2
     assert reply.pending_tokens == 6 + 2
+
+
+async def test_list_messages_pages_the_live_messages(stub: Stub) -> None:
+    await stub.AddMessages(
+        api.AddMessagesRequest(
+            session_id="live", create_session_if_missing=True,
+            messages=[b.user(f"note {n}", f"m{n}") for n in range(6)],
+        )
+    )  # fmt: skip
+    first = await stub.ListMessages(api.ListMessagesRequest(session_id="live", page_size=4))
+    assert [m.id for m in first.messages] == ["m0", "m1", "m2", "m3"]
+    assert [m.position for m in first.messages] == [1, 2, 3, 4]
+    assert first.messages[0].create_time.seconds > 0 and first.next_page_token
+    events = [
+        e async for e in stub.Commit(api.CommitRequest(session_id="live", keep_recent_count=1))
+    ]
+    assert events[0].phase1.archived_message_count == 5
+    # The token was issued before m4 was archived: the next page starts at the first live one.
+    rest = await stub.ListMessages(
+        api.ListMessagesRequest(session_id="live", page_token=first.next_page_token)
+    )
+    assert [m.id for m in rest.messages] == ["m5"] and not rest.next_page_token
+    for request, code in (
+        (api.ListMessagesRequest(session_id="absent"), grpc.StatusCode.NOT_FOUND),
+        (api.ListMessagesRequest(session_id="live", page_size=-1), grpc.StatusCode.INVALID_ARGUMENT),
+        (api.ListMessagesRequest(session_id="live", page_token="forged"),
+         grpc.StatusCode.INVALID_ARGUMENT),
+    ):  # fmt: skip
+        error = await _error(stub.ListMessages(request))
+        assert error.code() == code

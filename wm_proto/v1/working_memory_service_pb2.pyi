@@ -323,6 +323,68 @@ class AddMessagesResponse(_message.Message):
 Global___AddMessagesResponse: _TypeAlias = AddMessagesResponse  # noqa: Y015
 
 @_typing.final
+class ListMessagesRequest(_message.Message):
+    """Request of ListMessages."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    page_size: _builtins.int
+    """At most this many messages: 0 means as many as fit in 8 MiB of content, the maximum is
+    1000 (larger values are lowered to it); negative is INVALID_ARGUMENT.
+    """
+    page_token: _builtins.str
+    """The next_page_token of a previous call; empty for the first page. A message archived
+    since is skipped, not an error.
+    """
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMessagesRequest: _TypeAlias = ListMessagesRequest  # noqa: Y015
+
+@_typing.final
+class ListMessagesResponse(_message.Message):
+    """Response of ListMessages."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next page; empty at the end."""
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
+        """The live messages of this page, oldest first, with position and create_time."""
+
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[_resources_pb2.Message] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMessagesResponse: _TypeAlias = ListMessagesResponse  # noqa: Y015
+
+@_typing.final
 class CommitRequest(_message.Message):
     """Request of Commit."""
 

@@ -102,6 +102,11 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.AddMessagesRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.AddMessagesResponse.FromString,
                 _registered_method=True)
+        self.ListMessages = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/ListMessages',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.ListMessagesRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.ListMessagesResponse.FromString,
+                _registered_method=True)
         self.Commit = channel.unary_stream(
                 '/wm.v1.WorkingMemoryService/Commit',
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.CommitRequest.SerializeToString,
@@ -258,6 +263,15 @@ class WorkingMemoryServiceServicer:
     def AddMessages(self, request, context):
         """Adds a batch of 1-1000 messages atomically (all or nothing). Messages whose id is
         already stored are skipped and reported as duplicates.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMessages(self, request, context):
+        """Lists a session's live messages (added and not yet archived), oldest first. A page holds
+        at most page_size messages and 8 MiB of content (at least one message), so a response
+        fits the 16 MiB limit; archived messages are read with GetArchive.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -423,6 +437,11 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.AddMessages,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.AddMessagesRequest.FromString,
                     response_serializer=wm_dot_v1_dot_working__memory__service__pb2.AddMessagesResponse.SerializeToString,
+            ),
+            'ListMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMessages,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.ListMessagesRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.ListMessagesResponse.SerializeToString,
             ),
             'Commit': grpc.unary_stream_rpc_method_handler(
                     servicer.Commit,
@@ -698,6 +717,33 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/AddMessages',
             wm_dot_v1_dot_working__memory__service__pb2.AddMessagesRequest.SerializeToString,
             wm_dot_v1_dot_working__memory__service__pb2.AddMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/ListMessages',
+            wm_dot_v1_dot_working__memory__service__pb2.ListMessagesRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.ListMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

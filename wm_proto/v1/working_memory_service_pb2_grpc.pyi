@@ -91,6 +91,11 @@ class WorkingMemoryServiceStub:
     """Adds a batch of 1-1000 messages atomically (all or nothing). Messages whose id is
     already stored are skipped and reported as duplicates.
     """
+    ListMessages: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListMessagesRequest, _working_memory_service_pb2.ListMessagesResponse]
+    """Lists a session's live messages (added and not yet archived), oldest first. A page holds
+    at most page_size messages and 8 MiB of content (at least one message), so a response
+    fits the 16 MiB limit; archived messages are read with GetArchive.
+    """
     Commit: _grpc.UnaryStreamMultiCallable[_working_memory_service_pb2.CommitRequest, _resources_pb2.CommitEvent]
     """Commits: Phase 1 archives the live messages outside the keep window in one transaction
     and answers at once with the first event; Phase 2 updates the working memory in the
@@ -212,6 +217,11 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     AddMessages: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.AddMessagesRequest, _working_memory_service_pb2.AddMessagesResponse]  # type: ignore[assignment]
     """Adds a batch of 1-1000 messages atomically (all or nothing). Messages whose id is
     already stored are skipped and reported as duplicates.
+    """
+    ListMessages: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListMessagesRequest, _working_memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
+    """Lists a session's live messages (added and not yet archived), oldest first. A page holds
+    at most page_size messages and 8 MiB of content (at least one message), so a response
+    fits the 16 MiB limit; archived messages are read with GetArchive.
     """
     Commit: _aio.UnaryStreamMultiCallable[_working_memory_service_pb2.CommitRequest, _resources_pb2.CommitEvent]  # type: ignore[assignment]
     """Commits: Phase 1 archives the live messages outside the keep window in one transaction
@@ -367,6 +377,17 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_working_memory_service_pb2.AddMessagesResponse, _abc.Awaitable[_working_memory_service_pb2.AddMessagesResponse]]:
         """Adds a batch of 1-1000 messages atomically (all or nothing). Messages whose id is
         already stored are skipped and reported as duplicates.
+        """
+
+    @_abc_1.abstractmethod
+    def ListMessages(
+        self,
+        request: _working_memory_service_pb2.ListMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.ListMessagesResponse, _abc.Awaitable[_working_memory_service_pb2.ListMessagesResponse]]:
+        """Lists a session's live messages (added and not yet archived), oldest first. A page holds
+        at most page_size messages and 8 MiB of content (at least one message), so a response
+        fits the 16 MiB limit; archived messages are read with GetArchive.
         """
 
     @_abc_1.abstractmethod

@@ -143,6 +143,8 @@ test('a session configured to commit itself: the server commits it, with its tri
   assert.deepEqual(answers.map((a) => a.auto_commit_id !== ''), [false, false, true]);
   const commit = await client.getCommit(id, answers[2].auto_commit_id);
   assert.equal(commit.trigger, 'COMMIT_TRIGGER_MESSAGE_COUNT');
+  const live = await client.listMessages(id);
+  assert.deepEqual(live.messages.map((m) => m.id), ['m2']); // the auto commit kept one
   const updated = await client.updateSession(id, { auto_commit: { idle_timeout: { seconds: 600 } } }, [
     'config.auto_commit.idle_timeout',
   ]);

@@ -365,6 +365,15 @@ class WmClient:
         )  # fmt: skip
         return await self._unary(self._stub.GetArchive, request)
 
+    async def list_messages(
+        self, session_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> api.ListMessagesResponse:
+        """One page of the session's live messages, oldest first (follow ``next_page_token``)."""
+        request = api.ListMessagesRequest(
+            session_id=session_id, page_size=page_size, page_token=page_token
+        )
+        return await self._unary(self._stub.ListMessages, request)
+
     async def iter_archive_messages(
         self, session_id: str, archive_id: str, *, page_size: int = 0
     ) -> AsyncIterator[pb.Message]:

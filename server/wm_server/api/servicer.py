@@ -140,6 +140,17 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             auto_commit_id=result.auto_commit_id,
         )
 
+    async def ListMessages(
+        self, request: api.ListMessagesRequest, context: Context
+    ) -> api.ListMessagesResponse:
+        page = await self._archives.live(request.session_id, request.page_size, request.page_token)
+        return api.ListMessagesResponse(
+            messages=[
+                wire.message_out(m.message, m.position, m.create_time) for m in page.messages
+            ],
+            next_page_token=page.next_page_token,
+        )
+
     # --- commits ---------------------------------------------------------------------------
     async def Commit(
         self, request: api.CommitRequest, context: Context

@@ -50,6 +50,10 @@ def presented_key(request: web.Request) -> str | None:
     return None
 
 
+# Live messages a session page shows at most (the rest: wm or the API).
+LIVE_SHOWN = 500
+
+
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
@@ -237,6 +241,20 @@ async def session_page(request: web.Request, client: WmClient) -> str:
             f"<details class=archive><summary>{_e(archive.archive_id)} · {_state(archive.state)} · "
             f"{archive.message_count} messages · {_e(archive.abstract or '')}</summary>{messages}</details>"
         )
+    live: list[pb.Message] = []
+    token = ""
+    while True:  # a page holds at most 8 MiB: the page itself stays bounded by the session
+        page_ = await client.list_messages(sid, page_token=token)
+        live.extend(page_.messages)
+        token = page_.next_page_token
+        if not token or len(live) >= LIVE_SHOWN:
+            break
+    live_html = (
+        f"<div id=live>{''.join(_message_html(m) for m in live[:LIVE_SHOWN])}</div>"
+        + (f"<p><small>the first {LIVE_SHOWN} shown</small></p>" if len(live) > LIVE_SHOWN else "")
+        if live
+        else ""
+    )
     memory_links = " ".join(
         f'<a href="/sessions/{_e(sid)}/memory?version={v}">v{v}</a>' for v in versions
     )
@@ -246,8 +264,7 @@ async def session_page(request: web.Request, client: WmClient) -> str:
         f"<h2>tokens per commit</h2>{plot(commits, versions)}"
         f"<h2>commit timeline</h2>{timeline_html}"
         f"<h2>archived messages</h2>{''.join(archive_html) or '<p>none</p>'}"
-        "<p><small>Live messages are not readable through the API yet; the session's counters"
-        " above describe them.</small></p>"
+        f"<h2>live messages</h2>{live_html or '<p>none</p>'}"
     )
     return page(f"session {sid}", body)
 

@@ -135,3 +135,24 @@ class ArchiveService:
             if record.wm_version:
                 wm = await uow.working_memories.get(row, record.wm_version)
         return record, page, wm
+
+    async def live(self, session_id: str, page_size: int, page_token: str) -> ArchivePage:
+        """One page of the session's live messages (paged like an archive: by count and by
+        bytes); a cursor that archiving has passed continues from the first live message."""
+        sid = validation.session_id(session_id)
+        if page_size < 0:
+            raise invalid("page_size", "must not be negative")
+        count = min(page_size, paging.MAX_PAGE_SIZE) if page_size else None
+        cursor = self._tokens.decode("messages", page_token, sid)
+        async with self._db.scanner() as uow:
+            row = await find_session(uow, sid)
+            if row.next_position <= row.first_live:
+                return ArchivePage((), "")
+            bounds = (row.first_live, row.next_position - 1)
+            start = min(max(cursor or row.first_live, row.first_live), bounds[1] + 1)
+            if start > bounds[1]:
+                return ArchivePage((), "")
+            return await _page(
+                uow, row.sid, bounds, start, count, 0,
+                lambda position: self._tokens.encode("messages", position, sid),
+            )  # fmt: skip
