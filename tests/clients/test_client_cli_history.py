@@ -13,7 +13,7 @@ from pathlib import Path
 
 from client_support import WM, Run, creation_input, run_wm, scripted_server
 
-from support.server_process import free_port
+from support.server_process import ServerProcess, free_port
 from wm_client.channel import reachable_address
 
 
@@ -268,3 +268,34 @@ def test_a_refused_connection_fails_at_once() -> None:
     elapsed = time.monotonic() - started
     assert result.returncode == 3 and f"at {address}" in result.stderr
     assert elapsed < 4.0, elapsed
+
+
+def _answer_prompt(address: str, answer: str, *args: str) -> tuple[int, str]:
+    """Run ``wm`` on a pseudo-terminal (input() writes its prompt to stderr), answer its
+    prompt; (exit code, what it wrote)."""
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WM_")}
+    env.update(WM_ADDRESS=address, NO_COLOR="1")
+    proc = subprocess.Popen([str(WM), *args], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    while b"[y/N]" not in seen:
+        ready, _, _ = select.select([master], [], [], 30)
+        assert ready, f"no prompt: {seen!r}"
+        seen += os.read(master, 4096)
+    os.write(master, answer.encode() + b"\n")
+    code = proc.wait(timeout=30)
+    os.close(master)
+    return code, seen.decode(errors="replace")
+
+
+def test_sessions_delete_on_a_terminal_does_what_the_answer_says(
+    wm: Run, server: ServerProcess
+) -> None:
+    assert wm("add", "ask", "-", stdin=_pair(1)).returncode == 0
+    code, prompt = _answer_prompt(server.address, "n", "sessions", "delete", "ask")
+    assert code == 2 and "delete session ask (2 messages" in prompt
+    assert wm("sessions", "show", "ask").returncode == 0  # "no" kept it
+    code, _ = _answer_prompt(server.address, "y", "sessions", "delete", "ask")
+    assert code == 0
+    assert wm("sessions", "show", "ask").returncode == 4
