@@ -38,14 +38,14 @@ class _AutoCommit:
 
 def _longest_output(message: Message) -> int:
     """The longest tool output or tool input of a message, in characters."""
-    return max(
-        (
-            len(p.content) if isinstance(p, ToolResultPart) else len(p.input_json)
-            for p in message.parts
-            if isinstance(p, ToolResultPart | ToolUsePart)
-        ),
-        default=0,
-    )
+    longest = 0
+    for part in message.parts:
+        kind = type(part)
+        if kind is ToolResultPart:
+            longest = max(longest, len(part.content))  # type: ignore[union-attr]
+        elif kind is ToolUsePart:
+            longest = max(longest, len(part.input_json))  # type: ignore[union-attr]
+    return longest
 
 
 def _with_id(message: Message, message_id: str) -> Message:
@@ -204,12 +204,16 @@ class SessionService:
         name = validation.session_id(session_id)
         named = [m if m.id else _with_id(m, self._make_id()) for m in messages]
         taken: dict[str, tuple[ExternalOutput, ...]] = {}
-        inline = await self._inline_chars_for(name, named)
-        if inline:
+        longest = [_longest_output(m) for m in named]
+        # No threshold (the server's, or the lowest a session may set) is below this.
+        floor = min(self._inline_chars or validation.MIN_INLINE_CHARS, validation.MIN_INLINE_CHARS)
+        if max(longest, default=0) > floor:
+            inline = await self._inline_chars_for(name)
             for index, message in enumerate(named):
-                short, parts = externalize(message, inline, f"out.{message.id}.")
-                if parts:
-                    named[index], taken[message.id] = short, parts
+                if inline and longest[index] > inline:
+                    short, parts = externalize(message, inline, f"out.{message.id}.")
+                    if parts:
+                        named[index], taken[message.id] = short, parts
         req = idempotency.request(
             "AddMessages", name, validation.request_id(request_id), fingerprint
         )
@@ -290,11 +294,9 @@ class SessionService:
             session, tuple(added), tuple(duplicates), created, auto.commit_id if auto else ""
         )
 
-    async def _inline_chars_for(self, session_id: str, messages: Sequence[Message]) -> int:
-        """The session's tool-output inline threshold (its config's, else the server's); the
-        session is read only when a part is longer than the lowest threshold a config sets."""
-        if all(_longest_output(m) <= validation.MIN_INLINE_CHARS for m in messages):
-            return self._inline_chars
+    async def _inline_chars_for(self, session_id: str) -> int:
+        """The session's tool-output inline threshold: its config's, else the server's (read
+        only for a batch with a part long enough to be externalized by some threshold)."""
         async with self._db.reader() as uow:
             row = await uow.sessions.find(current_tenant(), session_id)
         chars = (row.record.config if row else self._default).tool_output_inline_chars
