@@ -10,8 +10,9 @@ versions, how a stage's duration is measured) is written once here.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -21,28 +22,43 @@ from wm_proto.v1 import resources_pb2 as pb
 PAGE = 1000
 
 
-async def all_commits(client: WmClient, session_id: str) -> list[pb.Commit]:
-    """Every commit of the session, newest first."""
-    commits: list[pb.Commit] = []
+class _Paged(Protocol):
+    @property
+    def next_page_token(self) -> str: ...
+
+
+Page = TypeVar("Page", bound=_Paged)
+Item = TypeVar("Item")
+
+
+async def _every_page(
+    fetch: Callable[[str], Awaitable[Page]], items: Callable[[Page], Sequence[Item]]
+) -> list[Item]:
+    """The items of every page of a listing, following next_page_token."""
+    found: list[Item] = []
     token = ""
     while True:
-        page = await client.list_commits(session_id, page_size=PAGE, page_token=token)
-        commits.extend(page.commits)
+        page = await fetch(token)
+        found.extend(items(page))
         token = page.next_page_token
         if not token:
-            return commits
+            return found
+
+
+async def all_commits(client: WmClient, session_id: str) -> list[pb.Commit]:
+    """Every commit of the session, newest first."""
+    return await _every_page(
+        lambda token: client.list_commits(session_id, page_size=PAGE, page_token=token),
+        lambda page: page.commits,
+    )
 
 
 async def all_archives(client: WmClient, session_id: str) -> list[pb.Archive]:
     """Every archive of the session, in the server's order."""
-    archives: list[pb.Archive] = []
-    token = ""
-    while True:
-        page = await client.list_archives(session_id, page_size=PAGE, page_token=token)
-        archives.extend(page.archives)
-        token = page.next_page_token
-        if not token:
-            return archives
+    return await _every_page(
+        lambda token: client.list_archives(session_id, page_size=PAGE, page_token=token),
+        lambda page: page.archives,
+    )
 
 
 async def stored_events(

@@ -59,7 +59,6 @@ async def _page(
     bounds: tuple[int, int],
     start: int,
     count: int | None,
-    seq: int,
     next_token: Callable[[int], str],
 ) -> ArchivePage:
     """Messages from ``start`` within ``bounds``: at most ``count`` and PAGE_BYTES (at least
@@ -128,7 +127,7 @@ class ArchiveService:
                 )
             record = records[0]
             page = await _page(
-                uow, row.sid, bounds, cursor or bounds[0], count, seq,
+                uow, row.sid, bounds, cursor or bounds[0], count,
                 lambda position: self._tokens.encode(f"archive/{seq}", position, sid),
             )  # fmt: skip
             wm = None
@@ -153,6 +152,6 @@ class ArchiveService:
             if start > bounds[1]:
                 return ArchivePage((), "")
             return await _page(
-                uow, row.sid, bounds, start, count, 0,
+                uow, row.sid, bounds, start, count,
                 lambda position: self._tokens.encode("messages", position, sid),
             )  # fmt: skip
