@@ -10,7 +10,8 @@ private subpackages grouped by concern:
 - ``_guards``: the per-section guards;
 - ``_merge``: applying ops to a document, recording every intervention;
 - ``_tokens``: the token estimate, the thresholds and the size reminders;
-- ``_messages``: the conversation as the domain sees it.
+- ``_messages``: the conversation as the domain sees it;
+- ``_memory``: long-term memories, the ops that change them and their guards.
 
 What is here:
 
@@ -50,6 +51,10 @@ Session rules
     :func:`trim_working_memory`, :func:`cut_text`, :func:`anthropic_json`,
     :func:`system_prompt_addition` naming only the registered :data:`RECALL_TOOLS`),
     :func:`abstract_of`.
+Long-term memory
+    :class:`MemoryRecord` (of a :class:`MemoryType`, :data:`MEMORY_TYPES`), :class:`MemoryOp`
+    (:class:`MemoryOpKind`), :class:`MemoryPlan` (one :class:`MemoryDecision` per op, by
+    :class:`MemoryVerdict`).
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -82,6 +87,16 @@ from wm_core._document.sections import (
 )
 from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits
 from wm_core._guards.pending import PendingItem, carry_pending, pending_reminder, refused_items
+from wm_core._memory.model import (
+    MEMORY_TYPES,
+    MemoryDecision,
+    MemoryOp,
+    MemoryOpKind,
+    MemoryPlan,
+    MemoryRecord,
+    MemoryType,
+    MemoryVerdict,
+)
 from wm_core._merge import MergeResult, bound_document, merge
 from wm_core._messages import (
     Message,
@@ -150,6 +165,7 @@ __all__ = [
     "FILES_CONTEXT",
     "KEEP",
     "KEY_FACTS",
+    "MEMORY_TYPES",
     "OPEN_ISSUES",
     "RECALL_TOOLS",
     "SECTIONS",
@@ -165,6 +181,13 @@ __all__ = [
     "Decision",
     "ExternalOutput",
     "Guard",
+    "MemoryDecision",
+    "MemoryOp",
+    "MemoryOpKind",
+    "MemoryPlan",
+    "MemoryRecord",
+    "MemoryType",
+    "MemoryVerdict",
     "MergeResult",
     "Message",
     "NeedRows",
