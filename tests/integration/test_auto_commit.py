@@ -198,6 +198,29 @@ async def test_an_idle_session_is_committed_whole_once(stubs: list[Stub]) -> Non
     assert (await stubs[0].GetSession(api.GetSessionRequest(session_id=session))).message_count == 0
 
 
+async def test_an_idle_timeout_turned_on_later_commits_the_session(stubs: list[Stub]) -> None:
+    # Without an idle timeout the session's last-add time is not kept up on every
+    # AddMessages; turning one on must still make the session committed once it is idle.
+    session = await _create(stubs[0])
+    for n in range(3):
+        await _add(stubs[n % len(stubs)], session, b.user(f"before {n}"))
+    await asyncio.sleep(0.5)  # a few sweeps: nothing is due without a timeout
+    assert not await _commits(stubs[0], session)
+    await stubs[-1].UpdateSession(
+        api.UpdateSessionRequest(
+            session=pb.Session(session_id=session, config=_policy(idle_timeout=_seconds(1))),
+            update_mask=field_mask_pb2.FieldMask(paths=["config.auto_commit.idle_timeout"]),
+        )
+    )
+    for _ in range(60):
+        await asyncio.sleep(0.1)
+        if await _commits(stubs[0], session):
+            break
+    commits = await _commits(stubs[-1], session)
+    assert len(commits) == 1 and commits[0].trigger == pb.COMMIT_TRIGGER_IDLE
+    assert commits[0].archived_message_count == 3
+
+
 async def test_config_is_resolved_over_the_default_and_read_back(stubs: list[Stub]) -> None:
     plain = await stubs[0].GetSession(api.GetSessionRequest(session_id=await _create(stubs[0])))
     assert plain.config == _policy(keep_recent_count=DEFAULT_KEEP)  # the server's default

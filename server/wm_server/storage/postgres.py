@@ -36,7 +36,7 @@ from typing import Any
 import psycopg
 import structlog
 from psycopg import AsyncConnection, errors, sql
-from psycopg.pq import ExecStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from wm_server.errors import ServiceError, StorageConflict, StorageFull, StorageUnavailable
@@ -76,6 +76,7 @@ DIALECT = Dialect(
 
 Conn = AsyncConnection[Row]
 TUPLES_OK = ExecStatus.TUPLES_OK
+IN_TRANSACTION = TransactionStatus.INTRANS
 
 
 _VALUES = re.compile(r"\bVALUES\s*(\([^()]*\))", re.IGNORECASE)
@@ -149,26 +150,37 @@ async def _check(conn: Conn) -> None:
 
 
 class _Pg(Connection):
+    __slots__ = ("conn", "wrote")
+
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
+        # Whether a statement other than a SELECT ran: a unit that only read ends with
+        # COMMIT rather than ROLLBACK (PostgresDatabase._rollback).
+        self.wrote = False
 
     async def one(self, sql: str, params: Params) -> Row | None:
+        if not sql.startswith("SELECT"):
+            self.wrote = True
         cur = await self.conn.execute(pyformat(sql), params)
         # The result's status, not ``cur.description``: that builds an object per column.
         result = cur.pgresult
         return await cur.fetchone() if result and result.status == TUPLES_OK else None
 
     async def all(self, sql: str, params: Params) -> list[Row]:
+        if not sql.startswith("SELECT"):
+            self.wrote = True
         cur = await self.conn.execute(pyformat(sql), params)
         return await cur.fetchall()
 
     async def run(self, sql: str, params: Params) -> int:
+        self.wrote = True
         cur = await self.conn.execute(pyformat(sql), params)
         return cur.rowcount
 
     async def many(self, sql: str, rows: Sequence[Row]) -> None:
         if not rows:
             return
+        self.wrote = True
         folded = _columns(sql, rows, "")
         if folded is None:  # not a plain row of values: row by row
             async with self.conn.cursor() as cur:
@@ -318,8 +330,17 @@ class PostgresDatabase(Database):
         await conn.conn.commit()
 
     async def _rollback(self, conn: Connection) -> None:
+        """End a unit that was not committed. One that only read and met no error (a job
+        claim that found nothing, a retry answered from its record) ends with COMMIT, which
+        is the same for a transaction without writes: psycopg answers a ROLLBACK by
+        dropping every statement it prepared on the connection, so the pooled connections'
+        next calls would parse their statements again (and send DEALLOCATE ALL)."""
         assert isinstance(conn, _Pg)
-        await conn.conn.rollback()
+        raw = conn.conn
+        if not conn.wrote and raw.pgconn.transaction_status == IN_TRANSACTION:
+            await raw.commit()
+        else:
+            await raw.rollback()
 
     def classify(self, error: Exception) -> ServiceError | None:
         if isinstance(error, errors.DiskFull):

@@ -154,8 +154,12 @@ class SessionRepository(_Repository):
 
     async def set_config(self, sid: int, config: SessionSettings, now: float) -> None:
         await self._conn.run(
+            # Without an idle timeout last_add_time is not kept up (add_messages): one that
+            # is turned on counts from the session's last change (never earlier than its
+            # last message).
             "UPDATE sessions SET config_json = :config, auto_idle_seconds = :idle,"
-            " update_time = :now WHERE sid = :sid",
+            " last_add_time = CASE WHEN auto_idle_seconds IS NULL THEN update_time"
+            " ELSE last_add_time END, update_time = :now WHERE sid = :sid",
             {"config": config.to_json(), "idle": config.auto_commit.idle_timeout_seconds,
              "now": now, "sid": sid},
         )  # fmt: skip
@@ -251,7 +255,12 @@ class SessionRepository(_Repository):
                 " total_message_count = total_message_count + :added,"
                 " live_tokens = live_tokens + :tokens,"
                 f" pending_tokens = pending_tokens + :pending + {crossed},"
-                f" update_time = :now, last_add_time = :now WHERE sid = :sid{returning}",
+                # last_add_time moves only for a session with an idle timeout: it is the
+                # key of the sessions_idle index, and an update that changes an indexed
+                # column cannot be a HOT update on PostgreSQL (a new entry in every index
+                # of sessions, a third more WAL per AddMessages)
+                " update_time = :now, last_add_time = CASE WHEN auto_idle_seconds IS NULL"
+                f" THEN last_add_time ELSE :now END WHERE sid = :sid{returning}",
                 params,
             ),
         )

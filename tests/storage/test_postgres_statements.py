@@ -1,0 +1,86 @@
+"""What PostgreSQL does per AddMessages, checked on the server's own backend (a pool of one
+connection): the statements stay prepared across units that only read, and the session's
+counter update stays a HOT update. Both were lost once without any test failing: a job
+claim that found nothing ended with ROLLBACK, on which psycopg drops every statement it
+prepared on the connection; an indexed column written on every call made each update a new
+entry in every index of ``sessions`` (a third more WAL per call)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from storage_support import Services, build_services
+
+from wm_core import Message, Role, TextPart, message_tokens
+from wm_server.storage.postgres import PostgresDatabase
+from wm_server.tenancy import set_tenant
+
+pytestmark = pytest.mark.postgres
+
+
+def _text(n: int) -> Message:
+    parts = (TextPart(f"message {n} " * 20),)
+    return Message("", Role.USER, parts, message_tokens(parts))
+
+
+@pytest.fixture
+async def single(postgres_url: str) -> AsyncIterator[tuple[PostgresDatabase, Services]]:
+    database = PostgresDatabase(postgres_url, min_connections=1, max_connections=1)
+    await database.open()
+    set_tenant("t")
+    yield database, build_services(database)
+    await database.close()
+
+
+async def _scalar(database: PostgresDatabase, sql: str) -> int:
+    async with database.reader() as uow:
+        row = await uow._conn.one(sql, {})
+    assert row is not None
+    return int(row[0])
+
+
+async def _add(services: Services, n: int) -> None:
+    await services.sessions.add_messages("s", [_text(n)], create_if_missing=True, request_id="")
+
+
+async def test_a_unit_that_only_read_keeps_the_prepared_statements(
+    single: tuple[PostgresDatabase, Services],
+) -> None:
+    database, services = single
+    for n in range(8):  # psycopg prepares a statement on its fifth run
+        await _add(services, n)
+    prepared = await _scalar(database, "SELECT count(*) FROM pg_prepared_statements")
+    assert prepared >= 2
+    assert await services.jobs.claim(60) is None  # a write unit that found nothing to do
+    await _add(services, 8)
+    assert await _scalar(database, "SELECT count(*) FROM pg_prepared_statements") >= prepared
+
+
+async def test_a_unit_that_wrote_and_failed_is_rolled_back(
+    single: tuple[PostgresDatabase, Services],
+) -> None:
+    database, services = single
+    await _add(services, 0)
+    with pytest.raises(RuntimeError):
+        async with database.unit_of_work() as uow:
+            await uow._conn.run("UPDATE sessions SET message_count = 1000", {})
+            raise RuntimeError("the use case gave up")
+    assert await _scalar(database, "SELECT message_count FROM sessions") == 1
+
+
+async def test_adding_messages_updates_the_session_row_in_place(
+    single: tuple[PostgresDatabase, Services],
+) -> None:
+    database, services = single
+    for n in range(30):
+        await _add(services, n)
+    await _scalar(database, "SELECT count(*) FROM (SELECT pg_stat_force_next_flush()) f")
+    updated = await _scalar(
+        database, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'sessions'"
+    )
+    hot = await _scalar(
+        database, "SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'sessions'"
+    )
+    assert updated >= 30
+    assert hot == updated
