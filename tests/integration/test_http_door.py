@@ -535,3 +535,96 @@ async def test_shutdown_ends_open_streams_and_closes_the_port(tmp_path: Path) ->
     finally:
         provider.gate.set()
         await app.stop(grace=0.5)
+
+
+# --- configuration -----------------------------------------------------------------------------
+NON_LOOPBACK = "192.0.2.1"  # TEST-NET-1: no interface here has it (see test_auth)
+
+
+async def test_the_door_is_off_by_default(tmp_path: Path) -> None:
+    app = await start_application(make_settings(tmp_path), provider=ProgrammableProvider())
+    try:
+        assert app.http is None
+    finally:
+        await app.stop(grace=0.5)
+
+
+async def test_a_door_beyond_loopback_without_keys_is_refused(tmp_path: Path) -> None:
+    from wm_server.config import ConfigurationError
+
+    settings = make_settings(tmp_path, http_address=f"{NON_LOOPBACK}:0")
+    with pytest.raises(ConfigurationError) as caught:
+        await start_application(settings)
+    assert f"refusing to listen on {NON_LOOPBACK}:0 without authentication" in str(caught.value)
+    assert not (tmp_path / "wm.sqlite3").exists()
+
+
+async def test_a_port_in_use_stops_the_start_naming_the_variable(
+    app: Application, tmp_path: Path
+) -> None:
+    from wm_server.config import ConfigurationError
+
+    assert app.http is not None
+    taken = f"127.0.0.1:{app.http.port}"
+    with pytest.raises(ConfigurationError) as caught:
+        await start_application(
+            make_settings(tmp_path / "second", http_address=taken), provider=ProgrammableProvider()
+        )
+    assert f"WM_HTTP_ADDRESS: cannot listen on {taken}" in str(caught.value)
+
+
+async def test_health_is_served_on_the_door(http: Connect) -> None:
+    async with http.session.post(
+        f"{http.base}/grpc.health.v1.Health/Check",
+        data=json.dumps({"service": SERVICE}),
+        headers={"content-type": "application/json"},
+    ) as response:
+        assert response.status == 200
+        assert json.loads(await response.read()) == {"status": "SERVING"}
+
+
+async def test_a_caller_that_leaves_a_stream_frees_its_slot_and_is_logged_cancelled(
+    tmp_path: Path,
+) -> None:
+    provider = ProgrammableProvider(gate=asyncio.Event())  # Phase 2 waits: the stream tails
+    settings = make_settings(
+        tmp_path, http_address="127.0.0.1:0", heartbeat_seconds=0.2, metrics_address="127.0.0.1:0"
+    )
+    app = await start_application(settings, provider=provider)
+    buffer = io.StringIO()
+    ACCESS_LOG.configure(buffer, logging.INFO)
+    try:
+        assert app.http is not None and app.metrics_port is not None
+        active = {"tenant": "default", "kind": "stream"}
+        async with aiohttp.ClientSession() as session:
+            http = Connect(session, f"http://127.0.0.1:{app.http.port}")
+            await _conversation(http, "left")
+            payload = b'{"session_id": "left"}'
+            async with session.post(
+                f"{http.base}/{SERVICE}/Commit",
+                data=_ENVELOPE.pack(0, len(payload)) + payload,
+                headers={"content-type": "application/connect+json", "x-request-id": "leaver"},
+            ) as response:
+                flags, length = _ENVELOPE.unpack(await response.content.readexactly(5))
+                first = json_format.Parse(
+                    await response.content.readexactly(length), pb.CommitEvent()
+                )
+                assert flags == 0 and first.stage == pb.COMMIT_STAGE_ARCHIVED
+                exposition = await asyncio.to_thread(scrape, app.metrics_port)
+                assert sample(exposition, "wm_tenant_active_calls", **active) == 1
+                response.close()  # the caller goes away mid-stream
+        for _ in range(100):
+            ACCESS_LOG.flush()
+            if '"leaver"' in buffer.getvalue():
+                break
+            await asyncio.sleep(0.05)
+        lines = [json.loads(x) for x in buffer.getvalue().splitlines() if x.strip()]
+        (line,) = [x for x in lines if x.get("request_id") == "leaver"]
+        assert line["code"] == "CANCELLED"
+        assert line["messages_sent"] >= 1
+        exposition = await asyncio.to_thread(scrape, app.metrics_port)
+        assert sample(exposition, "wm_tenant_active_calls", **active) == 0
+    finally:
+        ACCESS_LOG.configure(None, logging.DEBUG)
+        provider.gate.set()
+        await app.stop(grace=0.5)

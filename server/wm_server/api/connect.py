@@ -459,18 +459,15 @@ def _too_large(limit: int) -> _Refusal:
 
 
 def _encoding(headers: Mapping[str, str], name: str) -> str:
+    """The body's (unary) or messages' (stream) encoding, if the door can read it."""
     encoding = headers.get(name, "identity").strip().lower() or "identity"
     if encoding not in ENCODINGS:
-        supported = ", ".join(ENCODINGS)
+        accept = "accept-encoding" if name == "content-encoding" else "connect-accept-encoding"
         raise _Refusal(
             501,
             "unimplemented",
-            f"unsupported {name} {encoding!r}: supported encodings are {supported}",
-            {
-                "Accept-Encoding"
-                if name == "content-encoding"
-                else "Connect-Accept-Encoding": "gzip"
-            },
+            f"unsupported {name} {encoding!r}: supported encodings are {', '.join(ENCODINGS)}",
+            {accept: ", ".join(ENCODINGS)},
         )
     return encoding
 
