@@ -514,6 +514,49 @@ async def test_the_door_uses_the_grpc_certificate(tmp_path: Path) -> None:
         await app.stop(grace=0.5)
 
 
+async def test_mutual_tls_asks_the_door_s_callers_for_a_certificate_of_the_ca(
+    tmp_path: Path,
+) -> None:
+    import ssl
+
+    from support.certs import CertificateAuthority
+
+    ca = CertificateAuthority(tmp_path / "pki")
+    cert = ca.server()
+    app = await _start(
+        tmp_path,
+        tls_cert=cert.cert_path,
+        tls_key=cert.key_path,
+        tls_client_ca=ca.cert_path,
+        api_keys=f"alpha:{ALPHA_KEY}",
+    )
+    try:
+        assert app.http is not None
+        base = f"https://127.0.0.1:{app.http.port}"
+        with_cert = ssl.create_default_context(cafile=str(ca.cert_path))
+        client = ca.client()
+        with_cert.load_cert_chain(client.cert_path, client.key_path)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=with_cert)) as session:
+            reply = await Connect(session, base, ALPHA_KEY).json(
+                "CreateSession", api.CreateSessionRequest(session_id="mtls")
+            )
+            assert reply.status == 200
+            keyless = await Connect(session, base).json(
+                "GetSession", api.GetSessionRequest(session_id="mtls")
+            )
+            assert keyless.status == 401  # a certificate is not a key
+        without_cert = ssl.create_default_context(cafile=str(ca.cert_path))
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=without_cert)
+        ) as session:
+            with pytest.raises(aiohttp.ClientError):
+                await Connect(session, base, ALPHA_KEY).json(
+                    "GetSession", api.GetSessionRequest(session_id="mtls")
+                )
+    finally:
+        await app.stop(grace=0.5)
+
+
 async def test_shutdown_ends_open_streams_and_closes_the_port(tmp_path: Path) -> None:
     provider = ProgrammableProvider(gate=asyncio.Event())
     settings = make_settings(tmp_path, http_address="127.0.0.1:0", heartbeat_seconds=0.2)

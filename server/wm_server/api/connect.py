@@ -30,9 +30,14 @@ this module's context adapter, plus a second error model in between. It also bri
 protobuf runtime of its own (``protobuf-py``), an HTTP client (``pyqwest``), a code generator
 and an ASGI server (uvicorn) the server does not have. aiohttp is already a dependency (the
 inspector), runs on the server's own event loop, and streams over HTTP/1.1 chunked bodies,
-which is all Connect needs for unary and server-streaming calls. What it does not give:
-HTTP/2 (so no bidirectional streams, which this contract does not have) and GET requests for
-side-effect-free methods (the proto marks none).
+which is all Connect needs for unary and server-streaming calls.
+
+Left out: HTTP/2 (aiohttp serves HTTP/1.1; only bidirectional streams need HTTP/2 and the
+contract has none), GET requests (for methods the proto marks side-effect free; it marks
+none), compressed answers (identity, which every Connect client accepts; gzip *requests* are
+read) and CORS. gRPC's process-wide cap (``WM_MAX_CONCURRENT_RPCS``) counts gRPC calls only;
+the per-tenant and anonymous budgets count both doors. Metrics and access lines are the gRPC
+ones, with no transport label or field: a label would change every existing series.
 """
 
 from __future__ import annotations
