@@ -86,7 +86,7 @@ async def run_demo(client: WmClient, args: argparse.Namespace, out: Console) -> 
         out.print("no working memory yet")
     context = await engine.assemble(session, max(args.budget, 1000))
     out.print(Rule(f"next context within {max(args.budget, 1000):,} tokens"))
-    show(out, render.assembled_context(context, max(args.budget, 1000)))
+    show(out, render.assembled_context(context.response, max(args.budget, 1000)))
     out.print(
         f"\nexplore: wm memory show {session} · wm sessions show {session}"
         f" · wm search pytest --session {session} · wm assemble {session} --budget 8000",
