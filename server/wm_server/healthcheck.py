@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -27,7 +28,8 @@ NOT_SERVING = 1
 def check(address: str, service: str = "", timeout: float = 3.0) -> tuple[int, str]:
     """The exit code and a one-line reason."""
     with grpc.insecure_channel(reachable_address(address)) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
+        # The stub package types HealthStub for asyncio channels only; this one is sync.
+        stub: Any = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
         except grpc.RpcError as error:
