@@ -19,9 +19,10 @@ COPY clients/python/ clients/python/
 COPY wm_core/ wm_core/
 COPY server/ server/
 # Both distributions in one command, so the local wm-client satisfies the server's
-# requirement on it (it is never looked up on an index).
+# requirement on it (it is never looked up on an index). The [otel] extra is in: traces cost
+# nothing until OTEL_EXPORTER_OTLP_ENDPOINT is set.
 RUN python3 -m venv /opt/wm \
-    && /opt/wm/bin/pip install --no-cache-dir --disable-pip-version-check ./clients/python . \
+    && /opt/wm/bin/pip install --no-cache-dir --disable-pip-version-check ./clients/python ".[otel]" \
     && /opt/wm/bin/python -c "import wm_server.app, wm_client"
 
 FROM ${PYTHON_IMAGE}
