@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,6 +90,11 @@ def _distributions(python: Path) -> set[str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources.
+    project = tmp_path_factory.mktemp("project") / "python"
+    shutil.copytree(
+        CLIENT_PROJECT, project, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    )
     result = _run(
         sys.executable,
         "-m",
@@ -99,7 +105,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--no-build-isolation",
         "--wheel-dir",
         out,
-        CLIENT_PROJECT,
+        project,
     )
     assert result.returncode == 0, result.stderr
     (built,) = out.glob("wm_client-*.whl")
