@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import settings
 
 from support.providers import ProgrammableProvider
 from support.server_process import free_port
@@ -17,6 +16,7 @@ from wm_client.engine import _Unsent
 from wm_client.jsonl import message_from_dict
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.app import Application, start_application
+from wm_server.config import Settings
 
 
 def _turn(n: int) -> list[pb.Message]:
@@ -39,9 +39,13 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 async def _start(data_dir: Path, port: int) -> Application:
-    return await start_application(
-        settings(data_dir, address=f"127.0.0.1:{port}"), provider=ProgrammableProvider()
-    )
+    settings = Settings(
+        address=f"127.0.0.1:{port}",
+        data_dir=data_dir,
+        llm_provider="offline",
+        shutdown_grace_seconds=0.5,
+    )  # type: ignore[call-arg]
+    return await start_application(settings, provider=ProgrammableProvider())
 
 
 async def test_a_stopped_server_then_one_that_comes_back(
