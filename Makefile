@@ -8,10 +8,13 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean
 
-$(STAMP): pyproject.toml
+# Two distributions, both editable: the light client (clients/python: wm_client, wm_proto, the
+# `wm` CLI) and the server, which depends on it. Given in one pip command, the local client
+# satisfies the server's `wm-client` requirement (it is never looked up on an index).
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e './clients/python[cli]' -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

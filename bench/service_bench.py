@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.server_process import ServerProcess, free_port  # noqa: E402
+from wm_client.data import DEMO_CONVERSATION_FILE, packaged  # noqa: E402
 from wm_proto.v1 import resources_pb2 as pb  # noqa: E402
 from wm_proto.v1 import working_memory_service_pb2 as api  # noqa: E402
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc  # noqa: E402
@@ -234,9 +235,9 @@ class Bench:
             )
 
     async def offline_commit(self, stub: Stub) -> None:
-        conversation = ROOT / "tests" / "data" / "coding_session.jsonl"
+        conversation = packaged(DEMO_CONVERSATION_FILE)
         messages = []
-        if conversation.exists():
+        if conversation.is_file():
             for line in conversation.read_text().splitlines():
                 data = json.loads(line)
                 parts = []

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
 THIRD_PARTY = ROOT / "third_party"
 PROTO_PACKAGE_DIR = PROTO_ROOT / "wm" / "v1"
-DEFAULT_TARGET = ROOT / "wm_proto" / "v1"
+DEFAULT_TARGET = ROOT / "clients" / "python" / "wm_proto" / "v1"
 _IMPORT = re.compile(r"^from wm\.v1 import", re.MULTILINE)
 _INIT = '"""Generated protobuf and gRPC stubs of the wm.v1 contract. Do not edit."""\n'
 

@@ -9,9 +9,10 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _no_ambient_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never pick up a developer's real API key or server settings from the shell."""
+    """Tests never pick up a developer's real API key, server settings or trace exporter
+    from the shell."""
     for name in list(os.environ):
-        if name.startswith(("WM_", "ANTHROPIC_", "OPENAI_")):
+        if name.startswith(("WM_", "ANTHROPIC_", "OPENAI_", "OTEL_")):
             monkeypatch.delenv(name, raising=False)
 
 

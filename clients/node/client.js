@@ -18,7 +18,8 @@ const protobuf = require('protobufjs');
 const REPO = path.resolve(__dirname, '..', '..');
 const PROTO_DIR = path.join(REPO, 'protos');
 const THIRD_PARTY_DIR = path.join(REPO, 'third_party');
-const SERVICE_CONFIG_PATH = path.join(PROTO_DIR, 'wm', 'v1', 'wm_grpc_service_config.json');
+// The one copy of the service config is the Python client's package data.
+const SERVICE_CONFIG_PATH = path.join(REPO, 'clients', 'python', 'wm_client', 'data', 'wm_grpc_service_config.json');
 const DEFAULT_ADDRESS = '127.0.0.1:50051';
 const DETAILS_KEY = 'grpc-status-details-bin';
 const REQUEST_ID_KEY = 'x-request-id'; // the server's id of the call, in its trailing metadata

@@ -55,6 +55,7 @@ from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.tls import server_credentials, server_ssl_context, tls_mode
+from wm_server.tracing import NO_TRACING, OtelTracing, otlp_tracing
 
 log = structlog.get_logger("wm_server")
 
@@ -102,6 +103,7 @@ class Application:
     metrics_port: int | None = None
     inspector: Inspector | None = None
     http: HttpDoor | None = None  # the Connect door (WM_HTTP_ADDRESS)
+    tracing: OtelTracing | None = None  # OpenTelemetry, when configured (tracing.py)
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -143,6 +145,8 @@ class Application:
         else:
             await self.provider.aclose()
         await self.database.close()
+        if self.tracing is not None:
+            await asyncio.to_thread(self.tracing.shutdown)  # the last spans exported
         ACCESS_LOG.flush()  # the access lines of the last RPCs
         log.info("server_stopped")
 
@@ -181,10 +185,16 @@ def build_database(settings: Settings) -> Database:
 
 
 async def start_application(
-    settings: Settings, *, provider: LlmProvider | None = None
+    settings: Settings,
+    *,
+    provider: LlmProvider | None = None,
+    tracing: OtelTracing | None = None,
 ) -> Application:
     """Build and start everything; the returned application is serving. ``provider``
-    replaces the configured model (tests drive Phase 2 with prepared answers this way)."""
+    replaces the configured model (tests drive Phase 2 with prepared answers this way);
+    ``tracing`` the OTLP tracing ``OTEL_EXPORTER_OTLP_ENDPOINT`` would install (tests
+    export to memory that way)."""
+    tracing = tracing or otlp_tracing()
     keyring = load_keyring(settings)
     check_bind_safety(settings, keyring)
     credentials = server_credentials(settings)
@@ -253,6 +263,7 @@ async def start_application(
         observer=metrics,
         backfill=update_ops,
         provider_for=lambda name: _session_provider(providers, name),
+        tracing=tracing or NO_TRACING,
     )
     commits = CommitService(
         database,
@@ -304,8 +315,11 @@ async def start_application(
             max_concurrent_rpcs=settings.max_concurrent_rpcs,
             one_tenant_and_anonymous=one_tenant,
         )
+    interceptors: list[grpc.aio.ServerInterceptor] = [_interceptor(keyring, metrics, admission)]
+    if tracing is not None:  # outermost: the server span covers admission and auth too
+        interceptors.insert(0, tracing.server_interceptor())
     server = grpc.aio.server(
-        interceptors=[_interceptor(keyring, metrics, admission)],
+        interceptors=interceptors,
         options=server_options(settings),
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
@@ -346,6 +360,7 @@ async def start_application(
         bus=bus,
         metrics=metrics,
         metrics_port=metrics_port,
+        tracing=tracing,
     )
     if settings.inspector_address:
         app.inspector = await _start_inspector(app, settings, keys_required=keyring is not None)

@@ -9,11 +9,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from support.conversation import CODING_SESSION
 from support.providers import SECTION_NAMES
 from support.server_process import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
-CONVERSATION = REPO / "tests" / "data" / "coding_session.jsonl"
+CONVERSATION = CODING_SESSION
 WM = Path(sys.executable).with_name("wm")
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 
+from support.conversation import CODING_SESSION
 from wm_client.demo import bundled_conversation
 from wm_client.jsonl import (
     JsonlError,
@@ -19,9 +19,7 @@ from wm_client.jsonl import (
 )
 from wm_proto.v1 import resources_pb2 as pb
 
-REPO = Path(__file__).resolve().parents[2]
-SOURCE = REPO / "tests" / "data" / "coding_session.jsonl"
-BUNDLED = REPO / "clients" / "python" / "wm_client" / "data" / "coding_session.jsonl"
+SOURCE = CODING_SESSION
 
 
 def test_every_part_kind_is_read() -> None:
@@ -108,10 +106,6 @@ def test_turns_start_at_user_text_not_at_tool_results() -> None:
 
 
 def test_the_demo_ships_the_recorded_conversation() -> None:
-    assert BUNDLED.read_bytes() == SOURCE.read_bytes(), (
-        "the demo's copy is stale: cp tests/data/coding_session.jsonl "
-        "clients/python/wm_client/data/"
-    )
     messages = bundled_conversation()
     assert len(messages) == len(read_jsonl(SOURCE))
     kinds = {p.WhichOneof("kind") for m in messages for p in m.parts}

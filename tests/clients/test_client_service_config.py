@@ -1,4 +1,4 @@
-"""The service config beside the protos: complete, safe to retry, shipped identically."""
+"""The packaged service config: complete, safe to retry, and what the channel loads."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from wm_client.channel import reachable_address, service_config, service_config_text
+from wm_client.data import SERVICE_CONFIG_FILE, packaged
 from wm_proto.v1 import working_memory_service_pb2 as api
 
-REPO = Path(__file__).resolve().parents[2]
-SOURCE = REPO / "protos" / "wm" / "v1" / "wm_grpc_service_config.json"
+SOURCE = Path(str(packaged(SERVICE_CONFIG_FILE)))
 SERVICE = api.DESCRIPTOR.services_by_name["WorkingMemoryService"]
 # RPCs whose request carries a request_id (so a retry never stores twice).
 MUTATING = {
@@ -33,10 +33,8 @@ def _configs() -> dict[str, dict[str, object]]:
     return by_method
 
 
-def test_the_packaged_copy_is_byte_identical() -> None:
-    assert service_config_text() == SOURCE.read_text(), (
-        "cp protos/wm/v1/wm_grpc_service_config.json clients/python/wm_client/data/"
-    )
+def test_the_channel_loads_the_packaged_file() -> None:
+    assert service_config_text() == SOURCE.read_text()
     assert service_config() == json.loads(SOURCE.read_text())
 
 

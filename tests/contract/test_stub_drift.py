@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen_protos.py"
-STUBS = ROOT / "wm_proto" / "v1"
+STUBS = ROOT / "clients" / "python" / "wm_proto" / "v1"
 
 
 def _check(target: Path) -> subprocess.CompletedProcess[str]:

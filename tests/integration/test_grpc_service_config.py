@@ -1,4 +1,4 @@
-"""The client service config shipped with the protos (wm_grpc_service_config.json): it parses,
+"""The client service config shipped as wm_client's package data (wm_grpc_service_config.json): it parses,
 covers every RPC of wm.v1.WorkingMemoryService once, retries only UNAVAILABLE and only on
 idempotent or request_id-protected methods, and a real channel accepts it."""
 
@@ -10,20 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 
+from wm_client.data import SERVICE_CONFIG_FILE, packaged
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.app import Application
 
-CONFIG = (
-    Path(__file__).resolve().parents[2] / "protos" / "wm" / "v1" / "wm_grpc_service_config.json"
-)
+CONFIG = Path(str(packaged(SERVICE_CONFIG_FILE)))
 SERVICE = api.DESCRIPTOR.services_by_name["WorkingMemoryService"]
 READ_ONLY = re.compile(r"^(Get|List|Search|Assemble|Watch)")
 DURATION = re.compile(r"^\d+(\.\d{1,9})?s$")
-
-pytestmark = pytest.mark.skipif(not CONFIG.exists(), reason=f"{CONFIG.name} not written yet")
 
 
 def _config() -> dict[str, Any]:
@@ -72,7 +68,7 @@ def test_only_idempotent_or_request_id_methods_are_retried() -> None:
 
 async def test_a_real_channel_accepts_the_config(app: Application) -> None:
     options = [
-        ("grpc.service_config", CONFIG.read_text(encoding="utf-8")),
+        ("grpc.service_config", packaged(SERVICE_CONFIG_FILE).read_text("utf-8")),
         ("grpc.enable_retries", 1),
     ]
     async with grpc.aio.insecure_channel(app.address, options=options) as channel:

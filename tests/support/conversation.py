@@ -1,4 +1,4 @@
-"""Load the bundled conversations of ``tests/data`` as domain messages.
+"""Load the recorded conversation (shipped once, as wm_client's package data) as domain messages.
 
 The files are JSON Lines, one message per line, in the shape agents send to the service::
 
@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wm_client.data import DEMO_CONVERSATION_FILE, packaged
 from wm_core import (
     Message,
     Part,
@@ -25,8 +26,7 @@ from wm_core import (
     message_tokens,
 )
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-CODING_SESSION = DATA_DIR / "coding_session.jsonl"
+CODING_SESSION = Path(str(packaged(DEMO_CONVERSATION_FILE)))
 
 
 def _part(raw: dict[str, Any]) -> Part:

@@ -61,7 +61,7 @@ after(() => {
   if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
-test('the service config beside the protos is the one the client loads', () => {
+test('the shared service config (wm_client package data) is the one the client loads', () => {
   const config = loadServiceConfig();
   const streaming = config.methodConfig.filter((entry) => !entry.retryPolicy);
   const names = streaming.flatMap((entry) => entry.name.map((n) => n.method)).sort();

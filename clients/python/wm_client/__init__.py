@@ -8,6 +8,7 @@ Only the generated stubs (``wm_proto``) and gRPC are used: clients never import 
 from wm_client.client import WmClient, new_request_id
 from wm_client.engine import (
     AfterTurnResult,
+    AssembledContext,
     BackgroundCommit,
     CompactOutcome,
     CompactResult,
@@ -32,6 +33,7 @@ __all__ = [
     "AbortedError",
     "AfterTurnResult",
     "AlreadyExistsError",
+    "AssembledContext",
     "BackgroundCommit",
     "CommitStream",
     "CompactOutcome",

@@ -1,9 +1,9 @@
 """Where the server is and how to open a channel to it.
 
 Why a shared service config: retries of UNAVAILABLE and per-method timeouts are declared once,
-beside the protos (``protos/wm/v1/wm_grpc_service_config.json``), and every client (this one,
-the Node client, a mesh) reads the same file. The package ships a byte-identical copy so an
-installed client does not need the source tree; a test keeps the two equal. Retries are safe
+in this package's data (``wm_client/data/wm_grpc_service_config.json``, its only copy, so an
+installed client needs no source tree), and every client (this one, the Node client, a mesh)
+reads that same file. Retries are safe
 because every mutating call carries a request_id, and the streaming RPCs have no retry policy
 at all: a broken stream is resumed by the application with WatchCommit (see ``stream``).
 """
@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 import os
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import grpc
 
+from wm_client.data import SERVICE_CONFIG_FILE, packaged
+
 DEFAULT_PORT = 50051
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 ADDRESS_VARIABLE = "WM_ADDRESS"
-SERVICE_CONFIG_FILE = "wm_grpc_service_config.json"
 # Large enough for an assembled context or an archive with its raw messages.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
@@ -65,8 +65,8 @@ def reachable_address(address: str) -> str:
 
 @cache
 def service_config_text() -> str:
-    """The service config JSON shipped with the package (a copy of the one beside the protos)."""
-    return (resources.files("wm_client") / "data" / SERVICE_CONFIG_FILE).read_text("utf-8")
+    """The service config JSON shipped with the package."""
+    return packaged(SERVICE_CONFIG_FILE).read_text("utf-8")
 
 
 def service_config() -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import uuid
-from importlib import resources
 
 from rich.console import Console
 from rich.rule import Rule
@@ -20,16 +19,15 @@ from rich.rule import Rule
 from wm_client import render
 from wm_client.client import WmClient
 from wm_client.commands import COMMIT_FAILED, follow, show
+from wm_client.data import DEMO_CONVERSATION_FILE, packaged
 from wm_client.engine import ContextEngine
 from wm_client.jsonl import parse_lines, read_jsonl, split_turns
 from wm_proto.v1 import resources_pb2 as pb
 
-DEMO_FILE = "coding_session.jsonl"
-
 
 def bundled_conversation() -> list[pb.Message]:
     """The conversation shipped with the package."""
-    text = (resources.files("wm_client") / "data" / DEMO_FILE).read_text("utf-8")
+    text = packaged(DEMO_CONVERSATION_FILE).read_text("utf-8")
     return list(parse_lines(text.splitlines()))
 
 
@@ -88,7 +86,7 @@ async def run_demo(client: WmClient, args: argparse.Namespace, out: Console) -> 
         out.print("no working memory yet")
     context = await engine.assemble(session, max(args.budget, 1000))
     out.print(Rule(f"next context within {max(args.budget, 1000):,} tokens"))
-    show(out, render.assembled_context(context, max(args.budget, 1000)))
+    show(out, render.assembled_context(context.response, max(args.budget, 1000)))
     out.print(
         f"\nexplore: wm memory show {session} · wm sessions show {session}"
         f" · wm search pytest --session {session} · wm assemble {session} --budget 8000",

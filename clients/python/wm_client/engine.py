@@ -11,6 +11,15 @@ Compared with the reference plugin this engine adds a turn's messages in one ato
 one request per message), reads ``pending_tokens`` from that same answer (no extra round trip),
 reports a failed commit as a failure (never as a "timeout"), and keeps errors of background
 commits on their task, logged, never raised into the runtime's turn.
+
+An agent never stops because its memory is down. When the service cannot be reached
+(UNAVAILABLE: refused or reset connections, a server shutting down; DEADLINE_EXCEEDED) the
+three calls do not raise: ``assemble`` returns the runtime's own messages, newest first within
+the budget, flagged as a fallback with the reason; ``after_turn`` keeps the turn's batch with
+its request id and reports it as not stored; ``compact`` reports the outage as its outcome.
+The next call that reaches the service first sends the waiting batches, in order, each with
+its original request id (so a batch the server did store before the answer was lost is not
+stored twice). One warning is logged when an outage starts, one line when it ends.
 """
 
 from __future__ import annotations
@@ -20,12 +29,15 @@ import contextlib
 import functools
 import logging
 import math
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import TracebackType
 
-from wm_client.client import WmClient
+from wm_client.client import WmClient, new_request_id
+from wm_client.errors import DeadlineExceededError, UnavailableError
+from wm_client.jsonl import is_user_turn_start
 from wm_client.stream import CommitStream
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -35,6 +47,16 @@ log = logging.getLogger("wm_client.engine")
 MAX_TOKEN_BUDGET = 10_000_000  # the contract's largest AssembleContext budget
 MAX_KEEP_RECENT = 10_000
 MAX_KEEP_TURNS = 1000
+# Bounds of what the engine holds for a fallback, per session: the messages it has seen (the
+# runtime's history; a runtime may pass its own instead) and the batches waiting for the
+# service. Past MAX_UNSENT_MESSAGES the oldest waiting batches are dropped with a warning
+# (they stay in the runtime's own history, not in the service's archives).
+MAX_SEEN_MESSAGES = 5000
+MAX_UNSENT_MESSAGES = 10_000
+# The service is unreachable (not: it refused the request): fall back, never raise.
+UNREACHABLE = (UnavailableError, DeadlineExceededError)
+# A rough token estimate for a fallback (the service's own estimate is not at hand).
+_CHARS_PER_TOKEN = 4
 
 
 class CompactOutcome(StrEnum):
@@ -43,6 +65,9 @@ class CompactOutcome(StrEnum):
     COMPLETED = "completed"  # everything archived and folded into a new working memory
     SKIPPED = "skipped"  # nothing to archive
     FAILED = "failed"  # Phase 2 failed; the previous working memory stays current
+    # The service could not be reached; nothing is known to be compacted (a compaction whose
+    # Phase 1 answered may still complete on the server: ``commit_id`` names it then).
+    UNAVAILABLE = "unavailable"
 
 
 class BackgroundCommit:
@@ -122,7 +147,8 @@ class BackgroundCommit:
 
 @dataclass(frozen=True, slots=True)
 class AfterTurnResult:
-    """What ``after_turn`` did. ``pending_tokens`` is None when there was nothing to add."""
+    """What ``after_turn`` did. ``pending_tokens`` is None when there was nothing to add (or
+    the service could not be reached)."""
 
     session_id: str
     added_message_ids: tuple[str, ...]
@@ -132,10 +158,67 @@ class AfterTurnResult:
     commit: BackgroundCommit | None
     # The commit the server started under the session's own auto-commit policy ("" if none).
     server_commit_id: str = ""
+    # False when the service could not be reached: the turn waits in the engine (see
+    # ``unsent_messages``) and is sent before anything else on the next call that reaches it.
+    stored: bool = True
+    # Messages of this session still waiting for the service after this call.
+    unsent_messages: int = 0
+    # Why the turn was not stored ("" when it was).
+    fallback_reason: str = ""
+    # Messages of earlier turns that waited and were stored by this call.
+    flushed_messages: int = 0
 
     @property
     def commit_started(self) -> bool:
         return self.commit is not None
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledContext:
+    """The context for the next model call: the service's AssembleContext answer, or, when
+    the service could not be reached, a fallback built from the runtime's own messages.
+
+    ``response`` is always an AssembleContextResponse; a fallback's holds the runtime's
+    newest messages within the budget (``estimated_tokens`` by a rough 4-characters-a-token
+    rule), no working memory and no system-prompt addition.
+    """
+
+    session_id: str
+    response: api.AssembleContextResponse
+    # Why this is a fallback ("" when the service answered).
+    fallback_reason: str = ""
+
+    @property
+    def fallback(self) -> bool:
+        return bool(self.fallback_reason)
+
+    @property
+    def messages(self) -> Sequence[pb.Message]:
+        return self.response.messages
+
+    @property
+    def system_prompt_addition(self) -> str:
+        return self.response.system_prompt_addition
+
+    @property
+    def anthropic_messages_json(self) -> str:
+        return self.response.anthropic_messages_json
+
+    @property
+    def estimated_tokens(self) -> int:
+        return self.response.estimated_tokens
+
+    @property
+    def working_memory_version(self) -> int:
+        return self.response.working_memory_version
+
+
+@dataclass(slots=True)
+class _Unsent:
+    """A turn's batch that did not reach the service, with the request id it was sent with."""
+
+    messages: list[pb.Message]
+    request_id: str = field(default_factory=new_request_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +255,94 @@ class ContextEngine:
         self._latest: dict[str, BackgroundCommit] = {}
         self._running: set[BackgroundCommit] = set()
         self._server_managed: dict[str, bool] = {}
+        self._seen: dict[str, deque[pb.Message]] = {}
+        self._unsent: dict[str, deque[_Unsent]] = {}
+        self._outage = ""  # the reason of the current outage, "" while the service answers
+
+    # --- the fallback --------------------------------------------------------------------------
+    @property
+    def outage(self) -> str:
+        """Why the service is considered unreachable ("" when its last answer came)."""
+        return self._outage
+
+    def unsent_messages(self, session: str) -> int:
+        """Messages of ``session`` waiting for the service."""
+        return sum(len(batch.messages) for batch in self._unsent.get(session, ()))
+
+    def _reached(self) -> None:
+        if self._outage:
+            log.info("working memory service reachable again (was: %s)", self._outage)
+            self._outage = ""
+
+    def _unreachable(self, error: Exception) -> str:
+        reason = f"working memory service unreachable: {error}"
+        if not self._outage:
+            # One warning per outage, not one per call while it lasts.
+            log.warning("%s; the agent goes on with its own messages", reason)
+        self._outage = reason
+        return reason
+
+    def _remember(self, session: str, messages: Sequence[pb.Message]) -> None:
+        seen = self._seen.setdefault(session, deque(maxlen=MAX_SEEN_MESSAGES))
+        seen.extend(messages)
+
+    def _queue(self, session: str, batch: _Unsent) -> None:
+        waiting = self._unsent.setdefault(session, deque())
+        waiting.append(batch)
+        while self.unsent_messages(session) > MAX_UNSENT_MESSAGES and len(waiting) > 1:
+            dropped = waiting.popleft()
+            log.warning(
+                "%s: dropped %d unsent messages (more than %d waiting for the service)",
+                session,
+                len(dropped.messages),
+                MAX_UNSENT_MESSAGES,
+            )
+
+    async def _flush(self, session: str) -> int:
+        """Send the waiting batches of ``session`` in order; the number of messages stored.
+        Raises what the service answered (an unreachable one leaves the rest waiting)."""
+        waiting = self._unsent.get(session)
+        stored = 0
+        while waiting:
+            batch = waiting[0]
+            await self.client.add_messages(
+                session,
+                batch.messages,
+                create_session_if_missing=True,
+                request_id=batch.request_id,
+            )
+            waiting.popleft()
+            stored += len(batch.messages)
+        self._unsent.pop(session, None)
+        if stored:
+            log.info("%s: stored %d messages that waited for the service", session, stored)
+        return stored
+
+    def _fallback_context(
+        self, session: str, token_budget: int, messages: Sequence[pb.Message] | None, reason: str
+    ) -> AssembledContext:
+        """The newest messages within ``token_budget``, starting at a turn when one fits."""
+        history = list(messages) if messages is not None else list(self._seen.get(session, ()))
+        chosen: list[pb.Message] = []
+        tokens = 0
+        for message in reversed(history):
+            cost = max(1, message.ByteSize() // _CHARS_PER_TOKEN)
+            if tokens + cost > token_budget:
+                break
+            chosen.append(message)
+            tokens += cost
+        chosen.reverse()
+        # Never open on a tool result whose call was cut: start at the first user turn.
+        start = next((i for i, m in enumerate(chosen) if is_user_turn_start(m)), 0)
+        tokens -= sum(max(1, m.ByteSize() // _CHARS_PER_TOKEN) for m in chosen[:start])
+        chosen = chosen[start:]
+        response = api.AssembleContextResponse(
+            messages=chosen,
+            estimated_tokens=tokens,
+            included_message_count=len(chosen),
+            dropped_message_count=len(history) - len(chosen),
+        )
+        return AssembledContext(session, response, fallback_reason=reason)
 
     async def _managed_by_server(self, session: str) -> bool:
         """Whether the session has a server-side auto-commit policy (asked once per session;
@@ -218,13 +389,39 @@ class ContextEngine:
         if keep_recent is None and not 1 <= keep_recent_turns <= MAX_KEEP_TURNS:
             raise ValueError(f"keep_recent_turns must be 1-{MAX_KEEP_TURNS}")
         threshold = math.floor(token_budget * commit_ratio)
-        if not new_messages:
-            return AfterTurnResult(session, (), (), None, threshold, None)
-        added = await self.client.add_messages(
-            session, new_messages, create_session_if_missing=True
-        )
+        self._remember(session, new_messages)
+        batch = _Unsent(list(new_messages)) if new_messages else None
+        try:
+            flushed = await self._flush(session)
+            if batch is None:
+                self._reached()
+                return AfterTurnResult(
+                    session, (), (), None, threshold, None, flushed_messages=flushed
+                )
+            added = await self.client.add_messages(
+                session,
+                batch.messages,
+                create_session_if_missing=True,
+                request_id=batch.request_id,
+            )
+        except UNREACHABLE as error:
+            reason = self._unreachable(error)
+            if batch is not None:
+                self._queue(session, batch)
+            return AfterTurnResult(
+                session,
+                (),
+                (),
+                None,
+                threshold,
+                None,
+                stored=False,
+                unsent_messages=self.unsent_messages(session),
+                fallback_reason=reason,
+            )
+        self._reached()
         commit = None
-        if added.pending_tokens >= threshold and not await self._managed_by_server(session):
+        if added.pending_tokens >= threshold and not await self._server_commits(session):
             previous = self._latest.get(session)
             commit = BackgroundCommit(
                 session,
@@ -244,7 +441,17 @@ class ContextEngine:
             threshold=threshold,
             commit=commit,
             server_commit_id=added.auto_commit_id,
+            flushed_messages=flushed,
         )
+
+    async def _server_commits(self, session: str) -> bool:
+        """Whether the server commits ``session`` itself; an unreachable service answers
+        yes, so this turn starts no commit (the turn itself is stored already)."""
+        try:
+            return await self._managed_by_server(session)
+        except UNREACHABLE as error:
+            self._unreachable(error)
+            return True
 
     def _finished(self, commit: BackgroundCommit, _task: asyncio.Task[pb.CommitEvent]) -> None:
         self._running.discard(commit)
@@ -258,18 +465,44 @@ class ContextEngine:
     ) -> CompactResult:
         """Archive every live message, wait for the terminal event, and return the new summary
         with the context size before and after (measured by AssembleContext within
-        ``token_budget``; pass ``tokens_before`` when the runtime knows it already)."""
+        ``token_budget``; pass ``tokens_before`` when the runtime knows it already).
+
+        An unreachable service ends it with the UNAVAILABLE outcome (the error says why),
+        never with an exception: the runtime keeps its own context then."""
         if tokens_before is None:
             tokens_before = (await self.assemble(session, token_budget)).estimated_tokens
         stream = self.client.compact(session)
-        terminal = await stream.wait()
+        try:
+            await self._flush(session)
+            terminal = await stream.wait()
+        except UNREACHABLE as exc:
+            reason = self._unreachable(exc)
+            await stream.aclose()
+            first_event = stream.first_event
+            return CompactResult(
+                session_id=session,
+                outcome=CompactOutcome.UNAVAILABLE,
+                summary="",
+                tokens_before=tokens_before,
+                tokens_after=tokens_before,
+                commit_id=stream.commit_id or "",
+                archive_id=first_event.phase1.archive_id if first_event else "",
+                working_memory_version=0,
+                archived_message_count=(
+                    first_event.phase1.archived_message_count if first_event else 0
+                ),
+                error=reason,
+                terminal=first_event or pb.CommitEvent(),
+            )
+        self._reached()
         first = stream.first_event or terminal
         summary, error, version = "", "", 0
         if terminal.stage == pb.COMMIT_STAGE_COMPLETED:
             outcome = CompactOutcome.COMPLETED
             version = terminal.completed.working_memory_version
-            memory = await self.client.get_working_memory(session, version=version)
-            summary = memory.document
+            with contextlib.suppress(*UNREACHABLE):  # completed; only the summary is missing
+                memory = await self.client.get_working_memory(session, version=version)
+                summary = memory.document
         elif terminal.stage == pb.COMMIT_STAGE_FAILED:
             outcome = CompactOutcome.FAILED
             error = terminal.failed.error.message or "Phase 2 failed"
@@ -299,16 +532,29 @@ class ContextEngine:
         system_prompt: str = "",
         include_anthropic_json: bool = False,
         registered_tools: Sequence[str] | None = None,
-    ) -> api.AssembleContextResponse:
+        messages: Sequence[pb.Message] | None = None,
+    ) -> AssembledContext:
         """The context for the next model call (AssembleContext); ``registered_tools``: the
-        recall tools the runtime registered (e.g. ``ToolExecutor.names``)."""
-        return await self.client.assemble_context(
-            session,
-            token_budget,
-            system_prompt=system_prompt,
-            include_anthropic_json=include_anthropic_json,
-            registered_tools=registered_tools,
-        )
+        recall tools the runtime registered (e.g. ``ToolExecutor.names``).
+
+        When the service cannot be reached the answer is a fallback (``fallback_reason``
+        says why) holding ``messages`` (the runtime's own history, when it passes it) or
+        else the messages this engine was given by ``after_turn``, newest within the budget.
+        Turns waiting for the service are sent first, so the context includes them."""
+        try:
+            await self._flush(session)
+            response = await self.client.assemble_context(
+                session,
+                token_budget,
+                system_prompt=system_prompt,
+                include_anthropic_json=include_anthropic_json,
+                registered_tools=registered_tools,
+            )
+        except UNREACHABLE as error:
+            reason = self._unreachable(error)
+            return self._fallback_context(session, token_budget, messages, reason)
+        self._reached()
+        return AssembledContext(session, response)
 
     def running_commits(self) -> tuple[BackgroundCommit, ...]:
         """Background commits still being followed."""

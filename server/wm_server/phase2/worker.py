@@ -40,6 +40,7 @@ from wm_server.llm.chain import (
     ChainEvent,
     GenerationFailed,
     LlmCallFinished,
+    LlmCallStarted,
 )
 from wm_server.llm.port import LlmError, LlmProvider
 from wm_server.phase2.breaker import BreakerSettings, CircuitBreaker, backoff_delay
@@ -48,6 +49,7 @@ from wm_server.services.event_bus import EventBus
 from wm_server.services.events import GuardDecided
 from wm_server.services.jobs import JobService, LeaseLost
 from wm_server.storage.records import ClaimedJob, Phase2Completion
+from wm_server.tracing import NO_TRACING, ModelCall, Tracing
 
 log = structlog.get_logger("wm_server.phase2")
 
@@ -107,8 +109,10 @@ class Phase2Worker:
         observer: Phase2Observer | None = None,
         backfill: Backfill | None = None,
         provider_for: Callable[[str | None], LlmProvider] | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self._jobs = jobs
+        self._tracing = tracing  # spans of the stages and model calls (no-ops when off)
         self._provider = provider
         # The provider a session chose in its config (None: ``provider``, the default).
         self._provider_for = provider_for or (lambda name: provider)
@@ -185,7 +189,7 @@ class Phase2Worker:
                     self.breaker.probe_unused()
 
     async def _run_with_lease(self, job: ClaimedJob) -> None:
-        runner = asyncio.create_task(self._run(job))
+        runner = asyncio.create_task(self._traced_run(job))
         renewer = asyncio.create_task(self._renew(job, runner))
         current = asyncio.current_task()
         try:
@@ -229,36 +233,60 @@ class Phase2Worker:
                 runner.cancel()
                 return
 
+    async def _traced_run(self, job: ClaimedJob) -> None:
+        """One attempt of a job under its span (the stages' and model calls' parent)."""
+        attributes: dict[str, str | int] = {
+            "wm.commit_id": job.commit_id,
+            "wm.session_id": job.session_id,
+            "wm.phase2.attempt": job.attempts,
+        }
+        with self._tracing.span("wm.phase2", **attributes):
+            await self._run(job)
+
     async def _run(self, job: ClaimedJob) -> None:
         started = time.monotonic()
+        span = self._tracing.span
         for _ in range(5):  # re-run on a WM changed under us (ApplyWorkingMemoryOps)
-            data = await self._jobs.read_input(job)
+            with span("wm.phase2.read_input"):
+                data = await self._jobs.read_input(job)
             previous = data.previous
             await self._jobs.start(job, data)
             self._bus.publish(job.commit_id)
             provider = self._provider_for(data.provider)
             breaker = self.breaker_for(provider)
 
-            async def on_event(event: ChainEvent, breaker: CircuitBreaker = breaker) -> None:
+            calls: list[ModelCall] = []  # the model call in flight (calls are sequential)
+
+            async def on_event(
+                event: ChainEvent,
+                breaker: CircuitBreaker = breaker,
+                calls: list[ModelCall] = calls,
+            ) -> None:
+                if isinstance(event, LlmCallStarted):
+                    calls.append(self._tracing.model_call(event))
+                elif isinstance(event, LlmCallFinished) and calls:
+                    calls.pop().finish(event)
                 if isinstance(event, LlmCallFinished) and not event.error:
                     breaker.succeeded()  # the provider answers: no outage
                 await self._jobs.record(job, event)
                 self._bus.publish(job.commit_id)
 
             try:
-                generation = await generate_in_chunks(
-                    provider,
-                    previous_document=previous.document if previous else None,
-                    messages=data.messages,
-                    input_tokens=self._settings.input.for_provider(provider),
-                    on_event=on_event,
-                    limits=self._settings.limits,
-                    backfill=self._backfill,
-                    pending=data.pending,
-                    max_chunks=self._settings.max_chunks,
-                )
-                for step in self._post_steps:
-                    await step(job, generation.document)
+                with span("wm.phase2.generate", **{"wm.provider": provider.name}):
+                    generation = await generate_in_chunks(
+                        provider,
+                        previous_document=previous.document if previous else None,
+                        messages=data.messages,
+                        input_tokens=self._settings.input.for_provider(provider),
+                        on_event=on_event,
+                        limits=self._settings.limits,
+                        backfill=self._backfill,
+                        pending=data.pending,
+                        max_chunks=self._settings.max_chunks,
+                    )
+                with span("wm.phase2.post_steps"):
+                    for step in self._post_steps:
+                        await step(job, generation.document)
             except LlmError as error:
                 if error.transient:
                     breaker.failed()
@@ -314,12 +342,13 @@ class Phase2Worker:
                 pending=pending,
                 pending_dropped=dropped,
             )
-            done = await self._jobs.complete(
-                job,
-                previous.version if previous else 0,
-                completion,
-                tuple(GuardDecided(d) for d in generation.decisions),
-            )
+            with span("wm.phase2.store"):
+                done = await self._jobs.complete(
+                    job,
+                    previous.version if previous else 0,
+                    completion,
+                    tuple(GuardDecided(d) for d in generation.decisions),
+                )
             if done is not None:
                 log.info(
                     "phase2_completed",

@@ -17,7 +17,7 @@ from wm_server.llm.chain import generate_working_memory
 from wm_server.llm.offline import OfflineProvider, extract, title_from
 from wm_server.llm.port import CreateRequest, Purpose, UpdateRequest
 
-# Written by hand from tests/data/coding_session.jsonl, not computed by the code under test.
+# Written by hand from wm_client/data/coding_session.jsonl, not computed by the code under test.
 PATHS = (
     "samples/dkb_2025-01.csv",
     "ledgerline/importers/csv_importer.py",

@@ -1,0 +1,47 @@
+# The Working Memory Service's image: the server and the light client it depends on, installed
+# from this checkout into a virtual environment (runtime dependencies only, no dev tools), run
+# as an unprivileged user, with its SQLite file (one replica) on a volume. Several replicas
+# share PostgreSQL instead (WM_DATABASE_URL): see deploy/compose.yaml.
+#
+#   docker build -t working-memory-service:0.1.0 .
+#   docker run -p 50051:50051 -v wm-data:/var/lib/wm -e WM_API_KEYS='team-a:LONG-RANDOM-KEY' \
+#       working-memory-service:0.1.0
+#
+# Listening beyond loopback needs API keys (WM_API_KEYS / WM_API_KEYS_FILE) or, behind a mesh
+# that authenticates callers, WM_ALLOW_INSECURE=1: the server refuses to start otherwise.
+# PYTHON_IMAGE may name any Debian-based image with python3 (3.11+) and its venv module.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY clients/python/ clients/python/
+COPY wm_core/ wm_core/
+COPY server/ server/
+# Both distributions in one command, so the local wm-client satisfies the server's
+# requirement on it (it is never looked up on an index). The [otel] extra is in: traces cost
+# nothing until OTEL_EXPORTER_OTLP_ENDPOINT is set.
+RUN python3 -m venv /opt/wm \
+    && /opt/wm/bin/pip install --no-cache-dir --disable-pip-version-check ./clients/python ".[otel]" \
+    && /opt/wm/bin/python -c "import wm_server.app, wm_client"
+
+FROM ${PYTHON_IMAGE}
+RUN groupadd --system --gid 10001 wm \
+    && useradd --system --uid 10001 --gid wm --home-dir /var/lib/wm --shell /usr/sbin/nologin wm \
+    && mkdir -p /var/lib/wm \
+    && chown wm:wm /var/lib/wm
+COPY --from=build /opt/wm /opt/wm
+ENV PATH=/opt/wm/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    WM_ADDRESS=0.0.0.0:50051 \
+    WM_DATA_DIR=/var/lib/wm
+VOLUME ["/var/lib/wm"]
+WORKDIR /var/lib/wm
+USER 10001:10001
+EXPOSE 50051
+# grpc.health.v1 through the server's own probe (no extra binary in the image).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-m", "wm_server.healthcheck", "--timeout", "3"]
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["wm-server"]
