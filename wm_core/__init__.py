@@ -121,6 +121,7 @@ from wm_core._ops.schema import (
 from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 from wm_core._session import (
     DEFAULT_AUTO_KEEP,
+    MEMORY_TOOLS,
     RECALL_TOOLS,
     SYNOPSIS_MAX_CHARS,
     AssembledContext,
@@ -168,6 +169,7 @@ __all__ = [
     "FILES_CONTEXT",
     "KEEP",
     "KEY_FACTS",
+    "MEMORY_TOOLS",
     "MEMORY_TYPES",
     "OPEN_ISSUES",
     "RECALL_TOOLS",
