@@ -533,9 +533,12 @@ class ContextEngine:
         include_anthropic_json: bool = False,
         registered_tools: Sequence[str] | None = None,
         messages: Sequence[pb.Message] | None = None,
+        recall_memories: bool = True,
     ) -> AssembledContext:
         """The context for the next model call (AssembleContext); ``registered_tools``: the
-        recall tools the runtime registered (e.g. ``ToolExecutor.names``).
+        recall tools the runtime registered (e.g. ``ToolExecutor.names``). Long-term memories
+        relevant to the newest user request are recalled into the system-prompt addition
+        unless ``recall_memories`` is False.
 
         When the service cannot be reached the answer is a fallback (``fallback_reason``
         says why) holding ``messages`` (the runtime's own history, when it passes it) or
@@ -549,6 +552,7 @@ class ContextEngine:
                 system_prompt=system_prompt,
                 include_anthropic_json=include_anthropic_json,
                 registered_tools=registered_tools,
+                recall_memories=recall_memories,
             )
         except UNREACHABLE as error:
             reason = self._unreachable(error)
