@@ -212,6 +212,12 @@ class AssembledContext:
     def working_memory_version(self) -> int:
         return self.response.working_memory_version
 
+    @property
+    def recalled_memory_ids(self) -> Sequence[str]:
+        """The long-term memories recalled into the system-prompt addition (none in a
+        fallback)."""
+        return self.response.recalled_memory_ids
+
 
 @dataclass(slots=True)
 class _Unsent:
