@@ -29,7 +29,8 @@ Ops and merging
     :func:`bound_document` applies that bound to a document made without a merge.
 Pending items
     :class:`PendingItem` (what a guard refused, kept for the next update), :func:`refused_items`,
-    :func:`carry_pending`, :func:`pending_reminder`.
+    :func:`carry_pending` (the bound: the overflow item ``PENDING_OVERFLOW``,
+    ``MAX_PENDING_TOKENS``), :func:`pending_reminder`.
 Model output
     :data:`UPDATE_TOOL`, :data:`CREATE_TOOL`, :func:`validate_update_arguments`,
     :func:`validate_create_arguments`, :func:`parse_tool_arguments` (:class:`ParsedOps`,
@@ -86,7 +87,14 @@ from wm_core._document.sections import (
     canonical_name,
 )
 from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits
-from wm_core._guards.pending import PendingItem, carry_pending, pending_reminder, refused_items
+from wm_core._guards.pending import (
+    MAX_PENDING_TOKENS,
+    PendingItem,
+    carry_pending,
+    pending_reminder,
+    refused_items,
+)
+from wm_core._guards.pending import OVERFLOW as PENDING_OVERFLOW
 from wm_core._memory.model import (
     MEMORY_TYPES,
     MemoryDecision,
@@ -165,8 +173,10 @@ __all__ = [
     "FILES_CONTEXT",
     "KEEP",
     "KEY_FACTS",
+    "MAX_PENDING_TOKENS",
     "MEMORY_TYPES",
     "OPEN_ISSUES",
+    "PENDING_OVERFLOW",
     "RECALL_TOOLS",
     "SECTIONS",
     "SESSION_TITLE",

@@ -39,6 +39,7 @@ from wm_server.storage.records import (
     SkipReason,
     ToolOutputRecord,
     WorkingMemoryRecord,
+    WorkingMemoryView,
     archive_name,
 )
 
@@ -241,6 +242,23 @@ def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
         estimated_tokens=record.estimated_tokens,
         create_time=timestamp(record.create_time),
     )
+
+
+def working_memory_view_out(view: WorkingMemoryView) -> pb.WorkingMemory:
+    """The working memory with the session's pending items (the latest version only)."""
+    memory = working_memory_out(view.record)
+    memory.pending_items.extend(
+        pb.PendingItem(
+            section=p.item.section,
+            text=p.item.text,
+            source=p.item.source,
+            commit_id=p.commit_id or "",
+            archive_id=archive_id(p.item.archive_seq) if p.commit_id else "",
+        )
+        for p in view.pending
+    )
+    memory.pending_item_limit = view.pending_limit
+    return memory
 
 
 def archive_id(seq: int | None) -> str:

@@ -1425,6 +1425,8 @@ class WorkingMemory(_message.Message):
     SECTIONS_FIELD_NUMBER: _builtins.int
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
+    PENDING_ITEMS_FIELD_NUMBER: _builtins.int
+    PENDING_ITEM_LIMIT_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     version: _builtins.int
@@ -1435,6 +1437,12 @@ class WorkingMemory(_message.Message):
     """The canonical Markdown document."""
     estimated_tokens: _builtins.int
     """Estimated tokens of the document."""
+    pending_item_limit: _builtins.int
+    """The bound on the number of pending items (server setting WM_PHASE2_MAX_PENDING_ITEMS).
+    Beyond it the oldest items are folded into one overflow item (source "overflow"), and
+    only what exceeds the pending items' token budget is dropped (reported by the commit's
+    WorkingMemoryStored.pending_items_dropped). Set with pending_items.
+    """
     @_builtins.property
     def sections(self) -> _containers.RepeatedCompositeFieldContainer[Global___SectionBody]:
         """The 7 sections, in order."""
@@ -1442,6 +1450,15 @@ class WorkingMemory(_message.Message):
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When it was stored."""
+
+    @_builtins.property
+    def pending_items(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingItem]:
+        """The session's pending items: what a guard refused (a fact at emergency size, a line over
+        the size bound, an item of a rejected consolidation) and the working memory does not hold
+        yet. Phase 2 shows them to the model in every update until the document holds them.
+        Filled by GetWorkingMemory of the latest version only (they belong to the session, not to
+        a version); empty elsewhere. At most pending_item_limit items, oldest first.
+        """
 
     def __init__(
         self,
@@ -1453,14 +1470,58 @@ class WorkingMemory(_message.Message):
         sections: _abc.Iterable[Global___SectionBody] | None = ...,
         estimated_tokens: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
+        pending_items: _abc.Iterable[Global___PendingItem] | None = ...,
+        pending_item_limit: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "create_time", b"create_time", "document", b"document", "estimated_tokens", b"estimated_tokens", "sections", b"sections", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "create_time", b"create_time", "document", b"document", "estimated_tokens", b"estimated_tokens", "pending_item_limit", b"pending_item_limit", "pending_items", b"pending_items", "sections", b"sections", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WorkingMemory: _TypeAlias = WorkingMemory  # noqa: Y015
+
+@_typing.final
+class PendingItem(_message.Message):
+    """An item a guard refused that the session keeps until its working memory holds it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SECTION_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    COMMIT_ID_FIELD_NUMBER: _builtins.int
+    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    section: _builtins.str
+    """The section it was meant for; empty for the overflow item, whose lines name their own
+    sections ("[Key Facts & Decisions] ...").
+    """
+    text: _builtins.str
+    """The refused text (at most 500 characters; the overflow item: one line per folded item)."""
+    source: _builtins.str
+    """Why it was refused: the guard that refused it ("key_facts", "bound", ...), or "overflow"
+    for the item that holds the oldest pending items beyond the bound.
+    """
+    commit_id: _builtins.str
+    """The commit whose Phase 2 refused it; empty for the overflow item."""
+    archive_id: _builtins.str
+    """That commit's archive; empty for the overflow item."""
+    def __init__(
+        self,
+        *,
+        section: _builtins.str = ...,
+        text: _builtins.str = ...,
+        source: _builtins.str = ...,
+        commit_id: _builtins.str = ...,
+        archive_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "commit_id", b"commit_id", "section", b"section", "source", b"source", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingItem: _TypeAlias = PendingItem  # noqa: Y015
 
 @_typing.final
 class Archive(_message.Message):

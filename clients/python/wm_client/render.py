@@ -187,7 +187,25 @@ def working_memory(memory: pb.WorkingMemory) -> RenderableType:
         body = section.body.strip()
         parts.append(Markdown(body) if body else Text("(empty)", style="dim"))
         parts.append(Text(""))
+    if memory.pending_items:
+        parts.append(pending_items(memory))
     return Group(*parts)
+
+
+def pending_items(memory: pb.WorkingMemory) -> RenderableType:
+    """What a guard refused and the working memory does not hold yet (latest version)."""
+    count = len(memory.pending_items)
+    table = Table(
+        title=f"Pending items: {count} of at most {memory.pending_item_limit}"
+        " (refused, offered to the model in the next update)",
+        title_justify="left",
+        box=None,
+    )
+    for column in ("section", "item", "refused by", "commit"):
+        table.add_column(column, overflow="fold")
+    for item in memory.pending_items:
+        table.add_row(item.section or "(several)", item.text, item.source, item.commit_id or "-")
+    return table
 
 
 # --- commit events --------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import structlog
 
 from wm_core import (
     DEFAULT_LIMITS,
+    MAX_PENDING_TOKENS,
     WmLimits,
     abstract_of,
     carry_pending,
@@ -92,6 +93,7 @@ class WorkerSettings:
     input: InputBudget = field(default_factory=InputBudget)
     limits: WmLimits = DEFAULT_LIMITS
     max_pending_items: int = 30  # refused items a session keeps for the next update
+    max_pending_tokens: int = MAX_PENDING_TOKENS  # what they may take in all
     max_chunks: int = 16  # chunks of one commit's input before its messages are cut
 
 
@@ -300,7 +302,11 @@ class Phase2Worker:
                 self._observer.tokens_used(kind, count)
             refused = refused_items(generation.decisions, job.archive_seq)
             pending, dropped = carry_pending(
-                data.pending, refused, generation.document, self._settings.max_pending_items
+                data.pending,
+                refused,
+                generation.document,
+                self._settings.max_pending_items,
+                self._settings.max_pending_tokens,
             )
             if dropped:
                 log.warning("phase2_pending_items_dropped", commit_id=job.commit_id, count=dropped)

@@ -127,6 +127,25 @@ class WorkingMemoryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingItemView:
+    """A pending item as a client reads it: with the commit whose Phase 2 refused it
+    (None for the overflow item, and for an item of an archive no longer stored)."""
+
+    item: PendingItem
+    commit_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingMemoryView:
+    """A working memory as GetWorkingMemory returns it: the latest version comes with the
+    session's pending items and their bound (0: not read, an older version)."""
+
+    record: WorkingMemoryRecord
+    pending: tuple[PendingItemView, ...] = ()
+    pending_limit: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimedJob:
     """A Phase 2 job this worker holds the lease of."""
 

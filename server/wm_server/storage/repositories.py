@@ -778,16 +778,26 @@ class PendingItemRepository(_Repository):
     """A session's pending items (wm_core.carry_pending decides them), in order."""
 
     async def of_session(self, sid: int) -> list[PendingItem]:
+        return [item for item, _ in await self.with_commits(sid)]
+
+    async def with_commits(self, sid: int) -> list[tuple[PendingItem, str | None]]:
+        """The items and the commit whose archive refused each (None: no archive, as for
+        the overflow item)."""
         rows = await self._conn.all(
-            "SELECT section, item, source, archive_seq FROM pending_items WHERE sid = :sid"
-            " ORDER BY batch, position",
+            "SELECT p.section, p.item, p.source, p.archive_seq, a.commit_id FROM pending_items p"
+            " LEFT JOIN archives a ON a.sid = p.sid AND a.seq = p.archive_seq"
+            " WHERE p.sid = :sid ORDER BY p.batch, p.position",
             {"sid": sid},
         )
-        return [PendingItem(str(a), str(b), str(c), int(d)) for a, b, c, d in rows]
+        return [
+            (PendingItem(str(a), str(b), str(c), int(d)), str(e) if e is not None else None)
+            for a, b, c, d, e in rows
+        ]
 
     def replacing(self, sid: int, batch: int, items: Sequence[PendingItem]) -> list[Write]:
         """The writes that make ``items`` the session's pending items; ``batch`` (the archive
-        of the completion) differs from every earlier one, so the new keys never collide
+        of a completion, minus the version for ApplyWorkingMemoryOps) differs from every
+        earlier one, so the new keys never collide
         with the rows deleted in the same statement."""
         writes = [Write("DELETE FROM pending_items WHERE sid = :sid", {"sid": sid})]
         if items:
