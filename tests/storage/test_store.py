@@ -380,7 +380,7 @@ async def test_wm_conflict_is_detected(services: Services) -> None:
     replayed, _ = await services.memory.apply("s", {"Current State": op}, 0, "w", "fp")
     assert replayed.version == 1  # the request id's stored outcome, not a second version
     assert await services.jobs.complete(job, 0, _completion("doc", (1,))) is None
-    assert (await services.memory.get("s", 0)).version == 1
+    assert (await services.memory.get("s", 0)).record.version == 1
 
 
 async def test_retry_and_coverage_of_failed_commits(services: Services) -> None:
