@@ -347,9 +347,9 @@ _ACKS: Final = (
 def generate(
     seed: int = 20261201,
     *,
-    users: int = 4,
-    sessions_per_user: int = 3,
-    facts_per_session: int = 6,
+    users: int = 6,
+    sessions_per_user: int = 4,
+    facts_per_session: int = 8,
     fillers_per_fact: int = 3,
     batches_per_session: int = 2,
 ) -> Dataset:
@@ -368,11 +368,14 @@ def generate(
                 area = rng.choice(_AREAS)[0]
                 for _ in range(rng.randint(1, fillers_per_fact)):
                     blocks.append(_filler(rng, ids, area))
-                kind = rng.choice(KINDS)
-                for _ in range(20):
+                asked = {q.text for q in questions}
+                for _ in range(50):  # a fact its user has not had, a question not yet asked
+                    kind = rng.choice(KINDS)
                     evidence, question = _slots(rng, kind, rng.randrange(_VARIANTS[kind]))
-                    if evidence not in seen and question not in {q.text for q in questions}:
+                    if evidence not in seen and question not in asked:
                         break
+                else:
+                    continue  # the templates are used up for this user: plant nothing
                 seen.add(evidence)
                 if rng.random() < 0.25:  # a fact the assistant states, e.g. a summary
                     blocks.append([Message(ids.next(), "user", "Summarize what we settled.")])

@@ -20,6 +20,7 @@ from typing import Final
 from bench.retrieval.generator import Dataset, Message, Question
 from wm_client import WmClient
 from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.app import start_application
 from wm_server.config import LlmProviderName, Settings
 
@@ -61,10 +62,19 @@ def rank_of(ranked: Sequence[str], evidence: Sequence[str]) -> int | None:
 # -- modes -------------------------------------------------------------------------------------
 
 
+async def _archives(
+    client: WmClient, question: Question, query: str, *, ranked: bool = False
+) -> list[str]:
+    """SearchArchives over every session of the question's user."""
+    found = await client.search_archives(
+        query, all_sessions=True, user_id=question.user, max_hits=MAX_HITS, ranked=ranked
+    )
+    return [hit.message_id for hit in found.hits]
+
+
 async def literal_question(client: WmClient, question: Question) -> list[str]:
     """Literal SearchArchives with the question as asked (what a tool call would send)."""
-    found = await client.search_archives(question.text, all_sessions=True, max_hits=MAX_HITS)
-    return [hit.message_id for hit in found.hits]
+    return await _archives(client, question, question.text)
 
 
 async def literal_keywords(client: WmClient, question: Question) -> list[str]:
@@ -73,11 +83,29 @@ async def literal_keywords(client: WmClient, question: Question) -> list[str]:
     for a natural question."""
     matched: dict[str, int] = {}
     for word in keywords(question.text):
-        found = await client.search_archives(word, all_sessions=True, max_hits=MAX_HITS)
-        for hit in found.hits:
-            matched[hit.message_id] = matched.get(hit.message_id, 0) + 1
+        for message_id in await _archives(client, question, word):
+            matched[message_id] = matched.get(message_id, 0) + 1
     order = {message_id: n for n, message_id in enumerate(matched)}
     return sorted(matched, key=lambda m: (-matched[m], order[m]))
+
+
+async def ranked_archives(client: WmClient, question: Question) -> list[str]:
+    """Ranked SearchArchives (BM25) with the question as asked."""
+    return await _archives(client, question, question.text, ranked=True)
+
+
+async def memories(client: WmClient, question: Question) -> list[str]:
+    """SearchMemories of the question's user with the question as asked; a memory counts
+    as the evidence when one of its sources is an evidence message (else it stands for
+    itself, by its id)."""
+    found = await client.search_memories(
+        question.text, owner=api.MemoryOwner(user_id=question.user), limit=MAX_HITS
+    )
+    ranked: list[str] = []
+    for hit in found.hits:
+        sources = [m for source in hit.memory.sources for m in source.message_ids]
+        ranked.append(next((m for m in sources if m in question.evidence), hit.memory.memory_id))
+    return ranked
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +130,20 @@ MODES: Final[tuple[Mode, ...]] = (
         "stop words dropped; messages ranked by the number of keywords they contain; "
         f"each call returns at most {MAX_HITS} hits",
     ),
+    Mode(
+        "ranked",
+        "ranked SearchArchives (BM25), the question as query",
+        ranked_archives,
+        "SEARCH_MODE_RANKED over every session of the user: SQLite FTS5 bm25, PostgreSQL "
+        "ts_rank_cd",
+    ),
+)
+MEMORY_MODE: Final = Mode(
+    "memories",
+    "SearchMemories, the question as query",
+    memories,
+    "the user's memories as Phase 2 extracted them from the archives (offline provider); a "
+    "hit is the evidence when one of its sources is an evidence message",
 )
 
 
@@ -143,6 +185,7 @@ async def ingest(client: WmClient, dataset: Dataset) -> int:
     """Every session's batches, each added and committed; the number of commits completed."""
     completed = 0
     for session in dataset.sessions:
+        await client.create_session(session.id, user_id=session.user)
         for batch in session.batches:
             await client.add_messages(
                 session.id, [_to_proto(m) for m in batch], create_session_if_missing=True
@@ -184,11 +227,22 @@ def settings(data_dir: Path, database_url: str | None = None) -> Settings:
     return Settings(**values)  # type: ignore[arg-type]
 
 
+async def extracted_memories(client: WmClient, dataset: Dataset) -> int:
+    """How many memories Phase 2 extracted for the dataset's users (none: memory search
+    cannot be measured honestly, memories stored by a call would not be extraction)."""
+    total = 0
+    for user in dataset.users():
+        listed = await client.list_memories(owner=api.MemoryOwner(user_id=user), page_size=1000)
+        total += len(listed.memories)
+    return total
+
+
 @dataclass(slots=True)
 class Run:
     engine: str
     commits: int
     outcomes: list[Outcome]
+    memories: int = 0  # extracted by Phase 2; memory search is measured only when > 0
 
 
 async def run(
@@ -200,7 +254,10 @@ async def run(
         try:
             async with WmClient(app.address) as client:
                 commits = await ingest(client, dataset)
+                extracted = await extracted_memories(client, dataset)
+                if extracted and MEMORY_MODE not in modes:
+                    modes = (*modes, MEMORY_MODE)
                 outcomes = await evaluate(client, dataset, modes)
         finally:
             await app.stop(grace=0.5)
-    return Run("postgresql" if database_url else "sqlite", commits, outcomes)
+    return Run("postgresql" if database_url else "sqlite", commits, outcomes, extracted)

@@ -24,7 +24,16 @@ def table(result: Run) -> str:
         cells += [_pct(outcome.recall(KS[-1], kind)) for kind in KINDS]
         cells += [f"{missed}/{len(outcome.ranks)}"]
         rows.append("| " + " | ".join(cells) + " |")
+    if not result.memories:
+        rows.append(f"\n{NO_MEMORIES}")
     return "\n".join(rows)
+
+
+NO_MEMORIES = (
+    "SearchMemories: not measurable yet. Phase 2 extracted no memory from these archives "
+    "(memory extraction is not part of this build), and memories stored with CreateMemory "
+    "from the planted facts would measure the search on its answers, not on extraction."
+)
 
 
 def markdown(dataset: Dataset, result: Run, command: str) -> str:

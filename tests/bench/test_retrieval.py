@@ -38,7 +38,7 @@ def test_the_generator_is_deterministic_and_plants_one_question_per_fact() -> No
     assert [m for s in one.sessions for m in s.messages] == [
         m for s in two.sessions for m in s.messages
     ]
-    assert one.questions == two.questions and len(one.questions) == 2 * 2 * 6
+    assert one.questions == two.questions and len(one.questions) == 2 * 2 * 8
     said = {m.id: m.text for s in one.sessions for m in s.messages}
     for question in one.questions:
         (evidence,) = question.evidence
