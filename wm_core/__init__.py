@@ -54,7 +54,12 @@ Session rules
 Long-term memory
     :class:`MemoryRecord` (of a :class:`MemoryType`, :data:`MEMORY_TYPES`), :class:`MemoryOp`
     (:class:`MemoryOpKind`), :class:`MemoryPlan` (one :class:`MemoryDecision` per op, by
-    :class:`MemoryVerdict`).
+    :class:`MemoryVerdict`); :data:`MEMORY_TOOL` (:data:`MAX_MEMORY_OPS`,
+    :data:`MAX_MEMORY_TEXT_CHARS`), :func:`validate_memory_arguments`,
+    :func:`parse_memory_ops` (:class:`ParsedMemoryOps`); :func:`guard_memory_ops` (by
+    :func:`normalize_memory_text`, :func:`retire_supported` and :func:`missing_anchors`, the
+    engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
+    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`).
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -85,8 +90,12 @@ from wm_core._document.sections import (
     TASK_GOALS,
     canonical_name,
 )
+from wm_core._document.sentences import sentences, stamp_date
 from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits
+from wm_core._guards.key_facts import missing_anchors
 from wm_core._guards.pending import PendingItem, carry_pending, pending_reminder, refused_items
+from wm_core._memory.extract import archive_text, extract_memories
+from wm_core._memory.guard import guard_memory_ops, normalize_memory_text, retire_supported
 from wm_core._memory.model import (
     MEMORY_TYPES,
     MemoryDecision,
@@ -96,6 +105,14 @@ from wm_core._memory.model import (
     MemoryRecord,
     MemoryType,
     MemoryVerdict,
+)
+from wm_core._memory.tool import (
+    MAX_MEMORY_OPS,
+    MAX_MEMORY_TEXT_CHARS,
+    MEMORY_TOOL,
+    ParsedMemoryOps,
+    parse_memory_ops,
+    validate_memory_arguments,
 )
 from wm_core._merge import MergeResult, bound_document, merge
 from wm_core._messages import (
@@ -165,6 +182,9 @@ __all__ = [
     "FILES_CONTEXT",
     "KEEP",
     "KEY_FACTS",
+    "MAX_MEMORY_OPS",
+    "MAX_MEMORY_TEXT_CHARS",
+    "MEMORY_TOOL",
     "MEMORY_TYPES",
     "OPEN_ISSUES",
     "RECALL_TOOLS",
@@ -195,6 +215,7 @@ __all__ = [
     "OutputFormat",
     "OutputKind",
     "ParsedDocument",
+    "ParsedMemoryOps",
     "ParsedOps",
     "Part",
     "PendingItem",
@@ -210,6 +231,7 @@ __all__ = [
     "WmLimits",
     "abstract_of",
     "anthropic_json",
+    "archive_text",
     "assemble",
     "bound_document",
     "bullet_items",
@@ -221,6 +243,8 @@ __all__ = [
     "detect_format",
     "estimate_tokens",
     "externalize",
+    "extract_memories",
+    "guard_memory_ops",
     "idle_due",
     "is_request",
     "is_working_memory",
@@ -228,10 +252,13 @@ __all__ = [
     "line_count",
     "merge",
     "message_tokens",
+    "missing_anchors",
     "normalize_creation",
+    "normalize_memory_text",
     "output_ids",
     "parse_document",
     "parse_document_detailed",
+    "parse_memory_ops",
     "parse_tool_arguments",
     "pending_delta",
     "pending_reminder",
@@ -240,8 +267,11 @@ __all__ = [
     "references",
     "refused_items",
     "render_document",
+    "retire_supported",
     "section_reminders",
+    "sentences",
     "split_boundary",
+    "stamp_date",
     "synopsis",
     "system_prompt_addition",
     "threshold_trigger",
@@ -249,5 +279,6 @@ __all__ = [
     "turn_aligned",
     "turn_start",
     "validate_create_arguments",
+    "validate_memory_arguments",
     "validate_update_arguments",
 ]
