@@ -56,7 +56,8 @@ Long-term memory
     (:class:`MemoryOpKind`), :class:`MemoryPlan` (one :class:`MemoryDecision` per op, by
     :class:`MemoryVerdict`); :data:`MEMORY_TOOL` (:data:`MAX_MEMORY_OPS`,
     :data:`MAX_MEMORY_TEXT_CHARS`), :func:`validate_memory_arguments`,
-    :func:`parse_memory_ops` (:class:`ParsedMemoryOps`); :func:`guard_memory_ops` (by
+    :func:`parse_memory_ops` (:class:`ParsedMemoryOps`) and back, :func:`memory_tool_arguments`
+    (:func:`memory_op_arguments`); :func:`guard_memory_ops` (by
     :func:`normalize_memory_text`, :func:`retire_supported` and :func:`missing_anchors`, the
     engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
     extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`).
@@ -111,6 +112,8 @@ from wm_core._memory.tool import (
     MAX_MEMORY_TEXT_CHARS,
     MEMORY_TOOL,
     ParsedMemoryOps,
+    memory_op_arguments,
+    memory_tool_arguments,
     parse_memory_ops,
     validate_memory_arguments,
 )
@@ -250,6 +253,8 @@ __all__ = [
     "is_working_memory",
     "item_key",
     "line_count",
+    "memory_op_arguments",
+    "memory_tool_arguments",
     "merge",
     "message_tokens",
     "missing_anchors",

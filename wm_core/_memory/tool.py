@@ -63,7 +63,7 @@ _OP_SCHEMA: Final[dict[str, Any]] = {
             "description": (
                 "One self-contained statement, in the third person, that still makes sense "
                 "outside this conversation. Keep every name, date and number of the texts it "
-                "replaces. Required except for RETIRE."
+                "replaces. At most 500 characters. Required except for RETIRE."
             ),
         },
         "fields": {
@@ -351,3 +351,29 @@ def parse_memory_ops(raw: object) -> ParsedMemoryOps:
         return _read(raw)
     except Exception as exc:  # the last line of defence: a bad answer must not fail a commit
         return ParsedMemoryOps((), (f"arguments could not be read ({type(exc).__name__})",))
+
+
+def memory_op_arguments(op: MemoryOp) -> dict[str, Any]:
+    """One op in the tool's shape (what a model would send for it), only what is set."""
+    entry: dict[str, Any] = {"op": op.kind.name}
+    if op.type is not None:
+        entry["type"] = op.type.value
+    if op.text:
+        entry["text"] = op.text
+    if op.fields:
+        entry["fields"] = [{"name": k, "value": v} for k, v in op.fields.items()]
+    if op.event_time:
+        entry["event_time"] = op.event_time
+    if op.target_ids:
+        entry["target_ids"] = list(op.target_ids)
+    if op.reason:
+        entry["reason"] = op.reason
+    if op.source_message_ids:
+        entry["source_message_ids"] = list(op.source_message_ids)
+    return entry
+
+
+def memory_tool_arguments(ops: Sequence[MemoryOp]) -> dict[str, Any]:
+    """``ops`` as the arguments of an ``update_memories`` call; ``parse_memory_ops`` reads
+    them back to the same ops."""
+    return {"ops": [memory_op_arguments(op) for op in ops]}

@@ -17,6 +17,10 @@ What it extracts, from the messages alone:
 - Open Issues: user questions no later assistant text answers, trailing assistant questions,
   and TODO-like lines.
 
+Long-term memories come from ``wm_core.extract_memories`` (explicit preferences, identity,
+decisions with their reasons, dated events, named entities), sent as the memory tool's
+arguments so they are read and guarded like a model's.
+
 Everything is plain string processing: the same messages always give the same answer.
 """
 
@@ -44,8 +48,10 @@ from wm_core import (
     ToolResultPart,
     ToolUsePart,
     bullet_items,
+    extract_memories,
     is_working_memory,
     item_key,
+    memory_tool_arguments,
     parse_document,
     references,
     sentences,
@@ -53,6 +59,7 @@ from wm_core import (
 from wm_server.llm.paths import PathSpellings, is_workdir_key
 from wm_server.llm.port import (
     CreateRequest,
+    MemoryRequest,
     ModelReply,
     RepairRequest,
     UpdateRequest,
@@ -765,6 +772,12 @@ class OfflineProvider:
         bodies = create_bodies(request.messages, request.context_document)
         return ModelReply(
             creation_arguments(bodies), "tool_use", Usage(llm_calls=1), model=self.model
+        )
+
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        ops = extract_memories(request.messages, request.existing, request.pending)
+        return ModelReply(
+            memory_tool_arguments(ops), "tool_use", Usage(llm_calls=1), model=self.model
         )
 
     async def aclose(self) -> None:
