@@ -54,11 +54,12 @@ Session rules
 Long-term memory
     :class:`MemoryRecord` (of a :class:`MemoryType`, :data:`MEMORY_TYPES`), :class:`MemoryOp`
     (:class:`MemoryOpKind`), :class:`MemoryPlan` (one :class:`MemoryDecision` per op, by
-    :class:`MemoryVerdict`); :data:`MEMORY_TOOL` (:data:`MAX_MEMORY_OPS`,
+    :class:`MemoryVerdict`); :func:`fold_text` (the one case-insensitive comparison),
+    :func:`memory_key` (when two memory texts are duplicates); :data:`MEMORY_TOOL` (:data:`MAX_MEMORY_OPS`,
     :data:`MAX_MEMORY_TEXT_CHARS`), :func:`validate_memory_arguments`,
     :func:`parse_memory_ops` (:class:`ParsedMemoryOps`) and back, :func:`memory_tool_arguments`
     (:func:`memory_op_arguments`); :func:`guard_memory_ops` (by
-    :func:`normalize_memory_text`, :func:`retire_supported` and :func:`missing_anchors`, the
+    :func:`memory_key`, :func:`retire_supported` and :func:`missing_anchors`, the
     engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
     extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`).
 Tool outputs
@@ -96,7 +97,7 @@ from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits
 from wm_core._guards.key_facts import missing_anchors
 from wm_core._guards.pending import PendingItem, carry_pending, pending_reminder, refused_items
 from wm_core._memory.extract import archive_text, extract_memories
-from wm_core._memory.guard import guard_memory_ops, normalize_memory_text, retire_supported
+from wm_core._memory.guard import guard_memory_ops, retire_supported
 from wm_core._memory.model import (
     MEMORY_TYPES,
     MemoryDecision,
@@ -106,6 +107,8 @@ from wm_core._memory.model import (
     MemoryRecord,
     MemoryType,
     MemoryVerdict,
+    fold_text,
+    memory_key,
 )
 from wm_core._memory.tool import (
     MAX_MEMORY_OPS,
@@ -247,19 +250,20 @@ __all__ = [
     "estimate_tokens",
     "externalize",
     "extract_memories",
+    "fold_text",
     "guard_memory_ops",
     "idle_due",
     "is_request",
     "is_working_memory",
     "item_key",
     "line_count",
+    "memory_key",
     "memory_op_arguments",
     "memory_tool_arguments",
     "merge",
     "message_tokens",
     "missing_anchors",
     "normalize_creation",
-    "normalize_memory_text",
     "output_ids",
     "parse_document",
     "parse_document_detailed",

@@ -39,8 +39,8 @@ from typing import Final
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._guards.key_facts import missing_anchors
 from wm_core._guards.pending import PendingItem
-from wm_core._memory.guard import normalize_memory_text, retire_supported
-from wm_core._memory.model import MemoryOp, MemoryOpKind, MemoryRecord, MemoryType
+from wm_core._memory.guard import retire_supported
+from wm_core._memory.model import MemoryOp, MemoryOpKind, MemoryRecord, MemoryType, memory_key
 from wm_core._memory.tool import MAX_MEMORY_TEXT_CHARS
 from wm_core._messages import Message, Role
 
@@ -253,13 +253,13 @@ _SUBJECT_STOP: Final = frozenset(_SUBJECT_STOP_TEXT.split())
 
 def subject_words(text: str) -> frozenset[str]:
     """The content words a subject is compared by (normalized, cut to six characters)."""
-    words = re.findall(r"[\w'.\-]+", normalize_memory_text(text))
+    words = re.findall(r"[\w'.\-]+", memory_key(text))
     return frozenset(w.strip(".'-")[:6] for w in words if w.strip(".'-") not in _SUBJECT_STOP)
 
 
 def _same_subject(a: str, b: str) -> bool:
     """Subjects match when they are equal, or share at least half of their words."""
-    if normalize_memory_text(a) == normalize_memory_text(b):
+    if memory_key(a) == memory_key(b):
         return True
     left, right = subject_words(a), subject_words(b)
     if not left or not right:
@@ -401,7 +401,7 @@ def _classify(
         if relative is not None:  # a relative date is only kept as the absolute one
             text = f"{text[: relative.start()]}on {when}{text[relative.end() :]}"
         body = third_person(text)
-        return MemoryType.EVENT, _finish(body), normalize_memory_text(text), {}, when
+        return MemoryType.EVENT, _finish(body), memory_key(text), {}, when
     return None
 
 
@@ -510,7 +510,7 @@ def extract_memories(
         if old is None or old.id in retired:
             ops.append(create)
             continue
-        if normalize_memory_text(old.text) == normalize_memory_text(candidate.text):
+        if memory_key(old.text) == memory_key(candidate.text):
             continue  # already remembered as it is
         reason = f"the user said: {_clean(candidate.source)}"
         if missing_anchors(old.text, candidate.text):

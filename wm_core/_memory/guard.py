@@ -10,12 +10,12 @@ The rules, each deterministic and each yielding a :class:`MemoryDecision`:
   (so the conversation is about the same thing), and at least half of the reason's keys do
   too (so the reason comes from the conversation, not from the model's imagination). A key is
   a word of three or more letters or digits outside the anchor stopwords, compared by its
-  first six characters after :func:`normalize_memory_text` ("prefers" meets "preferred").
+  first six characters after ``memory_key`` ("prefers" meets "preferred").
 - **UPDATE keeps the facts.** The new text must keep every name, date and number the old
   text had (the engine's lexical anchors, ``missing_anchors``); a changed fact is a RETIRE of
   the old memory and a CREATE of the new one, so the old fact stays in history with a reason.
 - **MERGE keeps every anchor** of every merged text, and needs two distinct known ids.
-- **Duplicates.** A CREATE whose normalized text equals an existing memory's is
+- **Duplicates.** A CREATE whose text has the same ``memory_key`` as an existing memory's is
   DEDUPLICATED: nothing is created, the decision names the memory it is already in; two
   equal CREATEs of one batch collapse into the first (their sources joined). An UPDATE that
   does not change the normalized text is DEDUPLICATED too (nothing to store).
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Final
@@ -38,6 +37,7 @@ from wm_core._memory.model import (
     MemoryPlan,
     MemoryRecord,
     MemoryVerdict,
+    memory_key,
 )
 
 _WORD: Final = re.compile(r"\w{3,}")
@@ -50,14 +50,8 @@ _FILLER_TEXT: Final = (
 _FILLER: Final = frozenset(_FILLER_TEXT.split())
 
 
-def normalize_memory_text(text: str) -> str:
-    """The form two memory texts are compared in: NFKC, case-folded, whitespace collapsed."""
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    return " ".join(folded.split())
-
-
 def _keys(text: str) -> set[str]:
-    words = _WORD.findall(normalize_memory_text(text))
+    words = _WORD.findall(memory_key(text))
     return {
         word[:_STEM_CHARS]
         for word in words
@@ -77,7 +71,7 @@ def retire_supported(memory: MemoryRecord, reason: str, archive_text: str) -> st
     """Why the archive does not back retiring ``memory`` for ``reason`` (None when it does)."""
     if not reason.strip():
         return "a RETIRE needs a reason"
-    archive = normalize_memory_text(archive_text)
+    archive = memory_key(archive_text)
     if not _covered(_keys(memory.text), archive):
         return "the archive does not mention what the memory is about; nothing contradicts it"
     if not _covered(_keys(reason), archive):
@@ -88,7 +82,7 @@ def retire_supported(memory: MemoryRecord, reason: str, archive_text: str) -> st
 class _Guard:
     def __init__(self, existing: Sequence[MemoryRecord], archive_text: str) -> None:
         self.by_id = {memory.id: memory for memory in existing}
-        self.by_text = {normalize_memory_text(m.text): m for m in existing}
+        self.by_text = {memory_key(m.text): m for m in existing}
         self.archive_text = archive_text
         self.touched: dict[str, int] = {}  # memory id → the op that changed it
         self.created: dict[str, int] = {}  # normalized text → index in ``ops``
@@ -122,7 +116,7 @@ class _Guard:
         if op.type is None or not op.text.strip():
             self.decide(index, op, MemoryVerdict.REFUSED, "a CREATE needs a type and a text")
             return
-        key = normalize_memory_text(op.text)
+        key = memory_key(op.text)
         same = self.by_text.get(key)
         if same is not None:
             self.decide(index, op, MemoryVerdict.DEDUPLICATED, f"already remembered as {same.id}")
@@ -145,7 +139,7 @@ class _Guard:
             self.decide(index, op, MemoryVerdict.REFUSED, "an UPDATE needs one target and a text")
             return
         old = found[0]
-        if normalize_memory_text(op.text) == normalize_memory_text(old.text):
+        if memory_key(op.text) == memory_key(old.text):
             self.decide(index, op, MemoryVerdict.DEDUPLICATED, f"{old.id} already says this")
             return
         lost = missing_anchors(old.text, op.text)

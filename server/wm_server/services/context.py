@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble, output_ids
+from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble, fold_text, output_ids
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq, message_bytes
@@ -20,6 +21,8 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
     archive_name,
 )
+from wm_server.storage.text_index import query_words
+from wm_server.storage.unit_of_work import UnitOfWork
 from wm_server.tenancy import current_tenant
 
 MAX_BUDGET = 10_000_000
@@ -144,20 +147,59 @@ class ContextService:
         archive_id: str,
         max_hits: int,
         all_sessions: bool,
+        user_id: str = "",
+        agent_id: str = "",
     ) -> tuple[list[tuple[SearchMatch, str]], int]:
+        """Archived messages that contain the literal, folded (``Literal``)."""
         needle, limit = search_terms(query, max_hits)
         sid = None if all_sessions else validation.session_id(session_id)
         seq = archive_seq(archive_id) if archive_id else None
-        folded = needle.casefold()
+        literal = Literal.of(needle, json_rows=True)
 
         def matches(message: Message) -> bool:
-            return any(folded in chunk.casefold() for chunk in searchable_text(message))
+            return any(literal.folded in fold_text(c) for c in searchable_text(message))
 
-        prefilter = None
-        if needle.isascii() and not (_JSON_ESCAPED & set(needle)) and needle.isprintable():
-            prefilter = needle.lower()
-        found, total = await self._search(sid, seq, matches, prefilter, limit)
-        return [(m, snippet(m.message, folded)) for m in found], total
+        found, total = await self._search(
+            sid, seq, matches, literal.prefilter, limit, owners(user_id, agent_id)
+        )
+        return [(m, snippet(m.message, literal)) for m in found], total
+
+    async def ranked(
+        self,
+        session_id: str,
+        query: str,
+        archive_id: str,
+        max_hits: int,
+        all_sessions: bool,
+        user_id: str = "",
+        agent_id: str = "",
+    ) -> tuple[list[tuple[SearchMatch, str]], int]:
+        """Archived messages ranked by BM25 against the query's words (the full-text index),
+        best first, newest first among equal scores."""
+        needle, limit = search_terms(query, max_hits)
+        sid = None if all_sessions else validation.session_id(session_id)
+        seq = archive_seq(archive_id) if archive_id else None
+        scope = owners(user_id, agent_id)
+        words = query_words(needle)
+        out: list[tuple[SearchMatch, str]] = []
+        async with self._db.scanner() as uow:
+            sessions = await self._sessions(uow, sid, scope)
+            names = dict(sessions)
+            found, total = await uow.archives.ranked(list(names), words, seq, limit)
+            for key, number, position, score in found:
+                (item,) = await uow.messages.between(key, position, position, 1)
+                match = SearchMatch(names[key], number, item.message, score)
+                out.append((match, ranked_snippet(item.message, words)))
+        return out, total
+
+    async def _sessions(
+        self, uow: UnitOfWork, session_id: str | None, scope: tuple[str | None, str | None]
+    ) -> list[tuple[int, str]]:
+        """(key, name) of the one session, or of every session of the tenant (of one user or
+        agent, when ``scope`` names one)."""
+        if session_id is not None:
+            return [((await find_session(uow, session_id)).sid, session_id)]
+        return await uow.sessions.keys(current_tenant(), *scope)
 
     async def _uncovered(
         self, session_id: str
@@ -191,17 +233,14 @@ class ContextService:
         matches: Callable[[Message], bool],
         prefilter: str | None,
         limit: int,
+        scope: tuple[str | None, str | None] = (None, None),
     ) -> tuple[list[SearchMatch], int]:
         """Archived messages that match, newest archive first, then in message order;
         ``prefilter`` is a lowercase literal the raw row must contain."""
         found: list[SearchMatch] = []
         total = 0
         async with self._db.scanner() as uow:
-            if session_id is not None:
-                sessions = [((await find_session(uow, session_id)).sid, session_id)]
-            else:
-                sessions = await uow.sessions.keys(current_tenant())
-            for sid, name in sessions:
+            for sid, name in await self._sessions(uow, session_id, scope):
                 for seq, first, last in await uow.archives.listing(sid, archive_seq):
                     for message in await uow.messages.containing(sid, first, last, prefilter):
                         if matches(message):
@@ -209,6 +248,41 @@ class ContextService:
                             if len(found) < limit:
                                 found.append(SearchMatch(name, seq, message))
         return found, total
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A literal as every literal search compares it: folded (``wm_core.fold_text``), with
+    the ASCII text rows may be prefiltered by in the database (None: no prefilter)."""
+
+    folded: str
+    prefilter: str | None
+
+    @classmethod
+    def of(cls, needle: str, *, json_rows: bool) -> Literal:
+        folded = fold_text(needle)
+        usable = folded.isascii() and folded.isprintable()
+        if json_rows:  # rows hold JSON, where quotes and backslashes are escaped
+            usable = usable and not (_JSON_ESCAPED & set(folded))
+        return cls(folded, folded if usable else None)
+
+    def find(self, text: str) -> tuple[int, int] | None:
+        """(start, length) in ``text`` of the first match, or None: found on the folded text,
+        then mapped back character by character (folding may change lengths: "ß" is "ss")."""
+        folded = fold_text(text)
+        at = folded.find(self.folded)
+        if at < 0:
+            return None
+        if len(folded) == len(text):
+            return at, len(self.folded)
+        start, seen = -1, 0
+        for index, char in enumerate(text):
+            if start < 0 and seen + len(fold_text(char)) > at:
+                start = index
+            seen += len(fold_text(char))
+            if start >= 0 and seen >= at + len(self.folded):
+                return start, index + 1 - start
+        return max(start, 0), len(text) - max(start, 0)
 
 
 def search_terms(query: str, max_hits: int) -> tuple[str, int]:
@@ -224,12 +298,21 @@ def search_terms(query: str, max_hits: int) -> tuple[str, int]:
     return needle, min(max_hits or DEFAULT_HITS, MAX_HITS)
 
 
-def centred(text: str, at: int, width: int) -> str:
-    """At most SNIPPET characters of ``text`` centred on the match at ``at`` of ``width``."""
-    if len(text) <= SNIPPET:
+def centred(text: str, at: int, width: int, size: int = SNIPPET) -> str:
+    """At most ``size`` characters of ``text`` centred on the match at ``at`` of ``width``."""
+    if len(text) <= size:
         return text
-    start = max(0, min(at + width // 2 - SNIPPET // 2, len(text) - SNIPPET))
-    return text[start : start + SNIPPET]
+    start = max(0, min(at + width // 2 - size // 2, len(text) - size))
+    return text[start : start + size]
+
+
+def owners(user_id: str, agent_id: str) -> tuple[str | None, str | None]:
+    """The (user, agent) a search over all sessions is restricted to (None: any)."""
+    validation.owner_id(user_id, "user_id")
+    validation.owner_id(agent_id, "agent_id")
+    if user_id and agent_id:
+        raise invalid("agent_id", "not together with user_id", "CONFLICT")
+    return user_id or None, agent_id or None
 
 
 class _Pointers(Mapping[str, str]):
@@ -261,13 +344,22 @@ class _Pointers(Mapping[str, str]):
         return sum(1 for _ in self)
 
 
-def snippet(message: Message, folded: str) -> str:
+def snippet(message: Message, literal: Literal) -> str:
     """At most 1,500 characters of the first chunk that matches, centred on the match."""
     for chunk in searchable_text(message):
-        at = chunk.casefold().find(folded)
-        if at >= 0:
-            return centred(chunk, at, len(folded))
+        found = literal.find(chunk)
+        if found is not None:
+            return centred(chunk, *found)
     return ""
+
+
+def ranked_snippet(message: Message, words: Sequence[str]) -> str:
+    """At most 1,500 characters of the message's text around its first word of the query."""
+    text = " ".join(searchable_text(message))
+    lowered = text.lower()
+    found = [(at, len(w)) for w in words if (at := lowered.find(w)) >= 0]
+    at, width = min(found) if found else (0, 0)
+    return centred(text, at, width)
 
 
 ARCHIVE_EXPAND: dict[str, Any] = {

@@ -30,8 +30,9 @@ import structlog
 
 from wm_server.errors import ServiceError, StorageFull, StorageUnavailable
 from wm_server.storage.database import Connection, Database, Dialect, Kind, positional
-from wm_server.storage.schema_sqlite import MIGRATIONS
+from wm_server.storage.schema_sqlite import MESSAGE_TEXT, MIGRATIONS
 from wm_server.storage.statements import Params, Row
+from wm_server.storage.text_index import Fts5Index
 
 T = TypeVar("T")
 log = structlog.get_logger("wm_server.storage.sqlite")
@@ -63,8 +64,11 @@ DIALECT = Dialect(
     commit_order="c.rowid",
     in_list=_in_list,
     contains="instr(lower({column}), :{param}) > 0",
+    non_ascii="length(CAST({column} AS BLOB)) <> length({column})",
     lock_key=None,  # writers are serialized already
     round_trips=False,
+    text_index=Fts5Index(),
+    message_text=MESSAGE_TEXT,
 )
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}

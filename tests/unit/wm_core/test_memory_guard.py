@@ -9,8 +9,8 @@ from wm_core import (
     MemoryType,
     MemoryVerdict,
     guard_memory_ops,
+    memory_key,
     missing_anchors,
-    normalize_memory_text,
 )
 
 EXISTING = (
@@ -27,9 +27,9 @@ def _verdicts(plan_decisions: object) -> list[tuple[int, MemoryVerdict]]:
     return [(d.op_index, d.verdict) for d in plan_decisions]  # type: ignore[attr-defined]
 
 
-def test_normalize_folds_case_width_ligatures_and_whitespace() -> None:
-    assert normalize_memory_text("  Uses  ＳＴＲＡＳＳＥ\tand ﬁle ") == "uses strasse and file"
-    assert normalize_memory_text("Straße") == normalize_memory_text("STRASSE")
+def test_duplicates_are_judged_by_the_one_memory_key() -> None:
+    assert memory_key("  Uses  ＳＴＲＡＳＳＥ\tand ﬁle ") == "uses strasse and file"
+    assert memory_key("Straße.") == memory_key("STRASSE")
 
 
 def test_missing_anchors_are_the_names_dates_and_numbers_a_rewrite_lost() -> None:
