@@ -134,6 +134,9 @@ class Settings(BaseSettings):
     working_memory_key_facts_max_tokens: Annotated[int, Field(ge=200)] = 4_000
     # Refused items a session keeps (shown in the next update prompt); the oldest go first.
     phase2_max_pending_items: Annotated[int, Field(ge=0, le=1_000)] = 30
+    # Long-term memory extraction after each working memory (issue 20); false turns it off
+    # for every session, whatever its SessionConfig.memory_extraction says.
+    memory_extraction: bool = True
     heartbeat_seconds: Seconds = 10.0
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
