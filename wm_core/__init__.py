@@ -141,6 +141,7 @@ from wm_core._ops.schema import (
 from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 from wm_core._session import (
     DEFAULT_AUTO_KEEP,
+    MEMORY_TOOLS,
     RECALL_TOOLS,
     SYNOPSIS_MAX_CHARS,
     AssembledContext,
@@ -191,6 +192,7 @@ __all__ = [
     "MAX_MEMORY_OPS",
     "MAX_MEMORY_TEXT_CHARS",
     "MEMORY_TOOL",
+    "MEMORY_TOOLS",
     "MEMORY_TYPES",
     "OPEN_ISSUES",
     "RECALL_TOOLS",

@@ -5,17 +5,31 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble, fold_text, output_ids
+from wm_core import (
+    MEMORY_TYPES,
+    UPDATE_TOOL,
+    AssembledContext,
+    Message,
+    Role,
+    TextPart,
+    assemble,
+    estimate_tokens,
+    fold_text,
+    is_request,
+    output_ids,
+)
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq, message_bytes
+from wm_server.services.memories import MemoryService, epoch_to_iso
 from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
+    MemoryRow,
     SearchMatch,
     StoredMessage,
     WorkingMemoryRecord,
@@ -87,10 +101,72 @@ class MessageCache:
             self._weight -= self._weight_of(old)
 
 
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """AssembleContext's recall of memories (validated by ``recall_options``)."""
+
+    token_budget: int = 1000
+    max_memories: int = 8
+
+
+DEFAULT_RECALL_TOKENS = 1000
+MAX_RECALL_TOKENS = 8000
+MIN_RECALL_TOKENS = 50
+DEFAULT_RECALLED = 8
+
+
+def recall_options(enabled: bool, token_budget: int, max_memories: int) -> Recall | None:
+    if not enabled:
+        return None
+    tokens = token_budget or DEFAULT_RECALL_TOKENS
+    if not MIN_RECALL_TOKENS <= tokens <= MAX_RECALL_TOKENS:
+        raise invalid(
+            "memory_recall.token_budget",
+            f"must be {MIN_RECALL_TOKENS}-{MAX_RECALL_TOKENS:,}",
+            "OUT_OF_RANGE",
+        )
+    if max_memories < 0:
+        raise invalid("memory_recall.max_memories", "must not be negative", "OUT_OF_RANGE")
+    return Recall(tokens, min(max_memories or DEFAULT_RECALLED, 50))
+
+
+RECALL_HEADING = "## Relevant memories (long-term, from earlier sessions; newer messages win)"
+
+
+def recall_block(rows: Sequence[MemoryRow], budget: int) -> tuple[str, list[str]]:
+    """The memories as a Markdown block within ``budget`` tokens, best first; and the ids
+    it holds (none fit: an empty block)."""
+    lines = [RECALL_HEADING]
+    ids: list[str] = []
+    for row in rows:
+        dated = epoch_to_iso(row.event_time)
+        when = f" ({dated[:10]})" if dated else ""
+        line = f"- [{row.type}] {row.text}{when} (memory {row.memory_id})"
+        if estimate_tokens("\n".join([*lines, line])) > budget:
+            break
+        lines.append(line)
+        ids.append(row.memory_id)
+    return ("\n".join(lines), ids) if ids else ("", [])
+
+
+def newest_request(messages: Sequence[Message]) -> str:
+    """The text of the newest user request (what recall ranks memories against)."""
+    for message in reversed(messages):
+        if message.role is Role.USER and is_request(message):
+            return " ".join(p.text for p in message.parts if isinstance(p, TextPart))
+    return ""
+
+
 class ContextService:
-    def __init__(self, database: Database, cache: MessageCache | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        cache: MessageCache | None = None,
+        memories: MemoryService | None = None,
+    ) -> None:
         self._db = database
         self._cache = cache or MessageCache()
+        self._memories = memories or MemoryService(database)
 
     async def assemble(
         self,
@@ -99,6 +175,8 @@ class ContextService:
         system_prompt: str,
         with_json: bool = False,
         tools: Sequence[str] | None = None,
+        recall: Recall | None = None,
+        recalled: list[str] | None = None,
     ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int], int]:
         """The context, the WM it includes, the uncovered archives and the budget used: the
         asked one, or less when that context would not fit in one response (a 10M-token
@@ -121,10 +199,19 @@ class ContextService:
         wm, stored, uncovered, spans = await self._uncovered(sid)
         messages = [s.message for s in stored]
         pointers = _Pointers(stored, spans)
+        block = ""
+        if recall is not None:
+            block, ids = await self._recall(sid, messages, recall, token_budget)
+            if recalled is not None:
+                recalled.extend(ids)
+        prompt = f"{system_prompt}\n\n{block}" if block else system_prompt
         budget = token_budget
         while True:
             document = wm.document if wm else None
-            result = assemble(budget, system_prompt, document, messages, pointers, tools)
+            result = assemble(budget, prompt, document, messages, pointers, tools)
+            if block:  # counted in the prompt above; the runtime receives it in the addition
+                addition = f"{result.system_prompt_addition}\n\n{block}".strip()
+                result = replace(result, system_prompt_addition=addition)
             copies = 2 if with_json else 1
             # Each token is at most 12 UTF-8 bytes (a 3-byte character weighs a quarter token;
             # ids and names are counted in the estimate), plus the framing message_bytes allows
@@ -139,6 +226,19 @@ class ContextService:
                 break
             budget = max(1, min(budget - 1, int(budget * MAX_CONTEXT_BYTES / size * 0.95)))
         return result, wm if result.working_memory_included else None, uncovered, budget
+
+    async def _recall(
+        self, session_id: str, messages: Sequence[Message], recall: Recall, token_budget: int
+    ) -> tuple[str, list[str]]:
+        """The recall block for the newest user request: the owner's best memories within the
+        recall budget (at most a tenth of the whole budget)."""
+        request = newest_request(messages)
+        if not request.strip():
+            return "", []
+        async with self._db.reader() as uow:
+            row = await find_session(uow, session_id)
+            found = await self._memories.recall(uow, row, request, recall.max_memories)
+        return recall_block(found, min(recall.token_budget, token_budget // 10))
 
     async def search(
         self,
@@ -443,8 +543,72 @@ TOOL_OUTPUT_READ: dict[str, Any] = {
 }
 
 
+MEMORY_SEARCH: dict[str, Any] = {
+    "name": "memory_search",
+    "description": (
+        "Search the user's long-term memories: what earlier sessions learned about them, "
+        "their preferences, the entities, events, decisions and procedures of their work. "
+        "Ranked by the words of the query, best first; use it before asking the user for "
+        "something they may have told you before."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "Key words of what you look for."},
+            "types": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(MEMORY_TYPES)},
+                "description": "Optional: only memories of these types.",
+            },
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+}
+
+MEMORY_STORE: dict[str, Any] = {
+    "name": "memory_store",
+    "description": (
+        "Keep a lasting fact for later sessions: one short sentence the user stated or "
+        "confirmed (a preference, who they are, a decision and its reason, a dated event, a "
+        "procedure). Not for what matters only in this conversation."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": list(MEMORY_TYPES)},
+            "text": {"type": "string", "maxLength": 2000},
+            "event_time": {
+                "type": "string",
+                "description": "Optional: when it happened, ISO 8601 (2026-03-01).",
+            },
+        },
+        "required": ["type", "text"],
+        "additionalProperties": False,
+    },
+}
+
+MEMORY_FORGET: dict[str, Any] = {
+    "name": "memory_forget",
+    "description": (
+        "Forget a long-term memory for good, when the user asks you to or it is wrong: give "
+        "its id (memory_search results and recalled memories name it, e.g. mem_0123...)."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {"memory_id": {"type": "string", "pattern": "^mem_[0-9a-f]{20}$"}},
+        "required": ["memory_id"],
+        "additionalProperties": False,
+    },
+}
+
+
 def tool_definitions() -> list[dict[str, Any]]:
-    return [ARCHIVE_EXPAND, ARCHIVE_SEARCH, TOOL_OUTPUT_READ, dict(UPDATE_TOOL)]
+    return [
+        ARCHIVE_EXPAND, ARCHIVE_SEARCH, TOOL_OUTPUT_READ, dict(UPDATE_TOOL), MEMORY_SEARCH,
+        MEMORY_STORE, MEMORY_FORGET,
+    ]  # fmt: skip
 
 
 def openai_shape(tool: dict[str, Any]) -> dict[str, Any]:
