@@ -61,6 +61,7 @@ from wm_core import (
 from wm_server.llm.offline import OfflineProvider, create_bodies
 from wm_server.llm.port import (
     CreateRequest,
+    MemoryRequest,
     ModelReply,
     RepairRequest,
     UpdateRequest,
@@ -391,6 +392,10 @@ class Behavior:
         plan = plan_for(request.messages, self.scenario)
         bodies = self.rewrite_bodies(parse_document(request.context_document or ""), plan)
         return ModelReply(dict(bodies), "tool_use", Usage(llm_calls=1), model=self.model)
+
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        """The benchmark measures the working memory: no long-term memories are proposed."""
+        return ModelReply({"ops": []}, "tool_use", Usage(), model=self.model)
 
     async def aclose(self) -> None:
         return None

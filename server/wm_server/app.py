@@ -236,6 +236,7 @@ async def start_application(
             max_pending_items=settings.phase2_max_pending_items,
             max_pending_tokens=settings.phase2_max_pending_tokens,
             max_chunks=settings.phase2_max_chunks,
+            memory_extraction=settings.memory_extraction,
             limits=limits,
             input=InputBudget(
                 tokens=settings.phase2_input_tokens,

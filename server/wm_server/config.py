@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     # are dropped (and reported).
     phase2_max_pending_items: Annotated[int, Field(ge=0, le=1_000)] = 30
     phase2_max_pending_tokens: Annotated[int, Field(ge=0, le=100_000)] = MAX_PENDING_TOKENS
+    # Long-term memory extraction after each working memory (issue 20); false turns it off
+    # for every session, whatever its SessionConfig.memory_extraction says.
+    memory_extraction: bool = True
     heartbeat_seconds: Seconds = 10.0
     # PostgreSQL's text search configuration for ranked search (memories and archived
     # messages). "simple" (the default) lower-cases and never stems, exactly like SQLite's

@@ -95,6 +95,12 @@ def _unfold(items: Iterable[PendingItem]) -> Iterator[PendingItem]:
                 yield PendingItem(match["section"], match["text"], OVERFLOW, 0)
 
 
+def unfold_pending(items: Iterable[PendingItem]) -> tuple[PendingItem, ...]:
+    """The items one by one, each overflow item split back into the items it holds: what
+    a reader of each item (memory extraction) must see rather than one joined text."""
+    return tuple(_unfold(items))
+
+
 def _overflow_line(item: PendingItem) -> str:
     return f"[{item.section}] " + " ".join(item.text.split())
 

@@ -97,6 +97,8 @@ class CommitRecord:
     create_time: float
     complete_time: float | None
     trigger: Trigger | None = None
+    memory_diff_json: str = ""  # what Phase 2's memory extraction did ("" before it ran)
+    memory_state: str = ""  # how it ended; "recovered" once a later commit extracted it
 
     @property
     def archive_id(self) -> str:

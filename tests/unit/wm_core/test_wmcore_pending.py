@@ -11,6 +11,7 @@ from wm_core import (
     estimate_tokens,
     pending_reminder,
     refused_items,
+    unfold_pending,
 )
 from wm_core import (
     PENDING_OVERFLOW as OVERFLOW,
@@ -70,8 +71,11 @@ def test_duplicates_are_kept_once_and_the_oldest_are_folded_into_one_item_over_t
     assert [i.archive_seq for i in rest] == [6, 7, 8, 9]
     assert (overflow.section, overflow.source) == ("", OVERFLOW)
     assert overflow.text.split("\n") == [f"[{KEY_FACTS}] {items[n].text}" for n in range(6)]
-    # Folded items stay in the prompt, one line each.
+    # Folded items stay in the prompt, one line each, and readers get them one by one.
     assert f"- [{KEY_FACTS}] Fact 0 on 2025-01-01" in pending_reminder(kept)
+    assert [(i.section, i.text) for i in unfold_pending(kept)] == [
+        (KEY_FACTS, item.text) for item in items
+    ]
 
 
 NAMES = ("Alice", "Bruno", "Chen", "Dana")
