@@ -132,7 +132,7 @@ MODES: Final[tuple[Mode, ...]] = (
     ),
     Mode(
         "ranked",
-        "ranked SearchArchives (BM25), the question as query",
+        "ranked SearchArchives, the question as query",
         ranked_archives,
         "SEARCH_MODE_RANKED over every session of the user: SQLite FTS5 bm25, PostgreSQL "
         "ts_rank_cd",
@@ -227,14 +227,20 @@ def settings(data_dir: Path, database_url: str | None = None) -> Settings:
     return Settings(**values)  # type: ignore[arg-type]
 
 
-async def extracted_memories(client: WmClient, dataset: Dataset) -> int:
+async def extracted_memories(client: WmClient, dataset: Dataset) -> tuple[int, int]:
     """How many memories Phase 2 extracted for the dataset's users (none: memory search
-    cannot be measured honestly, memories stored by a call would not be extraction)."""
-    total = 0
+    cannot be measured honestly, memories stored by a call would not be extraction), and
+    how many questions have their evidence among the sources of one of them: the most
+    memory search can find, whatever its ranking."""
+    total, sources = 0, set()
     for user in dataset.users():
         listed = await client.list_memories(owner=api.MemoryOwner(user_id=user), page_size=1000)
         total += len(listed.memories)
-    return total
+        sources.update(
+            m for memory in listed.memories for s in memory.sources for m in s.message_ids
+        )
+    covered = sum(1 for q in dataset.questions if any(e in sources for e in q.evidence))
+    return total, covered
 
 
 @dataclass(slots=True)
@@ -243,6 +249,7 @@ class Run:
     commits: int
     outcomes: list[Outcome]
     memories: int = 0  # extracted by Phase 2; memory search is measured only when > 0
+    covered: int = 0  # questions whose evidence is a source of an extracted memory
 
 
 async def run(
@@ -254,10 +261,11 @@ async def run(
         try:
             async with WmClient(app.address) as client:
                 commits = await ingest(client, dataset)
-                extracted = await extracted_memories(client, dataset)
+                extracted, covered = await extracted_memories(client, dataset)
                 if extracted and MEMORY_MODE not in modes:
                     modes = (*modes, MEMORY_MODE)
                 outcomes = await evaluate(client, dataset, modes)
         finally:
             await app.stop(grace=0.5)
-    return Run("postgresql" if database_url else "sqlite", commits, outcomes, extracted)
+    engine = "postgresql" if database_url else "sqlite"
+    return Run(engine, commits, outcomes, extracted, covered)

@@ -26,6 +26,13 @@ def table(result: Run) -> str:
         rows.append("| " + " | ".join(cells) + " |")
     if not result.memories:
         rows.append(f"\n{NO_MEMORIES}")
+    else:
+        questions = len(result.outcomes[0].ranks)
+        rows.append(
+            f"\nMemories extracted by Phase 2: {result.memories}; questions whose evidence is "
+            f"a source of one of them: {result.covered}/{questions} (the ceiling of memory "
+            "search: what extraction did not keep, no ranking can find)."
+        )
     return "\n".join(rows)
 
 
