@@ -121,7 +121,7 @@ MODES: Final[tuple[Mode, ...]] = (
         "literal",
         "literal SearchArchives, the question as query",
         literal_question,
-        "one call, all sessions of the tenant; a hit needs the whole question verbatim",
+        "one call over every session of the user; a hit needs the whole question verbatim",
     ),
     Mode(
         "literal_keywords",

@@ -59,7 +59,10 @@ def markdown(dataset: Dataset, result: Run, command: str) -> str:
         "Recall@k = share of a question's evidence messages among the first k distinct "
         "messages the mode returns, averaged over the questions. The questions are worded "
         "the way someone asks weeks later (synonyms, other word order, few shared words), "
-        "never as the evidence sentence. Figures are counts, not timings.",
+        "never as the evidence sentence. Facts whose templates a user has used up are not "
+        "planted again for that user (so decisions, with the most combinations, are the most "
+        "frequent kind). Every mode searches the archived messages (or the memories) of the "
+        "question's user, all sessions. Figures are counts, not timings.",
         "",
         "## Results",
         "",
