@@ -1244,7 +1244,9 @@ class GetToolDefinitionsResponse(_message.Message):
     TOOLS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolDefinition]:
-        """archive_expand, archive_search, tool_output_read, update_working_memory."""
+        """archive_expand, archive_search, tool_output_read, update_working_memory,
+        memory_search, memory_store, memory_forget.
+        """
 
     def __init__(
         self,

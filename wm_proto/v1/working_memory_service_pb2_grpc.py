@@ -415,7 +415,8 @@ class WorkingMemoryServiceServicer:
 
     def GetToolDefinitions(self, request, context):
         """The tool definitions a runtime registers with its model: archive_expand,
-        archive_search, tool_output_read and update_working_memory.
+        archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+        memory_search, memory_store and memory_forget.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

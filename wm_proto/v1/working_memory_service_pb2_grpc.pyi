@@ -151,7 +151,8 @@ class WorkingMemoryServiceStub:
     """
     GetToolDefinitions: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]
     """The tool definitions a runtime registers with its model: archive_expand,
-    archive_search, tool_output_read and update_working_memory.
+    archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+    memory_search, memory_store and memory_forget.
     """
     GetToolOutput: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolOutputRequest, _working_memory_service_pb2.GetToolOutputResponse]
     """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
@@ -305,7 +306,8 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     GetToolDefinitions: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]  # type: ignore[assignment]
     """The tool definitions a runtime registers with its model: archive_expand,
-    archive_search, tool_output_read and update_working_memory.
+    archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+    memory_search, memory_store and memory_forget.
     """
     GetToolOutput: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolOutputRequest, _working_memory_service_pb2.GetToolOutputResponse]  # type: ignore[assignment]
     """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
@@ -576,7 +578,8 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_working_memory_service_pb2.GetToolDefinitionsResponse, _abc.Awaitable[_working_memory_service_pb2.GetToolDefinitionsResponse]]:
         """The tool definitions a runtime registers with its model: archive_expand,
-        archive_search, tool_output_read and update_working_memory.
+        archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+        memory_search, memory_store and memory_forget.
         """
 
     @_abc_1.abstractmethod

@@ -28,6 +28,7 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
 )
 from wm_server.storage.statements import Row, Write
+from wm_server.storage.text_index import CANDIDATES, ENOUGH
 
 if TYPE_CHECKING:
     from wm_server.storage.database import Connection, Dialect
@@ -148,6 +149,31 @@ class _Repository:
     def __init__(self, conn: Connection, dialect: Dialect) -> None:
         self._conn = conn
         self._dialect = dialect
+
+    async def _match_queries(self, index: str, words: list[str]) -> list[str]:
+        """The match parameters of a ranked query, cheapest first: where the engine counts
+        rows per word, the rarest words that select at most CANDIDATES rows (the common rest
+        only scoring), then all words; else all words. A caller tries the next one when the
+        cheaper one found fewer rows than it wants."""
+        text = self._dialect.text_index
+        whole = text.query(words)
+        counting = text.frequencies(index)
+        if counting is None or len(words) < 2:
+            return [whole]
+        members, values = self._dialect.in_list("words", words)
+        counts = dict.fromkeys(words, 0)
+        counts.update({str(w): int(n) for w, n in await self._conn.all(
+            counting.format(members=members), values)})  # fmt: skip
+        ordered = sorted(words, key=lambda w: counts[w])
+        chosen: list[str] = []
+        rows = 0
+        for word in ordered:
+            if chosen and rows >= ENOUGH and rows + counts[word] > CANDIDATES:
+                break
+            chosen.append(word)
+            rows += counts[word]
+        rest = [w for w in words if w not in chosen]
+        return [text.query(chosen, rest), whole] if rest else [whole]
 
 
 class SessionRepository(_Repository):
@@ -737,12 +763,16 @@ class ArchiveRepository(_Repository):
             f" FROM archived_texts x{index.source('archived')} WHERE {index.match('archived')}"
             f" AND x.sid {members} AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
         )
-        params = {"query": index.query(words), "only": only, "limit": limit, **values}
-        rows = await self._conn.all(
-            f"SELECT x.sid, x.seq, x.position, {index.score('archived')}{matching}"
-            " ORDER BY 4 DESC, x.archive_time DESC, x.position DESC LIMIT :limit",
-            params,
-        )
+        params: dict[str, Any] = {"only": only, "limit": limit, **values}
+        for query in await self._match_queries("archived", words):
+            params["query"] = query
+            rows = await self._conn.all(
+                f"SELECT x.sid, x.seq, x.position, {index.score('archived')}{matching}"
+                " ORDER BY 4 DESC, x.archive_time DESC, x.position DESC LIMIT :limit",
+                params,
+            )
+            if len(rows) >= limit:
+                break
         count = await self._conn.one(f"SELECT COUNT(*){matching}", params)
         total = int(count[0]) if count else 0
         return [(int(a), int(b), int(c), float(d)) for a, b, c, d in rows], total
@@ -1246,10 +1276,14 @@ class MemoryRepository(_Repository):
             return []
         index = self._dialect.text_index
         sql, params = self._where(where)
-        rows = await self._conn.all(
-            f"SELECT {_MEMORY}, {index.score('memories')} FROM memories m"
-            f"{index.source('memories')} LEFT JOIN sessions s ON s.sid = m.sid"
-            f"{sql} AND {index.match('memories')} ORDER BY 16 DESC, m.mid DESC LIMIT :limit",
-            {**params, "query": index.query(words), "limit": limit},
-        )
+        for query in await self._match_queries("memories", words):
+            rows = await self._conn.all(
+                f"SELECT {_MEMORY}, {index.score('memories')} FROM memories m"
+                f"{index.source('memories')} LEFT JOIN sessions s ON s.sid = m.sid"
+                f"{sql} AND {index.match('memories')} ORDER BY 16 DESC, m.mid DESC"
+                " LIMIT :limit",
+                {**params, "query": query, "limit": limit},
+            )
+            if len(rows) >= limit:
+                break
         return [(_memory(r), float(r[15])) for r in rows]

@@ -86,6 +86,15 @@ def _code(error: sqlite3.Error) -> int:
     return int(getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF
 
 
+def _vocabularies(conn: sqlite3.Connection) -> None:
+    """Per-word row counts of the full-text indexes (``Fts5Index.frequencies``), as
+    connection-local views: they hold no data of their own."""
+    for name, table in (("memories_vocab", "memories_fts"), ("archived_vocab", "archived_fts")):
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab(main, {table}, row)"
+        )
+
+
 class _Inline(Connection):
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -162,6 +171,7 @@ class SqliteDatabase(Database):
             finally:
                 await self._rollback(writer)
                 await self._release(Kind.WRITE, writer)
+            _vocabularies(conn)
 
             def connect_reader() -> sqlite3.Connection:
                 reader = sqlite3.connect(
@@ -169,6 +179,7 @@ class SqliteDatabase(Database):
                 )
                 reader.execute("PRAGMA busy_timeout=10000")  # its own thread: waiting is fine
                 reader.execute("PRAGMA cache_size=-65536")
+                _vocabularies(reader)
                 return reader
 
             loop = asyncio.get_running_loop()

@@ -19,6 +19,10 @@ from typing import ClassVar
 # Query words: letters and digits; "_" and punctuation separate (as both tokenizers do).
 _WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_WORDS = 32
+# Rows a ranked query scores at most when it can choose (see ``TextIndex.frequencies``):
+# scoring is the cost of a ranked search, and a word in most rows adds little to any score.
+CANDIDATES = 2000
+ENOUGH = 100  # ... unless the rarest words select fewer rows than this
 
 
 def query_words(query: str) -> list[str]:
@@ -33,8 +37,14 @@ class TextIndex(ABC):
     """Fragments of the ranked statements for one engine."""
 
     @abstractmethod
-    def query(self, words: list[str]) -> str:
-        """The match parameter: any of ``words`` (ranked, not required all)."""
+    def query(self, words: list[str], scoring: list[str] | None = None) -> str:
+        """The match parameter: rows with any of ``words``; ``scoring`` words (common ones)
+        count in the score of those rows but bring in no row of their own."""
+
+    def frequencies(self, index: str) -> str | None:
+        """A statement of (word, rows that have it) for the words ``{members}``, when the
+        engine keeps those counts cheaply; None otherwise (every word then selects rows)."""
+        return None
 
     @abstractmethod
     def source(self, index: str) -> str:
@@ -62,8 +72,20 @@ class Fts5Index(TextIndex):
 
     _TABLES: ClassVar[dict[str, str]] = {"memories": "memories_fts", "archived": "archived_fts"}
 
-    def query(self, words: list[str]) -> str:
-        return " OR ".join(f'"{w}"' for w in words)
+    _VOCABULARIES: ClassVar[dict[str, str]] = {
+        "memories": "temp.memories_vocab",
+        "archived": "temp.archived_vocab",
+    }
+
+    def query(self, words: list[str], scoring: list[str] | None = None) -> str:
+        selecting = " OR ".join(f'"{w}"' for w in words)
+        if not scoring:
+            return selecting
+        common = " OR ".join(f'"{w}"' for w in scoring)
+        return f"{selecting} OR (({common}) AND ({selecting}))"
+
+    def frequencies(self, index: str) -> str | None:
+        return f"SELECT term, doc FROM {self._VOCABULARIES[index]} WHERE term {{members}}"
 
     def source(self, index: str) -> str:
         table = self._TABLES[index]
@@ -90,8 +112,8 @@ class TsvectorIndex(TextIndex):
             raise ValueError(f"not a text search configuration name: {config!r}")
         self.config = config
 
-    def query(self, words: list[str]) -> str:
-        return " | ".join(f"'{w}'" for w in words)
+    def query(self, words: list[str], scoring: list[str] | None = None) -> str:
+        return " | ".join(f"'{w}'" for w in [*words, *(scoring or ())])
 
     def source(self, index: str) -> str:
         return f" CROSS JOIN to_tsquery('{self.config}', :query) q"

@@ -304,3 +304,21 @@ async def test_session_owner_ids_are_validated_and_kept(services: Services) -> N
     assert (record.user_id, record.agent_id) == ("u1", "a1")
     assert (await services.sessions.get("x")).user_id == "u1"
     assert current_tenant() == "t"
+
+
+async def test_common_words_score_without_selecting_and_sparse_results_fall_back(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the engine counts rows per word, a ranked query selects by its rarest words only
+    (common ones still score); when those select fewer rows than asked, all words select."""
+    from wm_server.storage import repositories
+
+    monkeypatch.setattr(repositories, "CANDIDATES", 3)
+    monkeypatch.setattr(repositories, "ENOUGH", 1)
+    for n in range(6):
+        await _create(services, f"common filler {n}", MemoryType.ENTITY)
+    both = await _create(services, "common rare", MemoryType.ENTITY)
+    hits = await services.memories.search(USER, "common rare", [], None, None, 1)
+    assert [h.view.row.memory_id for h in hits] == [both]
+    wide = await services.memories.search(USER, "common rare", [], None, None, 5)
+    assert wide[0].view.row.memory_id == both and len(wide) == 5  # fell back to every word
