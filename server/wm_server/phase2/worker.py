@@ -67,7 +67,7 @@ from wm_server.phase2.breaker import BreakerSettings, CircuitBreaker, backoff_de
 from wm_server.phase2.chunked import InputBudget, generate_in_chunks
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import GuardDecided
-from wm_server.services.extraction import extract
+from wm_server.services.extraction import MemoryState, extract
 from wm_server.services.jobs import JobService, LeaseLost
 from wm_server.storage.records import ClaimedJob, Phase2Completion, archive_name
 
@@ -362,7 +362,7 @@ class Phase2Worker:
                 extraction,
             )
             if done is not None:
-                if extraction.state.value == "failed":
+                if extraction.state is MemoryState.FAILED:
                     log.warning(
                         "phase2_memory_extraction_failed",
                         commit_id=job.commit_id,

@@ -142,8 +142,8 @@ class TestFacade:
         allowed = {
             "__future__", "collections", "copy", "dataclasses", "enum", "functools", "json",
             "json_repair",
-            "jsonschema", "math", "pydantic", "re", "reprlib", "types", "typing", "wm_core",
-            "unicodedata",
+            "jsonschema", "math", "pydantic", "re", "reprlib", "types", "typing", "unicodedata",
+            "wm_core",
             "datetime",  # calendar arithmetic on given dates only; never a clock (see below)
         }  # fmt: skip
         root = Path(wm_core.__file__).parent
