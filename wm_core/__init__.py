@@ -29,7 +29,8 @@ Ops and merging
     :func:`bound_document` applies that bound to a document made without a merge.
 Pending items
     :class:`PendingItem` (what a guard refused, kept for the next update), :func:`refused_items`,
-    :func:`carry_pending`, :func:`pending_reminder`.
+    :func:`carry_pending` (the bound: the overflow item ``PENDING_OVERFLOW``,
+    ``MAX_PENDING_TOKENS``), :func:`pending_reminder`.
 Model output
     :data:`UPDATE_TOOL`, :data:`CREATE_TOOL`, :func:`validate_update_arguments`,
     :func:`validate_create_arguments`, :func:`parse_tool_arguments` (:class:`ParsedOps`,
@@ -55,7 +56,13 @@ Long-term memory
     :class:`MemoryRecord` (of a :class:`MemoryType`, :data:`MEMORY_TYPES`), :class:`MemoryOp`
     (:class:`MemoryOpKind`), :class:`MemoryPlan` (one :class:`MemoryDecision` per op, by
     :class:`MemoryVerdict`); :func:`fold_text` (the one case-insensitive comparison),
-    :func:`memory_key` (when two memory texts are duplicates).
+    :func:`memory_key` (when two memory texts are duplicates); :data:`MEMORY_TOOL` (:data:`MAX_MEMORY_OPS`,
+    :data:`MAX_MEMORY_TEXT_CHARS`), :func:`validate_memory_arguments`,
+    :func:`parse_memory_ops` (:class:`ParsedMemoryOps`) and back, :func:`memory_tool_arguments`
+    (:func:`memory_op_arguments`); :func:`guard_memory_ops` (by
+    :func:`memory_key`, :func:`retire_supported` and :func:`missing_anchors`, the
+    engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
+    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`).
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -86,8 +93,20 @@ from wm_core._document.sections import (
     TASK_GOALS,
     canonical_name,
 )
+from wm_core._document.sentences import sentences, stamp_date
 from wm_core._guards.bound import DEFAULT_LIMITS, WmLimits
-from wm_core._guards.pending import PendingItem, carry_pending, pending_reminder, refused_items
+from wm_core._guards.key_facts import missing_anchors
+from wm_core._guards.pending import (
+    MAX_PENDING_TOKENS,
+    PendingItem,
+    carry_pending,
+    pending_reminder,
+    refused_items,
+    unfold_pending,
+)
+from wm_core._guards.pending import OVERFLOW as PENDING_OVERFLOW
+from wm_core._memory.extract import archive_text, extract_memories
+from wm_core._memory.guard import guard_memory_ops, retire_supported
 from wm_core._memory.model import (
     MEMORY_TYPES,
     MemoryDecision,
@@ -99,6 +118,16 @@ from wm_core._memory.model import (
     MemoryVerdict,
     fold_text,
     memory_key,
+)
+from wm_core._memory.tool import (
+    MAX_MEMORY_OPS,
+    MAX_MEMORY_TEXT_CHARS,
+    MEMORY_TOOL,
+    ParsedMemoryOps,
+    memory_op_arguments,
+    memory_tool_arguments,
+    parse_memory_ops,
+    validate_memory_arguments,
 )
 from wm_core._merge import MergeResult, bound_document, merge
 from wm_core._messages import (
@@ -169,9 +198,14 @@ __all__ = [
     "FILES_CONTEXT",
     "KEEP",
     "KEY_FACTS",
+    "MAX_MEMORY_OPS",
+    "MAX_MEMORY_TEXT_CHARS",
+    "MAX_PENDING_TOKENS",
+    "MEMORY_TOOL",
     "MEMORY_TOOLS",
     "MEMORY_TYPES",
     "OPEN_ISSUES",
+    "PENDING_OVERFLOW",
     "RECALL_TOOLS",
     "SECTIONS",
     "SESSION_TITLE",
@@ -200,6 +234,7 @@ __all__ = [
     "OutputFormat",
     "OutputKind",
     "ParsedDocument",
+    "ParsedMemoryOps",
     "ParsedOps",
     "Part",
     "PendingItem",
@@ -215,6 +250,7 @@ __all__ = [
     "WmLimits",
     "abstract_of",
     "anthropic_json",
+    "archive_text",
     "assemble",
     "bound_document",
     "bullet_items",
@@ -226,19 +262,25 @@ __all__ = [
     "detect_format",
     "estimate_tokens",
     "externalize",
+    "extract_memories",
     "fold_text",
+    "guard_memory_ops",
     "idle_due",
     "is_request",
     "is_working_memory",
     "item_key",
     "line_count",
     "memory_key",
+    "memory_op_arguments",
+    "memory_tool_arguments",
     "merge",
     "message_tokens",
+    "missing_anchors",
     "normalize_creation",
     "output_ids",
     "parse_document",
     "parse_document_detailed",
+    "parse_memory_ops",
     "parse_tool_arguments",
     "pending_delta",
     "pending_reminder",
@@ -247,14 +289,19 @@ __all__ = [
     "references",
     "refused_items",
     "render_document",
+    "retire_supported",
     "section_reminders",
+    "sentences",
     "split_boundary",
+    "stamp_date",
     "synopsis",
     "system_prompt_addition",
     "threshold_trigger",
     "trim_working_memory",
     "turn_aligned",
     "turn_start",
+    "unfold_pending",
     "validate_create_arguments",
+    "validate_memory_arguments",
     "validate_update_arguments",
 ]

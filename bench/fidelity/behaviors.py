@@ -40,7 +40,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal
 
-from bench.fidelity.scenario import SCENARIO, Fact, FactClass, Scenario, Turn, turn_of
+from bench.fidelity.scenario import (
+    LONG_SCENARIO,
+    SCENARIO,
+    Fact,
+    FactClass,
+    Scenario,
+    Turn,
+    turn_of,
+)
 from wm_core import (
     SECTIONS,
     Message,
@@ -53,6 +61,7 @@ from wm_core import (
 from wm_server.llm.offline import OfflineProvider, create_bodies
 from wm_server.llm.port import (
     CreateRequest,
+    MemoryRequest,
     ModelReply,
     RepairRequest,
     UpdateRequest,
@@ -327,6 +336,8 @@ class Behavior:
         "(for breaking behaviors) it breaks the same way again"
     )
     miss_note: ClassVar[str] = ""  # why a target miss is expected, shown in the results
+    # The session it is replayed on (the 32-commit week unless it needs a longer one).
+    session: ClassVar[Scenario] = SCENARIO
 
     def __init__(self, scenario: Scenario = SCENARIO) -> None:
         self.scenario = scenario
@@ -381,6 +392,10 @@ class Behavior:
         plan = plan_for(request.messages, self.scenario)
         bodies = self.rewrite_bodies(parse_document(request.context_document or ""), plan)
         return ModelReply(dict(bodies), "tool_use", Usage(llm_calls=1), model=self.model)
+
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        """The benchmark measures the working memory: no long-term memories are proposed."""
+        return ModelReply({"ops": []}, "tool_use", Usage(), model=self.model)
 
     async def aclose(self) -> None:
         return None
@@ -608,6 +623,24 @@ class OverEager(Behavior):
         return ops
 
 
+class NeverConsolidates(Behavior):
+    key = "never_consolidates"
+    label = "never consolidates"
+    description = (
+        "over 100 commits (the week, then 68 commits of three new key facts each), only ever "
+        "APPENDs: it ignores every request to consolidate (size reminders, the consolidation "
+        "sentinel, the pending items) and never rewrites Key Facts or Files"
+    )
+    session = LONG_SCENARIO
+
+    def distort(self, ops: Ops, prev: Mapping[str, str], plan: Plan, *, rewrite: bool) -> Ops:
+        for section in (FACTS, FILES):
+            if ops[section].kind == OpKind.UPDATE:  # a consolidation: append the news instead
+                new = plan.new_items(section)
+                ops[section] = SectionOp.append(new) if new else KEEP
+        return ops
+
+
 class Offline(Behavior):
     """The offline summarizer as the model: no scripted answer, what the server's default
     provider extracts from the turn's messages, through the same strategies."""
@@ -660,6 +693,7 @@ BEHAVIORS: Final[tuple[type[Behavior], ...]] = (
     BrokenJsonRepairIgnored,
     NoToolCall,
     OverEager,
+    NeverConsolidates,
     Offline,
 )
 

@@ -16,7 +16,7 @@ from typing import Final
 
 from bench.fidelity.behaviors import BEHAVIORS, Behavior
 from bench.fidelity.scenario import Fact, FactClass, Scenario
-from bench.fidelity.strategies import GUARDED, STRATEGIES, STRATEGY_LABELS, Trace
+from bench.fidelity.strategies import GUARDED, STRATEGIES, STRATEGY_LABELS, CommitRecord, Trace
 from wm_core import SECTIONS, parse_document
 
 CLASSES: Final = (
@@ -47,13 +47,18 @@ class Retention:
         return sum(self.kept.values()) / total if total else 1.0
 
 
-def measure(document: str, scenario: Scenario, commit: int) -> Retention:
-    """Which facts planted up to ``commit`` (and not resolved) ``document`` still holds."""
+def measure(
+    document: str, scenario: Scenario, commit: int, pending: Sequence[str] = ()
+) -> Retention:
+    """Which facts planted up to ``commit`` (and not resolved) ``document`` still holds;
+    with ``pending`` (the session's pending items), key facts count as kept when they are
+    there instead: refused, but still shown to the model and readable by clients."""
     lowered = document.lower()
     title = parse_document(document).get(SECTIONS[0], "").lower()
+    reachable = "\n".join([lowered, *(text.lower() for text in pending)])
     result = Retention()
     for fact in scenario.planted_by(commit):
-        haystack = title if fact.cls == FactClass.TITLE else lowered
+        haystack = {FactClass.TITLE: title, FactClass.KEY_FACT: reachable}.get(fact.cls, lowered)
         missing = tuple(a for a in fact.anchors if a.lower() not in haystack)
         weight = len(fact.anchors) if fact.cls == FactClass.KEY_FACT else 1
         kept = (
@@ -86,13 +91,21 @@ class TargetCheck:
     misses: tuple[str, ...]
 
 
+def reached(record: CommitRecord, scenario: Scenario) -> Retention:
+    """Retention after one commit, key facts in the WM or in the pending items."""
+    return measure(record.document, scenario, record.index, record.pending)
+
+
 def check_targets(trace: Trace, ret: Retention) -> TargetCheck:
+    """``ret`` is the final retention with the pending items (:func:`reached`)."""
     misses: list[str] = []
     for cls in (FactClass.TITLE, FactClass.PATH, FactClass.ERROR, FactClass.ISSUE):
         if ret.ratio(cls) < 1:
             misses.append(f"{cls.value} {_cell(ret, cls)} < 100 %")
     if ret.ratio(FactClass.KEY_FACT) < KEY_FACT_TARGET:
-        misses.append(f"key-fact anchors {_cell(ret, FactClass.KEY_FACT)} < 95 %")
+        misses.append(
+            f"key-fact anchors in the WM or pending {_cell(ret, FactClass.KEY_FACT)} < 95 %"
+        )
     peak = max(c.tokens for c in trace.commits)
     if peak >= TOKEN_LIMIT:
         misses.append(f"WM reached {peak} tokens (limit {TOKEN_LIMIT})")
@@ -103,23 +116,29 @@ def _labels() -> dict[str, type[Behavior]]:
     return {cls.key: cls for cls in BEHAVIORS}
 
 
-def results_table(traces: Sequence[Trace], scenario: Scenario) -> str:
+def results_table(traces: Sequence[Trace]) -> str:
     """The main table: retention per class, final and peak WM tokens, guard interventions."""
     labels = _labels()
     head = (
-        "| Behavior | Strategy | Title | Paths | Errors | Open issues | Key-fact anchors "
+        "| Behavior | Strategy | Commits | Title | Paths | Errors | Open issues "
+        "| Key-fact anchors (WM) | Key-fact anchors (WM or pending) | Pending items "
         "| Final WM tokens | Peak WM tokens | Guard interventions |"
     )
-    rows = [head, "|" + "---|" * 10]
+    rows = [head, "|" + "---|" * 13]
     for trace in traces:
         last = len(trace.commits) - 1
-        ret = measure(trace.final.document, scenario, last)
+        ret = measure(trace.final.document, trace.scenario, last)
+        both = reached(trace.final, trace.scenario)
+        pending = str(len(trace.final.pending)) if trace.strategy == GUARDED else "n/a"
         interventions = str(len(trace.notes)) if trace.strategy == GUARDED else "n/a"
         peak = max(c.tokens for c in trace.commits)
         cells = [
             labels[trace.behavior].label,
             STRATEGY_LABELS[trace.strategy],
+            str(len(trace.commits)),
             *(_cell(ret, cls) for cls in CLASSES),
+            _cell(both, FactClass.KEY_FACT),
+            pending,
             f"{trace.final.tokens:,}",
             f"{peak:,}",
             interventions,
@@ -136,15 +155,14 @@ def _short(text: str) -> str:
     return text if len(text) <= _EVIDENCE_CHARS else text[: _EVIDENCE_CHARS - 1] + "…"
 
 
-def _lost_lines(trace: Trace, scenario: Scenario) -> list[str]:
+def _lost_lines(trace: Trace) -> list[str]:
     """For each fact lost under guards: when it disappeared and what the engine said then
     about its section (guard decisions, else problems the recovery chain reported)."""
     lines: list[str] = []
-    last = len(trace.commits) - 1
-    ret = measure(trace.final.document, scenario, last)
+    ret = reached(trace.final, trace.scenario)
     for fact, missing in ret.lost:
         section = SECTION_OF[fact.cls]
-        gone = _vanished_at(trace, scenario, fact)
+        gone = _vanished_at(trace, fact)
         if gone is None:
             lines.append(f"  - {fact.id} ({fact.cls.value}): never present")
             continue
@@ -162,11 +180,12 @@ def _lost_lines(trace: Trace, scenario: Scenario) -> list[str]:
     return lines
 
 
-def _vanished_at(trace: Trace, scenario: Scenario, fact: Fact) -> int | None:
+def _vanished_at(trace: Trace, fact: Fact) -> int | None:
     """The first commit from which the fact stayed incomplete to the end."""
     vanished: int | None = None
+    scenario = trace.scenario
     for record in trace.commits:
-        ret = measure(record.document, scenario, record.index)
+        ret = reached(record, scenario)
         planted = any(f.id == fact.id for f in scenario.planted_by(record.index))
         if not planted:
             continue
@@ -198,13 +217,18 @@ def markdown(traces: Sequence[Trace], scenario: Scenario, command: str) -> str:
         f"{len([f for f in scenario.facts.values() if f.cls == FactClass.KEY_FACT])} key facts "
         f"with {counts[FactClass.KEY_FACT]} anchors.",
         "",
+        *_long_sessions(traces, commits),
         "Retention = planted facts whose anchor strings are all still in the final working "
-        "memory (key facts: anchors kept). Tokens by `wm_core.estimate_tokens`. Guard "
-        "interventions = decision records of the guarded commits.",
+        "memory (key facts: anchors kept). Key-fact anchors (WM or pending) also counts the "
+        "anchors found in the session's pending items, as GetWorkingMemory returns them: "
+        "items a guard refused, kept by the server and shown to the model in every update "
+        "until the WM holds them; the key-fact target is measured this way. Tokens by "
+        "`wm_core.estimate_tokens`. Guard interventions = decision records of the guarded "
+        "commits.",
         "",
         "## Results",
         "",
-        results_table(traces, scenario),
+        results_table(traces),
         "",
         "## Targets (guarded strategy)",
         "",
@@ -213,13 +237,13 @@ def markdown(traces: Sequence[Trace], scenario: Scenario, command: str) -> str:
         "",
     ]
     for trace in guarded:
-        ret = measure(trace.final.document, scenario, len(trace.commits) - 1)
+        ret = reached(trace.final, trace.scenario)
         check = check_targets(trace, ret)
         verdict = "met" if check.met else "MISSED: " + "; ".join(check.misses)
         if check.met and ret.lost:
             verdict += " (some facts lost, within the key-fact target)"
         out.append(f"- **{labels[trace.behavior].label}**: {verdict}")
-        out.extend(_lost_lines(trace, scenario))
+        out.extend(_lost_lines(trace))
         if not check.met and labels[trace.behavior].miss_note:
             out.append(f"  - Why this miss is expected: {labels[trace.behavior].miss_note}.")
     out += ["", "## Guard interventions and model calls (guarded strategy)", ""]
@@ -247,7 +271,27 @@ def markdown(traces: Sequence[Trace], scenario: Scenario, command: str) -> str:
     return "\n".join(out)
 
 
-def plot(traces: Sequence[Trace], scenario: Scenario, out_dir: Path) -> list[Path]:
+def _long_sessions(traces: Sequence[Trace], commits: int) -> list[str]:
+    """A paragraph for each behavior replayed on a longer session than the week."""
+    labels = _labels()
+    out: list[str] = []
+    for trace in traces:
+        played = trace.scenario
+        if trace.strategy != GUARDED or len(played.turns) == commits:
+            continue
+        facts = [f for f in played.facts.values() if f.cls == FactClass.KEY_FACT]
+        anchors = sum(len(f.anchors) for f in facts)
+        out += [
+            f"**{labels[trace.behavior].label}** is replayed on a longer session of "
+            f"{len(played.turns)} commits: the week, then {len(played.turns) - commits} "
+            f"commits of follow-ups that each plant new key facts ({len(facts)} key facts "
+            f"with {anchors} anchors in all).",
+            "",
+        ]
+    return out
+
+
+def plot(traces: Sequence[Trace], out_dir: Path) -> list[Path]:
     """Retention and WM size per commit: one panel per behavior, one line per strategy."""
     import matplotlib
 
@@ -266,7 +310,7 @@ def plot(traces: Sequence[Trace], scenario: Scenario, out_dir: Path) -> list[Pat
         ("wm_tokens.png", "WM tokens", _token_series),
     ):
         fig, axes = plt.subplots(
-            rows, columns, figsize=(4.2 * columns, 2.8 * rows), sharex=True, squeeze=False
+            rows, columns, figsize=(4.2 * columns, 2.8 * rows), sharex=False, squeeze=False
         )
         for i, behavior in enumerate(behaviors):
             ax = axes[i // columns][i % columns]
@@ -274,7 +318,7 @@ def plot(traces: Sequence[Trace], scenario: Scenario, out_dir: Path) -> list[Pat
                 xs = [c.index for c in trace.commits]
                 ax.plot(
                     xs,
-                    value(trace, scenario),
+                    value(trace),
                     styles[trace.strategy],
                     color=colors[trace.strategy],
                     label=STRATEGY_LABELS[trace.strategy],
@@ -299,14 +343,14 @@ def plot(traces: Sequence[Trace], scenario: Scenario, out_dir: Path) -> list[Pat
     return written
 
 
-def _overall_series(trace: Trace, scenario: Scenario) -> list[float]:
-    return [measure(c.document, scenario, c.index).overall() for c in trace.commits]
+def _overall_series(trace: Trace) -> list[float]:
+    return [reached(c, trace.scenario).overall() for c in trace.commits]
 
 
-def _token_series(trace: Trace, scenario: Scenario) -> list[float]:
+def _token_series(trace: Trace) -> list[float]:
     return [float(c.tokens) for c in trace.commits]
 
 
-def console_summary(traces: Iterable[Trace], scenario: Scenario) -> str:
+def console_summary(traces: Iterable[Trace]) -> str:
     """The table as printed by ``run``."""
-    return results_table(list(traces), scenario)
+    return results_table(list(traces))

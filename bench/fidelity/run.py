@@ -54,14 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     traces = asyncio.run(run_all(behaviors, scenario))
     elapsed = time.perf_counter() - started
-    print(report.console_summary(traces, scenario))
-    print(f"\n{len(traces)} runs of {len(scenario.turns)} commits in {elapsed:.1f} s")
+    print(report.console_summary(traces))
+    print(f"\n{len(traces)} runs in {elapsed:.1f} s")
     if not args.no_write:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.md").write_text(
             report.markdown(traces, scenario, COMMAND), encoding="utf-8"
         )
-        report.plot(traces, scenario, args.out)
+        report.plot(traces, args.out)
         print(f"wrote {args.out}/results.md, retention.png, wm_tokens.png")
     if args.traces:
         dump(traces, args.traces)

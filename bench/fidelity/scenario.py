@@ -1219,6 +1219,57 @@ def _check(scenario: Scenario) -> None:
 
 _check(SCENARIO)
 
+# -- the long session: 100 commits, three new key facts each -----------------------------------
+
+LONG_COMMITS: Final = 100
+LONG_FACTS_PER_COMMIT: Final = 3
+FOLLOW_UPS: Final = "Post-cutover follow-ups"
+_PEOPLE: Final = ("Mei Lin", "Priya Raman", "Tomasz Nowak", "Aiko Sato", "Rafael Costa")
+_SETTINGS: Final = (
+    ("statement_timeout", "ms", 250),
+    ("lock_timeout", "ms", 40),
+    ("work_mem", "MB", 8),
+    ("autovacuum_vacuum_scale_factor", "thousandths", 3),
+    ("max_parallel_workers_per_gather", "workers", 1),
+    ("checkpoint_timeout", "s", 60),
+)
+_TABLES: Final = ("ledger_entries", "journal_lines", "payouts", "accounts", "fx_rates", "holds")
+
+
+def _follow_up(n: int) -> Fact:
+    """The n-th key fact after the cutover: who set which setting on which table, and
+    under which ticket (the ticket number is the anchor, unique by construction)."""
+    setting, unit, base = _SETTINGS[n % len(_SETTINGS)]
+    table = _TABLES[(n // len(_SETTINGS)) % len(_TABLES)]
+    who = _PEOPLE[n % len(_PEOPLE)]
+    ticket = f"HLM-{4000 + n}"
+    text = f"{who} set {setting} on {table} to {base * (n % 7 + 1)} {unit} under {ticket}"
+    return _fact(f"L{n:03d}", FOLLOW_UPS, text, ticket)
+
+
+def _long_turn(index: int) -> Turn:
+    """One follow-up commit of the long session (a day has ten of them)."""
+    day, hour = divmod(index - len(TURNS), 10)
+    first = (index - len(TURNS)) * LONG_FACTS_PER_COMMIT
+    facts = tuple(_follow_up(first + k) for k in range(LONG_FACTS_PER_COMMIT))
+    return Turn(
+        index,
+        f"2025-03-{18 + day:02d} {8 + hour:02d}:15",
+        "Post-cutover tuning",
+        "Next round of tuning after the cutover; write down what we changed.",
+        "Done; the settings are applied and noted.",
+        f"Post-cutover tuning, round {index - len(TURNS) + 1}: settings applied.",
+        facts=facts,
+    )
+
+
+# The session of the "never consolidates" behavior: the scripted week, then 68 commits of
+# follow-ups, so that a model which only ever appends fills Key Facts far past its budget.
+LONG_SCENARIO: Final = Scenario(
+    TITLE, TURNS + tuple(_long_turn(i) for i in range(len(TURNS), LONG_COMMITS))
+)
+_check(LONG_SCENARIO)
+
 # -- messages ------------------------------------------------------------------------------
 
 

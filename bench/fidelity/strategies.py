@@ -26,7 +26,7 @@ from typing import Final
 import grpc
 
 from bench.fidelity.behaviors import Behavior, apply_naively
-from bench.fidelity.scenario import Scenario, Turn, core_messages
+from bench.fidelity.scenario import SCENARIO, Scenario, Turn, core_messages
 from wm_core import (
     Message,
     Role,
@@ -80,6 +80,9 @@ class CommitRecord:
     interventions: int = 0
     llm_calls: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()  # what the recovery chain reported (guarded only)
+    # The session's pending items after the commit, as GetWorkingMemory returns them
+    # (guarded only: refused items the server keeps for the next update).
+    pending: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -88,6 +91,7 @@ class Trace:
 
     behavior: str
     strategy: str
+    scenario: Scenario
     commits: list[CommitRecord] = field(default_factory=list)
     notes: list[GuardNote] = field(default_factory=list)
 
@@ -162,7 +166,7 @@ async def _commit(
 
 async def run_guarded(behavior: Behavior, scenario: Scenario) -> Trace:
     """Drive a real server whose model is ``behavior``, one commit per turn."""
-    trace = Trace(behavior.key, GUARDED)
+    trace = Trace(behavior.key, GUARDED, scenario)
     session = f"fidelity-{behavior.key}"
     with tempfile.TemporaryDirectory(prefix="wm-fidelity-") as tmp:
         app = await start_application(_settings(Path(tmp)), provider=behavior)
@@ -224,6 +228,7 @@ async def _guarded_turn(
         len(commit.decisions),
         calls,
         problems,
+        tuple(item.text for item in wm.pending_items),
     )
 
 
@@ -232,7 +237,7 @@ async def _guarded_turn(
 
 async def run_naive(behavior: Behavior, scenario: Scenario) -> Trace:
     """The behavior's answers applied as written (see the module docstring)."""
-    trace = Trace(behavior.key, NAIVE)
+    trace = Trace(behavior.key, NAIVE, scenario)
     document = ""
     for turn in scenario.turns:
         messages = core_messages(turn, scenario)
@@ -263,7 +268,7 @@ async def run_naive(behavior: Behavior, scenario: Scenario) -> Trace:
 
 async def run_rewrite(behavior: Behavior, scenario: Scenario) -> Trace:
     """A creation-style rewrite each commit, stored verbatim."""
-    trace = Trace(behavior.key, REWRITE)
+    trace = Trace(behavior.key, REWRITE, scenario)
     document = ""
     for turn in scenario.turns:
         document = behavior.rewrite_text(document, core_messages(turn, scenario))
@@ -276,16 +281,28 @@ async def run_rewrite(behavior: Behavior, scenario: Scenario) -> Trace:
 RUNNERS: Final = {GUARDED: run_guarded, NAIVE: run_naive, REWRITE: run_rewrite}
 
 
+def session_of(cls: type[Behavior], scenario: Scenario) -> Scenario:
+    """The session ``cls`` is replayed on when the run asks for ``scenario``."""
+    if cls.session is SCENARIO or len(scenario.turns) < len(SCENARIO.turns):
+        return cls.session.upto(len(scenario.turns))
+    return cls.session
+
+
 async def run_all(
     behaviors: list[type[Behavior]], scenario: Scenario, strategies: tuple[str, ...] = STRATEGIES
 ) -> list[Trace]:
-    """Every behavior under every strategy; a fresh behavior object for each run.
+    """Every behavior under every strategy; a fresh behavior object for each run, on
+    ``scenario`` or, for a behavior with a longer session of its own, on as many commits of
+    that one (all of them when ``scenario`` is the whole week).
 
     The guarded runs each start their own server, so they run concurrently; the baselines are
     plain computation.
     """
     jobs = [
-        RUNNERS[strategy](cls(scenario), scenario) for cls in behaviors for strategy in strategies
+        RUNNERS[strategy](cls(played), played)
+        for cls in behaviors
+        for played in (session_of(cls, scenario),)
+        for strategy in strategies
     ]
     return list(await asyncio.gather(*jobs))
 
@@ -304,6 +321,7 @@ def dump(traces: list[Trace], path: Path) -> None:
                     "interventions": c.interventions,
                     "llm_calls": list(c.llm_calls),
                     "problems": list(c.problems),
+                    "pending": list(c.pending),
                     "document": c.document,
                 }
                 for c in t.commits

@@ -256,7 +256,9 @@ async def start_application(
                 max_cooldown=settings.phase2_retry_max_delay,
             ),
             max_pending_items=settings.phase2_max_pending_items,
+            max_pending_tokens=settings.phase2_max_pending_tokens,
             max_chunks=settings.phase2_max_chunks,
+            memory_extraction=settings.memory_extraction,
             limits=limits,
             input=InputBudget(
                 tokens=settings.phase2_input_tokens,
@@ -289,7 +291,12 @@ async def start_application(
             tool_output_inline_chars=settings.tool_output_inline_chars,
         ),
         commits=commits,
-        memory=WorkingMemoryService(database, limits),
+        memory=WorkingMemoryService(
+            database,
+            limits,
+            max_pending_items=settings.phase2_max_pending_items,
+            max_pending_tokens=settings.phase2_max_pending_tokens,
+        ),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database, memories=memories),
         tool_outputs=ToolOutputService(database, tokens=tokens),

@@ -15,6 +15,8 @@ from typing import Annotated
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from wm_core import MAX_PENDING_TOKENS
+
 
 class LlmProviderName(StrEnum):
     """Which model answers Phase 2."""
@@ -135,8 +137,14 @@ class Settings(BaseSettings):
     working_memory_max_tokens: Annotated[int, Field(ge=1_000)] = 12_000
     working_memory_section_max_tokens: Annotated[int, Field(ge=200)] = 2_000
     working_memory_key_facts_max_tokens: Annotated[int, Field(ge=200)] = 4_000
-    # Refused items a session keeps (shown in the next update prompt); the oldest go first.
+    # Refused items a session keeps (shown in the next update prompt): beyond this number
+    # the oldest are folded into one overflow item; past the token budget the oldest lines
+    # are dropped (and reported).
     phase2_max_pending_items: Annotated[int, Field(ge=0, le=1_000)] = 30
+    phase2_max_pending_tokens: Annotated[int, Field(ge=0, le=100_000)] = MAX_PENDING_TOKENS
+    # Long-term memory extraction after each working memory (issue 20); false turns it off
+    # for every session, whatever its SessionConfig.memory_extraction says.
+    memory_extraction: bool = True
     heartbeat_seconds: Seconds = 10.0
     # PostgreSQL's text search configuration for ranked search (memories and archived
     # messages). "simple" (the default) lower-cases and never stems, exactly like SQLite's

@@ -42,6 +42,7 @@ from wm_server.storage.records import (
     SkipReason,
     ToolOutputRecord,
     WorkingMemoryRecord,
+    WorkingMemoryView,
     archive_name,
 )
 
@@ -297,6 +298,23 @@ def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
     )
 
 
+def working_memory_view_out(view: WorkingMemoryView) -> pb.WorkingMemory:
+    """The working memory with the session's pending items (the latest version only)."""
+    memory = working_memory_out(view.record)
+    memory.pending_items.extend(
+        pb.PendingItem(
+            section=p.item.section,
+            text=p.item.text,
+            source=p.item.source,
+            commit_id=p.commit_id or "",
+            archive_id=archive_id(p.item.archive_seq) if p.commit_id else "",
+        )
+        for p in view.pending
+    )
+    memory.pending_item_limit = view.pending_limit
+    return memory
+
+
 def archive_id(seq: int | None) -> str:
     return archive_name(seq) if seq else ""
 
@@ -408,9 +426,52 @@ def error_status(reason: str, message: str) -> status_pb2.Status:
     )
 
 
+_MEMORY_STATES = {
+    "extracted": pb.MEMORY_EXTRACTION_STATE_EXTRACTED,
+    "off": pb.MEMORY_EXTRACTION_STATE_OFF,
+    "failed": pb.MEMORY_EXTRACTION_STATE_FAILED,
+    "recovered": pb.MEMORY_EXTRACTION_STATE_RECOVERED,
+}
+
+
+def memory_diff_out(text: str, state: str | None = None) -> pb.MemoryDiff:
+    """A stored memory diff (``services.extraction.diff_json``) on the wire; ``state``
+    overrides the stored one (an archive a later commit recovered)."""
+    diff: dict[str, Any] = json.loads(text) if text else {}
+    return pb.MemoryDiff(
+        state=_MEMORY_STATES.get(
+            state or diff.get("state", ""), pb.MEMORY_EXTRACTION_STATE_UNSPECIFIED
+        ),
+        created_memory_ids=diff.get("created", []),
+        updated_memory_ids=diff.get("updated", []),
+        merged_memory_ids=diff.get("merged", []),
+        retired_memory_ids=diff.get("retired", []),
+        deduplicated_memory_ids=diff.get("deduplicated", []),
+        refused=[
+            pb.MemoryOpRefusal(
+                op_index=r["op_index"],
+                op=r["op"],
+                text=r["text"],
+                target_memory_ids=r["target_ids"],
+                reason=r["reason"],
+                duplicate=bool(r.get("duplicate")),
+            )
+            for r in diff.get("refused", [])
+        ],
+        message=diff.get("message", ""),
+        problems=diff.get("problems", []),
+        recovered_archive_ids=[archive_id(s) for s in diff.get("recovered_seqs", [])],
+        usage=usage_out(diff.get("usage") or {}),
+    )
+
+
 def commit_out(record: CommitRecord) -> pb.Commit:
-    """The full commit: summary plus decisions, usage, error and coverage."""
+    """The full commit: summary plus decisions, usage, error, coverage and memory diff."""
     commit = commit_summary_out(record)
+    if record.memory_diff_json:
+        commit.memory_diff.CopyFrom(
+            memory_diff_out(record.memory_diff_json, record.memory_state or None)
+        )
     commit.decisions.extend(decision_out(d) for d in json.loads(record.decisions_json))
     commit.token_usage.CopyFrom(usage_out(json.loads(record.usage_json) or {}))
     if record.error_reason:

@@ -27,7 +27,7 @@ async def test_guards_keep_every_path_and_error_in_a_short_session() -> None:
     traces = await run_all([Lazy, RewritesErrors], scenario)
     by_key = {(t.behavior, t.strategy): t for t in traces}
     assert len(by_key) == 6
-    table = results_table(traces, scenario)
+    table = results_table(traces)
     for behavior in ("lazy", "rewrites_errors"):
         guarded = by_key[(behavior, GUARDED)]
         assert [c.state for c in guarded.commits] == ["completed"] * COMMITS

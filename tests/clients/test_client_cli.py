@@ -93,7 +93,8 @@ def test_commit_follow_shows_every_stage_until_the_end(wm: Run) -> None:
     assert stages[0] == "archived" and stages[-1] == "completed"
     for stage in ("phase2_started", "llm_request_sent", "llm_response_received"):
         assert stage in stages
-    assert stages.index("working_memory_stored") == len(stages) - 2
+    assert stages.index("working_memory_stored") == len(stages) - 3
+    assert stages[-2] == "memories_extracted"
     numbers = [int(line[1:4]) for line in lines if line.startswith("[")]
     assert numbers == list(range(1, len(numbers) + 1))
     assert "create call to offline" in result.stdout
@@ -166,7 +167,8 @@ def test_commit_views_report_cache_reads_and_writes(tmp_path: Path) -> None:
         assert run("add", "c", "-", stdin=TWO_MESSAGES).returncode == 0
         followed = run("commit", "c", "--keep", "0", "--follow")
         assert followed.returncode == 0, followed.stderr
-        [response] = [
+        # the working memory's call, then the memory extraction's (nothing scripted for it)
+        response, _ = [
             line for line in followed.stdout.splitlines() if "llm_response_received" in line
         ]
         assert "900 in / 210 out, cache 4,000 read / 1,500 written tokens" in response

@@ -10,6 +10,7 @@ from support import builders as b
 from support.providers import Answer, ProgrammableProvider, creation, ops
 from wm_client import WmClient
 from wm_client.progress import CommitProgress
+from wm_client.render import memory_diff_text
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.llm.port import LlmError
 
@@ -49,6 +50,7 @@ async def test_the_checklist_shows_stages_and_guard_decisions(
         assert f"✓ {label}" in final
     assert "✓ guards" in final and "1 decision(s)" in final
     assert "✓ working memory stored" in final and "version 2" in final
+    assert "✓ long-term memories" in final and "memories: nothing new" in final
     assert "guard decisions:" in final and "guard files on Files & Context" in final
     assert "\x1b[" in buffer.getvalue()  # drawn in place with cursor movements
     assert progress.state.terminal is not None
@@ -94,3 +96,20 @@ async def test_a_failed_model_call_is_a_cross_not_a_tick(
     assert "✓ model response" not in final and "✗ done" in final
     assert progress.state.terminal is not None
     assert progress.state.terminal.stage == pb.COMMIT_STAGE_FAILED
+
+
+def test_a_memory_diff_reads_as_counts_or_as_why_nothing_ran() -> None:
+    diff = pb.MemoryDiff(
+        state=pb.MEMORY_EXTRACTION_STATE_EXTRACTED,
+        created_memory_ids=["mem_a", "mem_b"],
+        retired_memory_ids=["mem_c"],
+        refused=[pb.MemoryOpRefusal(reason="drops 8443"), pb.MemoryOpRefusal(duplicate=True)],
+        recovered_archive_ids=["archive_001"],
+    )
+    assert memory_diff_text(diff) == (
+        "memories: 2 created, 1 retired, 1 refused (also from archive_001)"
+    )
+    off = pb.MemoryDiff(state=pb.MEMORY_EXTRACTION_STATE_OFF, message="off for this session")
+    assert memory_diff_text(off) == "memories: off (off for this session)"
+    failed = pb.MemoryDiff(state=pb.MEMORY_EXTRACTION_STATE_FAILED, message="HTTP 400")
+    assert memory_diff_text(failed) == "memories: extraction failed: HTTP 400"

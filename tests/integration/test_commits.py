@@ -194,11 +194,15 @@ async def test_first_commit_creates_the_wm_and_second_updates_it_through_guards(
     assert events[1].phase2_started.mode == pb.PHASE2_MODE_CREATE
     assert pb.COMMIT_STAGE_LLM_REQUEST_SENT in stages
     assert pb.COMMIT_STAGE_LLM_RESPONSE_RECEIVED in stages
-    assert stages[-2:] == [pb.COMMIT_STAGE_WORKING_MEMORY_STORED, pb.COMMIT_STAGE_COMPLETED]
+    assert stages[-3:] == [
+        pb.COMMIT_STAGE_WORKING_MEMORY_STORED,
+        pb.COMMIT_STAGE_MEMORIES_EXTRACTED,
+        pb.COMMIT_STAGE_COMPLETED,
+    ]
     assert sum(1 for e in events if e.terminal) == 1
     wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="wm"))
     assert wm.version == 1 and "Fix the flaky payment tests" in wm.document
-    assert events[-2].working_memory_stored.abstract.startswith("Fix the flaky payment tests")
+    assert events[-3].working_memory_stored.abstract.startswith("Fix the flaky payment tests")
 
     await _add(stub, "wm", b.user("Also check the pool"))
     events = await _commit(stub, "wm")

@@ -70,6 +70,7 @@ CUT_OFF = {
         "Current State": {"op": "UPDATE", "content": "Half a sen"},
     }
 }
+NO_MEMORIES: dict[str, Any] = {"ops": []}  # the memory extraction's answer: nothing durable
 SCHEMA_INVALID = {"sections": {"Bogus": {"op": "DELETE"}, "Current State": {"op": "DELETE"}}}
 
 
@@ -80,6 +81,8 @@ def healthy(backend: Backend, request: RecordedRequest) -> Reply:
     """What a well-behaved model answers to the forced tool of the request."""
     if backend.requested_tool(request) == "create_working_memory":
         return backend.tool(CREATION, name="create_working_memory")
+    if backend.requested_tool(request) == "update_memories":
+        return backend.tool(NO_MEMORIES, name="update_memories")
     sections: dict[str, Any] = {name: {"op": "KEEP"} for name in SECTIONS}
     sections["Key Facts & Decisions"] = {"op": "APPEND", "items": [NEW_FACT]}
     return backend.tool({"sections": sections}, name="update_working_memory")
@@ -198,7 +201,10 @@ def _assert_holds_v1(document: str) -> None:
 
 
 async def _create_v1(stub: Stub, fake: FakeApi, backend: Backend) -> pb.WorkingMemory:
-    fake.enqueue(backend.tool(CREATION, name="create_working_memory"))
+    fake.enqueue(
+        backend.tool(CREATION, name="create_working_memory"),
+        backend.tool(NO_MEMORIES, name="update_memories"),  # the extraction after it
+    )
     events = await _commit(
         stub, b.user("Import samples/dkb.csv please", "u1"), b.assistant("On it")
     )

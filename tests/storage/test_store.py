@@ -380,7 +380,7 @@ async def test_wm_conflict_is_detected(services: Services) -> None:
     replayed, _ = await services.memory.apply("s", {"Current State": op}, 0, "w", "fp")
     assert replayed.version == 1  # the request id's stored outcome, not a second version
     assert await services.jobs.complete(job, 0, _completion("doc", (1,))) is None
-    assert (await services.memory.get("s", 0)).version == 1
+    assert (await services.memory.get("s", 0)).record.version == 1
 
 
 async def test_retry_and_coverage_of_failed_commits(services: Services) -> None:
@@ -422,10 +422,13 @@ async def test_pending_items_are_replaced_by_each_completion_and_read_in_order(
     items = (
         PendingItem("Key Facts & Decisions", "Port 8443 chosen on 2025-03-01", "key_facts", 1),
         PendingItem("Files & Context", "`src/a.py`: read", "bound", 1),
+        PendingItem("", "[Key Facts & Decisions] Port 9000 chosen", "overflow", 0),
     )
+    first_commit = ""
     for step, pending in enumerate([items, items[1:], None, ()], start=1):
         await _add(services, "s", _text(1, f"m{step}"))
-        await services.commits.phase1("s", 0, None)
+        commit, _ = await services.commits.phase1("s", 0, None)
+        first_commit = first_commit or commit.commit_id
         job = await _claim(services)
         data = await services.jobs.read_input(job)
         completion = replace(_completion(f"doc {step}", data.covered_seqs), pending=pending)
@@ -435,8 +438,12 @@ async def test_pending_items_are_replaced_by_each_completion_and_read_in_order(
             row = await uow.sessions.find(job.tenant, "s")
             assert row is not None
             stored = await uow.pending_items.of_session(row.sid)
+            shown = await uow.pending_items.with_commits(row.sid)
         expected = {1: items, 2: items[1:], 3: items[1:], 4: ()}[step]  # None: left as is
         assert tuple(stored) == expected
+        # Each item names the commit of the archive that refused it; the overflow item none.
+        commits = {1: first_commit, 0: None}
+        assert shown == [(item, commits[item.archive_seq]) for item in expected]
     await _add(services, "s", _text(1, "m5"))
     await services.commits.phase1("s", 0, None)
     job = await _claim(services)

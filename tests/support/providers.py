@@ -10,6 +10,7 @@ from typing import Any
 from wm_server.llm.port import (
     CreateRequest,
     LlmError,
+    MemoryRequest,
     ModelReply,
     RepairRequest,
     UpdateRequest,
@@ -78,6 +79,8 @@ class ProgrammableProvider:
         default_factory=lambda: Answer(creation(session_title="Test session"))
     )
     default_repair: Answer | None = None
+    memories: deque[Answer] = field(default_factory=deque)
+    default_memories: Answer = field(default_factory=lambda: Answer({"ops": []}))
     calls: list[tuple[str, Any]] = field(default_factory=list)
     gate: asyncio.Event | None = None  # when set, every call waits for it
 
@@ -116,6 +119,12 @@ class ProgrammableProvider:
     async def create(self, request: CreateRequest) -> ModelReply:
         self.calls.append(("create", request))
         return await self._answer(self.creates.popleft() if self.creates else self.default_create)
+
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        self.calls.append(("memory", request))
+        return await self._answer(
+            self.memories.popleft() if self.memories else self.default_memories
+        )
 
     async def aclose(self) -> None:
         pass

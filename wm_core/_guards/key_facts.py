@@ -433,3 +433,14 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
         refused=tuple(refused),
         deduplicated=True,
     )
+
+
+def missing_anchors(old: str, new: str) -> tuple[str, ...]:
+    """The details of ``old`` that ``new`` lost: its lexical anchors (dates, quantities,
+    decision words, capitalised names) absent from ``new``, and its names, numbers and
+    identifiers that ``new`` lacks as words. One judgement for every rewrite of a text that
+    must not lose facts (a consolidation here, a long-term memory's update or merge)."""
+    lowered = new.lower()
+    lost = {anchor for anchor in lexical_anchors(old) if anchor not in lowered}
+    lost.update(new_details(old, new))
+    return tuple(sorted(lost))

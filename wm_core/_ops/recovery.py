@@ -237,6 +237,21 @@ def _ends_with_closed_string(tail: str) -> bool:
     return backslashes % 2 == 0
 
 
+def decode_arguments(text: str) -> tuple[object | None, ReadMethod, tuple[str, ...]]:
+    """Tool arguments text decoded by the same chain as the update tool's (strict JSON, a code
+    fence, typographic quotes, json-repair): the value (None when nothing was readable), how
+    it was read and what had to be repaired. For other tools' readers (long-term memory)."""
+    reader = _Reader()
+    value, method = reader.decode(text)
+    return (None if value is _NOTHING else value), method, tuple(reader.problems)
+
+
+def cut_off(text: str) -> bool:
+    """Whether JSON text ends before its outermost value closed (the output hit its limit)."""
+    tail = _unfence(text.strip()).rstrip(", \t\r\n")
+    return not tail.endswith(("}", "]"))
+
+
 def _fragment(span: str) -> object:
     span = span.strip()
     if not span:

@@ -30,6 +30,7 @@ _STEPS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("ops parsed", (pb.COMMIT_STAGE_OPS_PARSED,)),
     ("guards", (pb.COMMIT_STAGE_GUARD_DECISION,)),
     ("working memory stored", (pb.COMMIT_STAGE_WORKING_MEMORY_STORED,)),
+    ("long-term memories", (pb.COMMIT_STAGE_MEMORIES_EXTRACTED,)),
     ("done", (pb.COMMIT_STAGE_COMPLETED, pb.COMMIT_STAGE_FAILED)),
 )
 _STEP_OF = {stage: index for index, (_, stages) in enumerate(_STEPS) for stage in stages}

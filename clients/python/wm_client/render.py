@@ -187,7 +187,25 @@ def working_memory(memory: pb.WorkingMemory) -> RenderableType:
         body = section.body.strip()
         parts.append(Markdown(body) if body else Text("(empty)", style="dim"))
         parts.append(Text(""))
+    if memory.pending_items:
+        parts.append(pending_items(memory))
     return Group(*parts)
+
+
+def pending_items(memory: pb.WorkingMemory) -> RenderableType:
+    """What a guard refused and the working memory does not hold yet (latest version)."""
+    count = len(memory.pending_items)
+    table = Table(
+        title=f"Pending items: {count} of at most {memory.pending_item_limit}"
+        " (refused, offered to the model in the next update)",
+        title_justify="left",
+        box=None,
+    )
+    for column in ("section", "item", "refused by", "commit"):
+        table.add_column(column, overflow="fold")
+    for item in memory.pending_items:
+        table.add_row(item.section or "(several)", item.text, item.source, item.commit_id or "-")
+    return table
 
 
 # --- commit events --------------------------------------------------------------------------------
@@ -263,9 +281,30 @@ def event_detail(event: pb.CommitEvent) -> str:
         if kind == "failed":
             return f"{c.error.message or 'failed'} after {c.attempt_count} attempt(s)"
         return f"working memory v{c.working_memory_version} after {c.attempt_count} attempt(s)"
+    if kind == "memories_extracted":
+        return memory_diff_text(event.memories_extracted)
     if kind == "heartbeat":
         return f"still {state_name(event.state)}"
     return ""
+
+
+def memory_diff_text(diff: pb.MemoryDiff) -> str:
+    """``memories: 2 created, 1 updated, 1 refused`` (or why extraction was off or failed)."""
+    if diff.state == pb.MEMORY_EXTRACTION_STATE_OFF:
+        return f"memories: off ({diff.message})"
+    if diff.state == pb.MEMORY_EXTRACTION_STATE_FAILED:
+        return f"memories: extraction failed: {diff.message}"
+    counts = [
+        (len(diff.created_memory_ids), "created"),
+        (len(diff.updated_memory_ids), "updated"),
+        (len(diff.merged_memory_ids), "merged"),
+        (len(diff.retired_memory_ids), "retired"),
+        (len(diff.deduplicated_memory_ids), "already known"),
+        (sum(1 for r in diff.refused if not r.duplicate), "refused"),
+    ]
+    said = ", ".join(f"{n} {label}" for n, label in counts if n) or "nothing new"
+    recovered = ", ".join(diff.recovered_archive_ids)
+    return f"memories: {said}" + (f" (also from {recovered})" if recovered else "")
 
 
 def is_failure(event: pb.CommitEvent) -> bool:

@@ -18,6 +18,7 @@ from wm_server.services.events import (
     Failed,
     GuardDecided,
     Heartbeat,
+    MemoriesExtracted,
     Phase1Finished,
     Phase2Started,
     RetryScheduled,
@@ -29,6 +30,7 @@ from wm_server.wire import (
     commit_out,
     commit_summary_out,
     decision_out,
+    memory_diff_out,
     op_out,
     state_out,
     timestamp,
@@ -93,6 +95,9 @@ def _parts(
             pending_items_dropped=event.pending_dropped,
         )
         return pb.COMMIT_STAGE_WORKING_MEMORY_STORED, running, {"working_memory_stored": stored}
+    if isinstance(event, MemoriesExtracted):
+        diff = memory_diff_out(event.diff_json)
+        return pb.COMMIT_STAGE_MEMORIES_EXTRACTED, running, {"memories_extracted": diff}
     if isinstance(event, RetryScheduled):
         retry = pb.RetryScheduled(
             attempt=event.attempt,

@@ -213,7 +213,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def GetWorkingMemory(
         self, request: api.GetWorkingMemoryRequest, context: Context
     ) -> pb.WorkingMemory:
-        return wire.working_memory_out(await self._memory.get(request.session_id, request.version))
+        view = await self._memory.get(request.session_id, request.version)
+        return wire.working_memory_view_out(view)
 
     async def ApplyWorkingMemoryOps(
         self, request: api.ApplyWorkingMemoryOpsRequest, context: Context

@@ -1,7 +1,8 @@
 """What the vendor providers share: each step of Phase 2 is one call that forces one tool.
 
-Update, repair and creation differ only in their purpose (which system prompt), the tool the
-model must call and the user message; a vendor provider implements that one call.
+Update, repair, creation and memory extraction differ only in their purpose (which system
+prompt), the tool the model must call and the user message; a vendor provider implements that
+one call, so all four share its retries, error classes and strict-schema handling.
 """
 
 from __future__ import annotations
@@ -10,9 +11,21 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from wm_core import CREATE_TOOL, UPDATE_TOOL
-from wm_server.llm.port import CreateRequest, ModelReply, Purpose, RepairRequest, UpdateRequest
-from wm_server.llm.prompts import create_user_message, repair_user_message, update_user_message
+from wm_core import CREATE_TOOL, MEMORY_TOOL, UPDATE_TOOL
+from wm_server.llm.port import (
+    CreateRequest,
+    MemoryRequest,
+    ModelReply,
+    Purpose,
+    RepairRequest,
+    UpdateRequest,
+)
+from wm_server.llm.prompts import (
+    create_user_message,
+    memory_user_message,
+    repair_user_message,
+    update_user_message,
+)
 
 
 class ForcedToolProvider(ABC):
@@ -28,3 +41,6 @@ class ForcedToolProvider(ABC):
 
     async def create(self, request: CreateRequest) -> ModelReply:
         return await self._call(Purpose.CREATE, CREATE_TOOL, create_user_message(request))
+
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        return await self._call(Purpose.MEMORY, MEMORY_TOOL, memory_user_message(request))

@@ -70,17 +70,23 @@ def render_part(
     return f"[tool:{name} ({status})] {output}".rstrip()
 
 
-def render_message(message: Message, names: dict[str, str], limit: int = MAX_TOOL_CHARS) -> str:
-    """``[role]: body`` for one message, or "" when no part has content."""
+def render_message(
+    message: Message, names: dict[str, str], limit: int = MAX_TOOL_CHARS, *, with_id: bool = False
+) -> str:
+    """``[role]: body`` for one message (``[id] [role]: body`` ``with_id``, for a model that
+    must cite its sources), or "" when no part has content."""
     rendered = [render_part(part, names, limit) for part in message.parts]
     body = "\n".join(chunk for chunk in rendered if chunk)
     if not body:
         return ""
-    return f"[{message.role.value}]: {body}"
+    prefix = f"[{message.id}] " if with_id else ""
+    return f"{prefix}[{message.role.value}]: {body}"
 
 
-def render_messages(messages: Sequence[Message], limit: int = MAX_TOOL_CHARS) -> str:
+def render_messages(
+    messages: Sequence[Message], limit: int = MAX_TOOL_CHARS, *, with_ids: bool = False
+) -> str:
     """The whole conversation as prompt text, one message after the other."""
     names = tool_names(messages)
-    lines = (render_message(message, names, limit) for message in messages)
+    lines = (render_message(message, names, limit, with_id=with_ids) for message in messages)
     return "\n".join(line for line in lines if line)

@@ -17,6 +17,10 @@ What it extracts, from the messages alone:
 - Open Issues: user questions no later assistant text answers, trailing assistant questions,
   and TODO-like lines.
 
+Long-term memories come from ``wm_core.extract_memories`` (explicit preferences, identity,
+decisions with their reasons, dated events, named entities), sent as the memory tool's
+arguments so they are read and guarded like a model's.
+
 Everything is plain string processing: the same messages always give the same answer.
 """
 
@@ -44,14 +48,18 @@ from wm_core import (
     ToolResultPart,
     ToolUsePart,
     bullet_items,
+    extract_memories,
     is_working_memory,
     item_key,
+    memory_tool_arguments,
     parse_document,
     references,
+    sentences,
 )
 from wm_server.llm.paths import PathSpellings, is_workdir_key
 from wm_server.llm.port import (
     CreateRequest,
+    MemoryRequest,
     ModelReply,
     RepairRequest,
     UpdateRequest,
@@ -67,15 +75,11 @@ MAX_FAILED_LINES: Final = 5
 
 # -- text helpers ------------------------------------------------------------------------------
 
-_CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[*A-Z0-9~/])")
 _GREETING = re.compile(
     r"^\s*(?:hi|hello|hey|hallo|(?:good )?(?:morning|afternoon|evening))(?: there| all| team)?"
     r"(?:[!,.]+\s*|\s+|$)",
     re.IGNORECASE,
 )
-# A timestamp an agent runtime puts in front of a message ("[2025-03-10 09:05] ...").
-_STAMP = re.compile(r"^\[\d{4}-\d{2}-\d{2}[^\]]{0,24}\]\s*")
 # A durable statement worth keeping as a fact: it carries a figure or a person's full name.
 _DATA = re.compile(r"\d|(?<=\s)[A-Z][a-z]+ [A-Z][a-z]+\b")
 _LEAD_IN = re.compile(
@@ -153,22 +157,6 @@ _STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
 def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _prose(text: str) -> str:
-    """Text without code blocks, so sentences are not split inside code."""
-    return _CODE_FENCE.sub(" ", text)
-
-
-def sentences(text: str) -> list[str]:
-    """Sentences of ``text``, line by line (a line break always ends a sentence)."""
-    found: list[str] = []
-    for line in _prose(text).split("\n"):
-        line = _STAMP.sub("", line.strip().lstrip("#-*>").strip())
-        if not line:
-            continue
-        found.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
-    return found
 
 
 def _stems(text: str) -> set[str]:
@@ -784,6 +772,12 @@ class OfflineProvider:
         bodies = create_bodies(request.messages, request.context_document)
         return ModelReply(
             creation_arguments(bodies), "tool_use", Usage(llm_calls=1), model=self.model
+        )
+
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        ops = extract_memories(request.messages, request.existing, request.pending)
+        return ModelReply(
+            memory_tool_arguments(ops), "tool_use", Usage(llm_calls=1), model=self.model
         )
 
     async def aclose(self) -> None:

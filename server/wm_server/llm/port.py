@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from wm_core import Message
+from wm_core import MemoryRecord, Message, PendingItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,7 @@ class Purpose(StrEnum):
     UPDATE = "update"
     REPAIR = "repair"
     CREATE = "create"
+    MEMORY = "memory"  # long-term memory extraction, after the working memory is stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,18 @@ class CreateRequest:
     context_document: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryRequest:
+    """Ask for memory ops on what an archive said: its messages, the owner's most similar
+    existing memories (the only ones an op may name) and the items the working memory could
+    not hold. ``archive_id`` names the archive in the prompt."""
+
+    messages: Sequence[Message]
+    existing: Sequence[MemoryRecord] = field(default_factory=tuple)
+    pending: Sequence[PendingItem] = field(default_factory=tuple)
+    archive_id: str = ""
+
+
 class LlmError(Exception):
     """A model call failed. ``retryable`` tells Phase 2 whether trying again can help.
 
@@ -118,7 +131,7 @@ class PromptTooLong(LlmError):
 
 
 class LlmProvider(Protocol):
-    """One model behind the three calls of the recovery chain."""
+    """One model behind the three calls of the recovery chain, and the extraction call."""
 
     @property
     def name(self) -> str: ...
@@ -131,5 +144,10 @@ class LlmProvider(Protocol):
     async def repair(self, request: RepairRequest) -> ModelReply: ...
 
     async def create(self, request: CreateRequest) -> ModelReply: ...
+
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        """One forced ``update_memories`` call; the reply's ``tool_input`` is its raw arguments
+        (read by ``wm_core.parse_memory_ops``)."""
+        ...
 
     async def aclose(self) -> None: ...

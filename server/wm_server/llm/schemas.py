@@ -12,6 +12,11 @@ mutually exclusive by their ``op`` enum, so ``anyOf`` over the same branches acc
 values, and each branch already requires all of its own properties. An optional property
 (none exists today) would become required with ``null`` allowed, the strict dialect's way of
 saying "may be absent"; the recovery chain treats a null like a missing value.
+
+Size limits (``maxLength``, ``maxItems`` and their minimums; the memory tool has them) are
+left out of the strict form: neither vendor's strict subset accepts them, and the reader of
+the answer enforces them anyway (``wm_core.parse_memory_ops`` cuts an over-long text and caps
+the ops), so the strict form accepts a superset that the reader brings back within bounds.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from typing import Any
+
+_SIZE_LIMITS = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
 
 
 def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -32,7 +39,7 @@ def _convert(node: Any) -> Any:
         return [_convert(item) for item in node]
     if not isinstance(node, dict):
         return node
-    converted = {key: _convert(value) for key, value in node.items()}
+    converted = {key: _convert(value) for key, value in node.items() if key not in _SIZE_LIMITS}
     if "oneOf" in converted:
         converted["anyOf"] = converted.pop("oneOf")
     properties = converted.get("properties")

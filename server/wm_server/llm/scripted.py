@@ -16,6 +16,11 @@ The file is JSON Lines (one answer per line) or JSON (a list of answers, or an o
 
 Answers are used in order, one per call. When they run out (and ``loop`` is off), a call fails
 with a non-retryable :class:`LlmError`, so a test that scripted too few answers fails loudly.
+
+Memory extraction calls are answered from the answers marked ``"purpose": "memory"``, in
+their own order, apart from the working-memory calls: a script written before extraction
+existed still lines up with its calls. With no memory answer left, a memory call gets an
+empty list of ops (nothing to remember), never a failure.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 from wm_server.llm.port import (
     CreateRequest,
     LlmError,
+    MemoryRequest,
     ModelReply,
     Purpose,
     RepairRequest,
@@ -37,7 +43,10 @@ from wm_server.llm.port import (
     Usage,
 )
 
-ScriptedCall = tuple[Purpose, UpdateRequest | RepairRequest | CreateRequest]
+ScriptedRequest = UpdateRequest | RepairRequest | CreateRequest | MemoryRequest
+ScriptedCall = tuple[Purpose, ScriptedRequest]
+# The answer to a memory call when none was scripted: nothing to remember.
+NO_MEMORIES: dict[str, Any] = {"ops": []}
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +147,9 @@ class ScriptedProvider:
         loop: bool = False,
         model: str = "scripted",
     ) -> None:
-        self._responses = list(responses)
+        self._responses = [r for r in responses if r.purpose is not Purpose.MEMORY]
+        self._memory_responses = [r for r in responses if r.purpose is Purpose.MEMORY]
+        self._next_memory = 0
         self._delay = delay
         self._loop = loop
         self._model = model
@@ -172,12 +183,21 @@ class ScriptedProvider:
     async def create(self, request: CreateRequest) -> ModelReply:
         return await self._answer(Purpose.CREATE, request)
 
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        self.calls.append((Purpose.MEMORY, request))
+        if self._next_memory >= len(self._memory_responses):
+            if not self._loop or not self._memory_responses:
+                unscripted = ScriptedResponse(dict(NO_MEMORIES), usage=Usage())
+                return unscripted.reply(self._model)
+            self._next_memory = 0
+        response = self._memory_responses[self._next_memory]
+        self._next_memory += 1
+        return await self._deliver(response)
+
     async def aclose(self) -> None:
         return None
 
-    async def _answer(
-        self, purpose: Purpose, request: UpdateRequest | RepairRequest | CreateRequest
-    ) -> ModelReply:
+    async def _answer(self, purpose: Purpose, request: ScriptedRequest) -> ModelReply:
         self.calls.append((purpose, request))
         if self._next >= len(self._responses):
             if not self._loop or not self._responses:
@@ -188,15 +208,22 @@ class ScriptedProvider:
             self._next = 0
         response = self._responses[self._next]
         self._next += 1
-        wait = self._delay + response.delay
-        if wait > 0:
-            await asyncio.sleep(wait)
         if response.purpose is not None and response.purpose != purpose:
+            await self._pause(response)
             raise LlmError(
                 f"scripted provider: response #{self._next} is for a {response.purpose.value} "
                 f"call, got a {purpose.value} call",
                 retryable=False,
             )
+        return await self._deliver(response)
+
+    async def _pause(self, response: ScriptedResponse) -> None:
+        wait = self._delay + response.delay
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    async def _deliver(self, response: ScriptedResponse) -> ModelReply:
+        await self._pause(response)
         if response.error is not None:
             raise LlmError(response.error, retryable=response.retryable)
         return response.reply(self._model)

@@ -12,6 +12,25 @@ calls that cannot succeed. Other retryable failures (an unusable answer) count a
 Only then, or for an error that no retry can fix, is the commit FAILED with its reason: the
 previous working memory stays current, and the archive's messages remain uncovered until a
 later Phase 2 or RetryCommit covers them.
+
+Long-term memory extraction runs after the working memory is generated and before it is
+stored (``services.extraction``): the owner's most similar memories are read, the provider
+proposes memory ops, the guards make a plan, and ``JobService.complete`` applies the plan in
+the transaction that stores the working memory and completes the commit. So a Phase 2 that
+crashes or loses its lease before that transaction applied nothing, and its re-run reads
+the memories afresh (a CREATE of what exists is a duplicate, not a second memory). What can
+go wrong, and what we chose:
+
+- a provider outage during extraction (transient) is waited out exactly like one during the
+  working-memory call: the breaker counts it and the whole job backs off (the working memory
+  is generated again on the next attempt; nothing was stored);
+- any other failure (the provider refuses the call, or its answer has nothing readable)
+  does not hold the working memory back: the commit COMPLETES with the working memory stored
+  and a memory diff in state FAILED saying why, and the next commit of the session offers
+  that archive to its own extraction again (up to three such archives), marking it RECOVERED
+  once extracted. The commit is never FAILED, and the archive is never silently skipped;
+- extraction off (``WM_MEMORY_EXTRACTION=false``, or the session's ``memory_extraction``
+  false) makes no model call and stores a diff in state OFF.
 """
 
 from __future__ import annotations
@@ -27,11 +46,13 @@ import structlog
 
 from wm_core import (
     DEFAULT_LIMITS,
+    MAX_PENDING_TOKENS,
     WmLimits,
     abstract_of,
     carry_pending,
     estimate_tokens,
     refused_items,
+    unfold_pending,
 )
 from wm_server import wire
 from wm_server.errors import ServiceError
@@ -47,8 +68,9 @@ from wm_server.phase2.breaker import BreakerSettings, CircuitBreaker, backoff_de
 from wm_server.phase2.chunked import InputBudget, generate_in_chunks
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import GuardDecided
+from wm_server.services.extraction import MemoryState, extract
 from wm_server.services.jobs import JobService, LeaseLost
-from wm_server.storage.records import ClaimedJob, Phase2Completion
+from wm_server.storage.records import ClaimedJob, Phase2Completion, archive_name
 from wm_server.tracing import NO_TRACING, ModelCall, Tracing
 
 log = structlog.get_logger("wm_server.phase2")
@@ -94,7 +116,9 @@ class WorkerSettings:
     input: InputBudget = field(default_factory=InputBudget)
     limits: WmLimits = DEFAULT_LIMITS
     max_pending_items: int = 30  # refused items a session keeps for the next update
+    max_pending_tokens: int = MAX_PENDING_TOKENS  # what they may take in all
     max_chunks: int = 16  # chunks of one commit's input before its messages are cut
+    memory_extraction: bool = True  # the server's switch (sessions can turn it off too)
 
 
 class Phase2Worker:
@@ -287,6 +311,19 @@ class Phase2Worker:
                 with span("wm.phase2.post_steps"):
                     for step in self._post_steps:
                         await step(job, generation.document)
+                with span("wm.phase2.extract_memories", **{"wm.provider": provider.name}):
+                    context = await self._jobs.memory_context(
+                        job, data.messages, enabled_by_server=self._settings.memory_extraction
+                    )
+                    extraction = await extract(
+                        provider,
+                        context,
+                        messages=data.messages,
+                        pending=unfold_pending(data.pending),  # each refused item on its own
+                        archive_id=archive_name(job.archive_seq),
+                        input_tokens=self._settings.input.for_provider(provider),
+                        on_event=on_event,
+                    )
             except LlmError as error:
                 if error.transient:
                     breaker.failed()
@@ -328,7 +365,11 @@ class Phase2Worker:
                 self._observer.tokens_used(kind, count)
             refused = refused_items(generation.decisions, job.archive_seq)
             pending, dropped = carry_pending(
-                data.pending, refused, generation.document, self._settings.max_pending_items
+                data.pending,
+                refused,
+                generation.document,
+                self._settings.max_pending_items,
+                self._settings.max_pending_tokens,
             )
             if dropped:
                 log.warning("phase2_pending_items_dropped", commit_id=job.commit_id, count=dropped)
@@ -348,8 +389,15 @@ class Phase2Worker:
                     previous.version if previous else 0,
                     completion,
                     tuple(GuardDecided(d) for d in generation.decisions),
+                    extraction,
                 )
             if done is not None:
+                if extraction.state is MemoryState.FAILED:
+                    log.warning(
+                        "phase2_memory_extraction_failed",
+                        commit_id=job.commit_id,
+                        error=extraction.message,
+                    )
                 log.info(
                     "phase2_completed",
                     commit_id=job.commit_id,

@@ -51,6 +51,14 @@ class WorkingMemoryStored:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoriesExtracted:
+    """What extraction did to the owner's memories: the commit's stored memory diff (JSON,
+    as ``services.extraction.diff_json`` writes it), in the completion's transaction."""
+
+    diff_json: str
+
+
+@dataclass(frozen=True, slots=True)
 class RetryScheduled:
     """Phase 2 will run again: after a transient failure, or because RetryCommit asked."""
 
@@ -87,6 +95,7 @@ CommitEvent = (
     | OpsParsed
     | GuardDecided
     | WorkingMemoryStored
+    | MemoriesExtracted
     | RetryScheduled
     | Completed
     | Failed

@@ -18,10 +18,19 @@ from wm_server.services.events import (
     Completed,
     EventLog,
     Failed,
+    MemoriesExtracted,
     Phase2Started,
     RetryScheduled,
     WorkingMemoryStored,
 )
+from wm_server.services.extraction import (
+    Extraction,
+    MemoryContext,
+    MemoryState,
+    diff_json,
+    memory_context,
+)
+from wm_server.services.memories import MemorySources, apply_plan
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
@@ -108,6 +117,19 @@ class JobService:
             previous, tuple(messages), tuple(seqs), row.record.config.provider, tuple(pending)
         )
 
+    async def memory_context(
+        self, job: ClaimedJob, messages: tuple[Message, ...], *, enabled_by_server: bool
+    ) -> MemoryContext:
+        """What memory extraction reads before its model call (see services.extraction)."""
+        async with self._db.scanner() as uow:
+            context = await memory_context(
+                uow, tenant=job.tenant, session_id=job.session_id, archive_seq=job.archive_seq,
+                messages=messages, enabled_by_server=enabled_by_server,
+            )  # fmt: skip
+        if context is None:
+            raise LeaseLost(job.commit_id)
+        return context
+
     @retry_conflicts
     async def start(self, job: ClaimedJob, data: Phase2Input) -> None:
         """Mark the commit running and say what this attempt covers."""
@@ -136,9 +158,15 @@ class JobService:
         expected_previous_version: int,
         completion: Phase2Completion,
         events: tuple[CommitEvent, ...] = (),
+        extraction: Extraction | None = None,
     ) -> tuple[CommitRecord, WorkingMemoryRecord] | None:
         """Store the WM and mark the commit completed, with ``events`` before the closing
-        ones. None when the WM changed since Phase 2 read it (run again on the newer one)."""
+        ones. None when the WM changed since Phase 2 read it (run again on the newer one).
+
+        ``extraction``'s plan is applied to the owner's memories in this same transaction
+        (memories, versions, sources and their full-text index), and its diff is stored on
+        the commit and streamed before the closing events: the commit is terminal only with
+        its memories searchable, and a run that loses its lease here applies nothing."""
         async with self._db.unit_of_work() as uow:
             after = await _hold(uow, job)
             row = await uow.sessions.lock(job.tenant, job.session_id)
@@ -147,6 +175,22 @@ class JobService:
             if row.record.wm_version != expected_previous_version:
                 return None
             now = time.time()
+            memory_writes = []
+            memory_events: tuple[CommitEvent, ...] = ()
+            diff_text, memory_state = "", ""
+            if extraction is not None:
+                applied = None
+                if extraction.state is MemoryState.EXTRACTED and extraction.owner is not None:
+                    applied = await apply_plan(
+                        uow, tenant=job.tenant, owner=extraction.owner, plan=extraction.plan,
+                        sources=MemorySources(job.session_id, job.archive_seq), now=now,
+                    )  # fmt: skip
+                    if extraction.recovered_seqs:
+                        memory_writes.append(
+                            uow.commits.memory_recovering(row.sid, extraction.recovered_seqs)
+                        )
+                diff_text, memory_state = diff_json(extraction, applied), extraction.state.value
+                memory_events = (MemoriesExtracted(diff_text),)
             version = expected_previous_version + 1
             earlier = [s for s in completion.covered_seqs if s != job.archive_seq]
             await uow.write(
@@ -164,10 +208,11 @@ class JobService:
                     else []
                 ),
                 uow.jobs.finishing(job.commit_id),
+                *memory_writes,
                 uow.commits.completing(
                     job.commit_id, job.attempts, version=version,
                     usage_json=completion.usage_json, decisions_json=completion.decisions_json,
-                    now=now,
+                    now=now, memory_diff_json=diff_text, memory_state=memory_state,
                 ),
             )  # fmt: skip
             record = await uow.commits.get(job.commit_id)
@@ -181,7 +226,7 @@ class JobService:
                 len(completion.pending or ()), completion.pending_dropped,
             )  # fmt: skip
             last = await self._log.append(
-                uow, job.commit_id, after, *events, stored, Completed(record)
+                uow, job.commit_id, after, *events, stored, *memory_events, Completed(record)
             )
             await uow.commit()
         return _with_last(record, last), wm

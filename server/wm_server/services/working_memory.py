@@ -11,11 +11,13 @@ from collections.abc import Mapping
 
 from wm_core import (
     DEFAULT_LIMITS,
+    MAX_PENDING_TOKENS,
     SECTIONS,
     Decision,
     Guard,
     SectionOp,
     WmLimits,
+    carry_pending,
     estimate_tokens,
     merge,
     render_document,
@@ -25,23 +27,36 @@ from wm_server.services import idempotency, validation
 from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
-from wm_server.storage.records import WorkingMemoryRecord
+from wm_server.storage.records import PendingItemView, WorkingMemoryRecord, WorkingMemoryView
 
 
 class WorkingMemoryService:
-    def __init__(self, database: Database, limits: WmLimits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        database: Database,
+        limits: WmLimits = DEFAULT_LIMITS,
+        *,
+        max_pending_items: int = 30,
+        max_pending_tokens: int = MAX_PENDING_TOKENS,
+    ) -> None:
         self._db = database
         self._limits = limits  # a client's ops are bounded like a model's
+        # The bound Phase 2 keeps the pending items within (wm_core.carry_pending).
+        self._pending_bound = (max_pending_items, max_pending_tokens)
 
-    async def get(self, session_id: str, version: int) -> WorkingMemoryRecord:
+    async def get(self, session_id: str, version: int) -> WorkingMemoryView:
+        """The version asked for; the latest comes with the session's pending items, which
+        belong to the session now, not to any version."""
         sid = validation.session_id(session_id)
         if version < 0:
             raise invalid("version", "must not be negative", "OUT_OF_RANGE")
         async with self._db.reader() as uow:
             row = await find_session(uow, sid)
-            record = await uow.working_memories.get(row, version or row.record.wm_version)
-        if record is None:
             latest = row.record.wm_version
+            record = await uow.working_memories.get(row, version or latest)
+            is_latest = record is not None and record.version == latest
+            pending = await uow.pending_items.with_commits(row.sid) if is_latest else []
+        if record is None:
             if not version or not latest:
                 text = f"session {sid!r} has no working memory yet"
             else:
@@ -57,7 +72,13 @@ class WorkingMemoryService:
                     "latest_version": str(latest),
                 },
             )
-        return record
+        if not is_latest:
+            return WorkingMemoryView(record)
+        return WorkingMemoryView(
+            record,
+            tuple(PendingItemView(item, commit_id) for item, commit_id in pending),
+            self._pending_bound[0],
+        )
 
     @retry_conflicts
     async def apply(
@@ -89,6 +110,11 @@ class WorkingMemoryService:
             version = current_version + 1
             now = time.time()
             covered = await uow.working_memories.covered_seq(row.sid, current_version)
+            # What the client's ops brought into the document is no longer pending; what
+            # the guards refused of them is the client's to handle (the decisions say it).
+            pending = await uow.pending_items.of_session(row.sid)
+            carried, _ = carry_pending(pending, (), result.document, *self._pending_bound)
+            changed = uow.pending_items.replacing(row.sid, -version, carried)
             await uow.write(
                 uow.working_memories.inserting(
                     row.sid,
@@ -100,7 +126,8 @@ class WorkingMemoryService:
                     tokens=estimate_tokens(result.document),
                     now=now,
                 ),
-                uow.sessions.setting_wm_version(row.sid, version, now),
+                *(changed if tuple(carried) != tuple(pending) else ()),
+                uow.sessions.setting_wm_version(row.sid, version, now),  # last: no rows
             )
             stored = await uow.working_memories.get(row, version)
             assert stored is not None

@@ -97,6 +97,8 @@ class CommitRecord:
     create_time: float
     complete_time: float | None
     trigger: Trigger | None = None
+    memory_diff_json: str = ""  # what Phase 2's memory extraction did ("" before it ran)
+    memory_state: str = ""  # how it ended; "recovered" once a later commit extracted it
 
     @property
     def archive_id(self) -> str:
@@ -126,6 +128,25 @@ class WorkingMemoryRecord:
     commit_id: str | None
     estimated_tokens: int
     create_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class PendingItemView:
+    """A pending item as a client reads it: with the commit whose Phase 2 refused it
+    (None for the overflow item, and for an item of an archive no longer stored)."""
+
+    item: PendingItem
+    commit_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingMemoryView:
+    """A working memory as GetWorkingMemory returns it: the latest version comes with the
+    session's pending items and their bound (0: not read, an older version)."""
+
+    record: WorkingMemoryRecord
+    pending: tuple[PendingItemView, ...] = ()
+    pending_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)

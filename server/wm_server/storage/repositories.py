@@ -50,7 +50,7 @@ _COMMIT = (
     " c.request_id, c.attempt_count, c.error_reason, c.error_message, c.covered_by_seq,"
     " (SELECT x.commit_id FROM commits x WHERE x.sid = c.sid AND x.archive_seq = c.covered_by_seq),"
     " COALESCE(a.abstract, ''), c.wm_version, c.usage_json, c.decisions_json, c.last_sequence,"
-    " c.create_time, c.complete_time, c.commit_trigger"
+    " c.create_time, c.complete_time, c.commit_trigger, c.memory_diff_json, c.memory_state"
     " FROM commits c JOIN sessions s ON s.sid = c.sid"
     " LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
 )
@@ -128,7 +128,7 @@ def _commit(row: Row) -> CommitRecord:
     values = list(row)
     values[3] = CommitState(values[3])
     values[9] = SkipReason(values[9]) if values[9] else None
-    values[-1] = Trigger(values[-1]) if values[-1] else None
+    values[23] = Trigger(values[23]) if values[23] else None
     return CommitRecord(*values)
 
 
@@ -647,16 +647,41 @@ class CommitRepository(_Repository):
         usage_json: str,
         decisions_json: str,
         now: float,
+        memory_diff_json: str = "",
+        memory_state: str = "",
     ) -> Write:
-        """COMPLETED with what Phase 2 produced (the error of an earlier attempt cleared)."""
+        """COMPLETED with what Phase 2 produced (the error of an earlier attempt cleared),
+        and what its memory extraction did (``memory_state`` "failed" offers the archive to
+        the next commit's extraction, see ``memory_failed_before``)."""
         return Write(
             "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = NULL,"
             " error_message = NULL, complete_time = :now, wm_version = :version,"
-            " usage_json = :usage, decisions_json = :decisions WHERE commit_id = :id",
+            " usage_json = :usage, decisions_json = :decisions, memory_diff_json = :diff,"
+            " memory_state = :memory WHERE commit_id = :id",
             {"state": CommitState.COMPLETED.value, "attempts": attempts, "now": now,
              "version": version, "usage": usage_json, "decisions": decisions_json,
-             "id": commit_id},
+             "diff": memory_diff_json, "memory": memory_state, "id": commit_id},
         )  # fmt: skip
+
+    async def memory_failed_before(self, sid: int, seq: int, limit: int) -> list[int]:
+        """The newest ``limit`` archives before ``seq`` whose memory extraction failed and
+        that no later extraction has covered, oldest first."""
+        rows = await self._conn.all(
+            "SELECT archive_seq FROM commits WHERE sid = :sid AND memory_state = 'failed'"
+            " AND archive_seq < :seq ORDER BY archive_seq DESC LIMIT :limit",
+            {"sid": sid, "seq": seq, "limit": limit},
+        )
+        return sorted(int(s) for (s,) in rows)
+
+    def memory_recovering(self, sid: int, seqs: Sequence[int]) -> Write:
+        """The archives ``seqs`` had their memories extracted by a later commit (whose diff
+        names them); their own diff keeps why their extraction failed."""
+        members, values = self._dialect.in_list("seqs", seqs)
+        return Write(
+            "UPDATE commits SET memory_state = 'recovered' WHERE sid = :sid"
+            f" AND memory_state = 'failed' AND archive_seq {members}",
+            {"sid": sid, **values},
+        )
 
     def covering(self, sid: int, seqs: Sequence[int], by_seq: int) -> Write:
         members, values = self._dialect.in_list("seqs", seqs)
@@ -883,16 +908,26 @@ class PendingItemRepository(_Repository):
     """A session's pending items (wm_core.carry_pending decides them), in order."""
 
     async def of_session(self, sid: int) -> list[PendingItem]:
+        return [item for item, _ in await self.with_commits(sid)]
+
+    async def with_commits(self, sid: int) -> list[tuple[PendingItem, str | None]]:
+        """The items and the commit whose archive refused each (None: no archive, as for
+        the overflow item)."""
         rows = await self._conn.all(
-            "SELECT section, item, source, archive_seq FROM pending_items WHERE sid = :sid"
-            " ORDER BY batch, position",
+            "SELECT p.section, p.item, p.source, p.archive_seq, a.commit_id FROM pending_items p"
+            " LEFT JOIN archives a ON a.sid = p.sid AND a.seq = p.archive_seq"
+            " WHERE p.sid = :sid ORDER BY p.batch, p.position",
             {"sid": sid},
         )
-        return [PendingItem(str(a), str(b), str(c), int(d)) for a, b, c, d in rows]
+        return [
+            (PendingItem(str(a), str(b), str(c), int(d)), str(e) if e is not None else None)
+            for a, b, c, d, e in rows
+        ]
 
     def replacing(self, sid: int, batch: int, items: Sequence[PendingItem]) -> list[Write]:
         """The writes that make ``items`` the session's pending items; ``batch`` (the archive
-        of the completion) differs from every earlier one, so the new keys never collide
+        of a completion, minus the version for ApplyWorkingMemoryOps) differs from every
+        earlier one, so the new keys never collide
         with the rows deleted in the same statement."""
         writes = [Write("DELETE FROM pending_items WHERE sid = :sid", {"sid": sid})]
         if items:

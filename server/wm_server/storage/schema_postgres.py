@@ -310,4 +310,14 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             AND m.position BETWEEN a.first_position AND a.last_position
         """,
     ),
+    (
+        9,
+        # Long-term memory extraction (issue 20): as SQLite's version 8.
+        """
+        ALTER TABLE commits ADD COLUMN memory_diff_json TEXT NOT NULL DEFAULT '';
+        ALTER TABLE commits ADD COLUMN memory_state TEXT NOT NULL DEFAULT '';
+        CREATE INDEX commits_memory_failed ON commits (sid, archive_seq)
+            WHERE memory_state = 'failed';
+        """,
+    ),
 )

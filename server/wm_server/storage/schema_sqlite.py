@@ -305,4 +305,16 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             " AND m.position BETWEEN a.first_position AND a.last_position",
         ),
     ),
+    (
+        8,
+        # Long-term memory extraction (issue 20): each commit keeps what its Phase 2 did to
+        # the owner's memories (the diff, JSON) and the state of its extraction, so that an
+        # archive whose extraction failed is offered to the next commit's.
+        (
+            "ALTER TABLE commits ADD COLUMN memory_diff_json TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE commits ADD COLUMN memory_state TEXT NOT NULL DEFAULT ''",
+            "CREATE INDEX commits_memory_failed ON commits (sid, archive_seq)"
+            " WHERE memory_state = 'failed'",
+        ),
+    ),
 )

@@ -8,8 +8,13 @@ from wm_core import (
     Guard,
     PendingItem,
     carry_pending,
+    estimate_tokens,
     pending_reminder,
     refused_items,
+    unfold_pending,
+)
+from wm_core import (
+    PENDING_OVERFLOW as OVERFLOW,
 )
 
 
@@ -46,12 +51,66 @@ def test_an_item_leaves_once_the_document_holds_its_text_or_all_its_details() ->
     assert carry_pending([old], [], consolidated, 30) == ((), 0)
 
 
-def test_duplicates_are_kept_once_and_the_oldest_go_first_over_the_limit() -> None:
+def test_an_item_whose_names_are_in_the_document_but_not_its_ticket_or_value_stays() -> None:
+    item = PendingItem(
+        KEY_FACTS, "Aiko Sato set work_mem on payouts to 16 MB under HLM-4203", "bound", 3
+    )
+    document = "- Aiko Sato set lock_timeout on holds to 40 ms under HLM-4110"
+    assert carry_pending([item], [], document, 30) == ((item,), 0)
+    consolidated = "- **Tuning** (Aiko Sato): payouts work_mem 16 MB (HLM-4203)"
+    assert carry_pending([item], [], consolidated, 30) == ((), 0)
+
+
+def test_duplicates_are_kept_once_and_the_oldest_are_folded_into_one_item_over_the_limit() -> None:
     items = [
         PendingItem(KEY_FACTS, f"Fact {n} on 2025-01-{n + 1:02d}", "bound", n) for n in range(10)
     ]
     kept, dropped = carry_pending(items[:6], [*items[4:], items[0]], "", 5)
-    assert dropped == 5 and [i.archive_seq for i in kept] == [5, 6, 7, 8, 9]
+    assert dropped == 0 and len(kept) == 5
+    overflow, *rest = kept
+    assert [i.archive_seq for i in rest] == [6, 7, 8, 9]
+    assert (overflow.section, overflow.source) == ("", OVERFLOW)
+    assert overflow.text.split("\n") == [f"[{KEY_FACTS}] {items[n].text}" for n in range(6)]
+    # Folded items stay in the prompt, one line each, and readers get them one by one.
+    assert f"- [{KEY_FACTS}] Fact 0 on 2025-01-01" in pending_reminder(kept)
+    assert [(i.section, i.text) for i in unfold_pending(kept)] == [
+        (KEY_FACTS, item.text) for item in items
+    ]
+
+
+NAMES = ("Alice", "Bruno", "Chen", "Dana")
+
+
+def test_a_folded_item_leaves_on_its_own_once_the_document_holds_it() -> None:
+    items = [
+        PendingItem(KEY_FACTS, f"{name} approved the rollback", "bound", n)
+        for n, name in enumerate(NAMES)
+    ]
+    folded, _ = carry_pending(items, [], "", 2)
+    assert len(folded) == 2 and folded[0].source == OVERFLOW
+    kept, dropped = carry_pending(folded, [], "- Bruno approved the rollback", 2)
+    assert dropped == 0
+    assert kept[0].text.split("\n") == [
+        f"[{KEY_FACTS}] Alice approved the rollback",
+        f"[{KEY_FACTS}] Chen approved the rollback",
+    ]
+    assert kept[0].source == OVERFLOW and kept[1:] == (items[3],)
+    # Nothing left beyond the limit: the remaining folded line comes back as an item.
+    again, _ = carry_pending(kept, [], "- Chen approved the rollback", 2)
+    assert [(i.text, i.source) for i in again] == [
+        ("Alice approved the rollback", OVERFLOW),
+        ("Dana approved the rollback", "bound"),
+    ]
+
+
+def test_only_past_the_token_budget_are_the_oldest_dropped_and_counted() -> None:
+    items = [PendingItem(KEY_FACTS, f"Fact {n}: " + "x" * 200, "bound", n) for n in range(20)]
+    kept, dropped = carry_pending(items, [], "", 5, max_tokens=600)
+    lines = [line for i in kept for line in i.text.split("\n")]
+    assert dropped > 0 and len(lines) == 20 - dropped
+    assert lines[-1].startswith("Fact 19") and f"Fact {dropped}:" in lines[0]
+    assert sum(estimate_tokens(line) + 1 for line in lines) <= 600
+    assert carry_pending(items, [], "", 0) == ((), 20)
 
 
 def test_the_reminder_lists_each_item_with_its_section() -> None:

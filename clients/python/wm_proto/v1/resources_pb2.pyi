@@ -218,6 +218,11 @@ class _CommitStageEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CommitSta
     """Terminal: the commit failed."""
     COMMIT_STAGE_HEARTBEAT: _CommitStage.ValueType  # 12
     """Keep-alive on a quiet stream; not stored, repeats the last sequence."""
+    COMMIT_STAGE_MEMORIES_EXTRACTED: _CommitStage.ValueType  # 13
+    """Long-term memories were extracted from the archive (or extraction was off or failed):
+    the memory diff, stored in the same transaction as the completion that follows it, so
+    the memories it names are searchable when the terminal event is seen.
+    """
 
 class CommitStage(_CommitStage, metaclass=_CommitStageEnumTypeWrapper):
     """Stage of a commit that an event reports."""
@@ -248,6 +253,11 @@ COMMIT_STAGE_FAILED: CommitStage.ValueType  # 11
 """Terminal: the commit failed."""
 COMMIT_STAGE_HEARTBEAT: CommitStage.ValueType  # 12
 """Keep-alive on a quiet stream; not stored, repeats the last sequence."""
+COMMIT_STAGE_MEMORIES_EXTRACTED: CommitStage.ValueType  # 13
+"""Long-term memories were extracted from the archive (or extraction was off or failed):
+the memory diff, stored in the same transaction as the completion that follows it, so
+the memories it names are searchable when the terminal event is seen.
+"""
 Global___CommitStage: _TypeAlias = CommitStage  # noqa: Y015
 
 class _Phase2Mode:
@@ -365,6 +375,48 @@ MEMORY_STATE_ACTIVE: MemoryState.ValueType  # 1
 MEMORY_STATE_RETIRED: MemoryState.ValueType  # 2
 """Superseded or contradicted: kept with its history, never searched nor recalled."""
 Global___MemoryState: _TypeAlias = MemoryState  # noqa: Y015
+
+class _MemoryExtractionState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryExtractionStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryExtractionState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_EXTRACTION_STATE_UNSPECIFIED: _MemoryExtractionState.ValueType  # 0
+    """Not known (commits made before extraction existed)."""
+    MEMORY_EXTRACTION_STATE_EXTRACTED: _MemoryExtractionState.ValueType  # 1
+    """Extraction ran; the diff says what changed (possibly nothing)."""
+    MEMORY_EXTRACTION_STATE_OFF: _MemoryExtractionState.ValueType  # 2
+    """Extraction is off for the session (SessionConfig.memory_extraction) or the server
+    (WM_MEMORY_EXTRACTION=false).
+    """
+    MEMORY_EXTRACTION_STATE_FAILED: _MemoryExtractionState.ValueType  # 3
+    """Extraction failed for a reason retrying the same call cannot fix (the message says
+    which); the working memory was stored all the same, and the next commit of the session
+    offers this archive to its extraction again.
+    """
+    MEMORY_EXTRACTION_STATE_RECOVERED: _MemoryExtractionState.ValueType  # 4
+    """Failed here, then extracted by a later commit of the session."""
+
+class MemoryExtractionState(_MemoryExtractionState, metaclass=_MemoryExtractionStateEnumTypeWrapper):
+    """How a commit's long-term memory extraction ended."""
+
+MEMORY_EXTRACTION_STATE_UNSPECIFIED: MemoryExtractionState.ValueType  # 0
+"""Not known (commits made before extraction existed)."""
+MEMORY_EXTRACTION_STATE_EXTRACTED: MemoryExtractionState.ValueType  # 1
+"""Extraction ran; the diff says what changed (possibly nothing)."""
+MEMORY_EXTRACTION_STATE_OFF: MemoryExtractionState.ValueType  # 2
+"""Extraction is off for the session (SessionConfig.memory_extraction) or the server
+(WM_MEMORY_EXTRACTION=false).
+"""
+MEMORY_EXTRACTION_STATE_FAILED: MemoryExtractionState.ValueType  # 3
+"""Extraction failed for a reason retrying the same call cannot fix (the message says
+which); the working memory was stored all the same, and the next commit of the session
+offers this archive to its extraction again.
+"""
+MEMORY_EXTRACTION_STATE_RECOVERED: MemoryExtractionState.ValueType  # 4
+"""Failed here, then extracted by a later commit of the session."""
+Global___MemoryExtractionState: _TypeAlias = MemoryExtractionState  # noqa: Y015
 
 @_typing.final
 class Session(_message.Message):
@@ -883,6 +935,7 @@ class Commit(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     COMPLETE_TIME_FIELD_NUMBER: _builtins.int
     TRIGGER_FIELD_NUMBER: _builtins.int
+    MEMORY_DIFF_FIELD_NUMBER: _builtins.int
     commit_id: _builtins.str
     """The commit's id, unique within the session."""
     session_id: _builtins.str
@@ -931,6 +984,13 @@ class Commit(_message.Message):
     def complete_time(self) -> _timestamp_pb2.Timestamp:
         """When the commit reached a terminal state."""
 
+    @_builtins.property
+    def memory_diff(self) -> Global___MemoryDiff:
+        """What Phase 2's long-term memory extraction did to the owner's memories (GetCommit and
+        the completed event); unset before Phase 2 completed, and for commits made before
+        extraction existed.
+        """
+
     def __init__(
         self,
         *,
@@ -953,10 +1013,11 @@ class Commit(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         complete_time: _timestamp_pb2.Timestamp | None = ...,
         trigger: Global___CommitTrigger.ValueType = ...,
+        memory_diff: Global___MemoryDiff | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["complete_time", b"complete_time", "create_time", b"create_time", "error", b"error", "token_usage", b"token_usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["complete_time", b"complete_time", "create_time", b"create_time", "error", b"error", "memory_diff", b"memory_diff", "token_usage", b"token_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "attempt_count", b"attempt_count", "commit_id", b"commit_id", "complete_time", b"complete_time", "covered_by_commit_id", b"covered_by_commit_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "keep_recent_count", b"keep_recent_count", "kept_message_count", b"kept_message_count", "last_sequence", b"last_sequence", "session_id", b"session_id", "skip_reason", b"skip_reason", "state", b"state", "token_usage", b"token_usage", "trigger", b"trigger", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "attempt_count", b"attempt_count", "commit_id", b"commit_id", "complete_time", b"complete_time", "covered_by_commit_id", b"covered_by_commit_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "keep_recent_count", b"keep_recent_count", "kept_message_count", b"kept_message_count", "last_sequence", b"last_sequence", "memory_diff", b"memory_diff", "session_id", b"session_id", "skip_reason", b"skip_reason", "state", b"state", "token_usage", b"token_usage", "trigger", b"trigger", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -987,6 +1048,7 @@ class CommitEvent(_message.Message):
     COMPLETED_FIELD_NUMBER: _builtins.int
     FAILED_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
+    MEMORIES_EXTRACTED_FIELD_NUMBER: _builtins.int
     commit_id: _builtins.str
     """The commit."""
     sequence: _builtins.int
@@ -1050,6 +1112,10 @@ class CommitEvent(_message.Message):
     def heartbeat(self) -> Global___Heartbeat:
         """Keep-alive."""
 
+    @_builtins.property
+    def memories_extracted(self) -> Global___MemoryDiff:
+        """What extraction did to the owner's long-term memories."""
+
     def __init__(
         self,
         *,
@@ -1070,12 +1136,13 @@ class CommitEvent(_message.Message):
         completed: Global___Commit | None = ...,
         failed: Global___Commit | None = ...,
         heartbeat: Global___Heartbeat | None = ...,
+        memories_extracted: Global___MemoryDiff | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "create_time", b"create_time", "detail", b"detail", "failed", b"failed", "guard_decision", b"guard_decision", "heartbeat", b"heartbeat", "llm_request_sent", b"llm_request_sent", "llm_response_received", b"llm_response_received", "ops_parsed", b"ops_parsed", "phase1", b"phase1", "phase2_started", b"phase2_started", "retry_scheduled", b"retry_scheduled", "working_memory_stored", b"working_memory_stored"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "create_time", b"create_time", "detail", b"detail", "failed", b"failed", "guard_decision", b"guard_decision", "heartbeat", b"heartbeat", "llm_request_sent", b"llm_request_sent", "llm_response_received", b"llm_response_received", "memories_extracted", b"memories_extracted", "ops_parsed", b"ops_parsed", "phase1", b"phase1", "phase2_started", b"phase2_started", "retry_scheduled", b"retry_scheduled", "working_memory_stored", b"working_memory_stored"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_id", b"commit_id", "completed", b"completed", "create_time", b"create_time", "detail", b"detail", "failed", b"failed", "guard_decision", b"guard_decision", "heartbeat", b"heartbeat", "llm_request_sent", b"llm_request_sent", "llm_response_received", b"llm_response_received", "ops_parsed", b"ops_parsed", "phase1", b"phase1", "phase2_started", b"phase2_started", "retry_scheduled", b"retry_scheduled", "sequence", b"sequence", "stage", b"stage", "state", b"state", "terminal", b"terminal", "working_memory_stored", b"working_memory_stored"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_id", b"commit_id", "completed", b"completed", "create_time", b"create_time", "detail", b"detail", "failed", b"failed", "guard_decision", b"guard_decision", "heartbeat", b"heartbeat", "llm_request_sent", b"llm_request_sent", "llm_response_received", b"llm_response_received", "memories_extracted", b"memories_extracted", "ops_parsed", b"ops_parsed", "phase1", b"phase1", "phase2_started", b"phase2_started", "retry_scheduled", b"retry_scheduled", "sequence", b"sequence", "stage", b"stage", "state", b"state", "terminal", b"terminal", "working_memory_stored", b"working_memory_stored"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_detail: _TypeAlias = _typing.Literal["phase1", "phase2_started", "llm_request_sent", "llm_response_received", "ops_parsed", "guard_decision", "working_memory_stored", "retry_scheduled", "completed", "failed", "heartbeat"]  # noqa: Y015
+    _WhichOneofReturnType_detail: _TypeAlias = _typing.Literal["phase1", "phase2_started", "llm_request_sent", "llm_response_received", "ops_parsed", "guard_decision", "working_memory_stored", "retry_scheduled", "completed", "failed", "heartbeat", "memories_extracted"]  # noqa: Y015
     _WhichOneofArgType_detail: _TypeAlias = _typing.Literal["detail", b"detail"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_detail) -> _WhichOneofReturnType_detail | None: ...
 
@@ -1177,7 +1244,7 @@ class LlmRequestSent(_message.Message):
     model: _builtins.str
     """The model name."""
     purpose: _builtins.str
-    """Which call of the recovery chain: update, repair, create."""
+    """Which call: update, repair, create (the recovery chain), memory (extraction)."""
     def __init__(
         self,
         *,
@@ -1502,6 +1569,8 @@ class WorkingMemory(_message.Message):
     SECTIONS_FIELD_NUMBER: _builtins.int
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
+    PENDING_ITEMS_FIELD_NUMBER: _builtins.int
+    PENDING_ITEM_LIMIT_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     version: _builtins.int
@@ -1512,6 +1581,12 @@ class WorkingMemory(_message.Message):
     """The canonical Markdown document."""
     estimated_tokens: _builtins.int
     """Estimated tokens of the document."""
+    pending_item_limit: _builtins.int
+    """The bound on the number of pending items (server setting WM_PHASE2_MAX_PENDING_ITEMS).
+    Beyond it the oldest items are folded into one overflow item (source "overflow"), and
+    only what exceeds the pending items' token budget is dropped (reported by the commit's
+    WorkingMemoryStored.pending_items_dropped). Set with pending_items.
+    """
     @_builtins.property
     def sections(self) -> _containers.RepeatedCompositeFieldContainer[Global___SectionBody]:
         """The 7 sections, in order."""
@@ -1519,6 +1594,15 @@ class WorkingMemory(_message.Message):
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When it was stored."""
+
+    @_builtins.property
+    def pending_items(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingItem]:
+        """The session's pending items: what a guard refused (a fact at emergency size, a line over
+        the size bound, an item of a rejected consolidation) and the working memory does not hold
+        yet. Phase 2 shows them to the model in every update until the document holds them.
+        Filled by GetWorkingMemory of the latest version only (they belong to the session, not to
+        a version); empty elsewhere. At most pending_item_limit items, oldest first.
+        """
 
     def __init__(
         self,
@@ -1530,14 +1614,58 @@ class WorkingMemory(_message.Message):
         sections: _abc.Iterable[Global___SectionBody] | None = ...,
         estimated_tokens: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
+        pending_items: _abc.Iterable[Global___PendingItem] | None = ...,
+        pending_item_limit: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "create_time", b"create_time", "document", b"document", "estimated_tokens", b"estimated_tokens", "sections", b"sections", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "create_time", b"create_time", "document", b"document", "estimated_tokens", b"estimated_tokens", "pending_item_limit", b"pending_item_limit", "pending_items", b"pending_items", "sections", b"sections", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WorkingMemory: _TypeAlias = WorkingMemory  # noqa: Y015
+
+@_typing.final
+class PendingItem(_message.Message):
+    """An item a guard refused that the session keeps until its working memory holds it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SECTION_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    COMMIT_ID_FIELD_NUMBER: _builtins.int
+    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    section: _builtins.str
+    """The section it was meant for; empty for the overflow item, whose lines name their own
+    sections ("[Key Facts & Decisions] ...").
+    """
+    text: _builtins.str
+    """The refused text (at most 500 characters; the overflow item: one line per folded item)."""
+    source: _builtins.str
+    """Why it was refused: the guard that refused it ("key_facts", "bound", ...), or "overflow"
+    for the item that holds the oldest pending items beyond the bound.
+    """
+    commit_id: _builtins.str
+    """The commit whose Phase 2 refused it; empty for the overflow item."""
+    archive_id: _builtins.str
+    """That commit's archive; empty for the overflow item."""
+    def __init__(
+        self,
+        *,
+        section: _builtins.str = ...,
+        text: _builtins.str = ...,
+        source: _builtins.str = ...,
+        commit_id: _builtins.str = ...,
+        archive_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "commit_id", b"commit_id", "section", b"section", "source", b"source", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingItem: _TypeAlias = PendingItem  # noqa: Y015
 
 @_typing.final
 class Archive(_message.Message):
@@ -1634,6 +1762,132 @@ class Archive(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Archive: _TypeAlias = Archive  # noqa: Y015
+
+@_typing.final
+class MemoryOpRefusal(_message.Message):
+    """A proposed memory change the guards did not apply."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OP_INDEX_FIELD_NUMBER: _builtins.int
+    OP_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    TARGET_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
+    op_index: _builtins.int
+    """The op's position in the model's answer, from 0."""
+    op: _builtins.str
+    """CREATE, UPDATE, MERGE or RETIRE."""
+    text: _builtins.str
+    """The proposed text (empty for RETIRE); at most 500 characters."""
+    reason: _builtins.str
+    """Why it was refused (or which memory already says it, for a duplicate)."""
+    duplicate: _builtins.bool
+    """True for a duplicate of an existing memory or of an earlier op (nothing was lost)."""
+    @_builtins.property
+    def target_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The memories the op named."""
+
+    def __init__(
+        self,
+        *,
+        op_index: _builtins.int = ...,
+        op: _builtins.str = ...,
+        text: _builtins.str = ...,
+        target_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reason: _builtins.str = ...,
+        duplicate: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "op", b"op", "op_index", b"op_index", "reason", b"reason", "target_memory_ids", b"target_memory_ids", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryOpRefusal: _TypeAlias = MemoryOpRefusal  # noqa: Y015
+
+@_typing.final
+class MemoryDiff(_message.Message):
+    """What one commit's extraction did to the owner's long-term memories."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    CREATED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    UPDATED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    MERGED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    RETIRED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    DEDUPLICATED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    REFUSED_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    PROBLEMS_FIELD_NUMBER: _builtins.int
+    RECOVERED_ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    state: Global___MemoryExtractionState.ValueType
+    """How extraction ended."""
+    message: _builtins.str
+    """Why extraction was off or failed; empty when it ran."""
+    @_builtins.property
+    def created_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories created."""
+
+    @_builtins.property
+    def updated_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories whose text was superseded (the old text kept in their history)."""
+
+    @_builtins.property
+    def merged_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories that absorbed others (MERGE)."""
+
+    @_builtins.property
+    def retired_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories retired (RETIRE, or absorbed by a MERGE)."""
+
+    @_builtins.property
+    def deduplicated_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Existing memories a proposed CREATE repeated (their sources grow, nothing else)."""
+
+    @_builtins.property
+    def refused(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryOpRefusal]:
+        """Proposed ops the guards refused or found duplicate, at most 50."""
+
+    @_builtins.property
+    def problems(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What reading the model's answer took (repairs, dropped ops), at most 50."""
+
+    @_builtins.property
+    def recovered_archive_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Earlier archives of the session whose failed extraction this commit covered."""
+
+    @_builtins.property
+    def usage(self) -> Global___TokenUsage:
+        """Tokens of the extraction calls (not in the commit's token_usage, which is the
+        working memory's).
+        """
+
+    def __init__(
+        self,
+        *,
+        state: Global___MemoryExtractionState.ValueType = ...,
+        created_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        updated_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        merged_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        retired_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        deduplicated_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        refused: _abc.Iterable[Global___MemoryOpRefusal] | None = ...,
+        message: _builtins.str = ...,
+        problems: _abc.Iterable[_builtins.str] | None = ...,
+        recovered_archive_ids: _abc.Iterable[_builtins.str] | None = ...,
+        usage: Global___TokenUsage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memory_ids", b"created_memory_ids", "deduplicated_memory_ids", b"deduplicated_memory_ids", "merged_memory_ids", b"merged_memory_ids", "message", b"message", "problems", b"problems", "recovered_archive_ids", b"recovered_archive_ids", "refused", b"refused", "retired_memory_ids", b"retired_memory_ids", "state", b"state", "updated_memory_ids", b"updated_memory_ids", "usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryDiff: _TypeAlias = MemoryDiff  # noqa: Y015
 
 @_typing.final
 class MemorySource(_message.Message):

@@ -11,8 +11,16 @@ import json
 from functools import cache
 from importlib import resources
 
+from wm_core import MemoryRecord
 from wm_server.llm.formatting import render_messages, shorten
-from wm_server.llm.port import CreateRequest, ModelReply, Purpose, RepairRequest, UpdateRequest
+from wm_server.llm.port import (
+    CreateRequest,
+    MemoryRequest,
+    ModelReply,
+    Purpose,
+    RepairRequest,
+    UpdateRequest,
+)
 
 # How much of a rejected answer is shown back to the model in a repair request.
 MAX_PREVIOUS_ARGUMENT_CHARS = 4000
@@ -25,7 +33,10 @@ def load(name: str) -> str:
 
 
 def system_prompt(purpose: Purpose) -> str:
-    """The static instructions for a call; repair shares the update text (and its cache)."""
+    """The static instructions for a call; repair shares the update text (and its cache).
+    Memory extraction is a task of its own, with its own instructions."""
+    if purpose == Purpose.MEMORY:
+        return load("memory.md")
     task = "create.md" if purpose == Purpose.CREATE else "update.md"
     return load("system.md") + "\n\n" + load(task)
 
@@ -91,4 +102,25 @@ def create_user_message(request: CreateRequest) -> str:
         "<session_messages>\n" + render_messages(request.messages) + "\n</session_messages>"
     )
     parts.append("Write the complete working memory and call `create_working_memory`.")
+    return "\n\n".join(parts)
+
+
+def _memory_line(memory: MemoryRecord) -> str:
+    when = f" (event time {memory.event_time})" if memory.event_time else ""
+    return f"- [{memory.id}] ({memory.type.value}) {memory.text}{when}"
+
+
+def memory_user_message(request: MemoryRequest) -> str:
+    """The owner's similar memories (the only ids an op may name), the items the working
+    memory could not hold, and the archived messages with their ids."""
+    existing = "\n".join(_memory_line(m) for m in request.existing) or "(none yet)"
+    parts = ["<existing_memories>\n" + existing + "\n</existing_memories>"]
+    if request.pending:
+        items = "\n".join(f"- [{item.section}] {item.text}" for item in request.pending)
+        parts.append("<not_in_working_memory>\n" + items + "\n</not_in_working_memory>")
+    name = f' id="{request.archive_id}"' if request.archive_id else ""
+    parts.append(
+        f"<archive{name}>\n" + render_messages(request.messages, with_ids=True) + "\n</archive>"
+    )
+    parts.append("Propose the memory changes this archive calls for and call `update_memories`.")
     return "\n\n".join(parts)

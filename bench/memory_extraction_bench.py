@@ -1,0 +1,183 @@
+"""Memory extraction benchmark: what long-term memory extraction costs per commit (offline).
+
+Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--commits N`` to change the
+number of server commits). It prints figures and asserts nothing, since timings depend on the
+machine. Two tables:
+
+1. the extraction step alone, in process: the offline provider's answer, reading it back
+   (``parse_memory_ops``) and the guards (``guard_memory_ops``) against 20 existing memories,
+   for archives of 20, 80 and 320 messages (a quarter of the user messages state something
+   worth remembering, the rest is ordinary work talk); median and p95 milliseconds;
+2. end to end on a real server (SQLite file, offline provider, one session per user): ms per
+   commit with extraction on and with ``WM_MEMORY_EXTRACTION=false``, measured from Commit to
+   its terminal event; the difference is what extraction adds to a commit (the similar-memory
+   search, the call, the plan and its writes with their full-text index, in the completion's
+   transaction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import grpc
+
+from support import builders as b
+from wm_core import (
+    MemoryRecord,
+    MemoryType,
+    Message,
+    Role,
+    TextPart,
+    archive_text,
+    guard_memory_ops,
+    message_tokens,
+    parse_memory_ops,
+)
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.app import start_application
+from wm_server.config import Settings
+from wm_server.llm.offline import OfflineProvider
+from wm_server.llm.port import MemoryRequest
+
+STATEMENTS = (
+    "I prefer {x} over {y} for the {z} module.",
+    "We decided to move the {z} store to {x} because {y} locks under load.",
+    "The {z} cut-over is scheduled for 2026-12-{d:02d}.",
+    "Let's go with {x} for the {z} cache since {y} is already deployed.",
+    "The {z} lives in a service called {x}d.",
+    "My name is Dana {x}. I'm the platform lead at {y} Traders.",
+)
+WORK = (
+    "Can you run the tests for the {z} module again?",
+    "The failure is in {z}/handlers.py line {d}, an off-by-one in the pager.",
+    "Please rename {x}Client to {y}Client everywhere in {z}.",
+    "What does the {z} job do when the queue is empty?",
+)
+NAMES = ("Postgres", "Redis", "Kafka", "Ruff", "Black", "Rust", "Go", "Nginx", "Envoy", "Vault")
+TOPICS = ("ledger", "billing", "auth", "search", "export", "payments", "reports", "inbox")
+
+
+def _text(template: str, i: int) -> str:
+    return template.format(
+        x=NAMES[i % len(NAMES)],
+        y=NAMES[(i * 3 + 1) % len(NAMES)],
+        z=TOPICS[i % len(TOPICS)],
+        d=1 + i % 28,
+    )
+
+
+def archive(size: int, offset: int = 0) -> list[Message]:
+    messages: list[Message] = []
+    for i in range(size // 2):
+        n = offset + i
+        template = STATEMENTS[n % len(STATEMENTS)] if n % 4 == 0 else WORK[n % len(WORK)]
+        for role, text in ((Role.USER, _text(template, n)), (Role.ASSISTANT, "Done; see diff.")):
+            parts = (TextPart(text),)
+            messages.append(Message(f"m{n}-{role.value}", role, parts, message_tokens(parts)))
+    return messages
+
+
+def existing_memories() -> list[MemoryRecord]:
+    return [
+        MemoryRecord(
+            f"mem_{i:020x}",
+            MemoryType.PREFERENCE if i % 2 else MemoryType.DECISION,
+            _text(STATEMENTS[i % 2], i).replace("I prefer", "User prefers"),
+        )
+        for i in range(20)
+    ]
+
+
+async def step_figures(rounds: int) -> None:
+    provider = OfflineProvider()
+    existing = existing_memories()
+    print("extraction step alone (offline answer + read + guards, 20 existing memories)")
+    print(f"{'messages':>9} {'ops':>5} {'median ms':>10} {'p95 ms':>8}")
+    for size in (20, 80, 320):
+        messages = archive(size)
+        text = archive_text(messages)
+        times: list[float] = []
+        ops = 0
+        for _ in range(rounds):
+            started = time.perf_counter()
+            reply = await provider.extract_memories(MemoryRequest(messages, existing))
+            plan = guard_memory_ops(parse_memory_ops(reply.tool_input).ops, existing, text)
+            times.append((time.perf_counter() - started) * 1000)
+            ops = len(plan.decisions)
+        times.sort()
+        p95 = times[int(len(times) * 0.95) - 1]
+        print(f"{size:>9} {ops:>5} {statistics.median(times):>10.2f} {p95:>8.2f}")
+
+
+async def server_figure(commits: int, extraction: bool) -> tuple[float, int]:
+    """Median ms from Commit to its terminal event, and the memories made in all."""
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(
+            address="127.0.0.1:0",
+            data_dir=Path(tmp),
+            llm_provider="offline",
+            memory_extraction=extraction,
+            log_level="warning",
+        )
+        app = await start_application(settings)
+        times: list[float] = []
+        created = 0
+        try:
+            async with grpc.aio.insecure_channel(app.address) as channel:
+                stub = service_grpc.WorkingMemoryServiceStub(channel)
+                for n in range(commits):
+                    session = f"s{n % 10}"
+                    if n < 10:
+                        await stub.CreateSession(
+                            api.CreateSessionRequest(session_id=session, user_id=f"u{n}")
+                        )
+                    messages = [
+                        b.user(m.text()) if m.role is Role.USER else b.assistant(m.text())
+                        for m in archive(40, n * 20)
+                    ]
+                    await stub.AddMessages(
+                        api.AddMessagesRequest(session_id=session, messages=messages)
+                    )
+                    started = time.perf_counter()
+                    call = stub.Commit(
+                        api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60
+                    )
+                    async for event in call:
+                        if event.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED:
+                            created += len(event.memories_extracted.created_memory_ids)
+                        if event.terminal:
+                            break
+                    times.append((time.perf_counter() - started) * 1000)
+        finally:
+            await app.stop(grace=1.0)
+    return statistics.median(times), created
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--commits", type=int, default=40)
+    args = parser.parse_args()
+    await step_figures(args.rounds)
+    print()
+    print(f"end to end, SQLite, offline, {args.commits} commits of 40 messages, 10 users")
+    on, made = await server_figure(args.commits, True)
+    off, _ = await server_figure(args.commits, False)
+    print(f"{'extraction':>11} {'ms/commit':>10} {'memories':>9}")
+    print(f"{'on':>11} {on:>10.2f} {made:>9}")
+    print(f"{'off':>11} {off:>10.2f} {0:>9}")
+    print(f"extraction adds {on - off:.2f} ms per commit (median)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,244 @@
+"""Long-term memory extraction, the Phase 2 step after the working memory is made.
+
+The step has three parts, split by what they touch:
+
+- ``memory_context`` (a read): is extraction on for the session, whose memories (the owner),
+  which of them are most similar to the archive (the only ones the model may name), and the
+  messages of earlier archives whose extraction failed (offered again, at most
+  ``MAX_BACKLOG_ARCHIVES`` of them);
+- ``extract`` (no storage): the provider's ``update_memories`` call per input chunk, the
+  answers read by ``wm_core.parse_memory_ops`` and judged by ``wm_core.guard_memory_ops``
+  into one plan. A provider outage propagates (Phase 2 waits it out like the working-memory
+  call); any other failure, or an answer with nothing readable, is an extraction that FAILED,
+  with its reason: the working memory is stored all the same;
+- the plan is applied by ``services.memories.apply_plan`` inside the completion's unit of
+  work (``JobService.complete``), so the memories, their index and the completed commit are
+  one transaction: a retried or re-claimed Phase 2 never applies a plan twice, and a commit
+  seen terminal has its memories searchable.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from wm_core import (
+    MemoryDecision,
+    MemoryOp,
+    MemoryPlan,
+    MemoryRecord,
+    MemoryVerdict,
+    Message,
+    PendingItem,
+    archive_text,
+    chunk_messages,
+    guard_memory_ops,
+    parse_memory_ops,
+)
+from wm_server.llm.chain import ChainEvent, LlmCallFinished, LlmCallStarted
+from wm_server.llm.port import LlmError, LlmProvider, MemoryRequest, Purpose, Usage
+from wm_server.services.memories import MemoryDiff, MemoryOwner, owner_of, similar_memories
+from wm_server.storage.unit_of_work import UnitOfWork
+
+# Existing memories shown to the model (and the only ones it may change).
+SIMILAR_MEMORIES = 20
+# Characters of the archive used as the similarity query (its words, ranked by BM25).
+QUERY_CHARS = 4000
+# Earlier archives whose failed extraction a commit offers again.
+MAX_BACKLOG_ARCHIVES = 3
+# Refusals and problems kept in a diff.
+MAX_LISTED = 50
+# Tokens of one extraction call's messages (the rest of the window: prompt, memories, answer).
+MAX_CHUNK_TOKENS = 60_000
+
+
+class MemoryState(StrEnum):
+    """How one commit's extraction ended (mirrors wm.v1.MemoryExtractionState)."""
+
+    EXTRACTED = "extracted"
+    OFF = "off"
+    FAILED = "failed"
+    RECOVERED = "recovered"  # set on an earlier commit when a later one extracted it
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContext:
+    """What extraction reads before the model call."""
+
+    enabled: bool
+    off_reason: str = ""
+    owner: MemoryOwner | None = None
+    existing: tuple[MemoryRecord, ...] = ()
+    backlog: tuple[Message, ...] = ()  # messages of earlier archives whose extraction failed
+    backlog_seqs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """The outcome of the step, before its plan is applied."""
+
+    state: MemoryState
+    owner: MemoryOwner | None = None
+    plan: MemoryPlan = field(default_factory=lambda: MemoryPlan((), ()))
+    message: str = ""  # why it was off or failed
+    problems: tuple[str, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    recovered_seqs: tuple[int, ...] = ()  # earlier archives this extraction covered
+
+
+async def memory_context(
+    uow: UnitOfWork,
+    *,
+    tenant: str,
+    session_id: str,
+    archive_seq: int,
+    messages: Sequence[Message],
+    enabled_by_server: bool,
+) -> MemoryContext | None:
+    """What the step needs, read in ``uow``; None when the session is gone."""
+    row = await uow.sessions.find(tenant, session_id)
+    if row is None:
+        return None
+    if not enabled_by_server:
+        return MemoryContext(False, "memory extraction is off on this server")
+    if row.record.config.memory_extraction is False:
+        return MemoryContext(False, "memory extraction is off for this session")
+    owner = owner_of(row)
+    backlog_seqs = await uow.commits.memory_failed_before(
+        row.sid, archive_seq, MAX_BACKLOG_ARCHIVES
+    )
+    backlog: list[Message] = []
+    for seq in backlog_seqs:
+        bounds = await uow.archives.bounds(row.sid, seq)
+        if bounds is not None:
+            backlog.extend(m.message for m in await uow.messages.between(row.sid, *bounds))
+    query = archive_text([*backlog, *messages])[:QUERY_CHARS]
+    existing = await similar_memories(
+        uow, tenant=tenant, owner=owner, text=query, limit=SIMILAR_MEMORIES
+    )
+    return MemoryContext(True, "", owner, tuple(existing), tuple(backlog), tuple(backlog_seqs))
+
+
+EventSink = Callable[[ChainEvent], Awaitable[None]]
+
+
+async def extract(
+    provider: LlmProvider,
+    context: MemoryContext,
+    *,
+    messages: Sequence[Message],
+    pending: Sequence[PendingItem],
+    archive_id: str,
+    input_tokens: int,
+    on_event: EventSink | None = None,
+) -> Extraction:
+    """The plan for the archive's (and the backlog's) messages; see the module docstring.
+
+    Raises the provider's :class:`LlmError` only for an outage (``transient``).
+    """
+    if not context.enabled:
+        return Extraction(MemoryState.OFF, message=context.off_reason)
+    everything = [*context.backlog, *messages]
+    budget = max(min(input_tokens // 2, MAX_CHUNK_TOKENS), 1_000)
+    chunks = chunk_messages(everything, budget) if everything else ((),)
+    ops: list[MemoryOp] = []
+    problems: list[str] = []
+    usage = Usage()
+    usable = False
+    for index, chunk in enumerate(chunks):
+        request = MemoryRequest(
+            messages=chunk,
+            existing=context.existing,
+            pending=pending if index == len(chunks) - 1 else (),
+            archive_id=archive_id,
+        )
+        if on_event is not None:
+            await on_event(LlmCallStarted(Purpose.MEMORY, provider.name, provider.model))
+        started = time.monotonic()
+        try:
+            reply = await provider.extract_memories(request)
+        except LlmError as error:
+            elapsed = int((time.monotonic() - started) * 1000)
+            if on_event is not None:
+                await on_event(
+                    LlmCallFinished(Purpose.MEMORY, "error", Usage(), elapsed, error=str(error))
+                )
+            if error.transient:
+                raise
+            return Extraction(
+                MemoryState.FAILED,
+                context.owner,
+                message=f"the provider refused the extraction call: {error}",
+                problems=tuple(problems),
+                usage=usage,
+            )
+        elapsed = int((time.monotonic() - started) * 1000)
+        usage = usage + reply.usage
+        if on_event is not None:
+            await on_event(LlmCallFinished(Purpose.MEMORY, reply.stop_reason, reply.usage, elapsed))
+        parsed = parse_memory_ops(reply.tool_input)
+        prefix = f"chunk {index + 1}: " if len(chunks) > 1 else ""
+        problems.extend(prefix + problem for problem in parsed.problems)
+        usable = usable or parsed.usable
+        ops.extend(parsed.ops)
+    if not usable:
+        return Extraction(
+            MemoryState.FAILED,
+            context.owner,
+            message="the extraction answer had nothing readable: " + "; ".join(problems[:5]),
+            problems=tuple(problems[:MAX_LISTED]),
+            usage=usage,
+        )
+    plan = guard_memory_ops(ops, context.existing, archive_text(everything, pending))
+    return Extraction(
+        MemoryState.EXTRACTED,
+        context.owner,
+        plan,
+        problems=tuple(problems[:MAX_LISTED]),
+        usage=usage,
+        recovered_seqs=context.backlog_seqs,
+    )
+
+
+def _refusal(decision: MemoryDecision) -> dict[str, Any]:
+    op = decision.op
+    return {
+        "op_index": decision.op_index,
+        "op": op.kind.name,
+        "text": op.text,
+        "target_ids": list(op.target_ids),
+        "reason": decision.reason,
+        "duplicate": decision.verdict is MemoryVerdict.DEDUPLICATED,
+    }
+
+
+def diff_json(extraction: Extraction, diff: MemoryDiff | None) -> str:
+    """The commit's stored memory diff: what changed, what was refused, how it ended."""
+    applied = diff or MemoryDiff()
+    refused = [
+        _refusal(d) for d in extraction.plan.decisions if d.verdict is not MemoryVerdict.ACCEPTED
+    ]
+    refused.extend(
+        {"op_index": -1, "op": "", "text": "", "target_ids": [], "reason": f"not applied: {why}"}
+        for _, why in applied.skipped
+    )
+    return json.dumps(
+        {
+            "state": extraction.state.value,
+            "created": list(applied.created),
+            "updated": list(applied.updated),
+            "merged": list(applied.merged),
+            "retired": list(applied.retired),
+            "deduplicated": list(applied.deduplicated),
+            "refused": refused[:MAX_LISTED],
+            "message": extraction.message,
+            "problems": list(extraction.problems[:MAX_LISTED]),
+            "recovered_seqs": list(extraction.recovered_seqs),
+            "usage": asdict(extraction.usage),
+        },
+        ensure_ascii=False,
+    )
