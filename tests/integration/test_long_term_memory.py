@@ -241,3 +241,35 @@ async def test_memory_tools_are_served(stub: Stub) -> None:
     reply = await stub.GetToolDefinitions(api.GetToolDefinitionsRequest(), metadata=ALPHA)
     names = {t.name for t in reply.tools}
     assert {"memory_search", "memory_store", "memory_forget"} <= names
+
+
+async def test_a_large_archive_is_searchable_whole_once_its_commit_completes(stub: Stub) -> None:
+    # Phase 1 indexes the first messages of an archive; Phase 2 indexes the rest in
+    # chunks before the commit completes.
+    await _session(stub, "big", "u1")
+    texts = [f"routine step {n} of the migration" for n in range(1_200)]
+    texts[1_150] = "the quokka threshold was raised to nine"
+    for start in range(0, len(texts), 400):
+        await stub.AddMessages(
+            api.AddMessagesRequest(
+                session_id="big",
+                messages=[
+                    _user(t, f"m{start + i}") for i, t in enumerate(texts[start : start + 400])
+                ],
+            ),
+            metadata=ALPHA,
+        )
+    stages = [
+        e.stage async for e in stub.Commit(api.CommitRequest(session_id="big"), metadata=ALPHA)
+    ]
+    assert stages[-1] == pb.COMMIT_STAGE_COMPLETED
+    ranked = await stub.SearchArchives(
+        api.SearchArchivesRequest(session_id="big", query="quokka", mode=api.SEARCH_MODE_RANKED),
+        metadata=ALPHA,
+    )
+    assert [h.message_id for h in ranked.hits] == ["m1150"]
+    everything = await stub.SearchArchives(
+        api.SearchArchivesRequest(session_id="big", query="routine", mode=api.SEARCH_MODE_RANKED),
+        metadata=ALPHA,
+    )
+    assert everything.total_matches == 1_199  # once each: no chunk indexed twice

@@ -275,6 +275,8 @@ class Phase2Worker:
                 data = await self._jobs.read_input(job)
             previous = data.previous
             await self._jobs.start(job, data)
+            with span("wm.phase2.index_archive"):
+                await self._jobs.index_archive(job)
             self._bus.publish(job.commit_id)
             provider = self._provider_for(data.provider)
             breaker = self.breaker_for(provider)

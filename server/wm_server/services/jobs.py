@@ -31,6 +31,7 @@ from wm_server.services.extraction import (
     memory_context,
 )
 from wm_server.services.memories import MemorySources, apply_plan
+from wm_server.services.phase1 import INDEX_CHUNK
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
@@ -116,6 +117,29 @@ class JobService:
         return Phase2Input(
             previous, tuple(messages), tuple(seqs), row.record.config.provider, tuple(pending)
         )
+
+    @retry_conflicts
+    async def index_archive(self, job: ClaimedJob, chunk: int = INDEX_CHUNK) -> None:
+        """Put what Phase 1 left of the job's archive into the ranked search index (Phase 1
+        indexes the first ``INDEX_CHUNK`` messages), ``chunk`` messages per transaction,
+        before the commit can complete: completed means searchable. SQLite has one writer,
+        so one transaction indexing a 5,000-message archive would hold every session's
+        writes for a fifth of a second. Each chunk replaces what an earlier attempt put
+        there, under the lease."""
+        async with self._db.reader() as uow:
+            row = await uow.sessions.find(job.tenant, job.session_id)
+            if row is None:
+                raise LeaseLost(job.commit_id)
+            bounds = await uow.archives.bounds(row.sid, job.archive_seq)
+        if bounds is None:
+            return
+        first, last = bounds
+        for start in range(first + INDEX_CHUNK, last + 1, chunk):
+            async with self._db.unit_of_work() as uow:
+                await _hold(uow, job)
+                end = min(start + chunk - 1, last)
+                await uow.archives.index_messages(row.sid, job.archive_seq, start, end)
+                await uow.commit()
 
     async def memory_context(
         self, job: ClaimedJob, messages: tuple[Message, ...], *, enabled_by_server: bool

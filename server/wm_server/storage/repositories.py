@@ -744,18 +744,25 @@ class ArchiveRepository(_Repository):
         )
         return [(int(s), int(f), int(last)) for s, f, last in rows]
 
-    async def index_messages(self, sid: int, seq: int, first: int, last: int, now: float) -> None:
-        """Put the messages at positions first..last, archived as ``seq``, into the archive's
-        full-text index: one statement that reads them in the database, in Phase 1's
-        transaction (live messages are never indexed)."""
+    async def index_messages(self, sid: int, seq: int, first: int, last: int) -> None:
+        """Put the messages at positions first..last of archive ``seq`` into the archive's
+        full-text index, in place of what an earlier attempt put there: one statement that
+        reads them in the database (live messages are never indexed)."""
         text = "COALESCE(" + self._dialect.message_text.format(column="m.parts_json") + ", '')"
         value = self._dialect.text_index.value("archived", text)
         assert value is not None  # the archive index always has its own column
+        chunk = {"sid": sid, "seq": seq, "first": first, "last": last}
+        await self._conn.run(
+            "DELETE FROM archived_texts WHERE sid = :sid AND seq = :seq"
+            " AND position BETWEEN :first AND :last",
+            chunk,
+        )
         await self._conn.run(
             f"INSERT INTO archived_texts (sid, seq, position, archive_time, {value[0]})"
-            f" SELECT m.sid, :seq, m.position, :now, {value[1]} FROM messages m"
+            f" SELECT m.sid, a.seq, m.position, a.create_time, {value[1]} FROM messages m"
+            " JOIN archives a ON a.sid = m.sid AND a.seq = :seq"
             " WHERE m.sid = :sid AND m.position BETWEEN :first AND :last",
-            {"sid": sid, "seq": seq, "now": now, "first": first, "last": last},
+            chunk,
         )
 
     async def ranked(
