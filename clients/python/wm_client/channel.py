@@ -2,7 +2,7 @@
 
 Why a shared service config: retries of UNAVAILABLE and per-method timeouts are declared once,
 beside the protos (``protos/wm/v1/wm_grpc_service_config.json``), and every client (this one,
-the Node client, a mesh) reads the same file. The package ships a byte-identical copy so an
+the TypeScript client, a mesh) reads the same file. The package ships a byte-identical copy so an
 installed client does not need the source tree; a test keeps the two equal. Retries are safe
 because every mutating call carries a request_id, and the streaming RPCs have no retry policy
 at all: a broken stream is resumed by the application with WatchCommit (see ``stream``).

@@ -22,6 +22,7 @@ import {
   type Commit,
   type CommitEvent,
   type MessageSchema,
+  type PartSchema,
   type SectionOpSchema,
   type Session,
   type SessionConfigSchema,
@@ -50,6 +51,7 @@ export const DEFAULT_ADDRESS = `127.0.0.1:${DEFAULT_PORT}`;
 export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 export type MessageInit = MessageInitShape<typeof MessageSchema>;
+export type PartInit = MessageInitShape<typeof PartSchema>;
 export type SessionConfigInit = MessageInitShape<typeof SessionConfigSchema>;
 export type SectionOpInit = MessageInitShape<typeof SectionOpSchema>;
 type Int = number | bigint;

@@ -62,8 +62,9 @@ export class ServerProcess {
     return path;
   }
 
-  async start(): Promise<this> {
-    this.port = await freePort();
+  /** Starts the server on `port` (default: a free one) and waits until it answers. */
+  async start(port?: number): Promise<this> {
+    this.port = port ?? (await freePort());
     const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("WM_")));
     const child = spawn(python(), ["-m", "wm_server"], {
       cwd: REPO,
