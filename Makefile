@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
 .PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean
 
@@ -32,8 +33,12 @@ buf-lint: install
 stubs-check: install
 	$(BIN)/python scripts/gen_protos.py --check
 
+# The Python stubs, and (with Node) the TypeScript client's code from buf generate.
 protos: install
 	$(BIN)/python scripts/gen_protos.py
+	@if command -v node >/dev/null 2>&1; then \
+		cd clients/typescript && $(NPM_CI) && BUF=$(CURDIR)/$(BIN)/buf npm run --silent generate; \
+	else echo "protos: node is not installed; clients/typescript/src/gen left as it is"; fi
 
 # ruff check also fails on an import of a private wm_core module (wm_core._*) anywhere but in
 # wm_core and the tests (rule TID251, configured in pyproject.toml).
@@ -55,7 +60,6 @@ pytest: install
 # (examples/typescript) against the real Python server: npm ci, the drift check of the code
 # buf generates from protos/, tsc, then node --test. Without Node it is skipped with a
 # message, except under CI=true, where a missing node fails.
-NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 node-test: install
 	@if command -v node >/dev/null 2>&1; then \
 		cd clients/typescript && $(NPM_CI) && \

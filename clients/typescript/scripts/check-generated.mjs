@@ -4,13 +4,13 @@
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, relative } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, "..", "..", "..");
 const committed = join(here, "..", "src", "gen");
-const buf = process.env.BUF || join(repo, ".venv", "bin", "buf");
+const buf = process.env.BUF ? resolve(process.env.BUF) : join(repo, ".venv", "bin", "buf");
 
 function files(root) {
   const out = new Map();
