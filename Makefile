@@ -17,9 +17,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The inspector is on under `make run` (WM_INSPECTOR_ADDRESS set in the environment wins).
+# The inspector and the HTTP door are on under `make run` (WM_INSPECTOR_ADDRESS and
+# WM_HTTP_ADDRESS set in the environment win).
 run: install
-	WM_INSPECTOR_ADDRESS=$${WM_INSPECTOR_ADDRESS-127.0.0.1:8080} $(BIN)/wm-server
+	WM_INSPECTOR_ADDRESS=$${WM_INSPECTOR_ADDRESS-127.0.0.1:8080} \
+	WM_HTTP_ADDRESS=$${WM_HTTP_ADDRESS-127.0.0.1:8081} $(BIN)/wm-server
 
 test: install buf-lint stubs-check lint typecheck pytest node-test
 

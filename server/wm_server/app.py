@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from wm_client.channel import reachable_address
 from wm_core import WmLimits
@@ -18,10 +18,12 @@ from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api import session_config
 from wm_server.api.admission import Admission, Limits
+from wm_server.api.connect import HttpDoor, start_http_door
 from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
+from wm_server.api.reflection import enable_reflection
 from wm_server.api.servicer import WorkingMemoryServicer
-from wm_server.auth import check_bind_safety, load_keyring
+from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
 from wm_server.errors import InvalidArgument
 from wm_server.inspector import Inspector, start_inspector
@@ -52,16 +54,21 @@ from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
-from wm_server.tls import server_credentials, tls_mode
+from wm_server.tls import server_credentials, server_ssl_context, tls_mode
 
 log = structlog.get_logger("wm_server")
 
 SERVICE_NAME = service_pb2.DESCRIPTOR.services_by_name["WorkingMemoryService"].full_name
 
 
+def max_receive_bytes(settings: Settings) -> int:
+    """The largest request either door reads (a batch of messages at the message limit)."""
+    return max(4 * 1024 * 1024, settings.max_message_bytes * 4)
+
+
 def server_options(settings: Settings) -> list[tuple[str, int]]:
     """Channel settings for a server behind a load balancer or mesh (grpc-conventions 2.3)."""
-    max_receive = max(4 * 1024 * 1024, settings.max_message_bytes * 4)
+    max_receive = max_receive_bytes(settings)
     return [
         ("grpc.max_receive_message_length", max_receive),
         ("grpc.max_send_message_length", max(16 * 1024 * 1024, max_receive)),
@@ -94,6 +101,7 @@ class Application:
     metrics: Metrics | None = None
     metrics_port: int | None = None
     inspector: Inspector | None = None
+    http: HttpDoor | None = None  # the Connect door (WM_HTTP_ADDRESS)
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -123,7 +131,11 @@ class Application:
             await self.maintenance.stop()
         if self.bus is not None:
             self.bus.close()
-        await self.server.stop(self.settings.shutdown_grace_seconds if grace is None else grace)
+        grace = self.settings.shutdown_grace_seconds if grace is None else grace
+        if self.http is not None:
+            await asyncio.gather(self.server.stop(grace), self.http.stop(grace))
+        else:
+            await self.server.stop(grace)
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop)
         if self.providers is not None:
@@ -293,7 +305,7 @@ async def start_application(
             one_tenant_and_anonymous=one_tenant,
         )
     server = grpc.aio.server(
-        interceptors=[RpcInterceptor(keyring=keyring, metrics=metrics, admission=admission)],
+        interceptors=[_interceptor(keyring, metrics, admission)],
         options=server_options(settings),
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
@@ -301,9 +313,7 @@ async def start_application(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if settings.reflection:
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
     try:
         if credentials is None:
             port = server.add_insecure_port(settings.address)
@@ -339,6 +349,24 @@ async def start_application(
     )
     if settings.inspector_address:
         app.inspector = await _start_inspector(app, settings, keys_required=keyring is not None)
+    if settings.http_address:
+        registrations: list[tuple[Callable[..., None], object]] = [
+            (service_grpc.add_WorkingMemoryServiceServicer_to_server, servicer),
+            (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
+        ]
+        try:
+            app.http = await start_http_door(
+                settings.http_address,
+                _interceptor(keyring, metrics, admission),
+                registrations,
+                max_body_bytes=max_receive_bytes(settings),
+                ssl_context=server_ssl_context(settings),
+            )
+        except OSError as exc:
+            await app.stop(0)
+            raise ConfigurationError(
+                f"WM_HTTP_ADDRESS: cannot listen on {settings.http_address}: {exc}"
+            ) from None
     log.info(
         "server_started",
         address=app.address,
@@ -350,8 +378,17 @@ async def start_application(
         tls=tls_mode(settings).value,
         metrics_port=metrics_port,
         inspector_port=app.inspector.port if app.inspector is not None else None,
+        http_port=app.http.port if app.http is not None else None,
     )
     return app
+
+
+def _interceptor(
+    keyring: ApiKeyring | None, metrics: Metrics, admission: Admission
+) -> RpcInterceptor:
+    """The one per-call wrapper; each door gets its own instance (the wrapper caches its
+    wrapped handlers by method), over the same keyring, metrics and budgets."""
+    return RpcInterceptor(keyring=keyring, metrics=metrics, admission=admission)
 
 
 async def _start_inspector(

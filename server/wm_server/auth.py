@@ -136,8 +136,9 @@ def check_bind_safety(settings: Settings, keyring: ApiKeyring | None) -> None:
     """
     if keyring is not None:
         return
-    # The web inspector shows every session of the default tenant: the same rule applies.
-    for address in (settings.address, settings.inspector_address):
+    # The web inspector shows every session of the default tenant, and the HTTP door serves
+    # the same contract: the same rule applies to both.
+    for address in (settings.address, settings.inspector_address, settings.http_address):
         if address is None or is_loopback_host(split_host_port(address)[0]):
             continue
         if settings.allow_insecure:

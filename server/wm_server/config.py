@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     metrics_address: str | None = None
     # host:port of the read-only web inspector; off when unset.
     inspector_address: str | None = None
+    # host:port of the HTTP door (the contract over the Connect protocol: JSON or binary
+    # over HTTP/1.1, for curl, browsers and runtimes without gRPC); off when unset.
+    http_address: str | None = None
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.AUTO
     max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
@@ -173,7 +176,7 @@ class Settings(BaseSettings):
         split_host_port(value)
         return value
 
-    @field_validator("metrics_address", "inspector_address")
+    @field_validator("metrics_address", "inspector_address", "http_address")
     @classmethod
     def _check_metrics_address(cls, value: str | None) -> str | None:
         if value:

@@ -45,6 +45,19 @@ def _read_pem(path: Path, variable: str) -> bytes:
     return data
 
 
+def server_ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    """The same certificate, key and client CA for the HTTP door (call after
+    :func:`server_credentials`, which reports what is wrong with the files)."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    if settings.tls_client_ca is not None:
+        context.load_verify_locations(cafile=str(settings.tls_client_ca))
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
     """The credentials for ``add_secure_port``, or None for plaintext."""
     cert, key, client_ca = settings.tls_cert, settings.tls_key, settings.tls_client_ca
