@@ -54,7 +54,8 @@ Session rules
 Long-term memory
     :class:`MemoryRecord` (of a :class:`MemoryType`, :data:`MEMORY_TYPES`), :class:`MemoryOp`
     (:class:`MemoryOpKind`), :class:`MemoryPlan` (one :class:`MemoryDecision` per op, by
-    :class:`MemoryVerdict`).
+    :class:`MemoryVerdict`); :func:`fold_text` (the one case-insensitive comparison),
+    :func:`memory_key` (when two memory texts are duplicates).
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -96,6 +97,8 @@ from wm_core._memory.model import (
     MemoryRecord,
     MemoryType,
     MemoryVerdict,
+    fold_text,
+    memory_key,
 )
 from wm_core._merge import MergeResult, bound_document, merge
 from wm_core._messages import (
@@ -118,6 +121,7 @@ from wm_core._ops.schema import (
 from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 from wm_core._session import (
     DEFAULT_AUTO_KEEP,
+    MEMORY_TOOLS,
     RECALL_TOOLS,
     SYNOPSIS_MAX_CHARS,
     AssembledContext,
@@ -165,6 +169,7 @@ __all__ = [
     "FILES_CONTEXT",
     "KEEP",
     "KEY_FACTS",
+    "MEMORY_TOOLS",
     "MEMORY_TYPES",
     "OPEN_ISSUES",
     "RECALL_TOOLS",
@@ -221,11 +226,13 @@ __all__ = [
     "detect_format",
     "estimate_tokens",
     "externalize",
+    "fold_text",
     "idle_due",
     "is_request",
     "is_working_memory",
     "item_key",
     "line_count",
+    "memory_key",
     "merge",
     "message_tokens",
     "normalize_creation",

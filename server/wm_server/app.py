@@ -48,6 +48,7 @@ from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
+from wm_server.services.memories import MemoryService
 from wm_server.services.paging import load_tokens
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
@@ -176,7 +177,9 @@ def build_database(settings: Settings) -> Database:
     if settings.database_url and settings.database_url.startswith(("postgresql://", "postgres://")):
         from wm_server.storage.postgres import PostgresDatabase
 
-        return PostgresDatabase(settings.database_url)
+        return PostgresDatabase(
+            settings.database_url, text_search_config=settings.text_search_config
+        )
     return SqliteDatabase(settings.sqlite_path, lock_timeout=settings.sqlite_lock_timeout)
 
 
@@ -263,6 +266,7 @@ async def start_application(
         tokens=tokens,
     )
     sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
+    memories = MemoryService(database, tokens=tokens)
     servicer = WorkingMemoryServicer(
         sessions=SessionService(
             database,
@@ -276,8 +280,9 @@ async def start_application(
         commits=commits,
         memory=WorkingMemoryService(database, limits),
         archives=ArchiveService(database, tokens=tokens),
-        context=ContextService(database),
+        context=ContextService(database, memories=memories),
         tool_outputs=ToolOutputService(database, tokens=tokens),
+        memories=memories,
         max_message_bytes=settings.max_message_bytes,
         default_config=default_config,
         check_model=check_model,

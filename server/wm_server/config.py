@@ -138,6 +138,12 @@ class Settings(BaseSettings):
     # Refused items a session keeps (shown in the next update prompt); the oldest go first.
     phase2_max_pending_items: Annotated[int, Field(ge=0, le=1_000)] = 30
     heartbeat_seconds: Seconds = 10.0
+    # PostgreSQL's text search configuration for ranked search (memories and archived
+    # messages). "simple" (the default) lower-cases and never stems, exactly like SQLite's
+    # FTS5 unicode61 tokenizer, so both engines find the same rows, in any language, and a
+    # name or an identifier matches only itself; "english" (or another language) stems. A
+    # change re-indexes at the next start.
+    text_search_config: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "simple"
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
     # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import any_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -32,6 +32,9 @@ from wm_core import (
 )
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.llm.port import Usage
+
+if TYPE_CHECKING:
+    from wm_server.services.memories import MemoryView
 from wm_server.storage.records import (
     CommitRecord,
     CommitState,
@@ -187,7 +190,58 @@ def session_out(record: SessionRecord) -> pb.Session:
         archive_count=record.archive_count,
         working_memory_version=record.wm_version,
         config=config_out(record.config),
+        user_id=record.user_id,
+        agent_id=record.agent_id,
     )
+
+
+MEMORY_TYPES_OUT = {
+    "profile": pb.MEMORY_TYPE_PROFILE,
+    "preference": pb.MEMORY_TYPE_PREFERENCE,
+    "entity": pb.MEMORY_TYPE_ENTITY,
+    "event": pb.MEMORY_TYPE_EVENT,
+    "decision": pb.MEMORY_TYPE_DECISION,
+    "procedure": pb.MEMORY_TYPE_PROCEDURE,
+}
+MEMORY_TYPES_IN = {number: name for name, number in MEMORY_TYPES_OUT.items()}
+MEMORY_STATES_IN = {pb.MEMORY_STATE_ACTIVE: "active", pb.MEMORY_STATE_RETIRED: "retired"}
+
+
+def memory_out(view: MemoryView) -> pb.Memory:
+    row = view.row
+    kind, _, who = row.owner.partition(":")
+    memory = pb.Memory(
+        memory_id=row.memory_id,
+        user_id=who if kind == "user" else "",
+        agent_id=who if kind == "agent" else "",
+        session_id=row.session_id if kind == "session" else "",
+        type=MEMORY_TYPES_OUT[row.type],
+        text=row.text,
+        fields=row.fields,
+        event_time=timestamp(row.event_time),
+        record_time=timestamp(row.record_time),
+        create_time=timestamp(row.create_time),
+        update_time=timestamp(row.update_time),
+        state=pb.MEMORY_STATE_ACTIVE if row.active else pb.MEMORY_STATE_RETIRED,
+        version=row.version,
+        retire_reason=row.retire_reason,
+    )
+    memory.sources.extend(
+        pb.MemorySource(
+            session_id=s.session_id,
+            archive_id=archive_id(s.archive_seq) if s.archive_seq else "",
+            message_ids=s.message_ids,
+        )
+        for s in view.sources
+    )
+    memory.history.extend(
+        pb.MemoryVersion(
+            version=v.version, text=v.text, type=MEMORY_TYPES_OUT[v.type], reason=v.reason,
+            supersede_time=timestamp(v.supersede_time),
+        )
+        for v in view.history
+    )  # fmt: skip
+    return memory
 
 
 def config_out(settings: SessionSettings) -> pb.SessionConfig:

@@ -186,6 +186,9 @@ async def test_tool_definitions_in_both_shapes(stub: Stub) -> None:
         "archive_search",
         "tool_output_read",
         "update_working_memory",
+        "memory_search",
+        "memory_store",
+        "memory_forget",
     ]
     for tool in reply.tools:
         anthropic = json.loads(tool.anthropic_json)

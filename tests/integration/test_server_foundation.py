@@ -17,7 +17,8 @@ EXPECTED_RPCS = {
     "AddMessages", "ListMessages", "Commit",
     "WatchCommit", "GetCommit", "ListCommits", "RetryCommit", "Compact", "GetWorkingMemory",
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
-    "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs",
+    "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs", "SearchMemories",
+    "ListMemories", "GetMemory", "CreateMemory", "UpdateMemory", "DeleteMemory",
 }  # fmt: skip
 
 

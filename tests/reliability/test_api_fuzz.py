@@ -189,6 +189,12 @@ def _pools(target: Target) -> dict[str, list[str]]:
         "input_json": ['{"path": "a.py"}', "[]", "null", "not json", "{", *DEEP_JSON],
         "content": ["- item", "## Open Issues\n- split me", "`src/app.py`"],
         "system_prompt": ["You are helpful.", "é" * (512 * 1024 + 1)],
+        # A memory owner is exactly one of three ids: mostly empty, so one alone is common.
+        "MemoryOwner.user_id": ["", "", "", "fz-user", "bad user!"],
+        "MemoryOwner.agent_id": ["", "", "", "fz-agent"],
+        "MemoryOwner.session_id": ["", "", MAIN, "missing"],
+        "memory_id": ["mem_00000000000000000000", "mem_x", "", "m" * 1000],
+        "text": ["Prefers tabs", "", " ", "x" * 2001],
     }
 
 
@@ -280,7 +286,11 @@ def message_strategy(
         items += [pair for pair in chosen if pair is not None]
         for name, item in items:
             field = descriptor.fields_by_name[name]
-            if field.is_repeated:
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
+                target = getattr(msg, name)  # a map: its entries, by key
+                for entry in item:
+                    target[entry.key] = entry.value
+            elif field.is_repeated:
                 getattr(msg, name).extend(item)
             elif field.type == FieldDescriptor.TYPE_MESSAGE:
                 getattr(msg, name).CopyFrom(item)
@@ -342,7 +352,9 @@ def _string_slots(msg: protobuf_message.Message) -> list[tuple[Any, Any]]:
     """Every place a string is set in ``msg``: (message, field name) or (list, index)."""
     slots: list[tuple[Any, Any]] = []
     for field, value in msg.ListFields():
-        if field.type == FieldDescriptor.TYPE_MESSAGE:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            slots.extend((value, key) for key in value)  # a map's values, by key
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
             for child in value if field.is_repeated else [value]:
                 slots.extend(_string_slots(child))
         elif field.type == FieldDescriptor.TYPE_STRING:
@@ -463,6 +475,23 @@ REGRESSIONS: dict[str, list[protobuf_message.Message]] = {
     # A huge unknown commit id was echoed into the NOT_FOUND status: same overflow.
     "GetCommit": [api.GetCommitRequest(session_id=MAIN, commit_id="é" * 1_000_000)],
     "RetryCommit": [api.RetryCommitRequest(session_id=MAIN, commit_id="c" * 20_000)],
+    # Not regressions: requests that pass validation, so each memory RPC reaches real work
+    # however rarely the fuzzer draws exactly one owner and a known type.
+    "ListMemories": [api.ListMemoriesRequest(owner=api.MemoryOwner(user_id="fz-user"))],
+    "SearchMemories": [
+        api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="fz-user"), query="tabs")
+    ],
+    "CreateMemory": [
+        api.CreateMemoryRequest(
+            owner=api.MemoryOwner(user_id="fz-user"),
+            memory=pb.Memory(type=pb.MEMORY_TYPE_PREFERENCE, text="Prefers tabs"),
+        )
+    ],
+    "UpdateMemory": [
+        api.UpdateMemoryRequest(memory=pb.Memory(memory_id="mem_00000000000000000000", text="x"))
+    ],
+    "DeleteMemory": [api.DeleteMemoryRequest(memory_id="mem_00000000000000000000")],
+    "GetMemory": [api.GetMemoryRequest(memory_id="mem_00000000000000000000")],
 }
 
 

@@ -21,6 +21,7 @@ from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
+from wm_server.services.memories import MemoryService
 from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
@@ -98,6 +99,7 @@ class Services:
     context: ContextService
     maintenance: Maintenance
     tool_outputs: ToolOutputService
+    memories: MemoryService
 
 
 def build_services(
@@ -119,6 +121,7 @@ def build_services(
         context=ContextService(database),
         maintenance=maintenance,
         tool_outputs=ToolOutputService(database),
+        memories=MemoryService(database, tokens=tokens),
     )
 
 

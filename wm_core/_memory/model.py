@@ -8,6 +8,7 @@ and neither translates the other's types.
 from __future__ import annotations
 
 import enum
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -89,3 +90,20 @@ class MemoryPlan:
     @property
     def refused(self) -> tuple[MemoryDecision, ...]:
         return tuple(d for d in self.decisions if d.verdict is MemoryVerdict.REFUSED)
+
+
+def fold_text(text: str) -> str:
+    """Text as every case-insensitive comparison of the service sees it: NFKC compatibility
+    (the "ﬁ" ligature is "fi", full-width letters are letters) and full Unicode case folding
+    ("ß" is "ss"), then NFKC again, which case folding can undo. Applied to both sides of a
+    comparison, so "STRASSE", "strasse" and "straße" are one word."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+_EDGE_PUNCTUATION = ".,;:!?…\"'`*_ "
+
+
+def memory_key(text: str) -> str:
+    """The identity of a memory's text: two memories of one owner with the same key are
+    duplicates (case, width, whitespace, emphasis marks and edge punctuation ignored)."""
+    return " ".join(fold_text(text).split()).strip(_EDGE_PUNCTUATION)

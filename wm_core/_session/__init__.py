@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from wm_core._session.abstract import abstract_of
 from wm_core._session.assembly import (
+    MEMORY_TOOLS,
     RECALL_TOOLS,
     AssembledContext,
     Budget,
@@ -46,6 +47,7 @@ from wm_core._session.window import pending_delta, rebuild_rule
 
 __all__ = [
     "DEFAULT_AUTO_KEEP",
+    "MEMORY_TOOLS",
     "RECALL_TOOLS",
     "SYNOPSIS_MAX_CHARS",
     "AssembledContext",

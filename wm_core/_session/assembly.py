@@ -41,6 +41,11 @@ ARCHIVE_SEARCH = "archive_search"
 ARCHIVE_EXPAND = "archive_expand"
 TOOL_OUTPUT_READ = "tool_output_read"
 RECALL_TOOLS = (ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ)
+# Long-term memory tools: named in the addition only when a runtime registered them.
+MEMORY_SEARCH = "memory_search"
+MEMORY_STORE = "memory_store"
+MEMORY_FORGET = "memory_forget"
+MEMORY_TOOLS = (MEMORY_SEARCH, MEMORY_STORE, MEMORY_FORGET)
 
 _SUMMARY_GUIDE = """\
 This conversation continues a longer session. Its history reaches you in two layers:
@@ -86,7 +91,30 @@ def system_prompt_addition(has_summary: bool, tools: Collection[str] | None = No
         )
     if has_summary:
         lines.append("Only after these checks conclude that the information is not available.")
-    return "\n".join(lines) if has_summary else ""
+    memory = _memory_guide(set(tools or ()))
+    if memory:
+        lines.append(memory)
+    return "\n".join(lines) if has_summary or memory else ""
+
+
+def _memory_guide(names: set[str]) -> str:
+    """What to do with long-term memories, for the memory tools a runtime registered."""
+    lines: list[str] = []
+    if MEMORY_SEARCH in names:
+        lines.append(
+            "- Long-term memories outlive this session: call memory_search with the question's"
+            " key words\n  before asking the user for something they may have told you before."
+        )
+    if MEMORY_STORE in names:
+        lines.append(
+            "- When the user states a lasting preference, fact about themselves or a decision,"
+            "\n  call memory_store with one short sentence."
+        )
+    if MEMORY_FORGET in names:
+        lines.append(
+            "- When the user asks you to forget something, call memory_forget with its memory id."
+        )
+    return "\n".join(lines)
 
 
 SYSTEM_PROMPT_ADDITION = system_prompt_addition(True)

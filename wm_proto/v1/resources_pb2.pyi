@@ -302,6 +302,70 @@ SECTION_OP_KIND_APPEND: SectionOpKind.ValueType  # 3
 """Add items as new bullets."""
 Global___SectionOpKind: _TypeAlias = SectionOpKind  # noqa: Y015
 
+class _MemoryType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_TYPE_UNSPECIFIED: _MemoryType.ValueType  # 0
+    """Not set: INVALID_ARGUMENT where a type is required; in filters, no filter."""
+    MEMORY_TYPE_PROFILE: _MemoryType.ValueType  # 1
+    """Who the user is: name, role, team, location ("The user is Ana, SRE in the Lisbon team")."""
+    MEMORY_TYPE_PREFERENCE: _MemoryType.ValueType  # 2
+    """How the user wants things done ("Prefers answers in German", "Never use tabs")."""
+    MEMORY_TYPE_ENTITY: _MemoryType.ValueType  # 3
+    """A named thing and what is known of it: a project, service, person, repository."""
+    MEMORY_TYPE_EVENT: _MemoryType.ValueType  # 4
+    """Something that happened at a time (event_time says when): a release, an outage."""
+    MEMORY_TYPE_DECISION: _MemoryType.ValueType  # 5
+    """A choice that was made, with its reason ("Ledger moves to Postgres: needs transactions")."""
+    MEMORY_TYPE_PROCEDURE: _MemoryType.ValueType  # 6
+    """How something is done, step by step (a deploy, a release checklist)."""
+
+class MemoryType(_MemoryType, metaclass=_MemoryTypeEnumTypeWrapper):
+    """What a long-term memory is about (mirrors wm_core.MemoryType)."""
+
+MEMORY_TYPE_UNSPECIFIED: MemoryType.ValueType  # 0
+"""Not set: INVALID_ARGUMENT where a type is required; in filters, no filter."""
+MEMORY_TYPE_PROFILE: MemoryType.ValueType  # 1
+"""Who the user is: name, role, team, location ("The user is Ana, SRE in the Lisbon team")."""
+MEMORY_TYPE_PREFERENCE: MemoryType.ValueType  # 2
+"""How the user wants things done ("Prefers answers in German", "Never use tabs")."""
+MEMORY_TYPE_ENTITY: MemoryType.ValueType  # 3
+"""A named thing and what is known of it: a project, service, person, repository."""
+MEMORY_TYPE_EVENT: MemoryType.ValueType  # 4
+"""Something that happened at a time (event_time says when): a release, an outage."""
+MEMORY_TYPE_DECISION: MemoryType.ValueType  # 5
+"""A choice that was made, with its reason ("Ledger moves to Postgres: needs transactions")."""
+MEMORY_TYPE_PROCEDURE: MemoryType.ValueType  # 6
+"""How something is done, step by step (a deploy, a release checklist)."""
+Global___MemoryType: _TypeAlias = MemoryType  # noqa: Y015
+
+class _MemoryState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_STATE_UNSPECIFIED: _MemoryState.ValueType  # 0
+    """Not set; in filters, active only."""
+    MEMORY_STATE_ACTIVE: _MemoryState.ValueType  # 1
+    """Found by search and recalled into contexts."""
+    MEMORY_STATE_RETIRED: _MemoryState.ValueType  # 2
+    """Superseded or contradicted: kept with its history, never searched nor recalled."""
+
+class MemoryState(_MemoryState, metaclass=_MemoryStateEnumTypeWrapper):
+    """Whether a memory is recalled."""
+
+MEMORY_STATE_UNSPECIFIED: MemoryState.ValueType  # 0
+"""Not set; in filters, active only."""
+MEMORY_STATE_ACTIVE: MemoryState.ValueType  # 1
+"""Found by search and recalled into contexts."""
+MEMORY_STATE_RETIRED: MemoryState.ValueType  # 2
+"""Superseded or contradicted: kept with its history, never searched nor recalled."""
+Global___MemoryState: _TypeAlias = MemoryState  # noqa: Y015
+
 @_typing.final
 class Session(_message.Message):
     """A conversation whose working memory the service keeps. Sessions belong to a tenant; a
@@ -321,6 +385,8 @@ class Session(_message.Message):
     ARCHIVE_COUNT_FIELD_NUMBER: _builtins.int
     WORKING_MEMORY_VERSION_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session's id: 1-128 characters of [A-Za-z0-9._-]."""
     message_count: _builtins.int
@@ -341,6 +407,15 @@ class Session(_message.Message):
     """Commits that archived messages (skipped commits are not counted)."""
     working_memory_version: _builtins.int
     """Version of the latest completed working memory; 0 when there is none yet."""
+    user_id: _builtins.str
+    """The user the session works for (1-128 characters of [A-Za-z0-9._:@-]); empty: none. Set
+    at CreateSession and immutable after. Long-term memories of a user are shared by all that
+    user's sessions (see Memory.user_id).
+    """
+    agent_id: _builtins.str
+    """The agent the session runs (same rules as user_id); empty: none. Set at CreateSession and
+    immutable after. A session with no user_id owns its memories by agent_id when it has one.
+    """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the session was created."""
@@ -370,10 +445,12 @@ class Session(_message.Message):
         archive_count: _builtins.int = ...,
         working_memory_version: _builtins.int = ...,
         config: Global___SessionConfig | None = ...,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_count", b"archive_count", "config", b"config", "create_time", b"create_time", "keep_recent_count", b"keep_recent_count", "live_tokens", b"live_tokens", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_id", b"session_id", "total_message_count", b"total_message_count", "update_time", b"update_time", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "archive_count", b"archive_count", "config", b"config", "create_time", b"create_time", "keep_recent_count", b"keep_recent_count", "live_tokens", b"live_tokens", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_id", b"session_id", "total_message_count", b"total_message_count", "update_time", b"update_time", "user_id", b"user_id", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1557,3 +1634,202 @@ class Archive(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Archive: _TypeAlias = Archive  # noqa: Y015
+
+@_typing.final
+class MemorySource(_message.Message):
+    """Where a memory was learned."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session it came from."""
+    archive_id: _builtins.str
+    """The archive of that session (archive_001, ...); empty for a memory stored by a call."""
+    @_builtins.property
+    def message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The messages that state it, at most 50."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        archive_id: _builtins.str = ...,
+        message_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "message_ids", b"message_ids", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemorySource: _TypeAlias = MemorySource  # noqa: Y015
+
+@_typing.final
+class MemoryVersion(_message.Message):
+    """A superseded text of a memory: kept, never lost, until the memory is deleted."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    SUPERSEDE_TIME_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    """The version number this text had, from 1."""
+    text: _builtins.str
+    """The text it had."""
+    type: Global___MemoryType.ValueType
+    """Its type then."""
+    reason: _builtins.str
+    """Why it was superseded (a user's correction, an update, a merge, a retirement)."""
+    @_builtins.property
+    def supersede_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was superseded."""
+
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        text: _builtins.str = ...,
+        type: Global___MemoryType.ValueType = ...,
+        reason: _builtins.str = ...,
+        supersede_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["supersede_time", b"supersede_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "supersede_time", b"supersede_time", "text", b"text", "type", b"type", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryVersion: _TypeAlias = MemoryVersion  # noqa: Y015
+
+@_typing.final
+class Memory(_message.Message):
+    """A long-term memory: a short typed statement learned in a session that outlives it. It
+    belongs to the caller's tenant (implicit) and to one owner: a user (shared by all that
+    user's sessions), else an agent, else, for a session with neither, that session alone
+    (its memories are deleted with it).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class FieldsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    FIELDS_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
+    RECORD_TIME_FIELD_NUMBER: _builtins.int
+    SOURCES_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    HISTORY_FIELD_NUMBER: _builtins.int
+    RETIRE_REASON_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    """The memory's id, unique within the tenant (mem_ and 20 lowercase hex digits)."""
+    user_id: _builtins.str
+    """The owning user; set when a user owns it."""
+    agent_id: _builtins.str
+    """The owning agent; set when an agent owns it."""
+    session_id: _builtins.str
+    """The owning session; set only when the memory belongs to a session with neither a user
+    nor an agent.
+    """
+    type: Global___MemoryType.ValueType
+    """What it is about."""
+    text: _builtins.str
+    """The statement: 1-2,000 characters after trimming. Two active memories of one owner never
+    have the same normalized text (Unicode case folding, whitespace, emphasis, final
+    punctuation ignored).
+    """
+    state: Global___MemoryState.ValueType
+    """Active (recalled) or retired."""
+    version: _builtins.int
+    """The current version, from 1; each change of the text or type adds one."""
+    retire_reason: _builtins.str
+    """Why it was retired, for a retired memory."""
+    @_builtins.property
+    def fields(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Structured fields (names, dates, numbers): at most 16, keys 1-64 characters of
+        [A-Za-z0-9_.-], values at most 500 characters.
+        """
+
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp:
+        """When what it states happened or holds from (events, decisions); unset when not dated."""
+
+    @_builtins.property
+    def record_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was learned (stored first)."""
+
+    @_builtins.property
+    def sources(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemorySource]:
+        """Where it was learned, newest first, at most 20."""
+
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was created."""
+
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When its text, type, fields or state last changed."""
+
+    @_builtins.property
+    def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryVersion]:
+        """The superseded versions, newest first (GetMemory only; empty in lists and searches)."""
+
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        type: Global___MemoryType.ValueType = ...,
+        text: _builtins.str = ...,
+        fields: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
+        record_time: _timestamp_pb2.Timestamp | None = ...,
+        sources: _abc.Iterable[Global___MemorySource] | None = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+        state: Global___MemoryState.ValueType = ...,
+        version: _builtins.int = ...,
+        history: _abc.Iterable[Global___MemoryVersion] | None = ...,
+        retire_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "record_time", b"record_time", "update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "event_time", b"event_time", "fields", b"fields", "history", b"history", "memory_id", b"memory_id", "record_time", b"record_time", "retire_reason", b"retire_reason", "session_id", b"session_id", "sources", b"sources", "state", b"state", "text", b"text", "type", b"type", "update_time", b"update_time", "user_id", b"user_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Memory: _TypeAlias = Memory  # noqa: Y015

@@ -9,6 +9,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from wm_proto.v1 import resources_pb2 as _resources_pb2
@@ -22,6 +23,42 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _SearchMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SearchModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SearchMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SEARCH_MODE_UNSPECIFIED: _SearchMode.ValueType  # 0
+    """The default: literal."""
+    SEARCH_MODE_LITERAL: _SearchMode.ValueType  # 1
+    """The query is a literal, found case-insensitively (Unicode case folding and NFKC on both
+    sides: "STRASSE" finds "Straße", "file" finds "\\ufb01le"); hits newest archive first, then
+    in message order.
+    """
+    SEARCH_MODE_RANKED: _SearchMode.ValueType  # 2
+    """The query's words (at most 32 are used) are ranked with BM25 over the archived messages
+    that contain any of them; hits best first, newest first among equal scores. Words are
+    compared as the engine's full-text tokenizer folds them (case-insensitive, no stemming).
+    """
+
+class SearchMode(_SearchMode, metaclass=_SearchModeEnumTypeWrapper):
+    """How a search matches."""
+
+SEARCH_MODE_UNSPECIFIED: SearchMode.ValueType  # 0
+"""The default: literal."""
+SEARCH_MODE_LITERAL: SearchMode.ValueType  # 1
+"""The query is a literal, found case-insensitively (Unicode case folding and NFKC on both
+sides: "STRASSE" finds "Straße", "file" finds "\\ufb01le"); hits newest archive first, then
+in message order.
+"""
+SEARCH_MODE_RANKED: SearchMode.ValueType  # 2
+"""The query's words (at most 32 are used) are ranked with BM25 over the archived messages
+that contain any of them; hits best first, newest first among equal scores. Words are
+compared as the engine's full-text tokenizer folds them (case-insensitive, no stemming).
+"""
+Global___SearchMode: _TypeAlias = SearchMode  # noqa: Y015
 
 class _ToolFormat:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -56,6 +93,8 @@ class CreateSessionRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The id to give the session: 1-128 characters of [A-Za-z0-9._-]. Empty: the server
     makes one.
@@ -64,6 +103,12 @@ class CreateSessionRequest(_message.Message):
     """Idempotency key: see the request_id rules on the service (same request → the stored
     outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
     """
+    user_id: _builtins.str
+    """The user the session works for: 1-128 characters of [A-Za-z0-9._:@-], or empty. It owns
+    the long-term memories the session makes and recalls. Immutable once set.
+    """
+    agent_id: _builtins.str
+    """The agent the session runs (same rules); owns the memories when user_id is empty."""
     @_builtins.property
     def config(self) -> _resources_pb2.SessionConfig:
         """The session's configuration; unset fields take the server's default."""
@@ -74,10 +119,12 @@ class CreateSessionRequest(_message.Message):
         session_id: _builtins.str = ...,
         request_id: _builtins.str = ...,
         config: _resources_pb2.SessionConfig | None = ...,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "config", b"config", "request_id", b"request_id", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -711,6 +758,7 @@ class AssembleContextRequest(_message.Message):
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     INCLUDE_ANTHROPIC_JSON_FIELD_NUMBER: _builtins.int
     REGISTERED_TOOLS_FIELD_NUMBER: _builtins.int
+    MEMORY_RECALL_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     token_budget: _builtins.int
@@ -728,6 +776,12 @@ class AssembleContextRequest(_message.Message):
         recall tool (archive_search, archive_expand, tool_output_read).
         """
 
+    @_builtins.property
+    def memory_recall(self) -> Global___MemoryRecall:
+        """Recall long-term memories relevant to the newest user request into the context. Unset:
+        off.
+        """
+
     def __init__(
         self,
         *,
@@ -736,14 +790,50 @@ class AssembleContextRequest(_message.Message):
         system_prompt: _builtins.str = ...,
         include_anthropic_json: _builtins.bool = ...,
         registered_tools: Global___RegisteredTools | None = ...,
+        memory_recall: Global___MemoryRecall | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["registered_tools", b"registered_tools"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory_recall", b"memory_recall", "registered_tools", b"registered_tools"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_anthropic_json", b"include_anthropic_json", "registered_tools", b"registered_tools", "session_id", b"session_id", "system_prompt", b"system_prompt", "token_budget", b"token_budget"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_anthropic_json", b"include_anthropic_json", "memory_recall", b"memory_recall", "registered_tools", b"registered_tools", "session_id", b"session_id", "system_prompt", b"system_prompt", "token_budget", b"token_budget"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AssembleContextRequest: _TypeAlias = AssembleContextRequest  # noqa: Y015
+
+@_typing.final
+class MemoryRecall(_message.Message):
+    """How AssembleContext recalls memories: the session owner's active memories ranked against
+    the newest user request, within their own budget, as a "Relevant memories" block at the
+    end of system_prompt_addition (its tokens count against token_budget).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
+    MAX_MEMORIES_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    """Recall at all."""
+    token_budget: _builtins.int
+    """Tokens the block may take: 0 means 1,000; 50-8,000 (outside: INVALID_ARGUMENT). Never
+    more than a tenth of token_budget.
+    """
+    max_memories: _builtins.int
+    """At most this many memories: 0 means 8, maximum 50."""
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool = ...,
+        token_budget: _builtins.int = ...,
+        max_memories: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["enabled", b"enabled", "max_memories", b"max_memories", "token_budget", b"token_budget"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryRecall: _TypeAlias = MemoryRecall  # noqa: Y015
 
 @_typing.final
 class RegisteredTools(_message.Message):
@@ -788,6 +878,8 @@ class AssembleContextResponse(_message.Message):
     DROPPED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     CUT_PARTS_FIELD_NUMBER: _builtins.int
     EFFECTIVE_TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
+    RECALLED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    MEMORY_TOKENS_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
     """Text to add to the system prompt: how to read the summary and recall archives, naming
     only the registered tools; empty when the context has no summary.
@@ -813,6 +905,8 @@ class AssembleContextResponse(_message.Message):
     for token_budget would not fit in one response (at most 12 MiB of content, the
     Anthropic JSON included).
     """
+    memory_tokens: _builtins.int
+    """Estimated tokens of the recalled memories block."""
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
         """The context, roles alternating from user, every tool call with its result."""
@@ -831,6 +925,10 @@ class AssembleContextResponse(_message.Message):
         that says where the whole text is), as "message ID part N: BEFORE → AFTER characters".
         """
 
+    @_builtins.property
+    def recalled_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The memories recalled into system_prompt_addition, best first."""
+
     def __init__(
         self,
         *,
@@ -847,10 +945,12 @@ class AssembleContextResponse(_message.Message):
         dropped_message_count: _builtins.int = ...,
         cut_parts: _abc.Iterable[_builtins.str] | None = ...,
         effective_token_budget: _builtins.int = ...,
+        recalled_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        memory_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "messages", b"messages", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "recalled_memory_ids", b"recalled_memory_ids", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -964,6 +1064,9 @@ class SearchArchivesRequest(_message.Message):
     ARCHIVE_ID_FIELD_NUMBER: _builtins.int
     MAX_HITS_FIELD_NUMBER: _builtins.int
     ALL_SESSIONS_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session (ignored when all_sessions is true)."""
     query: _builtins.str
@@ -973,7 +1076,15 @@ class SearchArchivesRequest(_message.Message):
     max_hits: _builtins.int
     """At most this many hits: 0 means 12, maximum 50."""
     all_sessions: _builtins.bool
-    """Search every session of the caller's tenant."""
+    """Search every session of the caller's tenant (or, with user_id or agent_id, of that
+    owner).
+    """
+    mode: Global___SearchMode.ValueType
+    """Literal (the default) or ranked."""
+    user_id: _builtins.str
+    """With all_sessions: only the sessions of this user (1-128 characters of [A-Za-z0-9._:@-])."""
+    agent_id: _builtins.str
+    """With all_sessions: only the sessions of this agent (not with user_id)."""
     def __init__(
         self,
         *,
@@ -982,10 +1093,13 @@ class SearchArchivesRequest(_message.Message):
         archive_id: _builtins.str = ...,
         max_hits: _builtins.int = ...,
         all_sessions: _builtins.bool = ...,
+        mode: Global___SearchMode.ValueType = ...,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_sessions", b"all_sessions", "archive_id", b"archive_id", "max_hits", b"max_hits", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "all_sessions", b"all_sessions", "archive_id", b"archive_id", "max_hits", b"max_hits", "mode", b"mode", "query", b"query", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1002,6 +1116,7 @@ class SearchHit(_message.Message):
     MESSAGE_ID_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     SNIPPET_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     archive_id: _builtins.str
@@ -1012,6 +1127,8 @@ class SearchHit(_message.Message):
     """The message's role."""
     snippet: _builtins.str
     """At most 1,500 characters centred on the match."""
+    score: _builtins.float
+    """Ranked mode: the relevance (higher is better; comparable within one response only)."""
     def __init__(
         self,
         *,
@@ -1020,10 +1137,11 @@ class SearchHit(_message.Message):
         message_id: _builtins.str = ...,
         role: _resources_pb2.Role.ValueType = ...,
         snippet: _builtins.str = ...,
+        score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "message_id", b"message_id", "role", b"role", "session_id", b"session_id", "snippet", b"snippet"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "message_id", b"message_id", "role", b"role", "score", b"score", "session_id", b"session_id", "snippet", b"snippet"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1126,7 +1244,9 @@ class GetToolDefinitionsResponse(_message.Message):
     TOOLS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolDefinition]:
-        """archive_expand, archive_search, tool_output_read, update_working_memory."""
+        """archive_expand, archive_search, tool_output_read, update_working_memory,
+        memory_search, memory_store, memory_forget.
+        """
 
     def __init__(
         self,
@@ -1388,3 +1508,368 @@ class SearchToolOutputsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SearchToolOutputsResponse: _TypeAlias = SearchToolOutputsResponse  # noqa: Y015
+
+@_typing.final
+class MemoryOwner(_message.Message):
+    """Whose memories: exactly one of the three."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """A user's memories (shared by all that user's sessions)."""
+    agent_id: _builtins.str
+    """An agent's memories."""
+    session_id: _builtins.str
+    """The memories of this session's owner: its user, else its agent, else the session's own."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryOwner: _TypeAlias = MemoryOwner  # noqa: Y015
+
+@_typing.final
+class SearchMemoriesRequest(_message.Message):
+    """Request of SearchMemories."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    TYPES_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    """Free text; its words (at most 32 are used) are ranked: 1-1,000 characters after trimming."""
+    limit: _builtins.int
+    """At most this many hits: 0 means 10, 1-50 (more is INVALID_ARGUMENT)."""
+    @_builtins.property
+    def owner(self) -> Global___MemoryOwner:
+        """Whose memories."""
+
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.MemoryType.ValueType]:
+        """Only these types; empty: every type."""
+
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """Only memories whose time (event_time, else record_time) is at or after this."""
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp:
+        """Only memories whose time is before this."""
+
+    def __init__(
+        self,
+        *,
+        owner: Global___MemoryOwner | None = ...,
+        query: _builtins.str = ...,
+        types: _abc.Iterable[_resources_pb2.MemoryType.ValueType] | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "owner", b"owner", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchMemoriesRequest: _TypeAlias = SearchMemoriesRequest  # noqa: Y015
+
+@_typing.final
+class MemoryHit(_message.Message):
+    """One ranked memory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    score: _builtins.float
+    """The relevance, higher is better (comparable within one response only)."""
+    snippet: _builtins.str
+    """At most 300 characters of the text around the first matched word."""
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The memory (without history)."""
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+        score: _builtins.float = ...,
+        snippet: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "score", b"score", "snippet", b"snippet"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryHit: _TypeAlias = MemoryHit  # noqa: Y015
+
+@_typing.final
+class SearchMemoriesResponse(_message.Message):
+    """Response of SearchMemories."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HITS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryHit]:
+        """Best first."""
+
+    def __init__(
+        self,
+        *,
+        hits: _abc.Iterable[Global___MemoryHit] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchMemoriesResponse: _TypeAlias = SearchMemoriesResponse  # noqa: Y015
+
+@_typing.final
+class ListMemoriesRequest(_message.Message):
+    """Request of ListMemories."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    TYPES_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    state: _resources_pb2.MemoryState.ValueType
+    """Only this state; unspecified: active only."""
+    page_size: _builtins.int
+    """At most this many: 0 means 50, the maximum is 1000 (larger values are lowered to it)."""
+    page_token: _builtins.str
+    """The next_page_token of a previous call with the same owner and filters."""
+    @_builtins.property
+    def owner(self) -> Global___MemoryOwner:
+        """Whose memories."""
+
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.MemoryType.ValueType]:
+        """Only these types; empty: every type."""
+
+    def __init__(
+        self,
+        *,
+        owner: Global___MemoryOwner | None = ...,
+        types: _abc.Iterable[_resources_pb2.MemoryType.ValueType] | None = ...,
+        state: _resources_pb2.MemoryState.ValueType = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "state", b"state", "types", b"types"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoriesRequest: _TypeAlias = ListMemoriesRequest  # noqa: Y015
+
+@_typing.final
+class ListMemoriesResponse(_message.Message):
+    """Response of ListMemories."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next page; empty at the end."""
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Memory]:
+        """Newest first (by creation)."""
+
+    def __init__(
+        self,
+        *,
+        memories: _abc.Iterable[_resources_pb2.Memory] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoriesResponse: _TypeAlias = ListMemoriesResponse  # noqa: Y015
+
+@_typing.final
+class GetMemoryRequest(_message.Message):
+    """Request of GetMemory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    """The memory."""
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMemoryRequest: _TypeAlias = GetMemoryRequest  # noqa: Y015
+
+@_typing.final
+class CreateMemoryRequest(_message.Message):
+    """Request of CreateMemory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
+    @_builtins.property
+    def owner(self) -> Global___MemoryOwner:
+        """Whose memory. With session_id, the session is also recorded as its source."""
+
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The memory: type and text required, fields and event_time optional; other fields are
+        ignored.
+        """
+
+    def __init__(
+        self,
+        *,
+        owner: Global___MemoryOwner | None = ...,
+        memory: _resources_pb2.Memory | None = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "owner", b"owner", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateMemoryRequest: _TypeAlias = CreateMemoryRequest  # noqa: Y015
+
+@_typing.final
+class CreateMemoryResponse(_message.Message):
+    """Response of CreateMemory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    DEDUPLICATED_FIELD_NUMBER: _builtins.int
+    deduplicated: _builtins.bool
+    """True when an active memory of the owner already had this normalized text."""
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The stored memory (or the existing one it duplicates)."""
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+        deduplicated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deduplicated", b"deduplicated", "memory", b"memory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateMemoryResponse: _TypeAlias = CreateMemoryResponse  # noqa: Y015
+
+@_typing.final
+class UpdateMemoryRequest(_message.Message):
+    """Request of UpdateMemory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """Why (kept with the superseded version): at most 500 characters; empty: "user correction"."""
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The memory: memory_id names it; the fields named by update_mask are written."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """Paths of Memory to write: text, type, fields, event_time. Empty: every one of them that
+        is set in memory. Any other path is INVALID_ARGUMENT.
+        """
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+        reason: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "reason", b"reason", "request_id", b"request_id", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateMemoryRequest: _TypeAlias = UpdateMemoryRequest  # noqa: Y015
+
+@_typing.final
+class DeleteMemoryRequest(_message.Message):
+    """Request of DeleteMemory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    """The memory."""
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h). A retry
+    of a delete that succeeded answers success.
+    """
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteMemoryRequest: _TypeAlias = DeleteMemoryRequest  # noqa: Y015

@@ -182,6 +182,36 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.FromString,
                 _registered_method=True)
+        self.SearchMemories = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/SearchMemories',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.SearchMemoriesRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.SearchMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/ListMemories',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
+        self.GetMemory = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/GetMemory',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.GetMemoryRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_resources__pb2.Memory.FromString,
+                _registered_method=True)
+        self.CreateMemory = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/CreateMemory',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.CreateMemoryRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.CreateMemoryResponse.FromString,
+                _registered_method=True)
+        self.UpdateMemory = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/UpdateMemory',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.UpdateMemoryRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_resources__pb2.Memory.FromString,
+                _registered_method=True)
+        self.DeleteMemory = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/DeleteMemory',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.SerializeToString,
+                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class WorkingMemoryServiceServicer:
@@ -373,7 +403,11 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchArchives(self, request, context):
-        """Literal, case-insensitive search over archived message content.
+        """Searches archived message content: literally (the default; case-insensitive under
+        Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
+        the archived messages' words through the engine's full-text index, best first, newest
+        first among equal scores), in one session or across the sessions of the tenant or of one
+        user or agent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -381,7 +415,8 @@ class WorkingMemoryServiceServicer:
 
     def GetToolDefinitions(self, request, context):
         """The tool definitions a runtime registers with its model: archive_expand,
-        archive_search, tool_output_read and update_working_memory.
+        archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+        memory_search, memory_store and memory_forget.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -400,6 +435,54 @@ class WorkingMemoryServiceServicer:
     def SearchToolOutputs(self, request, context):
         """Literal, case-insensitive search over the session's stored tool outputs (whole, not
         their synopses), one hit per matching line, in message order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchMemories(self, request, context):
+        """Ranked search of an owner's active long-term memories (BM25 over their words through the
+        engine's full-text index), best first, with a score and a snippet each.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemories(self, request, context):
+        """Lists an owner's memories, newest first, paginated, with filters.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemory(self, request, context):
+        """Returns one memory of the caller's tenant with its history. NOT_FOUND (reason
+        MEMORY_NOT_FOUND) for an unknown id or one of another tenant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateMemory(self, request, context):
+        """Stores a memory a runtime chose to keep (its model's memory_store tool). A text equal
+        after normalization to an active memory of the same owner stores nothing new: that
+        memory is returned, with this source added, and deduplicated is set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateMemory(self, request, context):
+        """Corrects a memory (the fields named by update_mask); its previous text and type are kept
+        in its history with the reason. A text that would duplicate another active memory of the
+        owner is ALREADY_EXISTS (reason MEMORY_EXISTS).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMemory(self, request, context):
+        """Forgets a memory: removed from the store, the full-text index and its history, at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -517,6 +600,36 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.SearchToolOutputs,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.FromString,
                     response_serializer=wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.SerializeToString,
+            ),
+            'SearchMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchMemories,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.SearchMemoriesRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.SearchMemoriesResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.ListMemoriesResponse.SerializeToString,
+            ),
+            'GetMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemory,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.GetMemoryRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_resources__pb2.Memory.SerializeToString,
+            ),
+            'CreateMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMemory,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.CreateMemoryRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.CreateMemoryResponse.SerializeToString,
+            ),
+            'UpdateMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateMemory,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.UpdateMemoryRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_resources__pb2.Memory.SerializeToString,
+            ),
+            'DeleteMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMemory,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.FromString,
+                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1149,6 +1262,168 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/SearchToolOutputs',
             wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsRequest.SerializeToString,
             wm_dot_v1_dot_working__memory__service__pb2.SearchToolOutputsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/SearchMemories',
+            wm_dot_v1_dot_working__memory__service__pb2.SearchMemoriesRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.SearchMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/ListMemories',
+            wm_dot_v1_dot_working__memory__service__pb2.ListMemoriesRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.ListMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/GetMemory',
+            wm_dot_v1_dot_working__memory__service__pb2.GetMemoryRequest.SerializeToString,
+            wm_dot_v1_dot_resources__pb2.Memory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/CreateMemory',
+            wm_dot_v1_dot_working__memory__service__pb2.CreateMemoryRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.CreateMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/UpdateMemory',
+            wm_dot_v1_dot_working__memory__service__pb2.UpdateMemoryRequest.SerializeToString,
+            wm_dot_v1_dot_resources__pb2.Memory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/DeleteMemory',
+            wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.SerializeToString,
+            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -143,10 +143,16 @@ class WorkingMemoryServiceStub:
     Archive.next_messages_page_token for the rest.
     """
     SearchArchives: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchArchivesRequest, _working_memory_service_pb2.SearchArchivesResponse]
-    """Literal, case-insensitive search over archived message content."""
+    """Searches archived message content: literally (the default; case-insensitive under
+    Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
+    the archived messages' words through the engine's full-text index, best first, newest
+    first among equal scores), in one session or across the sessions of the tenant or of one
+    user or agent.
+    """
     GetToolDefinitions: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]
     """The tool definitions a runtime registers with its model: archive_expand,
-    archive_search, tool_output_read and update_working_memory.
+    archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+    memory_search, memory_store and memory_forget.
     """
     GetToolOutput: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolOutputRequest, _working_memory_service_pb2.GetToolOutputResponse]
     """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
@@ -158,6 +164,28 @@ class WorkingMemoryServiceStub:
     """Literal, case-insensitive search over the session's stored tool outputs (whole, not
     their synopses), one hit per matching line, in message order.
     """
+    SearchMemories: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchMemoriesRequest, _working_memory_service_pb2.SearchMemoriesResponse]
+    """Ranked search of an owner's active long-term memories (BM25 over their words through the
+    engine's full-text index), best first, with a score and a snippet each.
+    """
+    ListMemories: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListMemoriesRequest, _working_memory_service_pb2.ListMemoriesResponse]
+    """Lists an owner's memories, newest first, paginated, with filters."""
+    GetMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetMemoryRequest, _resources_pb2.Memory]
+    """Returns one memory of the caller's tenant with its history. NOT_FOUND (reason
+    MEMORY_NOT_FOUND) for an unknown id or one of another tenant.
+    """
+    CreateMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.CreateMemoryRequest, _working_memory_service_pb2.CreateMemoryResponse]
+    """Stores a memory a runtime chose to keep (its model's memory_store tool). A text equal
+    after normalization to an active memory of the same owner stores nothing new: that
+    memory is returned, with this source added, and deduplicated is set.
+    """
+    UpdateMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.UpdateMemoryRequest, _resources_pb2.Memory]
+    """Corrects a memory (the fields named by update_mask); its previous text and type are kept
+    in its history with the reason. A text that would duplicate another active memory of the
+    owner is ALREADY_EXISTS (reason MEMORY_EXISTS).
+    """
+    DeleteMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]
+    """Forgets a memory: removed from the store, the full-text index and its history, at once."""
 
 @_typing.type_check_only
 class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
@@ -270,10 +298,16 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     Archive.next_messages_page_token for the rest.
     """
     SearchArchives: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchArchivesRequest, _working_memory_service_pb2.SearchArchivesResponse]  # type: ignore[assignment]
-    """Literal, case-insensitive search over archived message content."""
+    """Searches archived message content: literally (the default; case-insensitive under
+    Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
+    the archived messages' words through the engine's full-text index, best first, newest
+    first among equal scores), in one session or across the sessions of the tenant or of one
+    user or agent.
+    """
     GetToolDefinitions: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]  # type: ignore[assignment]
     """The tool definitions a runtime registers with its model: archive_expand,
-    archive_search, tool_output_read and update_working_memory.
+    archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+    memory_search, memory_store and memory_forget.
     """
     GetToolOutput: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolOutputRequest, _working_memory_service_pb2.GetToolOutputResponse]  # type: ignore[assignment]
     """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
@@ -285,6 +319,28 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """Literal, case-insensitive search over the session's stored tool outputs (whole, not
     their synopses), one hit per matching line, in message order.
     """
+    SearchMemories: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchMemoriesRequest, _working_memory_service_pb2.SearchMemoriesResponse]  # type: ignore[assignment]
+    """Ranked search of an owner's active long-term memories (BM25 over their words through the
+    engine's full-text index), best first, with a score and a snippet each.
+    """
+    ListMemories: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListMemoriesRequest, _working_memory_service_pb2.ListMemoriesResponse]  # type: ignore[assignment]
+    """Lists an owner's memories, newest first, paginated, with filters."""
+    GetMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetMemoryRequest, _resources_pb2.Memory]  # type: ignore[assignment]
+    """Returns one memory of the caller's tenant with its history. NOT_FOUND (reason
+    MEMORY_NOT_FOUND) for an unknown id or one of another tenant.
+    """
+    CreateMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.CreateMemoryRequest, _working_memory_service_pb2.CreateMemoryResponse]  # type: ignore[assignment]
+    """Stores a memory a runtime chose to keep (its model's memory_store tool). A text equal
+    after normalization to an active memory of the same owner stores nothing new: that
+    memory is returned, with this source added, and deduplicated is set.
+    """
+    UpdateMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.UpdateMemoryRequest, _resources_pb2.Memory]  # type: ignore[assignment]
+    """Corrects a memory (the fields named by update_mask); its previous text and type are kept
+    in its history with the reason. A text that would duplicate another active memory of the
+    owner is ALREADY_EXISTS (reason MEMORY_EXISTS).
+    """
+    DeleteMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]  # type: ignore[assignment]
+    """Forgets a memory: removed from the store, the full-text index and its history, at once."""
 
 class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
@@ -508,7 +564,12 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _working_memory_service_pb2.SearchArchivesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_working_memory_service_pb2.SearchArchivesResponse, _abc.Awaitable[_working_memory_service_pb2.SearchArchivesResponse]]:
-        """Literal, case-insensitive search over archived message content."""
+        """Searches archived message content: literally (the default; case-insensitive under
+        Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
+        the archived messages' words through the engine's full-text index, best first, newest
+        first among equal scores), in one session or across the sessions of the tenant or of one
+        user or agent.
+        """
 
     @_abc_1.abstractmethod
     def GetToolDefinitions(
@@ -517,7 +578,8 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_working_memory_service_pb2.GetToolDefinitionsResponse, _abc.Awaitable[_working_memory_service_pb2.GetToolDefinitionsResponse]]:
         """The tool definitions a runtime registers with its model: archive_expand,
-        archive_search, tool_output_read and update_working_memory.
+        archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+        memory_search, memory_store and memory_forget.
         """
 
     @_abc_1.abstractmethod
@@ -541,5 +603,63 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Literal, case-insensitive search over the session's stored tool outputs (whole, not
         their synopses), one hit per matching line, in message order.
         """
+
+    @_abc_1.abstractmethod
+    def SearchMemories(
+        self,
+        request: _working_memory_service_pb2.SearchMemoriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.SearchMemoriesResponse, _abc.Awaitable[_working_memory_service_pb2.SearchMemoriesResponse]]:
+        """Ranked search of an owner's active long-term memories (BM25 over their words through the
+        engine's full-text index), best first, with a score and a snippet each.
+        """
+
+    @_abc_1.abstractmethod
+    def ListMemories(
+        self,
+        request: _working_memory_service_pb2.ListMemoriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.ListMemoriesResponse, _abc.Awaitable[_working_memory_service_pb2.ListMemoriesResponse]]:
+        """Lists an owner's memories, newest first, paginated, with filters."""
+
+    @_abc_1.abstractmethod
+    def GetMemory(
+        self,
+        request: _working_memory_service_pb2.GetMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Memory, _abc.Awaitable[_resources_pb2.Memory]]:
+        """Returns one memory of the caller's tenant with its history. NOT_FOUND (reason
+        MEMORY_NOT_FOUND) for an unknown id or one of another tenant.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateMemory(
+        self,
+        request: _working_memory_service_pb2.CreateMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.CreateMemoryResponse, _abc.Awaitable[_working_memory_service_pb2.CreateMemoryResponse]]:
+        """Stores a memory a runtime chose to keep (its model's memory_store tool). A text equal
+        after normalization to an active memory of the same owner stores nothing new: that
+        memory is returned, with this source added, and deduplicated is set.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateMemory(
+        self,
+        request: _working_memory_service_pb2.UpdateMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Memory, _abc.Awaitable[_resources_pb2.Memory]]:
+        """Corrects a memory (the fields named by update_mask); its previous text and type are kept
+        in its history with the reason. A text that would duplicate another active memory of the
+        owner is ALREADY_EXISTS (reason MEMORY_EXISTS).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteMemory(
+        self,
+        request: _working_memory_service_pb2.DeleteMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
+        """Forgets a memory: removed from the store, the full-text index and its history, at once."""
 
 def add_WorkingMemoryServiceServicer_to_server(servicer: WorkingMemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

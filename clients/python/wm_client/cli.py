@@ -221,8 +221,46 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--all", action="store_true", help="search every session")
     p.add_argument("--archive", default="", help="only this archive (e.g. archive_002)")
     p.add_argument("--max-hits", type=int, default=0, help="at most this many hits (default 12)")
+    p.add_argument("--ranked", action="store_true", help="rank by the query's words (BM25)")
     p.add_argument("--json", action="store_true", help="print the response as JSON")
     p.set_defaults(handler=commands.search)
+
+    memories = sub.add_parser(
+        "memories", help="search, list, show or forget long-term memories", parents=[common]
+    )
+    memories_sub = memories.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def owner_options(p: argparse.ArgumentParser) -> None:
+        who = p.add_mutually_exclusive_group(required=True)
+        who.add_argument("--user", help="a user's memories")
+        who.add_argument("--agent", help="an agent's memories")
+        who.add_argument("--session", help="the memories of this session's owner")
+        p.add_argument(
+            "--type", action="append", default=[], choices=commands.MEMORY_TYPE_NAMES,
+            help="only this type (repeatable)",
+        )  # fmt: skip
+        p.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    p = memories_sub.add_parser("search", help="ranked search of memories", parents=[common])
+    p.add_argument("query")
+    owner_options(p)
+    p.add_argument("--limit", type=int, default=0, help="at most this many (default 10, max 50)")
+    p.set_defaults(handler=commands.memories_search)
+    p = memories_sub.add_parser("list", help="memories, newest first", parents=[common])
+    owner_options(p)
+    p.add_argument("--retired", action="store_true", help="the retired ones instead")
+    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    p.set_defaults(handler=commands.memories_list)
+    p = memories_sub.add_parser("show", help="a memory with its history", parents=[common])
+    p.add_argument("memory")
+    p.add_argument("--json", action="store_true", help="print the memory as JSON")
+    p.set_defaults(handler=commands.memories_show)
+    p = memories_sub.add_parser(
+        "forget", help="delete a memory (store, index, history)", parents=[common]
+    )
+    p.add_argument("memory")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask (needed off a terminal)")
+    p.set_defaults(handler=commands.memories_forget)
 
     p = sub.add_parser(
         "assemble", help="the next model context within a token budget", parents=[common]

@@ -112,12 +112,16 @@ class WmClient:
         *,
         config: pb.SessionConfig | None = None,
         request_id: str | None = None,
+        user_id: str = "",
+        agent_id: str = "",
     ) -> pb.Session:
         """Create a session (the server makes an id when ``session_id`` is empty); fields of
-        ``config`` left unset take the server's default."""
+        ``config`` left unset take the server's default; ``user_id`` (else ``agent_id``) owns
+        the long-term memories the session makes and recalls."""
         request = api.CreateSessionRequest(
-            session_id=session_id, request_id=request_id or new_request_id(), config=config
-        )
+            session_id=session_id, request_id=request_id or new_request_id(), config=config,
+            user_id=user_id, agent_id=agent_id,
+        )  # fmt: skip
         return await self._unary(self._stub.CreateSession, request)
 
     async def update_session(
@@ -329,16 +333,23 @@ class WmClient:
         system_prompt: str = "",
         include_anthropic_json: bool = False,
         registered_tools: Sequence[str] | None = None,
+        recall_memories: bool = False,
+        memory_token_budget: int = 0,
     ) -> api.AssembleContextResponse:
         """The next model context within ``token_budget`` tokens; with
         ``registered_tools`` (e.g. ``ToolExecutor.names``), its system-prompt addition names
-        only those tools."""
+        only those tools; with ``recall_memories``, it ends with the long-term memories
+        relevant to the newest user request (within ``memory_token_budget``, 0: 1,000)."""
         request = api.AssembleContextRequest(
             session_id=session_id,
             token_budget=token_budget,
             system_prompt=system_prompt,
             include_anthropic_json=include_anthropic_json,
         )
+        if recall_memories:
+            request.memory_recall.CopyFrom(
+                api.MemoryRecall(enabled=True, token_budget=memory_token_budget)
+            )
         if registered_tools is not None:
             request.registered_tools.SetInParent()  # set, even when empty: no tools at all
             request.registered_tools.names.extend(registered_tools)
@@ -429,16 +440,79 @@ class WmClient:
         archive_id: str = "",
         max_hits: int = 0,
         all_sessions: bool = False,
+        ranked: bool = False,
+        user_id: str = "",
+        agent_id: str = "",
     ) -> api.SearchArchivesResponse:
-        """Literal, case-insensitive search over archived messages, newest archive first."""
+        """Search over archived messages: literal and case-insensitive (newest archive
+        first), or ``ranked`` by BM25 (best first); across all sessions of the tenant, or of
+        ``user_id`` / ``agent_id``, with ``all_sessions``."""
         request = api.SearchArchivesRequest(
             session_id=session_id,
             query=query,
             archive_id=archive_id,
             max_hits=max_hits,
             all_sessions=all_sessions,
+            mode=api.SEARCH_MODE_RANKED if ranked else api.SEARCH_MODE_UNSPECIFIED,
+            user_id=user_id,
+            agent_id=agent_id,
         )
         return await self._unary(self._stub.SearchArchives, request)
+
+    # --- long-term memories ---------------------------------------------------------------------
+    async def search_memories(
+        self,
+        query: str,
+        *,
+        owner: api.MemoryOwner,
+        types: Sequence[pb.MemoryType.ValueType] = (),
+        limit: int = 0,
+    ) -> api.SearchMemoriesResponse:
+        """An owner's active memories ranked against ``query``, best first."""
+        request = api.SearchMemoriesRequest(owner=owner, query=query, types=types, limit=limit)
+        return await self._unary(self._stub.SearchMemories, request)
+
+    async def list_memories(
+        self,
+        *,
+        owner: api.MemoryOwner,
+        types: Sequence[pb.MemoryType.ValueType] = (),
+        state: pb.MemoryState.ValueType = pb.MEMORY_STATE_UNSPECIFIED,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> api.ListMemoriesResponse:
+        """One page of an owner's memories, newest first."""
+        request = api.ListMemoriesRequest(
+            owner=owner, types=types, state=state, page_size=page_size, page_token=page_token
+        )
+        return await self._unary(self._stub.ListMemories, request)
+
+    async def get_memory(self, memory_id: str) -> pb.Memory:
+        """One memory with its history."""
+        return await self._unary(self._stub.GetMemory, api.GetMemoryRequest(memory_id=memory_id))
+
+    async def create_memory(
+        self,
+        owner: api.MemoryOwner,
+        memory_type: pb.MemoryType.ValueType,
+        text: str,
+        *,
+        request_id: str | None = None,
+    ) -> api.CreateMemoryResponse:
+        """Store a memory (or find the active one of the owner that says the same)."""
+        request = api.CreateMemoryRequest(
+            owner=owner,
+            memory=pb.Memory(type=memory_type, text=text),
+            request_id=request_id or new_request_id(),
+        )
+        return await self._unary(self._stub.CreateMemory, request)
+
+    async def delete_memory(self, memory_id: str, *, request_id: str | None = None) -> None:
+        """Forget a memory: store, index and history."""
+        request = api.DeleteMemoryRequest(
+            memory_id=memory_id, request_id=request_id or new_request_id()
+        )
+        await self._unary(self._stub.DeleteMemory, request)
 
     async def get_tool_definitions(
         self, tool_format: api.ToolFormat.ValueType = api.TOOL_FORMAT_UNSPECIFIED

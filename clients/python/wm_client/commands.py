@@ -23,6 +23,7 @@ from wm_client.jsonout import dumps, plain
 from wm_client.progress import CommitProgress
 from wm_client.stream import CommitStream
 from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
 
 MAX_BATCH = 1000  # messages per AddMessages call (the contract's limit)
 # Serialized bytes per AddMessages call: under the server's 4 MiB receive limit with room for
@@ -245,6 +246,7 @@ async def search(client: WmClient, args: argparse.Namespace, out: Console) -> in
         archive_id=args.archive,
         max_hits=args.max_hits,
         all_sessions=args.all,
+        ranked=args.ranked,
     )
     if args.json:
         print(as_json(result))
@@ -438,4 +440,89 @@ async def memory_diff(client: WmClient, args: argparse.Namespace, out: Console) 
         f"working memory v{old.version} → v{new.version} · session {args.session}", markup=False
     )
     show(out, render.memory_diff(diffs))
+    return 0
+
+
+# --- long-term memories ---------------------------------------------------------------------------
+_TYPES = {
+    name.removeprefix("MEMORY_TYPE_").lower(): number
+    for name, number in pb.MemoryType.items()
+    if number != pb.MEMORY_TYPE_UNSPECIFIED
+}
+MEMORY_TYPE_NAMES = tuple(_TYPES)
+
+
+def _owner(args: argparse.Namespace) -> api.MemoryOwner:
+    return api.MemoryOwner(
+        user_id=args.user or "", agent_id=args.agent or "", session_id=args.session or ""
+    )
+
+
+def _type_name(number: int) -> str:
+    return next((name for name, value in _TYPES.items() if value == number), "?")
+
+
+def _memory_line(memory: pb.Memory) -> str:
+    state = "" if memory.state == pb.MEMORY_STATE_ACTIVE else " (retired)"
+    return f"{memory.memory_id}  [{_type_name(memory.type)}]{state}  {memory.text}"
+
+
+async def memories_search(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    reply = await client.search_memories(
+        args.query, owner=_owner(args), types=[_TYPES[t] for t in args.type], limit=args.limit
+    )
+    if args.json:
+        print(as_json(reply))
+        return 0
+    if not reply.hits:
+        out.print(f"no memory matches {args.query!r}", markup=False)
+    for hit in reply.hits:
+        out.print(f"{hit.score:7.3f}  {_memory_line(hit.memory)}", markup=False)
+    return 0
+
+
+async def memories_list(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    state = pb.MEMORY_STATE_RETIRED if args.retired else pb.MEMORY_STATE_ACTIVE
+    shown, token = 0, ""
+    while shown < args.limit:
+        page = await client.list_memories(
+            owner=_owner(args), types=[_TYPES[t] for t in args.type], state=state,
+            page_size=min(1000, args.limit - shown), page_token=token,
+        )  # fmt: skip
+        for memory in page.memories:
+            if args.json:
+                print(as_json(memory))
+            else:
+                out.print(_memory_line(memory), markup=False)
+            shown += 1
+        token = page.next_page_token
+        if not token:
+            break
+    return 0
+
+
+async def memories_show(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    memory = await client.get_memory(args.memory)
+    if args.json:
+        print(as_json(memory))
+        return 0
+    owner = memory.user_id or memory.agent_id or memory.session_id
+    out.print(_memory_line(memory), markup=False)
+    out.print(f"owner {owner}, version {memory.version}", markup=False)
+    for key, value in sorted(memory.fields.items()):
+        out.print(f"  {key}: {value}", markup=False)
+    for source in memory.sources:
+        where = " ".join(filter(None, [source.session_id, source.archive_id]))
+        out.print(f"  from {where} {' '.join(source.message_ids)}".rstrip(), markup=False)
+    for version in memory.history:
+        out.print(f"  v{version.version} ({version.reason}): {version.text}", markup=False)
+    return 0
+
+
+async def memories_forget(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    memory = await client.get_memory(args.memory)  # a clear NOT_FOUND before asking
+    if not args.yes and not confirm(f"forget {memory.memory_id} ({memory.text[:60]!r})?"):
+        raise Refused(f"memory {args.memory} not forgotten: confirm at the prompt, or pass --yes")
+    await client.delete_memory(args.memory)
+    out.print(f"forgot {args.memory}", markup=False)
     return 0

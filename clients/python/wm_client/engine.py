@@ -299,15 +299,19 @@ class ContextEngine:
         system_prompt: str = "",
         include_anthropic_json: bool = False,
         registered_tools: Sequence[str] | None = None,
+        recall_memories: bool = True,
     ) -> api.AssembleContextResponse:
         """The context for the next model call (AssembleContext); ``registered_tools``: the
-        recall tools the runtime registered (e.g. ``ToolExecutor.names``)."""
+        recall tools the runtime registered (e.g. ``ToolExecutor.names``). Long-term memories
+        relevant to the newest user request are recalled into the system-prompt addition
+        unless ``recall_memories`` is False."""
         return await self.client.assemble_context(
             session,
             token_budget,
             system_prompt=system_prompt,
             include_anthropic_json=include_anthropic_json,
             registered_tools=registered_tools,
+            recall_memories=recall_memories,
         )
 
     def running_commits(self) -> tuple[BackgroundCommit, ...]:

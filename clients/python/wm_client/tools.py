@@ -1,4 +1,5 @@
-"""Running the recall tools a model calls: archive_search, archive_expand, tool_output_read.
+"""Running the tools a model calls: archive_search, archive_expand, tool_output_read, and
+the long-term memory tools memory_search, memory_store and memory_forget.
 
 A runtime registers the definitions GetToolDefinitions serves; when the model calls one, the
 runtime hands the call to :class:`ToolExecutor`, which makes the RPC and returns the text of
@@ -19,10 +20,21 @@ import grpc
 from wm_client.client import WmClient
 from wm_client.errors import InvalidArgumentError, NotFoundError, WmError
 from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
 
 ARCHIVE_SEARCH = "archive_search"
 ARCHIVE_EXPAND = "archive_expand"
 TOOL_OUTPUT_READ = "tool_output_read"
+MEMORY_SEARCH = "memory_search"
+MEMORY_STORE = "memory_store"
+MEMORY_FORGET = "memory_forget"
+MEMORY_TOOLS = (MEMORY_SEARCH, MEMORY_STORE, MEMORY_FORGET)
+_KNOWN = {ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ, *MEMORY_TOOLS}
+_MEMORY_TYPES = {
+    name.removeprefix("MEMORY_TYPE_").lower(): number
+    for name, number in pb.MemoryType.items()
+    if number != pb.MEMORY_TYPE_UNSPECIFIED
+}
 # The default bound of one tool result: below the server's 20,000-character inline
 # threshold, so a recalled text is never itself externalized when the runtime stores it.
 DEFAULT_MAX_CHARS = 16_000
@@ -93,7 +105,7 @@ class ToolExecutor:
     ) -> None:
         if max_chars < 200:
             raise ValueError("max_chars must be at least 200")
-        unknown = set(tools) - {ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ}
+        unknown = set(tools) - _KNOWN
         if unknown:
             raise ValueError(f"not a recall tool: {', '.join(sorted(unknown))}")
         self.client = client
@@ -120,6 +132,8 @@ class ToolExecutor:
                 return await self._search(decoded)
             if name == ARCHIVE_EXPAND:
                 return await self._expand(decoded)
+            if name in MEMORY_TOOLS:
+                return await self._memory(name, decoded)
             return await self._read(decoded)
         except (InvalidArgumentError, NotFoundError) as exc:
             return ToolRun(f"{name} failed: {exc.message}", True)
@@ -169,6 +183,41 @@ class ToolExecutor:
         if shown < total:
             text += f"\n[… {more}]"
         return ToolRun(_bounded(text, self.max_chars, more))
+
+    async def _memory(self, name: str, args: dict[str, Any]) -> ToolRun:
+        """memory_search, memory_store and memory_forget, for the session's owner."""
+        owner = api.MemoryOwner(session_id=self.session_id)
+        if name == MEMORY_FORGET:
+            memory_id = args.get("memory_id")
+            if not isinstance(memory_id, str) or not memory_id:
+                return ToolRun("memory_forget needs memory_id, e.g. mem_0123...", True)
+            await self.client.delete_memory(memory_id)
+            return ToolRun(f"forgot {memory_id}")
+        if name == MEMORY_STORE:
+            kind = _MEMORY_TYPES.get(str(args.get("type", "")))
+            text = args.get("text")
+            if kind is None or not isinstance(text, str) or not text.strip():
+                known = ", ".join(_MEMORY_TYPES)
+                return ToolRun(f"memory_store needs text and a type ({known})", True)
+            stored = await self.client.create_memory(owner, kind, text)
+            verb = "already known as" if stored.deduplicated else "stored as"
+            return ToolRun(f"{verb} {stored.memory.memory_id}")
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return ToolRun("memory_search needs a non-empty string query", True)
+        types = [_MEMORY_TYPES[t] for t in args.get("types") or () if t in _MEMORY_TYPES]
+        limit = args.get("limit", 0)
+        reply = await self.client.search_memories(
+            query, owner=owner, types=types, limit=limit if isinstance(limit, int) else 0
+        )
+        if not reply.hits:
+            return ToolRun(f"no memory matches {query!r}")
+        names = {number: name for name, number in _MEMORY_TYPES.items()}
+        lines = [
+            f"- {h.memory.memory_id} [{names.get(h.memory.type, '?')}] {h.memory.text}"
+            for h in reply.hits
+        ]
+        return ToolRun(_bounded("\n".join(lines), self.max_chars, "narrow the query"))
 
     async def _read(self, args: dict[str, Any]) -> ToolRun:
         output_id = args.get("output_id")

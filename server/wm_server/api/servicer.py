@@ -13,8 +13,9 @@ from typing import Any
 
 import grpc
 from google.protobuf import empty_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
 
-from wm_core import SessionSettings, anthropic_json
+from wm_core import SessionSettings, anthropic_json, estimate_tokens
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
@@ -26,11 +27,14 @@ from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context import (
     CACHED_FROM,
+    RECALL_HEADING,
     ContextService,
     as_json,
     openai_shape,
+    recall_options,
     tool_definitions,
 )
+from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
@@ -51,6 +55,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         archives: ArchiveService,
         context: ContextService,
         tool_outputs: ToolOutputService,
+        memories: MemoryService,
         max_message_bytes: int,
         default_config: SessionSettings = UNCONFIGURED,
         check_model: session_config.ModelCheck = lambda provider, model: None,
@@ -58,6 +63,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self._default_config = default_config
         self._check_model = check_model
         self._tool_outputs = tool_outputs
+        self._memories = memories
         self._archives = archives
         self._context = context
         self._sessions = sessions
@@ -75,8 +81,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             given = session_config.partial_settings(request.config, "config", self._check_model)
             config = session_config.overlay(self._default_config, given)
         record, _ = await self._sessions.create(
-            request.session_id, request.request_id, convert.fingerprint(request), config
-        )
+            request.session_id, request.request_id, convert.fingerprint(request), config,
+            request.user_id, request.agent_id,
+        )  # fmt: skip
         return wire.session_out(record)
 
     async def UpdateSession(
@@ -253,12 +260,17 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def SearchArchives(
         self, request: api.SearchArchivesRequest, context: Context
     ) -> api.SearchArchivesResponse:
-        hits, total = await self._context.search(
+        search = (
+            self._context.ranked if request.mode == api.SEARCH_MODE_RANKED else self._context.search
+        )
+        hits, total = await search(
             request.session_id,
             request.query,
             request.archive_id,
             request.max_hits,
             request.all_sessions,
+            request.user_id,
+            request.agent_id,
         )
         return api.SearchArchivesResponse(
             hits=[
@@ -268,6 +280,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                     message_id=match.message.id,
                     role=wire.role_out(match.message.role),
                     snippet=text,
+                    score=match.score,
                 )
                 for match, text in hits
             ],
@@ -278,12 +291,20 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def AssembleContext(
         self, request: api.AssembleContextRequest, context: Context
     ) -> api.AssembleContextResponse:
+        recall = recall_options(
+            request.memory_recall.enabled,
+            request.memory_recall.token_budget,
+            request.memory_recall.max_memories,
+        )
+        recalled: list[str] = []
         result, wm, uncovered, budget = await self._context.assemble(
             request.session_id,
             request.token_budget,
             request.system_prompt,
             request.include_anthropic_json,
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
+            recall,
+            recalled,
         )
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
@@ -301,6 +322,12 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             dropped_message_count=result.dropped_source_messages,
             cut_parts=result.cut_parts,
             effective_token_budget=budget,
+            recalled_memory_ids=recalled,
+            memory_tokens=(
+                estimate_tokens(result.system_prompt_addition.partition(RECALL_HEADING)[2])
+                if recalled
+                else 0
+            ),
         )
 
     async def GetToolDefinitions(
@@ -357,3 +384,117 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             ],
             total_matches=total,
         )
+
+    # --- long-term memories ----------------------------------------------------------------
+    async def SearchMemories(
+        self, request: api.SearchMemoriesRequest, context: Context
+    ) -> api.SearchMemoriesResponse:
+        hits = await self._memories.search(
+            _owner(request.owner),
+            request.query,
+            _types(request.types),
+            _seconds(request, "start_time"),
+            _seconds(request, "end_time"),
+            request.limit,
+        )
+        return api.SearchMemoriesResponse(
+            hits=[
+                api.MemoryHit(memory=wire.memory_out(h.view), score=h.score, snippet=h.snippet)
+                for h in hits
+            ]
+        )
+
+    async def ListMemories(
+        self, request: api.ListMemoriesRequest, context: Context
+    ) -> api.ListMemoriesResponse:
+        if request.state not in (pb.MEMORY_STATE_UNSPECIFIED, *wire.MEMORY_STATES_IN):
+            raise invalid("state", "unknown state")
+        views, token = await self._memories.list(
+            _owner(request.owner),
+            _types(request.types),
+            wire.MEMORY_STATES_IN.get(request.state, "active"),
+            request.page_size,
+            request.page_token,
+        )
+        return api.ListMemoriesResponse(
+            memories=[wire.memory_out(v) for v in views], next_page_token=token
+        )
+
+    async def GetMemory(self, request: api.GetMemoryRequest, context: Context) -> pb.Memory:
+        return wire.memory_out(await self._memories.get(request.memory_id))
+
+    async def CreateMemory(
+        self, request: api.CreateMemoryRequest, context: Context
+    ) -> api.CreateMemoryResponse:
+        memory = request.memory
+        content = content_in(
+            wire.MEMORY_TYPES_IN.get(memory.type, ""),
+            memory.text,
+            dict(memory.fields),
+            _seconds(memory, "event_time"),
+        )
+        view, existed = await self._memories.create(
+            _owner(request.owner), content, request.request_id, convert.fingerprint(request)
+        )
+        return api.CreateMemoryResponse(memory=wire.memory_out(view), deduplicated=existed)
+
+    async def UpdateMemory(self, request: api.UpdateMemoryRequest, context: Context) -> pb.Memory:
+        if not request.HasField("memory"):
+            raise invalid("memory", "required", "REQUIRED")
+        memory = request.memory
+        paths = list(request.update_mask.paths) or [
+            p for p in MASKABLE if p != "type" or memory.type
+        ]
+        unknown = sorted(set(paths) - set(MASKABLE))
+        if unknown:
+            raise invalid("update_mask", f"only {', '.join(MASKABLE)}; not {', '.join(unknown)}")
+        checked = content_in(
+            wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
+            memory.text if "text" in paths else "placeholder",
+            dict(memory.fields) if "fields" in paths else {},
+            _seconds(memory, "event_time"),
+        )
+        given: dict[str, object] = {}
+        for path in paths:
+            if path == "text":
+                given["text"] = checked.text
+            elif path == "type":
+                given["type"] = checked.type
+            elif path == "fields":
+                given["fields"] = dict(checked.fields)
+            else:
+                given["event_time"] = checked.event_time
+        view = await self._memories.update(
+            memory.memory_id, given, request.reason, request.request_id,
+            convert.fingerprint(request),
+        )  # fmt: skip
+        return wire.memory_out(view)
+
+    async def DeleteMemory(
+        self, request: api.DeleteMemoryRequest, context: Context
+    ) -> empty_pb2.Empty:
+        await self._memories.delete(
+            request.memory_id, request.request_id, convert.fingerprint(request)
+        )
+        return empty_pb2.Empty()
+
+
+def _owner(owner: api.MemoryOwner) -> OwnerSpec:
+    return OwnerSpec(owner.user_id, owner.agent_id, owner.session_id)
+
+
+def _types(values: Any) -> list[str]:
+    """Memory types of a filter; an unknown number is INVALID_ARGUMENT."""
+    names = []
+    for value in values:
+        if value not in wire.MEMORY_TYPES_IN:
+            raise invalid("types", f"unknown memory type {value}")
+        names.append(wire.MEMORY_TYPES_IN[value])
+    return names
+
+
+def _seconds(message: Any, name: str) -> float | None:
+    if not message.HasField(name):
+        return None
+    stamp: Timestamp = getattr(message, name)
+    return stamp.seconds + stamp.nanos / 1e9

@@ -5,21 +5,38 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from wm_core import UPDATE_TOOL, AssembledContext, Message, assemble, output_ids
+from wm_core import (
+    MEMORY_TYPES,
+    UPDATE_TOOL,
+    AssembledContext,
+    Message,
+    Role,
+    TextPart,
+    assemble,
+    estimate_tokens,
+    fold_text,
+    is_request,
+    output_ids,
+)
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq, message_bytes
+from wm_server.services.memories import MemoryService, epoch_to_iso
 from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
+    MemoryRow,
     SearchMatch,
     StoredMessage,
     WorkingMemoryRecord,
     archive_name,
 )
+from wm_server.storage.text_index import query_words
+from wm_server.storage.unit_of_work import UnitOfWork
 from wm_server.tenancy import current_tenant
 
 MAX_BUDGET = 10_000_000
@@ -84,10 +101,72 @@ class MessageCache:
             self._weight -= self._weight_of(old)
 
 
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """AssembleContext's recall of memories (validated by ``recall_options``)."""
+
+    token_budget: int = 1000
+    max_memories: int = 8
+
+
+DEFAULT_RECALL_TOKENS = 1000
+MAX_RECALL_TOKENS = 8000
+MIN_RECALL_TOKENS = 50
+DEFAULT_RECALLED = 8
+
+
+def recall_options(enabled: bool, token_budget: int, max_memories: int) -> Recall | None:
+    if not enabled:
+        return None
+    tokens = token_budget or DEFAULT_RECALL_TOKENS
+    if not MIN_RECALL_TOKENS <= tokens <= MAX_RECALL_TOKENS:
+        raise invalid(
+            "memory_recall.token_budget",
+            f"must be {MIN_RECALL_TOKENS}-{MAX_RECALL_TOKENS:,}",
+            "OUT_OF_RANGE",
+        )
+    if max_memories < 0:
+        raise invalid("memory_recall.max_memories", "must not be negative", "OUT_OF_RANGE")
+    return Recall(tokens, min(max_memories or DEFAULT_RECALLED, 50))
+
+
+RECALL_HEADING = "## Relevant memories (long-term, from earlier sessions; newer messages win)"
+
+
+def recall_block(rows: Sequence[MemoryRow], budget: int) -> tuple[str, list[str]]:
+    """The memories as a Markdown block within ``budget`` tokens, best first; and the ids
+    it holds (none fit: an empty block)."""
+    lines = [RECALL_HEADING]
+    ids: list[str] = []
+    for row in rows:
+        dated = epoch_to_iso(row.event_time)
+        when = f" ({dated[:10]})" if dated else ""
+        line = f"- [{row.type}] {row.text}{when} (memory {row.memory_id})"
+        if estimate_tokens("\n".join([*lines, line])) > budget:
+            break
+        lines.append(line)
+        ids.append(row.memory_id)
+    return ("\n".join(lines), ids) if ids else ("", [])
+
+
+def newest_request(messages: Sequence[Message]) -> str:
+    """The text of the newest user request (what recall ranks memories against)."""
+    for message in reversed(messages):
+        if message.role is Role.USER and is_request(message):
+            return " ".join(p.text for p in message.parts if isinstance(p, TextPart))
+    return ""
+
+
 class ContextService:
-    def __init__(self, database: Database, cache: MessageCache | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        cache: MessageCache | None = None,
+        memories: MemoryService | None = None,
+    ) -> None:
         self._db = database
         self._cache = cache or MessageCache()
+        self._memories = memories or MemoryService(database)
 
     async def assemble(
         self,
@@ -96,6 +175,8 @@ class ContextService:
         system_prompt: str,
         with_json: bool = False,
         tools: Sequence[str] | None = None,
+        recall: Recall | None = None,
+        recalled: list[str] | None = None,
     ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int], int]:
         """The context, the WM it includes, the uncovered archives and the budget used: the
         asked one, or less when that context would not fit in one response (a 10M-token
@@ -118,10 +199,19 @@ class ContextService:
         wm, stored, uncovered, spans = await self._uncovered(sid)
         messages = [s.message for s in stored]
         pointers = _Pointers(stored, spans)
+        block = ""
+        if recall is not None:
+            block, ids = await self._recall(sid, messages, recall, token_budget)
+            if recalled is not None:
+                recalled.extend(ids)
+        prompt = f"{system_prompt}\n\n{block}" if block else system_prompt
         budget = token_budget
         while True:
             document = wm.document if wm else None
-            result = assemble(budget, system_prompt, document, messages, pointers, tools)
+            result = assemble(budget, prompt, document, messages, pointers, tools)
+            if block:  # counted in the prompt above; the runtime receives it in the addition
+                addition = f"{result.system_prompt_addition}\n\n{block}".strip()
+                result = replace(result, system_prompt_addition=addition)
             copies = 2 if with_json else 1
             # Each token is at most 12 UTF-8 bytes (a 3-byte character weighs a quarter token;
             # ids and names are counted in the estimate), plus the framing message_bytes allows
@@ -137,6 +227,19 @@ class ContextService:
             budget = max(1, min(budget - 1, int(budget * MAX_CONTEXT_BYTES / size * 0.95)))
         return result, wm if result.working_memory_included else None, uncovered, budget
 
+    async def _recall(
+        self, session_id: str, messages: Sequence[Message], recall: Recall, token_budget: int
+    ) -> tuple[str, list[str]]:
+        """The recall block for the newest user request: the owner's best memories within the
+        recall budget (at most a tenth of the whole budget)."""
+        request = newest_request(messages)
+        if not request.strip():
+            return "", []
+        async with self._db.reader() as uow:
+            row = await find_session(uow, session_id)
+            found = await self._memories.recall(uow, row, request, recall.max_memories)
+        return recall_block(found, min(recall.token_budget, token_budget // 10))
+
     async def search(
         self,
         session_id: str,
@@ -144,20 +247,59 @@ class ContextService:
         archive_id: str,
         max_hits: int,
         all_sessions: bool,
+        user_id: str = "",
+        agent_id: str = "",
     ) -> tuple[list[tuple[SearchMatch, str]], int]:
+        """Archived messages that contain the literal, folded (``Literal``)."""
         needle, limit = search_terms(query, max_hits)
         sid = None if all_sessions else validation.session_id(session_id)
         seq = archive_seq(archive_id) if archive_id else None
-        folded = needle.casefold()
+        literal = Literal.of(needle, json_rows=True)
 
         def matches(message: Message) -> bool:
-            return any(folded in chunk.casefold() for chunk in searchable_text(message))
+            return any(literal.folded in fold_text(c) for c in searchable_text(message))
 
-        prefilter = None
-        if needle.isascii() and not (_JSON_ESCAPED & set(needle)) and needle.isprintable():
-            prefilter = needle.lower()
-        found, total = await self._search(sid, seq, matches, prefilter, limit)
-        return [(m, snippet(m.message, folded)) for m in found], total
+        found, total = await self._search(
+            sid, seq, matches, literal.prefilter, limit, owners(user_id, agent_id)
+        )
+        return [(m, snippet(m.message, literal)) for m in found], total
+
+    async def ranked(
+        self,
+        session_id: str,
+        query: str,
+        archive_id: str,
+        max_hits: int,
+        all_sessions: bool,
+        user_id: str = "",
+        agent_id: str = "",
+    ) -> tuple[list[tuple[SearchMatch, str]], int]:
+        """Archived messages ranked by BM25 against the query's words (the full-text index),
+        best first, newest first among equal scores."""
+        needle, limit = search_terms(query, max_hits)
+        sid = None if all_sessions else validation.session_id(session_id)
+        seq = archive_seq(archive_id) if archive_id else None
+        scope = owners(user_id, agent_id)
+        words = query_words(needle)
+        out: list[tuple[SearchMatch, str]] = []
+        async with self._db.scanner() as uow:
+            sessions = await self._sessions(uow, sid, scope)
+            names = dict(sessions)
+            found, total = await uow.archives.ranked(list(names), words, seq, limit)
+            for key, number, position, score in found:
+                (item,) = await uow.messages.between(key, position, position, 1)
+                match = SearchMatch(names[key], number, item.message, score)
+                out.append((match, ranked_snippet(item.message, words)))
+        return out, total
+
+    async def _sessions(
+        self, uow: UnitOfWork, session_id: str | None, scope: tuple[str | None, str | None]
+    ) -> list[tuple[int, str]]:
+        """(key, name) of the one session, or of every session of the tenant (of one user or
+        agent, when ``scope`` names one)."""
+        if session_id is not None:
+            return [((await find_session(uow, session_id)).sid, session_id)]
+        return await uow.sessions.keys(current_tenant(), *scope)
 
     async def _uncovered(
         self, session_id: str
@@ -191,17 +333,14 @@ class ContextService:
         matches: Callable[[Message], bool],
         prefilter: str | None,
         limit: int,
+        scope: tuple[str | None, str | None] = (None, None),
     ) -> tuple[list[SearchMatch], int]:
         """Archived messages that match, newest archive first, then in message order;
         ``prefilter`` is a lowercase literal the raw row must contain."""
         found: list[SearchMatch] = []
         total = 0
         async with self._db.scanner() as uow:
-            if session_id is not None:
-                sessions = [((await find_session(uow, session_id)).sid, session_id)]
-            else:
-                sessions = await uow.sessions.keys(current_tenant())
-            for sid, name in sessions:
+            for sid, name in await self._sessions(uow, session_id, scope):
                 for seq, first, last in await uow.archives.listing(sid, archive_seq):
                     for message in await uow.messages.containing(sid, first, last, prefilter):
                         if matches(message):
@@ -209,6 +348,41 @@ class ContextService:
                             if len(found) < limit:
                                 found.append(SearchMatch(name, seq, message))
         return found, total
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A literal as every literal search compares it: folded (``wm_core.fold_text``), with
+    the ASCII text rows may be prefiltered by in the database (None: no prefilter)."""
+
+    folded: str
+    prefilter: str | None
+
+    @classmethod
+    def of(cls, needle: str, *, json_rows: bool) -> Literal:
+        folded = fold_text(needle)
+        usable = folded.isascii() and folded.isprintable()
+        if json_rows:  # rows hold JSON, where quotes and backslashes are escaped
+            usable = usable and not (_JSON_ESCAPED & set(folded))
+        return cls(folded, folded if usable else None)
+
+    def find(self, text: str) -> tuple[int, int] | None:
+        """(start, length) in ``text`` of the first match, or None: found on the folded text,
+        then mapped back character by character (folding may change lengths: "ß" is "ss")."""
+        folded = fold_text(text)
+        at = folded.find(self.folded)
+        if at < 0:
+            return None
+        if len(folded) == len(text):
+            return at, len(self.folded)
+        start, seen = -1, 0
+        for index, char in enumerate(text):
+            if start < 0 and seen + len(fold_text(char)) > at:
+                start = index
+            seen += len(fold_text(char))
+            if start >= 0 and seen >= at + len(self.folded):
+                return start, index + 1 - start
+        return max(start, 0), len(text) - max(start, 0)
 
 
 def search_terms(query: str, max_hits: int) -> tuple[str, int]:
@@ -224,12 +398,21 @@ def search_terms(query: str, max_hits: int) -> tuple[str, int]:
     return needle, min(max_hits or DEFAULT_HITS, MAX_HITS)
 
 
-def centred(text: str, at: int, width: int) -> str:
-    """At most SNIPPET characters of ``text`` centred on the match at ``at`` of ``width``."""
-    if len(text) <= SNIPPET:
+def centred(text: str, at: int, width: int, size: int = SNIPPET) -> str:
+    """At most ``size`` characters of ``text`` centred on the match at ``at`` of ``width``."""
+    if len(text) <= size:
         return text
-    start = max(0, min(at + width // 2 - SNIPPET // 2, len(text) - SNIPPET))
-    return text[start : start + SNIPPET]
+    start = max(0, min(at + width // 2 - size // 2, len(text) - size))
+    return text[start : start + size]
+
+
+def owners(user_id: str, agent_id: str) -> tuple[str | None, str | None]:
+    """The (user, agent) a search over all sessions is restricted to (None: any)."""
+    validation.owner_id(user_id, "user_id")
+    validation.owner_id(agent_id, "agent_id")
+    if user_id and agent_id:
+        raise invalid("agent_id", "not together with user_id", "CONFLICT")
+    return user_id or None, agent_id or None
 
 
 class _Pointers(Mapping[str, str]):
@@ -261,13 +444,22 @@ class _Pointers(Mapping[str, str]):
         return sum(1 for _ in self)
 
 
-def snippet(message: Message, folded: str) -> str:
+def snippet(message: Message, literal: Literal) -> str:
     """At most 1,500 characters of the first chunk that matches, centred on the match."""
     for chunk in searchable_text(message):
-        at = chunk.casefold().find(folded)
-        if at >= 0:
-            return centred(chunk, at, len(folded))
+        found = literal.find(chunk)
+        if found is not None:
+            return centred(chunk, *found)
     return ""
+
+
+def ranked_snippet(message: Message, words: Sequence[str]) -> str:
+    """At most 1,500 characters of the message's text around its first word of the query."""
+    text = " ".join(searchable_text(message))
+    lowered = text.lower()
+    found = [(at, len(w)) for w in words if (at := lowered.find(w)) >= 0]
+    at, width = min(found) if found else (0, 0)
+    return centred(text, at, width)
 
 
 ARCHIVE_EXPAND: dict[str, Any] = {
@@ -351,8 +543,72 @@ TOOL_OUTPUT_READ: dict[str, Any] = {
 }
 
 
+MEMORY_SEARCH: dict[str, Any] = {
+    "name": "memory_search",
+    "description": (
+        "Search the user's long-term memories: what earlier sessions learned about them, "
+        "their preferences, the entities, events, decisions and procedures of their work. "
+        "Ranked by the words of the query, best first; use it before asking the user for "
+        "something they may have told you before."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "Key words of what you look for."},
+            "types": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(MEMORY_TYPES)},
+                "description": "Optional: only memories of these types.",
+            },
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+}
+
+MEMORY_STORE: dict[str, Any] = {
+    "name": "memory_store",
+    "description": (
+        "Keep a lasting fact for later sessions: one short sentence the user stated or "
+        "confirmed (a preference, who they are, a decision and its reason, a dated event, a "
+        "procedure). Not for what matters only in this conversation."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": list(MEMORY_TYPES)},
+            "text": {"type": "string", "maxLength": 2000},
+            "event_time": {
+                "type": "string",
+                "description": "Optional: when it happened, ISO 8601 (2026-03-01).",
+            },
+        },
+        "required": ["type", "text"],
+        "additionalProperties": False,
+    },
+}
+
+MEMORY_FORGET: dict[str, Any] = {
+    "name": "memory_forget",
+    "description": (
+        "Forget a long-term memory for good, when the user asks you to or it is wrong: give "
+        "its id (memory_search results and recalled memories name it, e.g. mem_0123...)."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {"memory_id": {"type": "string", "pattern": "^mem_[0-9a-f]{20}$"}},
+        "required": ["memory_id"],
+        "additionalProperties": False,
+    },
+}
+
+
 def tool_definitions() -> list[dict[str, Any]]:
-    return [ARCHIVE_EXPAND, ARCHIVE_SEARCH, TOOL_OUTPUT_READ, dict(UPDATE_TOOL)]
+    return [
+        ARCHIVE_EXPAND, ARCHIVE_SEARCH, TOOL_OUTPUT_READ, dict(UPDATE_TOOL), MEMORY_SEARCH,
+        MEMORY_STORE, MEMORY_FORGET,
+    ]  # fmt: skip
 
 
 def openai_shape(tool: dict[str, Any]) -> dict[str, Any]:

@@ -145,6 +145,8 @@ async def archive(
             row.sid, archives, commit_id, message_count=archived, tokens=archived_tokens,
             first=first, last=boundary - 1, now=now,
         )  # fmt: skip
+        # Ranked search finds archived messages only: indexed here, never at ingest.
+        await uow.archives.index_messages(row.sid, archives, first, boundary - 1, now)
         await uow.commits.insert(
             commit_id, row.sid, state=CommitState.PENDING, keep=keep,
             archive_seq=archives, archived=archived, kept=total - archived,

@@ -98,10 +98,15 @@ class SessionService:
         request_id: str,
         fingerprint: str = "",
         config: SessionSettings | None = None,
+        user_id: str = "",
+        agent_id: str = "",
     ) -> tuple[SessionRecord, bool]:
         """``config`` is resolved already (the default under what the request set); None:
-        the server's default."""
+        the server's default. ``user_id`` and ``agent_id`` own the session's long-term
+        memories and never change afterwards."""
         sid = validation.session_id(session_id) if session_id else validation.new_session_id()
+        validation.owner_id(user_id, "user_id")
+        validation.owner_id(agent_id, "agent_id")
         # A session does not exist before it is created: the tenant is the resource, so a
         # retry without a session_id finds the session made first, and the same id used for
         # another session is a reuse.
@@ -113,8 +118,9 @@ class SessionService:
             if prior is not None:
                 return (await find_session(uow, prior["session_id"])).record, False
             row = await uow.sessions.create(
-                current_tenant(), sid, time.time(), self._default if config is None else config
-            )
+                current_tenant(), sid, time.time(), self._default if config is None else config,
+                user_id, agent_id,
+            )  # fmt: skip
             if row is None:
                 raise AlreadyExists(
                     f"session {sid!r} already exists",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from wm_server.errors import NotFound, invalid
 from wm_server.services import paging, validation
-from wm_server.services.context import centred, search_terms
+from wm_server.services.context import Literal, centred, search_terms
 from wm_server.services.sessions import find_session
 from wm_server.storage.database import Database
 from wm_server.storage.records import ToolOutputRecord
@@ -148,8 +148,7 @@ class ToolOutputService:
         """Matching lines of the session's outputs (whole), in message and line order."""
         sid = validation.session_id(session_id)
         needle, limit = search_terms(query, max_hits)
-        folded = needle.casefold()
-        prefilter = needle.lower() if needle.isascii() and needle.isprintable() else None
+        literal = Literal.of(needle, json_rows=False)
         hits: list[OutputHit] = []
         total = 0
         after = (0, -1)
@@ -157,16 +156,16 @@ class ToolOutputService:
             row = await find_session(uow, sid)
             while True:
                 batch = await uow.tool_outputs.matching(
-                    row.sid, prefilter, output_id or None, after, _SEARCH_BATCH
+                    row.sid, literal.prefilter, output_id or None, after, _SEARCH_BATCH
                 )
                 for record in batch:
                     for number, line in enumerate(record.content.split("\n"), 1):
-                        at = line.casefold().find(folded)
-                        if at < 0:
+                        found = literal.find(line)
+                        if found is None:
                             continue
                         total += 1
                         if len(hits) < limit:
-                            snippet = centred(line, at, len(folded))
+                            snippet = centred(line, *found)
                             hits.append(
                                 OutputHit(record.output_id, record.message_id, number, snippet)
                             )

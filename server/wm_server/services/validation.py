@@ -11,6 +11,7 @@ from wm_server.errors import invalid
 
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 MESSAGE_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+OWNER_ID_PATTERN = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 MAX_REQUEST_ID = 128
 MAX_KEEP_RECENT = 10_000
 # The lowest tool-output inline threshold a session config may set (characters).
@@ -23,6 +24,14 @@ def session_id(value: str, field: str = "session_id") -> str:
         raise invalid(field, "required", "REQUIRED")
     if not SESSION_ID_PATTERN.fullmatch(value):
         raise invalid(field, "must be 1-128 characters of [A-Za-z0-9._-]", "INVALID_FORMAT")
+    return value
+
+
+def owner_id(value: str, field: str) -> str:
+    """A user or agent id (Session.user_id, Session.agent_id, a memory owner); may be empty
+    where the caller allows none."""
+    if value and not OWNER_ID_PATTERN.fullmatch(value):
+        raise invalid(field, "must be 1-128 characters of [A-Za-z0-9._:@-]", "INVALID_FORMAT")
     return value
 
 

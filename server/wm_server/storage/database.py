@@ -21,6 +21,7 @@ from typing import Any
 
 from wm_server.errors import ServiceError
 from wm_server.storage.statements import Params, Row, Write
+from wm_server.storage.text_index import TextIndex
 from wm_server.storage.unit_of_work import Repositories, UnitOfWork
 
 # A ``:name`` parameter (not a ``::type`` cast).
@@ -93,10 +94,15 @@ class Dialect:
     # Membership in a list of values: (the "IN …" fragment, its parameters), for a name.
     in_list: Callable[[str, Sequence[Any]], tuple[str, dict[str, Any]]]
     contains: str  # "<column> contains the lowercase literal", with {column} and {param}
+    non_ascii: str  # "<column> has a character beyond ASCII", with {column}
     lock_key: str | None  # a transaction lock on a string key
     # Each statement is a round trip to a server (fold reads into writes, writes together),
     # rather than a call into an embedded library (where RETURNING costs more than a read).
     round_trips: bool
+    # The full-text index (FTS5 or tsvector) and the searchable text of a message row's
+    # parts (with {column}), for ranked search over memories and archived messages.
+    text_index: TextIndex
+    message_text: str
 
 
 class Database(ABC):

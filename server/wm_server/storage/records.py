@@ -46,6 +46,8 @@ class SessionRecord:
     archive_count: int
     wm_version: int
     config: SessionSettings = UNCONFIGURED
+    user_id: str = ""
+    agent_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +157,54 @@ class SearchMatch:
     session_id: str
     archive_seq: int
     message: Message
+    score: float = 0.0  # ranked search only
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRow:
+    """A stored memory. ``owner`` is "user:U", "agent:A" or "session:SID" (a session with
+    neither owns its memories; ``session_id`` then names it)."""
+
+    mid: int
+    memory_id: str
+    tenant: str
+    owner: str
+    session_id: str
+    type: str
+    text: str
+    fields: dict[str, str]
+    event_time: float | None
+    record_time: float
+    create_time: float
+    update_time: float
+    state: str
+    version: int
+    retire_reason: str
+
+    @property
+    def active(self) -> bool:
+        return self.state == "active"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVersionRow:
+    """A superseded text of a memory."""
+
+    version: int
+    type: str
+    text: str
+    reason: str
+    supersede_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySourceRow:
+    """Where a memory was learned."""
+
+    session_id: str
+    archive_seq: int | None
+    message_ids: tuple[str, ...]
+    create_time: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,9 @@ from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.records import (
     CommitRecord,
     CommitState,
+    MemoryRow,
+    MemorySourceRow,
+    MemoryVersionRow,
     SessionRecord,
     SkipReason,
     StoredEvent,
@@ -25,6 +28,7 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
 )
 from wm_server.storage.statements import Row, Write
+from wm_server.storage.text_index import CANDIDATES, ENOUGH
 
 if TYPE_CHECKING:
     from wm_server.storage.database import Connection, Dialect
@@ -37,7 +41,8 @@ _LAST = 2**62  # "no upper bound" for positions and keys
 _SESSION = (
     "sid, first_live_position, next_position, last_add_time, last_commit_time, tenant,"
     " session_id, create_time, update_time, message_count, total_message_count,"
-    " pending_tokens, live_tokens, keep_recent_count, archive_count, wm_version, config_json"
+    " pending_tokens, live_tokens, keep_recent_count, archive_count, wm_version, config_json,"
+    " user_id, agent_id"
 )
 _COMMIT = (
     "c.commit_id, s.tenant, s.session_id, c.state, c.keep_recent_count, c.archive_seq,"
@@ -113,6 +118,8 @@ def _session(row: Row) -> SessionRow:
         archives,
         wm,
         SessionSettings.from_json(row[16]),
+        row[17],
+        row[18],
     )
     return SessionRow(int(row[0]), int(row[1]), int(row[2]), row[3], row[4], record)
 
@@ -130,25 +137,64 @@ def _stored_message(row: Row) -> StoredMessage:
     return StoredMessage(int(pos), message_from_row(mid, role, parts, int(tokens)), created)
 
 
+def may_contain(dialect: Dialect, column: str, param: str) -> str:
+    """The row may hold the folded ASCII literal ``param``: its ASCII lower case has it, or it
+    has a character beyond ASCII, which Unicode folding could turn into it ("ﬁ", "ß", "Ｆ");
+    those rows are decided by the caller, on folded text."""
+    contains = dialect.contains.format(column=column, param=param)
+    return f"({contains} OR {dialect.non_ascii.format(column=column)})"
+
+
 class _Repository:
     def __init__(self, conn: Connection, dialect: Dialect) -> None:
         self._conn = conn
         self._dialect = dialect
 
+    async def _match_queries(self, index: str, words: list[str]) -> list[str]:
+        """The match parameters of a ranked query, cheapest first: where the engine counts
+        rows per word, the rarest words that select at most CANDIDATES rows (the common rest
+        only scoring), then all words; else all words. A caller tries the next one when the
+        cheaper one found fewer rows than it wants."""
+        text = self._dialect.text_index
+        whole = text.query(words)
+        counting = text.frequencies(index)
+        if counting is None or len(words) < 2:
+            return [whole]
+        members, values = self._dialect.in_list("words", words)
+        counts = dict.fromkeys(words, 0)
+        counts.update({str(w): int(n) for w, n in await self._conn.all(
+            counting.format(members=members), values)})  # fmt: skip
+        ordered = sorted(words, key=lambda w: counts[w])
+        chosen: list[str] = []
+        rows = 0
+        for word in ordered:
+            if chosen and rows >= ENOUGH and rows + counts[word] > CANDIDATES:
+                break
+            chosen.append(word)
+            rows += counts[word]
+        rest = [w for w in words if w not in chosen]
+        return [text.query(chosen, rest), whole] if rest else [whole]
+
 
 class SessionRepository(_Repository):
     async def create(
-        self, tenant: str, session_id: str, now: float, config: SessionSettings
+        self,
+        tenant: str,
+        session_id: str,
+        now: float,
+        config: SessionSettings,
+        user_id: str = "",
+        agent_id: str = "",
     ) -> SessionRow | None:
         """None when the id is taken (also by a concurrent creator)."""
         row = await self._conn.one(
             "INSERT INTO sessions (tenant, session_id, create_time, update_time, config_json,"
-            " auto_idle_seconds, keep_recent_count) VALUES (:tenant, :session_id, :now, :now,"
-            " :config, :idle, :keep)"
+            " auto_idle_seconds, keep_recent_count, user_id, agent_id) VALUES (:tenant,"
+            " :session_id, :now, :now, :config, :idle, :keep, :user_id, :agent_id)"
             f" ON CONFLICT (tenant, session_id) DO NOTHING RETURNING {_SESSION}",
             {"tenant": tenant, "session_id": session_id, "now": now,
              "config": config.to_json(), "idle": config.auto_commit.idle_timeout_seconds,
-             "keep": remembered_keep(config)},
+             "keep": remembered_keep(config), "user_id": user_id, "agent_id": agent_id},
         )  # fmt: skip
         return _session(row) if row else None
 
@@ -205,11 +251,16 @@ class SessionRepository(_Repository):
         )
         return [_session(r) for r in rows]
 
-    async def keys(self, tenant: str) -> list[tuple[int, str]]:
-        """(sid, session_id) of every session of the tenant, newest first."""
+    async def keys(
+        self, tenant: str, user_id: str | None = None, agent_id: str | None = None
+    ) -> list[tuple[int, str]]:
+        """(sid, session_id) of every session of the tenant (only of that user or agent, if
+        given), newest first."""
         rows = await self._conn.all(
-            "SELECT sid, session_id FROM sessions WHERE tenant = :tenant ORDER BY sid DESC",
-            {"tenant": tenant},
+            "SELECT sid, session_id FROM sessions WHERE tenant = :tenant"
+            " AND (CAST(:user_id AS TEXT) IS NULL OR user_id = :user_id)"
+            " AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id) ORDER BY sid DESC",
+            {"tenant": tenant, "user_id": user_id, "agent_id": agent_id},
         )
         return [(int(sid), str(name)) for sid, name in rows]
 
@@ -321,6 +372,8 @@ class SessionRepository(_Repository):
 
 # What a purge removes, children first; deleting a commit cascades to its events and job.
 PURGE_ORDER: tuple[tuple[str, str], ...] = (
+    ("archived_texts", "id"),
+    ("memories", "mid"),  # those the session owns (its sid); versions and sources cascade
     ("messages", "position"),
     ("tool_calls", "tool_use_id"),
     ("tool_outputs", "output_id"),
@@ -404,10 +457,11 @@ class MessageRepository(_Repository):
     async def containing(
         self, sid: int, first: int, last: int, needle: str | None
     ) -> list[Message]:
-        """Messages in [first, last], only rows whose raw text contains ``needle`` if given."""
+        """Messages in [first, last]; with ``needle`` only rows that may contain it (see
+        ``may_contain``)."""
         where = ""
         if needle:
-            where = " AND " + self._dialect.contains.format(column="parts_json", param="needle")
+            where = " AND " + may_contain(self._dialect, "parts_json", "needle")
         rows = await self._conn.all(
             f"SELECT {_MESSAGE} FROM messages WHERE sid = :sid"
             f" AND position BETWEEN :first AND :last{where} ORDER BY position",
@@ -479,11 +533,11 @@ class ToolOutputRepository(_Repository):
         limit: int,
     ) -> list[ToolOutputRecord]:
         """Up to ``limit`` outputs with their content after (position, part) ``after``, in
-        order; only those whose content contains the lowercase literal ``needle`` if given,
-        only the output ``only`` if given."""
+        order; only those that may contain ``needle`` if given (``may_contain``), only the
+        output ``only`` if given."""
         where = ""
         if needle:
-            where = " AND " + self._dialect.contains.format(column="content", param="needle")
+            where = " AND " + may_contain(self._dialect, "content", "needle")
         rows = await self._conn.all(
             f"SELECT {_OUTPUT}, content FROM tool_outputs WHERE sid = :sid"
             " AND (position > :pos OR (position = :pos AND part_index > :part))"
@@ -655,6 +709,48 @@ class ArchiveRepository(_Repository):
             {"sid": sid, "only": only},
         )
         return [(int(s), int(f), int(last)) for s, f, last in rows]
+
+    async def index_messages(self, sid: int, seq: int, first: int, last: int, now: float) -> None:
+        """Put the messages at positions first..last, archived as ``seq``, into the archive's
+        full-text index: one statement that reads them in the database, in Phase 1's
+        transaction (live messages are never indexed)."""
+        text = "COALESCE(" + self._dialect.message_text.format(column="m.parts_json") + ", '')"
+        value = self._dialect.text_index.value("archived", text)
+        assert value is not None  # the archive index always has its own column
+        await self._conn.run(
+            f"INSERT INTO archived_texts (sid, seq, position, archive_time, {value[0]})"
+            f" SELECT m.sid, :seq, m.position, :now, {value[1]} FROM messages m"
+            " WHERE m.sid = :sid AND m.position BETWEEN :first AND :last",
+            {"sid": sid, "seq": seq, "now": now, "first": first, "last": last},
+        )
+
+    async def ranked(
+        self, sids: Sequence[int], words: list[str], only: int | None, limit: int
+    ) -> tuple[list[tuple[int, int, int, float]], int]:
+        """(sid, seq, position, score) of the best ``limit`` archived messages of the sessions
+        ``sids`` (of archive ``only`` if given) that have any of ``words``, best first, newest
+        first among equal scores; and how many match in all."""
+        if not sids or not words:
+            return [], 0
+        index = self._dialect.text_index
+        members, values = self._dialect.in_list("sids", sids)
+        matching = (
+            f" FROM archived_texts x{index.source('archived')} WHERE {index.match('archived')}"
+            f" AND x.sid {members} AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
+        )
+        params: dict[str, Any] = {"only": only, "limit": limit, **values}
+        for query in await self._match_queries("archived", words):
+            params["query"] = query
+            rows = await self._conn.all(
+                f"SELECT x.sid, x.seq, x.position, {index.score('archived')}{matching}"
+                " ORDER BY 4 DESC, x.archive_time DESC, x.position DESC LIMIT :limit",
+                params,
+            )
+            if len(rows) >= limit:
+                break
+        count = await self._conn.one(f"SELECT COUNT(*){matching}", params)
+        total = int(count[0]) if count else 0
+        return [(int(a), int(b), int(c), float(d)) for a, b, c, d in rows], total
 
     def setting_abstract(self, sid: int, seq: int, abstract: str) -> Write:
         return Write(
@@ -905,3 +1001,254 @@ class SecretRepository(_Repository):
         )
         assert row is not None  # inserted above or by the winner of the race
         return str(row[0])
+
+
+_MEMORY = (
+    "m.mid, m.memory_id, m.tenant, m.owner, COALESCE(s.session_id, ''), m.type, m.text,"
+    " m.fields_json, m.event_time, m.record_time, m.create_time, m.update_time, m.state,"
+    " m.version, m.retire_reason"
+)
+_MEMORY_FROM = " FROM memories m LEFT JOIN sessions s ON s.sid = m.sid"
+
+
+def _memory(row: Row) -> MemoryRow:
+    values = list(row[:15])
+    values[7] = json.loads(values[7])
+    return MemoryRow(*values)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which of an owner's memories a listing or a search considers."""
+
+    tenant: str
+    owner: str
+    types: tuple[str, ...] = ()
+    state: str = "active"
+    start_time: float | None = None  # on COALESCE(event_time, record_time)
+    end_time: float | None = None
+
+
+class MemoryRepository(_Repository):
+    """Memories, their versions and sources; their full-text index follows every write in
+    the same transaction (the dialect's ``text_index``)."""
+
+    def _where(self, where: MemoryFilter) -> tuple[str, dict[str, Any]]:
+        sql = " WHERE m.tenant = :tenant AND m.owner = :owner AND m.state = :state"
+        params: dict[str, Any] = {"tenant": where.tenant, "owner": where.owner,
+                                  "state": where.state}  # fmt: skip
+        if where.types:
+            members, values = self._dialect.in_list("types", where.types)
+            sql += f" AND m.type {members}"
+            params.update(values)
+        if where.start_time is not None:
+            sql += " AND COALESCE(m.event_time, m.record_time) >= :start"
+            params["start"] = where.start_time
+        if where.end_time is not None:
+            sql += " AND COALESCE(m.event_time, m.record_time) < :end"
+            params["end"] = where.end_time
+        return sql, params
+
+    async def insert(
+        self,
+        *,
+        memory_id: str,
+        tenant: str,
+        owner: str,
+        sid: int | None,
+        type: str,
+        text: str,
+        search_text: str,
+        key: str,
+        fields: dict[str, str],
+        event_time: float | None,
+        now: float,
+    ) -> int:
+        """Store an active memory at version 1; its key."""
+        value = self._dialect.text_index.value("memories", ":search_text")
+        column, expression = (f", {value[0]}", f", {value[1]}") if value else ("", "")
+        row = await self._conn.one(
+            "INSERT INTO memories (memory_id, tenant, owner, sid, type, text, search_text,"
+            " memory_key, fields_json, event_time, record_time, create_time, update_time,"
+            f" state, version{column}) VALUES (:memory_id, :tenant, :owner, :sid, :type, :text,"
+            " :search_text, :key, :fields, :event_time, :now, :now, :now, 'active',"
+            f" 1{expression}) RETURNING mid",
+            {"memory_id": memory_id, "tenant": tenant, "owner": owner, "sid": sid,
+             "type": type, "text": text, "search_text": search_text, "key": key,
+             "fields": json.dumps(fields, sort_keys=True), "event_time": event_time,
+             "now": now},
+        )  # fmt: skip
+        assert row is not None
+        return int(row[0])
+
+    async def get(self, tenant: str, memory_id: str) -> MemoryRow | None:
+        row = await self._conn.one(
+            f"SELECT {_MEMORY}{_MEMORY_FROM} WHERE m.tenant = :tenant AND m.memory_id = :id",
+            {"tenant": tenant, "id": memory_id},
+        )
+        return _memory(row) if row else None
+
+    async def by_mid(self, mid: int) -> MemoryRow | None:
+        row = await self._conn.one(
+            f"SELECT {_MEMORY}{_MEMORY_FROM} WHERE m.mid = :mid", {"mid": mid}
+        )
+        return _memory(row) if row else None
+
+    async def of_owner(self, tenant: str, owner: str, ids: Sequence[str]) -> list[MemoryRow]:
+        """The owner's memories among ``ids`` (any state)."""
+        if not ids:
+            return []
+        members, values = self._dialect.in_list("ids", ids)
+        rows = await self._conn.all(
+            f"SELECT {_MEMORY}{_MEMORY_FROM} WHERE m.tenant = :tenant AND m.owner = :owner"
+            f" AND m.memory_id {members}",
+            {"tenant": tenant, "owner": owner, **values},
+        )
+        return [_memory(r) for r in rows]
+
+    async def with_key(self, tenant: str, owner: str, key: str) -> MemoryRow | None:
+        """The owner's active memory whose text has this identity key."""
+        row = await self._conn.one(
+            f"SELECT {_MEMORY}{_MEMORY_FROM} WHERE m.tenant = :tenant AND m.owner = :owner"
+            " AND m.memory_key = :key AND m.state = 'active'",
+            {"tenant": tenant, "owner": owner, "key": key},
+        )
+        return _memory(row) if row else None
+
+    async def rewrite(
+        self,
+        mid: int,
+        *,
+        type: str,
+        text: str,
+        search_text: str,
+        key: str,
+        fields: dict[str, str],
+        event_time: float | None,
+        version: int,
+        now: float,
+    ) -> None:
+        """Replace the content (the caller keeps the old one as a version first)."""
+        value = self._dialect.text_index.value("memories", ":search_text")
+        extra = f", {value[0]} = {value[1]}" if value else ""
+        await self._conn.run(
+            "UPDATE memories SET type = :type, text = :text, search_text = :search_text,"
+            " memory_key = :key, fields_json = :fields, event_time = :event_time,"
+            f" version = :version, update_time = :now{extra} WHERE mid = :mid",
+            {"type": type, "text": text, "search_text": search_text, "key": key,
+             "fields": json.dumps(fields, sort_keys=True), "event_time": event_time,
+             "version": version, "now": now, "mid": mid},
+        )  # fmt: skip
+
+    async def retire(self, mid: int, reason: str, now: float) -> None:
+        await self._conn.run(
+            "UPDATE memories SET state = 'retired', retire_reason = :reason, update_time = :now"
+            " WHERE mid = :mid",
+            {"reason": reason, "now": now, "mid": mid},
+        )
+
+    async def delete(self, mid: int) -> None:
+        """Forget: the row, its index entry, versions and sources, in this transaction."""
+        await self._conn.run("DELETE FROM memories WHERE mid = :mid", {"mid": mid})
+
+    async def add_version(
+        self, mid: int, version: int, type: str, text: str, reason: str, now: float
+    ) -> None:
+        await self._conn.run(
+            "INSERT INTO memory_versions (mid, version, type, text, reason, supersede_time)"
+            " VALUES (:mid, :version, :type, :text, :reason, :now)",
+            {"mid": mid, "version": version, "type": type, "text": text, "reason": reason,
+             "now": now},
+        )  # fmt: skip
+
+    async def versions(self, mid: int) -> list[MemoryVersionRow]:
+        """Superseded versions, newest first."""
+        rows = await self._conn.all(
+            "SELECT version, type, text, reason, supersede_time FROM memory_versions"
+            " WHERE mid = :mid ORDER BY version DESC",
+            {"mid": mid},
+        )
+        return [
+            MemoryVersionRow(int(v), str(t), str(x), str(r), float(w)) for v, t, x, r, w in rows
+        ]
+
+    async def add_source(
+        self,
+        mid: int,
+        session_id: str,
+        archive_seq: int | None,
+        message_ids: Sequence[str],
+        now: float,
+    ) -> None:
+        await self._conn.run(
+            "INSERT INTO memory_sources (mid, n, session_id, archive_seq, message_ids,"
+            " create_time) VALUES (:mid, (SELECT COALESCE(MAX(n), 0) + 1 FROM memory_sources"
+            " WHERE mid = :mid), :session_id, :seq, :ids, :now)",
+            {"mid": mid, "session_id": session_id, "seq": archive_seq,
+             "ids": " ".join(message_ids), "now": now},
+        )  # fmt: skip
+
+    async def move_sources(self, from_mid: int, to_mid: int) -> None:
+        """Give ``to_mid`` the sources of ``from_mid`` too (a merge keeps where all came from)."""
+        await self._conn.run(
+            "INSERT INTO memory_sources (mid, n, session_id, archive_seq, message_ids,"
+            " create_time) SELECT :to, n + (SELECT COALESCE(MAX(n), 0) FROM memory_sources"
+            " WHERE mid = :to), session_id, archive_seq, message_ids, create_time"
+            " FROM memory_sources WHERE mid = :from",
+            {"to": to_mid, "from": from_mid},
+        )
+
+    async def sources(self, mids: Sequence[int], per: int) -> dict[int, list[MemorySourceRow]]:
+        """The newest ``per`` sources of each memory, newest first."""
+        if not mids:
+            return {}
+        members, values = self._dialect.in_list("mids", mids)
+        rows = await self._conn.all(
+            "SELECT mid, session_id, archive_seq, message_ids, create_time FROM memory_sources"
+            f" WHERE mid {members} ORDER BY mid, n DESC",
+            values,
+        )
+        out: dict[int, list[MemorySourceRow]] = {}
+        for mid, name, seq, ids, created in rows:
+            found = out.setdefault(int(mid), [])
+            if len(found) < per:
+                found.append(
+                    MemorySourceRow(
+                        str(name),
+                        None if seq is None else int(seq),
+                        tuple(str(ids).split()),
+                        float(created),
+                    )
+                )
+        return out
+
+    async def page(self, where: MemoryFilter, before: int | None, limit: int) -> list[MemoryRow]:
+        """Newest first (by key), keys below ``before`` if given."""
+        sql, params = self._where(where)
+        rows = await self._conn.all(
+            f"SELECT {_MEMORY}{_MEMORY_FROM}{sql} AND m.mid < :before ORDER BY m.mid DESC"
+            " LIMIT :limit",
+            {**params, "before": _LAST if before is None else before, "limit": limit},
+        )
+        return [_memory(r) for r in rows]
+
+    async def ranked(
+        self, where: MemoryFilter, words: list[str], limit: int
+    ) -> list[tuple[MemoryRow, float]]:
+        """The best ``limit`` memories that have any of ``words``, best first, newest first
+        among equal scores."""
+        if not words:
+            return []
+        index = self._dialect.text_index
+        sql, params = self._where(where)
+        for query in await self._match_queries("memories", words):
+            rows = await self._conn.all(
+                f"SELECT {_MEMORY}, {index.score('memories')} FROM memories m"
+                f"{index.source('memories')} LEFT JOIN sessions s ON s.sid = m.sid"
+                f"{sql} AND {index.match('memories')} ORDER BY 16 DESC, m.mid DESC"
+                " LIMIT :limit",
+                {**params, "query": query, "limit": limit},
+            )
+            if len(rows) >= limit:
+                break
+        return [(_memory(r), float(r[15])) for r in rows]

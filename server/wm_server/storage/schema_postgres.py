@@ -10,6 +10,16 @@ a migration whose statements need one lists them in a tuple instead.
 
 from __future__ import annotations
 
+# The searchable text of a message row's parts_json (text, tool name and input, tool output),
+# as the archive index reads it; the dialect uses the same expression at archive time.
+MESSAGE_TEXT = (
+    "(SELECT string_agg(COALESCE(e ->> 't', e ->> 'c', (e ->> 'n') || ' ' || (e ->> 'i')), ' ')"
+    " FROM json_array_elements(CAST({column} AS json)) e)"
+)
+# The text search configuration the migration indexes with; the server re-indexes at start
+# when WM_TEXT_SEARCH_CONFIG names another one (``PostgresDatabase``).
+INITIAL_TEXT_SEARCH_CONFIG = "simple"
+
 MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
     (
         1,
@@ -226,6 +236,78 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             archive_seq INTEGER NOT NULL,
             PRIMARY KEY (sid, batch, position)
         )
+        """,
+    ),
+    (
+        8,
+        # Long-term memory (issue 20): as SQLite's version 7, with a tsvector column per
+        # indexed row (written by the statement that writes the row) under a GIN index.
+        # Archives made before this version are indexed here.
+        f"""
+        ALTER TABLE sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE sessions ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+        CREATE INDEX sessions_by_user ON sessions (tenant, user_id) WHERE user_id <> '';
+        CREATE INDEX sessions_by_agent ON sessions (tenant, agent_id) WHERE agent_id <> '';
+        CREATE TABLE memories (
+            mid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            memory_id TEXT NOT NULL,
+            tenant TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            sid BIGINT REFERENCES sessions(sid) ON DELETE CASCADE,
+            type TEXT NOT NULL,
+            text TEXT NOT NULL,
+            search_text TEXT NOT NULL,
+            memory_key TEXT NOT NULL,
+            fields_json TEXT NOT NULL DEFAULT '{{}}',
+            event_time DOUBLE PRECISION,
+            record_time DOUBLE PRECISION NOT NULL,
+            create_time DOUBLE PRECISION NOT NULL,
+            update_time DOUBLE PRECISION NOT NULL,
+            state TEXT NOT NULL,
+            version BIGINT NOT NULL DEFAULT 1,
+            retire_reason TEXT NOT NULL DEFAULT '',
+            search tsvector NOT NULL,
+            UNIQUE (tenant, memory_id)
+        );
+        CREATE UNIQUE INDEX memories_by_key ON memories (tenant, owner, memory_key)
+            WHERE state = 'active';
+        CREATE INDEX memories_by_owner ON memories (tenant, owner, mid);
+        CREATE INDEX memories_by_session ON memories (sid) WHERE sid IS NOT NULL;
+        CREATE INDEX memories_search ON memories USING GIN (search);
+        CREATE TABLE memory_versions (
+            mid BIGINT NOT NULL REFERENCES memories(mid) ON DELETE CASCADE,
+            version BIGINT NOT NULL,
+            type TEXT NOT NULL,
+            text TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            supersede_time DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (mid, version)
+        );
+        CREATE TABLE memory_sources (
+            mid BIGINT NOT NULL REFERENCES memories(mid) ON DELETE CASCADE,
+            n BIGINT NOT NULL,
+            session_id TEXT NOT NULL,
+            archive_seq BIGINT,
+            message_ids TEXT NOT NULL DEFAULT '',
+            create_time DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (mid, n)
+        );
+        CREATE TABLE archived_texts (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            position BIGINT NOT NULL,
+            archive_time DOUBLE PRECISION NOT NULL,
+            search tsvector NOT NULL
+        );
+        CREATE INDEX archived_texts_by_session ON archived_texts (sid, seq);
+        CREATE INDEX archived_texts_search ON archived_texts USING GIN (search);
+        INSERT INTO archived_texts (sid, seq, position, archive_time, search)
+            SELECT m.sid, a.seq, m.position, a.create_time,
+            to_tsvector('{INITIAL_TEXT_SEARCH_CONFIG}',
+                COALESCE({MESSAGE_TEXT.format(column="m.parts_json")}, ''))
+            FROM archives a JOIN messages m ON m.sid = a.sid
+            AND m.position BETWEEN a.first_position AND a.last_position
         """,
     ),
 )

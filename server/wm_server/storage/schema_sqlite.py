@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-MIGRATIONS: tuple[tuple[int, str], ...] = (
+# The searchable text of a message row's parts_json (text, tool name and input, tool output),
+# as the archive index stores it; the dialect uses the same expression at archive time.
+MESSAGE_TEXT = (
+    "(SELECT group_concat(COALESCE(j.value ->> '$.t', j.value ->> '$.c',"
+    " (j.value ->> '$.n') || ' ' || (j.value ->> '$.i')), ' ') FROM json_each({column}) j)"
+)
+_FTS = "tokenize = 'unicode61 remove_diacritics 0'"
+
+MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
     (
         1,
         """
@@ -205,5 +213,96 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             PRIMARY KEY (sid, batch, position)
         ) WITHOUT ROWID
         """,
+    ),
+    (
+        7,
+        # Long-term memory (issue 20): sessions name their user and agent; memories of an
+        # owner ("user:U", "agent:A", or "session:SID" for a session with neither, which
+        # then owns them and takes them along when purged), their superseded versions and
+        # sources; FTS5 indexes over memories and over archived messages (only archived
+        # ones: Phase 1 writes them), kept in step by triggers in the writing transaction.
+        # Archives made before this version are indexed here.
+        (
+            "ALTER TABLE sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE sessions ADD COLUMN agent_id TEXT NOT NULL DEFAULT ''",
+            "CREATE INDEX sessions_by_user ON sessions (tenant, user_id) WHERE user_id <> ''",
+            "CREATE INDEX sessions_by_agent ON sessions (tenant, agent_id) WHERE agent_id <> ''",
+            """CREATE TABLE memories (
+                mid INTEGER PRIMARY KEY AUTOINCREMENT,
+                memory_id TEXT NOT NULL,
+                tenant TEXT NOT NULL,
+                owner TEXT NOT NULL,
+                sid INTEGER REFERENCES sessions(sid) ON DELETE CASCADE,
+                type TEXT NOT NULL,
+                text TEXT NOT NULL,
+                search_text TEXT NOT NULL,
+                memory_key TEXT NOT NULL,
+                fields_json TEXT NOT NULL DEFAULT '{}',
+                event_time REAL,
+                record_time REAL NOT NULL,
+                create_time REAL NOT NULL,
+                update_time REAL NOT NULL,
+                state TEXT NOT NULL,
+                version INTEGER NOT NULL DEFAULT 1,
+                retire_reason TEXT NOT NULL DEFAULT '',
+                UNIQUE (tenant, memory_id)
+            )""",
+            "CREATE UNIQUE INDEX memories_by_key ON memories (tenant, owner, memory_key)"
+            " WHERE state = 'active'",
+            "CREATE INDEX memories_by_owner ON memories (tenant, owner, mid)",
+            "CREATE INDEX memories_by_session ON memories (sid) WHERE sid IS NOT NULL",
+            """CREATE TABLE memory_versions (
+                mid INTEGER NOT NULL REFERENCES memories(mid) ON DELETE CASCADE,
+                version INTEGER NOT NULL,
+                type TEXT NOT NULL,
+                text TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                supersede_time REAL NOT NULL,
+                PRIMARY KEY (mid, version)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE memory_sources (
+                mid INTEGER NOT NULL REFERENCES memories(mid) ON DELETE CASCADE,
+                n INTEGER NOT NULL,
+                session_id TEXT NOT NULL,
+                archive_seq INTEGER,
+                message_ids TEXT NOT NULL DEFAULT '',
+                create_time REAL NOT NULL,
+                PRIMARY KEY (mid, n)
+            ) WITHOUT ROWID""",
+            "CREATE VIRTUAL TABLE memories_fts USING fts5(search_text, content = 'memories',"
+            f" content_rowid = 'mid', {_FTS})",
+            "CREATE TRIGGER memories_indexed AFTER INSERT ON memories BEGIN"
+            " INSERT INTO memories_fts (rowid, search_text) VALUES (new.mid, new.search_text);"
+            " END",
+            "CREATE TRIGGER memories_unindexed AFTER DELETE ON memories BEGIN"
+            " INSERT INTO memories_fts (memories_fts, rowid, search_text)"
+            " VALUES ('delete', old.mid, old.search_text); END",
+            "CREATE TRIGGER memories_reindexed AFTER UPDATE OF search_text ON memories BEGIN"
+            " INSERT INTO memories_fts (memories_fts, rowid, search_text)"
+            " VALUES ('delete', old.mid, old.search_text);"
+            " INSERT INTO memories_fts (rowid, search_text) VALUES (new.mid, new.search_text);"
+            " END",
+            """CREATE TABLE archived_texts (
+                id INTEGER PRIMARY KEY,
+                sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                position INTEGER NOT NULL,
+                archive_time REAL NOT NULL,
+                body TEXT NOT NULL
+            )""",
+            "CREATE INDEX archived_texts_by_session ON archived_texts (sid, seq)",
+            "CREATE VIRTUAL TABLE archived_fts USING fts5(body, content = 'archived_texts',"
+            f" content_rowid = 'id', {_FTS})",
+            "CREATE TRIGGER archived_indexed AFTER INSERT ON archived_texts BEGIN"
+            " INSERT INTO archived_fts (rowid, body) VALUES (new.id, new.body); END",
+            "CREATE TRIGGER archived_unindexed AFTER DELETE ON archived_texts BEGIN"
+            " INSERT INTO archived_fts (archived_fts, rowid, body)"
+            " VALUES ('delete', old.id, old.body); END",
+            "INSERT INTO archived_texts (sid, seq, position, archive_time, body)"
+            " SELECT m.sid, a.seq, m.position, a.create_time,"
+            f" COALESCE({MESSAGE_TEXT.format(column='m.parts_json')}, '')"
+            " FROM archives a JOIN messages m ON m.sid = a.sid"
+            " AND m.position BETWEEN a.first_position AND a.last_position",
+        ),
     ),
 )

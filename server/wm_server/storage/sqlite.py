@@ -30,8 +30,9 @@ import structlog
 
 from wm_server.errors import ServiceError, StorageFull, StorageUnavailable
 from wm_server.storage.database import Connection, Database, Dialect, Kind, positional
-from wm_server.storage.schema_sqlite import MIGRATIONS
+from wm_server.storage.schema_sqlite import MESSAGE_TEXT, MIGRATIONS
 from wm_server.storage.statements import Params, Row
+from wm_server.storage.text_index import Fts5Index
 
 T = TypeVar("T")
 log = structlog.get_logger("wm_server.storage.sqlite")
@@ -63,8 +64,11 @@ DIALECT = Dialect(
     commit_order="c.rowid",
     in_list=_in_list,
     contains="instr(lower({column}), :{param}) > 0",
+    non_ascii="length(CAST({column} AS BLOB)) <> length({column})",
     lock_key=None,  # writers are serialized already
     round_trips=False,
+    text_index=Fts5Index(),
+    message_text=MESSAGE_TEXT,
 )
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
@@ -80,6 +84,15 @@ _LOW_DISK_BYTES = 1 << 20
 
 def _code(error: sqlite3.Error) -> int:
     return int(getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF
+
+
+def _vocabularies(conn: sqlite3.Connection) -> None:
+    """Per-word row counts of the full-text indexes (``Fts5Index.frequencies``), as
+    connection-local views: they hold no data of their own."""
+    for name, table in (("memories_vocab", "memories_fts"), ("archived_vocab", "archived_fts")):
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab(main, {table}, row)"
+        )
 
 
 class _Inline(Connection):
@@ -158,6 +171,7 @@ class SqliteDatabase(Database):
             finally:
                 await self._rollback(writer)
                 await self._release(Kind.WRITE, writer)
+            _vocabularies(conn)
 
             def connect_reader() -> sqlite3.Connection:
                 reader = sqlite3.connect(
@@ -165,6 +179,7 @@ class SqliteDatabase(Database):
                 )
                 reader.execute("PRAGMA busy_timeout=10000")  # its own thread: waiting is fine
                 reader.execute("PRAGMA cache_size=-65536")
+                _vocabularies(reader)
                 return reader
 
             loop = asyncio.get_running_loop()

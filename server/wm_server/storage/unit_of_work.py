@@ -15,6 +15,7 @@ from wm_server.storage.repositories import (
     CommitRepository,
     EventRepository,
     JobRepository,
+    MemoryRepository,
     MessageRepository,
     PendingItemRepository,
     RequestRepository,
@@ -47,6 +48,7 @@ class Repositories:
         self.pending_items = PendingItemRepository(conn, dialect)
         self.requests = RequestRepository(conn, dialect)
         self.secrets = SecretRepository(conn, dialect)
+        self.memories = MemoryRepository(conn, dialect)
 
 
 class UnitOfWork:
@@ -71,6 +73,7 @@ class UnitOfWork:
         self.pending_items = repositories.pending_items
         self.requests = repositories.requests
         self.secrets = repositories.secrets
+        self.memories = repositories.memories
 
     async def write(self, *writes: Write) -> None:
         """Run data-modifying statements that do not read each other's rows: the engine may

@@ -142,7 +142,8 @@ class TestFacade:
         allowed = {
             "__future__", "collections", "copy", "dataclasses", "enum", "functools", "json",
             "json_repair",
-            "jsonschema", "math", "pydantic", "re", "reprlib", "types", "typing", "wm_core",
+            "jsonschema", "math", "pydantic", "re", "reprlib", "types", "typing", "unicodedata",
+            "wm_core",
         }  # fmt: skip
         root = Path(wm_core.__file__).parent
         imported: set[str] = set()

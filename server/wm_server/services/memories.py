@@ -1,0 +1,573 @@
+"""Long-term memories: what a session learned, owned by its user (or agent, or the session
+itself), searchable, correctable and forgettable, each use case in one unit of work.
+
+For Phase 2 extraction (issue 20 point 2), which writes memories in its own transaction:
+
+- ``owner_of(session) -> MemoryOwner``: whose memories a session makes and recalls (its
+  user, else its agent, else the session itself; a session-owned memory goes with its
+  session when that is deleted).
+- ``await similar_memories(uow, tenant=..., owner=..., text=..., limit=10)``: the owner's
+  active memories most similar to ``text``, as ``wm_core.MemoryRecord``s, by the same ranked
+  search as SearchMemories (BM25 over the words of ``text``), best first. Works in any unit
+  of work (a reader, or the writer that then applies the plan).
+- ``await apply_plan(uow, tenant=..., owner=..., plan=..., sources=MemorySources(...))``:
+  applies a ``wm_core.MemoryPlan`` inside the caller's open unit of work (the caller
+  commits): CREATE stores a memory (or, when an active memory of the owner has the same
+  ``wm_core.memory_key``, adds the source to it: ``deduplicated``); UPDATE keeps the old text
+  as a version and writes the new one; MERGE keeps the first target with the new text (every
+  old text a version) and retires the others into it, moving their sources; RETIRE retires
+  with the op's reason. The full-text index follows in the same transaction. Ops whose
+  targets are not active memories of the owner are skipped and listed in ``skipped`` (the
+  plan's guards should have refused them). Returns a ``MemoryDiff`` of memory ids.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from wm_core import (
+    MEMORY_TYPES,
+    MemoryOp,
+    MemoryOpKind,
+    MemoryPlan,
+    MemoryRecord,
+    MemoryType,
+    memory_key,
+)
+from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
+from wm_server.services import idempotency, paging, validation
+from wm_server.services.sessions import find_session
+from wm_server.services.transactions import retry_conflicts
+from wm_server.storage.database import Database
+from wm_server.storage.records import MemoryRow, MemorySourceRow, MemoryVersionRow
+from wm_server.storage.repositories import MemoryFilter, SessionRow
+from wm_server.storage.text_index import query_words
+from wm_server.storage.unit_of_work import UnitOfWork
+from wm_server.tenancy import current_tenant
+
+MAX_TEXT = 2000
+MAX_FIELDS = 16
+MAX_FIELD_VALUE = 500
+MAX_REASON = 500
+MAX_QUERY = 1000
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 50
+SNIPPET = 300
+SOURCES_SHOWN = 20
+MAX_SOURCE_MESSAGES = 50
+FIELD_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MEMORY_ID = re.compile(r"mem_[0-9a-f]{20}")
+MASKABLE = ("text", "type", "fields", "event_time")
+CORRECTION = "user correction"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOwner:
+    """Whose memories: ``key`` is "user:U", "agent:A" or "session:SID"; ``sid`` is the
+    owning session's key for a session-owned memory (deleted with it), else None."""
+
+    key: str
+    sid: int | None = None
+
+
+def owner_of(session: SessionRow) -> MemoryOwner:
+    record = session.record
+    if record.user_id:
+        return MemoryOwner(f"user:{record.user_id}")
+    if record.agent_id:
+        return MemoryOwner(f"agent:{record.agent_id}")
+    return MemoryOwner(f"session:{session.sid}", session.sid)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySources:
+    """Where the memories of one plan were learned (each op adds its source_message_ids)."""
+
+    session_id: str
+    archive_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryDiff:
+    """What a plan changed, by memory id."""
+
+    created: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    merged: tuple[str, ...] = ()  # the memory each MERGE kept
+    retired: tuple[str, ...] = ()  # RETIRE targets and the memories a MERGE absorbed
+    deduplicated: tuple[str, ...] = ()  # existing memories a CREATE turned out to repeat
+    skipped: tuple[tuple[int, str], ...] = ()  # (op index, why) of ops not applied
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryView:
+    """A memory with its newest sources and (GetMemory only) its superseded versions."""
+
+    row: MemoryRow
+    sources: tuple[MemorySourceRow, ...] = ()
+    history: tuple[MemoryVersionRow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    view: MemoryView
+    score: float
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContent:
+    """A memory's writable content, validated."""
+
+    type: MemoryType
+    text: str
+    fields: Mapping[str, str] = field(default_factory=dict)
+    event_time: float | None = None
+
+    @property
+    def search_text(self) -> str:
+        """What the index holds: the text and the field values (names, dates, numbers)."""
+        return " ".join([self.text, *self.fields.values()])
+
+
+# --- rules of content, written once --------------------------------------------------------
+def memory_text(value: str, field_name: str = "memory.text") -> str:
+    text = value.strip()
+    if not text:
+        raise invalid(field_name, "required", "REQUIRED")
+    if len(text) > MAX_TEXT:
+        raise invalid(field_name, f"at most {MAX_TEXT:,} characters", "TOO_LARGE")
+    return text
+
+
+def memory_type(value: str, field_name: str = "memory.type") -> MemoryType:
+    if value not in MEMORY_TYPES:
+        raise invalid(field_name, f"one of {', '.join(MEMORY_TYPES)}", "REQUIRED")
+    return MemoryType(value)
+
+
+def memory_fields(values: Mapping[str, str], field_name: str = "memory.fields") -> dict[str, str]:
+    if len(values) > MAX_FIELDS:
+        raise invalid(field_name, f"at most {MAX_FIELDS} fields", "TOO_MANY")
+    for key, value in values.items():
+        if not FIELD_KEY.fullmatch(key):
+            raise invalid(field_name, "keys are 1-64 characters of [A-Za-z0-9_.-]")
+        if len(value) > MAX_FIELD_VALUE:
+            raise invalid(f"{field_name}[{key}]", f"at most {MAX_FIELD_VALUE} characters")
+    return dict(values)
+
+
+def memory_id(value: str, field_name: str = "memory_id") -> str:
+    if not value:
+        raise invalid(field_name, "required", "REQUIRED")
+    if not MEMORY_ID.fullmatch(value):
+        raise invalid(field_name, "must look like mem_ and 20 hex digits", "INVALID_FORMAT")
+    return value
+
+
+def new_memory_id() -> str:
+    return f"mem_{secrets.token_hex(10)}"
+
+
+def memory_not_found(value: str) -> NotFound:
+    return NotFound(
+        f"memory {value!r} not found", reason="MEMORY_NOT_FOUND", metadata={"memory_id": value}
+    )
+
+
+def iso_to_epoch(value: str | None) -> float | None:
+    """An ISO 8601 date or date-time (UTC when it names no zone) as epoch seconds; None for
+    none or one that does not parse (a model's free-form date is kept in the text)."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def epoch_to_iso(value: float | None) -> str | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(value, UTC).isoformat()
+
+
+def snippet(text: str, words: Sequence[str], size: int = SNIPPET) -> str:
+    """At most ``size`` characters of ``text`` around the first query word it has."""
+    if len(text) <= size:
+        return text
+    lowered = text.lower()
+    found = [at for at in (lowered.find(w) for w in words) if at >= 0]
+    at = min(found) if found else 0
+    start = max(0, min(at - size // 3, len(text) - size))
+    return text[start : start + size]
+
+
+def record_of(row: MemoryRow) -> MemoryRecord:
+    return MemoryRecord(
+        row.memory_id,
+        MemoryType(row.type),
+        row.text,
+        dict(row.fields),
+        epoch_to_iso(row.event_time),
+    )
+
+
+# --- what extraction calls -----------------------------------------------------------------
+async def similar_memories(
+    uow: UnitOfWork, *, tenant: str, owner: MemoryOwner, text: str, limit: int = 10
+) -> list[MemoryRecord]:
+    """The owner's active memories most similar to ``text``, best first."""
+    found = await uow.memories.ranked(
+        MemoryFilter(tenant, owner.key), query_words(text), max(1, min(limit, MAX_LIMIT))
+    )
+    return [record_of(row) for row, _ in found]
+
+
+async def _store(
+    uow: UnitOfWork,
+    tenant: str,
+    owner: MemoryOwner,
+    content: MemoryContent,
+    source: tuple[str, int | None, Sequence[str]] | None,
+    now: float,
+) -> tuple[MemoryRow, bool]:
+    """Create a memory, or find the active one of the owner with the same key (adding the
+    source to it); (the memory, whether it existed)."""
+    key = memory_key(content.text)
+    existing = await uow.memories.with_key(tenant, owner.key, key)
+    if existing is not None:
+        mid = existing.mid
+    else:
+        mid = await uow.memories.insert(
+            memory_id=new_memory_id(), tenant=tenant, owner=owner.key, sid=owner.sid,
+            type=content.type.value, text=content.text, search_text=content.search_text,
+            key=key, fields=dict(content.fields), event_time=content.event_time, now=now,
+        )  # fmt: skip
+    if source is not None:
+        name, seq, ids = source
+        await uow.memories.add_source(mid, name, seq, list(ids)[:MAX_SOURCE_MESSAGES], now)
+    if existing is not None:
+        return existing, True
+    row = await uow.memories.by_mid(mid)
+    assert row is not None  # written just above, in this transaction
+    return row, False
+
+
+async def _supersede(
+    uow: UnitOfWork, row: MemoryRow, content: MemoryContent, reason: str, now: float
+) -> None:
+    """Keep the current text as a version, then write ``content`` as the next one."""
+    await uow.memories.add_version(row.mid, row.version, row.type, row.text, reason, now)
+    await uow.memories.rewrite(
+        row.mid, type=content.type.value, text=content.text, search_text=content.search_text,
+        key=memory_key(content.text), fields=dict(content.fields),
+        event_time=content.event_time, version=row.version + 1, now=now,
+    )  # fmt: skip
+
+
+def _content_of(op: MemoryOp, fallback: MemoryRow | None) -> MemoryContent:
+    kind = op.type or (MemoryType(fallback.type) if fallback else MemoryType.ENTITY)
+    text = " ".join(op.text.split())[:MAX_TEXT] or (fallback.text if fallback else "")
+    fields = dict(list(op.fields.items())[:MAX_FIELDS]) if op.fields else {}
+    if not fields and fallback is not None:
+        fields = dict(fallback.fields)
+    event = iso_to_epoch(op.event_time)
+    if event is None and fallback is not None:
+        event = fallback.event_time
+    return MemoryContent(kind, text, fields, event)
+
+
+async def apply_plan(
+    uow: UnitOfWork,
+    *,
+    tenant: str,
+    owner: MemoryOwner,
+    plan: MemoryPlan,
+    sources: MemorySources,
+    now: float | None = None,
+) -> MemoryDiff:
+    """Apply ``plan`` in the caller's unit of work (see the module docstring)."""
+    now = time.time() if now is None else now
+    created: list[str] = []
+    updated: list[str] = []
+    merged: list[str] = []
+    retired: list[str] = []
+    deduplicated: list[str] = []
+    skipped: list[tuple[int, str]] = []
+    for index, op in enumerate(plan.ops):
+        source = (sources.session_id, sources.archive_seq, op.source_message_ids)
+        targets = {
+            r.memory_id: r for r in await uow.memories.of_owner(tenant, owner.key, op.target_ids)
+        }
+        missing = [t for t in op.target_ids if t not in targets or not targets[t].active]
+        if missing:
+            skipped.append((index, f"not an active memory of the owner: {', '.join(missing)}"))
+            continue
+        if op.kind is MemoryOpKind.CREATE:
+            if not op.text.strip():
+                skipped.append((index, "no text"))
+                continue
+            row, existed = await _store(uow, tenant, owner, _content_of(op, None), source, now)
+            (deduplicated if existed else created).append(row.memory_id)
+            continue
+        if not op.target_ids:
+            skipped.append((index, "no target"))
+            continue
+        first = targets[op.target_ids[0]]
+        if op.kind is MemoryOpKind.RETIRE:
+            await uow.memories.retire(first.mid, op.reason[:MAX_REASON] or "retired", now)
+            retired.append(first.memory_id)
+            continue
+        content = _content_of(op, first)
+        twin = await uow.memories.with_key(tenant, owner.key, memory_key(content.text))
+        absorbed = [targets[t] for t in op.target_ids[1:]] if op.kind is MemoryOpKind.MERGE else []
+        if twin is not None and twin.mid != first.mid and twin not in absorbed:
+            # The new text is another active memory's: that one stays, this one joins it.
+            absorbed, first = [first, *absorbed], twin
+        for other in absorbed:
+            await uow.memories.retire(other.mid, f"merged into {first.memory_id}", now)
+            await uow.memories.move_sources(other.mid, first.mid)
+            retired.append(other.memory_id)
+        reason = op.reason[:MAX_REASON] or ("merge" if absorbed else "update")
+        if memory_key(content.text) != memory_key(first.text) or content.type.value != first.type:
+            await _supersede(uow, first, content, reason, now)
+        await uow.memories.add_source(
+            first.mid, source[0], source[1], list(source[2])[:MAX_SOURCE_MESSAGES], now
+        )
+        (merged if absorbed else updated).append(first.memory_id)
+    return MemoryDiff(
+        tuple(created), tuple(updated), tuple(merged), tuple(retired), tuple(deduplicated),
+        tuple(skipped),
+    )  # fmt: skip
+
+
+# --- the RPCs' use cases -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class OwnerSpec:
+    """Whose memories a call names: exactly one of the three (validated in ``resolve``)."""
+
+    user_id: str = ""
+    agent_id: str = ""
+    session_id: str = ""
+
+    def check(self, field_name: str = "owner") -> None:
+        given = [v for v in (self.user_id, self.agent_id, self.session_id) if v]
+        if len(given) != 1:
+            raise invalid(field_name, "exactly one of user_id, agent_id, session_id", "REQUIRED")
+        if self.user_id:
+            validation.owner_id(self.user_id, f"{field_name}.user_id")
+        elif self.agent_id:
+            validation.owner_id(self.agent_id, f"{field_name}.agent_id")
+        else:
+            validation.session_id(self.session_id, f"{field_name}.session_id")
+
+
+async def resolve(uow: UnitOfWork, spec: OwnerSpec) -> tuple[MemoryOwner, SessionRow | None]:
+    """The owner a spec names, and the session when it names one (NOT_FOUND if absent)."""
+    if spec.user_id:
+        return MemoryOwner(f"user:{spec.user_id}"), None
+    if spec.agent_id:
+        return MemoryOwner(f"agent:{spec.agent_id}"), None
+    row = await find_session(uow, spec.session_id)
+    return owner_of(row), row
+
+
+async def _views(uow: UnitOfWork, rows: Sequence[MemoryRow]) -> list[MemoryView]:
+    sources = await uow.memories.sources([r.mid for r in rows], SOURCES_SHOWN)
+    return [MemoryView(r, tuple(sources.get(r.mid, ()))) for r in rows]
+
+
+def search_query(query: str) -> list[str]:
+    text = query.strip()
+    if not text:
+        raise invalid("query", "required", "REQUIRED")
+    if len(text) > MAX_QUERY:
+        raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
+    return query_words(text)
+
+
+class MemoryService:
+    def __init__(self, database: Database, *, tokens: paging.PageTokens | None = None) -> None:
+        self._db = database
+        self._tokens = tokens or paging.PageTokens.random()
+
+    async def search(
+        self,
+        spec: OwnerSpec,
+        query: str,
+        types: Sequence[str],
+        start: float | None,
+        end: float | None,
+        limit: int,
+    ) -> list[MemoryHit]:
+        spec.check()
+        words = search_query(query)
+        kinds = tuple(memory_type(t, "types").value for t in types)
+        if not 0 <= limit <= MAX_LIMIT:
+            raise invalid("limit", f"must be 0-{MAX_LIMIT}", "OUT_OF_RANGE")
+        async with self._db.reader() as uow:
+            owner, _ = await resolve(uow, spec)
+            where = MemoryFilter(current_tenant(), owner.key, kinds, "active", start, end)
+            found = await uow.memories.ranked(where, words, limit or DEFAULT_LIMIT)
+            views = await _views(uow, [row for row, _ in found])
+        return [
+            MemoryHit(view, score, snippet(view.row.text, words))
+            for view, (_, score) in zip(views, found, strict=True)
+        ]
+
+    async def recall(
+        self, uow: UnitOfWork, session: SessionRow, request: str, limit: int
+    ) -> list[MemoryRow]:
+        """The session owner's memories ranked for a user request (AssembleContext)."""
+        words = query_words(request[: MAX_QUERY * 4])
+        found = await uow.memories.ranked(
+            MemoryFilter(current_tenant(), owner_of(session).key), words, limit
+        )
+        return [row for row, _ in found]
+
+    async def list(
+        self, spec: OwnerSpec, types: Sequence[str], state: str, page_size: int, page_token: str
+    ) -> tuple[list[MemoryView], str]:
+        spec.check()
+        kinds = tuple(sorted(memory_type(t, "types").value for t in types))
+        size = paging.page_size(page_size)
+        scope = "\x00".join([spec.user_id, spec.agent_id, spec.session_id, state, *kinds])
+        before = self._tokens.decode("memories", page_token, scope)
+        async with self._db.reader() as uow:
+            owner, _ = await resolve(uow, spec)
+            rows = await uow.memories.page(
+                MemoryFilter(current_tenant(), owner.key, kinds, state), before, size + 1
+            )
+            more = len(rows) > size
+            views = await _views(uow, rows[:size])
+        token = self._tokens.encode("memories", views[-1].row.mid, scope) if more else ""
+        return views, token
+
+    async def get(self, value: str) -> MemoryView:
+        mem = memory_id(value)
+        async with self._db.reader() as uow:
+            row = await uow.memories.get(current_tenant(), mem)
+            if row is None:
+                raise memory_not_found(mem)
+            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
+            history = await uow.memories.versions(row.mid)
+        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+
+    @retry_conflicts
+    async def create(
+        self, spec: OwnerSpec, content: MemoryContent, request_id: str, fingerprint: str
+    ) -> tuple[MemoryView, bool]:
+        """Store a runtime's memory (the same key rule as extraction's CREATE)."""
+        spec.check()
+        tenant = current_tenant()
+        async with self._db.unit_of_work() as uow:
+            owner, session = await resolve(uow, spec)
+            req = idempotency.request(
+                "CreateMemory", owner.key, validation.request_id(request_id), fingerprint
+            )
+            prior = await idempotency.replay(uow, req)
+            if prior is not None:
+                row = await uow.memories.get(tenant, prior["memory_id"])
+                if row is None:  # forgotten since: the outcome was a memory that is gone
+                    raise memory_not_found(prior["memory_id"])
+                return (await _views(uow, [row]))[0], bool(prior["deduplicated"])
+            source = (session.record.session_id, None, ()) if session is not None else None
+            row, existed = await _store(uow, tenant, owner, content, source, time.time())
+            await idempotency.remember(
+                uow, req, owner.sid, {"memory_id": row.memory_id, "deduplicated": existed}
+            )
+            view = (await _views(uow, [row]))[0]
+            await uow.commit()
+        return view, existed
+
+    @retry_conflicts
+    async def update(
+        self,
+        value: str,
+        given: Mapping[str, object],
+        reason: str,
+        request_id: str,
+        fingerprint: str,
+    ) -> MemoryView:
+        """A user's correction: ``given`` holds the masked paths' new values (validated)."""
+        mem = memory_id(value, "memory.memory_id")
+        if len(reason) > MAX_REASON:
+            raise invalid("reason", f"at most {MAX_REASON} characters", "TOO_LARGE")
+        tenant = current_tenant()
+        req = idempotency.request(
+            "UpdateMemory", mem, validation.request_id(request_id), fingerprint
+        )
+        async with self._db.unit_of_work() as uow:
+            if await idempotency.replay(uow, req) is None:
+                row = await uow.memories.get(tenant, mem)
+                if row is None:
+                    raise memory_not_found(mem)
+                content = MemoryContent(
+                    given.get("type", MemoryType(row.type)),  # type: ignore[arg-type]
+                    given.get("text", row.text),  # type: ignore[arg-type]
+                    given.get("fields", row.fields),  # type: ignore[arg-type]
+                    given.get("event_time", row.event_time),  # type: ignore[arg-type]
+                )
+                twin = await uow.memories.with_key(tenant, row.owner, memory_key(content.text))
+                if row.active and twin is not None and twin.mid != row.mid:
+                    raise AlreadyExists(
+                        f"memory {twin.memory_id!r} of the same owner already says this",
+                        reason="MEMORY_EXISTS",
+                        metadata={"memory_id": twin.memory_id},
+                    )
+                await _supersede(uow, row, content, reason or CORRECTION, time.time())
+                await idempotency.remember(uow, req, None, {})
+            row = await uow.memories.get(tenant, mem)
+            if row is None:
+                raise memory_not_found(mem)
+            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
+            history = await uow.memories.versions(row.mid)
+            await uow.commit()
+        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+
+    @retry_conflicts
+    async def delete(self, value: str, request_id: str, fingerprint: str) -> None:
+        """Forget: the memory, its index entry, versions and sources, in one transaction."""
+        mem = memory_id(value)
+        req = idempotency.request(
+            "DeleteMemory", mem, validation.request_id(request_id), fingerprint
+        )
+        async with self._db.unit_of_work() as uow:
+            if await idempotency.replay(uow, req) is not None:
+                return
+            row = await uow.memories.get(current_tenant(), mem)
+            if row is None:
+                raise memory_not_found(mem)
+            await uow.memories.delete(row.mid)
+            await idempotency.remember(uow, req, None, {})
+            await uow.commit()
+
+
+def content_in(
+    type_value: str, text: str, fields: Mapping[str, str], event_time: float | None
+) -> MemoryContent:
+    """A runtime's memory, validated with every violation reported at once."""
+    violations: list[FieldViolation] = []
+    checked: list[object] = []
+    for check in (
+        lambda: memory_type(type_value),
+        lambda: memory_text(text),
+        lambda: memory_fields(fields),
+    ):
+        try:
+            checked.append(check())
+        except InvalidArgument as error:
+            violations.extend(error.violations)
+    if violations:
+        raise InvalidArgument(violations)
+    kind, clean, values = checked
+    return MemoryContent(kind, clean, values, event_time)  # type: ignore[arg-type]

@@ -1,0 +1,243 @@
+"""Long-term memory over the real API on both engines (issue 20): a memory of user U made in
+session 1 is searched and recalled in session 2 of U, never for another user or tenant;
+forget removes it everywhere; corrections keep history; ranked archive search; errors,
+paging and idempotent retries. A real server on loopback, a real SQLite file, a real
+PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import field_mask_pb2
+
+from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from support.production import settings_for as make_settings
+from support.providers import ProgrammableProvider
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.app import Application, start_application
+
+Stub = service_grpc.WorkingMemoryServiceStub
+ALPHA_KEY = "alpha-0123456789abcdef-key"
+BETA_KEY = "beta-fedcba9876543210-key"
+ALPHA = (("authorization", f"Bearer {ALPHA_KEY}"),)
+BETA = (("authorization", f"Bearer {BETA_KEY}"),)
+ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=ENGINES)
+async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Application]:
+    extra: dict[str, object] = {}
+    if request.param == "postgresql":
+        extra["database_url"] = request.getfixturevalue("postgres_url")
+    settings = make_settings(
+        tmp_path, api_keys=f"alpha:{ALPHA_KEY}, beta:{BETA_KEY}", heartbeat_seconds=0.5, **extra
+    )
+    application = await start_application(settings, provider=ProgrammableProvider())
+    yield application
+    await application.stop(grace=0.5)
+
+
+@pytest.fixture
+async def stub(app: Application) -> AsyncIterator[Stub]:
+    async with grpc.aio.insecure_channel(app.address) as channel:
+        yield Stub(channel)
+
+
+def _user(text: str, mid: str) -> pb.Message:
+    return pb.Message(id=mid, role=pb.ROLE_USER, parts=[pb.Part(text=text)])
+
+
+async def _session(stub: Stub, name: str, user: str = "", md: object = ALPHA) -> None:
+    await stub.CreateSession(api.CreateSessionRequest(session_id=name, user_id=user), metadata=md)
+
+
+async def _remember(stub: Stub, text: str, session: str, rid: str = "") -> pb.Memory:
+    reply = await stub.CreateMemory(
+        api.CreateMemoryRequest(
+            owner=api.MemoryOwner(session_id=session),
+            memory=pb.Memory(type=pb.MEMORY_TYPE_PREFERENCE, text=text),
+            request_id=rid,
+        ),
+        metadata=ALPHA,
+    )
+    return reply.memory
+
+
+async def _assemble(stub: Stub, session: str, md: object = ALPHA) -> api.AssembleContextResponse:
+    return await stub.AssembleContext(
+        api.AssembleContextRequest(
+            session_id=session, token_budget=50_000,
+            memory_recall=api.MemoryRecall(enabled=True),
+        ),
+        metadata=md,
+    )  # fmt: skip
+
+
+async def _search(stub: Stub, query: str, **owner: str) -> list[str]:
+    reply = await stub.SearchMemories(
+        api.SearchMemoriesRequest(owner=api.MemoryOwner(**owner), query=query), metadata=ALPHA
+    )
+    return [h.memory.memory_id for h in reply.hits]
+
+
+async def _code(call: object) -> grpc.StatusCode:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call  # type: ignore[misc]
+    return caught.value.code()
+
+
+async def test_a_users_memory_is_found_and_recalled_in_their_next_session_only(
+    stub: Stub,
+) -> None:
+    await _session(stub, "s1", "u1")
+    memory = await _remember(stub, "Prefers answers in Portuguese", "s1", rid="r1")
+    assert memory.user_id == "u1" and memory.sources[0].session_id == "s1"
+    again = await _remember(stub, "Prefers answers in Portuguese", "s1", rid="r1")
+    assert again.memory_id == memory.memory_id  # the retry answers the same
+    await _session(stub, "s2", "u1")
+    await stub.AddMessages(
+        api.AddMessagesRequest(
+            session_id="s2", messages=[_user("Which language do I prefer for answers?", "q")]
+        ),
+        metadata=ALPHA,
+    )
+    assert await _search(stub, "language answers", session_id="s2") == [memory.memory_id]
+    context = await _assemble(stub, "s2")
+    assert list(context.recalled_memory_ids) == [memory.memory_id]
+    assert "Prefers answers in Portuguese" in context.system_prompt_addition
+    assert context.memory_tokens > 0
+    off = await stub.AssembleContext(
+        api.AssembleContextRequest(session_id="s2", token_budget=50_000), metadata=ALPHA
+    )
+    assert "Portuguese" not in off.system_prompt_addition and not off.recalled_memory_ids
+    # Another user's session, and another tenant's session of the same user id: nothing.
+    await _session(stub, "other", "u2")
+    await stub.AddMessages(
+        api.AddMessagesRequest(session_id="other", messages=[_user("answers language?", "q")]),
+        metadata=ALPHA,
+    )
+    assert not (await _assemble(stub, "other")).recalled_memory_ids
+    await _session(stub, "s2", "u1", md=BETA)
+    await stub.AddMessages(
+        api.AddMessagesRequest(session_id="s2", messages=[_user("answers language?", "q")]),
+        metadata=BETA,
+    )
+    assert not (await _assemble(stub, "s2", md=BETA)).recalled_memory_ids
+    code = await _code(
+        stub.GetMemory(api.GetMemoryRequest(memory_id=memory.memory_id), metadata=BETA)
+    )
+    assert code == grpc.StatusCode.NOT_FOUND
+    # Forget: gone from search, assembly and history.
+    await stub.DeleteMemory(api.DeleteMemoryRequest(memory_id=memory.memory_id), metadata=ALPHA)
+    assert await _search(stub, "language answers", user_id="u1") == []
+    assert not (await _assemble(stub, "s2")).recalled_memory_ids
+    code = await _code(
+        stub.GetMemory(api.GetMemoryRequest(memory_id=memory.memory_id), metadata=ALPHA)
+    )
+    assert code == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_correction_keeps_history_and_lists_page(stub: Stub) -> None:
+    await _session(stub, "s", "u1")
+    first = await _remember(stub, "Lives in Lisbon", "s")
+    updated = await stub.UpdateMemory(
+        api.UpdateMemoryRequest(
+            memory=pb.Memory(memory_id=first.memory_id, text="Lives in Porto"),
+            update_mask=field_mask_pb2.FieldMask(paths=["text"]),
+            reason="moved",
+            request_id="u-1",
+        ),
+        metadata=ALPHA,
+    )
+    assert updated.text == "Lives in Porto" and updated.version == 2
+    got = await stub.GetMemory(api.GetMemoryRequest(memory_id=first.memory_id), metadata=ALPHA)
+    assert [(v.text, v.reason) for v in got.history] == [("Lives in Lisbon", "moved")]
+    for n in range(4):
+        await _remember(stub, f"Fact {n}", "s")
+    page = await stub.ListMemories(
+        api.ListMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), page_size=3), metadata=ALPHA
+    )
+    rest = await stub.ListMemories(
+        api.ListMemoriesRequest(
+            owner=api.MemoryOwner(user_id="u1"), page_size=3, page_token=page.next_page_token
+        ),
+        metadata=ALPHA,
+    )
+    assert len(page.memories) == 3 and len(rest.memories) == 2 and not rest.next_page_token
+    assert rest.memories[-1].memory_id == first.memory_id
+
+
+async def test_bad_requests_say_which_field(stub: Stub) -> None:
+    await _session(stub, "s", "u1")
+    cases = [
+        stub.SearchMemories(api.SearchMemoriesRequest(query="x"), metadata=ALPHA),
+        stub.SearchMemories(
+            api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), query="x", limit=51),
+            metadata=ALPHA,
+        ),
+        stub.CreateMemory(
+            api.CreateMemoryRequest(
+                owner=api.MemoryOwner(user_id="u1"), memory=pb.Memory(text="no type")
+            ),
+            metadata=ALPHA,
+        ),
+        stub.GetMemory(api.GetMemoryRequest(memory_id="nope"), metadata=ALPHA),
+        stub.CreateSession(api.CreateSessionRequest(user_id="bad user"), metadata=ALPHA),
+    ]
+    for call in cases:
+        assert await _code(call) == grpc.StatusCode.INVALID_ARGUMENT
+    missing = stub.DeleteMemory(
+        api.DeleteMemoryRequest(memory_id="mem_00000000000000000000"), metadata=ALPHA
+    )
+    assert await _code(missing) == grpc.StatusCode.NOT_FOUND
+
+
+async def test_ranked_archive_search_finds_what_literal_search_misses(stub: Stub) -> None:
+    await _session(stub, "s", "u1")
+    await stub.AddMessages(
+        api.AddMessagesRequest(
+            session_id="s",
+            messages=[
+                _user("we decided to move the ledger to Postgres", "a"),
+                _user("lunch is at noon", "b"),
+                _user("Die Straße ist lang", "c"),
+            ],
+        ),
+        metadata=ALPHA,
+    )
+    async for event in stub.Commit(api.CommitRequest(session_id="s"), metadata=ALPHA):
+        assert event.stage == pb.COMMIT_STAGE_ARCHIVED
+        break
+    query = "ledger Postgres decided"
+    literal = await stub.SearchArchives(
+        api.SearchArchivesRequest(session_id="s", query=query), metadata=ALPHA
+    )
+    assert not literal.hits
+    ranked = await stub.SearchArchives(
+        api.SearchArchivesRequest(session_id="s", query=query, mode=api.SEARCH_MODE_RANKED),
+        metadata=ALPHA,
+    )
+    assert [h.message_id for h in ranked.hits] == ["a"] and ranked.hits[0].score > 0
+    owner = await stub.SearchArchives(
+        api.SearchArchivesRequest(
+            query="ledger", mode=api.SEARCH_MODE_RANKED, all_sessions=True, user_id="u1"
+        ),
+        metadata=ALPHA,
+    )
+    assert [h.session_id for h in owner.hits] == ["s"]
+    for query in ("STRASSE", "strasse"):
+        folded = await stub.SearchArchives(
+            api.SearchArchivesRequest(session_id="s", query=query), metadata=ALPHA
+        )
+        assert [h.message_id for h in folded.hits] == ["c"]
+
+
+async def test_memory_tools_are_served(stub: Stub) -> None:
+    reply = await stub.GetToolDefinitions(api.GetToolDefinitionsRequest(), metadata=ALPHA)
+    names = {t.name for t in reply.tools}
+    assert {"memory_search", "memory_store", "memory_forget"} <= names
