@@ -18,7 +18,10 @@ import { backoffMs, loadServiceConfig, methodPolicies, type MethodPolicy, type S
 import { toWmError } from "./errors.js";
 import {
   CommitState,
+  MemoryState,
   type Archive,
+  type Memory,
+  type MemoryType,
   type Commit,
   type CommitEvent,
   type MessageSchema,
@@ -29,13 +32,18 @@ import {
   type WorkingMemory,
 } from "./gen/wm/v1/resources_pb.js";
 import {
+  SearchMode,
   ToolFormat,
   WorkingMemoryService,
   type AddMessagesResponse,
   type ApplyWorkingMemoryOpsResponse,
   type AssembleContextResponse,
   type GetToolDefinitionsResponse,
+  type CreateMemoryResponse,
   type GetToolOutputResponse,
+  type ListMemoriesResponse,
+  type MemoryOwnerSchema,
+  type SearchMemoriesResponse,
   type ListArchivesResponse,
   type ListCommitsResponse,
   type ListMessagesResponse,
@@ -52,6 +60,8 @@ export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 export type MessageInit = MessageInitShape<typeof MessageSchema>;
 export type PartInit = MessageInitShape<typeof PartSchema>;
+/** Whose long-term memories: a user, an agent, or the owner of a session. */
+export type MemoryOwnerInit = MessageInitShape<typeof MemoryOwnerSchema>;
 export type SessionConfigInit = MessageInitShape<typeof SessionConfigSchema>;
 export type SectionOpInit = MessageInitShape<typeof SectionOpSchema>;
 type Int = number | bigint;
@@ -144,11 +154,17 @@ export class WmClient {
 
   // --- sessions ---------------------------------------------------------------------------------
   /** Creates a session (the server makes an id when `sessionId` is empty); fields of `config`
-   * left unset take the server's default. */
-  createSession(sessionId = "", options: { config?: SessionConfigInit; requestId?: string } = {}): Promise<Session> {
+   * left unset take the server's default; `userId` (else `agentId`) owns the long-term
+   * memories the session makes and recalls. */
+  createSession(
+    sessionId = "",
+    options: { config?: SessionConfigInit; userId?: string; agentId?: string; requestId?: string } = {},
+  ): Promise<Session> {
     return this.unary("createSession", {
       sessionId,
       config: options.config,
+      userId: options.userId ?? "",
+      agentId: options.agentId ?? "",
       requestId: options.requestId ?? newRequestId(),
     });
   }
@@ -292,13 +308,24 @@ export class WmClient {
   }
 
   /** The next model context within `tokenBudget` tokens; with `registeredTools` (e.g.
-   * ToolExecutor.names) its system-prompt addition names only those tools. */
+   * ToolExecutor.names) its system-prompt addition names only those tools; with
+   * `recallMemories`, it ends with the long-term memories relevant to the newest user request
+   * (within `memoryTokenBudget`, 0: the server's default). */
   assembleContext(
     sessionId: string,
     tokenBudget: Int,
-    options: { systemPrompt?: string; includeAnthropicJson?: boolean; registeredTools?: readonly string[] } = {},
+    options: {
+      systemPrompt?: string;
+      includeAnthropicJson?: boolean;
+      registeredTools?: readonly string[];
+      recallMemories?: boolean;
+      memoryTokenBudget?: Int;
+    } = {},
   ): Promise<AssembleContextResponse> {
     return this.unary("assembleContext", {
+      memoryRecall: options.recallMemories
+        ? { enabled: true, tokenBudget: BigInt(options.memoryTokenBudget ?? 0) }
+        : undefined,
       sessionId,
       tokenBudget: BigInt(tokenBudget),
       systemPrompt: options.systemPrompt ?? "",
@@ -339,18 +366,82 @@ export class WmClient {
     } while (pageToken);
   }
 
-  /** Literal, case-insensitive search over archived messages, newest archive first. */
+  /** Search over archived messages: literal and case-insensitive (newest archive first), or
+   * `ranked` by BM25 (best first); across the tenant's sessions, or those of `userId` /
+   * `agentId`, with `allSessions`. */
   searchArchives(
     query: string,
-    options: { sessionId?: string; archiveId?: string; maxHits?: number; allSessions?: boolean } = {},
+    options: {
+      sessionId?: string;
+      archiveId?: string;
+      maxHits?: number;
+      allSessions?: boolean;
+      ranked?: boolean;
+      userId?: string;
+      agentId?: string;
+    } = {},
   ): Promise<SearchArchivesResponse> {
     return this.unary("searchArchives", {
+      mode: options.ranked ? SearchMode.RANKED : SearchMode.UNSPECIFIED,
+      userId: options.userId ?? "",
+      agentId: options.agentId ?? "",
       query,
       sessionId: options.sessionId ?? "",
       archiveId: options.archiveId ?? "",
       maxHits: options.maxHits ?? 0,
       allSessions: options.allSessions ?? false,
     });
+  }
+
+  // --- long-term memories ----------------------------------------------------------------------
+  /** An owner's active memories ranked against `query`, best first. */
+  searchMemories(
+    query: string,
+    options: { owner: MemoryOwnerInit; types?: MemoryType[]; limit?: number },
+  ): Promise<SearchMemoriesResponse> {
+    return this.unary("searchMemories", {
+      owner: options.owner,
+      query,
+      types: options.types ?? [],
+      limit: options.limit ?? 0,
+    });
+  }
+
+  /** One page of an owner's memories, newest first. */
+  listMemories(options: {
+    owner: MemoryOwnerInit;
+    types?: MemoryType[];
+    state?: MemoryState;
+    pageSize?: number;
+    pageToken?: string;
+  }): Promise<ListMemoriesResponse> {
+    return this.unary("listMemories", {
+      owner: options.owner,
+      types: options.types ?? [],
+      state: options.state ?? MemoryState.UNSPECIFIED,
+      pageSize: options.pageSize ?? 0,
+      pageToken: options.pageToken ?? "",
+    });
+  }
+
+  /** One memory with its history. */
+  getMemory(memoryId: string): Promise<Memory> {
+    return this.unary("getMemory", { memoryId });
+  }
+
+  /** Stores a memory (or finds the owner's active one that says the same). */
+  createMemory(
+    owner: MemoryOwnerInit,
+    type: MemoryType,
+    text: string,
+    options: { requestId?: string } = {},
+  ): Promise<CreateMemoryResponse> {
+    return this.unary("createMemory", { owner, memory: { type, text }, requestId: options.requestId ?? newRequestId() });
+  }
+
+  /** Forgets a memory: store, index and history. */
+  async deleteMemory(memoryId: string, options: { requestId?: string } = {}): Promise<void> {
+    await this.unary("deleteMemory", { memoryId, requestId: options.requestId ?? newRequestId() });
   }
 
   // --- tool outputs -----------------------------------------------------------------------------

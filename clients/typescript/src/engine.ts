@@ -177,6 +177,8 @@ export interface AssembleOptions<M> {
   includeAnthropicJson?: boolean;
   /** The recall tools the runtime registered (e.g. ToolExecutor.names). */
   registeredTools?: readonly string[];
+  /** Recall the long-term memories relevant to the newest user request (default true). */
+  recallMemories?: boolean;
   /** The runtime's own messages, handed back when the service cannot be reached. */
   ownMessages?: readonly M[];
 }
@@ -312,6 +314,7 @@ export class ContextEngine {
         systemPrompt: options.systemPrompt,
         includeAnthropicJson: options.includeAnthropicJson,
         registeredTools: options.registeredTools,
+        recallMemories: options.recallMemories ?? true,
       });
       this.reachable();
       return { fallback: false, response };

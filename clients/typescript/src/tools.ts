@@ -1,5 +1,6 @@
 /**
- * Running the recall tools a model calls: archive_search, archive_expand, tool_output_read.
+ * Running the tools a model calls: archive_search, archive_expand, tool_output_read, and the
+ * long-term memory tools memory_search, memory_store and memory_forget (opt-in via `tools`).
  *
  * A runtime registers the definitions GetToolDefinitions serves (`definitions()` fetches those
  * this executor runs, in Anthropic shape); when the model calls one, the runtime hands the
@@ -12,14 +13,25 @@ import { Code } from "@connectrpc/connect";
 
 import type { WmClient } from "./client.js";
 import { WmError } from "./errors.js";
-import { Role, type Message } from "./gen/wm/v1/resources_pb.js";
+import { MemoryType, Role, type Message } from "./gen/wm/v1/resources_pb.js";
 import { ToolFormat } from "./gen/wm/v1/working_memory_service_pb.js";
 
 export const ARCHIVE_SEARCH = "archive_search";
 export const ARCHIVE_EXPAND = "archive_expand";
 export const TOOL_OUTPUT_READ = "tool_output_read";
 export const RECALL_TOOLS = [ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ] as const;
-export type RecallTool = (typeof RECALL_TOOLS)[number];
+export const MEMORY_SEARCH = "memory_search";
+export const MEMORY_STORE = "memory_store";
+export const MEMORY_FORGET = "memory_forget";
+export const MEMORY_TOOLS = [MEMORY_SEARCH, MEMORY_STORE, MEMORY_FORGET] as const;
+const KNOWN: readonly string[] = [...RECALL_TOOLS, ...MEMORY_TOOLS];
+export type RecallTool = (typeof RECALL_TOOLS)[number] | (typeof MEMORY_TOOLS)[number];
+/** The memory types by the lower-case names the tools take ("preference" → PREFERENCE). */
+const MEMORY_TYPES = new Map<string, MemoryType>(
+  Object.entries(MemoryType)
+    .filter((entry): entry is [string, MemoryType] => typeof entry[1] === "number" && entry[1] !== MemoryType.UNSPECIFIED)
+    .map(([name, value]) => [name.toLowerCase(), value]),
+);
 /** Below the server's 20,000-character inline threshold: a recalled text is never itself
  * externalized when the runtime stores the tool result. */
 export const DEFAULT_MAX_CHARS = 16_000;
@@ -91,7 +103,7 @@ export class ToolExecutor {
     const maxChars = options.maxChars ?? DEFAULT_MAX_CHARS;
     if (maxChars < 200) throw new RangeError("maxChars must be at least 200");
     const tools = options.tools ?? RECALL_TOOLS;
-    const unknown = tools.filter((t) => !(RECALL_TOOLS as readonly string[]).includes(t));
+    const unknown = tools.filter((t) => !KNOWN.includes(t));
     if (unknown.length) throw new RangeError(`not a recall tool: ${unknown.sort().join(", ")}`);
     this.names = tools as readonly RecallTool[];
   }
@@ -129,6 +141,7 @@ export class ToolExecutor {
     try {
       if (name === ARCHIVE_SEARCH) return await this.search(fields);
       if (name === ARCHIVE_EXPAND) return await this.expand(fields);
+      if ((MEMORY_TOOLS as readonly string[]).includes(name)) return await this.memory(name, fields);
       return await this.read(fields);
     } catch (error) {
       if (!(error instanceof WmError) || TRANSIENT.has(error.code)) throw error;
@@ -171,6 +184,41 @@ export class ToolExecutor {
     let text = `${archiveId}: ${total} message(s)\n\n${out.join("\n\n")}`;
     if (out.length < total) text += `\n[… ${more}]`;
     return new ToolRun(bounded(text, this.maxChars, more));
+  }
+
+  /** memory_search, memory_store and memory_forget, for the session's owner. */
+  private async memory(name: string, args: Record<string, unknown>): Promise<ToolRun> {
+    const owner = { sessionId: this.sessionId };
+    if (name === MEMORY_FORGET) {
+      const memoryId = args.memory_id;
+      if (typeof memoryId !== "string" || !memoryId) return new ToolRun("memory_forget needs memory_id, e.g. mem_0123...", true);
+      await this.client.deleteMemory(memoryId);
+      return new ToolRun(`forgot ${memoryId}`);
+    }
+    if (name === MEMORY_STORE) {
+      const type = MEMORY_TYPES.get(String(args.type ?? ""));
+      const text = args.text;
+      if (type === undefined || typeof text !== "string" || !text.trim()) {
+        return new ToolRun(`memory_store needs text and a type (${[...MEMORY_TYPES.keys()].join(", ")})`, true);
+      }
+      const stored = await this.client.createMemory(owner, type, text);
+      return new ToolRun(`${stored.deduplicated ? "already known as" : "stored as"} ${stored.memory?.memoryId ?? ""}`);
+    }
+    const query = args.query;
+    if (typeof query !== "string" || !query.trim()) return new ToolRun("memory_search needs a non-empty string query", true);
+    const wanted = Array.isArray(args.types) ? args.types : [];
+    const types = wanted.flatMap((t) => {
+      const type = typeof t === "string" ? MEMORY_TYPES.get(t) : undefined;
+      return type === undefined ? [] : [type];
+    });
+    const limit = isInt(args.limit) ? args.limit : 0;
+    const reply = await this.client.searchMemories(query, { owner, types, limit });
+    if (!reply.hits.length) return new ToolRun(`no memory matches '${query}'`);
+    const names = new Map([...MEMORY_TYPES].map(([key, value]) => [value, key]));
+    const lines = reply.hits.map(
+      (h) => `- ${h.memory?.memoryId ?? ""} [${names.get(h.memory?.type ?? MemoryType.UNSPECIFIED) ?? "?"}] ${h.memory?.text ?? ""}`,
+    );
+    return new ToolRun(bounded(lines.join("\n"), this.maxChars, "narrow the query"));
   }
 
   private async read(args: Record<string, unknown>): Promise<ToolRun> {

@@ -158,6 +158,30 @@ describe("the context engine and the tool executor", () => {
     assert.match(context.systemPromptAddition, /archive_search/);
     assert.doesNotMatch(context.systemPromptAddition, /archive_expand/);
   });
+  test("the memory tools store, find and forget the session owner's long-term memories", async () => {
+    const id = "eng-memory";
+    await client.createSession(id, { userId: "ana" });
+    const tools = new ToolExecutor(client, id, { tools: ["memory_store", "memory_search", "memory_forget"] });
+    const definitions = await tools.definitions();
+    assert.deepEqual(definitions.map((d) => d.name).sort(), ["memory_forget", "memory_search", "memory_store"]);
+
+    const stored = await tools.run("memory_store", { type: "preference", text: "Ana prefers answers in German" });
+    assert.equal(stored.isError, false);
+    const memoryId = /^stored as (\S+)$/.exec(stored.content)?.[1];
+    assert.ok(memoryId, stored.content);
+    const again = await tools.run("memory_store", { type: "preference", text: "Ana prefers answers in German" });
+    assert.equal(again.content, `already known as ${memoryId}`);
+    assert.equal((await tools.run("memory_store", { type: "mood", text: "x" })).isError, true);
+
+    const found = await tools.run("memory_search", { query: "German answers" });
+    assert.match(found.content, new RegExp(`^- ${memoryId} \\[preference\\] Ana prefers answers in German`));
+    const memory = await client.getMemory(memoryId);
+    assert.equal(memory.text, "Ana prefers answers in German");
+
+    assert.equal((await tools.run("memory_forget", { memory_id: memoryId })).content, `forgot ${memoryId}`);
+    assert.equal((await tools.run("memory_search", { query: "German answers" })).content, "no memory matches 'German answers'");
+  });
+
   // Last: it stops the server, and starts a new one on the same port.
   test("with the server stopped the engine falls back to the runtime's own messages, warns once, and catches up", async () => {
     const port = server.port;

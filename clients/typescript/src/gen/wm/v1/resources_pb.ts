@@ -18,7 +18,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file wm/v1/resources.proto.
  */
 export const file_wm_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChV3bS92MS9yZXNvdXJjZXMucHJvdG8SBXdtLnYxIpoDCgdTZXNzaW9uEhgKCnNlc3Npb25faWQYASABKAlCBOJBAQgSNQoLY3JlYXRlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDEjUKC3VwZGF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIbCg1tZXNzYWdlX2NvdW50GAQgASgDQgTiQQEDEiEKE3RvdGFsX21lc3NhZ2VfY291bnQYBSABKANCBOJBAQMSHAoOcGVuZGluZ190b2tlbnMYBiABKANCBOJBAQMSGQoLbGl2ZV90b2tlbnMYByABKANCBOJBAQMSHwoRa2VlcF9yZWNlbnRfY291bnQYCCABKAVCBOJBAQMSGwoNYXJjaGl2ZV9jb3VudBgJIAEoBUIE4kEBAxIkChZ3b3JraW5nX21lbW9yeV92ZXJzaW9uGAogASgDQgTiQQEDEioKBmNvbmZpZxgLIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQEi8gEKDVNlc3Npb25Db25maWcSMgoLYXV0b19jb21taXQYASABKAsyFy53bS52MS5BdXRvQ29tbWl0UG9saWN5QgTiQQEBEiQKEW1lbW9yeV9leHRyYWN0aW9uGAIgASgIQgTiQQEBSACIAQESKwoYdG9vbF9vdXRwdXRfaW5saW5lX2NoYXJzGAMgASgFQgTiQQEBSAGIAQESJwoFbW9kZWwYBCABKAsyEi53bS52MS5Nb2RlbENob2ljZUIE4kEBAUIUChJfbWVtb3J5X2V4dHJhY3Rpb25CGwoZX3Rvb2xfb3V0cHV0X2lubGluZV9jaGFycyKPAwoQQXV0b0NvbW1pdFBvbGljeRIqChdwZW5kaW5nX3Rva2VuX3RocmVzaG9sZBgBIAEoA0IE4kEBAUgAiAEBEioKF21lc3NhZ2VfY291bnRfdGhyZXNob2xkGAIgASgFQgTiQQEBSAGIAQESNQoMaWRsZV90aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQgTiQQEBEjwKE21pbl9jb21taXRfaW50ZXJ2YWwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBOJBAQESJAoRa2VlcF9yZWNlbnRfY291bnQYBSABKAVCBOJBAQFIAogBARIkChFrZWVwX3JlY2VudF90dXJucxgGIAEoBUIE4kEBAUgDiAEBQhoKGF9wZW5kaW5nX3Rva2VuX3RocmVzaG9sZEIaChhfbWVzc2FnZV9jb3VudF90aHJlc2hvbGRCFAoSX2tlZXBfcmVjZW50X2NvdW50QhQKEl9rZWVwX3JlY2VudF90dXJucyI6CgtNb2RlbENob2ljZRIWCghwcm92aWRlchgBIAEoCUIE4kEBAhITCgVtb2RlbBgCIAEoCUIE4kEBASLsAQoHTWVzc2FnZRIQCgJpZBgBIAEoCUIE4kEBARIfCgRyb2xlGAIgASgOMgsud20udjEuUm9sZUIE4kEBAhIgCgVwYXJ0cxgDIAMoCzILLndtLnYxLlBhcnRCBOJBAQISHgoQZXN0aW1hdGVkX3Rva2VucxgEIAEoA0IE4kEBAxI1CgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSFgoIcG9zaXRpb24YBiABKANCBOJBAQMSHQoPdG9vbF9vdXRwdXRfaWRzGAcgAygJQgTiQQEDIp4CCgpUb29sT3V0cHV0EhcKCW91dHB1dF9pZBgBIAEoCUIE4kEBCBIYCgptZXNzYWdlX2lkGAIgASgJQgTiQQEDEhkKC3Rvb2xfdXNlX2lkGAMgASgJQgTiQQEDEikKBGtpbmQYBCABKA4yFS53bS52MS5Ub29sT3V0cHV0S2luZEIE4kEBAxIUCgZmb3JtYXQYBSABKAlCBOJBAQMSGAoKc2l6ZV9ieXRlcxgGIAEoA0IE4kEBAxIYCgpsaW5lX2NvdW50GAcgASgDQgTiQQEDEhYKCHN5bm9wc2lzGAggASgJQgTiQQEDEjUKC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAyJsCgRQYXJ0Eg4KBHRleHQYASABKAlIABIiCgh0b29sX3VzZRgCIAEoCzIOLndtLnYxLlRvb2xVc2VIABIoCgt0b29sX3Jlc3VsdBgDIAEoCzIRLndtLnYxLlRvb2xSZXN1bHRIAEIGCgRraW5kIkkKB1Rvb2xVc2USEAoCaWQYASABKAlCBOJBAQISEgoEbmFtZRgCIAEoCUIE4kEBAhIYCgppbnB1dF9qc29uGAMgASgJQgTiQQEBIlYKClRvb2xSZXN1bHQSGQoLdG9vbF91c2VfaWQYASABKAlCBOJBAQISFQoHY29udGVudBgCIAEoCUIE4kEBARIWCghpc19lcnJvchgDIAEoCEIE4kEBASKSAQoKVG9rZW5Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIfChdjYWNoZV9yZWFkX2lucHV0X3Rva2VucxgDIAEoAxIjChtjYWNoZV9jcmVhdGlvbl9pbnB1dF90b2tlbnMYBCABKAMSEQoJbGxtX2NhbGxzGAUgASgFItsFCgZDb21taXQSFwoJY29tbWl0X2lkGAEgASgJQgTiQQEIEhgKCnNlc3Npb25faWQYAiABKAlCBOJBAQMSGAoKYXJjaGl2ZV9pZBgDIAEoCUIE4kEBAxInCgVzdGF0ZRgEIAEoDjISLndtLnYxLkNvbW1pdFN0YXRlQgTiQQEDEh8KEWtlZXBfcmVjZW50X2NvdW50GAUgASgFQgTiQQEDEiQKFmFyY2hpdmVkX21lc3NhZ2VfY291bnQYBiABKAVCBOJBAQMSIAoSa2VwdF9tZXNzYWdlX2NvdW50GAcgASgFQgTiQQEDEh0KD2FyY2hpdmVkX3Rva2VucxgIIAEoA0IE4kEBAxIsCgtza2lwX3JlYXNvbhgJIAEoDjIRLndtLnYxLlNraXBSZWFzb25CBOJBAQMSJwoFZXJyb3IYCiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0IE4kEBAxIbCg1hdHRlbXB0X2NvdW50GAsgASgFQgTiQQEDEiIKFGNvdmVyZWRfYnlfY29tbWl0X2lkGAwgASgJQgTiQQEDEiwKC3Rva2VuX3VzYWdlGA0gASgLMhEud20udjEuVG9rZW5Vc2FnZUIE4kEBAxItCglkZWNpc2lvbnMYDiADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uQgTiQQEDEiQKFndvcmtpbmdfbWVtb3J5X3ZlcnNpb24YDyABKANCBOJBAQMSGwoNbGFzdF9zZXF1ZW5jZRgQIAEoA0IE4kEBAxI1CgtjcmVhdGVfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSNwoNY29tcGxldGVfdGltZRgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSKwoHdHJpZ2dlchgTIAEoDjIULndtLnYxLkNvbW1pdFRyaWdnZXJCBOJBAQMiwAUKC0NvbW1pdEV2ZW50EhEKCWNvbW1pdF9pZBgBIAEoCRIQCghzZXF1ZW5jZRgCIAEoAxIhCgVzdGFnZRgDIAEoDjISLndtLnYxLkNvbW1pdFN0YWdlEhAKCHRlcm1pbmFsGAQgASgIEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIhCgVzdGF0ZRgGIAEoDjISLndtLnYxLkNvbW1pdFN0YXRlEiYKBnBoYXNlMRgKIAEoCzIULndtLnYxLlBoYXNlMU91dGNvbWVIABIuCg5waGFzZTJfc3RhcnRlZBgLIAEoCzIULndtLnYxLlBoYXNlMlN0YXJ0ZWRIABIxChBsbG1fcmVxdWVzdF9zZW50GAwgASgLMhUud20udjEuTGxtUmVxdWVzdFNlbnRIABI7ChVsbG1fcmVzcG9uc2VfcmVjZWl2ZWQYDSABKAsyGi53bS52MS5MbG1SZXNwb25zZVJlY2VpdmVkSAASJgoKb3BzX3BhcnNlZBgOIAEoCzIQLndtLnYxLk9wc1BhcnNlZEgAEi4KDmd1YXJkX2RlY2lzaW9uGA8gASgLMhQud20udjEuR3VhcmREZWNpc2lvbkgAEjsKFXdvcmtpbmdfbWVtb3J5X3N0b3JlZBgQIAEoCzIaLndtLnYxLldvcmtpbmdNZW1vcnlTdG9yZWRIABIwCg9yZXRyeV9zY2hlZHVsZWQYESABKAsyFS53bS52MS5SZXRyeVNjaGVkdWxlZEgAEiIKCWNvbXBsZXRlZBgSIAEoCzINLndtLnYxLkNvbW1pdEgAEh8KBmZhaWxlZBgTIAEoCzINLndtLnYxLkNvbW1pdEgAEiUKCWhlYXJ0YmVhdBgUIAEoCzIQLndtLnYxLkhlYXJ0YmVhdEgAQggKBmRldGFpbCLDAQoNUGhhc2UxT3V0Y29tZRIQCghhcmNoaXZlZBgBIAEoCBISCgphcmNoaXZlX2lkGAIgASgJEh4KFmFyY2hpdmVkX21lc3NhZ2VfY291bnQYAyABKAUSGgoSa2VwdF9tZXNzYWdlX2NvdW50GAQgASgFEhcKD2FyY2hpdmVkX3Rva2VucxgFIAEoAxImCgtza2lwX3JlYXNvbhgGIAEoDjIRLndtLnYxLlNraXBSZWFzb24SDwoHbWVzc2FnZRgHIAEoCSJ4Cg1QaGFzZTJTdGFydGVkEg8KB2F0dGVtcHQYASABKAUSHwoEbW9kZRgCIAEoDjIRLndtLnYxLlBoYXNlMk1vZGUSGAoQcHJldmlvdXNfdmVyc2lvbhgDIAEoAxIbChNjb3ZlcmVkX2FyY2hpdmVfaWRzGAQgAygJIkIKDkxsbVJlcXVlc3RTZW50EhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB3B1cnBvc2UYAyABKAkiYQoTTGxtUmVzcG9uc2VSZWNlaXZlZBITCgtzdG9wX3JlYXNvbhgBIAEoCRIgCgV1c2FnZRgCIAEoCzIRLndtLnYxLlRva2VuVXNhZ2USEwoLZHVyYXRpb25fbXMYAyABKAMiPAoJT3BzUGFyc2VkEh0KA29wcxgBIAMoCzIQLndtLnYxLlNlY3Rpb25PcBIQCghwcm9ibGVtcxgCIAMoCSKIAQoTV29ya2luZ01lbW9yeVN0b3JlZBIPCgd2ZXJzaW9uGAEgASgDEhgKEGVzdGltYXRlZF90b2tlbnMYAiABKAMSEAoIYWJzdHJhY3QYAyABKAkSFQoNcGVuZGluZ19pdGVtcxgEIAEoBRIdChVwZW5kaW5nX2l0ZW1zX2Ryb3BwZWQYBSABKAUiuAEKDlJldHJ5U2NoZWR1bGVkEg8KB2F0dGVtcHQYASABKAUSEAoIZGVsYXlfbXMYAiABKAMSDgoGcmVhc29uGAMgASgJEjUKEW5leHRfYXR0ZW1wdF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIcChRwcm92aWRlcl91bmF2YWlsYWJsZRgFIAEoCBIeChZ3YWl0X3JlbWFpbmluZ19zZWNvbmRzGAYgASgDIiIKCUhlYXJ0YmVhdBIVCg1sYXN0X3NlcXVlbmNlGAEgASgDIngKCVNlY3Rpb25PcBIVCgdzZWN0aW9uGAEgASgJQgTiQQECEigKBGtpbmQYAiABKA4yFC53bS52MS5TZWN0aW9uT3BLaW5kQgTiQQECEhUKB2NvbnRlbnQYAyABKAlCBOJBAQESEwoFaXRlbXMYBCADKAlCBOJBAQEi3wEKDUd1YXJkRGVjaXNpb24SDwoHc2VjdGlvbhgBIAEoCRIsCg5yZXF1ZXN0ZWRfa2luZBgCIAEoDjIULndtLnYxLlNlY3Rpb25PcEtpbmQSKgoMYXBwbGllZF9raW5kGAMgASgOMhQud20udjEuU2VjdGlvbk9wS2luZBINCgVndWFyZBgEIAEoCRIOCgZyZWFzb24YBSABKAkSFQoNZHJvcHBlZF9pdGVtcxgGIAMoCRIWCg5yZXN0b3JlZF9pdGVtcxgHIAMoCRIVCg1yZWZ1c2VkX2l0ZW1zGAggAygJIkMKC1NlY3Rpb25Cb2R5EgwKBG5hbWUYASABKAkSDAoEYm9keRgCIAEoCRIYChBlc3RpbWF0ZWRfdG9rZW5zGAMgASgDIvUBCg1Xb3JraW5nTWVtb3J5EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQMSFQoHdmVyc2lvbhgCIAEoA0IE4kEBAxIYCgphcmNoaXZlX2lkGAMgASgJQgTiQQEDEhYKCGRvY3VtZW50GAQgASgJQgTiQQEDEioKCHNlY3Rpb25zGAUgAygLMhIud20udjEuU2VjdGlvbkJvZHlCBOJBAQMSHgoQZXN0aW1hdGVkX3Rva2VucxgGIAEoA0IE4kEBAxI1CgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMi4QQKB0FyY2hpdmUSGAoKYXJjaGl2ZV9pZBgBIAEoCUIE4kEBCBIYCgpzZXNzaW9uX2lkGAIgASgJQgTiQQEDEhcKCWNvbW1pdF9pZBgDIAEoCUIE4kEBAxInCgVzdGF0ZRgEIAEoDjISLndtLnYxLkNvbW1pdFN0YXRlQgTiQQEDEhYKCGFic3RyYWN0GAUgASgJQgTiQQEDEhsKDW1lc3NhZ2VfY291bnQYBiABKAVCBOJBAQMSHgoQZXN0aW1hdGVkX3Rva2VucxgHIAEoA0IE4kEBAxImCghtZXNzYWdlcxgIIAMoCzIOLndtLnYxLk1lc3NhZ2VCBOJBAQMSMgoOd29ya2luZ19tZW1vcnkYCSABKAsyFC53bS52MS5Xb3JraW5nTWVtb3J5QgTiQQEDEicKBWVycm9yGAogASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNCBOJBAQMSLQoJZGVjaXNpb25zGAsgAygLMhQud20udjEuR3VhcmREZWNpc2lvbkIE4kEBAxIsCgt0b2tlbl91c2FnZRgMIAEoCzIRLndtLnYxLlRva2VuVXNhZ2VCBOJBAQMSNQoLY3JlYXRlX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDEiMKFWNvdmVyZWRfYnlfYXJjaGl2ZV9pZBgOIAEoCUIE4kEBAxImChhuZXh0X21lc3NhZ2VzX3BhZ2VfdG9rZW4YDyABKAlCBOJBAQMSJQoXbWVzc2FnZXNfc3RhcnRfcG9zaXRpb24YECABKANCBOJBAQMqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEKmsKDlRvb2xPdXRwdXRLaW5kEiAKHFRPT0xfT1VUUFVUX0tJTkRfVU5TUEVDSUZJRUQQABIbChdUT09MX09VVFBVVF9LSU5EX1JFU1VMVBABEhoKFlRPT0xfT1VUUFVUX0tJTkRfSU5QVVQQAiquAQoLQ29tbWl0U3RhdGUSHAoYQ09NTUlUX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUQ09NTUlUX1NUQVRFX1BFTkRJTkcQARIYChRDT01NSVRfU1RBVEVfUlVOTklORxACEhoKFkNPTU1JVF9TVEFURV9DT01QTEVURUQQAxIXChNDT01NSVRfU1RBVEVfRkFJTEVEEAQSGAoUQ09NTUlUX1NUQVRFX1NLSVBQRUQQBSpqCgpTa2lwUmVhc29uEhsKF1NLSVBfUkVBU09OX1VOU1BFQ0lGSUVEEAASGwoXU0tJUF9SRUFTT05fTk9fTUVTU0FHRVMQARIiCh5TS0lQX1JFQVNPTl9XSVRISU5fS0VFUF9XSU5ET1cQAiqoAQoNQ29tbWl0VHJpZ2dlchIeChpDT01NSVRfVFJJR0dFUl9VTlNQRUNJRklFRBAAEhkKFUNPTU1JVF9UUklHR0VSX0NMSUVOVBABEiEKHUNPTU1JVF9UUklHR0VSX1BFTkRJTkdfVE9LRU5TEAISIAocQ09NTUlUX1RSSUdHRVJfTUVTU0FHRV9DT1VOVBADEhcKE0NPTU1JVF9UUklHR0VSX0lETEUQBCqlAwoLQ29tbWl0U3RhZ2USHAoYQ09NTUlUX1NUQUdFX1VOU1BFQ0lGSUVEEAASGQoVQ09NTUlUX1NUQUdFX0FSQ0hJVkVEEAESGAoUQ09NTUlUX1NUQUdFX1NLSVBQRUQQAhIfChtDT01NSVRfU1RBR0VfUEhBU0UyX1NUQVJURUQQAxIhCh1DT01NSVRfU1RBR0VfTExNX1JFUVVFU1RfU0VOVBAEEiYKIkNPTU1JVF9TVEFHRV9MTE1fUkVTUE9OU0VfUkVDRUlWRUQQBRIbChdDT01NSVRfU1RBR0VfT1BTX1BBUlNFRBAGEh8KG0NPTU1JVF9TVEFHRV9HVUFSRF9ERUNJU0lPThAHEiYKIkNPTU1JVF9TVEFHRV9XT1JLSU5HX01FTU9SWV9TVE9SRUQQCBIgChxDT01NSVRfU1RBR0VfUkVUUllfU0NIRURVTEVEEAkSGgoWQ09NTUlUX1NUQUdFX0NPTVBMRVRFRBAKEhcKE0NPTU1JVF9TVEFHRV9GQUlMRUQQCxIaChZDT01NSVRfU1RBR0VfSEVBUlRCRUFUEAwqWQoKUGhhc2UyTW9kZRIbChdQSEFTRTJfTU9ERV9VTlNQRUNJRklFRBAAEhYKElBIQVNFMl9NT0RFX0NSRUFURRABEhYKElBIQVNFMl9NT0RFX1VQREFURRACKoIBCg1TZWN0aW9uT3BLaW5kEh8KG1NFQ1RJT05fT1BfS0lORF9VTlNQRUNJRklFRBAAEhgKFFNFQ1RJT05fT1BfS0lORF9LRUVQEAESGgoWU0VDVElPTl9PUF9LSU5EX1VQREFURRACEhoKFlNFQ1RJT05fT1BfS0lORF9BUFBFTkQQA2IGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_duration, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("ChV3bS92MS9yZXNvdXJjZXMucHJvdG8SBXdtLnYxIskDCgdTZXNzaW9uEhgKCnNlc3Npb25faWQYASABKAlCBOJBAQgSNQoLY3JlYXRlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDEjUKC3VwZGF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIbCg1tZXNzYWdlX2NvdW50GAQgASgDQgTiQQEDEiEKE3RvdGFsX21lc3NhZ2VfY291bnQYBSABKANCBOJBAQMSHAoOcGVuZGluZ190b2tlbnMYBiABKANCBOJBAQMSGQoLbGl2ZV90b2tlbnMYByABKANCBOJBAQMSHwoRa2VlcF9yZWNlbnRfY291bnQYCCABKAVCBOJBAQMSGwoNYXJjaGl2ZV9jb3VudBgJIAEoBUIE4kEBAxIkChZ3b3JraW5nX21lbW9yeV92ZXJzaW9uGAogASgDQgTiQQEDEioKBmNvbmZpZxgLIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQESFQoHdXNlcl9pZBgMIAEoCUIE4kEBBRIWCghhZ2VudF9pZBgNIAEoCUIE4kEBBSLyAQoNU2Vzc2lvbkNvbmZpZxIyCgthdXRvX2NvbW1pdBgBIAEoCzIXLndtLnYxLkF1dG9Db21taXRQb2xpY3lCBOJBAQESJAoRbWVtb3J5X2V4dHJhY3Rpb24YAiABKAhCBOJBAQFIAIgBARIrChh0b29sX291dHB1dF9pbmxpbmVfY2hhcnMYAyABKAVCBOJBAQFIAYgBARInCgVtb2RlbBgEIAEoCzISLndtLnYxLk1vZGVsQ2hvaWNlQgTiQQEBQhQKEl9tZW1vcnlfZXh0cmFjdGlvbkIbChlfdG9vbF9vdXRwdXRfaW5saW5lX2NoYXJzIo8DChBBdXRvQ29tbWl0UG9saWN5EioKF3BlbmRpbmdfdG9rZW5fdGhyZXNob2xkGAEgASgDQgTiQQEBSACIAQESKgoXbWVzc2FnZV9jb3VudF90aHJlc2hvbGQYAiABKAVCBOJBAQFIAYgBARI1CgxpZGxlX3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBOJBAQESPAoTbWluX2NvbW1pdF9pbnRlcnZhbBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIE4kEBARIkChFrZWVwX3JlY2VudF9jb3VudBgFIAEoBUIE4kEBAUgCiAEBEiQKEWtlZXBfcmVjZW50X3R1cm5zGAYgASgFQgTiQQEBSAOIAQFCGgoYX3BlbmRpbmdfdG9rZW5fdGhyZXNob2xkQhoKGF9tZXNzYWdlX2NvdW50X3RocmVzaG9sZEIUChJfa2VlcF9yZWNlbnRfY291bnRCFAoSX2tlZXBfcmVjZW50X3R1cm5zIjoKC01vZGVsQ2hvaWNlEhYKCHByb3ZpZGVyGAEgASgJQgTiQQECEhMKBW1vZGVsGAIgASgJQgTiQQEBIuwBCgdNZXNzYWdlEhAKAmlkGAEgASgJQgTiQQEBEh8KBHJvbGUYAiABKA4yCy53bS52MS5Sb2xlQgTiQQECEiAKBXBhcnRzGAMgAygLMgsud20udjEuUGFydEIE4kEBAhIeChBlc3RpbWF0ZWRfdG9rZW5zGAQgASgDQgTiQQEDEjUKC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIWCghwb3NpdGlvbhgGIAEoA0IE4kEBAxIdCg90b29sX291dHB1dF9pZHMYByADKAlCBOJBAQMingIKClRvb2xPdXRwdXQSFwoJb3V0cHV0X2lkGAEgASgJQgTiQQEIEhgKCm1lc3NhZ2VfaWQYAiABKAlCBOJBAQMSGQoLdG9vbF91c2VfaWQYAyABKAlCBOJBAQMSKQoEa2luZBgEIAEoDjIVLndtLnYxLlRvb2xPdXRwdXRLaW5kQgTiQQEDEhQKBmZvcm1hdBgFIAEoCUIE4kEBAxIYCgpzaXplX2J5dGVzGAYgASgDQgTiQQEDEhgKCmxpbmVfY291bnQYByABKANCBOJBAQMSFgoIc3lub3BzaXMYCCABKAlCBOJBAQMSNQoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDImwKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEiIKCHRvb2xfdXNlGAIgASgLMg4ud20udjEuVG9vbFVzZUgAEigKC3Rvb2xfcmVzdWx0GAMgASgLMhEud20udjEuVG9vbFJlc3VsdEgAQgYKBGtpbmQiSQoHVG9vbFVzZRIQCgJpZBgBIAEoCUIE4kEBAhISCgRuYW1lGAIgASgJQgTiQQECEhgKCmlucHV0X2pzb24YAyABKAlCBOJBAQEiVgoKVG9vbFJlc3VsdBIZCgt0b29sX3VzZV9pZBgBIAEoCUIE4kEBAhIVCgdjb250ZW50GAIgASgJQgTiQQEBEhYKCGlzX2Vycm9yGAMgASgIQgTiQQEBIpIBCgpUb2tlblVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEh8KF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAMgASgDEiMKG2NhY2hlX2NyZWF0aW9uX2lucHV0X3Rva2VucxgEIAEoAxIRCglsbG1fY2FsbHMYBSABKAUi2wUKBkNvbW1pdBIXCgljb21taXRfaWQYASABKAlCBOJBAQgSGAoKc2Vzc2lvbl9pZBgCIAEoCUIE4kEBAxIYCgphcmNoaXZlX2lkGAMgASgJQgTiQQEDEicKBXN0YXRlGAQgASgOMhIud20udjEuQ29tbWl0U3RhdGVCBOJBAQMSHwoRa2VlcF9yZWNlbnRfY291bnQYBSABKAVCBOJBAQMSJAoWYXJjaGl2ZWRfbWVzc2FnZV9jb3VudBgGIAEoBUIE4kEBAxIgChJrZXB0X21lc3NhZ2VfY291bnQYByABKAVCBOJBAQMSHQoPYXJjaGl2ZWRfdG9rZW5zGAggASgDQgTiQQEDEiwKC3NraXBfcmVhc29uGAkgASgOMhEud20udjEuU2tpcFJlYXNvbkIE4kEBAxInCgVlcnJvchgKIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzQgTiQQEDEhsKDWF0dGVtcHRfY291bnQYCyABKAVCBOJBAQMSIgoUY292ZXJlZF9ieV9jb21taXRfaWQYDCABKAlCBOJBAQMSLAoLdG9rZW5fdXNhZ2UYDSABKAsyES53bS52MS5Ub2tlblVzYWdlQgTiQQEDEi0KCWRlY2lzaW9ucxgOIAMoCzIULndtLnYxLkd1YXJkRGVjaXNpb25CBOJBAQMSJAoWd29ya2luZ19tZW1vcnlfdmVyc2lvbhgPIAEoA0IE4kEBAxIbCg1sYXN0X3NlcXVlbmNlGBAgASgDQgTiQQEDEjUKC2NyZWF0ZV90aW1lGBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxI3Cg1jb21wbGV0ZV90aW1lGBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIrCgd0cmlnZ2VyGBMgASgOMhQud20udjEuQ29tbWl0VHJpZ2dlckIE4kEBAyLABQoLQ29tbWl0RXZlbnQSEQoJY29tbWl0X2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgDEiEKBXN0YWdlGAMgASgOMhIud20udjEuQ29tbWl0U3RhZ2USEAoIdGVybWluYWwYBCABKAgSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiEKBXN0YXRlGAYgASgOMhIud20udjEuQ29tbWl0U3RhdGUSJgoGcGhhc2UxGAogASgLMhQud20udjEuUGhhc2UxT3V0Y29tZUgAEi4KDnBoYXNlMl9zdGFydGVkGAsgASgLMhQud20udjEuUGhhc2UyU3RhcnRlZEgAEjEKEGxsbV9yZXF1ZXN0X3NlbnQYDCABKAsyFS53bS52MS5MbG1SZXF1ZXN0U2VudEgAEjsKFWxsbV9yZXNwb25zZV9yZWNlaXZlZBgNIAEoCzIaLndtLnYxLkxsbVJlc3BvbnNlUmVjZWl2ZWRIABImCgpvcHNfcGFyc2VkGA4gASgLMhAud20udjEuT3BzUGFyc2VkSAASLgoOZ3VhcmRfZGVjaXNpb24YDyABKAsyFC53bS52MS5HdWFyZERlY2lzaW9uSAASOwoVd29ya2luZ19tZW1vcnlfc3RvcmVkGBAgASgLMhoud20udjEuV29ya2luZ01lbW9yeVN0b3JlZEgAEjAKD3JldHJ5X3NjaGVkdWxlZBgRIAEoCzIVLndtLnYxLlJldHJ5U2NoZWR1bGVkSAASIgoJY29tcGxldGVkGBIgASgLMg0ud20udjEuQ29tbWl0SAASHwoGZmFpbGVkGBMgASgLMg0ud20udjEuQ29tbWl0SAASJQoJaGVhcnRiZWF0GBQgASgLMhAud20udjEuSGVhcnRiZWF0SABCCAoGZGV0YWlsIsMBCg1QaGFzZTFPdXRjb21lEhAKCGFyY2hpdmVkGAEgASgIEhIKCmFyY2hpdmVfaWQYAiABKAkSHgoWYXJjaGl2ZWRfbWVzc2FnZV9jb3VudBgDIAEoBRIaChJrZXB0X21lc3NhZ2VfY291bnQYBCABKAUSFwoPYXJjaGl2ZWRfdG9rZW5zGAUgASgDEiYKC3NraXBfcmVhc29uGAYgASgOMhEud20udjEuU2tpcFJlYXNvbhIPCgdtZXNzYWdlGAcgASgJIngKDVBoYXNlMlN0YXJ0ZWQSDwoHYXR0ZW1wdBgBIAEoBRIfCgRtb2RlGAIgASgOMhEud20udjEuUGhhc2UyTW9kZRIYChBwcmV2aW91c192ZXJzaW9uGAMgASgDEhsKE2NvdmVyZWRfYXJjaGl2ZV9pZHMYBCADKAkiQgoOTGxtUmVxdWVzdFNlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSDwoHcHVycG9zZRgDIAEoCSJhChNMbG1SZXNwb25zZVJlY2VpdmVkEhMKC3N0b3BfcmVhc29uGAEgASgJEiAKBXVzYWdlGAIgASgLMhEud20udjEuVG9rZW5Vc2FnZRITCgtkdXJhdGlvbl9tcxgDIAEoAyI8CglPcHNQYXJzZWQSHQoDb3BzGAEgAygLMhAud20udjEuU2VjdGlvbk9wEhAKCHByb2JsZW1zGAIgAygJIogBChNXb3JraW5nTWVtb3J5U3RvcmVkEg8KB3ZlcnNpb24YASABKAMSGAoQZXN0aW1hdGVkX3Rva2VucxgCIAEoAxIQCghhYnN0cmFjdBgDIAEoCRIVCg1wZW5kaW5nX2l0ZW1zGAQgASgFEh0KFXBlbmRpbmdfaXRlbXNfZHJvcHBlZBgFIAEoBSK4AQoOUmV0cnlTY2hlZHVsZWQSDwoHYXR0ZW1wdBgBIAEoBRIQCghkZWxheV9tcxgCIAEoAxIOCgZyZWFzb24YAyABKAkSNQoRbmV4dF9hdHRlbXB0X3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhwKFHByb3ZpZGVyX3VuYXZhaWxhYmxlGAUgASgIEh4KFndhaXRfcmVtYWluaW5nX3NlY29uZHMYBiABKAMiIgoJSGVhcnRiZWF0EhUKDWxhc3Rfc2VxdWVuY2UYASABKAMieAoJU2VjdGlvbk9wEhUKB3NlY3Rpb24YASABKAlCBOJBAQISKAoEa2luZBgCIAEoDjIULndtLnYxLlNlY3Rpb25PcEtpbmRCBOJBAQISFQoHY29udGVudBgDIAEoCUIE4kEBARITCgVpdGVtcxgEIAMoCUIE4kEBASLfAQoNR3VhcmREZWNpc2lvbhIPCgdzZWN0aW9uGAEgASgJEiwKDnJlcXVlc3RlZF9raW5kGAIgASgOMhQud20udjEuU2VjdGlvbk9wS2luZBIqCgxhcHBsaWVkX2tpbmQYAyABKA4yFC53bS52MS5TZWN0aW9uT3BLaW5kEg0KBWd1YXJkGAQgASgJEg4KBnJlYXNvbhgFIAEoCRIVCg1kcm9wcGVkX2l0ZW1zGAYgAygJEhYKDnJlc3RvcmVkX2l0ZW1zGAcgAygJEhUKDXJlZnVzZWRfaXRlbXMYCCADKAkiQwoLU2VjdGlvbkJvZHkSDAoEbmFtZRgBIAEoCRIMCgRib2R5GAIgASgJEhgKEGVzdGltYXRlZF90b2tlbnMYAyABKAMi9QEKDVdvcmtpbmdNZW1vcnkSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAxIVCgd2ZXJzaW9uGAIgASgDQgTiQQEDEhgKCmFyY2hpdmVfaWQYAyABKAlCBOJBAQMSFgoIZG9jdW1lbnQYBCABKAlCBOJBAQMSKgoIc2VjdGlvbnMYBSADKAsyEi53bS52MS5TZWN0aW9uQm9keUIE4kEBAxIeChBlc3RpbWF0ZWRfdG9rZW5zGAYgASgDQgTiQQEDEjUKC2NyZWF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAyLhBAoHQXJjaGl2ZRIYCgphcmNoaXZlX2lkGAEgASgJQgTiQQEIEhgKCnNlc3Npb25faWQYAiABKAlCBOJBAQMSFwoJY29tbWl0X2lkGAMgASgJQgTiQQEDEicKBXN0YXRlGAQgASgOMhIud20udjEuQ29tbWl0U3RhdGVCBOJBAQMSFgoIYWJzdHJhY3QYBSABKAlCBOJBAQMSGwoNbWVzc2FnZV9jb3VudBgGIAEoBUIE4kEBAxIeChBlc3RpbWF0ZWRfdG9rZW5zGAcgASgDQgTiQQEDEiYKCG1lc3NhZ2VzGAggAygLMg4ud20udjEuTWVzc2FnZUIE4kEBAxIyCg53b3JraW5nX21lbW9yeRgJIAEoCzIULndtLnYxLldvcmtpbmdNZW1vcnlCBOJBAQMSJwoFZXJyb3IYCiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0IE4kEBAxItCglkZWNpc2lvbnMYCyADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uQgTiQQEDEiwKC3Rva2VuX3VzYWdlGAwgASgLMhEud20udjEuVG9rZW5Vc2FnZUIE4kEBAxI1CgtjcmVhdGVfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSIwoVY292ZXJlZF9ieV9hcmNoaXZlX2lkGA4gASgJQgTiQQEDEiYKGG5leHRfbWVzc2FnZXNfcGFnZV90b2tlbhgPIAEoCUIE4kEBAxIlChdtZXNzYWdlc19zdGFydF9wb3NpdGlvbhgQIAEoA0IE4kEBAyJdCgxNZW1vcnlTb3VyY2USGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAxIYCgphcmNoaXZlX2lkGAIgASgJQgTiQQEDEhkKC21lc3NhZ2VfaWRzGAMgAygJQgTiQQEDIrEBCg1NZW1vcnlWZXJzaW9uEhUKB3ZlcnNpb24YASABKANCBOJBAQMSEgoEdGV4dBgCIAEoCUIE4kEBAxIlCgR0eXBlGAMgASgOMhEud20udjEuTWVtb3J5VHlwZUIE4kEBAxIUCgZyZWFzb24YBCABKAlCBOJBAQMSOAoOc3VwZXJzZWRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDIpYFCgZNZW1vcnkSFwoJbWVtb3J5X2lkGAEgASgJQgTiQQEIEhUKB3VzZXJfaWQYAiABKAlCBOJBAQMSFgoIYWdlbnRfaWQYAyABKAlCBOJBAQMSGAoKc2Vzc2lvbl9pZBgEIAEoCUIE4kEBAxIlCgR0eXBlGAUgASgOMhEud20udjEuTWVtb3J5VHlwZUIE4kEBAhISCgR0ZXh0GAYgASgJQgTiQQECEi8KBmZpZWxkcxgHIAMoCzIZLndtLnYxLk1lbW9yeS5GaWVsZHNFbnRyeUIE4kEBARI0CgpldmVudF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBARI1CgtyZWNvcmRfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSKgoHc291cmNlcxgKIAMoCzITLndtLnYxLk1lbW9yeVNvdXJjZUIE4kEBAxI1CgtjcmVhdGVfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSNQoLdXBkYXRlX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDEicKBXN0YXRlGA0gASgOMhIud20udjEuTWVtb3J5U3RhdGVCBOJBAQMSFQoHdmVyc2lvbhgOIAEoA0IE4kEBAxIrCgdoaXN0b3J5GA8gAygLMhQud20udjEuTWVtb3J5VmVyc2lvbkIE4kEBAxIbCg1yZXRpcmVfcmVhc29uGBAgASgJQgTiQQEDGi0KC0ZpZWxkc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEKmsKDlRvb2xPdXRwdXRLaW5kEiAKHFRPT0xfT1VUUFVUX0tJTkRfVU5TUEVDSUZJRUQQABIbChdUT09MX09VVFBVVF9LSU5EX1JFU1VMVBABEhoKFlRPT0xfT1VUUFVUX0tJTkRfSU5QVVQQAiquAQoLQ29tbWl0U3RhdGUSHAoYQ09NTUlUX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUQ09NTUlUX1NUQVRFX1BFTkRJTkcQARIYChRDT01NSVRfU1RBVEVfUlVOTklORxACEhoKFkNPTU1JVF9TVEFURV9DT01QTEVURUQQAxIXChNDT01NSVRfU1RBVEVfRkFJTEVEEAQSGAoUQ09NTUlUX1NUQVRFX1NLSVBQRUQQBSpqCgpTa2lwUmVhc29uEhsKF1NLSVBfUkVBU09OX1VOU1BFQ0lGSUVEEAASGwoXU0tJUF9SRUFTT05fTk9fTUVTU0FHRVMQARIiCh5TS0lQX1JFQVNPTl9XSVRISU5fS0VFUF9XSU5ET1cQAiqoAQoNQ29tbWl0VHJpZ2dlchIeChpDT01NSVRfVFJJR0dFUl9VTlNQRUNJRklFRBAAEhkKFUNPTU1JVF9UUklHR0VSX0NMSUVOVBABEiEKHUNPTU1JVF9UUklHR0VSX1BFTkRJTkdfVE9LRU5TEAISIAocQ09NTUlUX1RSSUdHRVJfTUVTU0FHRV9DT1VOVBADEhcKE0NPTU1JVF9UUklHR0VSX0lETEUQBCqlAwoLQ29tbWl0U3RhZ2USHAoYQ09NTUlUX1NUQUdFX1VOU1BFQ0lGSUVEEAASGQoVQ09NTUlUX1NUQUdFX0FSQ0hJVkVEEAESGAoUQ09NTUlUX1NUQUdFX1NLSVBQRUQQAhIfChtDT01NSVRfU1RBR0VfUEhBU0UyX1NUQVJURUQQAxIhCh1DT01NSVRfU1RBR0VfTExNX1JFUVVFU1RfU0VOVBAEEiYKIkNPTU1JVF9TVEFHRV9MTE1fUkVTUE9OU0VfUkVDRUlWRUQQBRIbChdDT01NSVRfU1RBR0VfT1BTX1BBUlNFRBAGEh8KG0NPTU1JVF9TVEFHRV9HVUFSRF9ERUNJU0lPThAHEiYKIkNPTU1JVF9TVEFHRV9XT1JLSU5HX01FTU9SWV9TVE9SRUQQCBIgChxDT01NSVRfU1RBR0VfUkVUUllfU0NIRURVTEVEEAkSGgoWQ09NTUlUX1NUQUdFX0NPTVBMRVRFRBAKEhcKE0NPTU1JVF9TVEFHRV9GQUlMRUQQCxIaChZDT01NSVRfU1RBR0VfSEVBUlRCRUFUEAwqWQoKUGhhc2UyTW9kZRIbChdQSEFTRTJfTU9ERV9VTlNQRUNJRklFRBAAEhYKElBIQVNFMl9NT0RFX0NSRUFURRABEhYKElBIQVNFMl9NT0RFX1VQREFURRACKoIBCg1TZWN0aW9uT3BLaW5kEh8KG1NFQ1RJT05fT1BfS0lORF9VTlNQRUNJRklFRBAAEhgKFFNFQ1RJT05fT1BfS0lORF9LRUVQEAESGgoWU0VDVElPTl9PUF9LSU5EX1VQREFURRACEhoKFlNFQ1RJT05fT1BfS0lORF9BUFBFTkQQAyrCAQoKTWVtb3J5VHlwZRIbChdNRU1PUllfVFlQRV9VTlNQRUNJRklFRBAAEhcKE01FTU9SWV9UWVBFX1BST0ZJTEUQARIaChZNRU1PUllfVFlQRV9QUkVGRVJFTkNFEAISFgoSTUVNT1JZX1RZUEVfRU5USVRZEAMSFQoRTUVNT1JZX1RZUEVfRVZFTlQQBBIYChRNRU1PUllfVFlQRV9ERUNJU0lPThAFEhkKFU1FTU9SWV9UWVBFX1BST0NFRFVSRRAGKl4KC01lbW9yeVN0YXRlEhwKGE1FTU9SWV9TVEFURV9VTlNQRUNJRklFRBAAEhcKE01FTU9SWV9TVEFURV9BQ1RJVkUQARIYChRNRU1PUllfU1RBVEVfUkVUSVJFRBACYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_duration, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * A conversation whose working memory the service keeps. Sessions belong to a tenant; a
@@ -107,6 +107,23 @@ export type Session = Message$1<"wm.v1.Session"> & {
    * @generated from field: wm.v1.SessionConfig config = 11;
    */
   config?: SessionConfig | undefined;
+
+  /**
+   * The user the session works for (1-128 characters of [A-Za-z0-9._:@-]); empty: none. Set
+   * at CreateSession and immutable after. Long-term memories of a user are shared by all that
+   * user's sessions (see Memory.user_id).
+   *
+   * @generated from field: string user_id = 12;
+   */
+  userId: string;
+
+  /**
+   * The agent the session runs (same rules as user_id); empty: none. Set at CreateSession and
+   * immutable after. A session with no user_id owns its memories by agent_id when it has one.
+   *
+   * @generated from field: string agent_id = 13;
+   */
+  agentId: string;
 };
 
 /**
@@ -1535,6 +1552,223 @@ export const ArchiveSchema: GenMessage<Archive> = /*@__PURE__*/
   messageDesc(file_wm_v1_resources, 24);
 
 /**
+ * Where a memory was learned.
+ *
+ * @generated from message wm.v1.MemorySource
+ */
+export type MemorySource = Message$1<"wm.v1.MemorySource"> & {
+  /**
+   * The session it came from.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The archive of that session (archive_001, ...); empty for a memory stored by a call.
+   *
+   * @generated from field: string archive_id = 2;
+   */
+  archiveId: string;
+
+  /**
+   * The messages that state it, at most 50.
+   *
+   * @generated from field: repeated string message_ids = 3;
+   */
+  messageIds: string[];
+};
+
+/**
+ * Describes the message wm.v1.MemorySource.
+ * Use `create(MemorySourceSchema)` to create a new message.
+ */
+export const MemorySourceSchema: GenMessage<MemorySource> = /*@__PURE__*/
+  messageDesc(file_wm_v1_resources, 25);
+
+/**
+ * A superseded text of a memory: kept, never lost, until the memory is deleted.
+ *
+ * @generated from message wm.v1.MemoryVersion
+ */
+export type MemoryVersion = Message$1<"wm.v1.MemoryVersion"> & {
+  /**
+   * The version number this text had, from 1.
+   *
+   * @generated from field: int64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * The text it had.
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+
+  /**
+   * Its type then.
+   *
+   * @generated from field: wm.v1.MemoryType type = 3;
+   */
+  type: MemoryType;
+
+  /**
+   * Why it was superseded (a user's correction, an update, a merge, a retirement).
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * When it was superseded.
+   *
+   * @generated from field: google.protobuf.Timestamp supersede_time = 5;
+   */
+  supersedeTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message wm.v1.MemoryVersion.
+ * Use `create(MemoryVersionSchema)` to create a new message.
+ */
+export const MemoryVersionSchema: GenMessage<MemoryVersion> = /*@__PURE__*/
+  messageDesc(file_wm_v1_resources, 26);
+
+/**
+ * A long-term memory: a short typed statement learned in a session that outlives it. It
+ * belongs to the caller's tenant (implicit) and to one owner: a user (shared by all that
+ * user's sessions), else an agent, else, for a session with neither, that session alone
+ * (its memories are deleted with it).
+ *
+ * @generated from message wm.v1.Memory
+ */
+export type Memory = Message$1<"wm.v1.Memory"> & {
+  /**
+   * The memory's id, unique within the tenant (mem_ and 20 lowercase hex digits).
+   *
+   * @generated from field: string memory_id = 1;
+   */
+  memoryId: string;
+
+  /**
+   * The owning user; set when a user owns it.
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * The owning agent; set when an agent owns it.
+   *
+   * @generated from field: string agent_id = 3;
+   */
+  agentId: string;
+
+  /**
+   * The owning session; set only when the memory belongs to a session with neither a user
+   * nor an agent.
+   *
+   * @generated from field: string session_id = 4;
+   */
+  sessionId: string;
+
+  /**
+   * What it is about.
+   *
+   * @generated from field: wm.v1.MemoryType type = 5;
+   */
+  type: MemoryType;
+
+  /**
+   * The statement: 1-2,000 characters after trimming. Two active memories of one owner never
+   * have the same normalized text (Unicode case folding, whitespace, emphasis, final
+   * punctuation ignored).
+   *
+   * @generated from field: string text = 6;
+   */
+  text: string;
+
+  /**
+   * Structured fields (names, dates, numbers): at most 16, keys 1-64 characters of
+   * [A-Za-z0-9_.-], values at most 500 characters.
+   *
+   * @generated from field: map<string, string> fields = 7;
+   */
+  fields: { [key: string]: string };
+
+  /**
+   * When what it states happened or holds from (events, decisions); unset when not dated.
+   *
+   * @generated from field: google.protobuf.Timestamp event_time = 8;
+   */
+  eventTime?: Timestamp | undefined;
+
+  /**
+   * When it was learned (stored first).
+   *
+   * @generated from field: google.protobuf.Timestamp record_time = 9;
+   */
+  recordTime?: Timestamp | undefined;
+
+  /**
+   * Where it was learned, newest first, at most 20.
+   *
+   * @generated from field: repeated wm.v1.MemorySource sources = 10;
+   */
+  sources: MemorySource[];
+
+  /**
+   * When it was created.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 11;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * When its text, type, fields or state last changed.
+   *
+   * @generated from field: google.protobuf.Timestamp update_time = 12;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * Active (recalled) or retired.
+   *
+   * @generated from field: wm.v1.MemoryState state = 13;
+   */
+  state: MemoryState;
+
+  /**
+   * The current version, from 1; each change of the text or type adds one.
+   *
+   * @generated from field: int64 version = 14;
+   */
+  version: bigint;
+
+  /**
+   * The superseded versions, newest first (GetMemory only; empty in lists and searches).
+   *
+   * @generated from field: repeated wm.v1.MemoryVersion history = 15;
+   */
+  history: MemoryVersion[];
+
+  /**
+   * Why it was retired, for a retired memory.
+   *
+   * @generated from field: string retire_reason = 16;
+   */
+  retireReason: string;
+};
+
+/**
+ * Describes the message wm.v1.Memory.
+ * Use `create(MemorySchema)` to create a new message.
+ */
+export const MemorySchema: GenMessage<Memory> = /*@__PURE__*/
+  messageDesc(file_wm_v1_resources, 27);
+
+/**
  * Who produced a message.
  *
  * @generated from enum wm.v1.Role
@@ -1935,4 +2169,100 @@ export enum SectionOpKind {
  */
 export const SectionOpKindSchema: GenEnum<SectionOpKind> = /*@__PURE__*/
   enumDesc(file_wm_v1_resources, 7);
+
+/**
+ * What a long-term memory is about (mirrors wm_core.MemoryType).
+ *
+ * @generated from enum wm.v1.MemoryType
+ */
+export enum MemoryType {
+  /**
+   * Not set: INVALID_ARGUMENT where a type is required; in filters, no filter.
+   *
+   * @generated from enum value: MEMORY_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Who the user is: name, role, team, location ("The user is Ana, SRE in the Lisbon team").
+   *
+   * @generated from enum value: MEMORY_TYPE_PROFILE = 1;
+   */
+  PROFILE = 1,
+
+  /**
+   * How the user wants things done ("Prefers answers in German", "Never use tabs").
+   *
+   * @generated from enum value: MEMORY_TYPE_PREFERENCE = 2;
+   */
+  PREFERENCE = 2,
+
+  /**
+   * A named thing and what is known of it: a project, service, person, repository.
+   *
+   * @generated from enum value: MEMORY_TYPE_ENTITY = 3;
+   */
+  ENTITY = 3,
+
+  /**
+   * Something that happened at a time (event_time says when): a release, an outage.
+   *
+   * @generated from enum value: MEMORY_TYPE_EVENT = 4;
+   */
+  EVENT = 4,
+
+  /**
+   * A choice that was made, with its reason ("Ledger moves to Postgres: needs transactions").
+   *
+   * @generated from enum value: MEMORY_TYPE_DECISION = 5;
+   */
+  DECISION = 5,
+
+  /**
+   * How something is done, step by step (a deploy, a release checklist).
+   *
+   * @generated from enum value: MEMORY_TYPE_PROCEDURE = 6;
+   */
+  PROCEDURE = 6,
+}
+
+/**
+ * Describes the enum wm.v1.MemoryType.
+ */
+export const MemoryTypeSchema: GenEnum<MemoryType> = /*@__PURE__*/
+  enumDesc(file_wm_v1_resources, 8);
+
+/**
+ * Whether a memory is recalled.
+ *
+ * @generated from enum wm.v1.MemoryState
+ */
+export enum MemoryState {
+  /**
+   * Not set; in filters, active only.
+   *
+   * @generated from enum value: MEMORY_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Found by search and recalled into contexts.
+   *
+   * @generated from enum value: MEMORY_STATE_ACTIVE = 1;
+   */
+  ACTIVE = 1,
+
+  /**
+   * Superseded or contradicted: kept with its history, never searched nor recalled.
+   *
+   * @generated from enum value: MEMORY_STATE_RETIRED = 2;
+   */
+  RETIRED = 2,
+}
+
+/**
+ * Describes the enum wm.v1.MemoryState.
+ */
+export const MemoryStateSchema: GenEnum<MemoryState> = /*@__PURE__*/
+  enumDesc(file_wm_v1_resources, 9);
 

@@ -8,9 +8,9 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
-import type { EmptySchema, FieldMask } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_empty, file_google_protobuf_field_mask } from "@bufbuild/protobuf/wkt";
-import type { Archive, ArchiveSchema, Commit, CommitEventSchema, CommitSchema, GuardDecision, Message as Message$1, Role, SectionOp, Session, SessionConfig, SessionSchema, ToolOutput, WorkingMemory, WorkingMemorySchema } from "./resources_pb.js";
+import type { EmptySchema, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Archive, ArchiveSchema, Commit, CommitEventSchema, CommitSchema, GuardDecision, Memory, MemorySchema, MemoryState, MemoryType, Message as Message$1, Role, SectionOp, Session, SessionConfig, SessionSchema, ToolOutput, WorkingMemory, WorkingMemorySchema } from "./resources_pb.js";
 import { file_wm_v1_resources } from "./resources_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file wm/v1/working_memory_service.proto.
  */
 export const file_wm_v1_working_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("CiJ3bS92MS93b3JraW5nX21lbW9yeV9zZXJ2aWNlLnByb3RvEgV3bS52MSJ2ChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQEBEhgKCnJlcXVlc3RfaWQYAiABKAlCBOJBAQESKgoGY29uZmlnGAMgASgLMhQud20udjEuU2Vzc2lvbkNvbmZpZ0IE4kEBASKOAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJQoHc2Vzc2lvbhgBIAEoCzIOLndtLnYxLlNlc3Npb25CBOJBAQISNQoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgTiQQEBEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQEiLQoRR2V0U2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAiJIChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhcKCXBhZ2Vfc2l6ZRgBIAEoBUIE4kEBARIYCgpwYWdlX3Rva2VuGAIgASgJQgTiQQEBIlEKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiAKCHNlc3Npb25zGAEgAygLMg4ud20udjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBIpkBChJBZGRNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhImCghtZXNzYWdlcxgCIAMoCzIOLndtLnYxLk1lc3NhZ2VCBOJBAQISJwoZY3JlYXRlX3Nlc3Npb25faWZfbWlzc2luZxgDIAEoCEIE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBIsMBChNBZGRNZXNzYWdlc1Jlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgDIAEoAxIZChFhZGRlZF9tZXNzYWdlX2lkcxgEIAMoCRIdChVkdXBsaWNhdGVfbWVzc2FnZV9pZHMYBSADKAkSFwoPc2Vzc2lvbl9jcmVhdGVkGAYgASgIEhYKDmF1dG9fY29tbWl0X2lkGAcgASgJImIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0TWVzc2FnZXNSZXNwb25zZRIgCghtZXNzYWdlcxgBIAMoCzIOLndtLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoUBCg1Db21taXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISHwoRa2VlcF9yZWNlbnRfY291bnQYAiABKAVCBOJBAQESGAoKcmVxdWVzdF9pZBgDIAEoCUIE4kEBARIfChFrZWVwX3JlY2VudF90dXJucxgEIAEoBUIE4kEBASJlChJXYXRjaENvbW1pdFJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCgljb21taXRfaWQYAiABKAlCBOJBAQISHAoOYWZ0ZXJfc2VxdWVuY2UYAyABKANCBOJBAQEiRQoQR2V0Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAiJhChJMaXN0Q29tbWl0c1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJOChNMaXN0Q29tbWl0c1Jlc3BvbnNlEh4KB2NvbW1pdHMYASADKAsyDS53bS52MS5Db21taXQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImEKElJldHJ5Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAMgASgJQgTiQQEBIkQKDkNvbXBhY3RSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGAoKcmVxdWVzdF9pZBgCIAEoCUIE4kEBASJKChdHZXRXb3JraW5nTWVtb3J5UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhUKB3ZlcnNpb24YAiABKANCBOJBAQEilwEKHEFwcGx5V29ya2luZ01lbW9yeU9wc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIjCgNvcHMYAiADKAsyEC53bS52MS5TZWN0aW9uT3BCBOJBAQISHgoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoA0IE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBInYKHUFwcGx5V29ya2luZ01lbW9yeU9wc1Jlc3BvbnNlEiwKDndvcmtpbmdfbWVtb3J5GAEgASgLMhQud20udjEuV29ya2luZ01lbW9yeRInCglkZWNpc2lvbnMYAiADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uIskBChZBc3NlbWJsZUNvbnRleHRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQECEhsKDXN5c3RlbV9wcm9tcHQYAyABKAlCBOJBAQESJAoWaW5jbHVkZV9hbnRocm9waWNfanNvbhgEIAEoCEIE4kEBARI2ChByZWdpc3RlcmVkX3Rvb2xzGAUgASgLMhYud20udjEuUmVnaXN0ZXJlZFRvb2xzQgTiQQEBIiYKD1JlZ2lzdGVyZWRUb29scxITCgVuYW1lcxgBIAMoCUIE4kEBASKbAwoXQXNzZW1ibGVDb250ZXh0UmVzcG9uc2USHgoWc3lzdGVtX3Byb21wdF9hZGRpdGlvbhgBIAEoCRIgCghtZXNzYWdlcxgCIAMoCzIOLndtLnYxLk1lc3NhZ2USHwoXYW50aHJvcGljX21lc3NhZ2VzX2pzb24YAyABKAkSGAoQZXN0aW1hdGVkX3Rva2VucxgEIAEoAxIcChRyZXBseV9yZXNlcnZlX3Rva2VucxgFIAEoAxIeChZ3b3JraW5nX21lbW9yeV92ZXJzaW9uGAYgASgDEh0KFXdvcmtpbmdfbWVtb3J5X3Rva2VucxgHIAEoAxIVCg10cmltbWVkX2l0ZW1zGAggAygJEh0KFXVuY292ZXJlZF9hcmNoaXZlX2lkcxgJIAMoCRIeChZpbmNsdWRlZF9tZXNzYWdlX2NvdW50GAogASgFEh0KFWRyb3BwZWRfbWVzc2FnZV9jb3VudBgLIAEoBRIRCgljdXRfcGFydHMYDCADKAkSHgoWZWZmZWN0aXZlX3Rva2VuX2J1ZGdldBgNIAEoAyJiChNMaXN0QXJjaGl2ZXNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISFwoJcGFnZV9zaXplGAIgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YAyABKAlCBOJBAQEiUQoUTGlzdEFyY2hpdmVzUmVzcG9uc2USIAoIYXJjaGl2ZXMYASADKAsyDi53bS52MS5BcmNoaXZlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ6ChFHZXRBcmNoaXZlUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhgKCmFyY2hpdmVfaWQYAiABKAlCBOJBAQISFwoJcGFnZV9zaXplGAMgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YBCABKAlCBOJBAQEilAEKFVNlYXJjaEFyY2hpdmVzUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQEBEhMKBXF1ZXJ5GAIgASgJQgTiQQECEhgKCmFyY2hpdmVfaWQYAyABKAlCBOJBAQESFgoIbWF4X2hpdHMYBCABKAVCBOJBAQESGgoMYWxsX3Nlc3Npb25zGAUgASgIQgTiQQEBInMKCVNlYXJjaEhpdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCmFyY2hpdmVfaWQYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIZCgRyb2xlGAQgASgOMgsud20udjEuUm9sZRIPCgdzbmlwcGV0GAUgASgJIk8KFlNlYXJjaEFyY2hpdmVzUmVzcG9uc2USHgoEaGl0cxgBIAMoCzIQLndtLnYxLlNlYXJjaEhpdBIVCg10b3RhbF9tYXRjaGVzGAIgASgFIkQKGUdldFRvb2xEZWZpbml0aW9uc1JlcXVlc3QSJwoGZm9ybWF0GAEgASgOMhEud20udjEuVG9vbEZvcm1hdEIE4kEBASJ7Cg5Ub29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhkKEWlucHV0X3NjaGVtYV9qc29uGAMgASgJEhYKDmFudGhyb3BpY19qc29uGAQgASgJEhMKC29wZW5haV9qc29uGAUgASgJIkIKGkdldFRvb2xEZWZpbml0aW9uc1Jlc3BvbnNlEiQKBXRvb2xzGAEgAygLMhUud20udjEuVG9vbERlZmluaXRpb24iNQoJTGluZVJhbmdlEhMKBXN0YXJ0GAEgASgDQgTiQQEBEhMKBWNvdW50GAIgASgDQgTiQQEBIjcKCUJ5dGVSYW5nZRIUCgZvZmZzZXQYASABKANCBOJBAQESFAoGbGVuZ3RoGAIgASgDQgTiQQEBIrIBChRHZXRUb29sT3V0cHV0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCW91dHB1dF9pZBgCIAEoCUIE4kEBAhIhCgVsaW5lcxgDIAEoCzIQLndtLnYxLkxpbmVSYW5nZUgAEiEKBWJ5dGVzGAQgASgLMhAud20udjEuQnl0ZVJhbmdlSAASGAoKcGFnZV90b2tlbhgFIAEoCUIE4kEBAUIHCgVyYW5nZSK0AQoVR2V0VG9vbE91dHB1dFJlc3BvbnNlEiEKBm91dHB1dBgBIAEoCzIRLndtLnYxLlRvb2xPdXRwdXQSDwoHY29udGVudBgCIAEoCRISCgpzdGFydF9saW5lGAMgASgDEhIKCmxpbmVfY291bnQYBCABKAMSEgoKc3RhcnRfYnl0ZRgFIAEoAxISCgpieXRlX2NvdW50GAYgASgDEhcKD25leHRfcGFnZV90b2tlbhgHIAEoCSJ6ChhTZWFyY2hUb29sT3V0cHV0c1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhITCgVxdWVyeRgCIAEoCUIE4kEBAhIXCglvdXRwdXRfaWQYAyABKAlCBOJBAQESFgoIbWF4X2hpdHMYBCABKAVCBOJBAQEiVQoNVG9vbE91dHB1dEhpdBIRCglvdXRwdXRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIMCgRsaW5lGAMgASgDEg8KB3NuaXBwZXQYBCABKAkiVgoZU2VhcmNoVG9vbE91dHB1dHNSZXNwb25zZRIiCgRoaXRzGAEgAygLMhQud20udjEuVG9vbE91dHB1dEhpdBIVCg10b3RhbF9tYXRjaGVzGAIgASgFKlwKClRvb2xGb3JtYXQSGwoXVE9PTF9GT1JNQVRfVU5TUEVDSUZJRUQQABIZChVUT09MX0ZPUk1BVF9BTlRIUk9QSUMQARIWChJUT09MX0ZPUk1BVF9PUEVOQUkQAjKZDAoUV29ya2luZ01lbW9yeVNlcnZpY2USPAoNQ3JlYXRlU2Vzc2lvbhIbLndtLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0Gg4ud20udjEuU2Vzc2lvbhI2CgpHZXRTZXNzaW9uEhgud20udjEuR2V0U2Vzc2lvblJlcXVlc3QaDi53bS52MS5TZXNzaW9uEjwKDVVwZGF0ZVNlc3Npb24SGy53bS52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBoOLndtLnYxLlNlc3Npb24SRwoMTGlzdFNlc3Npb25zEhoud20udjEuTGlzdFNlc3Npb25zUmVxdWVzdBobLndtLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEkQKDURlbGV0ZVNlc3Npb24SGy53bS52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRJECgtBZGRNZXNzYWdlcxIZLndtLnYxLkFkZE1lc3NhZ2VzUmVxdWVzdBoaLndtLnYxLkFkZE1lc3NhZ2VzUmVzcG9uc2USRwoMTGlzdE1lc3NhZ2VzEhoud20udjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBobLndtLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEjQKBkNvbW1pdBIULndtLnYxLkNvbW1pdFJlcXVlc3QaEi53bS52MS5Db21taXRFdmVudDABEj4KC1dhdGNoQ29tbWl0Ehkud20udjEuV2F0Y2hDb21taXRSZXF1ZXN0GhIud20udjEuQ29tbWl0RXZlbnQwARIzCglHZXRDb21taXQSFy53bS52MS5HZXRDb21taXRSZXF1ZXN0Gg0ud20udjEuQ29tbWl0EkQKC0xpc3RDb21taXRzEhkud20udjEuTGlzdENvbW1pdHNSZXF1ZXN0Ghoud20udjEuTGlzdENvbW1pdHNSZXNwb25zZRI3CgtSZXRyeUNvbW1pdBIZLndtLnYxLlJldHJ5Q29tbWl0UmVxdWVzdBoNLndtLnYxLkNvbW1pdBI2CgdDb21wYWN0EhUud20udjEuQ29tcGFjdFJlcXVlc3QaEi53bS52MS5Db21taXRFdmVudDABEkgKEEdldFdvcmtpbmdNZW1vcnkSHi53bS52MS5HZXRXb3JraW5nTWVtb3J5UmVxdWVzdBoULndtLnYxLldvcmtpbmdNZW1vcnkSYgoVQXBwbHlXb3JraW5nTWVtb3J5T3BzEiMud20udjEuQXBwbHlXb3JraW5nTWVtb3J5T3BzUmVxdWVzdBokLndtLnYxLkFwcGx5V29ya2luZ01lbW9yeU9wc1Jlc3BvbnNlElAKD0Fzc2VtYmxlQ29udGV4dBIdLndtLnYxLkFzc2VtYmxlQ29udGV4dFJlcXVlc3QaHi53bS52MS5Bc3NlbWJsZUNvbnRleHRSZXNwb25zZRJHCgxMaXN0QXJjaGl2ZXMSGi53bS52MS5MaXN0QXJjaGl2ZXNSZXF1ZXN0Ghsud20udjEuTGlzdEFyY2hpdmVzUmVzcG9uc2USNgoKR2V0QXJjaGl2ZRIYLndtLnYxLkdldEFyY2hpdmVSZXF1ZXN0Gg4ud20udjEuQXJjaGl2ZRJNCg5TZWFyY2hBcmNoaXZlcxIcLndtLnYxLlNlYXJjaEFyY2hpdmVzUmVxdWVzdBodLndtLnYxLlNlYXJjaEFyY2hpdmVzUmVzcG9uc2USWQoSR2V0VG9vbERlZmluaXRpb25zEiAud20udjEuR2V0VG9vbERlZmluaXRpb25zUmVxdWVzdBohLndtLnYxLkdldFRvb2xEZWZpbml0aW9uc1Jlc3BvbnNlEkoKDUdldFRvb2xPdXRwdXQSGy53bS52MS5HZXRUb29sT3V0cHV0UmVxdWVzdBocLndtLnYxLkdldFRvb2xPdXRwdXRSZXNwb25zZRJWChFTZWFyY2hUb29sT3V0cHV0cxIfLndtLnYxLlNlYXJjaFRvb2xPdXRwdXRzUmVxdWVzdBogLndtLnYxLlNlYXJjaFRvb2xPdXRwdXRzUmVzcG9uc2ViBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_empty, file_google_protobuf_field_mask, file_wm_v1_resources]);
+  fileDesc("CiJ3bS92MS93b3JraW5nX21lbW9yeV9zZXJ2aWNlLnByb3RvEgV3bS52MSKlAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBARIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBEioKBmNvbmZpZxgDIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQESFQoHdXNlcl9pZBgEIAEoCUIE4kEBARIWCghhZ2VudF9pZBgFIAEoCUIE4kEBASKOAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJQoHc2Vzc2lvbhgBIAEoCzIOLndtLnYxLlNlc3Npb25CBOJBAQISNQoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgTiQQEBEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQEiLQoRR2V0U2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAiJIChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhcKCXBhZ2Vfc2l6ZRgBIAEoBUIE4kEBARIYCgpwYWdlX3Rva2VuGAIgASgJQgTiQQEBIlEKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiAKCHNlc3Npb25zGAEgAygLMg4ud20udjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBIpkBChJBZGRNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhImCghtZXNzYWdlcxgCIAMoCzIOLndtLnYxLk1lc3NhZ2VCBOJBAQISJwoZY3JlYXRlX3Nlc3Npb25faWZfbWlzc2luZxgDIAEoCEIE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBIsMBChNBZGRNZXNzYWdlc1Jlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgDIAEoAxIZChFhZGRlZF9tZXNzYWdlX2lkcxgEIAMoCRIdChVkdXBsaWNhdGVfbWVzc2FnZV9pZHMYBSADKAkSFwoPc2Vzc2lvbl9jcmVhdGVkGAYgASgIEhYKDmF1dG9fY29tbWl0X2lkGAcgASgJImIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0TWVzc2FnZXNSZXNwb25zZRIgCghtZXNzYWdlcxgBIAMoCzIOLndtLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoUBCg1Db21taXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISHwoRa2VlcF9yZWNlbnRfY291bnQYAiABKAVCBOJBAQESGAoKcmVxdWVzdF9pZBgDIAEoCUIE4kEBARIfChFrZWVwX3JlY2VudF90dXJucxgEIAEoBUIE4kEBASJlChJXYXRjaENvbW1pdFJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCgljb21taXRfaWQYAiABKAlCBOJBAQISHAoOYWZ0ZXJfc2VxdWVuY2UYAyABKANCBOJBAQEiRQoQR2V0Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAiJhChJMaXN0Q29tbWl0c1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJOChNMaXN0Q29tbWl0c1Jlc3BvbnNlEh4KB2NvbW1pdHMYASADKAsyDS53bS52MS5Db21taXQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImEKElJldHJ5Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAMgASgJQgTiQQEBIkQKDkNvbXBhY3RSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGAoKcmVxdWVzdF9pZBgCIAEoCUIE4kEBASJKChdHZXRXb3JraW5nTWVtb3J5UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhUKB3ZlcnNpb24YAiABKANCBOJBAQEilwEKHEFwcGx5V29ya2luZ01lbW9yeU9wc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIjCgNvcHMYAiADKAsyEC53bS52MS5TZWN0aW9uT3BCBOJBAQISHgoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoA0IE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBInYKHUFwcGx5V29ya2luZ01lbW9yeU9wc1Jlc3BvbnNlEiwKDndvcmtpbmdfbWVtb3J5GAEgASgLMhQud20udjEuV29ya2luZ01lbW9yeRInCglkZWNpc2lvbnMYAiADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uIvsBChZBc3NlbWJsZUNvbnRleHRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQECEhsKDXN5c3RlbV9wcm9tcHQYAyABKAlCBOJBAQESJAoWaW5jbHVkZV9hbnRocm9waWNfanNvbhgEIAEoCEIE4kEBARI2ChByZWdpc3RlcmVkX3Rvb2xzGAUgASgLMhYud20udjEuUmVnaXN0ZXJlZFRvb2xzQgTiQQEBEjAKDW1lbW9yeV9yZWNhbGwYBiABKAsyEy53bS52MS5NZW1vcnlSZWNhbGxCBOJBAQEiXQoMTWVtb3J5UmVjYWxsEhUKB2VuYWJsZWQYASABKAhCBOJBAQESGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQEBEhoKDG1heF9tZW1vcmllcxgDIAEoBUIE4kEBASImCg9SZWdpc3RlcmVkVG9vbHMSEwoFbmFtZXMYASADKAlCBOJBAQEizwMKF0Fzc2VtYmxlQ29udGV4dFJlc3BvbnNlEh4KFnN5c3RlbV9wcm9tcHRfYWRkaXRpb24YASABKAkSIAoIbWVzc2FnZXMYAiADKAsyDi53bS52MS5NZXNzYWdlEh8KF2FudGhyb3BpY19tZXNzYWdlc19qc29uGAMgASgJEhgKEGVzdGltYXRlZF90b2tlbnMYBCABKAMSHAoUcmVwbHlfcmVzZXJ2ZV90b2tlbnMYBSABKAMSHgoWd29ya2luZ19tZW1vcnlfdmVyc2lvbhgGIAEoAxIdChV3b3JraW5nX21lbW9yeV90b2tlbnMYByABKAMSFQoNdHJpbW1lZF9pdGVtcxgIIAMoCRIdChV1bmNvdmVyZWRfYXJjaGl2ZV9pZHMYCSADKAkSHgoWaW5jbHVkZWRfbWVzc2FnZV9jb3VudBgKIAEoBRIdChVkcm9wcGVkX21lc3NhZ2VfY291bnQYCyABKAUSEQoJY3V0X3BhcnRzGAwgAygJEh4KFmVmZmVjdGl2ZV90b2tlbl9idWRnZXQYDSABKAMSGwoTcmVjYWxsZWRfbWVtb3J5X2lkcxgOIAMoCRIVCg1tZW1vcnlfdG9rZW5zGA8gASgDImIKE0xpc3RBcmNoaXZlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0QXJjaGl2ZXNSZXNwb25zZRIgCghhcmNoaXZlcxgBIAMoCzIOLndtLnYxLkFyY2hpdmUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInoKEUdldEFyY2hpdmVSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGAoKYXJjaGl2ZV9pZBgCIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAyABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgEIAEoCUIE4kEBASLqAQoVU2VhcmNoQXJjaGl2ZXNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQESEwoFcXVlcnkYAiABKAlCBOJBAQISGAoKYXJjaGl2ZV9pZBgDIAEoCUIE4kEBARIWCghtYXhfaGl0cxgEIAEoBUIE4kEBARIaCgxhbGxfc2Vzc2lvbnMYBSABKAhCBOJBAQESJQoEbW9kZRgGIAEoDjIRLndtLnYxLlNlYXJjaE1vZGVCBOJBAQESFQoHdXNlcl9pZBgHIAEoCUIE4kEBARIWCghhZ2VudF9pZBgIIAEoCUIE4kEBASKCAQoJU2VhcmNoSGl0EhIKCnNlc3Npb25faWQYASABKAkSEgoKYXJjaGl2ZV9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEhkKBHJvbGUYBCABKA4yCy53bS52MS5Sb2xlEg8KB3NuaXBwZXQYBSABKAkSDQoFc2NvcmUYBiABKAEiTwoWU2VhcmNoQXJjaGl2ZXNSZXNwb25zZRIeCgRoaXRzGAEgAygLMhAud20udjEuU2VhcmNoSGl0EhUKDXRvdGFsX21hdGNoZXMYAiABKAUiRAoZR2V0VG9vbERlZmluaXRpb25zUmVxdWVzdBInCgZmb3JtYXQYASABKA4yES53bS52MS5Ub29sRm9ybWF0QgTiQQEBInsKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSGQoRaW5wdXRfc2NoZW1hX2pzb24YAyABKAkSFgoOYW50aHJvcGljX2pzb24YBCABKAkSEwoLb3BlbmFpX2pzb24YBSABKAkiQgoaR2V0VG9vbERlZmluaXRpb25zUmVzcG9uc2USJAoFdG9vbHMYASADKAsyFS53bS52MS5Ub29sRGVmaW5pdGlvbiI1CglMaW5lUmFuZ2USEwoFc3RhcnQYASABKANCBOJBAQESEwoFY291bnQYAiABKANCBOJBAQEiNwoJQnl0ZVJhbmdlEhQKBm9mZnNldBgBIAEoA0IE4kEBARIUCgZsZW5ndGgYAiABKANCBOJBAQEisgEKFEdldFRvb2xPdXRwdXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISFwoJb3V0cHV0X2lkGAIgASgJQgTiQQECEiEKBWxpbmVzGAMgASgLMhAud20udjEuTGluZVJhbmdlSAASIQoFYnl0ZXMYBCABKAsyEC53bS52MS5CeXRlUmFuZ2VIABIYCgpwYWdlX3Rva2VuGAUgASgJQgTiQQEBQgcKBXJhbmdlIrQBChVHZXRUb29sT3V0cHV0UmVzcG9uc2USIQoGb3V0cHV0GAEgASgLMhEud20udjEuVG9vbE91dHB1dBIPCgdjb250ZW50GAIgASgJEhIKCnN0YXJ0X2xpbmUYAyABKAMSEgoKbGluZV9jb3VudBgEIAEoAxISCgpzdGFydF9ieXRlGAUgASgDEhIKCmJ5dGVfY291bnQYBiABKAMSFwoPbmV4dF9wYWdlX3Rva2VuGAcgASgJInoKGFNlYXJjaFRvb2xPdXRwdXRzUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhMKBXF1ZXJ5GAIgASgJQgTiQQECEhcKCW91dHB1dF9pZBgDIAEoCUIE4kEBARIWCghtYXhfaGl0cxgEIAEoBUIE4kEBASJVCg1Ub29sT3V0cHV0SGl0EhEKCW91dHB1dF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEgwKBGxpbmUYAyABKAMSDwoHc25pcHBldBgEIAEoCSJWChlTZWFyY2hUb29sT3V0cHV0c1Jlc3BvbnNlEiIKBGhpdHMYASADKAsyFC53bS52MS5Ub29sT3V0cHV0SGl0EhUKDXRvdGFsX21hdGNoZXMYAiABKAUiVgoLTWVtb3J5T3duZXISFQoHdXNlcl9pZBgBIAEoCUIE4kEBARIWCghhZ2VudF9pZBgCIAEoCUIE4kEBARIYCgpzZXNzaW9uX2lkGAMgASgJQgTiQQEBIvwBChVTZWFyY2hNZW1vcmllc1JlcXVlc3QSJwoFb3duZXIYASABKAsyEi53bS52MS5NZW1vcnlPd25lckIE4kEBAhITCgVxdWVyeRgCIAEoCUIE4kEBAhImCgV0eXBlcxgDIAMoDjIRLndtLnYxLk1lbW9yeVR5cGVCBOJBAQESNAoKc3RhcnRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQESMgoIZW5kX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEBEhMKBWxpbWl0GAYgASgFQgTiQQEBIkoKCU1lbW9yeUhpdBIdCgZtZW1vcnkYASABKAsyDS53bS52MS5NZW1vcnkSDQoFc2NvcmUYAiABKAESDwoHc25pcHBldBgDIAEoCSI4ChZTZWFyY2hNZW1vcmllc1Jlc3BvbnNlEh4KBGhpdHMYASADKAsyEC53bS52MS5NZW1vcnlIaXQiwgEKE0xpc3RNZW1vcmllc1JlcXVlc3QSJwoFb3duZXIYASABKAsyEi53bS52MS5NZW1vcnlPd25lckIE4kEBAhImCgV0eXBlcxgCIAMoDjIRLndtLnYxLk1lbW9yeVR5cGVCBOJBAQESJwoFc3RhdGUYAyABKA4yEi53bS52MS5NZW1vcnlTdGF0ZUIE4kEBARIXCglwYWdlX3NpemUYBCABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgFIAEoCUIE4kEBASJQChRMaXN0TWVtb3JpZXNSZXNwb25zZRIfCghtZW1vcmllcxgBIAMoCzINLndtLnYxLk1lbW9yeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKwoQR2V0TWVtb3J5UmVxdWVzdBIXCgltZW1vcnlfaWQYASABKAlCBOJBAQIifQoTQ3JlYXRlTWVtb3J5UmVxdWVzdBInCgVvd25lchgBIAEoCzISLndtLnYxLk1lbW9yeU93bmVyQgTiQQECEiMKBm1lbW9yeRgCIAEoCzINLndtLnYxLk1lbW9yeUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAMgASgJQgTiQQEBIksKFENyZWF0ZU1lbW9yeVJlc3BvbnNlEh0KBm1lbW9yeRgBIAEoCzINLndtLnYxLk1lbW9yeRIUCgxkZWR1cGxpY2F0ZWQYAiABKAgioQEKE1VwZGF0ZU1lbW9yeVJlcXVlc3QSIwoGbWVtb3J5GAEgASgLMg0ud20udjEuTWVtb3J5QgTiQQECEjUKC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0IE4kEBARIUCgZyZWFzb24YAyABKAlCBOJBAQESGAoKcmVxdWVzdF9pZBgEIAEoCUIE4kEBASJIChNEZWxldGVNZW1vcnlSZXF1ZXN0EhcKCW1lbW9yeV9pZBgBIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBKloKClNlYXJjaE1vZGUSGwoXU0VBUkNIX01PREVfVU5TUEVDSUZJRUQQABIXChNTRUFSQ0hfTU9ERV9MSVRFUkFMEAESFgoSU0VBUkNIX01PREVfUkFOS0VEEAIqXAoKVG9vbEZvcm1hdBIbChdUT09MX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhkKFVRPT0xfRk9STUFUX0FOVEhST1BJQxABEhYKElRPT0xfRk9STUFUX09QRU5BSRACMq4PChRXb3JraW5nTWVtb3J5U2VydmljZRI8Cg1DcmVhdGVTZXNzaW9uEhsud20udjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaDi53bS52MS5TZXNzaW9uEjYKCkdldFNlc3Npb24SGC53bS52MS5HZXRTZXNzaW9uUmVxdWVzdBoOLndtLnYxLlNlc3Npb24SPAoNVXBkYXRlU2Vzc2lvbhIbLndtLnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0Gg4ud20udjEuU2Vzc2lvbhJHCgxMaXN0U2Vzc2lvbnMSGi53bS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Ghsud20udjEuTGlzdFNlc3Npb25zUmVzcG9uc2USRAoNRGVsZXRlU2Vzc2lvbhIbLndtLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5EkQKC0FkZE1lc3NhZ2VzEhkud20udjEuQWRkTWVzc2FnZXNSZXF1ZXN0Ghoud20udjEuQWRkTWVzc2FnZXNSZXNwb25zZRJHCgxMaXN0TWVzc2FnZXMSGi53bS52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Ghsud20udjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USNAoGQ29tbWl0EhQud20udjEuQ29tbWl0UmVxdWVzdBoSLndtLnYxLkNvbW1pdEV2ZW50MAESPgoLV2F0Y2hDb21taXQSGS53bS52MS5XYXRjaENvbW1pdFJlcXVlc3QaEi53bS52MS5Db21taXRFdmVudDABEjMKCUdldENvbW1pdBIXLndtLnYxLkdldENvbW1pdFJlcXVlc3QaDS53bS52MS5Db21taXQSRAoLTGlzdENvbW1pdHMSGS53bS52MS5MaXN0Q29tbWl0c1JlcXVlc3QaGi53bS52MS5MaXN0Q29tbWl0c1Jlc3BvbnNlEjcKC1JldHJ5Q29tbWl0Ehkud20udjEuUmV0cnlDb21taXRSZXF1ZXN0Gg0ud20udjEuQ29tbWl0EjYKB0NvbXBhY3QSFS53bS52MS5Db21wYWN0UmVxdWVzdBoSLndtLnYxLkNvbW1pdEV2ZW50MAESSAoQR2V0V29ya2luZ01lbW9yeRIeLndtLnYxLkdldFdvcmtpbmdNZW1vcnlSZXF1ZXN0GhQud20udjEuV29ya2luZ01lbW9yeRJiChVBcHBseVdvcmtpbmdNZW1vcnlPcHMSIy53bS52MS5BcHBseVdvcmtpbmdNZW1vcnlPcHNSZXF1ZXN0GiQud20udjEuQXBwbHlXb3JraW5nTWVtb3J5T3BzUmVzcG9uc2USUAoPQXNzZW1ibGVDb250ZXh0Eh0ud20udjEuQXNzZW1ibGVDb250ZXh0UmVxdWVzdBoeLndtLnYxLkFzc2VtYmxlQ29udGV4dFJlc3BvbnNlEkcKDExpc3RBcmNoaXZlcxIaLndtLnYxLkxpc3RBcmNoaXZlc1JlcXVlc3QaGy53bS52MS5MaXN0QXJjaGl2ZXNSZXNwb25zZRI2CgpHZXRBcmNoaXZlEhgud20udjEuR2V0QXJjaGl2ZVJlcXVlc3QaDi53bS52MS5BcmNoaXZlEk0KDlNlYXJjaEFyY2hpdmVzEhwud20udjEuU2VhcmNoQXJjaGl2ZXNSZXF1ZXN0Gh0ud20udjEuU2VhcmNoQXJjaGl2ZXNSZXNwb25zZRJZChJHZXRUb29sRGVmaW5pdGlvbnMSIC53bS52MS5HZXRUb29sRGVmaW5pdGlvbnNSZXF1ZXN0GiEud20udjEuR2V0VG9vbERlZmluaXRpb25zUmVzcG9uc2USSgoNR2V0VG9vbE91dHB1dBIbLndtLnYxLkdldFRvb2xPdXRwdXRSZXF1ZXN0Ghwud20udjEuR2V0VG9vbE91dHB1dFJlc3BvbnNlElYKEVNlYXJjaFRvb2xPdXRwdXRzEh8ud20udjEuU2VhcmNoVG9vbE91dHB1dHNSZXF1ZXN0GiAud20udjEuU2VhcmNoVG9vbE91dHB1dHNSZXNwb25zZRJNCg5TZWFyY2hNZW1vcmllcxIcLndtLnYxLlNlYXJjaE1lbW9yaWVzUmVxdWVzdBodLndtLnYxLlNlYXJjaE1lbW9yaWVzUmVzcG9uc2USRwoMTGlzdE1lbW9yaWVzEhoud20udjEuTGlzdE1lbW9yaWVzUmVxdWVzdBobLndtLnYxLkxpc3RNZW1vcmllc1Jlc3BvbnNlEjMKCUdldE1lbW9yeRIXLndtLnYxLkdldE1lbW9yeVJlcXVlc3QaDS53bS52MS5NZW1vcnkSRwoMQ3JlYXRlTWVtb3J5Ehoud20udjEuQ3JlYXRlTWVtb3J5UmVxdWVzdBobLndtLnYxLkNyZWF0ZU1lbW9yeVJlc3BvbnNlEjkKDFVwZGF0ZU1lbW9yeRIaLndtLnYxLlVwZGF0ZU1lbW9yeVJlcXVlc3QaDS53bS52MS5NZW1vcnkSQgoMRGVsZXRlTWVtb3J5Ehoud20udjEuRGVsZXRlTWVtb3J5UmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eWIGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_wm_v1_resources]);
 
 /**
  * Request of CreateSession.
@@ -48,6 +48,21 @@ export type CreateSessionRequest = Message<"wm.v1.CreateSessionRequest"> & {
    * @generated from field: wm.v1.SessionConfig config = 3;
    */
   config?: SessionConfig | undefined;
+
+  /**
+   * The user the session works for: 1-128 characters of [A-Za-z0-9._:@-], or empty. It owns
+   * the long-term memories the session makes and recalls. Immutable once set.
+   *
+   * @generated from field: string user_id = 4;
+   */
+  userId: string;
+
+  /**
+   * The agent the session runs (same rules); owns the memories when user_id is empty.
+   *
+   * @generated from field: string agent_id = 5;
+   */
+  agentId: string;
 };
 
 /**
@@ -762,6 +777,14 @@ export type AssembleContextRequest = Message<"wm.v1.AssembleContextRequest"> & {
    * @generated from field: wm.v1.RegisteredTools registered_tools = 5;
    */
   registeredTools?: RegisteredTools | undefined;
+
+  /**
+   * Recall long-term memories relevant to the newest user request into the context. Unset:
+   * off.
+   *
+   * @generated from field: wm.v1.MemoryRecall memory_recall = 6;
+   */
+  memoryRecall?: MemoryRecall | undefined;
 };
 
 /**
@@ -770,6 +793,44 @@ export type AssembleContextRequest = Message<"wm.v1.AssembleContextRequest"> & {
  */
 export const AssembleContextRequestSchema: GenMessage<AssembleContextRequest> = /*@__PURE__*/
   messageDesc(file_wm_v1_working_memory_service, 20);
+
+/**
+ * How AssembleContext recalls memories: the session owner's active memories ranked against
+ * the newest user request, within their own budget, as a "Relevant memories" block at the
+ * end of system_prompt_addition (its tokens count against token_budget).
+ *
+ * @generated from message wm.v1.MemoryRecall
+ */
+export type MemoryRecall = Message<"wm.v1.MemoryRecall"> & {
+  /**
+   * Recall at all.
+   *
+   * @generated from field: bool enabled = 1;
+   */
+  enabled: boolean;
+
+  /**
+   * Tokens the block may take: 0 means 1,000; 50-8,000 (outside: INVALID_ARGUMENT). Never
+   * more than a tenth of token_budget.
+   *
+   * @generated from field: int64 token_budget = 2;
+   */
+  tokenBudget: bigint;
+
+  /**
+   * At most this many memories: 0 means 8, maximum 50.
+   *
+   * @generated from field: int32 max_memories = 3;
+   */
+  maxMemories: number;
+};
+
+/**
+ * Describes the message wm.v1.MemoryRecall.
+ * Use `create(MemoryRecallSchema)` to create a new message.
+ */
+export const MemoryRecallSchema: GenMessage<MemoryRecall> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 21);
 
 /**
  * Names of the tools a runtime registered; an empty list means none.
@@ -790,7 +851,7 @@ export type RegisteredTools = Message<"wm.v1.RegisteredTools"> & {
  * Use `create(RegisteredToolsSchema)` to create a new message.
  */
 export const RegisteredToolsSchema: GenMessage<RegisteredTools> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 21);
+  messageDesc(file_wm_v1_working_memory_service, 22);
 
 /**
  * Response of AssembleContext.
@@ -893,6 +954,20 @@ export type AssembleContextResponse = Message<"wm.v1.AssembleContextResponse"> &
    * @generated from field: int64 effective_token_budget = 13;
    */
   effectiveTokenBudget: bigint;
+
+  /**
+   * The memories recalled into system_prompt_addition, best first.
+   *
+   * @generated from field: repeated string recalled_memory_ids = 14;
+   */
+  recalledMemoryIds: string[];
+
+  /**
+   * Estimated tokens of the recalled memories block.
+   *
+   * @generated from field: int64 memory_tokens = 15;
+   */
+  memoryTokens: bigint;
 };
 
 /**
@@ -900,7 +975,7 @@ export type AssembleContextResponse = Message<"wm.v1.AssembleContextResponse"> &
  * Use `create(AssembleContextResponseSchema)` to create a new message.
  */
 export const AssembleContextResponseSchema: GenMessage<AssembleContextResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 22);
+  messageDesc(file_wm_v1_working_memory_service, 23);
 
 /**
  * Request of ListArchives.
@@ -937,7 +1012,7 @@ export type ListArchivesRequest = Message<"wm.v1.ListArchivesRequest"> & {
  * Use `create(ListArchivesRequestSchema)` to create a new message.
  */
 export const ListArchivesRequestSchema: GenMessage<ListArchivesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 23);
+  messageDesc(file_wm_v1_working_memory_service, 24);
 
 /**
  * Response of ListArchives.
@@ -965,7 +1040,7 @@ export type ListArchivesResponse = Message<"wm.v1.ListArchivesResponse"> & {
  * Use `create(ListArchivesResponseSchema)` to create a new message.
  */
 export const ListArchivesResponseSchema: GenMessage<ListArchivesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 24);
+  messageDesc(file_wm_v1_working_memory_service, 25);
 
 /**
  * Request of GetArchive.
@@ -1008,7 +1083,7 @@ export type GetArchiveRequest = Message<"wm.v1.GetArchiveRequest"> & {
  * Use `create(GetArchiveRequestSchema)` to create a new message.
  */
 export const GetArchiveRequestSchema: GenMessage<GetArchiveRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 25);
+  messageDesc(file_wm_v1_working_memory_service, 26);
 
 /**
  * Request of SearchArchives.
@@ -1045,11 +1120,33 @@ export type SearchArchivesRequest = Message<"wm.v1.SearchArchivesRequest"> & {
   maxHits: number;
 
   /**
-   * Search every session of the caller's tenant.
+   * Search every session of the caller's tenant (or, with user_id or agent_id, of that
+   * owner).
    *
    * @generated from field: bool all_sessions = 5;
    */
   allSessions: boolean;
+
+  /**
+   * Literal (the default) or ranked.
+   *
+   * @generated from field: wm.v1.SearchMode mode = 6;
+   */
+  mode: SearchMode;
+
+  /**
+   * With all_sessions: only the sessions of this user (1-128 characters of [A-Za-z0-9._:@-]).
+   *
+   * @generated from field: string user_id = 7;
+   */
+  userId: string;
+
+  /**
+   * With all_sessions: only the sessions of this agent (not with user_id).
+   *
+   * @generated from field: string agent_id = 8;
+   */
+  agentId: string;
 };
 
 /**
@@ -1057,7 +1154,7 @@ export type SearchArchivesRequest = Message<"wm.v1.SearchArchivesRequest"> & {
  * Use `create(SearchArchivesRequestSchema)` to create a new message.
  */
 export const SearchArchivesRequestSchema: GenMessage<SearchArchivesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 26);
+  messageDesc(file_wm_v1_working_memory_service, 27);
 
 /**
  * One search hit.
@@ -1099,6 +1196,13 @@ export type SearchHit = Message<"wm.v1.SearchHit"> & {
    * @generated from field: string snippet = 5;
    */
   snippet: string;
+
+  /**
+   * Ranked mode: the relevance (higher is better; comparable within one response only).
+   *
+   * @generated from field: double score = 6;
+   */
+  score: number;
 };
 
 /**
@@ -1106,7 +1210,7 @@ export type SearchHit = Message<"wm.v1.SearchHit"> & {
  * Use `create(SearchHitSchema)` to create a new message.
  */
 export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 27);
+  messageDesc(file_wm_v1_working_memory_service, 28);
 
 /**
  * Response of SearchArchives.
@@ -1134,7 +1238,7 @@ export type SearchArchivesResponse = Message<"wm.v1.SearchArchivesResponse"> & {
  * Use `create(SearchArchivesResponseSchema)` to create a new message.
  */
 export const SearchArchivesResponseSchema: GenMessage<SearchArchivesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 28);
+  messageDesc(file_wm_v1_working_memory_service, 29);
 
 /**
  * Request of GetToolDefinitions.
@@ -1155,7 +1259,7 @@ export type GetToolDefinitionsRequest = Message<"wm.v1.GetToolDefinitionsRequest
  * Use `create(GetToolDefinitionsRequestSchema)` to create a new message.
  */
 export const GetToolDefinitionsRequestSchema: GenMessage<GetToolDefinitionsRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 29);
+  messageDesc(file_wm_v1_working_memory_service, 30);
 
 /**
  * One tool definition.
@@ -1204,7 +1308,7 @@ export type ToolDefinition = Message<"wm.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 30);
+  messageDesc(file_wm_v1_working_memory_service, 31);
 
 /**
  * Response of GetToolDefinitions.
@@ -1213,7 +1317,8 @@ export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
  */
 export type GetToolDefinitionsResponse = Message<"wm.v1.GetToolDefinitionsResponse"> & {
   /**
-   * archive_expand, archive_search, tool_output_read, update_working_memory.
+   * archive_expand, archive_search, tool_output_read, update_working_memory,
+   * memory_search, memory_store, memory_forget.
    *
    * @generated from field: repeated wm.v1.ToolDefinition tools = 1;
    */
@@ -1225,7 +1330,7 @@ export type GetToolDefinitionsResponse = Message<"wm.v1.GetToolDefinitionsRespon
  * Use `create(GetToolDefinitionsResponseSchema)` to create a new message.
  */
 export const GetToolDefinitionsResponseSchema: GenMessage<GetToolDefinitionsResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 31);
+  messageDesc(file_wm_v1_working_memory_service, 32);
 
 /**
  * A range of lines of a tool output.
@@ -1254,7 +1359,7 @@ export type LineRange = Message<"wm.v1.LineRange"> & {
  * Use `create(LineRangeSchema)` to create a new message.
  */
 export const LineRangeSchema: GenMessage<LineRange> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 32);
+  messageDesc(file_wm_v1_working_memory_service, 33);
 
 /**
  * A range of UTF-8 bytes of a tool output.
@@ -1284,7 +1389,7 @@ export type ByteRange = Message<"wm.v1.ByteRange"> & {
  * Use `create(ByteRangeSchema)` to create a new message.
  */
 export const ByteRangeSchema: GenMessage<ByteRange> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 33);
+  messageDesc(file_wm_v1_working_memory_service, 34);
 
 /**
  * Request of GetToolOutput.
@@ -1342,7 +1447,7 @@ export type GetToolOutputRequest = Message<"wm.v1.GetToolOutputRequest"> & {
  * Use `create(GetToolOutputRequestSchema)` to create a new message.
  */
 export const GetToolOutputRequestSchema: GenMessage<GetToolOutputRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 34);
+  messageDesc(file_wm_v1_working_memory_service, 35);
 
 /**
  * Response of GetToolOutput.
@@ -1405,7 +1510,7 @@ export type GetToolOutputResponse = Message<"wm.v1.GetToolOutputResponse"> & {
  * Use `create(GetToolOutputResponseSchema)` to create a new message.
  */
 export const GetToolOutputResponseSchema: GenMessage<GetToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 35);
+  messageDesc(file_wm_v1_working_memory_service, 36);
 
 /**
  * Request of SearchToolOutputs.
@@ -1448,7 +1553,7 @@ export type SearchToolOutputsRequest = Message<"wm.v1.SearchToolOutputsRequest">
  * Use `create(SearchToolOutputsRequestSchema)` to create a new message.
  */
 export const SearchToolOutputsRequestSchema: GenMessage<SearchToolOutputsRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 36);
+  messageDesc(file_wm_v1_working_memory_service, 37);
 
 /**
  * One line of a tool output that matches.
@@ -1490,7 +1595,7 @@ export type ToolOutputHit = Message<"wm.v1.ToolOutputHit"> & {
  * Use `create(ToolOutputHitSchema)` to create a new message.
  */
 export const ToolOutputHitSchema: GenMessage<ToolOutputHit> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 37);
+  messageDesc(file_wm_v1_working_memory_service, 38);
 
 /**
  * Response of SearchToolOutputs.
@@ -1518,7 +1623,429 @@ export type SearchToolOutputsResponse = Message<"wm.v1.SearchToolOutputsResponse
  * Use `create(SearchToolOutputsResponseSchema)` to create a new message.
  */
 export const SearchToolOutputsResponseSchema: GenMessage<SearchToolOutputsResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 38);
+  messageDesc(file_wm_v1_working_memory_service, 39);
+
+/**
+ * Whose memories: exactly one of the three.
+ *
+ * @generated from message wm.v1.MemoryOwner
+ */
+export type MemoryOwner = Message<"wm.v1.MemoryOwner"> & {
+  /**
+   * A user's memories (shared by all that user's sessions).
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * An agent's memories.
+   *
+   * @generated from field: string agent_id = 2;
+   */
+  agentId: string;
+
+  /**
+   * The memories of this session's owner: its user, else its agent, else the session's own.
+   *
+   * @generated from field: string session_id = 3;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message wm.v1.MemoryOwner.
+ * Use `create(MemoryOwnerSchema)` to create a new message.
+ */
+export const MemoryOwnerSchema: GenMessage<MemoryOwner> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 40);
+
+/**
+ * Request of SearchMemories.
+ *
+ * @generated from message wm.v1.SearchMemoriesRequest
+ */
+export type SearchMemoriesRequest = Message<"wm.v1.SearchMemoriesRequest"> & {
+  /**
+   * Whose memories.
+   *
+   * @generated from field: wm.v1.MemoryOwner owner = 1;
+   */
+  owner?: MemoryOwner | undefined;
+
+  /**
+   * Free text; its words (at most 32 are used) are ranked: 1-1,000 characters after trimming.
+   *
+   * @generated from field: string query = 2;
+   */
+  query: string;
+
+  /**
+   * Only these types; empty: every type.
+   *
+   * @generated from field: repeated wm.v1.MemoryType types = 3;
+   */
+  types: MemoryType[];
+
+  /**
+   * Only memories whose time (event_time, else record_time) is at or after this.
+   *
+   * @generated from field: google.protobuf.Timestamp start_time = 4;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * Only memories whose time is before this.
+   *
+   * @generated from field: google.protobuf.Timestamp end_time = 5;
+   */
+  endTime?: Timestamp | undefined;
+
+  /**
+   * At most this many hits: 0 means 10, 1-50 (more is INVALID_ARGUMENT).
+   *
+   * @generated from field: int32 limit = 6;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message wm.v1.SearchMemoriesRequest.
+ * Use `create(SearchMemoriesRequestSchema)` to create a new message.
+ */
+export const SearchMemoriesRequestSchema: GenMessage<SearchMemoriesRequest> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 41);
+
+/**
+ * One ranked memory.
+ *
+ * @generated from message wm.v1.MemoryHit
+ */
+export type MemoryHit = Message<"wm.v1.MemoryHit"> & {
+  /**
+   * The memory (without history).
+   *
+   * @generated from field: wm.v1.Memory memory = 1;
+   */
+  memory?: Memory | undefined;
+
+  /**
+   * The relevance, higher is better (comparable within one response only).
+   *
+   * @generated from field: double score = 2;
+   */
+  score: number;
+
+  /**
+   * At most 300 characters of the text around the first matched word.
+   *
+   * @generated from field: string snippet = 3;
+   */
+  snippet: string;
+};
+
+/**
+ * Describes the message wm.v1.MemoryHit.
+ * Use `create(MemoryHitSchema)` to create a new message.
+ */
+export const MemoryHitSchema: GenMessage<MemoryHit> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 42);
+
+/**
+ * Response of SearchMemories.
+ *
+ * @generated from message wm.v1.SearchMemoriesResponse
+ */
+export type SearchMemoriesResponse = Message<"wm.v1.SearchMemoriesResponse"> & {
+  /**
+   * Best first.
+   *
+   * @generated from field: repeated wm.v1.MemoryHit hits = 1;
+   */
+  hits: MemoryHit[];
+};
+
+/**
+ * Describes the message wm.v1.SearchMemoriesResponse.
+ * Use `create(SearchMemoriesResponseSchema)` to create a new message.
+ */
+export const SearchMemoriesResponseSchema: GenMessage<SearchMemoriesResponse> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 43);
+
+/**
+ * Request of ListMemories.
+ *
+ * @generated from message wm.v1.ListMemoriesRequest
+ */
+export type ListMemoriesRequest = Message<"wm.v1.ListMemoriesRequest"> & {
+  /**
+   * Whose memories.
+   *
+   * @generated from field: wm.v1.MemoryOwner owner = 1;
+   */
+  owner?: MemoryOwner | undefined;
+
+  /**
+   * Only these types; empty: every type.
+   *
+   * @generated from field: repeated wm.v1.MemoryType types = 2;
+   */
+  types: MemoryType[];
+
+  /**
+   * Only this state; unspecified: active only.
+   *
+   * @generated from field: wm.v1.MemoryState state = 3;
+   */
+  state: MemoryState;
+
+  /**
+   * At most this many: 0 means 50, the maximum is 1000 (larger values are lowered to it).
+   *
+   * @generated from field: int32 page_size = 4;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of a previous call with the same owner and filters.
+   *
+   * @generated from field: string page_token = 5;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message wm.v1.ListMemoriesRequest.
+ * Use `create(ListMemoriesRequestSchema)` to create a new message.
+ */
+export const ListMemoriesRequestSchema: GenMessage<ListMemoriesRequest> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 44);
+
+/**
+ * Response of ListMemories.
+ *
+ * @generated from message wm.v1.ListMemoriesResponse
+ */
+export type ListMemoriesResponse = Message<"wm.v1.ListMemoriesResponse"> & {
+  /**
+   * Newest first (by creation).
+   *
+   * @generated from field: repeated wm.v1.Memory memories = 1;
+   */
+  memories: Memory[];
+
+  /**
+   * Token of the next page; empty at the end.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message wm.v1.ListMemoriesResponse.
+ * Use `create(ListMemoriesResponseSchema)` to create a new message.
+ */
+export const ListMemoriesResponseSchema: GenMessage<ListMemoriesResponse> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 45);
+
+/**
+ * Request of GetMemory.
+ *
+ * @generated from message wm.v1.GetMemoryRequest
+ */
+export type GetMemoryRequest = Message<"wm.v1.GetMemoryRequest"> & {
+  /**
+   * The memory.
+   *
+   * @generated from field: string memory_id = 1;
+   */
+  memoryId: string;
+};
+
+/**
+ * Describes the message wm.v1.GetMemoryRequest.
+ * Use `create(GetMemoryRequestSchema)` to create a new message.
+ */
+export const GetMemoryRequestSchema: GenMessage<GetMemoryRequest> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 46);
+
+/**
+ * Request of CreateMemory.
+ *
+ * @generated from message wm.v1.CreateMemoryRequest
+ */
+export type CreateMemoryRequest = Message<"wm.v1.CreateMemoryRequest"> & {
+  /**
+   * Whose memory. With session_id, the session is also recorded as its source.
+   *
+   * @generated from field: wm.v1.MemoryOwner owner = 1;
+   */
+  owner?: MemoryOwner | undefined;
+
+  /**
+   * The memory: type and text required, fields and event_time optional; other fields are
+   * ignored.
+   *
+   * @generated from field: wm.v1.Memory memory = 2;
+   */
+  memory?: Memory | undefined;
+
+  /**
+   * Idempotency key: see the request_id rules on the service (same request → the stored
+   * outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message wm.v1.CreateMemoryRequest.
+ * Use `create(CreateMemoryRequestSchema)` to create a new message.
+ */
+export const CreateMemoryRequestSchema: GenMessage<CreateMemoryRequest> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 47);
+
+/**
+ * Response of CreateMemory.
+ *
+ * @generated from message wm.v1.CreateMemoryResponse
+ */
+export type CreateMemoryResponse = Message<"wm.v1.CreateMemoryResponse"> & {
+  /**
+   * The stored memory (or the existing one it duplicates).
+   *
+   * @generated from field: wm.v1.Memory memory = 1;
+   */
+  memory?: Memory | undefined;
+
+  /**
+   * True when an active memory of the owner already had this normalized text.
+   *
+   * @generated from field: bool deduplicated = 2;
+   */
+  deduplicated: boolean;
+};
+
+/**
+ * Describes the message wm.v1.CreateMemoryResponse.
+ * Use `create(CreateMemoryResponseSchema)` to create a new message.
+ */
+export const CreateMemoryResponseSchema: GenMessage<CreateMemoryResponse> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 48);
+
+/**
+ * Request of UpdateMemory.
+ *
+ * @generated from message wm.v1.UpdateMemoryRequest
+ */
+export type UpdateMemoryRequest = Message<"wm.v1.UpdateMemoryRequest"> & {
+  /**
+   * The memory: memory_id names it; the fields named by update_mask are written.
+   *
+   * @generated from field: wm.v1.Memory memory = 1;
+   */
+  memory?: Memory | undefined;
+
+  /**
+   * Paths of Memory to write: text, type, fields, event_time. Empty: every one of them that
+   * is set in memory. Any other path is INVALID_ARGUMENT.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 2;
+   */
+  updateMask?: FieldMask | undefined;
+
+  /**
+   * Why (kept with the superseded version): at most 500 characters; empty: "user correction".
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * Idempotency key: see the request_id rules on the service (same request → the stored
+   * outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+   *
+   * @generated from field: string request_id = 4;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message wm.v1.UpdateMemoryRequest.
+ * Use `create(UpdateMemoryRequestSchema)` to create a new message.
+ */
+export const UpdateMemoryRequestSchema: GenMessage<UpdateMemoryRequest> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 49);
+
+/**
+ * Request of DeleteMemory.
+ *
+ * @generated from message wm.v1.DeleteMemoryRequest
+ */
+export type DeleteMemoryRequest = Message<"wm.v1.DeleteMemoryRequest"> & {
+  /**
+   * The memory.
+   *
+   * @generated from field: string memory_id = 1;
+   */
+  memoryId: string;
+
+  /**
+   * Idempotency key: see the request_id rules on the service (same request → the stored
+   * outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h). A retry
+   * of a delete that succeeded answers success.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message wm.v1.DeleteMemoryRequest.
+ * Use `create(DeleteMemoryRequestSchema)` to create a new message.
+ */
+export const DeleteMemoryRequestSchema: GenMessage<DeleteMemoryRequest> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 50);
+
+/**
+ * How a search matches.
+ *
+ * @generated from enum wm.v1.SearchMode
+ */
+export enum SearchMode {
+  /**
+   * The default: literal.
+   *
+   * @generated from enum value: SEARCH_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The query is a literal, found case-insensitively (Unicode case folding and NFKC on both
+   * sides: "STRASSE" finds "Straße", "file" finds "\ufb01le"); hits newest archive first, then
+   * in message order.
+   *
+   * @generated from enum value: SEARCH_MODE_LITERAL = 1;
+   */
+  LITERAL = 1,
+
+  /**
+   * The query's words (at most 32 are used) are ranked with BM25 over the archived messages
+   * that contain any of them; hits best first, newest first among equal scores. Words are
+   * compared as the engine's full-text tokenizer folds them (case-insensitive, no stemming).
+   *
+   * @generated from enum value: SEARCH_MODE_RANKED = 2;
+   */
+  RANKED = 2,
+}
+
+/**
+ * Describes the enum wm.v1.SearchMode.
+ */
+export const SearchModeSchema: GenEnum<SearchMode> = /*@__PURE__*/
+  enumDesc(file_wm_v1_working_memory_service, 0);
 
 /**
  * A rendering of tool definitions.
@@ -1552,7 +2079,7 @@ export enum ToolFormat {
  * Describes the enum wm.v1.ToolFormat.
  */
 export const ToolFormatSchema: GenEnum<ToolFormat> = /*@__PURE__*/
-  enumDesc(file_wm_v1_working_memory_service, 0);
+  enumDesc(file_wm_v1_working_memory_service, 1);
 
 /**
  * Sessions, their messages, commits (archive + working-memory update), the working memory,
@@ -1799,7 +2326,11 @@ export const WorkingMemoryService: GenService<{
     output: typeof ArchiveSchema;
   },
   /**
-   * Literal, case-insensitive search over archived message content.
+   * Searches archived message content: literally (the default; case-insensitive under
+   * Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
+   * the archived messages' words through the engine's full-text index, best first, newest
+   * first among equal scores), in one session or across the sessions of the tenant or of one
+   * user or agent.
    *
    * @generated from rpc wm.v1.WorkingMemoryService.SearchArchives
    */
@@ -1810,7 +2341,8 @@ export const WorkingMemoryService: GenService<{
   },
   /**
    * The tool definitions a runtime registers with its model: archive_expand,
-   * archive_search, tool_output_read and update_working_memory.
+   * archive_search, tool_output_read, update_working_memory, and the long-term memory tools
+   * memory_search, memory_store and memory_forget.
    *
    * @generated from rpc wm.v1.WorkingMemoryService.GetToolDefinitions
    */
@@ -1842,6 +2374,72 @@ export const WorkingMemoryService: GenService<{
     methodKind: "unary";
     input: typeof SearchToolOutputsRequestSchema;
     output: typeof SearchToolOutputsResponseSchema;
+  },
+  /**
+   * Ranked search of an owner's active long-term memories (BM25 over their words through the
+   * engine's full-text index), best first, with a score and a snippet each.
+   *
+   * @generated from rpc wm.v1.WorkingMemoryService.SearchMemories
+   */
+  searchMemories: {
+    methodKind: "unary";
+    input: typeof SearchMemoriesRequestSchema;
+    output: typeof SearchMemoriesResponseSchema;
+  },
+  /**
+   * Lists an owner's memories, newest first, paginated, with filters.
+   *
+   * @generated from rpc wm.v1.WorkingMemoryService.ListMemories
+   */
+  listMemories: {
+    methodKind: "unary";
+    input: typeof ListMemoriesRequestSchema;
+    output: typeof ListMemoriesResponseSchema;
+  },
+  /**
+   * Returns one memory of the caller's tenant with its history. NOT_FOUND (reason
+   * MEMORY_NOT_FOUND) for an unknown id or one of another tenant.
+   *
+   * @generated from rpc wm.v1.WorkingMemoryService.GetMemory
+   */
+  getMemory: {
+    methodKind: "unary";
+    input: typeof GetMemoryRequestSchema;
+    output: typeof MemorySchema;
+  },
+  /**
+   * Stores a memory a runtime chose to keep (its model's memory_store tool). A text equal
+   * after normalization to an active memory of the same owner stores nothing new: that
+   * memory is returned, with this source added, and deduplicated is set.
+   *
+   * @generated from rpc wm.v1.WorkingMemoryService.CreateMemory
+   */
+  createMemory: {
+    methodKind: "unary";
+    input: typeof CreateMemoryRequestSchema;
+    output: typeof CreateMemoryResponseSchema;
+  },
+  /**
+   * Corrects a memory (the fields named by update_mask); its previous text and type are kept
+   * in its history with the reason. A text that would duplicate another active memory of the
+   * owner is ALREADY_EXISTS (reason MEMORY_EXISTS).
+   *
+   * @generated from rpc wm.v1.WorkingMemoryService.UpdateMemory
+   */
+  updateMemory: {
+    methodKind: "unary";
+    input: typeof UpdateMemoryRequestSchema;
+    output: typeof MemorySchema;
+  },
+  /**
+   * Forgets a memory: removed from the store, the full-text index and its history, at once.
+   *
+   * @generated from rpc wm.v1.WorkingMemoryService.DeleteMemory
+   */
+  deleteMemory: {
+    methodKind: "unary";
+    input: typeof DeleteMemoryRequestSchema;
+    output: typeof EmptySchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_wm_v1_working_memory_service, 0);
