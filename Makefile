@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
 .PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean
 
@@ -37,8 +38,12 @@ buf-lint: install
 stubs-check: install
 	$(BIN)/python scripts/gen_protos.py --check
 
+# The Python stubs, and (with Node) the TypeScript client's code from buf generate.
 protos: install
 	$(BIN)/python scripts/gen_protos.py
+	@if command -v node >/dev/null 2>&1; then \
+		cd clients/typescript && $(NPM_CI) && BUF=$(CURDIR)/$(BIN)/buf npm run --silent generate; \
+	else echo "protos: node is not installed; clients/typescript/src/gen left as it is"; fi
 
 # ruff check also fails on an import of a private wm_core module (wm_core._*) anywhere but in
 # wm_core and the tests (rule TID251, configured in pyproject.toml).
@@ -56,16 +61,22 @@ typecheck: install
 pytest: install
 	$(BIN)/pytest
 
-# The polyglot proof: the Node client (clients/node) against the real Python server. Without
-# Node it is skipped with a message, except under CI=true, where a missing node fails.
+# The polyglot proof: the TypeScript client (clients/typescript) and its agent example
+# (examples/typescript) against the real Python server: npm ci, the drift check of the code
+# buf generates from protos/, tsc, then node --test. Without Node it is skipped with a
+# message, except under CI=true, where a missing node fails.
 node-test: install
 	@if command -v node >/dev/null 2>&1; then \
-		cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
-		WM_PYTHON=$(CURDIR)/$(BIN)/python node --test test/e2e.test.js; \
+		cd clients/typescript && $(NPM_CI) && \
+		BUF=$(CURDIR)/$(BIN)/buf node scripts/check-generated.mjs && \
+		npm run --silent build && \
+		WM_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent && \
+		cd $(CURDIR)/examples/typescript && $(NPM_CI) && npm run --silent build && \
+		WM_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent; \
 	elif [ "$$CI" = "true" ]; then \
-		echo "node-test: node is required under CI=true (install Node.js 18+)" >&2; exit 1; \
+		echo "node-test: node is required under CI=true (install Node.js 20+)" >&2; exit 1; \
 	else \
-		echo "node-test: skipped, node is not installed (install Node.js 18+ to run it)"; \
+		echo "node-test: skipped, node is not installed (install Node.js 20+ to run it)"; \
 	fi
 
 bench: install

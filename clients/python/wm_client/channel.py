@@ -2,8 +2,8 @@
 
 Why a shared service config: retries of UNAVAILABLE and per-method timeouts are declared once,
 in this package's data (``wm_client/data/wm_grpc_service_config.json``, its only copy, so an
-installed client needs no source tree), and every client (this one, the Node client, a mesh)
-reads that same file. Retries are safe
+installed client needs no source tree), and every client (this one, the TypeScript client, a
+mesh) reads that same file. Retries are safe
 because every mutating call carries a request_id, and the streaming RPCs have no retry policy
 at all: a broken stream is resumed by the application with WatchCommit (see ``stream``).
 """

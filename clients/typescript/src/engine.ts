@@ -1,0 +1,421 @@
+/**
+ * The context engine: the three calls an agent runtime makes around its model turns.
+ *
+ * Why a layer over the client: a runtime does not want to think about commits. After each turn
+ * it hands over the new messages (`afterTurn`); when the tokens waiting outside the keep window
+ * reach a share of its context budget, a commit starts in the background and the turn goes on
+ * without waiting for the working memory. Before each model call it asks for the context to
+ * send (`assemble`); when it must shrink its context now, it compacts (`compact`). The same
+ * flow as the Python client's engine.py, including a session whose server-side auto-commit
+ * policy makes the engine leave committing to the server.
+ *
+ * An agent never stops because its memory is down: when the service is unreachable
+ * (UNAVAILABLE, which a refused connection is, or DEADLINE_EXCEEDED) each call returns a
+ * result marked `fallback` instead of throwing: afterTurn keeps the turn's messages and sends
+ * them first on the next turn that reaches the service (message ids make that safe), assemble
+ * hands back the runtime's own messages, and compact reports that nothing was done. One
+ * warning goes to the logger when the service is lost and one note when it is back. Any other
+ * error (a bad request, an unknown session) is thrown as usual.
+ */
+import { Code } from "@connectrpc/connect";
+
+import type { MessageInit, WmClient } from "./client.js";
+import { WmError } from "./errors.js";
+import { CommitStage, CommitState, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
+import type { AssembleContextResponse } from "./gen/wm/v1/working_memory_service_pb.js";
+import type { CommitStream } from "./stream.js";
+
+export const MAX_TOKEN_BUDGET = 10_000_000; // the contract's largest AssembleContext budget
+export const MAX_KEEP_RECENT = 10_000;
+export const MAX_KEEP_TURNS = 1000;
+
+/** Where the engine reports what it did not raise (default: the console). */
+export interface Logger {
+  warn(message: string): void;
+  info(message: string): void;
+}
+
+/** The errors that mean "the service cannot be reached now", not "the request was wrong". */
+const UNREACHABLE = new Set([Code.Unavailable, Code.DeadlineExceeded]);
+
+export function isUnreachable(error: unknown): error is WmError {
+  return error instanceof WmError && UNREACHABLE.has(error.code);
+}
+
+/**
+ * A commit that afterTurn started and follows to its end. Nobody has to await it; `phase1()`
+ * and `wait()` tell what happened. Its error is logged, never thrown into the turn.
+ */
+export class BackgroundCommit {
+  /** The terminal event (completed, failed or skipped); rejects with what ended the stream. */
+  readonly done: Promise<CommitEvent>;
+  /** Resolved once Phase 1 answered (or the attempt ended). */
+  readonly firstAnswer: Promise<void>;
+  private answered = false;
+  private settled = false;
+
+  constructor(
+    readonly sessionId: string,
+    readonly stream: CommitStream,
+    logger: Logger,
+    after?: BackgroundCommit,
+  ) {
+    let markFirst: () => void = () => undefined;
+    this.firstAnswer = new Promise<void>((resolve) => {
+      markFirst = () => {
+        this.answered = true;
+        resolve();
+      };
+    });
+    this.done = (async () => {
+      try {
+        // Commit only once the session's previous commit has answered Phase 1, so the two
+        // never race for the same messages and archives stay in turn order.
+        if (after !== undefined) await after.firstAnswer;
+        for await (const event of stream) {
+          void event;
+          markFirst();
+        }
+      } finally {
+        markFirst();
+        this.settled = true;
+      }
+      return stream.wait();
+    })();
+    this.done.then(
+      (event) =>
+        logger.info(`background commit ${event.commitId} of ${sessionId} ended: ${CommitState[event.state]}`),
+      (error: unknown) => logger.warn(`background commit of ${sessionId} failed: ${String(error)}`),
+    );
+  }
+
+  /** Known once Phase 1 answered. */
+  get commitId(): string | undefined {
+    return this.stream.commitId;
+  }
+
+  /** True once the server answered Phase 1 (or the attempt ended). */
+  get pastPhase1(): boolean {
+    return this.answered;
+  }
+
+  get finished(): boolean {
+    return this.settled;
+  }
+
+  /** The Phase 1 event (archived or skipped). */
+  async phase1(): Promise<CommitEvent> {
+    await this.firstAnswer;
+    if (this.stream.firstEvent === undefined) {
+      await this.done; // throws what ended the attempt
+      throw new Error("commit ended without any event");
+    }
+    return this.stream.firstEvent;
+  }
+
+  /** The terminal event. */
+  wait(): Promise<CommitEvent> {
+    return this.done;
+  }
+}
+
+/** What afterTurn did. `pendingTokens` is null when nothing reached the service. */
+export interface AfterTurnResult {
+  sessionId: string;
+  addedMessageIds: string[];
+  duplicateMessageIds: string[];
+  pendingTokens: number | null;
+  threshold: number;
+  commit: BackgroundCommit | null;
+  /** The commit the server started under the session's own auto-commit policy ("" if none). */
+  serverCommitId: string;
+  /** True when the service was unreachable: the messages wait in the engine for the next turn. */
+  fallback: boolean;
+  /** Why the engine fell back ("" otherwise). */
+  fallbackReason: string;
+  /** Messages of this and earlier unreachable turns not stored yet. */
+  unsentMessages: number;
+}
+
+/** The context for the next model call: the service's, or the runtime's own when it is down. */
+export type Assembled<M> =
+  | { fallback: false; response: AssembleContextResponse }
+  | { fallback: true; reason: string; error: WmError; messages: readonly M[] };
+
+export type CompactOutcome = "completed" | "skipped" | "failed" | "unavailable";
+
+/** The outcome of compact: the new summary and the context size before and after. */
+export interface CompactResult {
+  sessionId: string;
+  outcome: CompactOutcome;
+  /** The new working memory document when completed, else "". */
+  summary: string;
+  tokensBefore: number;
+  tokensAfter: number;
+  commitId: string;
+  archiveId: string;
+  workingMemoryVersion: number;
+  archivedMessageCount: number;
+  /** What went wrong (failed), why nothing was archived (skipped), or the outage (unavailable). */
+  error: string;
+  terminal: CommitEvent | undefined;
+  /** True when the service was unreachable and nothing was compacted. */
+  fallback: boolean;
+}
+
+export interface AfterTurnOptions {
+  /** Commit when pending tokens reach floor(tokenBudget × commitRatio); default 0.5. */
+  commitRatio?: number;
+  /** Keep this many newest messages instead of `keepRecentTurns` turns. */
+  keepRecent?: number;
+  /** Newest turns a commit keeps (default 2). */
+  keepRecentTurns?: number;
+}
+
+export interface AssembleOptions<M> {
+  systemPrompt?: string;
+  includeAnthropicJson?: boolean;
+  /** The recall tools the runtime registered (e.g. ToolExecutor.names). */
+  registeredTools?: readonly string[];
+  /** Recall the long-term memories relevant to the newest user request (default true). */
+  recallMemories?: boolean;
+  /** The runtime's own messages, handed back when the service cannot be reached. */
+  ownMessages?: readonly M[];
+}
+
+/** afterTurn / assemble / compact over a WmClient (which the caller owns). */
+export class ContextEngine {
+  /** True while the service is unreachable (from the last call's point of view). */
+  degraded = false;
+  private readonly logger: Logger;
+  private readonly latest = new Map<string, BackgroundCommit>();
+  private readonly running = new Set<BackgroundCommit>();
+  private readonly serverManaged = new Map<string, boolean>();
+  private readonly unsent = new Map<string, MessageInit[]>();
+
+  constructor(
+    readonly client: WmClient,
+    options: { logger?: Logger } = {},
+  ) {
+    this.logger = options.logger ?? console;
+  }
+
+  /** Whether the session has a server-side auto-commit policy (asked once per session;
+   * `forget` asks again after an UpdateSession). */
+  private async managedByServer(session: string): Promise<boolean> {
+    let managed = this.serverManaged.get(session);
+    if (managed === undefined) {
+      const policy = (await this.client.getSession(session)).config?.autoCommit;
+      const idle = policy?.idleTimeout;
+      managed = Boolean(
+        policy?.pendingTokenThreshold ||
+          policy?.messageCountThreshold ||
+          (idle !== undefined && (idle.seconds !== 0n || idle.nanos !== 0)),
+      );
+      this.serverManaged.set(session, managed);
+    }
+    return managed;
+  }
+
+  /** Asks the server again whether it commits `session` itself (its config changed). */
+  forget(session: string): void {
+    this.serverManaged.delete(session);
+  }
+
+  /**
+   * Adds the turn's messages in one batch (creating the session if needed); when pending
+   * tokens reach floor(tokenBudget × commitRatio), starts a commit in the background keeping
+   * the newest `keepRecentTurns` turns (or `keepRecent` messages) and returns without waiting.
+   * A session with a server-side auto-commit policy is committed by the server (the result
+   * names that commit) and never by the engine. A commit triggered while the session's
+   * previous one has not answered Phase 1 starts after that answer.
+   */
+  async afterTurn(
+    session: string,
+    newMessages: readonly MessageInit[],
+    tokenBudget: number,
+    options: AfterTurnOptions = {},
+  ): Promise<AfterTurnResult> {
+    const commitRatio = options.commitRatio ?? 0.5;
+    const keepRecentTurns = options.keepRecentTurns ?? 2;
+    const keepRecent = options.keepRecent;
+    if (!(tokenBudget > 0)) throw new RangeError("tokenBudget must be positive");
+    if (!(commitRatio >= 0 && commitRatio <= 1)) throw new RangeError("commitRatio must be between 0 and 1");
+    if (keepRecent !== undefined && !(keepRecent >= 0 && keepRecent <= MAX_KEEP_RECENT)) {
+      throw new RangeError(`keepRecent must be 0-${MAX_KEEP_RECENT}`);
+    }
+    if (keepRecent === undefined && !(keepRecentTurns >= 1 && keepRecentTurns <= MAX_KEEP_TURNS)) {
+      throw new RangeError(`keepRecentTurns must be 1-${MAX_KEEP_TURNS}`);
+    }
+    const threshold = Math.floor(tokenBudget * commitRatio);
+    const batch = [...(this.unsent.get(session) ?? []), ...newMessages];
+    const result: AfterTurnResult = {
+      sessionId: session,
+      addedMessageIds: [],
+      duplicateMessageIds: [],
+      pendingTokens: null,
+      threshold,
+      commit: null,
+      serverCommitId: "",
+      fallback: false,
+      fallbackReason: "",
+      unsentMessages: 0,
+    };
+    if (!batch.length) return result;
+    let commit: BackgroundCommit | null = null;
+    try {
+      const added = await this.client.addMessages(session, batch, { createSessionIfMissing: true });
+      this.unsent.delete(session);
+      this.reachable();
+      result.addedMessageIds = added.addedMessageIds;
+      result.duplicateMessageIds = added.duplicateMessageIds;
+      result.pendingTokens = Number(added.pendingTokens);
+      result.serverCommitId = added.autoCommitId;
+      if (result.pendingTokens >= threshold && !(await this.managedByServer(session))) {
+        const previous = this.latest.get(session);
+        const stream =
+          keepRecent !== undefined
+            ? this.client.commit(session, keepRecent)
+            : this.client.commit(session, 0, { keepRecentTurns });
+        commit = new BackgroundCommit(
+          session,
+          stream,
+          this.logger,
+          previous !== undefined && !previous.pastPhase1 ? previous : undefined,
+        );
+        this.latest.set(session, commit);
+        this.running.add(commit);
+        const forget = () => this.running.delete(commit as BackgroundCommit);
+        commit.done.then(forget, forget);
+      }
+    } catch (error) {
+      if (!isUnreachable(error)) throw error;
+      this.unreachable(error);
+      this.unsent.set(session, batch);
+      result.fallback = true;
+      result.fallbackReason = error.message;
+      result.unsentMessages = batch.length;
+    }
+    result.commit = commit;
+    return result;
+  }
+
+  /**
+   * The context for the next model call (AssembleContext). When the service is unreachable it
+   * is the runtime's own messages (`ownMessages`), marked `fallback`, so the turn goes on.
+   */
+  async assemble<M = MessageInit>(
+    session: string,
+    tokenBudget: number,
+    options: AssembleOptions<M> = {},
+  ): Promise<Assembled<M>> {
+    try {
+      const response = await this.client.assembleContext(session, tokenBudget, {
+        systemPrompt: options.systemPrompt,
+        includeAnthropicJson: options.includeAnthropicJson,
+        registeredTools: options.registeredTools,
+        recallMemories: options.recallMemories ?? true,
+      });
+      this.reachable();
+      return { fallback: false, response };
+    } catch (error) {
+      if (!isUnreachable(error)) throw error;
+      this.unreachable(error);
+      return { fallback: true, reason: error.message, error, messages: options.ownMessages ?? [] };
+    }
+  }
+
+  /**
+   * Archives every live message, waits for the terminal event, and returns the new summary
+   * with the context size before and after (measured by AssembleContext within `tokenBudget`;
+   * pass `tokensBefore` when the runtime knows it already). Unreachable: outcome "unavailable".
+   */
+  async compact(
+    session: string,
+    options: { tokenBudget?: number; tokensBefore?: number } = {},
+  ): Promise<CompactResult> {
+    const tokenBudget = options.tokenBudget ?? MAX_TOKEN_BUDGET;
+    const result: CompactResult = {
+      sessionId: session,
+      outcome: "unavailable",
+      summary: "",
+      tokensBefore: options.tokensBefore ?? 0,
+      tokensAfter: options.tokensBefore ?? 0,
+      commitId: "",
+      archiveId: "",
+      workingMemoryVersion: 0,
+      archivedMessageCount: 0,
+      error: "",
+      terminal: undefined,
+      fallback: false,
+    };
+    try {
+      if (options.tokensBefore === undefined) {
+        result.tokensBefore = Number((await this.client.assembleContext(session, tokenBudget)).estimatedTokens);
+      }
+      const stream = this.client.compact(session);
+      const terminal = await stream.wait();
+      const first = stream.firstEvent ?? terminal;
+      result.terminal = terminal;
+      result.commitId = terminal.commitId;
+      if (first.detail.case === "phase1") {
+        result.archiveId = first.detail.value.archiveId;
+        result.archivedMessageCount = first.detail.value.archivedMessageCount;
+      }
+      if (terminal.stage === CommitStage.COMPLETED && terminal.detail.case === "completed") {
+        result.outcome = "completed";
+        result.workingMemoryVersion = Number(terminal.detail.value.workingMemoryVersion);
+        const memory = await this.client.getWorkingMemory(session, { version: result.workingMemoryVersion });
+        result.summary = memory.document;
+      } else if (terminal.stage === CommitStage.FAILED) {
+        result.outcome = "failed";
+        const failed = terminal.detail.case === "failed" ? terminal.detail.value : undefined;
+        result.error = failed?.error?.message || "Phase 2 failed";
+      } else {
+        result.outcome = "skipped";
+        result.error = first.detail.case === "phase1" ? first.detail.value.message : "";
+      }
+      result.tokensAfter = Number((await this.client.assembleContext(session, tokenBudget)).estimatedTokens);
+      this.reachable();
+    } catch (error) {
+      if (!isUnreachable(error) || result.terminal !== undefined) throw error;
+      this.unreachable(error);
+      result.fallback = true;
+      result.error = error.message;
+    }
+    return result;
+  }
+
+  /** Background commits still being followed. */
+  runningCommits(): BackgroundCommit[] {
+    return [...this.running];
+  }
+
+  /** Waits for every running background commit: their terminal events, or what ended them. */
+  waitIdle(): Promise<PromiseSettledResult<CommitEvent>[]> {
+    return Promise.allSettled([...this.running].map((commit) => commit.done));
+  }
+
+  /** Stops following background commits (Phase 2 goes on on the server). */
+  async close(): Promise<void> {
+    const running = [...this.running];
+    for (const commit of running) commit.stream.close();
+    await Promise.allSettled(running.map((commit) => commit.done));
+  }
+
+  private unreachable(error: WmError): void {
+    if (!this.degraded) {
+      this.degraded = true;
+      this.logger.warn(
+        `working memory service unreachable (${error.message}); the agent goes on with its own messages`,
+      );
+    }
+  }
+
+  private reachable(): void {
+    if (this.degraded) {
+      this.degraded = false;
+      this.logger.info("working memory service reachable again");
+    }
+  }
+}

@@ -1,0 +1,223 @@
+// The ContextEngine and the ToolExecutor against the real server, and the engine's fallback
+// when the server is stopped (the last test: it stops the server and starts a new one).
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import {
+  CommitStage,
+  ContextEngine,
+  Role,
+  ToolExecutor,
+  type WmClient,
+  type Logger,
+  type MessageInit,
+} from "../src/index.js";
+import { ServerProcess } from "./support.js";
+
+const text = (id: string, role: Role, body: string): MessageInit => ({ id, role, parts: [{ kind: { case: "text", value: body } }] });
+
+function turn(n: number, request: string, answer: string): MessageInit[] {
+  return [text(`u${n}`, Role.USER, request), text(`a${n}`, Role.ASSISTANT, answer)];
+}
+
+class RecordingLogger implements Logger {
+  readonly warnings: string[] = [];
+  readonly notes: string[] = [];
+  warn(message: string): void {
+    this.warnings.push(message);
+  }
+  info(message: string): void {
+    this.notes.push(message);
+  }
+}
+
+describe("the context engine and the tool executor", () => {
+  let server: ServerProcess;
+  let client: WmClient;
+
+  before(async () => {
+    server = await new ServerProcess().start();
+    client = server.client();
+  });
+
+  after(async () => {
+    client?.close();
+    await server?.stop();
+  });
+
+  test("afterTurn commits in the background once pending tokens reach the threshold", async () => {
+    const logger = new RecordingLogger();
+    const engine = new ContextEngine(client, { logger });
+    const small = await engine.afterTurn("eng-1", turn(1, "Fix the login bug in auth/session.py", "Looking at it."), 100_000);
+    assert.equal(small.commit, null);
+    assert.equal(small.threshold, 50_000);
+    assert.ok(small.pendingTokens !== null && small.pendingTokens > 0 && small.pendingTokens < 50_000);
+    assert.deepEqual(small.addedMessageIds, ["u1", "a1"]);
+
+    // A budget whose half is below the pending tokens: the turn starts a commit and returns.
+    const budget = 2 * ((small.pendingTokens ?? 0) + 5);
+    const big = await engine.afterTurn("eng-1", turn(2, "Also the logout path", "Done: both fixed."), budget, {
+      keepRecentTurns: 1,
+    });
+    assert.ok(big.commit, "a background commit started");
+    assert.equal(engine.runningCommits().length, 1);
+    const phase1 = await big.commit.phase1();
+    assert.equal(phase1.stage, CommitStage.ARCHIVED);
+    assert.equal(phase1.detail.case === "phase1" && phase1.detail.value.archivedMessageCount, 2);
+    const terminal = await big.commit.wait();
+    assert.equal(terminal.stage, CommitStage.COMPLETED);
+    assert.equal(big.commit.commitId, terminal.commitId);
+    assert.match(logger.notes.join("\n"), /background commit .* ended: COMPLETED/);
+    assert.deepEqual(logger.warnings, []);
+
+    const live = await client.listMessages("eng-1");
+    assert.deepEqual(live.messages.map((m) => m.id), ["u2", "a2"]); // the newest turn was kept
+
+    const context = await engine.assemble("eng-1", 8000, { includeAnthropicJson: true });
+    assert.equal(context.fallback, false);
+    assert.ok(!context.fallback && context.response.workingMemoryVersion === 1n);
+    const first = !context.fallback ? context.response.messages[0]?.parts[0]?.kind : undefined;
+    assert.match(String(first?.value), /^\[Session History Summary\]/);
+    await engine.close();
+  });
+
+  test("a session the server commits itself is never committed by the engine", async () => {
+    await client.createSession("eng-auto", { config: { autoCommit: { messageCountThreshold: 2, keepRecentCount: 0 } } });
+    const engine = new ContextEngine(client, { logger: new RecordingLogger() });
+    const result = await engine.afterTurn("eng-auto", turn(1, "Plan the migration", "Step one: back up."), 10);
+    assert.equal(result.commit, null, "over the engine's threshold, but the server's policy rules");
+    assert.notEqual(result.serverCommitId, "");
+    const commit = await client.getCommit("eng-auto", result.serverCommitId);
+    assert.equal(commit.commitId, result.serverCommitId);
+    assert.equal((await client.listCommits("eng-auto")).commits.length, 1);
+  });
+
+  test("compact archives everything and returns the new summary and the sizes around it", async () => {
+    const engine = new ContextEngine(client, { logger: new RecordingLogger() });
+    await engine.afterTurn("eng-compact", turn(1, "Write docs/setup.md for the new install flow", "Drafted docs/setup.md."), 1_000_000);
+    await engine.afterTurn("eng-compact", turn(2, "Add a troubleshooting section", "Added it."), 1_000_000);
+    const result = await engine.compact("eng-compact");
+    assert.equal(result.outcome, "completed");
+    assert.equal(result.fallback, false);
+    assert.equal(result.archivedMessageCount, 4);
+    assert.equal(result.archiveId, "archive_001");
+    assert.equal(result.workingMemoryVersion, 1);
+    assert.match(result.summary, /docs\/setup\.md/);
+    assert.ok(result.tokensBefore > 0);
+    assert.equal((await client.listMessages("eng-compact")).messages.length, 0);
+    const again = await engine.compact("eng-compact");
+    assert.equal(again.outcome, "skipped");
+    assert.notEqual(again.error, "");
+  });
+
+  test("the tool executor runs archive search and expand and tool-output reads", async () => {
+    const id = "eng-tools";
+    const log = Array.from({ length: 3000 }, (_, n) => `line ${n}: ok`).join("\n") + "\nFATAL: quota exceeded\n";
+    await client.addMessages(
+      id,
+      [
+        text("q1", Role.USER, "Deploy, and remember the code word heliotrope"),
+        { id: "c1", role: Role.ASSISTANT, parts: [{ kind: { case: "toolUse", value: { id: "t1", name: "bash", inputJson: "{}" } } }] },
+        { id: "r1", role: Role.USER, parts: [{ kind: { case: "toolResult", value: { toolUseId: "t1", content: log } } }] },
+        text("a1", Role.ASSISTANT, "Quota exceeded."),
+        text("q2", Role.USER, "Now what?"),
+        text("a2", Role.ASSISTANT, "Free some space."),
+      ],
+      { createSessionIfMissing: true },
+    );
+    await client.commit(id, 0, { keepRecentTurns: 1 }).wait();
+
+    const tools = new ToolExecutor(client, id, { maxChars: 1000 });
+    assert.deepEqual(tools.names, ["archive_search", "archive_expand", "tool_output_read"]);
+    const definitions = await tools.definitions();
+    assert.deepEqual(definitions.map((d) => d.name).sort(), ["archive_expand", "archive_search", "tool_output_read"]);
+    assert.equal(definitions[0]?.input_schema.type, "object");
+
+    const hit = await tools.run("archive_search", { query: "HELIOTROPE" });
+    assert.equal(hit.isError, false);
+    assert.match(hit.content, /archive_001, message q1 \(user\)/);
+    const expanded = await tools.run("archive_expand", '{"archive_id": "archive_001"}');
+    assert.equal(expanded.isError, false);
+    assert.match(expanded.content, /^archive_001: 4 message\(s\)/);
+    assert.ok(expanded.content.length <= 1000);
+    const read = await tools.run("tool_output_read", { output_id: "out.r1.0", start_line: 3001 });
+    assert.equal(read.content, "out.r1.0: lines 3001-3001 of 3001\nFATAL: quota exceeded\n");
+    const block = read.anthropicBlock("toolu_9");
+    assert.deepEqual(block, { type: "tool_result", tool_use_id: "toolu_9", content: read.content, is_error: false });
+
+    assert.equal((await tools.run("archive_search", { query: "" })).isError, true);
+    assert.equal((await tools.run("archive_expand", "{not json")).content, "the tool input is not valid JSON");
+    const unknown = await tools.run("memory_search", { query: "x" });
+    assert.match(unknown.content, /^unknown tool 'memory_search'/);
+    const missing = await tools.run("archive_expand", { archive_id: "archive_999" });
+    assert.equal(missing.isError, true);
+    assert.match(missing.content, /^archive_expand failed: /);
+    assert.throws(() => new ToolExecutor(client, id, { tools: ["bash"] }), /not a recall tool: bash/);
+
+    const context = await client.assembleContext(id, 100_000, { registeredTools: ["archive_search"] });
+    assert.match(context.systemPromptAddition, /archive_search/);
+    assert.doesNotMatch(context.systemPromptAddition, /archive_expand/);
+  });
+  test("the memory tools store, find and forget the session owner's long-term memories", async () => {
+    const id = "eng-memory";
+    await client.createSession(id, { userId: "ana" });
+    const tools = new ToolExecutor(client, id, { tools: ["memory_store", "memory_search", "memory_forget"] });
+    const definitions = await tools.definitions();
+    assert.deepEqual(definitions.map((d) => d.name).sort(), ["memory_forget", "memory_search", "memory_store"]);
+
+    const stored = await tools.run("memory_store", { type: "preference", text: "Ana prefers answers in German" });
+    assert.equal(stored.isError, false);
+    const memoryId = /^stored as (\S+)$/.exec(stored.content)?.[1];
+    assert.ok(memoryId, stored.content);
+    const again = await tools.run("memory_store", { type: "preference", text: "Ana prefers answers in German" });
+    assert.equal(again.content, `already known as ${memoryId}`);
+    assert.equal((await tools.run("memory_store", { type: "mood", text: "x" })).isError, true);
+
+    const found = await tools.run("memory_search", { query: "German answers" });
+    assert.match(found.content, new RegExp(`^- ${memoryId} \\[preference\\] Ana prefers answers in German`));
+    const memory = await client.getMemory(memoryId);
+    assert.equal(memory.text, "Ana prefers answers in German");
+
+    assert.equal((await tools.run("memory_forget", { memory_id: memoryId })).content, `forgot ${memoryId}`);
+    assert.equal((await tools.run("memory_search", { query: "German answers" })).content, "no memory matches 'German answers'");
+  });
+
+  // Last: it stops the server, and starts a new one on the same port.
+  test("with the server stopped the engine falls back to the runtime's own messages, warns once, and catches up", async () => {
+    const port = server.port;
+    await server.stop(); // nothing listens on the port any more
+    const logger = new RecordingLogger();
+    const engine = new ContextEngine(client, { logger });
+    const own = turn(1, "Rename the config loader", "Renamed it to load_settings.");
+    const added = await engine.afterTurn("eng-down", own, 1000);
+    assert.equal(added.fallback, true);
+    assert.match(added.fallbackReason, /^UNAVAILABLE/);
+    assert.equal(added.unsentMessages, 2);
+    assert.equal(added.commit, null);
+    assert.equal(engine.degraded, true);
+
+    const context = await engine.assemble("eng-down", 8000, { ownMessages: own });
+    assert.equal(context.fallback, true);
+    assert.ok(context.fallback && context.messages === own, "the runtime's own messages, as they were");
+    assert.equal(context.fallback && context.error.codeName, "UNAVAILABLE");
+
+    const compacted = await engine.compact("eng-down");
+    assert.equal(compacted.outcome, "unavailable");
+    assert.equal(compacted.fallback, true);
+
+    assert.equal(logger.warnings.length, 1, "one warning for the outage, not one per call");
+    assert.match(logger.warnings[0] ?? "", /unreachable.*goes on with its own messages/);
+
+    // Other errors are not hidden: a bad request still throws.
+    await assert.rejects(engine.afterTurn("eng-down", [], 0), RangeError);
+
+    server = await new ServerProcess().start(port);
+    const next = await engine.afterTurn("eng-down", turn(2, "Now update the callers", "Updated."), 1_000_000);
+    assert.equal(next.fallback, false);
+    assert.deepEqual(next.addedMessageIds, ["u1", "a1", "u2", "a2"], "the unsent turn went first");
+    assert.equal(engine.degraded, false);
+    assert.deepEqual(logger.notes, ["working memory service reachable again"]);
+    const restored = await engine.assemble("eng-down", 8000);
+    assert.equal(restored.fallback, false);
+  });
+});

@@ -1,0 +1,191 @@
+// The real Python server on a free loopback port, and a TCP proxy in front of it that a test
+// can make drop connections: the tools of the end-to-end tests.
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { WmClient, WmError, type WmClientOptions } from "../src/index.js";
+
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
+
+export function python(): string {
+  if (process.env.WM_PYTHON) return process.env.WM_PYTHON;
+  const venv = join(REPO, ".venv", "bin", "python");
+  return existsSync(venv) ? venv : "python3";
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = net.createServer();
+    server.once("error", fail);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address() as net.AddressInfo;
+      server.close(() => done(address.port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** The seven sections of a working memory, for a scripted model's answer. */
+export const SECTIONS = [
+  "Session Title",
+  "Current State",
+  "Task & Goals",
+  "Key Facts & Decisions",
+  "Files & Context",
+  "Errors & Corrections",
+  "Open Issues",
+];
+
+/** `python -m wm_server` with its own data folder; `env` adds WM_* settings. */
+export class ServerProcess {
+  readonly dataDir = mkdtempSync(join(tmpdir(), "wm-ts-e2e-"));
+  port = 0;
+  log = "";
+  private child: ChildProcess | undefined;
+
+  /** WM_* settings, on top of the offline provider; may be changed until start(). */
+  constructor(readonly env: Record<string, string> = {}) {}
+
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  /** Writes a file into the data folder (e.g. a scripted model's answers) and returns its path. */
+  file(name: string, text: string): string {
+    const path = join(this.dataDir, name);
+    writeFileSync(path, text);
+    return path;
+  }
+
+  /** Starts the server on `port` (default: a free one) and waits until it answers. */
+  async start(port?: number): Promise<this> {
+    this.port = port ?? (await freePort());
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("WM_")));
+    const child = spawn(python(), ["-m", "wm_server"], {
+      cwd: REPO,
+      env: {
+        ...inherited,
+        WM_ADDRESS: this.address,
+        WM_DATA_DIR: this.dataDir,
+        WM_LLM_PROVIDER: "offline",
+        ...this.env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child.stdout?.on("data", (chunk: Buffer) => (this.log += chunk.toString()));
+    child.stderr?.on("data", (chunk: Buffer) => (this.log += chunk.toString()));
+    this.child = child;
+    const probe = new WmClient({ address: this.address, timeoutMs: 1000 });
+    try {
+      for (let waited = 0; ; waited += 100) {
+        if (child.exitCode !== null) throw new Error(`the server exited:\n${this.log}`);
+        try {
+          await probe.listSessions({ pageSize: 1 });
+          return this;
+        } catch (error) {
+          if (error instanceof WmError && error.fromService) return this; // it answered
+          if (waited > 30_000) throw new Error(`the server did not start: ${String(error)}\n${this.log}`);
+          await sleep(100);
+        }
+      }
+    } finally {
+      probe.close();
+    }
+  }
+
+  client(options: WmClientOptions = {}): WmClient {
+    return new WmClient({ address: this.address, ...options });
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (child && child.exitCode === null) {
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await exited;
+    }
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A TCP proxy on loopback that records what clients send on each connection. `dropNext(n)`
+ * makes it take the next n connections, read until `until` matches what the client sent,
+ * and then reset them without forwarding a byte; `cutAll()` resets every open connection.
+ */
+export class TcpProxy {
+  port = 0;
+  /** The bytes each client connection sent, in order of connection. */
+  readonly received: Buffer[] = [];
+  private readonly server: net.Server;
+  private readonly open = new Set<net.Socket>();
+  private drops: Array<RegExp> = [];
+
+  constructor(private readonly target: number) {
+    this.server = net.createServer((client) => this.accept(client));
+  }
+
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", r));
+    this.port = (this.server.address() as net.AddressInfo).port;
+    return this;
+  }
+
+  /** Drop the next connection once its client has sent bytes matching `until`. */
+  dropNext(until: RegExp): void {
+    this.drops.push(until);
+  }
+
+  cutAll(): void {
+    for (const socket of this.open) socket.resetAndDestroy();
+  }
+
+  async stop(): Promise<void> {
+    this.cutAll();
+    await new Promise((r) => this.server.close(r));
+  }
+
+  private accept(client: net.Socket): void {
+    const index = this.received.length;
+    this.received.push(Buffer.alloc(0));
+    this.open.add(client);
+    client.on("close", () => this.open.delete(client));
+    client.on("error", () => undefined);
+    const record = (chunk: Buffer) => (this.received[index] = Buffer.concat([this.received[index] ?? Buffer.alloc(0), chunk]));
+    const drop = this.drops.shift();
+    if (drop !== undefined) {
+      client.on("data", (chunk: Buffer) => {
+        record(chunk);
+        if (drop.test((this.received[index] ?? Buffer.alloc(0)).toString("latin1"))) client.resetAndDestroy();
+      });
+      return;
+    }
+    const upstream = net.connect(this.target, "127.0.0.1");
+    this.open.add(upstream);
+    upstream.on("close", () => {
+      this.open.delete(upstream);
+      client.destroy();
+    });
+    upstream.on("error", () => client.destroy());
+    client.on("close", () => upstream.destroy());
+    client.on("data", (chunk: Buffer) => {
+      record(chunk);
+      upstream.write(chunk);
+    });
+    upstream.on("data", (chunk: Buffer) => client.write(chunk));
+  }
+}
+
+/** UUIDs in what a client sent (request ids travel as plain protobuf strings). */
+export function uuids(bytes: Buffer | undefined): string[] {
+  return (bytes ?? Buffer.alloc(0)).toString("latin1").match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? [];
+}
