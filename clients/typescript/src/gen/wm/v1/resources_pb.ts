@@ -18,7 +18,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file wm/v1/resources.proto.
  */
 export const file_wm_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChV3bS92MS9yZXNvdXJjZXMucHJvdG8SBXdtLnYxIskDCgdTZXNzaW9uEhgKCnNlc3Npb25faWQYASABKAlCBOJBAQgSNQoLY3JlYXRlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDEjUKC3VwZGF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIbCg1tZXNzYWdlX2NvdW50GAQgASgDQgTiQQEDEiEKE3RvdGFsX21lc3NhZ2VfY291bnQYBSABKANCBOJBAQMSHAoOcGVuZGluZ190b2tlbnMYBiABKANCBOJBAQMSGQoLbGl2ZV90b2tlbnMYByABKANCBOJBAQMSHwoRa2VlcF9yZWNlbnRfY291bnQYCCABKAVCBOJBAQMSGwoNYXJjaGl2ZV9jb3VudBgJIAEoBUIE4kEBAxIkChZ3b3JraW5nX21lbW9yeV92ZXJzaW9uGAogASgDQgTiQQEDEioKBmNvbmZpZxgLIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQESFQoHdXNlcl9pZBgMIAEoCUIE4kEBBRIWCghhZ2VudF9pZBgNIAEoCUIE4kEBBSLyAQoNU2Vzc2lvbkNvbmZpZxIyCgthdXRvX2NvbW1pdBgBIAEoCzIXLndtLnYxLkF1dG9Db21taXRQb2xpY3lCBOJBAQESJAoRbWVtb3J5X2V4dHJhY3Rpb24YAiABKAhCBOJBAQFIAIgBARIrChh0b29sX291dHB1dF9pbmxpbmVfY2hhcnMYAyABKAVCBOJBAQFIAYgBARInCgVtb2RlbBgEIAEoCzISLndtLnYxLk1vZGVsQ2hvaWNlQgTiQQEBQhQKEl9tZW1vcnlfZXh0cmFjdGlvbkIbChlfdG9vbF9vdXRwdXRfaW5saW5lX2NoYXJzIo8DChBBdXRvQ29tbWl0UG9saWN5EioKF3BlbmRpbmdfdG9rZW5fdGhyZXNob2xkGAEgASgDQgTiQQEBSACIAQESKgoXbWVzc2FnZV9jb3VudF90aHJlc2hvbGQYAiABKAVCBOJBAQFIAYgBARI1CgxpZGxlX3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBOJBAQESPAoTbWluX2NvbW1pdF9pbnRlcnZhbBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIE4kEBARIkChFrZWVwX3JlY2VudF9jb3VudBgFIAEoBUIE4kEBAUgCiAEBEiQKEWtlZXBfcmVjZW50X3R1cm5zGAYgASgFQgTiQQEBSAOIAQFCGgoYX3BlbmRpbmdfdG9rZW5fdGhyZXNob2xkQhoKGF9tZXNzYWdlX2NvdW50X3RocmVzaG9sZEIUChJfa2VlcF9yZWNlbnRfY291bnRCFAoSX2tlZXBfcmVjZW50X3R1cm5zIjoKC01vZGVsQ2hvaWNlEhYKCHByb3ZpZGVyGAEgASgJQgTiQQECEhMKBW1vZGVsGAIgASgJQgTiQQEBIuwBCgdNZXNzYWdlEhAKAmlkGAEgASgJQgTiQQEBEh8KBHJvbGUYAiABKA4yCy53bS52MS5Sb2xlQgTiQQECEiAKBXBhcnRzGAMgAygLMgsud20udjEuUGFydEIE4kEBAhIeChBlc3RpbWF0ZWRfdG9rZW5zGAQgASgDQgTiQQEDEjUKC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIWCghwb3NpdGlvbhgGIAEoA0IE4kEBAxIdCg90b29sX291dHB1dF9pZHMYByADKAlCBOJBAQMingIKClRvb2xPdXRwdXQSFwoJb3V0cHV0X2lkGAEgASgJQgTiQQEIEhgKCm1lc3NhZ2VfaWQYAiABKAlCBOJBAQMSGQoLdG9vbF91c2VfaWQYAyABKAlCBOJBAQMSKQoEa2luZBgEIAEoDjIVLndtLnYxLlRvb2xPdXRwdXRLaW5kQgTiQQEDEhQKBmZvcm1hdBgFIAEoCUIE4kEBAxIYCgpzaXplX2J5dGVzGAYgASgDQgTiQQEDEhgKCmxpbmVfY291bnQYByABKANCBOJBAQMSFgoIc3lub3BzaXMYCCABKAlCBOJBAQMSNQoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDImwKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEiIKCHRvb2xfdXNlGAIgASgLMg4ud20udjEuVG9vbFVzZUgAEigKC3Rvb2xfcmVzdWx0GAMgASgLMhEud20udjEuVG9vbFJlc3VsdEgAQgYKBGtpbmQiSQoHVG9vbFVzZRIQCgJpZBgBIAEoCUIE4kEBAhISCgRuYW1lGAIgASgJQgTiQQECEhgKCmlucHV0X2pzb24YAyABKAlCBOJBAQEiVgoKVG9vbFJlc3VsdBIZCgt0b29sX3VzZV9pZBgBIAEoCUIE4kEBAhIVCgdjb250ZW50GAIgASgJQgTiQQEBEhYKCGlzX2Vycm9yGAMgASgIQgTiQQEBIpIBCgpUb2tlblVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEh8KF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAMgASgDEiMKG2NhY2hlX2NyZWF0aW9uX2lucHV0X3Rva2VucxgEIAEoAxIRCglsbG1fY2FsbHMYBSABKAUi2wUKBkNvbW1pdBIXCgljb21taXRfaWQYASABKAlCBOJBAQgSGAoKc2Vzc2lvbl9pZBgCIAEoCUIE4kEBAxIYCgphcmNoaXZlX2lkGAMgASgJQgTiQQEDEicKBXN0YXRlGAQgASgOMhIud20udjEuQ29tbWl0U3RhdGVCBOJBAQMSHwoRa2VlcF9yZWNlbnRfY291bnQYBSABKAVCBOJBAQMSJAoWYXJjaGl2ZWRfbWVzc2FnZV9jb3VudBgGIAEoBUIE4kEBAxIgChJrZXB0X21lc3NhZ2VfY291bnQYByABKAVCBOJBAQMSHQoPYXJjaGl2ZWRfdG9rZW5zGAggASgDQgTiQQEDEiwKC3NraXBfcmVhc29uGAkgASgOMhEud20udjEuU2tpcFJlYXNvbkIE4kEBAxInCgVlcnJvchgKIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzQgTiQQEDEhsKDWF0dGVtcHRfY291bnQYCyABKAVCBOJBAQMSIgoUY292ZXJlZF9ieV9jb21taXRfaWQYDCABKAlCBOJBAQMSLAoLdG9rZW5fdXNhZ2UYDSABKAsyES53bS52MS5Ub2tlblVzYWdlQgTiQQEDEi0KCWRlY2lzaW9ucxgOIAMoCzIULndtLnYxLkd1YXJkRGVjaXNpb25CBOJBAQMSJAoWd29ya2luZ19tZW1vcnlfdmVyc2lvbhgPIAEoA0IE4kEBAxIbCg1sYXN0X3NlcXVlbmNlGBAgASgDQgTiQQEDEjUKC2NyZWF0ZV90aW1lGBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxI3Cg1jb21wbGV0ZV90aW1lGBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIrCgd0cmlnZ2VyGBMgASgOMhQud20udjEuQ29tbWl0VHJpZ2dlckIE4kEBAyLABQoLQ29tbWl0RXZlbnQSEQoJY29tbWl0X2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgDEiEKBXN0YWdlGAMgASgOMhIud20udjEuQ29tbWl0U3RhZ2USEAoIdGVybWluYWwYBCABKAgSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiEKBXN0YXRlGAYgASgOMhIud20udjEuQ29tbWl0U3RhdGUSJgoGcGhhc2UxGAogASgLMhQud20udjEuUGhhc2UxT3V0Y29tZUgAEi4KDnBoYXNlMl9zdGFydGVkGAsgASgLMhQud20udjEuUGhhc2UyU3RhcnRlZEgAEjEKEGxsbV9yZXF1ZXN0X3NlbnQYDCABKAsyFS53bS52MS5MbG1SZXF1ZXN0U2VudEgAEjsKFWxsbV9yZXNwb25zZV9yZWNlaXZlZBgNIAEoCzIaLndtLnYxLkxsbVJlc3BvbnNlUmVjZWl2ZWRIABImCgpvcHNfcGFyc2VkGA4gASgLMhAud20udjEuT3BzUGFyc2VkSAASLgoOZ3VhcmRfZGVjaXNpb24YDyABKAsyFC53bS52MS5HdWFyZERlY2lzaW9uSAASOwoVd29ya2luZ19tZW1vcnlfc3RvcmVkGBAgASgLMhoud20udjEuV29ya2luZ01lbW9yeVN0b3JlZEgAEjAKD3JldHJ5X3NjaGVkdWxlZBgRIAEoCzIVLndtLnYxLlJldHJ5U2NoZWR1bGVkSAASIgoJY29tcGxldGVkGBIgASgLMg0ud20udjEuQ29tbWl0SAASHwoGZmFpbGVkGBMgASgLMg0ud20udjEuQ29tbWl0SAASJQoJaGVhcnRiZWF0GBQgASgLMhAud20udjEuSGVhcnRiZWF0SABCCAoGZGV0YWlsIsMBCg1QaGFzZTFPdXRjb21lEhAKCGFyY2hpdmVkGAEgASgIEhIKCmFyY2hpdmVfaWQYAiABKAkSHgoWYXJjaGl2ZWRfbWVzc2FnZV9jb3VudBgDIAEoBRIaChJrZXB0X21lc3NhZ2VfY291bnQYBCABKAUSFwoPYXJjaGl2ZWRfdG9rZW5zGAUgASgDEiYKC3NraXBfcmVhc29uGAYgASgOMhEud20udjEuU2tpcFJlYXNvbhIPCgdtZXNzYWdlGAcgASgJIngKDVBoYXNlMlN0YXJ0ZWQSDwoHYXR0ZW1wdBgBIAEoBRIfCgRtb2RlGAIgASgOMhEud20udjEuUGhhc2UyTW9kZRIYChBwcmV2aW91c192ZXJzaW9uGAMgASgDEhsKE2NvdmVyZWRfYXJjaGl2ZV9pZHMYBCADKAkiQgoOTGxtUmVxdWVzdFNlbnQSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSDwoHcHVycG9zZRgDIAEoCSJhChNMbG1SZXNwb25zZVJlY2VpdmVkEhMKC3N0b3BfcmVhc29uGAEgASgJEiAKBXVzYWdlGAIgASgLMhEud20udjEuVG9rZW5Vc2FnZRITCgtkdXJhdGlvbl9tcxgDIAEoAyI8CglPcHNQYXJzZWQSHQoDb3BzGAEgAygLMhAud20udjEuU2VjdGlvbk9wEhAKCHByb2JsZW1zGAIgAygJIogBChNXb3JraW5nTWVtb3J5U3RvcmVkEg8KB3ZlcnNpb24YASABKAMSGAoQZXN0aW1hdGVkX3Rva2VucxgCIAEoAxIQCghhYnN0cmFjdBgDIAEoCRIVCg1wZW5kaW5nX2l0ZW1zGAQgASgFEh0KFXBlbmRpbmdfaXRlbXNfZHJvcHBlZBgFIAEoBSK4AQoOUmV0cnlTY2hlZHVsZWQSDwoHYXR0ZW1wdBgBIAEoBRIQCghkZWxheV9tcxgCIAEoAxIOCgZyZWFzb24YAyABKAkSNQoRbmV4dF9hdHRlbXB0X3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhwKFHByb3ZpZGVyX3VuYXZhaWxhYmxlGAUgASgIEh4KFndhaXRfcmVtYWluaW5nX3NlY29uZHMYBiABKAMiIgoJSGVhcnRiZWF0EhUKDWxhc3Rfc2VxdWVuY2UYASABKAMieAoJU2VjdGlvbk9wEhUKB3NlY3Rpb24YASABKAlCBOJBAQISKAoEa2luZBgCIAEoDjIULndtLnYxLlNlY3Rpb25PcEtpbmRCBOJBAQISFQoHY29udGVudBgDIAEoCUIE4kEBARITCgVpdGVtcxgEIAMoCUIE4kEBASLfAQoNR3VhcmREZWNpc2lvbhIPCgdzZWN0aW9uGAEgASgJEiwKDnJlcXVlc3RlZF9raW5kGAIgASgOMhQud20udjEuU2VjdGlvbk9wS2luZBIqCgxhcHBsaWVkX2tpbmQYAyABKA4yFC53bS52MS5TZWN0aW9uT3BLaW5kEg0KBWd1YXJkGAQgASgJEg4KBnJlYXNvbhgFIAEoCRIVCg1kcm9wcGVkX2l0ZW1zGAYgAygJEhYKDnJlc3RvcmVkX2l0ZW1zGAcgAygJEhUKDXJlZnVzZWRfaXRlbXMYCCADKAkiQwoLU2VjdGlvbkJvZHkSDAoEbmFtZRgBIAEoCRIMCgRib2R5GAIgASgJEhgKEGVzdGltYXRlZF90b2tlbnMYAyABKAMi9QEKDVdvcmtpbmdNZW1vcnkSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAxIVCgd2ZXJzaW9uGAIgASgDQgTiQQEDEhgKCmFyY2hpdmVfaWQYAyABKAlCBOJBAQMSFgoIZG9jdW1lbnQYBCABKAlCBOJBAQMSKgoIc2VjdGlvbnMYBSADKAsyEi53bS52MS5TZWN0aW9uQm9keUIE4kEBAxIeChBlc3RpbWF0ZWRfdG9rZW5zGAYgASgDQgTiQQEDEjUKC2NyZWF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAyLhBAoHQXJjaGl2ZRIYCgphcmNoaXZlX2lkGAEgASgJQgTiQQEIEhgKCnNlc3Npb25faWQYAiABKAlCBOJBAQMSFwoJY29tbWl0X2lkGAMgASgJQgTiQQEDEicKBXN0YXRlGAQgASgOMhIud20udjEuQ29tbWl0U3RhdGVCBOJBAQMSFgoIYWJzdHJhY3QYBSABKAlCBOJBAQMSGwoNbWVzc2FnZV9jb3VudBgGIAEoBUIE4kEBAxIeChBlc3RpbWF0ZWRfdG9rZW5zGAcgASgDQgTiQQEDEiYKCG1lc3NhZ2VzGAggAygLMg4ud20udjEuTWVzc2FnZUIE4kEBAxIyCg53b3JraW5nX21lbW9yeRgJIAEoCzIULndtLnYxLldvcmtpbmdNZW1vcnlCBOJBAQMSJwoFZXJyb3IYCiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0IE4kEBAxItCglkZWNpc2lvbnMYCyADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uQgTiQQEDEiwKC3Rva2VuX3VzYWdlGAwgASgLMhEud20udjEuVG9rZW5Vc2FnZUIE4kEBAxI1CgtjcmVhdGVfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSIwoVY292ZXJlZF9ieV9hcmNoaXZlX2lkGA4gASgJQgTiQQEDEiYKGG5leHRfbWVzc2FnZXNfcGFnZV90b2tlbhgPIAEoCUIE4kEBAxIlChdtZXNzYWdlc19zdGFydF9wb3NpdGlvbhgQIAEoA0IE4kEBAyJdCgxNZW1vcnlTb3VyY2USGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAxIYCgphcmNoaXZlX2lkGAIgASgJQgTiQQEDEhkKC21lc3NhZ2VfaWRzGAMgAygJQgTiQQEDIrEBCg1NZW1vcnlWZXJzaW9uEhUKB3ZlcnNpb24YASABKANCBOJBAQMSEgoEdGV4dBgCIAEoCUIE4kEBAxIlCgR0eXBlGAMgASgOMhEud20udjEuTWVtb3J5VHlwZUIE4kEBAxIUCgZyZWFzb24YBCABKAlCBOJBAQMSOAoOc3VwZXJzZWRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDIpYFCgZNZW1vcnkSFwoJbWVtb3J5X2lkGAEgASgJQgTiQQEIEhUKB3VzZXJfaWQYAiABKAlCBOJBAQMSFgoIYWdlbnRfaWQYAyABKAlCBOJBAQMSGAoKc2Vzc2lvbl9pZBgEIAEoCUIE4kEBAxIlCgR0eXBlGAUgASgOMhEud20udjEuTWVtb3J5VHlwZUIE4kEBAhISCgR0ZXh0GAYgASgJQgTiQQECEi8KBmZpZWxkcxgHIAMoCzIZLndtLnYxLk1lbW9yeS5GaWVsZHNFbnRyeUIE4kEBARI0CgpldmVudF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBARI1CgtyZWNvcmRfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSKgoHc291cmNlcxgKIAMoCzITLndtLnYxLk1lbW9yeVNvdXJjZUIE4kEBAxI1CgtjcmVhdGVfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSNQoLdXBkYXRlX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDEicKBXN0YXRlGA0gASgOMhIud20udjEuTWVtb3J5U3RhdGVCBOJBAQMSFQoHdmVyc2lvbhgOIAEoA0IE4kEBAxIrCgdoaXN0b3J5GA8gAygLMhQud20udjEuTWVtb3J5VmVyc2lvbkIE4kEBAxIbCg1yZXRpcmVfcmVhc29uGBAgASgJQgTiQQEDGi0KC0ZpZWxkc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEKmsKDlRvb2xPdXRwdXRLaW5kEiAKHFRPT0xfT1VUUFVUX0tJTkRfVU5TUEVDSUZJRUQQABIbChdUT09MX09VVFBVVF9LSU5EX1JFU1VMVBABEhoKFlRPT0xfT1VUUFVUX0tJTkRfSU5QVVQQAiquAQoLQ29tbWl0U3RhdGUSHAoYQ09NTUlUX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUQ09NTUlUX1NUQVRFX1BFTkRJTkcQARIYChRDT01NSVRfU1RBVEVfUlVOTklORxACEhoKFkNPTU1JVF9TVEFURV9DT01QTEVURUQQAxIXChNDT01NSVRfU1RBVEVfRkFJTEVEEAQSGAoUQ09NTUlUX1NUQVRFX1NLSVBQRUQQBSpqCgpTa2lwUmVhc29uEhsKF1NLSVBfUkVBU09OX1VOU1BFQ0lGSUVEEAASGwoXU0tJUF9SRUFTT05fTk9fTUVTU0FHRVMQARIiCh5TS0lQX1JFQVNPTl9XSVRISU5fS0VFUF9XSU5ET1cQAiqoAQoNQ29tbWl0VHJpZ2dlchIeChpDT01NSVRfVFJJR0dFUl9VTlNQRUNJRklFRBAAEhkKFUNPTU1JVF9UUklHR0VSX0NMSUVOVBABEiEKHUNPTU1JVF9UUklHR0VSX1BFTkRJTkdfVE9LRU5TEAISIAocQ09NTUlUX1RSSUdHRVJfTUVTU0FHRV9DT1VOVBADEhcKE0NPTU1JVF9UUklHR0VSX0lETEUQBCqlAwoLQ29tbWl0U3RhZ2USHAoYQ09NTUlUX1NUQUdFX1VOU1BFQ0lGSUVEEAASGQoVQ09NTUlUX1NUQUdFX0FSQ0hJVkVEEAESGAoUQ09NTUlUX1NUQUdFX1NLSVBQRUQQAhIfChtDT01NSVRfU1RBR0VfUEhBU0UyX1NUQVJURUQQAxIhCh1DT01NSVRfU1RBR0VfTExNX1JFUVVFU1RfU0VOVBAEEiYKIkNPTU1JVF9TVEFHRV9MTE1fUkVTUE9OU0VfUkVDRUlWRUQQBRIbChdDT01NSVRfU1RBR0VfT1BTX1BBUlNFRBAGEh8KG0NPTU1JVF9TVEFHRV9HVUFSRF9ERUNJU0lPThAHEiYKIkNPTU1JVF9TVEFHRV9XT1JLSU5HX01FTU9SWV9TVE9SRUQQCBIgChxDT01NSVRfU1RBR0VfUkVUUllfU0NIRURVTEVEEAkSGgoWQ09NTUlUX1NUQUdFX0NPTVBMRVRFRBAKEhcKE0NPTU1JVF9TVEFHRV9GQUlMRUQQCxIaChZDT01NSVRfU1RBR0VfSEVBUlRCRUFUEAwqWQoKUGhhc2UyTW9kZRIbChdQSEFTRTJfTU9ERV9VTlNQRUNJRklFRBAAEhYKElBIQVNFMl9NT0RFX0NSRUFURRABEhYKElBIQVNFMl9NT0RFX1VQREFURRACKoIBCg1TZWN0aW9uT3BLaW5kEh8KG1NFQ1RJT05fT1BfS0lORF9VTlNQRUNJRklFRBAAEhgKFFNFQ1RJT05fT1BfS0lORF9LRUVQEAESGgoWU0VDVElPTl9PUF9LSU5EX1VQREFURRACEhoKFlNFQ1RJT05fT1BfS0lORF9BUFBFTkQQAyrCAQoKTWVtb3J5VHlwZRIbChdNRU1PUllfVFlQRV9VTlNQRUNJRklFRBAAEhcKE01FTU9SWV9UWVBFX1BST0ZJTEUQARIaChZNRU1PUllfVFlQRV9QUkVGRVJFTkNFEAISFgoSTUVNT1JZX1RZUEVfRU5USVRZEAMSFQoRTUVNT1JZX1RZUEVfRVZFTlQQBBIYChRNRU1PUllfVFlQRV9ERUNJU0lPThAFEhkKFU1FTU9SWV9UWVBFX1BST0NFRFVSRRAGKl4KC01lbW9yeVN0YXRlEhwKGE1FTU9SWV9TVEFURV9VTlNQRUNJRklFRBAAEhcKE01FTU9SWV9TVEFURV9BQ1RJVkUQARIYChRNRU1PUllfU1RBVEVfUkVUSVJFRBACYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_duration, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("ChV3bS92MS9yZXNvdXJjZXMucHJvdG8SBXdtLnYxIskDCgdTZXNzaW9uEhgKCnNlc3Npb25faWQYASABKAlCBOJBAQgSNQoLY3JlYXRlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDEjUKC3VwZGF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIbCg1tZXNzYWdlX2NvdW50GAQgASgDQgTiQQEDEiEKE3RvdGFsX21lc3NhZ2VfY291bnQYBSABKANCBOJBAQMSHAoOcGVuZGluZ190b2tlbnMYBiABKANCBOJBAQMSGQoLbGl2ZV90b2tlbnMYByABKANCBOJBAQMSHwoRa2VlcF9yZWNlbnRfY291bnQYCCABKAVCBOJBAQMSGwoNYXJjaGl2ZV9jb3VudBgJIAEoBUIE4kEBAxIkChZ3b3JraW5nX21lbW9yeV92ZXJzaW9uGAogASgDQgTiQQEDEioKBmNvbmZpZxgLIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQESFQoHdXNlcl9pZBgMIAEoCUIE4kEBBRIWCghhZ2VudF9pZBgNIAEoCUIE4kEBBSLyAQoNU2Vzc2lvbkNvbmZpZxIyCgthdXRvX2NvbW1pdBgBIAEoCzIXLndtLnYxLkF1dG9Db21taXRQb2xpY3lCBOJBAQESJAoRbWVtb3J5X2V4dHJhY3Rpb24YAiABKAhCBOJBAQFIAIgBARIrChh0b29sX291dHB1dF9pbmxpbmVfY2hhcnMYAyABKAVCBOJBAQFIAYgBARInCgVtb2RlbBgEIAEoCzISLndtLnYxLk1vZGVsQ2hvaWNlQgTiQQEBQhQKEl9tZW1vcnlfZXh0cmFjdGlvbkIbChlfdG9vbF9vdXRwdXRfaW5saW5lX2NoYXJzIo8DChBBdXRvQ29tbWl0UG9saWN5EioKF3BlbmRpbmdfdG9rZW5fdGhyZXNob2xkGAEgASgDQgTiQQEBSACIAQESKgoXbWVzc2FnZV9jb3VudF90aHJlc2hvbGQYAiABKAVCBOJBAQFIAYgBARI1CgxpZGxlX3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBOJBAQESPAoTbWluX2NvbW1pdF9pbnRlcnZhbBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIE4kEBARIkChFrZWVwX3JlY2VudF9jb3VudBgFIAEoBUIE4kEBAUgCiAEBEiQKEWtlZXBfcmVjZW50X3R1cm5zGAYgASgFQgTiQQEBSAOIAQFCGgoYX3BlbmRpbmdfdG9rZW5fdGhyZXNob2xkQhoKGF9tZXNzYWdlX2NvdW50X3RocmVzaG9sZEIUChJfa2VlcF9yZWNlbnRfY291bnRCFAoSX2tlZXBfcmVjZW50X3R1cm5zIjoKC01vZGVsQ2hvaWNlEhYKCHByb3ZpZGVyGAEgASgJQgTiQQECEhMKBW1vZGVsGAIgASgJQgTiQQEBIuwBCgdNZXNzYWdlEhAKAmlkGAEgASgJQgTiQQEBEh8KBHJvbGUYAiABKA4yCy53bS52MS5Sb2xlQgTiQQECEiAKBXBhcnRzGAMgAygLMgsud20udjEuUGFydEIE4kEBAhIeChBlc3RpbWF0ZWRfdG9rZW5zGAQgASgDQgTiQQEDEjUKC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIWCghwb3NpdGlvbhgGIAEoA0IE4kEBAxIdCg90b29sX291dHB1dF9pZHMYByADKAlCBOJBAQMingIKClRvb2xPdXRwdXQSFwoJb3V0cHV0X2lkGAEgASgJQgTiQQEIEhgKCm1lc3NhZ2VfaWQYAiABKAlCBOJBAQMSGQoLdG9vbF91c2VfaWQYAyABKAlCBOJBAQMSKQoEa2luZBgEIAEoDjIVLndtLnYxLlRvb2xPdXRwdXRLaW5kQgTiQQEDEhQKBmZvcm1hdBgFIAEoCUIE4kEBAxIYCgpzaXplX2J5dGVzGAYgASgDQgTiQQEDEhgKCmxpbmVfY291bnQYByABKANCBOJBAQMSFgoIc3lub3BzaXMYCCABKAlCBOJBAQMSNQoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDImwKBFBhcnQSDgoEdGV4dBgBIAEoCUgAEiIKCHRvb2xfdXNlGAIgASgLMg4ud20udjEuVG9vbFVzZUgAEigKC3Rvb2xfcmVzdWx0GAMgASgLMhEud20udjEuVG9vbFJlc3VsdEgAQgYKBGtpbmQiSQoHVG9vbFVzZRIQCgJpZBgBIAEoCUIE4kEBAhISCgRuYW1lGAIgASgJQgTiQQECEhgKCmlucHV0X2pzb24YAyABKAlCBOJBAQEiVgoKVG9vbFJlc3VsdBIZCgt0b29sX3VzZV9pZBgBIAEoCUIE4kEBAhIVCgdjb250ZW50GAIgASgJQgTiQQEBEhYKCGlzX2Vycm9yGAMgASgIQgTiQQEBIpIBCgpUb2tlblVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEh8KF2NhY2hlX3JlYWRfaW5wdXRfdG9rZW5zGAMgASgDEiMKG2NhY2hlX2NyZWF0aW9uX2lucHV0X3Rva2VucxgEIAEoAxIRCglsbG1fY2FsbHMYBSABKAUiiQYKBkNvbW1pdBIXCgljb21taXRfaWQYASABKAlCBOJBAQgSGAoKc2Vzc2lvbl9pZBgCIAEoCUIE4kEBAxIYCgphcmNoaXZlX2lkGAMgASgJQgTiQQEDEicKBXN0YXRlGAQgASgOMhIud20udjEuQ29tbWl0U3RhdGVCBOJBAQMSHwoRa2VlcF9yZWNlbnRfY291bnQYBSABKAVCBOJBAQMSJAoWYXJjaGl2ZWRfbWVzc2FnZV9jb3VudBgGIAEoBUIE4kEBAxIgChJrZXB0X21lc3NhZ2VfY291bnQYByABKAVCBOJBAQMSHQoPYXJjaGl2ZWRfdG9rZW5zGAggASgDQgTiQQEDEiwKC3NraXBfcmVhc29uGAkgASgOMhEud20udjEuU2tpcFJlYXNvbkIE4kEBAxInCgVlcnJvchgKIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzQgTiQQEDEhsKDWF0dGVtcHRfY291bnQYCyABKAVCBOJBAQMSIgoUY292ZXJlZF9ieV9jb21taXRfaWQYDCABKAlCBOJBAQMSLAoLdG9rZW5fdXNhZ2UYDSABKAsyES53bS52MS5Ub2tlblVzYWdlQgTiQQEDEi0KCWRlY2lzaW9ucxgOIAMoCzIULndtLnYxLkd1YXJkRGVjaXNpb25CBOJBAQMSJAoWd29ya2luZ19tZW1vcnlfdmVyc2lvbhgPIAEoA0IE4kEBAxIbCg1sYXN0X3NlcXVlbmNlGBAgASgDQgTiQQEDEjUKC2NyZWF0ZV90aW1lGBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxI3Cg1jb21wbGV0ZV90aW1lGBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIrCgd0cmlnZ2VyGBMgASgOMhQud20udjEuQ29tbWl0VHJpZ2dlckIE4kEBAxIsCgttZW1vcnlfZGlmZhgUIAEoCzIRLndtLnYxLk1lbW9yeURpZmZCBOJBAQMi8QUKC0NvbW1pdEV2ZW50EhEKCWNvbW1pdF9pZBgBIAEoCRIQCghzZXF1ZW5jZRgCIAEoAxIhCgVzdGFnZRgDIAEoDjISLndtLnYxLkNvbW1pdFN0YWdlEhAKCHRlcm1pbmFsGAQgASgIEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIhCgVzdGF0ZRgGIAEoDjISLndtLnYxLkNvbW1pdFN0YXRlEiYKBnBoYXNlMRgKIAEoCzIULndtLnYxLlBoYXNlMU91dGNvbWVIABIuCg5waGFzZTJfc3RhcnRlZBgLIAEoCzIULndtLnYxLlBoYXNlMlN0YXJ0ZWRIABIxChBsbG1fcmVxdWVzdF9zZW50GAwgASgLMhUud20udjEuTGxtUmVxdWVzdFNlbnRIABI7ChVsbG1fcmVzcG9uc2VfcmVjZWl2ZWQYDSABKAsyGi53bS52MS5MbG1SZXNwb25zZVJlY2VpdmVkSAASJgoKb3BzX3BhcnNlZBgOIAEoCzIQLndtLnYxLk9wc1BhcnNlZEgAEi4KDmd1YXJkX2RlY2lzaW9uGA8gASgLMhQud20udjEuR3VhcmREZWNpc2lvbkgAEjsKFXdvcmtpbmdfbWVtb3J5X3N0b3JlZBgQIAEoCzIaLndtLnYxLldvcmtpbmdNZW1vcnlTdG9yZWRIABIwCg9yZXRyeV9zY2hlZHVsZWQYESABKAsyFS53bS52MS5SZXRyeVNjaGVkdWxlZEgAEiIKCWNvbXBsZXRlZBgSIAEoCzINLndtLnYxLkNvbW1pdEgAEh8KBmZhaWxlZBgTIAEoCzINLndtLnYxLkNvbW1pdEgAEiUKCWhlYXJ0YmVhdBgUIAEoCzIQLndtLnYxLkhlYXJ0YmVhdEgAEi8KEm1lbW9yaWVzX2V4dHJhY3RlZBgVIAEoCzIRLndtLnYxLk1lbW9yeURpZmZIAEIICgZkZXRhaWwiwwEKDVBoYXNlMU91dGNvbWUSEAoIYXJjaGl2ZWQYASABKAgSEgoKYXJjaGl2ZV9pZBgCIAEoCRIeChZhcmNoaXZlZF9tZXNzYWdlX2NvdW50GAMgASgFEhoKEmtlcHRfbWVzc2FnZV9jb3VudBgEIAEoBRIXCg9hcmNoaXZlZF90b2tlbnMYBSABKAMSJgoLc2tpcF9yZWFzb24YBiABKA4yES53bS52MS5Ta2lwUmVhc29uEg8KB21lc3NhZ2UYByABKAkieAoNUGhhc2UyU3RhcnRlZBIPCgdhdHRlbXB0GAEgASgFEh8KBG1vZGUYAiABKA4yES53bS52MS5QaGFzZTJNb2RlEhgKEHByZXZpb3VzX3ZlcnNpb24YAyABKAMSGwoTY292ZXJlZF9hcmNoaXZlX2lkcxgEIAMoCSJCCg5MbG1SZXF1ZXN0U2VudBIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdwdXJwb3NlGAMgASgJImEKE0xsbVJlc3BvbnNlUmVjZWl2ZWQSEwoLc3RvcF9yZWFzb24YASABKAkSIAoFdXNhZ2UYAiABKAsyES53bS52MS5Ub2tlblVzYWdlEhMKC2R1cmF0aW9uX21zGAMgASgDIjwKCU9wc1BhcnNlZBIdCgNvcHMYASADKAsyEC53bS52MS5TZWN0aW9uT3ASEAoIcHJvYmxlbXMYAiADKAkiiAEKE1dvcmtpbmdNZW1vcnlTdG9yZWQSDwoHdmVyc2lvbhgBIAEoAxIYChBlc3RpbWF0ZWRfdG9rZW5zGAIgASgDEhAKCGFic3RyYWN0GAMgASgJEhUKDXBlbmRpbmdfaXRlbXMYBCABKAUSHQoVcGVuZGluZ19pdGVtc19kcm9wcGVkGAUgASgFIrgBCg5SZXRyeVNjaGVkdWxlZBIPCgdhdHRlbXB0GAEgASgFEhAKCGRlbGF5X21zGAIgASgDEg4KBnJlYXNvbhgDIAEoCRI1ChFuZXh0X2F0dGVtcHRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHAoUcHJvdmlkZXJfdW5hdmFpbGFibGUYBSABKAgSHgoWd2FpdF9yZW1haW5pbmdfc2Vjb25kcxgGIAEoAyIiCglIZWFydGJlYXQSFQoNbGFzdF9zZXF1ZW5jZRgBIAEoAyJ4CglTZWN0aW9uT3ASFQoHc2VjdGlvbhgBIAEoCUIE4kEBAhIoCgRraW5kGAIgASgOMhQud20udjEuU2VjdGlvbk9wS2luZEIE4kEBAhIVCgdjb250ZW50GAMgASgJQgTiQQEBEhMKBWl0ZW1zGAQgAygJQgTiQQEBIt8BCg1HdWFyZERlY2lzaW9uEg8KB3NlY3Rpb24YASABKAkSLAoOcmVxdWVzdGVkX2tpbmQYAiABKA4yFC53bS52MS5TZWN0aW9uT3BLaW5kEioKDGFwcGxpZWRfa2luZBgDIAEoDjIULndtLnYxLlNlY3Rpb25PcEtpbmQSDQoFZ3VhcmQYBCABKAkSDgoGcmVhc29uGAUgASgJEhUKDWRyb3BwZWRfaXRlbXMYBiADKAkSFgoOcmVzdG9yZWRfaXRlbXMYByADKAkSFQoNcmVmdXNlZF9pdGVtcxgIIAMoCSJDCgtTZWN0aW9uQm9keRIMCgRuYW1lGAEgASgJEgwKBGJvZHkYAiABKAkSGAoQZXN0aW1hdGVkX3Rva2VucxgDIAEoAyLIAgoNV29ya2luZ01lbW9yeRIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQEDEhUKB3ZlcnNpb24YAiABKANCBOJBAQMSGAoKYXJjaGl2ZV9pZBgDIAEoCUIE4kEBAxIWCghkb2N1bWVudBgEIAEoCUIE4kEBAxIqCghzZWN0aW9ucxgFIAMoCzISLndtLnYxLlNlY3Rpb25Cb2R5QgTiQQEDEh4KEGVzdGltYXRlZF90b2tlbnMYBiABKANCBOJBAQMSNQoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEDEi8KDXBlbmRpbmdfaXRlbXMYCCADKAsyEi53bS52MS5QZW5kaW5nSXRlbUIE4kEBAxIgChJwZW5kaW5nX2l0ZW1fbGltaXQYCSABKAVCBOJBAQMiYwoLUGVuZGluZ0l0ZW0SDwoHc2VjdGlvbhgBIAEoCRIMCgR0ZXh0GAIgASgJEg4KBnNvdXJjZRgDIAEoCRIRCgljb21taXRfaWQYBCABKAkSEgoKYXJjaGl2ZV9pZBgFIAEoCSLhBAoHQXJjaGl2ZRIYCgphcmNoaXZlX2lkGAEgASgJQgTiQQEIEhgKCnNlc3Npb25faWQYAiABKAlCBOJBAQMSFwoJY29tbWl0X2lkGAMgASgJQgTiQQEDEicKBXN0YXRlGAQgASgOMhIud20udjEuQ29tbWl0U3RhdGVCBOJBAQMSFgoIYWJzdHJhY3QYBSABKAlCBOJBAQMSGwoNbWVzc2FnZV9jb3VudBgGIAEoBUIE4kEBAxIeChBlc3RpbWF0ZWRfdG9rZW5zGAcgASgDQgTiQQEDEiYKCG1lc3NhZ2VzGAggAygLMg4ud20udjEuTWVzc2FnZUIE4kEBAxIyCg53b3JraW5nX21lbW9yeRgJIAEoCzIULndtLnYxLldvcmtpbmdNZW1vcnlCBOJBAQMSJwoFZXJyb3IYCiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0IE4kEBAxItCglkZWNpc2lvbnMYCyADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uQgTiQQEDEiwKC3Rva2VuX3VzYWdlGAwgASgLMhEud20udjEuVG9rZW5Vc2FnZUIE4kEBAxI1CgtjcmVhdGVfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSIwoVY292ZXJlZF9ieV9hcmNoaXZlX2lkGA4gASgJQgTiQQEDEiYKGG5leHRfbWVzc2FnZXNfcGFnZV90b2tlbhgPIAEoCUIE4kEBAxIlChdtZXNzYWdlc19zdGFydF9wb3NpdGlvbhgQIAEoA0IE4kEBAyJ7Cg9NZW1vcnlPcFJlZnVzYWwSEAoIb3BfaW5kZXgYASABKAUSCgoCb3AYAiABKAkSDAoEdGV4dBgDIAEoCRIZChF0YXJnZXRfbWVtb3J5X2lkcxgEIAMoCRIOCgZyZWFzb24YBSABKAkSEQoJZHVwbGljYXRlGAYgASgIItYCCgpNZW1vcnlEaWZmEisKBXN0YXRlGAEgASgOMhwud20udjEuTWVtb3J5RXh0cmFjdGlvblN0YXRlEhoKEmNyZWF0ZWRfbWVtb3J5X2lkcxgCIAMoCRIaChJ1cGRhdGVkX21lbW9yeV9pZHMYAyADKAkSGQoRbWVyZ2VkX21lbW9yeV9pZHMYBCADKAkSGgoScmV0aXJlZF9tZW1vcnlfaWRzGAUgAygJEh8KF2RlZHVwbGljYXRlZF9tZW1vcnlfaWRzGAYgAygJEicKB3JlZnVzZWQYByADKAsyFi53bS52MS5NZW1vcnlPcFJlZnVzYWwSDwoHbWVzc2FnZRgIIAEoCRIQCghwcm9ibGVtcxgJIAMoCRIdChVyZWNvdmVyZWRfYXJjaGl2ZV9pZHMYCiADKAkSIAoFdXNhZ2UYCyABKAsyES53bS52MS5Ub2tlblVzYWdlIl0KDE1lbW9yeVNvdXJjZRIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQEDEhgKCmFyY2hpdmVfaWQYAiABKAlCBOJBAQMSGQoLbWVzc2FnZV9pZHMYAyADKAlCBOJBAQMisQEKDU1lbW9yeVZlcnNpb24SFQoHdmVyc2lvbhgBIAEoA0IE4kEBAxISCgR0ZXh0GAIgASgJQgTiQQEDEiUKBHR5cGUYAyABKA4yES53bS52MS5NZW1vcnlUeXBlQgTiQQEDEhQKBnJlYXNvbhgEIAEoCUIE4kEBAxI4Cg5zdXBlcnNlZGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMilgUKBk1lbW9yeRIXCgltZW1vcnlfaWQYASABKAlCBOJBAQgSFQoHdXNlcl9pZBgCIAEoCUIE4kEBAxIWCghhZ2VudF9pZBgDIAEoCUIE4kEBAxIYCgpzZXNzaW9uX2lkGAQgASgJQgTiQQEDEiUKBHR5cGUYBSABKA4yES53bS52MS5NZW1vcnlUeXBlQgTiQQECEhIKBHRleHQYBiABKAlCBOJBAQISLwoGZmllbGRzGAcgAygLMhkud20udjEuTWVtb3J5LkZpZWxkc0VudHJ5QgTiQQEBEjQKCmV2ZW50X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEBEjUKC3JlY29yZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxIqCgdzb3VyY2VzGAogAygLMhMud20udjEuTWVtb3J5U291cmNlQgTiQQEDEjUKC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBAxI1Cgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQMSJwoFc3RhdGUYDSABKA4yEi53bS52MS5NZW1vcnlTdGF0ZUIE4kEBAxIVCgd2ZXJzaW9uGA4gASgDQgTiQQEDEisKB2hpc3RvcnkYDyADKAsyFC53bS52MS5NZW1vcnlWZXJzaW9uQgTiQQEDEhsKDXJldGlyZV9yZWFzb24YECABKAlCBOJBAQMaLQoLRmllbGRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASpfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACEg8KC1JPTEVfU1lTVEVNEAMSDQoJUk9MRV9UT09MEAQqawoOVG9vbE91dHB1dEtpbmQSIAocVE9PTF9PVVRQVVRfS0lORF9VTlNQRUNJRklFRBAAEhsKF1RPT0xfT1VUUFVUX0tJTkRfUkVTVUxUEAESGgoWVE9PTF9PVVRQVVRfS0lORF9JTlBVVBACKq4BCgtDb21taXRTdGF0ZRIcChhDT01NSVRfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRDT01NSVRfU1RBVEVfUEVORElORxABEhgKFENPTU1JVF9TVEFURV9SVU5OSU5HEAISGgoWQ09NTUlUX1NUQVRFX0NPTVBMRVRFRBADEhcKE0NPTU1JVF9TVEFURV9GQUlMRUQQBBIYChRDT01NSVRfU1RBVEVfU0tJUFBFRBAFKmoKClNraXBSZWFzb24SGwoXU0tJUF9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdTS0lQX1JFQVNPTl9OT19NRVNTQUdFUxABEiIKHlNLSVBfUkVBU09OX1dJVEhJTl9LRUVQX1dJTkRPVxACKqgBCg1Db21taXRUcmlnZ2VyEh4KGkNPTU1JVF9UUklHR0VSX1VOU1BFQ0lGSUVEEAASGQoVQ09NTUlUX1RSSUdHRVJfQ0xJRU5UEAESIQodQ09NTUlUX1RSSUdHRVJfUEVORElOR19UT0tFTlMQAhIgChxDT01NSVRfVFJJR0dFUl9NRVNTQUdFX0NPVU5UEAMSFwoTQ09NTUlUX1RSSUdHRVJfSURMRRAEKsoDCgtDb21taXRTdGFnZRIcChhDT01NSVRfU1RBR0VfVU5TUEVDSUZJRUQQABIZChVDT01NSVRfU1RBR0VfQVJDSElWRUQQARIYChRDT01NSVRfU1RBR0VfU0tJUFBFRBACEh8KG0NPTU1JVF9TVEFHRV9QSEFTRTJfU1RBUlRFRBADEiEKHUNPTU1JVF9TVEFHRV9MTE1fUkVRVUVTVF9TRU5UEAQSJgoiQ09NTUlUX1NUQUdFX0xMTV9SRVNQT05TRV9SRUNFSVZFRBAFEhsKF0NPTU1JVF9TVEFHRV9PUFNfUEFSU0VEEAYSHwobQ09NTUlUX1NUQUdFX0dVQVJEX0RFQ0lTSU9OEAcSJgoiQ09NTUlUX1NUQUdFX1dPUktJTkdfTUVNT1JZX1NUT1JFRBAIEiAKHENPTU1JVF9TVEFHRV9SRVRSWV9TQ0hFRFVMRUQQCRIaChZDT01NSVRfU1RBR0VfQ09NUExFVEVEEAoSFwoTQ09NTUlUX1NUQUdFX0ZBSUxFRBALEhoKFkNPTU1JVF9TVEFHRV9IRUFSVEJFQVQQDBIjCh9DT01NSVRfU1RBR0VfTUVNT1JJRVNfRVhUUkFDVEVEEA0qWQoKUGhhc2UyTW9kZRIbChdQSEFTRTJfTU9ERV9VTlNQRUNJRklFRBAAEhYKElBIQVNFMl9NT0RFX0NSRUFURRABEhYKElBIQVNFMl9NT0RFX1VQREFURRACKoIBCg1TZWN0aW9uT3BLaW5kEh8KG1NFQ1RJT05fT1BfS0lORF9VTlNQRUNJRklFRBAAEhgKFFNFQ1RJT05fT1BfS0lORF9LRUVQEAESGgoWU0VDVElPTl9PUF9LSU5EX1VQREFURRACEhoKFlNFQ1RJT05fT1BfS0lORF9BUFBFTkQQAyrCAQoKTWVtb3J5VHlwZRIbChdNRU1PUllfVFlQRV9VTlNQRUNJRklFRBAAEhcKE01FTU9SWV9UWVBFX1BST0ZJTEUQARIaChZNRU1PUllfVFlQRV9QUkVGRVJFTkNFEAISFgoSTUVNT1JZX1RZUEVfRU5USVRZEAMSFQoRTUVNT1JZX1RZUEVfRVZFTlQQBBIYChRNRU1PUllfVFlQRV9ERUNJU0lPThAFEhkKFU1FTU9SWV9UWVBFX1BST0NFRFVSRRAGKl4KC01lbW9yeVN0YXRlEhwKGE1FTU9SWV9TVEFURV9VTlNQRUNJRklFRBAAEhcKE01FTU9SWV9TVEFURV9BQ1RJVkUQARIYChRNRU1PUllfU1RBVEVfUkVUSVJFRBACKtMBChVNZW1vcnlFeHRyYWN0aW9uU3RhdGUSJwojTUVNT1JZX0VYVFJBQ1RJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIlCiFNRU1PUllfRVhUUkFDVElPTl9TVEFURV9FWFRSQUNURUQQARIfChtNRU1PUllfRVhUUkFDVElPTl9TVEFURV9PRkYQAhIiCh5NRU1PUllfRVhUUkFDVElPTl9TVEFURV9GQUlMRUQQAxIlCiFNRU1PUllfRVhUUkFDVElPTl9TVEFURV9SRUNPVkVSRUQQBGIGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_duration, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * A conversation whose working memory the service keeps. Sessions belong to a tenant; a
@@ -717,6 +717,15 @@ export type Commit = Message$1<"wm.v1.Commit"> & {
    * @generated from field: wm.v1.CommitTrigger trigger = 19;
    */
   trigger: CommitTrigger;
+
+  /**
+   * What Phase 2's long-term memory extraction did to the owner's memories (GetCommit and
+   * the completed event); unset before Phase 2 completed, and for commits made before
+   * extraction existed.
+   *
+   * @generated from field: wm.v1.MemoryDiff memory_diff = 20;
+   */
+  memoryDiff?: MemoryDiff | undefined;
 };
 
 /**
@@ -871,6 +880,14 @@ export type CommitEvent = Message$1<"wm.v1.CommitEvent"> & {
      */
     value: Heartbeat;
     case: "heartbeat";
+  } | {
+    /**
+     * What extraction did to the owner's long-term memories.
+     *
+     * @generated from field: wm.v1.MemoryDiff memories_extracted = 21;
+     */
+    value: MemoryDiff;
+    case: "memoriesExtracted";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1007,7 +1024,7 @@ export type LlmRequestSent = Message$1<"wm.v1.LlmRequestSent"> & {
   model: string;
 
   /**
-   * Which call of the recovery chain: update, repair, create.
+   * Which call: update, repair, create (the recovery chain), memory (extraction).
    *
    * @generated from field: string purpose = 3;
    */
@@ -1415,6 +1432,27 @@ export type WorkingMemory = Message$1<"wm.v1.WorkingMemory"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 7;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * The session's pending items: what a guard refused (a fact at emergency size, a line over
+   * the size bound, an item of a rejected consolidation) and the working memory does not hold
+   * yet. Phase 2 shows them to the model in every update until the document holds them.
+   * Filled by GetWorkingMemory of the latest version only (they belong to the session, not to
+   * a version); empty elsewhere. At most pending_item_limit items, oldest first.
+   *
+   * @generated from field: repeated wm.v1.PendingItem pending_items = 8;
+   */
+  pendingItems: PendingItem[];
+
+  /**
+   * The bound on the number of pending items (server setting WM_PHASE2_MAX_PENDING_ITEMS).
+   * Beyond it the oldest items are folded into one overflow item (source "overflow"), and
+   * only what exceeds the pending items' token budget is dropped (reported by the commit's
+   * WorkingMemoryStored.pending_items_dropped). Set with pending_items.
+   *
+   * @generated from field: int32 pending_item_limit = 9;
+   */
+  pendingItemLimit: number;
 };
 
 /**
@@ -1423,6 +1461,57 @@ export type WorkingMemory = Message$1<"wm.v1.WorkingMemory"> & {
  */
 export const WorkingMemorySchema: GenMessage<WorkingMemory> = /*@__PURE__*/
   messageDesc(file_wm_v1_resources, 23);
+
+/**
+ * An item a guard refused that the session keeps until its working memory holds it.
+ *
+ * @generated from message wm.v1.PendingItem
+ */
+export type PendingItem = Message$1<"wm.v1.PendingItem"> & {
+  /**
+   * The section it was meant for; empty for the overflow item, whose lines name their own
+   * sections ("[Key Facts & Decisions] ...").
+   *
+   * @generated from field: string section = 1;
+   */
+  section: string;
+
+  /**
+   * The refused text (at most 500 characters; the overflow item: one line per folded item).
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+
+  /**
+   * Why it was refused: the guard that refused it ("key_facts", "bound", ...), or "overflow"
+   * for the item that holds the oldest pending items beyond the bound.
+   *
+   * @generated from field: string source = 3;
+   */
+  source: string;
+
+  /**
+   * The commit whose Phase 2 refused it; empty for the overflow item.
+   *
+   * @generated from field: string commit_id = 4;
+   */
+  commitId: string;
+
+  /**
+   * That commit's archive; empty for the overflow item.
+   *
+   * @generated from field: string archive_id = 5;
+   */
+  archiveId: string;
+};
+
+/**
+ * Describes the message wm.v1.PendingItem.
+ * Use `create(PendingItemSchema)` to create a new message.
+ */
+export const PendingItemSchema: GenMessage<PendingItem> = /*@__PURE__*/
+  messageDesc(file_wm_v1_resources, 24);
 
 /**
  * An archive: the messages one commit moved out of the live window.
@@ -1549,7 +1638,155 @@ export type Archive = Message$1<"wm.v1.Archive"> & {
  * Use `create(ArchiveSchema)` to create a new message.
  */
 export const ArchiveSchema: GenMessage<Archive> = /*@__PURE__*/
-  messageDesc(file_wm_v1_resources, 24);
+  messageDesc(file_wm_v1_resources, 25);
+
+/**
+ * A proposed memory change the guards did not apply.
+ *
+ * @generated from message wm.v1.MemoryOpRefusal
+ */
+export type MemoryOpRefusal = Message$1<"wm.v1.MemoryOpRefusal"> & {
+  /**
+   * The op's position in the model's answer, from 0.
+   *
+   * @generated from field: int32 op_index = 1;
+   */
+  opIndex: number;
+
+  /**
+   * CREATE, UPDATE, MERGE or RETIRE.
+   *
+   * @generated from field: string op = 2;
+   */
+  op: string;
+
+  /**
+   * The proposed text (empty for RETIRE); at most 500 characters.
+   *
+   * @generated from field: string text = 3;
+   */
+  text: string;
+
+  /**
+   * The memories the op named.
+   *
+   * @generated from field: repeated string target_memory_ids = 4;
+   */
+  targetMemoryIds: string[];
+
+  /**
+   * Why it was refused (or which memory already says it, for a duplicate).
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+
+  /**
+   * True for a duplicate of an existing memory or of an earlier op (nothing was lost).
+   *
+   * @generated from field: bool duplicate = 6;
+   */
+  duplicate: boolean;
+};
+
+/**
+ * Describes the message wm.v1.MemoryOpRefusal.
+ * Use `create(MemoryOpRefusalSchema)` to create a new message.
+ */
+export const MemoryOpRefusalSchema: GenMessage<MemoryOpRefusal> = /*@__PURE__*/
+  messageDesc(file_wm_v1_resources, 26);
+
+/**
+ * What one commit's extraction did to the owner's long-term memories.
+ *
+ * @generated from message wm.v1.MemoryDiff
+ */
+export type MemoryDiff = Message$1<"wm.v1.MemoryDiff"> & {
+  /**
+   * How extraction ended.
+   *
+   * @generated from field: wm.v1.MemoryExtractionState state = 1;
+   */
+  state: MemoryExtractionState;
+
+  /**
+   * Memories created.
+   *
+   * @generated from field: repeated string created_memory_ids = 2;
+   */
+  createdMemoryIds: string[];
+
+  /**
+   * Memories whose text was superseded (the old text kept in their history).
+   *
+   * @generated from field: repeated string updated_memory_ids = 3;
+   */
+  updatedMemoryIds: string[];
+
+  /**
+   * Memories that absorbed others (MERGE).
+   *
+   * @generated from field: repeated string merged_memory_ids = 4;
+   */
+  mergedMemoryIds: string[];
+
+  /**
+   * Memories retired (RETIRE, or absorbed by a MERGE).
+   *
+   * @generated from field: repeated string retired_memory_ids = 5;
+   */
+  retiredMemoryIds: string[];
+
+  /**
+   * Existing memories a proposed CREATE repeated (their sources grow, nothing else).
+   *
+   * @generated from field: repeated string deduplicated_memory_ids = 6;
+   */
+  deduplicatedMemoryIds: string[];
+
+  /**
+   * Proposed ops the guards refused or found duplicate, at most 50.
+   *
+   * @generated from field: repeated wm.v1.MemoryOpRefusal refused = 7;
+   */
+  refused: MemoryOpRefusal[];
+
+  /**
+   * Why extraction was off or failed; empty when it ran.
+   *
+   * @generated from field: string message = 8;
+   */
+  message: string;
+
+  /**
+   * What reading the model's answer took (repairs, dropped ops), at most 50.
+   *
+   * @generated from field: repeated string problems = 9;
+   */
+  problems: string[];
+
+  /**
+   * Earlier archives of the session whose failed extraction this commit covered.
+   *
+   * @generated from field: repeated string recovered_archive_ids = 10;
+   */
+  recoveredArchiveIds: string[];
+
+  /**
+   * Tokens of the extraction calls (not in the commit's token_usage, which is the
+   * working memory's).
+   *
+   * @generated from field: wm.v1.TokenUsage usage = 11;
+   */
+  usage?: TokenUsage | undefined;
+};
+
+/**
+ * Describes the message wm.v1.MemoryDiff.
+ * Use `create(MemoryDiffSchema)` to create a new message.
+ */
+export const MemoryDiffSchema: GenMessage<MemoryDiff> = /*@__PURE__*/
+  messageDesc(file_wm_v1_resources, 27);
 
 /**
  * Where a memory was learned.
@@ -1584,7 +1821,7 @@ export type MemorySource = Message$1<"wm.v1.MemorySource"> & {
  * Use `create(MemorySourceSchema)` to create a new message.
  */
 export const MemorySourceSchema: GenMessage<MemorySource> = /*@__PURE__*/
-  messageDesc(file_wm_v1_resources, 25);
+  messageDesc(file_wm_v1_resources, 28);
 
 /**
  * A superseded text of a memory: kept, never lost, until the memory is deleted.
@@ -1633,7 +1870,7 @@ export type MemoryVersion = Message$1<"wm.v1.MemoryVersion"> & {
  * Use `create(MemoryVersionSchema)` to create a new message.
  */
 export const MemoryVersionSchema: GenMessage<MemoryVersion> = /*@__PURE__*/
-  messageDesc(file_wm_v1_resources, 26);
+  messageDesc(file_wm_v1_resources, 29);
 
 /**
  * A long-term memory: a short typed statement learned in a session that outlives it. It
@@ -1766,7 +2003,7 @@ export type Memory = Message$1<"wm.v1.Memory"> & {
  * Use `create(MemorySchema)` to create a new message.
  */
 export const MemorySchema: GenMessage<Memory> = /*@__PURE__*/
-  messageDesc(file_wm_v1_resources, 27);
+  messageDesc(file_wm_v1_resources, 30);
 
 /**
  * Who produced a message.
@@ -2087,6 +2324,15 @@ export enum CommitStage {
    * @generated from enum value: COMMIT_STAGE_HEARTBEAT = 12;
    */
   HEARTBEAT = 12,
+
+  /**
+   * Long-term memories were extracted from the archive (or extraction was off or failed):
+   * the memory diff, stored in the same transaction as the completion that follows it, so
+   * the memories it names are searchable when the terminal event is seen.
+   *
+   * @generated from enum value: COMMIT_STAGE_MEMORIES_EXTRACTED = 13;
+   */
+  MEMORIES_EXTRACTED = 13,
 }
 
 /**
@@ -2265,4 +2511,55 @@ export enum MemoryState {
  */
 export const MemoryStateSchema: GenEnum<MemoryState> = /*@__PURE__*/
   enumDesc(file_wm_v1_resources, 9);
+
+/**
+ * How a commit's long-term memory extraction ended.
+ *
+ * @generated from enum wm.v1.MemoryExtractionState
+ */
+export enum MemoryExtractionState {
+  /**
+   * Not known (commits made before extraction existed).
+   *
+   * @generated from enum value: MEMORY_EXTRACTION_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Extraction ran; the diff says what changed (possibly nothing).
+   *
+   * @generated from enum value: MEMORY_EXTRACTION_STATE_EXTRACTED = 1;
+   */
+  EXTRACTED = 1,
+
+  /**
+   * Extraction is off for the session (SessionConfig.memory_extraction) or the server
+   * (WM_MEMORY_EXTRACTION=false).
+   *
+   * @generated from enum value: MEMORY_EXTRACTION_STATE_OFF = 2;
+   */
+  OFF = 2,
+
+  /**
+   * Extraction failed for a reason retrying the same call cannot fix (the message says
+   * which); the working memory was stored all the same, and the next commit of the session
+   * offers this archive to its extraction again.
+   *
+   * @generated from enum value: MEMORY_EXTRACTION_STATE_FAILED = 3;
+   */
+  FAILED = 3,
+
+  /**
+   * Failed here, then extracted by a later commit of the session.
+   *
+   * @generated from enum value: MEMORY_EXTRACTION_STATE_RECOVERED = 4;
+   */
+  RECOVERED = 4,
+}
+
+/**
+ * Describes the enum wm.v1.MemoryExtractionState.
+ */
+export const MemoryExtractionStateSchema: GenEnum<MemoryExtractionState> = /*@__PURE__*/
+  enumDesc(file_wm_v1_resources, 10);
 
