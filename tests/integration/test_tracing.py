@@ -30,7 +30,14 @@ from wm_server.config import Settings
 from wm_server.tracing import ENDPOINT_VARIABLE, OtelTracing, otlp_tracing
 
 CREATE_SESSION = "/wm.v1.WorkingMemoryService/CreateSession"
-STAGES = ["wm.phase2.read_input", "wm.phase2.generate", "wm.phase2.post_steps", "wm.phase2.store"]
+STAGES = [
+    "wm.phase2.read_input",
+    "wm.phase2.index_archive",
+    "wm.phase2.generate",
+    "wm.phase2.post_steps",
+    "wm.phase2.extract_memories",
+    "wm.phase2.store",
+]
 
 
 @pytest.fixture

@@ -381,9 +381,9 @@ def with_one_huge_string(
             return request
         index, char, size = choice
         holder, where = slots[index % len(slots)]
-        if isinstance(where, str):
+        if isinstance(holder, protobuf_message.Message):
             setattr(holder, where, char * size)
-        else:
+        else:  # a repeated field by index, or a map by key (a key is a str too)
             holder[where] = char * size
         return request
 
