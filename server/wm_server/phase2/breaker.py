@@ -12,12 +12,13 @@ answer from the provider, even an unusable one, proves that it is reachable and 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from wm_server.cancellation import wait_set
 
 
 def backoff_delay(
@@ -82,8 +83,7 @@ class CircuitBreaker:
             else:  # another loop's probe is running: wait for its outcome
                 wait = self._settings.max_cooldown
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), max(wait, 0.001))
+            await wait_set(self._changed, max(wait, 0.001))
 
     def probe_unused(self) -> None:
         """The probe found no job to run: let the next caller probe."""

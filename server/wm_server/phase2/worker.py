@@ -55,6 +55,7 @@ from wm_core import (
     unfold_pending,
 )
 from wm_server import wire
+from wm_server.cancellation import cancel_and_wait, wait_set
 from wm_server.errors import ServiceError
 from wm_server.llm.chain import (
     Backfill,
@@ -170,11 +171,7 @@ class Phase2Worker:
     async def stop(self) -> None:
         """Stop claiming; running jobs give their lease back so they resume elsewhere."""
         self._stopping = True
-        for task in self._loops:
-            task.cancel()
-        for task in self._loops:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.gather(*(cancel_and_wait(task) for task in self._loops))
         self._loops.clear()
 
     async def _loop(self) -> None:
@@ -202,8 +199,7 @@ class Phase2Worker:
                 if probe:
                     self.breaker.probe_unused()
                 self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._settings.poll_seconds)
+                await wait_set(self._wake, self._settings.poll_seconds)
                 continue
             self._wake.set()  # another loop may find more work
             try:
@@ -223,9 +219,8 @@ class Phase2Worker:
                 # The renewer stopped the runner: the lease is gone, another worker has it.
                 log.warning("phase2_lease_lost", commit_id=job.commit_id)
                 return
-            runner.cancel()
-            with contextlib.suppress(BaseException):
-                await runner
+            with contextlib.suppress(BaseException):  # best effort: give the lease back
+                await cancel_and_wait(runner)
             with contextlib.suppress(Exception):
                 await self._jobs.release(job)
                 log.info("phase2_released", commit_id=job.commit_id)
@@ -238,9 +233,7 @@ class Phase2Worker:
         except Exception:
             log.exception("phase2_crashed", commit_id=job.commit_id)
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            await cancel_and_wait(renewer)
             self._bus.publish(job.commit_id)
 
     async def _renew(self, job: ClaimedJob, runner: asyncio.Task[None]) -> None:

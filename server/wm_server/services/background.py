@@ -8,10 +8,11 @@ and tried again on the next one, and stopping cancels the wait or the round in p
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from abc import ABC, abstractmethod
 
 import structlog
+
+from wm_server.cancellation import cancel_and_wait, wait_set
 
 
 class BackgroundLoop(ABC):
@@ -36,9 +37,7 @@ class BackgroundLoop(ABC):
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _run(self) -> None:
@@ -50,5 +49,4 @@ class BackgroundLoop(ABC):
             except Exception as error:  # an outage: try again on the next round
                 self._log.warning(f"{self.name}_failed", error=str(error))
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval)
+            await wait_set(self._wake, self._interval)

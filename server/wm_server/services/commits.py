@@ -9,12 +9,12 @@ than hanging until the grace period cuts it, so the client resumes on another re
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from wm_core import Trigger, idle_due
+from wm_server.cancellation import wait_set
 from wm_server.errors import FailedPrecondition, OutOfRange, Unavailable, invalid
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.event_bus import EventBus
@@ -207,14 +207,12 @@ class CommitService:
                     # else caught up: what follows the resume point is tailed as usual
                 if self._bus.closed:
                     raise shutting_down(session_id, commit_id, last)
-                try:
-                    await asyncio.wait_for(wake.wait(), self._heartbeat)
-                except TimeoutError:
-                    if not await self._events_after(commit_id, last):
-                        record = await self.get(session_id, commit_id)
-                        if beyond and record.state.terminal:
-                            continue  # the next round answers OUT_OF_RANGE
-                        yield self._log.encode(commit_id, last, Heartbeat(record.state))
+                woken = await wait_set(wake, self._heartbeat)
+                if not woken and not await self._events_after(commit_id, last):
+                    record = await self.get(session_id, commit_id)
+                    if beyond and record.state.terminal:
+                        continue  # the next round answers OUT_OF_RANGE
+                    yield self._log.encode(commit_id, last, Heartbeat(record.state))
 
     async def _events_after(self, commit_id: str, after: int) -> list[StoredEvent]:
         async with self._db.reader() as uow:

@@ -26,7 +26,6 @@ next call reconnects; until then calls answer UNAVAILABLE.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import re
@@ -40,6 +39,7 @@ from psycopg import AsyncConnection, errors, sql
 from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from wm_server.cancellation import cancel_and_wait
 from wm_server.errors import ServiceError, StorageConflict, StorageFull, StorageUnavailable
 from wm_server.storage.database import (
     NAMED,
@@ -272,9 +272,7 @@ class PostgresDatabase(Database):
         ready.cancel()
         if not self._listening.is_set():
             listener, self._listener = self._listener, None
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener  # raises the connection error, if that is what stopped it
+            await cancel_and_wait(listener)  # raises the connection error, if that stopped it
             await self._pool.close()
             raise TimeoutError("PostgreSQL: LISTEN did not start within 30 s")
 
@@ -308,9 +306,7 @@ class PostgresDatabase(Database):
 
     async def close(self) -> None:
         if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+            await cancel_and_wait(self._listener)
             self._listener = None
         await self._pool.close()
 
