@@ -3,11 +3,11 @@
 # answers SERVING, the server runs as uid 10001 with its SQLite file on the volume, the light
 # client on the host replays `wm demo` against it, and SIGTERM stops it with exit code 0.
 #
-# Not part of `make test`: it needs root, podman and runc, and minutes. On a machine that
-# can pull images, run it as is (base: python:3.11-slim-bookworm). On one that cannot (no
-# registry reachable, as on the machine this was written on), set WM_SMOKE_BOOTSTRAP=1: a
-# Debian bookworm base with python3 is made with debootstrap from the Debian mirror and the
-# host's CA bundle (for an intercepting proxy in front of PyPI), and passed as PYTHON_IMAGE.
+# tests/deploy/test_container.py runs it (root, podman, runc and debootstrap; minutes). On
+# a machine that can pull images, run it as is (base: python:3.11-slim-bookworm). On one that
+# cannot (no registry reachable, as where the tests run), set WM_SMOKE_BOOTSTRAP=1: a Debian
+# bookworm base with python3 is made with debootstrap from the Debian mirror and the host's
+# CA bundle (for an intercepting proxy in front of PyPI), and passed as PYTHON_IMAGE.
 # WM_SMOKE_RUNTIME picks the OCI runtime (runc where crun refuses hybrid cgroups).
 set -euo pipefail
 cd "$(dirname "$0")/.."

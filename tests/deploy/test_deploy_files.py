@@ -3,8 +3,7 @@
 deploy/compose.yaml; then what the image must keep (slim base, non-root, runtime install
 only, the grpc.health.v1 probe, data on a volume), and the probe itself against a real server.
 
-Building and running the image is not part of the suite: base images cannot be pulled from
-this machine (see the report of issue 24); the files are checked here instead.
+Building and running the image is tests/deploy/test_container.py.
 """
 
 from __future__ import annotations
