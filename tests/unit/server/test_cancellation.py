@@ -5,6 +5,7 @@ CPython gh-86296) is still stopped, so a server's stop always returns."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine
 from typing import Any
 
@@ -58,10 +59,8 @@ async def _ends_within(stopping: Coroutine[Any, Any, None], seconds: float) -> b
 
 async def _deaf_once(ended: asyncio.Event) -> None:
     """Goes on after its first cancellation, as a task whose library lost it does."""
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await asyncio.sleep(60)
-    except asyncio.CancelledError:
-        pass
     try:
         await asyncio.sleep(60)
     finally:
@@ -104,10 +103,9 @@ class _LosesOneCancellation(BackgroundLoop):
         self.rounds += 1
         self.in_round.set()
         if self.rounds == 1:
-            try:
+            # Lost, as in a psycopg wait: the round returns as if it had finished.
+            with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                pass  # lost, as in a psycopg wait: the round returns as if it finished
 
 
 async def test_a_background_loop_stops_although_a_round_lost_the_cancellation() -> None:
