@@ -84,3 +84,30 @@ async def test_adding_messages_updates_the_session_row_in_place(
     )
     assert updated >= 30
     assert hot == updated
+
+
+async def test_a_batch_sends_what_its_rows_share_once(
+    single: tuple[PostgresDatabase, Services],
+) -> None:
+    database, services = single
+    for batch in range(6):  # prepared on its fifth run: its parameter types can be read
+        messages = [_text(batch * 10 + n) for n in range(10)]
+        await services.sessions.add_messages("s", messages, create_if_missing=True, request_id="")
+    async with database.reader() as uow:
+        stored = await uow._conn.one(
+            "SELECT count(*), count(DISTINCT position), count(DISTINCT create_time),"
+            " min(position), max(position) FROM messages",
+            {},
+        )
+        types = await uow._conn.all(
+            "SELECT parameter_types::text[] FROM pg_prepared_statements"
+            " WHERE statement LIKE '%INSERT INTO messages%'",
+            {},
+        )
+    assert stored == (60, 60, 6, 1, 60)  # each row whole; a batch shares its time
+    assert len(types) == 1
+    (parameters,) = types[0]
+    # The positions vary: an array (of the integer type psycopg picks for the values).
+    assert {"smallint[]", "integer[]", "bigint[]"} & set(parameters)
+    assert "double precision[]" not in parameters  # the batch's time: one value
+    assert "double precision" in parameters

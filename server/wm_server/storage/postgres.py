@@ -93,12 +93,16 @@ _ARRAY_TYPES = {bool: "boolean", int: "bigint", float: "float8", str: "text", by
 
 
 @functools.cache
-def _unnest(sql: str, types: tuple[str, ...], prefix: str) -> tuple[str, tuple[str, ...]] | None:
+def _unnest(
+    sql: str, types: tuple[str, ...], shared: tuple[bool, ...], prefix: str
+) -> tuple[str, tuple[str, ...]] | None:
     """``INSERT … VALUES (:a, :b, …) …`` as an INSERT of every row at once, from one array
-    parameter per column (``:{prefix}a``, typed ``types``), with the names in column order;
-    None for another shape.
+    parameter per column (``:{prefix}a``, typed ``types``) or, for a column whose value every
+    row shares (``shared``: the session, the time), that one value; with the names in column
+    order; None for another shape.
 
-    psycopg then adapts one array per column instead of a parameter per value, and
+    psycopg then adapts one array per varying column instead of a parameter per value (an
+    array costs it microseconds per element, so a shared column is sent once), and
     PostgreSQL plans one statement instead of one per row.
     """
     match = _VALUES.search(sql)
@@ -109,8 +113,16 @@ def _unnest(sql: str, types: tuple[str, ...], prefix: str) -> tuple[str, tuple[s
         "(" + ",".join(f":{n}" for n in names) + ")"
     ):
         return None
-    arrays = ", ".join(f":{prefix}{n}::{t}[]" for n, t in zip(names, types, strict=True))
-    return f"{sql[: match.start()]}SELECT * FROM unnest({arrays}){sql[match.end(1) :]}", names
+    if all(shared):
+        shared = (False,) * len(shared)  # unnest needs an array to give the number of rows
+    columns = zip(names, types, shared, strict=True)
+    values = [f":{prefix}{n}::{t}" if one else f"u.{n}" for n, t, one in columns]
+    varying = [(n, t) for n, t, one in zip(names, types, shared, strict=True) if not one]
+    arrays = ", ".join(f":{prefix}{n}::{t}[]" for n, t in varying)
+    rows = (
+        f"SELECT {', '.join(values)} FROM unnest({arrays}) AS u({', '.join(n for n, _ in varying)})"
+    )
+    return f"{sql[: match.start()]}{rows}{sql[match.end(1) :]}", names
 
 
 def _array_types(row: Row) -> tuple[str, ...] | None:
@@ -121,17 +133,23 @@ def _array_types(row: Row) -> tuple[str, ...] | None:
 
 def _columns(sql: str, rows: Sequence[Row], prefix: str) -> tuple[str, dict[str, Any]] | None:
     """A many-row INSERT as one statement, or None if it has no such form: one row keeps its
-    VALUES (arrays cost more to adapt than they save), more go over column arrays."""
+    VALUES (arrays cost more to adapt than they save), more go over column arrays, with a
+    value all rows share sent once."""
     if len(rows) == 1:
         statement, names = _named_values(sql, prefix)
         return statement, {prefix + n: v for n, v in zip(names, rows[0], strict=True)}
     types = _array_types(rows[0])
-    folded = _unnest(sql, types, prefix) if types is not None else None
+    if types is None:
+        return None
+    columns = list(zip(*rows, strict=True))
+    shared = tuple(all(v == c[0] for v in c) for c in columns)
+    folded = _unnest(sql, types, shared, prefix)
     if folded is None:
         return None
     statement, names = folded
     return statement, {
-        prefix + n: list(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)
+        prefix + n: c[0] if one else list(c)
+        for n, c, one in zip(names, columns, shared, strict=True)
     }
 
 
