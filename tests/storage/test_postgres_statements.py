@@ -111,3 +111,20 @@ async def test_a_batch_sends_what_its_rows_share_once(
     assert {"smallint[]", "integer[]", "bigint[]"} & set(parameters)
     assert "double precision[]" not in parameters  # the batch's time: one value
     assert "double precision" in parameters
+
+
+async def test_a_batch_keeps_every_character_of_its_rows(
+    single: tuple[PostgresDatabase, Services],
+) -> None:
+    # Array parameters go in binary form: what text form had to quote and escape arrives as is.
+    database, services = single
+    texts = ['say "hi"', "back\\slash \\\\ and \\n", "{a, b}", "NULL", " ", "tab\there",
+             "naïve café 日本語", "\u3000ideographic space", "a,b;c", "'single'"]  # fmt: skip
+    parts = [(TextPart(t),) for t in texts]
+    batch = [Message("", Role.USER, p, message_tokens(p)) for p in parts]
+    await services.sessions.add_messages("s", batch, create_if_missing=True, request_id="")
+    async with database.reader() as uow:
+        row = await uow.sessions.find("t", "s")
+        assert row is not None
+        stored = await uow.messages.between(row.sid, 0, None)
+    assert [s.message.parts for s in stored] == parts

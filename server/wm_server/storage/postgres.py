@@ -153,6 +153,18 @@ def _columns(sql: str, rows: Sequence[Row], prefix: str) -> tuple[str, dict[str,
     }
 
 
+_ARRAY_PARAMETER = re.compile(r"%\((\w+)\)s(?=::\w+\[\])")
+
+
+@functools.cache
+def _psycopg_sql(sql: str) -> str:
+    """``sql`` in psycopg's parameter style, with every parameter cast to an array type sent
+    in binary form: psycopg writes a text array in text form element by element, quoting and
+    escaping each (about 25 µs for a message's JSON, 2.5 ms for a batch of 100), and in
+    binary form at well under a microsecond an element."""
+    return _ARRAY_PARAMETER.sub(r"%(\1)b", pyformat(sql))
+
+
 @functools.cache
 def _named_values(sql: str, prefix: str) -> tuple[str, tuple[str, ...]]:
     """``sql`` with its parameters renamed apart, and the names of its VALUES in order."""
@@ -188,7 +200,7 @@ class _Pg(Connection):
     async def one(self, sql: str, params: Params) -> Row | None:
         if not sql.startswith("SELECT"):
             self.wrote = True
-        cur = await self.conn.execute(pyformat(sql), params)
+        cur = await self.conn.execute(_psycopg_sql(sql), params)
         # The result's status, not ``cur.description``: that builds an object per column.
         result = cur.pgresult
         return await cur.fetchone() if result and result.status == TUPLES_OK else None
@@ -196,12 +208,12 @@ class _Pg(Connection):
     async def all(self, sql: str, params: Params) -> list[Row]:
         if not sql.startswith("SELECT"):
             self.wrote = True
-        cur = await self.conn.execute(pyformat(sql), params)
+        cur = await self.conn.execute(_psycopg_sql(sql), params)
         return await cur.fetchall()
 
     async def run(self, sql: str, params: Params) -> int:
         self.wrote = True
-        cur = await self.conn.execute(pyformat(sql), params)
+        cur = await self.conn.execute(_psycopg_sql(sql), params)
         return cur.rowcount
 
     async def many(self, sql: str, rows: Sequence[Row]) -> None:
