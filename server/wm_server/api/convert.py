@@ -68,7 +68,8 @@ def _message_in(
     message: pb.Message, path: str, max_bytes: int, violations: list[FieldViolation]
 ) -> Message | None:
     before = len(violations)
-    if message.id and not MESSAGE_ID_PATTERN.fullmatch(message.id):
+    mid, given = message.id, message.parts  # each protobuf field read once
+    if mid and not MESSAGE_ID_PATTERN.fullmatch(mid):
         violations.append(
             FieldViolation(
                 f"{path}.id", "must be 1-128 characters of [A-Za-z0-9._:-]", "INVALID_FORMAT"
@@ -79,21 +80,23 @@ def _message_in(
         violations.append(
             FieldViolation(f"{path}.role", f"unknown role {message.role}", "INVALID_ENUM")
         )
-    if not message.parts:
+    if not given:
         violations.append(
             FieldViolation(f"{path}.parts", "at least one part is required", "REQUIRED")
         )
-    elif len(message.parts) > MAX_PARTS:
+    elif len(given) > MAX_PARTS:
         violations.append(FieldViolation(f"{path}.parts", f"at most {MAX_PARTS} parts", "TOO_MANY"))
     parts: list[Part] = []
-    size = len(message.id)
-    for index, part in enumerate(message.parts):
-        part_path = f"{path}.parts[{index}]"
+    size = len(mid)
+    for index, part in enumerate(given):
         kind = part.WhichOneof("kind")
         if kind == "text":
-            parts.append(TextPart(part.text))
-            size += len(part.text.encode())
-        elif kind == "tool_use":
+            text = part.text
+            parts.append(TextPart(text))
+            size += len(text) if text.isascii() else len(text.encode())  # isascii: O(1)
+            continue
+        part_path = f"{path}.parts[{index}]"  # only for a violation: the text path skips it
+        if kind == "tool_use":
             use = part.tool_use
             if not use.id:
                 violations.append(
@@ -156,7 +159,7 @@ def _message_in(
     if len(violations) > before or role is None:
         return None
     frozen = tuple(parts)
-    return Message(message.id, role, frozen, message_tokens(frozen))
+    return Message(mid, role, frozen, message_tokens(frozen))
 
 
 class _NonStandardJson(ValueError):
