@@ -121,7 +121,7 @@ class JobService:
     @retry_conflicts
     async def index_archive(self, job: ClaimedJob, chunk: int = INDEX_CHUNK) -> None:
         """Put what Phase 1 left of the job's archive into the ranked search index (Phase 1
-        indexes the first ``INDEX_CHUNK`` messages), ``chunk`` messages per transaction,
+        indexes the first ``Dialect.indexed_at_commit``), ``chunk`` messages per transaction,
         before the commit can complete: completed means searchable. SQLite has one writer,
         so one transaction indexing a 5,000-message archive would hold every session's
         writes for a fifth of a second. Each chunk replaces what an earlier attempt put
@@ -134,7 +134,7 @@ class JobService:
         if bounds is None:
             return
         first, last = bounds
-        for start in range(first + INDEX_CHUNK, last + 1, chunk):
+        for start in range(first + self._db.dialect.indexed_at_commit, last + 1, chunk):
             async with self._db.unit_of_work() as uow:
                 await _hold(uow, job)
                 end = min(start + chunk - 1, last)

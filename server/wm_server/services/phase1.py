@@ -27,8 +27,8 @@ from wm_server.storage.records import CommitRecord, CommitState, SkipReason
 from wm_server.storage.repositories import SessionRow
 from wm_server.storage.unit_of_work import UnitOfWork
 
-# Archived messages put into the full-text index per transaction (Phase 1 takes the first
-# ones, Phase 2 the rest): full-text indexing costs tens of microseconds a message.
+# Archived messages Phase 2 puts into the full-text index per transaction (Phase 1 has
+# indexed the first ``Dialect.indexed_at_commit``): tens of microseconds a message.
 INDEX_CHUNK = 500
 
 
@@ -149,11 +149,11 @@ async def archive(
             row.sid, archives, commit_id, message_count=archived, tokens=archived_tokens,
             first=first, last=boundary - 1, now=now,
         )  # fmt: skip
-        # Ranked search finds archived messages only (never live ones): the first
-        # INDEX_CHUNK are indexed here, so a usual commit is searchable at once; the rest of
-        # a larger archive is indexed by Phase 2 in chunks before the commit completes
-        # (JobService.index_archive), keeping this transaction short.
-        last_indexed = min(boundary - 1, first + INDEX_CHUNK - 1)
+        # Ranked search finds archived messages only (never live ones): the first ones are
+        # indexed here (Dialect.indexed_at_commit), so a usual commit is searchable at once;
+        # the rest of a larger archive is indexed by Phase 2 in chunks before the commit
+        # completes (JobService.index_archive), keeping this transaction short.
+        last_indexed = min(boundary - 1, first + uow.archives.indexed_at_commit - 1)
         await uow.archives.index_messages(row.sid, archives, first, last_indexed)
         await uow.commits.insert(
             commit_id, row.sid, state=CommitState.PENDING, keep=keep,

@@ -81,6 +81,7 @@ DIALECT = Dialect(
     round_trips=True,
     text_index=TsvectorIndex(INITIAL_TEXT_SEARCH_CONFIG),
     message_text=MESSAGE_TEXT,
+    indexed_at_commit=100,
 )
 
 Conn = AsyncConnection[Row]

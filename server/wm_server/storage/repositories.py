@@ -708,6 +708,11 @@ class CommitRepository(_Repository):
 
 
 class ArchiveRepository(_Repository):
+    @property
+    def indexed_at_commit(self) -> int:
+        """How many archived messages Phase 1 indexes itself (``Dialect.indexed_at_commit``)."""
+        return self._dialect.indexed_at_commit
+
     async def insert(
         self,
         sid: int,
