@@ -761,8 +761,8 @@ class OfflineProvider:
     def model(self) -> str:
         return "extractive-v1"
 
-    # The extraction runs in a worker thread: for a large archive it is hundreds of
-    # milliseconds of CPU, which on the event loop would stall every RPC of the server (a
+    # Each answer below is worked out in a worker thread: for a large archive it is hundreds
+    # of milliseconds of CPU, which on the event loop would stall every RPC of the server (a
     # Phase 1 on PostgreSQL waited 0.4 s behind another session's Phase 2).
     async def update(self, request: UpdateRequest) -> ModelReply:
         arguments = await asyncio.to_thread(update_ops, request.previous_document, request.messages)

@@ -31,7 +31,6 @@ from wm_server.services.extraction import (
     memory_context,
 )
 from wm_server.services.memories import MemorySources, apply_plan
-from wm_server.services.phase1 import INDEX_CHUNK
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
@@ -43,6 +42,10 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
 )
 from wm_server.storage.unit_of_work import UnitOfWork
+
+# Archived messages Phase 2 puts into the full-text index per transaction (Phase 1 has
+# indexed the first ``ArchiveRepository.indexed_at_commit``): tens of microseconds a message.
+INDEX_CHUNK = 500
 
 
 class LeaseLost(Exception):
@@ -121,7 +124,7 @@ class JobService:
     @retry_conflicts
     async def index_archive(self, job: ClaimedJob, chunk: int = INDEX_CHUNK) -> None:
         """Put what Phase 1 left of the job's archive into the ranked search index (Phase 1
-        indexes the first ``Dialect.indexed_at_commit``), ``chunk`` messages per transaction,
+        indexes the first ``indexed_at_commit``), ``chunk`` messages per transaction,
         before the commit can complete: completed means searchable. SQLite has one writer,
         so one transaction indexing a 5,000-message archive would hold every session's
         writes for a fifth of a second. Each chunk replaces what an earlier attempt put
@@ -131,10 +134,11 @@ class JobService:
             if row is None:
                 raise LeaseLost(job.commit_id)
             bounds = await uow.archives.bounds(row.sid, job.archive_seq)
+            indexed = uow.archives.indexed_at_commit
         if bounds is None:
             return
         first, last = bounds
-        for start in range(first + self._db.dialect.indexed_at_commit, last + 1, chunk):
+        for start in range(first + indexed, last + 1, chunk):
             async with self._db.unit_of_work() as uow:
                 await _hold(uow, job)
                 end = min(start + chunk - 1, last)

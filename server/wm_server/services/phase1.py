@@ -27,10 +27,6 @@ from wm_server.storage.records import CommitRecord, CommitState, SkipReason
 from wm_server.storage.repositories import SessionRow
 from wm_server.storage.unit_of_work import UnitOfWork
 
-# Archived messages Phase 2 puts into the full-text index per transaction (Phase 1 has
-# indexed the first ``Dialect.indexed_at_commit``): tens of microseconds a message.
-INDEX_CHUNK = 500
-
 
 def commit_not_found(session_id: str, commit_id: str) -> NotFound:
     return NotFound(
@@ -150,7 +146,7 @@ async def archive(
             first=first, last=boundary - 1, now=now,
         )  # fmt: skip
         # Ranked search finds archived messages only (never live ones): the first ones are
-        # indexed here (Dialect.indexed_at_commit), so a usual commit is searchable at once;
+        # indexed here (``indexed_at_commit``), so a usual commit is searchable at once;
         # the rest of a larger archive is indexed by Phase 2 in chunks before the commit
         # completes (JobService.index_archive), keeping this transaction short.
         last_indexed = min(boundary - 1, first + uow.archives.indexed_at_commit - 1)

@@ -116,9 +116,9 @@ def _unnest(
         return None
     if all(shared):
         shared = (False,) * len(shared)  # unnest needs an array to give the number of rows
-    columns = zip(names, types, shared, strict=True)
+    columns = list(zip(names, types, shared, strict=True))
     values = [f":{prefix}{n}::{t}" if one else f"u.{n}" for n, t, one in columns]
-    varying = [(n, t) for n, t, one in zip(names, types, shared, strict=True) if not one]
+    varying = [(n, t) for n, t, one in columns if not one]
     arrays = ", ".join(f":{prefix}{n}::{t}[]" for n, t in varying)
     rows = (
         f"SELECT {', '.join(values)} FROM unnest({arrays}) AS u({', '.join(n for n, _ in varying)})"
