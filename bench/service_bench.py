@@ -1,7 +1,7 @@
 """Service benchmark: starts a real server and prints what it measures.
 
 Usage: python bench/service_bench.py [--database postgresql://…] [--quick] [--no-write]
-       [--only agent]
+       [--only agent|request|ingest]
 
 Figures, each against a fresh server process on loopback (one client, on the same 2 cores):
 the request path against the floor of a bare grpc.aio server (health Check, unary AddMessages
@@ -579,6 +579,18 @@ class Bench:
             with tempfile.TemporaryDirectory() as tmp:
                 await self.agent_scale(Path(tmp))
             return
+        if self.only in ("request", "ingest"):
+            with tempfile.TemporaryDirectory() as tmp:
+                server = self.server(Path(tmp) / "main")
+                try:
+                    async with grpc.aio.insecure_channel(server.address) as channel:
+                        if self.only == "request":
+                            await self.request_path(channel, Stub(channel))
+                        else:
+                            await self.ingest(Stub(channel))
+                finally:
+                    server.terminate()
+            return
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             server = self.server(folder / "main")
@@ -629,7 +641,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller counts, no RSS run")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/results.md")
     parser.add_argument(
-        "--only", choices=["agent"], help="agent: only the huge-tool-output figures (issue 18)"
+        "--only",
+        choices=["agent", "request", "ingest"],
+        help="agent: only the huge-tool-output figures (issue 18); request: only the request"
+        " path against the floor (issue 26); ingest: only the batched ingest",
     )
     args = parser.parse_args()
     print(f"Working Memory Service benchmark ({'PostgreSQL' if args.database else 'SQLite'})")

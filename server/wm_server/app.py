@@ -22,6 +22,7 @@ from wm_server.api.connect import HttpDoor, start_http_door
 from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.reflection import enable_reflection
+from wm_server.api.registration import GenericOnly
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
@@ -335,11 +336,12 @@ async def start_application(
         options=server_options(settings),
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
-    service_grpc.add_WorkingMemoryServiceServicer_to_server(servicer, server)
+    registry = GenericOnly(server)
+    registry.add(service_grpc.add_WorkingMemoryServiceServicer_to_server, servicer)
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    registry.add(health_pb2_grpc.add_HealthServicer_to_server, health_servicer)
     if settings.reflection:
-        enable_reflection((SERVICE_NAME, health.SERVICE_NAME), server)
+        enable_reflection((SERVICE_NAME, health.SERVICE_NAME), registry)
     try:
         if credentials is None:
             port = server.add_insecure_port(settings.address)

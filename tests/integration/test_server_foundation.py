@@ -53,3 +53,27 @@ async def test_reflection_lists_the_service_with_every_rpc(app: Application) -> 
     assert "wm.v1.WorkingMemoryService" in services
     assert "grpc.health.v1.Health" in services
     assert methods == EXPECTED_RPCS
+
+
+async def test_methods_are_served_through_the_generic_handlers_alone(
+    app: Application, channel: grpc.aio.Channel
+) -> None:
+    """grpc.aio keeps a pending request per method registered by name and waits on all of them
+    for every call it accepts; served through the generic handlers it keeps one. Every method
+    still answers (the other suites call each), and an unknown one is UNIMPLEMENTED."""
+    health = health_pb2_grpc.HealthStub(channel)
+    await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+    accepting = [
+        task.get_coro().__qualname__  # type: ignore[union-attr]
+        for task in asyncio.all_tasks()
+        if "request" in getattr(task.get_coro(), "__qualname__", "")
+    ]
+    assert "AioServer._request_call" in accepting
+    assert [name for name in accepting if "registered" in name] == []
+    unknown = channel.unary_unary("/wm.v1.WorkingMemoryService/NoSuchMethod")
+    try:
+        await unknown(b"", timeout=5)
+    except grpc.aio.AioRpcError as exc:
+        assert exc.code() == grpc.StatusCode.UNIMPLEMENTED
+    else:
+        raise AssertionError("an unknown method answered")

@@ -20,6 +20,8 @@ from grpc_reflection.v1alpha import reflection
 from grpc_reflection.v1alpha import reflection_pb2 as alpha_pb2
 from grpc_reflection.v1alpha import reflection_pb2_grpc as alpha_grpc
 
+from wm_server.api.registration import GenericOnly
+
 ALPHA_PACKAGE = "grpc.reflection.v1alpha"
 V1_PACKAGE = "grpc.reflection.v1"
 V1_FILE = "grpc/reflection/v1/reflection.proto"
@@ -52,13 +54,13 @@ def v1_file_descriptor(pool: descriptor_pool.DescriptorPool | None = None) -> Fi
     return pool.FindFileByName(V1_FILE)
 
 
-def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server) -> None:
+def enable_reflection(service_names: Iterable[str], server: GenericOnly) -> None:
     """Serve reflection, v1 and v1alpha, listing ``service_names`` and both reflection
     services."""
     v1_file_descriptor()
     names = (*service_names, V1_SERVICE_NAME, reflection.SERVICE_NAME)
     servicer = reflection.aio.ReflectionServicer(names)
-    alpha_grpc.add_ServerReflectionServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    server.add(alpha_grpc.add_ServerReflectionServicer_to_server, servicer)
     handler = grpc.stream_stream_rpc_method_handler(
         servicer.ServerReflectionInfo,
         request_deserializer=alpha_pb2.ServerReflectionRequest.FromString,
