@@ -7,6 +7,7 @@ import sys
 
 from wm_server.app import serve
 from wm_server.config import ConfigurationError, load_settings
+from wm_server.event_loop import loop_factory
 from wm_server.observability import configure_logging
 
 
@@ -18,7 +19,9 @@ def main() -> int:
         return 2
     configure_logging(settings.log_level.value, settings.log_format.value)
     try:
-        asyncio.run(serve(settings))
+        _, factory = loop_factory(settings.event_loop)
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(serve(settings))
     except ConfigurationError as exc:
         print(f"wm-server: {exc}", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, split_host_port
 from wm_server.errors import InvalidArgument
+from wm_server.event_loop import running_loop_name
 from wm_server.inspector import Inspector, start_inspector
 from wm_server.llm.factory import (
     ProviderConfigurationError,
@@ -399,6 +400,7 @@ async def start_application(
     log.info(
         "server_started",
         address=app.address,
+        event_loop=running_loop_name(),
         provider=provider.name,
         model=provider.model,
         providers=list(providers.names),

@@ -35,6 +35,15 @@ class LogFormat(StrEnum):
     CONSOLE = "console"
 
 
+class EventLoopName(StrEnum):
+    """Which asyncio event loop runs the server: ``auto`` is uvloop where it is installed
+    (Linux and macOS, a dependency there), the standard loop elsewhere."""
+
+    AUTO = "auto"
+    UVLOOP = "uvloop"
+    ASYNCIO = "asyncio"
+
+
 class LogLevel(StrEnum):
     """Log threshold."""
 
@@ -110,6 +119,7 @@ class Settings(BaseSettings):
     http_address: str | None = None
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.AUTO
+    event_loop: EventLoopName = EventLoopName.AUTO
     max_message_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     # Tool results and inputs longer than this many characters are stored whole and replaced
     # in their message by a synopsis (0: never).
