@@ -9,7 +9,8 @@ write lock, ``BEGIN IMMEDIATE`` is retried with an asynchronous backoff (the loo
 serving) up to a lock timeout, then the call answers UNAVAILABLE. Long reads (an archive, the
 uncovered messages, a search) run on a second, read-only connection in a worker thread, as
 one WAL snapshot. ``synchronous=NORMAL`` in WAL mode survives a killed process (the tests
-SIGKILL the server) though not a power cut between checkpoints.
+SIGKILL the server) though not a power cut between checkpoints. Checkpoints run on a thread of
+their own (``sqlite_checkpoint.py``), not in the COMMIT that crosses SQLite's threshold.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import structlog
 from wm_server.errors import ServiceError, StorageFull, StorageUnavailable
 from wm_server.storage.database import Connection, Database, Dialect, Kind, positional
 from wm_server.storage.schema_sqlite import MESSAGE_TEXT, MIGRATIONS
+from wm_server.storage.sqlite_checkpoint import Checkpointer
 from wm_server.storage.statements import Params, Row
 from wm_server.storage.text_index import Fts5Index
 
@@ -152,6 +154,7 @@ class SqliteDatabase(Database):
         self._reader_conn: sqlite3.Connection | None = None
         self._write_lock = asyncio.Lock()
         self._scan_lock = asyncio.Lock()
+        self.checkpointer = Checkpointer(path)
 
     async def open(self) -> None:
         try:
@@ -162,6 +165,7 @@ class SqliteDatabase(Database):
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=0")  # never sleep on the event loop
             conn.execute("PRAGMA cache_size=-65536")
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it
             self._writer = _Inline(conn)
             writer = await self._acquire(Kind.WRITE)
             try:
@@ -173,6 +177,7 @@ class SqliteDatabase(Database):
                 await self._rollback(writer)
                 await self._release(Kind.WRITE, writer)
             _vocabularies(conn)
+            self.checkpointer.start()
 
             def connect_reader() -> sqlite3.Connection:
                 reader = sqlite3.connect(
@@ -194,6 +199,8 @@ class SqliteDatabase(Database):
         if reader is not None:
             await asyncio.get_running_loop().run_in_executor(self._executor, reader.close)
         self._executor.shutdown(wait=True)
+        if self.checkpointer.started:
+            await asyncio.to_thread(self.checkpointer.stop)
         if self._writer is not None:
             self._writer.conn.close()
             self._writer = None
@@ -254,6 +261,7 @@ class SqliteDatabase(Database):
     async def _commit(self, conn: Connection) -> None:
         assert isinstance(conn, _Inline)
         conn.conn.execute("COMMIT")
+        self.checkpointer.written()
 
     async def _rollback(self, conn: Connection) -> None:
         assert isinstance(conn, _Inline)
