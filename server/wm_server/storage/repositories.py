@@ -295,7 +295,8 @@ class SessionRepository(_Repository):
         if self._dialect.round_trips:
             crossed, returning = _CROSSED, " RETURNING pending_tokens"
         else:
-            summed = await self._conn.one(f"SELECT {_CROSSED}", params)
+            # nothing stored crossed out (the usual batch): no range to sum
+            summed = await self._conn.one(f"SELECT {_CROSSED}", params) if stored else None
             crossed, returning = ":crossed", ""
             params["crossed"] = int(summed[0]) if summed else 0
         row = await self._conn.chain(
