@@ -19,8 +19,7 @@ def main() -> int:
         return 2
     configure_logging(settings.log_level.value, settings.log_format.value)
     try:
-        _, factory = loop_factory(settings.event_loop)
-        with asyncio.Runner(loop_factory=factory) as runner:
+        with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
             runner.run(serve(settings))
     except ConfigurationError as exc:
         print(f"wm-server: {exc}", file=sys.stderr)

@@ -18,11 +18,11 @@ from wm_server.config import ConfigurationError, EventLoopName
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 
-def loop_factory(choice: EventLoopName) -> tuple[str, LoopFactory]:
-    """The chosen loop's name and a factory for it; ConfigurationError when ``uvloop`` is
-    asked for and is not installed."""
+def loop_factory(choice: EventLoopName) -> LoopFactory:
+    """A factory for the chosen loop; ConfigurationError when ``uvloop`` is asked for and is
+    not installed."""
     if choice is EventLoopName.ASYNCIO:
-        return "asyncio", asyncio.new_event_loop
+        return asyncio.new_event_loop
     try:
         uvloop = importlib.import_module("uvloop")
     except ImportError:
@@ -30,9 +30,9 @@ def loop_factory(choice: EventLoopName) -> tuple[str, LoopFactory]:
             raise ConfigurationError(
                 "WM_EVENT_LOOP=uvloop: uvloop is not installed (pip install uvloop)"
             ) from None
-        return "asyncio", asyncio.new_event_loop
+        return asyncio.new_event_loop
     factory: LoopFactory = uvloop.new_event_loop
-    return "uvloop", factory
+    return factory
 
 
 def running_loop_name() -> str:

@@ -70,5 +70,4 @@ def test_uvloop_asked_for_but_missing_is_a_configuration_error(
     monkeypatch.setitem(sys.modules, "uvloop", None)  # what an absent module imports as
     with pytest.raises(ConfigurationError, match="uvloop is not installed"):
         loop_factory(EventLoopName.UVLOOP)
-    name, factory = loop_factory(EventLoopName.AUTO)
-    assert name == "asyncio" and factory is asyncio.new_event_loop
+    assert loop_factory(EventLoopName.AUTO) is asyncio.new_event_loop

@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from wm_core import Message, Role, TextPart
 from wm_server.services.sessions import SessionService
 from wm_server.storage.sqlite import SqliteDatabase
@@ -137,3 +139,12 @@ def test_no_commit_means_no_checkpoint(tmp_path: Path) -> None:
     finally:
         checkpointer.stop()
         conn.close()
+
+
+def test_a_file_the_checkpointer_cannot_open_fails_its_start(tmp_path: Path) -> None:
+    """Visible at the database's open, not as a thread that died unseen (the log would
+    then grow without bound)."""
+    checkpointer = Checkpointer(tmp_path / "no such folder" / "wm.sqlite3")
+    with pytest.raises(sqlite3.OperationalError):
+        checkpointer.start()
+    assert not checkpointer.started

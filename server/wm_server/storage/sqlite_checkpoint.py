@@ -50,6 +50,7 @@ class Checkpointer:
         self._pending = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wm-sqlite-checkpoint", daemon=True)
+        self._conn: sqlite3.Connection | None = None
         self.checkpoints = 0  # completed, of either mode (read by tests)
         self.truncations = 0
 
@@ -58,6 +59,10 @@ class Checkpointer:
         return self._thread.ident is not None
 
     def start(self) -> None:
+        """Open the thread's connection here, so that a file it cannot open fails the
+        database's open, not a thread nobody watches; then start the thread."""
+        self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self._thread.start()
 
     def written(self) -> None:
@@ -73,9 +78,9 @@ class Checkpointer:
         self._thread.join()
 
     def _run(self) -> None:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        conn = self._conn
+        assert conn is not None
         try:
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             while True:
                 self._pending.wait()
                 if self._stopping.wait(self._period):  # gather a period's commits into one
