@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import pytest
+
+from wm_server.config import EventLoopName
+from wm_server.event_loop import LoopFactory, loop_factory
 
 
 @pytest.fixture(autouse=True)
@@ -14,6 +18,14 @@ def _no_ambient_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("WM_", "ANTHROPIC_", "OPENAI_", "OTEL_")):
             monkeypatch.delenv(name, raising=False)
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, LoopFactory]:
+    """Async tests run on the loop ``wm-server`` runs on by default (uvloop where it is
+    installed); tests/integration/test_event_loop.py runs a server on each loop."""
+    return {"default": loop_factory(EventLoopName.AUTO)}
 
 
 @pytest.hookimpl(hookwrapper=True)

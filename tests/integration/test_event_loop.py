@@ -19,7 +19,7 @@ from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.config import ConfigurationError, EventLoopName
-from wm_server.event_loop import loop_factory
+from wm_server.event_loop import loop_factory, running_loop_name
 
 
 async def _exercise(address: str) -> None:
@@ -71,3 +71,8 @@ def test_uvloop_asked_for_but_missing_is_a_configuration_error(
     with pytest.raises(ConfigurationError, match="uvloop is not installed"):
         loop_factory(EventLoopName.UVLOOP)
     assert loop_factory(EventLoopName.AUTO) is asyncio.new_event_loop
+
+
+async def test_the_suites_async_tests_run_on_the_servers_default_loop() -> None:
+    """tests/conftest.py gives pytest-asyncio the server's default loop (uvloop here)."""
+    assert running_loop_name() == "uvloop"
