@@ -89,9 +89,9 @@ def test_a_log_past_its_limit_is_emptied(tmp_path: Path) -> None:
     path = tmp_path / "t.sqlite3"
     conn = _table(path)
     checkpointer = Checkpointer(path, period=0.05, truncate_bytes=256 * 1024)
+    _fill(conn, 400, checkpointer)  # ~1 MB of log before the thread runs: nothing writes after
     checkpointer.start()
     try:
-        _fill(conn, 400, checkpointer)  # ~1 MB of log
         assert _until(lambda: checkpointer.truncations >= 1)
         assert _until(lambda: _wal_file(path).stat().st_size == 0)
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (400,)
