@@ -16,6 +16,7 @@ from support.fake_anthropic import (
     text_only,
     tool_use,
 )
+from support.timing import TIMER_TICK
 from wm_core import CREATE_TOOL, UPDATE_TOOL
 from wm_server.llm.anthropic_provider import SDK_SUPPORTS_STRICT, AnthropicProvider
 from wm_server.llm.port import (
@@ -188,7 +189,7 @@ async def test_429_retry_after_is_honoured_then_succeeds(
 
     assert reply.tool_input == valid_update_input()
     assert len(fake.requests) == 2
-    assert elapsed >= 0.3 - 0.002  # the SDK waited as told (less uvloop's 1 ms timer tick)
+    assert elapsed >= 0.3 - TIMER_TICK  # the SDK waited as told before retrying
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from llm_samples import PREVIOUS_WM, short_messages, valid_update_input
 
+from support.timing import TIMER_TICK
 from wm_core import parse_document
 from wm_server.llm.chain import GenerationFailed, generate_working_memory
 from wm_server.llm.port import CreateRequest, LlmError, Purpose, UpdateRequest, Usage
@@ -105,10 +106,8 @@ async def test_delay_applies_to_every_call(tmp_path: Path):
     await provider.update(update_request())
     total = time.monotonic() - started
 
-    # uvloop's timers have libuv's millisecond resolution: a sleep may end up to 1 ms early
-    tick = 0.002
-    assert after_first >= 0.1 - tick
-    assert total >= 0.4 - tick  # 0.1 + (0.1 + 0.2)
+    assert after_first >= 0.1 - TIMER_TICK
+    assert total >= 0.4 - TIMER_TICK  # 0.1 + (0.1 + 0.2)
 
 
 async def test_scripted_errors_raise_llm_errors(tmp_path: Path):
