@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import functools
 import json
@@ -104,29 +105,36 @@ class Bench:
 
     async def request_path(self, channel: grpc.aio.Channel, stub: Stub) -> None:
         """The per-RPC cost against the machine's floor, in one run: a bare grpc.aio server
-        (health service only: no interceptor, no store, no service) and this server's health
-        Check, unary AddMessages of one message and GetSession, each sequential from one
-        client. The four are measured in interleaved rounds so that the noise of a shared
-        machine falls on all of them alike; each rate is also given as a ratio of the floor."""
-        addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
-        bare = [
-            await asyncio.create_subprocess_exec(
-                sys.executable, str(ROOT / "bench" / "bare_grpc_server.py"), address, *loop
-            )
-            for address, loop in zip(addresses, ((), ("uvloop",)), strict=True)
-        ]
-        try:
-            async with (
-                grpc.aio.insecure_channel(addresses[0]) as bare_channel,
-                grpc.aio.insecure_channel(addresses[1]) as bare_uvloop,
-            ):
-                for ready in (bare_channel, bare_uvloop):
-                    await asyncio.wait_for(ready.channel_ready(), 20)
-                rates = await self._interleaved(bare_channel, bare_uvloop, channel, stub)
-        finally:
-            for process in bare:
-                process.terminate()
-                await process.wait()
+        (health service only: no interceptor, no store, no service), this server's health
+        Check, unary AddMessages of one message and GetSession, and (on the embedded engine)
+        the stack's lower bound for those two: the same SQLite transaction and row read in a
+        bare handler (``bare_sqlite_server.py``). Each sequential from one client, measured in
+        interleaved rounds so that the noise of a shared machine falls on all of them alike;
+        each rate is also given as a ratio of the floor."""
+        with tempfile.TemporaryDirectory() as folder:
+            servers = [("bare_grpc_server.py",), ("bare_grpc_server.py", "uvloop")]
+            if not self.database:
+                servers.append(("bare_sqlite_server.py", folder))
+            addresses = [f"127.0.0.1:{free_port()}" for _ in servers]
+            bare = [
+                await asyncio.create_subprocess_exec(
+                    sys.executable, str(ROOT / "bench" / script), address, *rest
+                )
+                for address, (script, *rest) in zip(addresses, servers, strict=True)
+            ]
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    channels = [
+                        await stack.enter_async_context(grpc.aio.insecure_channel(a))
+                        for a in addresses
+                    ]
+                    for ready in channels:
+                        await asyncio.wait_for(ready.channel_ready(), 20)
+                    rates = await self._interleaved(channels, channel, stub)
+            finally:
+                for process in bare:
+                    process.terminate()
+                    await process.wait()
         floor, floor_uvloop = rates["floor"], rates["floor_uvloop"]
         row(
             "gRPC floor: health Check on a bare grpc.aio server, sequential (per s)",
@@ -142,20 +150,23 @@ class Bench:
             ("health", "health Check on this server, sequential", ">= 0.90"),
             ("add", "unary AddMessages, 1 message, sequential", ">= 0.85 (and >= 2,000/s)"),
             ("get", "GetSession at 10 messages, sequential", ">= 0.85"),
+            ("bound_add", "lower bound: AddMessages as bare SQLite, sequential", ""),
+            ("bound_get", "lower bound: GetSession as bare SQLite, sequential", ""),
         ):
+            if key not in rates:
+                continue
             row(f"{name} (per s)", f"{rates[key]:,.0f}")
+            note = f"{rates[key] / floor_uvloop:.2f} of the uvloop floor"
+            if key.startswith("bound"):
+                note = f"the same transaction or read, no service: {note}"
             row(
                 f"{name} / floor",
                 f"{rates[key] / floor:.2f}",
-                f"target {target}; {rates[key] / floor_uvloop:.2f} of the uvloop floor",
+                f"target {target}; {note}" if target else note,
             )
 
     async def _interleaved(
-        self,
-        bare: grpc.aio.Channel,
-        bare_uvloop: grpc.aio.Channel,
-        channel: grpc.aio.Channel,
-        stub: Stub,
+        self, bare: list[grpc.aio.Channel], channel: grpc.aio.Channel, stub: Stub
     ) -> dict[str, float]:
         await stub.CreateSession(api.CreateSessionRequest(session_id="unary"))
         await stub.AddMessages(
@@ -163,8 +174,8 @@ class Bench:
                                    messages=[message(i) for i in range(10)])
         )  # fmt: skip
         check = health_pb2.HealthCheckRequest()
-        bare_health = health_pb2_grpc.HealthStub(bare)
-        uvloop_health = health_pb2_grpc.HealthStub(bare_uvloop)
+        bare_health = health_pb2_grpc.HealthStub(bare[0])
+        uvloop_health = health_pb2_grpc.HealthStub(bare[1])
         our_health = health_pb2_grpc.HealthStub(channel)
         rounds, count = (5, 100) if self.quick else (10, 300)
         adds = iter(
@@ -181,6 +192,17 @@ class Bench:
             "add": lambda: stub.AddMessages(next(adds)),
             "get": lambda: stub.GetSession(get),
         }
+        if len(bare) > 2:  # the lower bound of the embedded engine
+            bound = Stub(bare[2])
+            bound_adds = iter(
+                [
+                    api.AddMessagesRequest(session_id="floor", messages=[message(i)])
+                    for i in range(rounds * count + 100)
+                ]
+            )
+            bound_get = api.GetSessionRequest(session_id="floor")
+            calls["bound_add"] = lambda: bound.AddMessages(next(bound_adds))
+            calls["bound_get"] = lambda: bound.GetSession(bound_get)
         for call in calls.values():  # warm up: connections, caches, first-call work
             await timed(call, 100)
         spent = dict.fromkeys(calls, 0.0)
