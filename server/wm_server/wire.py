@@ -84,7 +84,7 @@ def timestamp(seconds: float | None) -> Timestamp | None:
     if seconds is None:
         return None
     ts = Timestamp()
-    ts.FromNanoseconds(int(seconds * 1e9))
+    _set_time(ts, seconds)
     return ts
 
 
@@ -202,6 +202,7 @@ def session_out(record: SessionRecord) -> pb.Session:
 
 
 def _set_time(field: Timestamp, seconds: float) -> None:
+    """Seconds since the epoch into a Timestamp in place (a field of a message, or a new one)."""
     field.seconds, field.nanos = divmod(int(seconds * 1e9), 1_000_000_000)
 
 
