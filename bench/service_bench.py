@@ -41,7 +41,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+if str(ROOT) not in sys.path:  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(ROOT))
 
+from bench.bare_sqlite_server import SESSION as BOUND_SESSION  # noqa: E402
 from support.server_process import ServerProcess, free_port  # noqa: E402
 from wm_client.data import DEMO_CONVERSATION_FILE, packaged  # noqa: E402
 from wm_proto.v1 import resources_pb2 as pb  # noqa: E402
@@ -196,11 +199,11 @@ class Bench:
             bound = Stub(bare[2])
             bound_adds = iter(
                 [
-                    api.AddMessagesRequest(session_id="floor", messages=[message(i)])
+                    api.AddMessagesRequest(session_id=BOUND_SESSION, messages=[message(i)])
                     for i in range(rounds * count + 100)
                 ]
             )
-            bound_get = api.GetSessionRequest(session_id="floor")
+            bound_get = api.GetSessionRequest(session_id=BOUND_SESSION)
             calls["bound_add"] = lambda: bound.AddMessages(next(bound_adds))
             calls["bound_get"] = lambda: bound.GetSession(bound_get)
         for call in calls.values():  # warm up: connections, caches, first-call work

@@ -182,7 +182,7 @@ def role_out(role: Role) -> pb.Role.ValueType:
 def session_out(record: SessionRecord) -> pb.Session:
     """Scalars through the constructor, the timestamps set in place and the configuration
     copied from its rendering (a handful per server): a submessage passed to the constructor
-    is built and then copied, half of what GetSession's answer cost."""
+    is built and then copied, a third of what rendering a session cost."""
     session = pb.Session(
         session_id=record.session_id,
         message_count=record.message_count,

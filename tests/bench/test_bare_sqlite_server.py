@@ -20,6 +20,10 @@ from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.bare_sqlite_server import SESSION  # noqa: E402
 
 
 async def test_the_bare_handlers_store_count_and_read_back(tmp_path: Path) -> None:
@@ -35,28 +39,29 @@ async def test_the_bare_handlers_store_count_and_read_back(tmp_path: Path) -> No
             answers = [
                 await stub.AddMessages(
                     api.AddMessagesRequest(
-                        session_id="floor",
+                        session_id=SESSION,
                         messages=[pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text=text)])],
                     )
                 )
                 for text in texts
             ]
-            session = await stub.GetSession(api.GetSessionRequest(session_id="floor"))
+            session = await stub.GetSession(api.GetSessionRequest(session_id=SESSION))
     finally:
         server.terminate()
         await asyncio.wait_for(server.wait(), 10)
     assert [a.message_count for a in answers] == [1, 2, 3]
     assert len({a.added_message_ids[0] for a in answers}) == 3
-    assert session.session_id == "floor" and session.message_count == 3
+    assert session.session_id == SESSION and session.message_count == 3
     assert session.live_tokens == sum(len(t) // 4 for t in texts)
     assert session.create_time.seconds > 0
     with sqlite3.connect(tmp_path / "floor.sqlite3") as db:  # durable: on disk after exit
         rows = db.execute(
             "SELECT m.position, m.parts_json FROM messages m JOIN sessions s ON s.sid = m.sid"
-            " WHERE s.session_id = 'floor' ORDER BY m.position"
+            " WHERE s.session_id = ? ORDER BY m.position",
+            (SESSION,),
         ).fetchall()
         (next_position,) = db.execute(
-            "SELECT next_position FROM sessions WHERE session_id = 'floor'"
+            "SELECT next_position FROM sessions WHERE session_id = ?", (SESSION,)
         ).fetchone()
     assert [r[0] for r in rows] == [1, 2, 3] and next_position == 4
     assert all(text in parts for text, (_, parts) in zip(texts, rows, strict=True))
