@@ -203,3 +203,75 @@ def test_keys_are_enforced(inspector: tuple[str, ServerProcess], browser: object
     missing = other.request.get(f"{base}/sessions/ghost")
     assert missing.status == 404
     other.close()
+
+
+SECURITY = {
+    "content-security-policy": "default-src 'none'",
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+}
+
+
+def _secured(headers: dict[str, str]) -> None:
+    for name, value in SECURITY.items():
+        assert value in headers.get(name, ""), (name, headers)
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert "script-src" not in headers["content-security-policy"]  # none allowed at all
+
+
+def test_every_answer_sends_the_security_headers_and_the_pages_still_render(
+    inspector: tuple[str, ServerProcess], browser: object
+) -> None:
+    base, _ = inspector
+    context = browser.new_context(http_credentials={"username": "me", "password": KEY})  # type: ignore[attr-defined]
+    console: list[str] = []
+    page = context.new_page()
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    for path in (
+        "/",
+        "/sessions/ins",
+        "/sessions/ins/memory?version=2&against=1",
+        "/search?q=step",
+        "/static/inspector.css",
+    ):
+        response = page.goto(f"{base}{path}")
+        assert response is not None and response.status == 200, path
+        _secured(response.headers)
+    page.goto(f"{base}/sessions/ins")
+    # The stylesheet is applied under the policy (a CSP refusal would leave the default font).
+    family = page.evaluate("getComputedStyle(document.body).fontFamily")
+    assert family and family != "Times New Roman", family
+    assert not [line for line in console if "Content Security Policy" in line], console
+    # Errors carry the headers too: 401 without a key, 404 for an unknown session.
+    anonymous = browser.new_context()  # type: ignore[attr-defined]
+    _secured(anonymous.request.get(f"{base}/").headers)
+    anonymous.close()
+    _secured(context.request.get(f"{base}/sessions/ghost").headers)
+    context.close()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "version=99999999999999999999",
+        "against=99999999999999999999",
+        "version=-1",
+        "version=1e3",
+        "version=%D9%A3",  # an Arabic-Indic digit: isdigit() but not a version
+        "version=abc",
+    ],
+)
+def test_out_of_range_versions_are_400_naming_the_parameter(
+    inspector: tuple[str, ServerProcess], browser: object, query: str
+) -> None:
+    base, _ = inspector
+    context = browser.new_context(http_credentials={"username": "me", "password": KEY})  # type: ignore[attr-defined]
+    answer = context.request.get(f"{base}/sessions/ins/memory?{query}")
+    assert answer.status == 400, (query, answer.status, answer.text())
+    assert query.split("=")[0] in answer.text()
+    _secured(answer.headers)
+    # The largest value the API carries is not a server error either: the version is unknown.
+    top = context.request.get(f"{base}/sessions/ins/memory?version={2**63 - 1}")
+    assert top.status == 404, top.text()
+    context.close()

@@ -4,7 +4,8 @@ Why it reads through the gRPC API of the server it runs in (over loopback, with 
 own key): validation, tenant scoping, paging and the API keys are then enforced in exactly
 the place they already are, and the inspector cannot show what an RPC would refuse. Why no
 JavaScript: every page is plain HTML and one stylesheet served from here, so it works offline,
-needs no build step and is read-only by construction (only GET routes exist).
+needs no build step and is read-only by construction (only GET routes exist). Every answer carries
+the security headers a browser needs (a policy allowing the one stylesheet and nothing else).
 """
 
 from __future__ import annotations
@@ -67,6 +68,50 @@ def page(title: str, body: str) -> str:
         '<a href="/search">search archives</a></header>'
         f"<main>{body}</main></body></html>"
     )
+
+
+# The largest working-memory version a query string may name: the API's field is an int64.
+MAX_VERSION = 2**63 - 1
+
+
+def query_version(request: web.Request, name: str) -> int:
+    """A version number from the query string (0 when absent): a whole number in the API's
+    int64 range, or 400 naming the parameter (a number the API cannot carry is the caller's
+    mistake, not a server error)."""
+    raw = request.query.get(name, "0").strip() or "0"
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_VERSION:
+        raise web.HTTPBadRequest(
+            text=f"{name} must be a whole number from 0 to {MAX_VERSION}, got {raw[:40]!r}"
+        )
+    return int(raw)
+
+
+# Sent with every answer: no script runs and nothing loads but the server's own stylesheet
+# (the pages have no script and no inline style), no page may frame the inspector, links out
+# carry no referrer, and a browser never sniffs a type other than the one declared.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+
+@web.middleware
+async def security_headers(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Add :data:`SECURITY_HEADERS` to every answer, errors (raised ``HTTPException``) too."""
+    try:
+        response: web.StreamResponse = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers.update(SECURITY_HEADERS)
+        raise
+    response.headers.update(SECURITY_HEADERS)
+    return response
 
 
 def _state(state: int) -> str:
@@ -271,11 +316,8 @@ async def session_page(request: web.Request, client: WmClient) -> str:
 
 async def memory_page(request: web.Request, client: WmClient) -> str:
     sid = request.match_info["session"]
-    try:
-        version = int(request.query.get("version", "0"))
-        against = int(request.query.get("against", "0"))
-    except ValueError:
-        raise web.HTTPBadRequest(text="version and against must be numbers") from None
+    version = query_version(request, "version")
+    against = query_version(request, "against")
     memory = await client.get_working_memory(sid, version=version)
     commits = await history.all_commits(client, sid)
     old = await client.get_working_memory(sid, version=against) if against else None
@@ -421,7 +463,7 @@ async def start_inspector(address: str, grpc_address: str, *, keys_required: boo
     """Serve the inspector on ``address`` (host:port; port 0 picks one), reading from the gRPC
     server at ``grpc_address``."""
     channel = open_channel(grpc_address)
-    app = web.Application()
+    app = web.Application(middlewares=[security_headers])
     for path, handler in (
         ("/", sessions_page),
         ("/sessions/{session}", session_page),
