@@ -30,6 +30,7 @@ WM = Path(sys.executable).with_name("wm")
 KEY = "inspector-pages-" + "7" * 24
 AUTH = (("authorization", f"Bearer {KEY}"),)
 EVIL = "http://evil.test"
+HOSTILE = '</pre><script>document.title="pwned"</script><img src=x onerror="document.title=1">\'"'
 
 
 def _creation(title: str, *, delay: float = 0.0) -> dict[str, object]:
@@ -79,6 +80,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
                     _creation("Own work"),
                     _creation("Many commits"),
                     *[_keep_all()] * 6,
+                    _creation(HOSTILE),
                     _creation("Slow one", delay=5.0),
                 ]
             }
@@ -108,6 +110,44 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
             for n in range(7):  # session "many": 7 commits, more than a page draws inline
                 _wm(server.address, "add", "many", "-", stdin=_turns(f"m{n}-", 1))
                 _wm(server.address, "commit", "many", "--keep", "0", "--follow")
+            hostile = [
+                {"id": "h1", "role": "user", "content": HOSTILE},
+                {
+                    "id": "h2",
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": "t1",
+                            "name": HOSTILE[:40],
+                            "input": {"x": HOSTILE},
+                        }
+                    ],
+                },
+                {
+                    "id": "h3",
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": HOSTILE}],
+                },
+            ]
+            _wm(server.address, "add", "evil", "-", stdin="\n".join(json.dumps(m) for m in hostile))
+            _wm(server.address, "commit", "evil", "--keep", "0", "--follow")
+            _wm(
+                server.address,
+                "add",
+                "evil",
+                "-",
+                stdin=json.dumps({"id": "h4", "role": "user", "content": HOSTILE}),
+            )
+            stub.CreateMemory(
+                api.CreateMemoryRequest(
+                    owner=api.MemoryOwner(session_id="evil"),
+                    memory=pb.Memory(
+                        type=pb.MEMORY_TYPE_ENTITY, text=HOSTILE, fields={"note": HOSTILE}
+                    ),
+                ),
+                metadata=AUTH,
+            )
             for text in (
                 "The user's name is Dana Whitfield <b>bold</b>",
                 "The user prefers tabs over spaces",
@@ -283,6 +323,41 @@ def test_a_long_session_links_its_older_archives_and_commits(
     assert page.url.endswith("/sessions/many/archives/archive_001")
     assert "step 0" in page.inner_text("details.archive[open]")
     assert page.locator("[id='msg-m0-q0']").count() == 1
+    context.close()  # type: ignore[attr-defined]
+
+
+def test_hostile_content_stays_text_on_every_page(
+    site: tuple[str, ServerProcess], browser: object
+) -> None:
+    base, _ = site
+    context = _context(browser)
+    page = context.new_page()  # type: ignore[attr-defined]
+    page.goto(f"{base}/memories?session=evil")
+    memory = page.locator("#memories a").first.get_attribute("href")
+    page.goto(f"{base}/sessions/evil")
+    commit = page.locator("#timeline a").first.get_attribute("href")
+    quoted = "%3Cscript%3Edocument.title%3D%22pwned%22%3C%2Fscript%3E"
+    for path in (
+        "/",
+        "/overview",
+        "/sessions/evil",
+        "/sessions/evil/memory?version=1",
+        "/sessions/evil/archives/archive_001",
+        str(commit),
+        "/memories?session=evil",
+        str(memory),
+        f"{memory}/forget",
+        f"/search?q={quoted}",
+        f"/recall?q={quoted}&session=evil",
+        f"/recall?q={quoted}&scope=memories&session=evil",
+    ):
+        response = page.goto(f"{base}{path}")
+        assert response is not None and response.status == 200, path
+        assert page.locator("main script, main img, main [onerror]").count() == 0, path
+        assert page.title() != "pwned" and page.title() != "1", path
+    # And the text is shown as text where it belongs.
+    page.goto(f"{base}{memory}")
+    assert 'document.title="pwned"' in page.inner_text("#memory-text")
     context.close()  # type: ignore[attr-defined]
 
 
