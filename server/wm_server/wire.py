@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf import any_pb2
@@ -18,7 +18,6 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from wm_core import (
     SECTIONS,
-    Decision,
     Message,
     OpKind,
     Role,
@@ -311,6 +310,7 @@ def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
         ],
         estimated_tokens=record.estimated_tokens,
         create_time=timestamp(record.create_time),
+        decisions=[decision_out(d) for d in json.loads(record.decisions_json or "[]")],
     )
 
 
@@ -424,10 +424,6 @@ def decision_out(decision: dict[str, Any]) -> pb.GuardDecision:
         restored_items=decision.get("items_restored", []),
         refused_items=decision.get("items_refused", []),
     )
-
-
-def decisions_json(decisions: Iterable[Decision]) -> str:
-    return json.dumps([d.to_dict() for d in decisions], ensure_ascii=False)
 
 
 def op_out(section: str, op: SectionOp) -> pb.SectionOp:

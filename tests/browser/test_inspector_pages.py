@@ -81,6 +81,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
                     _creation("Many commits"),
                     *[_keep_all()] * 6,
                     _creation(HOSTILE),
+                    _creation("Client ops"),
                     _creation("Slow one", delay=5.0),
                 ]
             }
@@ -145,6 +146,22 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
                     memory=pb.Memory(
                         type=pb.MEMORY_TYPE_ENTITY, text=HOSTILE, fields={"note": HOSTILE}
                     ),
+                ),
+                metadata=AUTH,
+            )
+            _wm(server.address, "add", "client", "-", stdin=_turns("c", 1))
+            _wm(server.address, "commit", "client", "--keep", "0", "--follow")
+            stub.ApplyWorkingMemoryOps(  # drops the path: the files guard restores it
+                api.ApplyWorkingMemoryOpsRequest(
+                    session_id="client",
+                    ops=[
+                        pb.SectionOp(
+                            section="Files & Context",
+                            kind=pb.SECTION_OP_KIND_UPDATE,
+                            content="- app/other.py — a new file",
+                        )
+                    ],
+                    request_id="apply-1",
                 ),
                 metadata=AUTH,
             )
@@ -358,6 +375,21 @@ def test_hostile_content_stays_text_on_every_page(
     # And the text is shown as text where it belongs.
     page.goto(f"{base}{memory}")
     assert 'document.title="pwned"' in page.inner_text("#memory-text")
+    context.close()  # type: ignore[attr-defined]
+
+
+def test_client_applied_ops_show_their_guard_decisions(
+    site: tuple[str, ServerProcess], browser: object
+) -> None:
+    base, _ = site
+    context = _context(browser)
+    page = context.new_page()  # type: ignore[attr-defined]
+    page.goto(f"{base}/sessions/client/memory?version=2")
+    decision = page.locator('section[data-section="Files & Context"] .decision').inner_text()
+    assert "guard files on Files & Context (client ops (v2))" in decision
+    assert "app/main.py" in decision and "restored" in decision
+    page.goto(f"{base}/sessions/client/memory?version=2&against=1")
+    assert "client ops (v2)" in page.inner_text('section[data-section="Files & Context"]')
     context.close()  # type: ignore[attr-defined]
 
 
