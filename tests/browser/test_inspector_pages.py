@@ -168,6 +168,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
             for text in (
                 "The user's name is Dana Whitfield <b>bold</b>",
                 "The user prefers tabs over spaces",
+                "The user drinks green tea",
             ):
                 stub.CreateMemory(
                     api.CreateMemoryRequest(
@@ -201,8 +202,8 @@ def test_memories_show_owner_provenance_and_escape_their_text(
     page.goto(f"{base}/sessions/own")
     page.click("#owner >> text=user dana")
     rows = page.locator("#memories tr.memory")
-    assert rows.count() == 2
-    assert "Dana Whitfield <b>bold</b>" in rows.all_inner_texts()[0] + rows.all_inner_texts()[1]
+    assert rows.count() >= 2
+    assert "Dana Whitfield <b>bold</b>" in "".join(rows.all_inner_texts())
     assert page.locator("#memories b").count() == 0  # the text is escaped, not markup
     _shot(page, "memories")
     page.click("text=The user prefers tabs over spaces >> xpath=.. >> a")
@@ -256,8 +257,35 @@ def test_forgetting_asks_first_then_erases_and_refuses_cross_site_forms(
     _shot(page, "forget")
     page.click("#confirm-forget")
     assert "/memories?user=dana" in page.url and "forgotten." in page.inner_text("main")
-    assert page.locator("#memories tr.memory").count() == 1
+    assert "Dana Whitfield" not in page.inner_text("#memories")
     assert context.request.get(memory_url).status == 404  # type: ignore[attr-defined]
+    context.close()  # type: ignore[attr-defined]
+
+
+def test_retiring_asks_for_a_reason_and_keeps_the_memory(
+    site: tuple[str, ServerProcess], browser: object
+) -> None:
+    base, _ = site
+    context = _context(browser)
+    page = context.new_page()  # type: ignore[attr-defined]
+    page.goto(f"{base}/memories?user=dana")
+    page.click("text=The user drinks green tea >> xpath=.. >> a")
+    memory_url = page.url
+    page.click("text=retire…")
+    assert "no longer recalled" in page.inner_text("main")
+    # No token: refused, nothing changes.
+    assert context.request.post(f"{memory_url}/retire", form={"reason": "x"}).status == 403  # type: ignore[attr-defined]
+    page.fill("input[name=reason]", "switched to coffee <i>now</i>")
+    page.click("#confirm-retire")
+    assert page.url == memory_url
+    assert "retired — switched to coffee <i>now</i>" in page.inner_text("#memory-facts")
+    assert page.locator("text=retire…").count() == 0  # nothing left to retire
+    page.goto(f"{base}/memories?user=dana")
+    assert "green tea" not in page.inner_text("main")  # active ones by default
+    page.goto(f"{base}/memories?user=dana&state=retired")
+    assert "switched to coffee" in page.inner_text("#memories")
+    page.goto(f"{base}/recall?q=green+tea&scope=memories&user=dana")
+    assert "no hits" in page.inner_text("main")  # no longer recalled
     context.close()  # type: ignore[attr-defined]
 
 

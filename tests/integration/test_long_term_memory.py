@@ -13,6 +13,7 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 
+from support.errors import details
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for as make_settings
 from support.providers import ProgrammableProvider
@@ -170,6 +171,58 @@ async def test_a_correction_keeps_history_and_lists_page(stub: Stub) -> None:
     )
     assert len(page.memories) == 3 and len(rest.memories) == 2 and not rest.next_page_token
     assert rest.memories[-1].memory_id == first.memory_id
+
+
+async def test_a_retired_memory_is_kept_with_its_reason_and_no_longer_recalled(
+    stub: Stub,
+) -> None:
+    await _session(stub, "s", "u1")
+    memory = await _remember(stub, "Deploys go out on Fridays", "s")
+    owner = api.MemoryOwner(user_id="u1")
+    found = await stub.SearchMemories(
+        api.SearchMemoriesRequest(owner=owner, query="deploys Fridays"), metadata=ALPHA
+    )
+    assert [h.memory.memory_id for h in found.hits] == [memory.memory_id]
+    for reason in ("  ", "x" * 501):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.RetireMemory(
+                api.RetireMemoryRequest(memory_id=memory.memory_id, reason=reason),
+                metadata=ALPHA,
+            )
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert details(refused.value)[1] == ["reason"]
+    retire = api.RetireMemoryRequest(
+        memory_id=memory.memory_id, reason="we deploy daily now", request_id="r-1"
+    )
+    retired = await stub.RetireMemory(retire, metadata=ALPHA)
+    assert retired.state == pb.MEMORY_STATE_RETIRED
+    assert retired.retire_reason == "we deploy daily now"
+    assert (await stub.RetireMemory(retire, metadata=ALPHA)) == retired  # a retry: same answer
+    again = await stub.RetireMemory(
+        api.RetireMemoryRequest(memory_id=memory.memory_id, reason="another", request_id="r-2"),
+        metadata=ALPHA,
+    )
+    assert again.retire_reason == "we deploy daily now"  # already retired: unchanged
+    found = await stub.SearchMemories(
+        api.SearchMemoriesRequest(owner=owner, query="deploys Fridays"), metadata=ALPHA
+    )
+    assert not found.hits
+    listed = await stub.ListMemories(
+        api.ListMemoriesRequest(owner=owner, state=pb.MEMORY_STATE_RETIRED), metadata=ALPHA
+    )
+    assert [m.memory_id for m in listed.memories] == [memory.memory_id]
+    # The same text may be remembered again: a retired memory is no duplicate.
+    fresh = await _remember(stub, "Deploys go out on Fridays", "s")
+    assert fresh.memory_id != memory.memory_id
+    missing = stub.RetireMemory(
+        api.RetireMemoryRequest(memory_id="mem_00000000000000000000", reason="gone"),
+        metadata=ALPHA,
+    )
+    assert await _code(missing) == grpc.StatusCode.NOT_FOUND
+    foreign = stub.RetireMemory(
+        api.RetireMemoryRequest(memory_id=memory.memory_id, reason="not yours"), metadata=BETA
+    )
+    assert await _code(foreign) == grpc.StatusCode.NOT_FOUND
 
 
 async def test_bad_requests_say_which_field(stub: Stub) -> None:

@@ -92,9 +92,7 @@ async def test_a_clients_ops_keep_their_decisions_on_the_version(
         files = SectionOp.update("- app/db.py — the schema\n- app/cli.py — entry point")
         await services.memory.apply("s", {"Files & Context": files}, 0, "r1")
         dropped = SectionOp.update("- app/cli.py — entry point")
-        stored, decisions = await services.memory.apply(
-            "s", {"Files & Context": dropped}, 0, "r2"
-        )
+        stored, decisions = await services.memory.apply("s", {"Files & Context": dropped}, 0, "r2")
         assert [d.guard.value for d in decisions] == ["files"]
         again = await services.memory.get("s", stored.version)
         kept = json.loads(again.record.decisions_json)

@@ -528,3 +528,9 @@ async def memories_forget(client: WmClient, args: argparse.Namespace, out: Conso
     await client.delete_memory(args.memory)
     out.print(f"forgot {args.memory}", markup=False)
     return 0
+
+
+async def memories_retire(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    memory = await client.retire_memory(args.memory, args.reason)
+    out.print(f"retired {memory.memory_id}: {memory.retire_reason}", markup=False)
+    return 0

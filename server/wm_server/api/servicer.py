@@ -479,6 +479,12 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return empty_pb2.Empty()
 
+    async def RetireMemory(self, request: api.RetireMemoryRequest, context: Context) -> pb.Memory:
+        view = await self._memories.retire(
+            request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
+        )
+        return wire.memory_out(view)
+
 
 def _owner(owner: api.MemoryOwner) -> OwnerSpec:
     return OwnerSpec(owner.user_id, owner.agent_id, owner.session_id)

@@ -10,6 +10,7 @@ confirmation page is drawn, so a double submit is one delete.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from aiohttp import web
@@ -96,7 +97,8 @@ async def memories_page(request: web.Request, client: WmClient) -> str:
     rows = "".join(
         f'<tr class="memory state-{_e(state_label(m.state))}">'
         f'<td><a href="/memories/{_e(m.memory_id)}" class="mono">{_e(m.memory_id)}</a></td>'
-        f"<td>{_e(type_name(m.type))}</td><td>{_e(state_label(m.state))}</td>"
+        f"<td>{_e(type_name(m.type))}</td><td>{_e(state_label(m.state))}"
+        f"{' — ' + _e(m.retire_reason) if m.retire_reason else ''}</td>"
         f"<td>{_e(m.text)}</td>"
         f"<td>{_e(when(m.event_time)) if m.HasField('event_time') else '-'}</td>"
         f"<td>{_e(when(m.record_time))}</td><td class=n>v{m.version}</td>"
@@ -167,38 +169,88 @@ async def memory_page(request: web.Request, client: WmClient) -> str:
             if history
             else "<p>unchanged since it was learned</p>"
         )
-        + f'<p><a class=danger href="/memories/{_e(memory.memory_id)}/forget">forget…</a></p>'
+        + "<p>"
+        + (
+            f'<a class=danger href="/memories/{_e(memory.memory_id)}/retire">retire…</a> · '
+            if memory.state == pb.MEMORY_STATE_ACTIVE
+            else ""
+        )
+        + f'<a class=danger href="/memories/{_e(memory.memory_id)}/forget">forget…</a></p>'
     )
     return page(f"memory {memory.memory_id}", body)
+
+
+def _confirmation(request: web.Request, memory: pb.Memory, action: str, inputs: str) -> str:
+    """The form of a confirmation page: posts to this page's own path, with the cross-site
+    token of the caller's key for it, a request id fixed now (a double submit is one call),
+    and the owner to return to."""
+    token = request.app[GUARD].token(presented_key(request), request.path)
+    return (
+        f'<form method="post" action="/memories/{_e(memory.memory_id)}/{action}">{inputs}'
+        f'<input type="hidden" name="{FIELD}" value="{_e(token)}">'
+        f'<input type="hidden" name="request_id" value="inspector-{secrets.token_hex(12)}">'
+        f'<input type="hidden" name="back" value="{_e(urlencode(_owner_query(_owner(memory))))}">'
+        f"<button class=danger id=confirm-{action}>{action} it</button> "
+        f'<a href="/memories/{_e(memory.memory_id)}">cancel</a></form>'
+    )
 
 
 async def forget_page(request: web.Request, client: WmClient) -> str:
     """The confirmation page: what will be erased, and the form that erases it."""
     memory = await client.get_memory(request.match_info["memory"])
-    token = request.app[GUARD].token(presented_key(request), request.path)
     body = (
         f"<h2>forget memory <span class=mono>{_e(memory.memory_id)}</span>?</h2>"
         f"<blockquote>{_e(memory.text)}</blockquote>"
         "<p>Its text, history and index entries are erased; this cannot be undone.</p>"
-        f'<form method="post" action="/memories/{_e(memory.memory_id)}/forget">'
-        f'<input type="hidden" name="{FIELD}" value="{_e(token)}">'
-        f'<input type="hidden" name="request_id" value="inspector-{secrets.token_hex(12)}">'
-        f'<input type="hidden" name="back" value="{_e(urlencode(_owner_query(_owner(memory))))}">'
-        "<button class=danger id=confirm-forget>forget it</button> "
-        f'<a href="/memories/{_e(memory.memory_id)}">cancel</a></form>'
+        + _confirmation(request, memory, "forget", "")
     )
     return page("forget a memory", body)
+
+
+async def retire_page(request: web.Request, client: WmClient) -> str:
+    """The confirmation page of retiring: the reason is asked for (never retired silently)."""
+    memory = await client.get_memory(request.match_info["memory"])
+    body = (
+        f"<h2>retire memory <span class=mono>{_e(memory.memory_id)}</span>?</h2>"
+        f"<blockquote>{_e(memory.text)}</blockquote>"
+        "<p>It stays readable here with your reason, and is no longer recalled.</p>"
+        + _confirmation(
+            request,
+            memory,
+            "retire",
+            '<p><label>why it no longer holds <input name="reason" required maxlength="500"'
+            ' size="60"></label></p>',
+        )
+    )
+    return page("retire a memory", body)
 
 
 async def forget(request: web.Request, client: WmClient) -> str:
     """POST: check the form, delete (idempotent by the form's request id: a second submit is
     the same delete), go back to the owner's list."""
-    form = await request.post()
-    request.app[GUARD].check(request, presented_key(request), str(form.get(FIELD, "")))
-    request_id = str(form.get("request_id", "")) or None
-    await client.delete_memory(request.match_info["memory"], request_id=request_id)
+    form = await _checked_form(request)
+    await client.delete_memory(request.match_info["memory"], request_id=_request_id(form))
     back = {k: v for k, v in parse_qsl(str(form.get("back", ""))) if k in _OWNER_KEYS}
     raise web.HTTPSeeOther(f"/memories?{urlencode({**back, 'forgotten': '1'})}")
+
+
+async def retire(request: web.Request, client: WmClient) -> str:
+    """POST: check the form, retire with the reason given, back to the memory's page."""
+    form = await _checked_form(request)
+    memory_id = request.match_info["memory"]
+    reason = str(form.get("reason", ""))
+    await client.retire_memory(memory_id, reason, request_id=_request_id(form))
+    raise web.HTTPSeeOther(f"/memories/{memory_id}")
+
+
+async def _checked_form(request: web.Request) -> Any:
+    form = await request.post()
+    request.app[GUARD].check(request, presented_key(request), str(form.get(FIELD, "")))
+    return form
+
+
+def _request_id(form: Any) -> str | None:
+    return str(form.get("request_id", "")) or None
 
 
 def _owner(memory: pb.Memory) -> api.MemoryOwner:

@@ -523,13 +523,13 @@ async def start_inspector(
         ("/memories", memories.memories_page),
         ("/memories/{memory}", memories.memory_page),
         ("/memories/{memory}/forget", memories.forget_page),
+        ("/memories/{memory}/retire", memories.retire_page),
         ("/search", search_page),
         ("/recall", overview.recall_page),
     ):
         app.router.add_get(path, _route(handler, channel, keys_required))
-    app.router.add_post(
-        "/memories/{memory}/forget", _route(memories.forget, channel, keys_required)
-    )
+    for path, action in (("forget", memories.forget), ("retire", memories.retire)):
+        app.router.add_post(f"/memories/{{memory}}/{path}", _route(action, channel, keys_required))
     app.router.add_get("/static/inspector.css", _stylesheet)
     app.router.add_get("/static/live.js", live.script)
     runner = web.AppRunner(app, access_log=None)

@@ -535,6 +535,38 @@ class MemoryService:
         return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
 
     @retry_conflicts
+    async def retire(
+        self, value: str, reason: str, request_id: str, fingerprint: str
+    ) -> MemoryView:
+        """A person's (or runtime's) decision that a memory no longer holds: kept, with the
+        reason, and no longer recalled. Retiring a retired memory leaves it as it is."""
+        mem = memory_id(value)
+        why = reason.strip()
+        if not why:
+            raise invalid("reason", "required: say why the memory no longer holds", "REQUIRED")
+        if len(why) > MAX_REASON:
+            raise invalid("reason", f"at most {MAX_REASON} characters", "TOO_LARGE")
+        tenant = current_tenant()
+        req = idempotency.request(
+            "RetireMemory", mem, validation.request_id(request_id), fingerprint
+        )
+        async with self._db.unit_of_work() as uow:
+            if await idempotency.replay(uow, req) is None:
+                row = await uow.memories.get(tenant, mem)
+                if row is None:
+                    raise memory_not_found(mem)
+                if row.active:
+                    await uow.memories.retire(row.mid, why, time.time())
+                await idempotency.remember(uow, req, None, {})
+            row = await uow.memories.get(tenant, mem)
+            if row is None:
+                raise memory_not_found(mem)
+            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
+            history = await uow.memories.versions(row.mid)
+            await uow.commit()
+        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+
+    @retry_conflicts
     async def delete(self, value: str, request_id: str, fingerprint: str) -> None:
         """Forget: the memory, its index entry, versions and sources, in one transaction."""
         mem = memory_id(value)
