@@ -35,6 +35,7 @@ from wm_server.llm.port import Usage
 
 if TYPE_CHECKING:
     from wm_server.services.memories import MemoryView
+from wm_server.services.validation import clamped, in_timestamp_range
 from wm_server.storage.records import (
     CommitRecord,
     CommitState,
@@ -80,10 +81,12 @@ ERROR_CODES = {
 
 
 def timestamp(seconds: float | None) -> Timestamp | None:
-    if seconds is None:
+    """Epoch seconds as a Timestamp; None for none, and for a stored time a Timestamp cannot
+    carry (written before such times were refused: read as unset, never a failed read)."""
+    if seconds is None or not in_timestamp_range(seconds):
         return None
     ts = Timestamp()
-    _set_time(ts, seconds)
+    _set_time(ts, clamped(seconds))
     return ts
 
 

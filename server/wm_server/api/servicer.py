@@ -432,7 +432,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             wire.MEMORY_TYPES_IN.get(memory.type, ""),
             memory.text,
             dict(memory.fields),
-            _seconds(memory, "event_time"),
+            _seconds(memory, "event_time", "memory.event_time"),
         )
         view, existed = await self._memories.create(
             _owner(request.owner), content, request.request_id, convert.fingerprint(request)
@@ -453,7 +453,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
             memory.text if "text" in paths else "placeholder",
             dict(memory.fields) if "fields" in paths else {},
-            _seconds(memory, "event_time"),
+            _seconds(memory, "event_time", "memory.event_time"),
         )
         given: dict[str, object] = {}
         for path in paths:
@@ -500,8 +500,10 @@ def _types(values: Any) -> list[str]:
     return names
 
 
-def _seconds(message: Any, name: str) -> float | None:
+def _seconds(message: Any, name: str, field: str = "") -> float | None:
+    """A Timestamp field a client set, as epoch seconds (None: unset); out of Timestamp's
+    range is INVALID_ARGUMENT naming ``field`` (default: ``name``)."""
     if not message.HasField(name):
         return None
     stamp: Timestamp = getattr(message, name)
-    return stamp.seconds + stamp.nanos / 1e9
+    return validation.timestamp_seconds(stamp.seconds, stamp.nanos, field or name)

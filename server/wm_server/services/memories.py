@@ -195,9 +195,11 @@ def iso_to_epoch(value: str | None) -> float | None:
 
 
 def epoch_to_iso(value: float | None) -> str | None:
-    if value is None:
+    """None for none, and for a stored time outside what a Timestamp carries (kept by an older
+    server): such a memory reads as undated instead of failing every read of its owner."""
+    if value is None or not validation.in_timestamp_range(value):
         return None
-    return datetime.fromtimestamp(value, UTC).isoformat()
+    return datetime.fromtimestamp(validation.clamped(value), UTC).isoformat()
 
 
 def snippet(text: str, words: Sequence[str], size: int = SNIPPET) -> str:
