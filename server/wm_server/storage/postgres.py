@@ -412,7 +412,14 @@ class PostgresDatabase(Database):
     def classify(self, error: Exception) -> ServiceError | None:
         if isinstance(error, errors.DiskFull):
             return StorageFull(str(error).strip())
-        if isinstance(error, errors.DeadlockDetected | errors.SerializationFailure):
+        if isinstance(
+            error,
+            errors.DeadlockDetected
+            | errors.SerializationFailure
+            # Two transactions raced to store one key (READ COMMITTED saw neither): the one
+            # that lost runs again and finds what the other stored.
+            | errors.UniqueViolation,
+        ):
             return StorageConflict(str(error).strip())
         if isinstance(
             error,
