@@ -282,7 +282,7 @@ async def start_application(
         tokens=tokens,
     )
     sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
-    memories = MemoryService(database, tokens=tokens)
+    memories = MemoryService(database, tokens=tokens, on_deleted=maintenance.forgotten)
     servicer = WorkingMemoryServicer(
         sessions=SessionService(
             database,

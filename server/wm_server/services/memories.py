@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -398,9 +398,16 @@ def search_query(query: str) -> list[str]:
 
 
 class MemoryService:
-    def __init__(self, database: Database, *, tokens: paging.PageTokens | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        tokens: paging.PageTokens | None = None,
+        on_deleted: Callable[[], None] = lambda: None,
+    ) -> None:
         self._db = database
         self._tokens = tokens or paging.PageTokens.random()
+        self._on_deleted = on_deleted  # erase it from the files too (Maintenance.forgotten)
 
     async def search(
         self,
@@ -584,6 +591,7 @@ class MemoryService:
             await uow.memories.delete(row.mid)
             await idempotency.remember(uow, req, None, {})
             await uow.commit()
+        self._on_deleted()
 
 
 def content_in(
