@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -204,8 +205,14 @@ def session_out(record: SessionRecord) -> pb.Session:
 
 
 def _set_time(field: Timestamp, seconds: float) -> None:
-    """Seconds since the epoch into a Timestamp in place (a field of a message, or a new one)."""
-    field.seconds, field.nanos = divmod(int(seconds * 1e9), 1_000_000_000)
+    """Seconds since the epoch into a Timestamp in place (a field of a message, or a new one).
+    Whole seconds first: ``int(seconds * 1e9)`` truncates a product whose float spacing is
+    ~30 µs near year 9999, which read 9999-12-31T23:59:59Z back as 23:59:58.999998464."""
+    whole = math.floor(seconds)
+    nanos = round((seconds - whole) * 1e9)
+    if nanos > 999_999_999:
+        whole, nanos = whole + 1, 0
+    field.seconds, field.nanos = whole, nanos
 
 
 MEMORY_TYPES_OUT = {
