@@ -224,7 +224,12 @@ MEMORY_TYPES_OUT = {
     "procedure": pb.MEMORY_TYPE_PROCEDURE,
 }
 MEMORY_TYPES_IN = {number: name for name, number in MEMORY_TYPES_OUT.items()}
-MEMORY_STATES_IN = {pb.MEMORY_STATE_ACTIVE: "active", pb.MEMORY_STATE_RETIRED: "retired"}
+MEMORY_STATES_IN = {
+    pb.MEMORY_STATE_ACTIVE: "active",
+    pb.MEMORY_STATE_RETIRED: "retired",
+    pb.MEMORY_STATE_SUPERSEDED: "superseded",
+}
+MEMORY_STATES_OUT = {name: number for number, name in MEMORY_STATES_IN.items()}
 
 
 def memory_out(view: MemoryView) -> pb.Memory:
@@ -242,9 +247,14 @@ def memory_out(view: MemoryView) -> pb.Memory:
         record_time=timestamp(row.record_time),
         create_time=timestamp(row.create_time),
         update_time=timestamp(row.update_time),
-        state=pb.MEMORY_STATE_ACTIVE if row.active else pb.MEMORY_STATE_RETIRED,
+        state=MEMORY_STATES_OUT.get(row.state, pb.MEMORY_STATE_RETIRED),
         version=row.version,
         retire_reason=row.retire_reason,
+        supersedes_memory_ids=view.lifecycle.supersedes,
+        superseded_by_memory_id=view.lifecycle.superseded_by,
+        valid_from=timestamp(row.create_time if row.event_time is None else row.event_time),
+        valid_until=timestamp(view.lifecycle.valid_until),
+        expire_time=timestamp(view.lifecycle.expire_time),
     )
     memory.sources.extend(
         pb.MemorySource(

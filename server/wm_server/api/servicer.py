@@ -35,6 +35,7 @@ from wm_server.services.context import (
     tool_definitions,
 )
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
+from wm_server.services.memory_lifecycle import supersedes_in
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
@@ -397,6 +398,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(request, "start_time"),
             _seconds(request, "end_time"),
             request.limit,
+            request.include_superseded,
         )
         return api.SearchMemoriesResponse(
             hits=[
@@ -435,8 +437,10 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(memory, "event_time", "memory.event_time"),
         )
         view, existed = await self._memories.create(
-            _owner(request.owner), content, request.request_id, convert.fingerprint(request)
-        )
+            _owner(request.owner), content, request.request_id, convert.fingerprint(request),
+            supersedes=supersedes_in(memory.supersedes_memory_ids),
+            expire_time=_seconds(memory, "expire_time", "memory.expire_time"),
+        )  # fmt: skip
         return api.CreateMemoryResponse(memory=wire.memory_out(view), deduplicated=existed)
 
     async def UpdateMemory(self, request: api.UpdateMemoryRequest, context: Context) -> pb.Memory:
@@ -463,6 +467,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 given["type"] = checked.type
             elif path == "fields":
                 given["fields"] = dict(checked.fields)
+            elif path == "expire_time":
+                given["expire_time"] = _seconds(memory, "expire_time", "memory.expire_time")
             else:
                 given["event_time"] = checked.event_time
         view = await self._memories.update(

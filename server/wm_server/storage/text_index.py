@@ -33,6 +33,12 @@ def query_words(query: str) -> list[str]:
     return list(seen)[:MAX_QUERY_WORDS]
 
 
+def words_of(text: str) -> frozenset[str]:
+    """Every distinct word of a text as the indexes analyze it (case-folded Unicode words):
+    the token set near-duplicate memories are compared by."""
+    return frozenset(_WORD.findall(text.lower()))
+
+
 class TextIndex(ABC):
     """Fragments of the ranked statements for one engine."""
 

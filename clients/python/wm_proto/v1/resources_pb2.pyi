@@ -364,6 +364,11 @@ class _MemoryStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemorySta
     """Found by search and recalled into contexts."""
     MEMORY_STATE_RETIRED: _MemoryState.ValueType  # 2
     """Superseded or contradicted: kept with its history, never searched nor recalled."""
+    MEMORY_STATE_SUPERSEDED: _MemoryState.ValueType  # 3
+    """Replaced by a newer memory (Memory.superseded_by_memory_id) that states the current
+    fact; it held from valid_from until valid_until. Not recalled; searched only when asked
+    (SearchMemoriesRequest.include_superseded), ranked below every current memory.
+    """
 
 class MemoryState(_MemoryState, metaclass=_MemoryStateEnumTypeWrapper):
     """Whether a memory is recalled."""
@@ -374,6 +379,11 @@ MEMORY_STATE_ACTIVE: MemoryState.ValueType  # 1
 """Found by search and recalled into contexts."""
 MEMORY_STATE_RETIRED: MemoryState.ValueType  # 2
 """Superseded or contradicted: kept with its history, never searched nor recalled."""
+MEMORY_STATE_SUPERSEDED: MemoryState.ValueType  # 3
+"""Replaced by a newer memory (Memory.superseded_by_memory_id) that states the current
+fact; it held from valid_from until valid_until. Not recalled; searched only when asked
+(SearchMemoriesRequest.include_superseded), ranked below every current memory.
+"""
 Global___MemoryState: _TypeAlias = MemoryState  # noqa: Y015
 
 class _MemoryExtractionState:
@@ -2016,6 +2026,11 @@ class Memory(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     HISTORY_FIELD_NUMBER: _builtins.int
     RETIRE_REASON_FIELD_NUMBER: _builtins.int
+    SUPERSEDES_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_BY_MEMORY_ID_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_UNTIL_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     memory_id: _builtins.str
     """The memory's id, unique within the tenant (mem_ and 20 lowercase hex digits)."""
     user_id: _builtins.str
@@ -2039,6 +2054,8 @@ class Memory(_message.Message):
     """The current version, from 1; each change of the text or type adds one."""
     retire_reason: _builtins.str
     """Why it was retired, for a retired memory."""
+    superseded_by_memory_id: _builtins.str
+    """The memory that replaced this one, for a superseded memory."""
     @_builtins.property
     def fields(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Structured fields (names, dates, numbers): at most 16, keys 1-64 characters of
@@ -2069,6 +2086,28 @@ class Memory(_message.Message):
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryVersion]:
         """The superseded versions, newest first (GetMemory only; empty in lists and searches)."""
 
+    @_builtins.property
+    def supersedes_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The older memories of the same owner this one replaces (CreateMemory: at most 16, each
+        an active memory of the owner, else INVALID_ARGUMENT). Each becomes SUPERSEDED, its
+        valid_until set to this one's valid_from, and its superseded_by_memory_id to this one.
+        """
+
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp:
+        """Since when what it states holds: its event_time, else its create_time."""
+
+    @_builtins.property
+    def valid_until(self) -> _timestamp_pb2.Timestamp:
+        """Until when it held: set when a newer memory superseded it; unset while current."""
+
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """When the service forgets it (the maintenance loop deletes it, as DeleteMemory; reads
+        no longer return it from that moment). Unset: its type's default retention
+        (WM_MEMORY_RETENTION_DAYS), or never. Must be a valid Timestamp.
+        """
+
     def __init__(
         self,
         *,
@@ -2088,10 +2127,15 @@ class Memory(_message.Message):
         version: _builtins.int = ...,
         history: _abc.Iterable[Global___MemoryVersion] | None = ...,
         retire_reason: _builtins.str = ...,
+        supersedes_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        superseded_by_memory_id: _builtins.str = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_until: _timestamp_pb2.Timestamp | None = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "record_time", b"record_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "record_time", b"record_time", "update_time", b"update_time", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "event_time", b"event_time", "fields", b"fields", "history", b"history", "memory_id", b"memory_id", "record_time", b"record_time", "retire_reason", b"retire_reason", "session_id", b"session_id", "sources", b"sources", "state", b"state", "text", b"text", "type", b"type", "update_time", b"update_time", "user_id", b"user_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "fields", b"fields", "history", b"history", "memory_id", b"memory_id", "record_time", b"record_time", "retire_reason", b"retire_reason", "session_id", b"session_id", "sources", b"sources", "state", b"state", "superseded_by_memory_id", b"superseded_by_memory_id", "supersedes_memory_ids", b"supersedes_memory_ids", "text", b"text", "type", b"type", "update_time", b"update_time", "user_id", b"user_id", "valid_from", b"valid_from", "valid_until", b"valid_until", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1551,10 +1551,15 @@ class SearchMemoriesRequest(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """Free text; its words (at most 32 are used) are ranked: 1-1,000 characters after trimming."""
     limit: _builtins.int
     """At most this many hits: 0 means 10, 1-50 (more is INVALID_ARGUMENT)."""
+    include_superseded: _builtins.bool
+    """Also superseded memories (state SUPERSEDED), ranked below every current one: what the
+    owner used to hold true. Default: current memories only.
+    """
     @_builtins.property
     def owner(self) -> Global___MemoryOwner:
         """Whose memories."""
@@ -1580,10 +1585,11 @@ class SearchMemoriesRequest(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
         limit: _builtins.int = ...,
+        include_superseded: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "owner", b"owner", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "include_superseded", b"include_superseded", "limit", b"limit", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
