@@ -21,6 +21,7 @@ and near-duplicates folded into one.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -209,27 +210,42 @@ class MemoryUpkeep:
         if self._threshold <= 0:
             return []
         at = time.time() if now is None else now
-        async with self._db.reader() as uow:
-            owners = await uow.memory_lifecycle.owners_changed(self._since, MAX_OWNERS)
         merges: list[Merge] = []
-        for tenant, owner in owners:
-            merges.extend(await self._consolidate_owner(tenant, owner, at))
-        if len(owners) < MAX_OWNERS:
-            self._since = at
+        after = ("", "")
+        while True:
+            async with self._db.reader() as uow:
+                owners = await uow.memory_lifecycle.owners_changed(self._since, after, MAX_OWNERS)
+            for tenant, owner in owners:
+                merges.extend(await self._consolidate_owner(tenant, owner, at))
+                await asyncio.sleep(0)  # other work runs between owners
+            if len(owners) < MAX_OWNERS:
+                break
+            after = owners[-1]
+        self._since = at
         return merges
 
-    @retry_conflicts
     async def _consolidate_owner(self, tenant: str, owner: str, at: float) -> list[Merge]:
-        async with self._db.unit_of_work() as uow:
+        """Compare on a reader, then apply in a unit of work the merges whose memories are
+        still as compared (an owner changed meanwhile is looked at again next round)."""
+        async with self._db.reader() as uow:
             candidates = await uow.memory_lifecycle.candidates(
                 tenant, owner, at, self.retention, MAX_CANDIDATES
             )
-            merges = near_duplicates(
-                candidates,
-                threshold=self._threshold,
-                similarity=self._similarity,
-                measure=self._measure,
-            )
+        merges = near_duplicates(
+            candidates,
+            threshold=self._threshold,
+            similarity=self._similarity,
+            measure=self._measure,
+        )
+        return await self._merge(merges, at) if merges else []
+
+    @retry_conflicts
+    async def _merge(self, merges: Sequence[Merge], at: float) -> list[Merge]:
+        async with self._db.unit_of_work() as uow:
+            involved = [c for m in merges for c in (m.kept, *(o for o, _ in m.absorbed))]
+            now = await uow.memory_lifecycle.states([c.mid for c in involved])
+            if any(now.get(c.mid) != ("active", c.version) for c in involved):
+                return []  # written since: the next round compares again
             for merge in merges:
                 kept = merge.kept
                 for other, _ in merge.absorbed:
@@ -239,6 +255,5 @@ class MemoryUpkeep:
                     kept.mid, kept.version, kept.type, kept.text, merge.reason, at
                 )
                 await uow.memory_lifecycle.next_version(kept.mid, kept.version + 1, at)
-            if merges:
-                await uow.commit()
-        return merges
+            await uow.commit()
+        return list(merges)

@@ -91,14 +91,28 @@ class LifecycleRepository(_Repository):
         )
         return [int(r[0]) for r in rows]
 
-    async def owners_changed(self, since: float, limit: int) -> list[tuple[str, str]]:
-        """(tenant, owner) of the active memories written at or after ``since``."""
+    async def owners_changed(
+        self, since: float, after: tuple[str, str], limit: int
+    ) -> list[tuple[str, str]]:
+        """(tenant, owner) of the active memories written at or after ``since``, in order,
+        from the first after ``after``."""
         rows = await self._conn.all(
             "SELECT DISTINCT tenant, owner FROM memories WHERE state = 'active'"
-            " AND update_time >= :since ORDER BY tenant, owner LIMIT :limit",
-            {"since": since, "limit": limit},
+            " AND update_time >= :since AND (tenant > :tenant OR (tenant = :tenant"
+            " AND owner > :owner)) ORDER BY tenant, owner LIMIT :limit",
+            {"since": since, "tenant": after[0], "owner": after[1], "limit": limit},
         )
         return [(str(t), str(o)) for t, o in rows]
+
+    async def states(self, mids: Sequence[int]) -> dict[int, tuple[str, int]]:
+        """(state, version) of each memory still stored."""
+        if not mids:
+            return {}
+        members, values = self._dialect.in_list("mids", mids)
+        rows = await self._conn.all(
+            f"SELECT mid, state, version FROM memories WHERE mid {members}", values
+        )
+        return {int(m): (str(s), int(v)) for m, s, v in rows}
 
     async def candidates(
         self, tenant: str, owner: str, at: float, retention: Retention, limit: int
