@@ -188,3 +188,53 @@ async def test_near_duplicates_are_merged_with_a_decision_record(
     await app.maintenance.round()  # nothing new: no second decision
     again = await stub.GetMemory(api.GetMemoryRequest(memory_id=first.memory_id))
     assert again.version == 2
+
+
+@pytest.mark.postgres
+async def test_racing_successors_on_two_replicas_leave_one_consistent_link(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811 (fixture)
+) -> None:
+    """16 callers at once, on two replicas of one PostgreSQL, each store a new fact
+    superseding the same old one: one wins; the others are refused (the old one is no longer
+    active) or ABORTED, never INTERNAL; the old memory names exactly the winner."""
+    apps = [
+        await start_application(
+            make_settings(tmp_path / f"r{i}", database_url=postgres_url),
+            provider=ProgrammableProvider(),
+        )
+        for i in range(2)
+    ]
+    try:
+        channels = [grpc.aio.insecure_channel(a.address) for a in apps]
+        stubs = [Stub(c) for c in channels]
+        old = await _create(stubs[0], "The build runs on Jenkins")
+        results = await asyncio.gather(
+            *(
+                _create(
+                    stubs[i % 2],
+                    f"The build runs on runner {i}",
+                    supersedes_memory_ids=[old.memory_id],
+                )
+                for i in range(16)
+            ),
+            return_exceptions=True,
+        )
+        won = [r for r in results if isinstance(r, pb.Memory)]
+        assert len(won) == 1, results
+        for error in results:
+            if not isinstance(error, pb.Memory):
+                assert isinstance(error, grpc.aio.AioRpcError), error
+                assert error.code() in (
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    grpc.StatusCode.ABORTED,
+                ), error
+        after = await stubs[1].GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
+        assert after.superseded_by_memory_id == won[0].memory_id
+        assert list(won[0].supersedes_memory_ids) == [old.memory_id]
+        assert await _listed(stubs[1]) == [won[0].text]  # the losers stored nothing
+        for channel in channels:
+            await channel.close()
+    finally:
+        for application in apps:
+            await application.stop(grace=0.5)

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from wm_server.errors import invalid
+from wm_server.errors import StorageConflict, invalid
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.memory_expiry import Retention, expires_at, retention_of
@@ -79,7 +79,10 @@ async def supersede(
         )
     until = new.event_time if new.event_time is not None else now
     for memory in ids:
-        await uow.memory_lifecycle.supersede(targets[memory].mid, new.memory_id, until, now)
+        if not await uow.memory_lifecycle.supersede(targets[memory].mid, new.memory_id, until, now):
+            # Another writer changed it after it was read (PostgreSQL, READ COMMITTED): run
+            # the use case again, which then sees what that writer did.
+            raise StorageConflict(f"memory {memory} changed while being superseded")
     await uow.memory_lifecycle.link(new.mid, ids)
 
 

@@ -74,13 +74,15 @@ class LifecycleRepository(_Repository):
             {"ids": " ".join(merged), "mid": mid},
         )
 
-    async def supersede(self, mid: int, by: str, until: float, now: float) -> None:
-        """Mark ``mid`` superseded by memory ``by``, holding until ``until``."""
-        await self._conn.run(
+    async def supersede(self, mid: int, by: str, until: float, now: float) -> bool:
+        """Mark ``mid`` superseded by memory ``by``, holding until ``until``; False when it
+        was no longer active (a concurrent writer superseded or retired it first)."""
+        changed = await self._conn.run(
             "UPDATE memories SET state = 'superseded', superseded_by = :by,"
-            " valid_until = :until, update_time = :now WHERE mid = :mid",
+            " valid_until = :until, update_time = :now WHERE mid = :mid AND state = 'active'",
             {"by": by, "until": until, "now": now, "mid": mid},
         )
+        return changed == 1
 
     async def expired(self, at: float, retention: Retention, limit: int) -> list[int]:
         """Up to ``limit`` memories (any state, any tenant) expired at ``at``."""
