@@ -162,8 +162,8 @@ def near_duplicates(
             else:
                 proposing.append([w for w in ordered if counts[w] <= COMMON_WORD])
         holders: dict[str, list[int]] = defaultdict(list)
-        for index, words in enumerate(proposing):
-            for word in words:
+        for index, prefix in enumerate(proposing):
+            for word in prefix:
                 holders[word].append(index)
         taken: set[int] = set()
         for index, kept in enumerate(group):
