@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
-
 from memory_extraction_sets import Score, load, score
+
 from support import builders as b
 from wm_core import (
     MemoryRecord,
@@ -132,9 +132,7 @@ async def quality_figures(split: str, show: bool) -> None:
     print(f"{'type':>11} {'expected':>9} {'extracted':>10} {'precision':>10} {'recall':>7}")
     for kind in [*(k for k in sorted(scores) if k != "all"), "all"]:
         s = scores[kind]
-        print(
-            f"{kind:>11} {s.expected:>9} {s.extracted:>10} {s.precision:>10.2f} {s.recall:>7.2f}"
-        )
+        print(f"{kind:>11} {s.expected:>9} {s.extracted:>10} {s.precision:>10.2f} {s.recall:>7.2f}")
     made = scores["all"].extracted if "all" in scores else 0
     times.sort()
     print(

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wm_core import Message, MemoryOp, Role, TextPart, fold_text, message_tokens
+from wm_core import MemoryOp, Message, Role, TextPart, fold_text, message_tokens
 
 SETS = Path(__file__).resolve().parent / "memory_extraction"
 

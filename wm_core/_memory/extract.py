@@ -9,12 +9,12 @@ preferences, decisions with their reason and who agreed, dated events, plans, na
 and things; one fact per memory, in the third person, with the ids of the messages that state
 it). This module turns those facts into ops against the owner's existing memories.
 
-A profile attribute that holds one value (name, age, home, role) and a preference are about a
-*subject* (stored in the ``subject`` field): a new statement about the subject of an existing
+A profile attribute that holds one value (name, age, home, role), a preference and a decision
+are about a *subject* (stored in the ``subject`` field): a new statement about the subject of an existing
 memory is an UPDATE of it, or, when the new text would drop a name, date or number of the old
 one (which the guards refuse in an UPDATE), a RETIRE of the old one with the statement as its
 reason and a CREATE. Within one archive the last statement about such a subject wins. Other
-facts (events, decisions, entities, other profile facts) are many per subject: each is its
+facts (events, entities, other profile facts) are many per subject: each is its
 own memory, and an equal one is left to the guards' deduplication.
 """
 
@@ -27,9 +27,10 @@ from typing import Final
 
 from wm_core._guards.key_facts import missing_anchors
 from wm_core._guards.pending import PendingItem
+from wm_core._memory.conversation import conversation_facts
 from wm_core._memory.guard import retire_supported
 from wm_core._memory.model import MemoryOp, MemoryOpKind, MemoryRecord, MemoryType, memory_key
-from wm_core._memory.rules import Fact, conversation_facts, pending_facts
+from wm_core._memory.rules import Fact, pending_facts
 from wm_core._memory.tool import MAX_MEMORY_TEXT_CHARS
 from wm_core._messages import Message
 
@@ -90,7 +91,7 @@ class _Candidate:
     @property
     def replaces(self) -> bool:
         """Whether a later statement about its subject replaces it (see the docstring)."""
-        if self.type is MemoryType.PREFERENCE:
+        if self.type in (MemoryType.PREFERENCE, MemoryType.DECISION):
             return True
         return self.type is MemoryType.PROFILE and self.subject in SINGLE_VALUED
 

@@ -32,159 +32,17 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.model import MemoryType, memory_key
+from wm_core._memory.speech import (
+    REASON,
+    VAGUE,
+    clean,
+    expanded,
+    object_of,
+    statement,
+    third_person,
+)
 from wm_core._memory.when import When, resolve_when
-from wm_core._messages import Message, Role
-
-# -- what is not a statement -------------------------------------------------------------------
-
-_QUESTION_START: Final = re.compile(
-    r"^(?:what|how|why|when|where|which|who|whom|whose|should|could|would|can|do|does|did|is|"
-    r"are|was|were|will|shall|may|might|have|has|am|any)\b",
-    re.IGNORECASE,
-)
-_HYPOTHETICAL: Final = re.compile(
-    r"\b(?:if|suppose|supposing|imagine|hypothetically|assuming|let's say|in case|unless|"
-    r"whether)\b",
-    re.IGNORECASE,
-)
-_TENTATIVE: Final = re.compile(
-    r"^(?:maybe|perhaps|probably|i might|i could|i may|i wonder|i'm not sure|not sure|"
-    r"i guess|i think i|i'll think|hmm)\b",
-    re.IGNORECASE,
-)
-_LEAD: Final = re.compile(
-    r"^\s*(?:(?:ok(?:ay)?|great|nice|thanks|thank you|perfect|cool|also|and|so|now|btw|"
-    r"by the way|fyi|actually|just so you know|for the record|oh|well|yes|yeah|yep|right|"
-    r"hey|hi|hello|ha|haha|sure|sorry|no|nope|anyway|honestly|good|fine)\b(?:\s+there)?"
-    r"[,.!]?\s*)+",
-    re.IGNORECASE,
-)
-_TRAILER: Final = re.compile(
-    r"(?:,?\s+(?:by the way|btw|though|too|lately|at the moment|right now|for now|anymore|"
-    r"these days))+\s*[.!]*$",
-    re.IGNORECASE,
-)
-_SUBJECT_AHEAD = (
-    r"(?=(?:now\s+|also\s+|then\s+)?(?:i|i'm|i've|i'll|i'd|my|we|we're|we've|we'll|our|"
-    r"they|they're|(?-i:[A-Z][a-z]+)\s+(?:is|was|has|had)\s)\b)"
-)
-_CLAUSE_SPLIT: Final = re.compile(
-    r";\s+|\s+—\s+|,\s+so\s+|,\s+(?=(?:i|i'm|i've)\s)|"
-    rf",?\s+(?:and|but|although|though|while|whereas)\s+{_SUBJECT_AHEAD}",
-    re.IGNORECASE,
-)
-
-# -- the third person --------------------------------------------------------------------------
-
-_USER_WORDS: Final = {
-    "i": "the user",
-    "i'm": "the user is",
-    "i've": "the user has",
-    "i'll": "the user will",
-    "i'd": "the user would",
-    "me": "the user",
-    "my": "the user's",
-    "mine": "the user's",
-    "myself": "the user",
-    "we": "they",
-    "we're": "they are",
-    "we've": "they have",
-    "we'll": "they will",
-    "we'd": "they would",
-    "us": "them",
-    "our": "the user's",
-    "ours": "the user's",
-    "let's": "they will",
-    "you": "the assistant",
-    "your": "the assistant's",
-}
-_ASSISTANT_WORDS: Final = {
-    "i": "the assistant",
-    "i'm": "the assistant is",
-    "i've": "the assistant has",
-    "i'll": "the assistant will",
-    "i'd": "the assistant would",
-    "me": "the assistant",
-    "my": "the assistant's",
-    "you": "the user",
-    "you're": "the user is",
-    "you've": "the user has",
-    "your": "the user's",
-    "we": "they",
-    "we're": "they are",
-    "we'll": "they will",
-    "our": "the user's",
-    "let's": "they will",
-}
-_WORD_RE: Final = re.compile(r"\b(?:" + "|".join(map(re.escape, _ASSISTANT_WORDS | _USER_WORDS)) + r")\b", re.I)
-_NOT_VERBS: Final = frozenset(
-    "will would can could should shall may might must had was did just also really usually "
-    "always never often still now then only mostly mainly currently recently generally "
-    "normally typically actually sometimes rarely already finally even to the a an not "
-    "definitely strongly much".split()
-)
-_ADVERB_SKIP: Final = frozenset(
-    "just also really usually always never often still now then only mostly mainly currently "
-    "recently generally normally typically actually sometimes rarely already finally even "
-    "definitely strongly much".split()
-)
-_PAST_FORMS: Final = frozenset(
-    "went had got broke lost quit left took made met saw came began ran won bought sold gave "
-    "fell wrote spent found became grew flew drove ate told said".split()
-)
-_IRREGULAR: Final = {"am": "is", "have": "has", "do": "does", "go": "goes", "are": "is",
-                     "don't": "doesn't", "haven't": "hasn't", "was": "was", "were": "was"}  # fmt: skip
-
-
-def _third_singular(verb: str) -> str:
-    lower = verb.lower()
-    if lower in _IRREGULAR:
-        return _IRREGULAR[lower]
-    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
-        return verb + "es"
-    if len(lower) > 2 and lower.endswith("y") and lower[-2] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
-def third_person(text: str, role: Role = Role.USER, *, sentence: bool = True) -> str:
-    """``text`` as a later reader needs it: the speaker's pronouns replaced ("I" is "the
-    user" in a user's message, "the assistant" in an assistant's), the verb after "I" agreed
-    ("I live" → "the user lives"); capitalised when it is a ``sentence``."""
-    table = _ASSISTANT_WORDS if role is Role.ASSISTANT else _USER_WORDS
-    words = text.split(" ")
-    out: list[str] = []
-    conjugate = False
-    for word in words:
-        core = word.strip(",.;:!?\"'()")
-        lower = core.lower()
-        if conjugate and core and core.isalpha() and core.islower():
-            if lower in _ADVERB_SKIP:
-                out.append(word)
-                continue
-            conjugate = False
-            if lower not in _NOT_VERBS and not lower.endswith("ed") and lower not in _PAST_FORMS:
-                word = word.replace(core, _third_singular(core), 1)
-            out.append(word)
-            continue
-        conjugate = False
-        if lower in table:
-            replaced = table[lower]
-            out.append(word.replace(core, replaced, 1))
-            conjugate = lower == "i"
-            continue
-        if lower in ("don't",) and out and out[-1].lower().endswith(("user", "assistant")):
-            word = word.replace(core, "doesn't", 1)
-        out.append(word)
-    result = " ".join(out)
-    return result[:1].upper() + result[1:] if sentence else result
-
-
-def _clean(text: str) -> str:
-    text = " ".join(text.split()).strip(" \"'`")
-    text = _TRAILER.sub("", text)
-    return text.rstrip(".!;:, ")
-
+from wm_core._messages import Role
 
 # -- the facts ---------------------------------------------------------------------------------
 
@@ -207,15 +65,16 @@ _THING: Final = (
     r"(?:The\s+)?[A-Z][\w&.'\-]*(?:\s+(?:&\s+)?[A-Z][\w&.'\-]*){0,3}|[a-z][\w]*[-_.][\w.\-]*\w|"
     r"[a-z][a-z0-9]{2,}"
 )
-_NOT_NAMES: Final = frozenset(
+_NOT_NAMES_TEXT: Final = (
     "The This That These Those It There Here What When Where Which Who How Why Yes No Okay "
     "Ok Sure Thanks Thank Hi Hello Hey Mostly Mainly Also And But So Then Now Just Only Our "
     "My Your His Her Their We You They He She I Not Sorry Fine Good Great Happy Done Back "
     "Indoor Outdoor Once Twice Cold Hot Perfect Will Let Please Monday Tuesday Wednesday "
     "Thursday Friday Saturday Sunday January February March April May June July August "
     "September October November December Christmas Easter Sprint Grades Lentil Rarely "
-    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many".split()
+    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many"
 )
+_NOT_NAMES: Final = frozenset(_NOT_NAMES_TEXT.split())
 
 _RELATIONS: Final = (
     r"(?:best\s+|older\s+|younger\s+|little\s+|big\s+|new\s+|old\s+|twin\s+|rescue\s+)?"
@@ -293,6 +152,11 @@ _MY_IS: Final = re.compile(
     r"[\w\-]+(?:\s+[\w\-]+)?\s+(?:is|are)\s+my\s+)",
     re.IGNORECASE,
 )
+_FREQUENCY: Final = re.compile(
+    r"\b(?:once|twice|\w+\s+times)\s+(?:a|per)\s+(?:day|week|month|year)\b|"
+    r"\b(?:every|each)\s+(?:day|morning|evening|night|week|weekend|month)\b|\b(?:daily|weekly)\b",
+    re.I,
+)
 _PROFILE_NOT: Final = re.compile(
     r"^i(?:'m| am)\s+(?:a\s+(?:bit|little|fan|big fan|huge fan)|not sure|sorry|glad|happy|"
     r"trying|looking|thinking|wondering|done|back|going to|planning)\b|^i need (?:help|you)|"
@@ -309,7 +173,7 @@ _PREFER: Final = re.compile(
     re.IGNORECASE,
 )
 _RATHER: Final = re.compile(
-    r"^i(?:'d| would)\s+(?:much\s+)?(?P<verb>rather|prefer|love to|like to|love|like)\s+"
+    r"^i(?:'d| would)\s+(?:much\s+)?(?P<verb>rather|prefer|love to|love)\s+"
     r"(?P<what>.+)$",
     re.IGNORECASE,
 )
@@ -338,13 +202,19 @@ _GENERAL: Final = re.compile(
     r"always|never|,\s*not\s+\w)",
     re.IGNORECASE,
 )
-_VAGUE: Final = frozenset({"it", "that", "this", "them", "those", "so", "you", "one"})
 
 # Decisions.
-_REASON: Final = re.compile(r",?\s+(?:because|since|given that|due to|so that)\s+", re.I)
+_MOVES: Final = ("moved", "switched")
+# What a decision's subject is without its verb: "go with Redis for the cache" is about
+# "Redis for the cache", as a later "we'll use Memcached for the cache" is.
+_CHOICE_VERB: Final = re.compile(
+    r"^(?:to\s+|on\s+|that\s+)?(?:go(?:ing)?\s+with|use|using|stick(?:ing)?\s+with|"
+    r"keep(?:ing)?|switch(?:ing)?\s+to|adopt(?:ing)?|pick|choose|move\s+to)\s+",
+    re.IGNORECASE,
+)
 _DECIDED: Final = re.compile(
     r"^(?:(?:we|i|the team|they)(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
-    r"(?:it was|it's been)\s+)(?P<verb>decided|agreed|chose|chosen|settled on|went with|"
+    r"(?:it was|it's been)\s+)?(?P<verb>decided|agreed|chose|chosen|settled on|went with|"
     r"opted for|switched|moved|picked|committed to|ended up|voted)\b(?P<what>.*)$",
     re.IGNORECASE,
 )
@@ -360,24 +230,6 @@ _LETS: Final = re.compile(
     r"migrate|pin|split|deprecate|freeze|replace|standardi[sz]e on|do|make|go for)\b.+)$",
     re.IGNORECASE,
 )
-_PROPOSAL: Final = re.compile(
-    r"^(?:i\s+(?:would\s+|'d\s+)?(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
-    r"we\s+(?:could|should)\s+|how about\s+|what about\s+|i'd go with\s+|"
-    r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+)(?P<what>.+)$",
-    re.IGNORECASE,
-)
-_AGREE: Final = re.compile(
-    r"^(?:yes|yeah|yep|sure|ok(?:ay)?|agreed|agree|sounds good|sounds great|good|great|"
-    r"perfect|fine|deal|do it|go ahead|let's do (?:it|that)|let's go with (?:it|that|this)|"
-    r"makes sense|exactly|correct|works for me|that works|lgtm|approved)\b",
-    re.IGNORECASE,
-)
-_DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
-_OPTIONS: Final = re.compile(
-    r"^(?:should (?:we|i)|do you want(?: me)? to|would you (?:like|prefer)(?: to)?|shall (?:we|i)|"
-    r"(?:do|would) you prefer)\s+(?P<body>.+?)\s+or\s+(?P<other>.+?)\?$",
-    re.IGNORECASE,
-)
 
 # Plans and commitments (events, dated or not).
 _PLAN: Final = re.compile(
@@ -389,55 +241,9 @@ _PLAN: Final = re.compile(
 _EVENTFUL: Final = re.compile(r"\b[a-z]{3,}\b")
 
 
-def _statement(sentence: str) -> str | None:
-    """The sentence without its lead-in, or None when it states nothing."""
-    text = _LEAD.sub("", sentence).strip()
-    if not text or text.endswith("?") or _QUESTION_START.match(text):
-        return None
-    if _HYPOTHETICAL.search(text) or _TENTATIVE.match(text):
-        return None
-    return text
-
-
-def clauses(sentence: str) -> list[str]:
-    """The clauses of a sentence that can each state one fact."""
-    parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(sentence)]
-    return [p for p in parts if p]
-
-
-def _object(text: str) -> str | None:
-    what = _clean(text)
-    first = what.lower().split(" ", 1)[0] if what else ""
-    if not what or (first in _VAGUE and len(what.split()) <= 2):
-        return None
-    if what.lower().startswith(("you to", "it when you", "you ", "to know")):
-        return None
-    return what
-
-
-_CONTRACTIONS: Final = (
-    (re.compile(r"^i'm\b", re.I), "i am"),
-    (re.compile(r"^i've\b", re.I), "i have"),
-    (re.compile(r"^i'd\b", re.I), "i would"),
-    (re.compile(r"^i'll\b", re.I), "i will"),
-)
-_FREQUENCY: Final = re.compile(
-    r"\b(?:once|twice|\w+\s+times)\s+(?:a|per)\s+(?:day|week|month|year)\b|"
-    r"\b(?:every|each)\s+(?:day|morning|evening|night|week|weekend|month)\b|\b(?:daily|weekly)\b",
-    re.I,
-)
-
-
-def _expanded(text: str) -> str:
-    """The clause with "I'm" as "I am" (and the like), for the rules to read one spelling."""
-    for pattern, full in _CONTRACTIONS:
-        text = pattern.sub(full, text)
-    return text
-
-
 def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     """(text, subject, fields) of identity statements in a user's clause."""
-    original, text = text, _expanded(text)
+    original, text = text, expanded(text)
     match = _MY_NAME.match(text)
     if match:
         name = match.group("name")
@@ -448,7 +254,7 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
         found = [(f"The user's name is {name}", "name", {"name": name})]
         rest = match.group("rest") or ""
         if re.match(r"^(?:a|an|the)\s+\w", rest):
-            found.append((f"The user is {_clean(rest)}", "role", {"role": _clean(rest)}))
+            found.append((f"The user is {clean(rest)}", "role", {"role": clean(rest)}))
         return found
     match = _AGE.match(text)
     if match:
@@ -458,10 +264,12 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
         return []
     habit = re.match(r"^i\s", text, re.I) and _FREQUENCY.search(text)
     if _PROFILE_START.match(text) or _MY_IS.match(text) or habit:
-        body = third_person(_clean(original))
+        body = third_person(clean(original))
         lower = text.lower()
         subject = memory_key(body)
-        if re.search(r"\b(?:live|based|moved to|grew up)\b", lower):
+        if re.match(r"^i am (?:a|an|the)\s.+\s(?:at|for)\s+[A-Z]", text, re.I):
+            subject = "role"
+        elif re.search(r"\b(?:live|based|moved to|grew up)\b", lower):
             subject = "home" if "grew up" not in lower else "origin"
         return [(body, subject, {})]
     return []
@@ -470,33 +278,35 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
 def _preference(text: str) -> tuple[str, str] | None:
     if _NEVER_MIND.match(text):
         return None
-    original, text = text, _expanded(text)
+    original, text = text, expanded(text)
     for pattern in (_PREFER, _RATHER, _INTO):
         match = pattern.match(text)
         if match:
-            what = _object(match.group("what"))
+            what = object_of(match.group("what"))
             if what is None:
                 return None
             verb = match.group("verb").lower()
-            if pattern is _PREFER and verb in ("drink", "eat", "take") and not re.search(
-                r"\b(?:my|no|without|with|only|black|every)\b", what, re.I
+            if (
+                pattern is _PREFER
+                and verb in ("drink", "eat", "take")
+                and not re.search(r"\b(?:my|no|without|with|only|black|every)\b", what, re.I)
             ):
                 return None
-            return third_person(_clean(original)), what
+            return third_person(clean(original)), what
     match = _FAVOURITE.match(text)
     if match:
-        what = _object(match.group("what"))
-        return (third_person(_clean(original)), what) if what else None
+        what = object_of(match.group("what"))
+        return (third_person(clean(original)), what) if what else None
     match = _ALWAYS.match(text)
     if match:
-        what = _object(match.group("what") or match.group("what2") or "")
+        what = object_of(match.group("what") or match.group("what2") or "")
         if what is None:
             return None
         when = (match.group("when") or "never").lower()
         return f"The user wants the assistant to {when} {third_person(what, sentence=False)}", what
     match = _IMPERATIVE.match(text)
     if match and _GENERAL.search(text):
-        what = _clean(match.group("what"))
+        what = clean(match.group("what"))
         body = third_person(what, sentence=False)
         return f"The user wants the assistant to {body[:1].lower()}{body[1:]}", what
     return None
@@ -506,27 +316,30 @@ def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     match = _DECIDED.match(text) or _WILL.match(text) or _LETS.match(text)
     if match is None:
         return None
-    if "verb" in match.groupdict() and match.group("verb").lower() in ("moved", "switched"):
-        if re.match(r"^i\b", text, re.I):
-            return None  # "I moved to Berlin" is about the user, not a choice of the team
+    personal = re.match(r"^i\b", text, re.I) is not None
+    if personal and "verb" in match.groupdict() and match.group("verb").lower() in _MOVES:
+        return None  # "I moved to Berlin" is about the user, not a choice of the team
     what = match.group("what").strip()
-    parts = _REASON.split(what, maxsplit=1)
-    choice = _clean(parts[0])
-    why = _clean(parts[1]) if len(parts) > 1 else ""
+    parts = REASON.split(what, maxsplit=1)
+    choice = clean(parts[0])
+    why = clean(parts[1]) if len(parts) > 1 else ""
     words = choice.lower().split()
-    if not why and (not words or words[-1] in _VAGUE and len(words) <= 3):
+    if not why and (not words or (words[-1] in VAGUE and len(words) <= 3)):
         return None  # "let's do that" is an agreement, "we agreed" says nothing
     if len(choice.split()) < 2 and not why:
         return None
-    fields = {"decision": third_person(choice, role, sentence=False), "decided_by": role.value}
+    fields = {
+        "decision": third_person(choice, role, sentence=False, team=True),
+        "decided_by": role.value,
+    }
     if why:
-        fields["reason"] = third_person(why, role, sentence=False)
-    body = third_person(_clean(text), role)
-    return body, choice, fields
+        fields["reason"] = third_person(why, role, sentence=False, team=True)
+    body = third_person(clean(text), role, team=True)
+    return body, _CHOICE_VERB.sub("", choice), fields
 
 
 @dataclass
-class _Talk:
+class Talk:
     """What the conversation has said so far that later turns refer to."""
 
     last_name: str = ""  # the person or thing a "she" or "it" clause is about
@@ -534,7 +347,7 @@ class _Talk:
     names: set[str] = field(default_factory=set)
 
 
-def _named_facts(text: str, talk: _Talk) -> list[tuple[str, str, dict[str, str]]]:
+def _named_facts(text: str, talk: Talk) -> list[tuple[str, str, dict[str, str]]]:
     """Entities a user's clause names: (text, name, fields)."""
     found: list[tuple[str, str, dict[str, str]]] = []
 
@@ -567,13 +380,13 @@ def _named_facts(text: str, talk: _Talk) -> list[tuple[str, str, dict[str, str]]
             continue
         owner = "the user's" if det in ("our", "my") else ("the" if det == "the" else det)
         add(name, f"{name} is {owner} {kind}", kind)
-    match = _IS_OUR.match(text)
-    if match:
-        add(match.group("name"), third_person(_clean(text)), match.group("kind").lower())
+    ours = _IS_OUR.match(text)
+    if ours:
+        add(ours.group("name"), third_person(clean(text)), ours.group("kind").lower())
     return found
 
 
-def _resolve_pronoun(text: str, talk: _Talk) -> str | None:
+def _resolve_pronoun(text: str, talk: Talk) -> str | None:
     match = _PRONOUN_SUBJECT.match(text)
     if match is None or not talk.last_name:
         return None
@@ -594,12 +407,10 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
         prep = lead.group().strip().lower() if lead else ("on" if when.precision == "day" else "in")
         if not re.search(r"\d{4}", phrase):
             body = f"{text[: when.start]}{prep} {when.label}{text[when.end :]}"
-    return third_person(_clean(body), role)
+    return third_person(clean(body), role)
 
 
-def _classify(
-    text: str, sentence: str, role: Role, base: str | None, talk: _Talk
-) -> list[Fact]:
+def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk) -> list[Fact]:
     """The facts one clause states (without message ids)."""
     facts: list[Fact] = []
     user = role is Role.USER
@@ -613,7 +424,7 @@ def _classify(
     their = _THEIR_NAME.match(text)
     if their and talk.last_relation:
         name = their.group("name")
-        text = f"My {talk.last_relation} is named {name}{text[their.end():]}"
+        text = f"My {talk.last_relation} is named {name}{text[their.end() :]}"
     named = _named_facts(text, talk)
     # the last one named, for a later "she" / "it" clause
     for _, name, _fields in named:
@@ -627,7 +438,7 @@ def _classify(
         name = about_named.group("name")
         talk.last_name = name
         rest = [n for n in named if n[1] != name]
-        main_fact = Fact(MemoryType.ENTITY, third_person(_clean(text)), name, sentence, (),
+        main_fact = Fact(MemoryType.ENTITY, third_person(clean(text)), name, sentence, (),
                          {"name": name})  # fmt: skip
         if when is not None:
             main_fact = Fact(MemoryType.EVENT, _event_text(text, when, role), memory_key(text),
@@ -647,7 +458,7 @@ def _classify(
         main = Fact(MemoryType.EVENT, _event_text(text, when, role), memory_key(text), sentence,
                     (), {"when": when.label}, when)  # fmt: skip
     elif _PLAN.match(text):
-        main = Fact(MemoryType.EVENT, third_person(_clean(text)), memory_key(text), sentence)
+        main = Fact(MemoryType.EVENT, third_person(clean(text)), memory_key(text), sentence)
     if main is None:
         preference = _preference(text)
         if preference is not None:
@@ -665,7 +476,7 @@ def _classify(
         elif len(named) == 1:
             about = named[0][1]
         if about and not about.lower().endswith("ing"):
-            main = Fact(MemoryType.ENTITY, third_person(_clean(text)), about, sentence, (),
+            main = Fact(MemoryType.ENTITY, third_person(clean(text)), about, sentence, (),
                         {"name": about})  # fmt: skip
             talk.last_name = about
             talk.names.add(about)
@@ -677,134 +488,25 @@ def _classify(
     return facts
 
 
-def _agreement(text: str) -> bool:
-    first = _LEAD.sub("", text.strip()) if not _AGREE.match(text.strip()) else text.strip()
-    return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not _DISAGREE.search(
-        text.split(".")[0]
-    )
-
-
-def _proposal(message: Message) -> str | None:
-    """What an assistant's message proposes ("I suggest we pin pydantic"), if anything."""
-    for sentence in reversed(sentences(message.text())):
-        text = _LEAD.sub("", sentence).strip()
-        if text.endswith("?"):
-            continue
-        match = _PROPOSAL.match(text)
-        if match and _object(match.group("what")) is not None:
-            return _clean(text)
-    return None
-
-
-def _options(message: Message) -> tuple[str, str] | None:
-    for sentence in reversed(sentences(message.text())):
-        match = _OPTIONS.match(_LEAD.sub("", sentence).strip())
-        if match:
-            return match.group("body"), match.group("other")
-    return None
-
-
-def _words(text: str) -> set[str]:
-    return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
-
-
-def _pick(reply: str, options: tuple[str, str]) -> tuple[str, str] | None:
-    """(chosen option, reason) when a reply picks one of two options."""
-    head, _, rest = reply.partition(",")
-    said = _words(head)
-    scores = [len(said & _words(option)) for option in options]
-    if max(scores) == 0 or scores[0] == scores[1] or len(head.split()) > 6:
-        return None
-    chosen = _clean(head)
-    why = _REASON.split(reply, maxsplit=1)
-    return chosen, (_clean(why[1]) if len(why) > 1 else "")
-
-
-def conversation_facts(
-    messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
-) -> list[Fact]:
-    """Every fact the messages state, in order; see the module docstring.
-
-    ``message_dates`` (message id → ISO date of the message) makes relative times absolute;
-    a line that starts with a timestamp ("[2026-03-05 09:00] …") uses that date instead.
-    """
-    dates = message_dates or {}
-    talk = _Talk()
-    found: list[Fact] = []
-    previous: Message | None = None
-    last_decision: int | None = None  # index in found of the latest decision, for agreements
-    for message in messages:
-        if message.role not in (Role.USER, Role.ASSISTANT) or not message.text().strip():
-            continue
-        agreed = _agreement(message.text())
-        if agreed and last_decision is not None and previous is not None:
-            fact = found[last_decision]
-            if fact.fields.get("decided_by") != message.role.value:
-                fields = {**fact.fields, "agreed_by": message.role.value}
-                ids = (*fact.message_ids, message.id)
-                found[last_decision] = Fact(fact.type, fact.text, fact.subject, fact.source,
-                                            ids, fields, fact.when)  # fmt: skip
-        if message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
-            proposal = _proposal(previous) if agreed else None
-            if proposal is not None:
-                text = f"The user agreed to the assistant's proposal: {proposal}"
-                fields = {"decision": proposal, "decided_by": "assistant", "agreed_by": "user"}
-                found.append(Fact(MemoryType.DECISION, text, proposal, proposal,
-                                  (previous.id, message.id), fields))  # fmt: skip
-                last_decision = len(found) - 1
-            options = _options(previous)
-            picked = _pick(message.text(), options) if options else None
-            if picked is not None and options is not None:
-                chosen, why = picked
-                text = f"The user chose {chosen} ({' or '.join(options)})"
-                if why:
-                    text += f" because {third_person(why, sentence=False)}"
-                fields = {"decision": chosen, "decided_by": "user"}
-                if why:
-                    fields["reason"] = third_person(why, sentence=False)
-                found.append(Fact(MemoryType.DECISION, text, chosen, message.text(),
-                                  (previous.id, message.id), fields))  # fmt: skip
-                last_decision = len(found) - 1
-                previous = message
-                continue
-        for line in message.text().split("\n"):
-            base = stamp_date(line) or dates.get(message.id)
-            for sentence in sentences(line):
-                statement = _statement(sentence)
-                if statement is None:
-                    continue
-                for clause in clauses(statement):
-                    text = _LEAD.sub("", clause).strip()
-                    if not text or _TENTATIVE.match(text):
-                        continue
-                    for fact in _classify(text, sentence, message.role, base, talk):
-                        found.append(Fact(fact.type, fact.text, fact.subject, fact.source,
-                                          (message.id,), fact.fields, fact.when))  # fmt: skip
-                        if fact.type is MemoryType.DECISION:
-                            last_decision = len(found) - 1
-        previous = message
-    return found
-
-
 def pending_facts(texts: Sequence[str]) -> list[Fact]:
     """Facts in text without a speaker (items the working memory could not hold): decisions,
     dated events and named things only, since "I" names nobody there."""
     found: list[Fact] = []
     for text in texts:
         for sentence in sentences(text):
-            statement = _statement(sentence)
-            if statement is None:
+            said = statement(sentence)
+            if said is None:
                 continue
-            when = resolve_when(statement, stamp_date(text))
-            decision = _decision(statement, Role.SYSTEM)
+            when = resolve_when(said, stamp_date(text))
+            decision = _decision(said, Role.SYSTEM)
             if decision is not None:
                 body, choice, fields = decision
                 fields.pop("decided_by", None)
                 found.append(Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when))
             elif when is not None:
-                found.append(Fact(MemoryType.EVENT, _event_text(statement, when, Role.SYSTEM),
-                                  memory_key(statement), sentence, (), {}, when))  # fmt: skip
+                found.append(Fact(MemoryType.EVENT, _event_text(said, when, Role.SYSTEM),
+                                  memory_key(said), sentence, (), {}, when))  # fmt: skip
             else:
-                for body, name, fields in _named_facts(statement, _Talk()):
+                for body, name, fields in _named_facts(said, Talk()):
                     found.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
     return found

@@ -318,6 +318,7 @@ class Phase2Worker:
                         archive_id=archive_name(job.archive_seq),
                         input_tokens=self._settings.input.for_provider(provider),
                         on_event=on_event,
+                        message_dates=data.message_dates,
                     )
             except LlmError as error:
                 if error.transient:

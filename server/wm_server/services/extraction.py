@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -42,6 +43,7 @@ from wm_core import (
 from wm_server.llm.chain import ChainEvent, LlmCallFinished, LlmCallStarted
 from wm_server.llm.port import LlmError, LlmProvider, MemoryRequest, Purpose, Usage
 from wm_server.services.memories import MemoryDiff, MemoryOwner, owner_of, similar_memories
+from wm_server.storage.records import StoredMessage
 from wm_server.storage.unit_of_work import UnitOfWork
 
 # Existing memories shown to the model (and the only ones it may change).
@@ -75,6 +77,7 @@ class MemoryContext:
     existing: tuple[MemoryRecord, ...] = ()
     backlog: tuple[Message, ...] = ()  # messages of earlier archives whose extraction failed
     backlog_seqs: tuple[int, ...] = ()
+    backlog_dates: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,15 +115,28 @@ async def memory_context(
         row.sid, archive_seq, MAX_BACKLOG_ARCHIVES
     )
     backlog: list[Message] = []
+    dates: dict[str, str] = {}
     for seq in backlog_seqs:
         bounds = await uow.archives.bounds(row.sid, seq)
         if bounds is not None:
-            backlog.extend(m.message for m in await uow.messages.between(row.sid, *bounds))
+            stored = await uow.messages.between(row.sid, *bounds)
+            backlog.extend(m.message for m in stored)
+            dates.update(message_dates(stored))
     query = archive_text([*backlog, *messages])[:QUERY_CHARS]
     existing = await similar_memories(
         uow, tenant=tenant, owner=owner, text=query, limit=SIMILAR_MEMORIES
     )
-    return MemoryContext(True, "", owner, tuple(existing), tuple(backlog), tuple(backlog_seqs))
+    return MemoryContext(
+        True, "", owner, tuple(existing), tuple(backlog), tuple(backlog_seqs), dates
+    )
+
+
+def message_dates(stored: Sequence[StoredMessage]) -> dict[str, str]:
+    """Message id → the UTC date the server stored it: what extraction resolves "yesterday"
+    and "next Friday" against (wm_core reads no clock)."""
+    return {
+        m.message.id: datetime.fromtimestamp(m.create_time, UTC).date().isoformat() for m in stored
+    }
 
 
 EventSink = Callable[[ChainEvent], Awaitable[None]]
@@ -135,6 +151,7 @@ async def extract(
     archive_id: str,
     input_tokens: int,
     on_event: EventSink | None = None,
+    message_dates: Mapping[str, str] | None = None,
 ) -> Extraction:
     """The plan for the archive's (and the backlog's) messages; see the module docstring.
 
@@ -155,6 +172,7 @@ async def extract(
             existing=context.existing,
             pending=pending if index == len(chunks) - 1 else (),
             archive_id=archive_id,
+            message_dates={**context.backlog_dates, **(message_dates or {})},
         )
         if on_event is not None:
             await on_event(LlmCallStarted(Purpose.MEMORY, provider.name, provider.model))
