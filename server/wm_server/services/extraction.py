@@ -67,6 +67,16 @@ class MemoryState(StrEnum):
     RECOVERED = "recovered"  # set on an earlier commit when a later one extracted it
 
 
+class EmptyReason(StrEnum):
+    """Why an extraction wrote nothing (mirrors wm.v1.MemoryExtractionEmptyReason): a commit
+    that keeps no memory says which of these it was, in its diff and in a metric."""
+
+    NOTHING_NEW = "nothing_new"  # nothing proposed, or only duplicates
+    ALL_REFUSED = "all_refused"  # every op that was not a duplicate was refused
+    NO_TOOL_CALL = "no_tool_call"  # the provider answered without the memory tool
+    FAILED = "failed"
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryContext:
     """What extraction reads before the model call."""
@@ -91,6 +101,26 @@ class Extraction:
     problems: tuple[str, ...] = ()
     usage: Usage = field(default_factory=Usage)
     recovered_seqs: tuple[int, ...] = ()  # earlier archives this extraction covered
+    no_tool_call: bool = False  # every answer came without the memory tool
+
+
+def empty_reason(extraction: Extraction, diff: MemoryDiff | None) -> EmptyReason | None:
+    """Why ``extraction`` (applied as ``diff``; None for a dry run, where what the guards
+    accept is what would be written) wrote nothing; None when it wrote something or was off."""
+    if extraction.state is MemoryState.OFF:
+        return None
+    if extraction.state is MemoryState.FAILED:
+        return EmptyReason.NO_TOOL_CALL if extraction.no_tool_call else EmptyReason.FAILED
+    if diff is not None:
+        wrote = bool(diff.created or diff.updated or diff.merged or diff.retired)
+    else:
+        wrote = bool(extraction.plan.ops)
+    if wrote:
+        return None
+    verdicts = {d.verdict for d in extraction.plan.decisions}
+    if MemoryVerdict.REFUSED in verdicts or (diff is not None and diff.skipped):
+        return EmptyReason.ALL_REFUSED
+    return EmptyReason.NOTHING_NEW
 
 
 async def memory_context(
@@ -166,6 +196,7 @@ async def extract(
     problems: list[str] = []
     usage = Usage()
     usable = False
+    tool_calls = 0
     for index, chunk in enumerate(chunks):
         request = MemoryRequest(
             messages=chunk,
@@ -198,6 +229,7 @@ async def extract(
         usage = usage + reply.usage
         if on_event is not None:
             await on_event(LlmCallFinished(Purpose.MEMORY, reply.stop_reason, reply.usage, elapsed))
+        tool_calls += reply.tool_input is not None
         parsed = parse_memory_ops(reply.tool_input)
         prefix = f"chunk {index + 1}: " if len(chunks) > 1 else ""
         problems.extend(prefix + problem for problem in parsed.problems)
@@ -210,6 +242,7 @@ async def extract(
             message="the extraction answer had nothing readable: " + "; ".join(problems[:5]),
             problems=tuple(problems[:MAX_LISTED]),
             usage=usage,
+            no_tool_call=tool_calls == 0,
         )
     plan = guard_memory_ops(ops, context.existing, archive_text(everything, pending))
     return Extraction(
@@ -257,6 +290,7 @@ def diff_json(extraction: Extraction, diff: MemoryDiff | None) -> str:
             "problems": list(extraction.problems[:MAX_LISTED]),
             "recovered_seqs": list(extraction.recovered_seqs),
             "usage": asdict(extraction.usage),
+            "empty_reason": (reason := empty_reason(extraction, applied)) and reason.value,
         },
         ensure_ascii=False,
     )

@@ -186,6 +186,12 @@ class WorkingMemoryServiceStub:
     """
     DeleteMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    PreviewMemoryExtraction: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.PreviewMemoryExtractionRequest, _working_memory_service_pb2.PreviewMemoryExtractionResponse]
+    """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+    the session's live messages, some of its archives, or given messages, and the guards'
+    verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+    no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+    """
 
 @_typing.type_check_only
 class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
@@ -341,6 +347,12 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     DeleteMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    PreviewMemoryExtraction: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.PreviewMemoryExtractionRequest, _working_memory_service_pb2.PreviewMemoryExtractionResponse]  # type: ignore[assignment]
+    """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+    the session's live messages, some of its archives, or given messages, and the guards'
+    verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+    no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+    """
 
 class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
@@ -661,5 +673,17 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
         """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+
+    @_abc_1.abstractmethod
+    def PreviewMemoryExtraction(
+        self,
+        request: _working_memory_service_pb2.PreviewMemoryExtractionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.PreviewMemoryExtractionResponse, _abc.Awaitable[_working_memory_service_pb2.PreviewMemoryExtractionResponse]]:
+        """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+        the session's live messages, some of its archives, or given messages, and the guards'
+        verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+        no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+        """
 
 def add_WorkingMemoryServiceServicer_to_server(servicer: WorkingMemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
