@@ -210,7 +210,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--commits", type=int, default=40)
-    parser.add_argument("--split", choices=("dev", "heldout", "both"), default="both")
+    parser.add_argument("--split", choices=("dev", "heldout", "heldout2", "both"), default="both")
     parser.add_argument("--show", action="store_true", help="list misses and extras")
     parser.add_argument("--quality-only", action="store_true")
     args = parser.parse_args()
