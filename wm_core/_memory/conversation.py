@@ -47,6 +47,16 @@ _OPTIONS: Final = re.compile(
 )
 
 
+_ASKED: Final = re.compile(r"^(?:what|which|where)\b[^?]*\byou(?:r)?\b[^?]*\?$", re.IGNORECASE)
+_TASTE: Final = re.compile(r"\b(?:like|prefer|enjoy|love|favou?rite|fan of)\b", re.I)
+# A reply that starts like a sentence is read by the clause rules, not as a bare answer.
+_CLAUSE_START: Final = re.compile(
+    r"^(?:i|i'm|i've|i'll|i'd|my|we|we're|our|it|it's|he|she|they|the|this|that|there|yes|no|"
+    r"sure|thanks|sorry|not|nothing|none|let's|please|[\w']+\s+(?:is|are|was|were)\b)",
+    re.IGNORECASE,
+)
+
+
 def _agreement(text: str) -> bool:
     first = LEAD.sub("", text.strip()) if not _AGREE.match(text.strip()) else text.strip()
     return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not _DISAGREE.search(
@@ -62,8 +72,38 @@ def _proposal(message: Message) -> str | None:
             continue
         match = _PROPOSAL.match(text)
         if match and object_of(match.group("what")) is not None:
-            return clean(text)
+            return third_person(
+                clean(match.group("what")), Role.ASSISTANT, sentence=False, team=True
+            )
     return None
+
+
+def _asked_about_user(message: Message) -> str | None:
+    """The open question an assistant's message ends with about the user ("What stack do
+    you use?"), if any: a short answer to it is a fact about the user."""
+    found = sentences(message.text())
+    last = LEAD.sub("", found[-1]).strip() if found else ""
+    if _ASKED.match(last):
+        return last
+    return None
+
+
+def _answer(reply: Message, question: str) -> Fact | None:
+    """A fact from a reply that answers a question about the user with a bare phrase
+    ("Mostly Go and gRPC"): the phrase states nothing alone, so the memory quotes the question."""
+    found = sentences(reply.text())
+    phrase = LEAD.sub("", found[0]).strip() if found else ""
+    if (
+        not phrase
+        or phrase.endswith("?")
+        or len(phrase.split()) > 12
+        or _CLAUSE_START.match(phrase)
+    ):
+        return None
+    phrase = clauses(phrase)[0]  # "Mostly science fiction, but I can't stand horror"
+    kind = MemoryType.PREFERENCE if _TASTE.search(question) else MemoryType.PROFILE
+    text = f'The user\'s answer to "{question}": {clean(phrase)}'
+    return Fact(kind, text, clean(phrase), found[0], (reply.id,), {"question": question})
 
 
 def _options(message: Message) -> tuple[str, str] | None:
@@ -122,6 +162,10 @@ def conversation_facts(
                 found.append(Fact(MemoryType.DECISION, text, proposal, proposal,
                                   (previous.id, message.id), fields))  # fmt: skip
                 last_decision = len(found) - 1
+            question = _asked_about_user(previous)
+            answer = _answer(message, question) if question else None
+            if answer is not None:
+                found.append(answer)
             options = _options(previous)
             picked = _pick(message.text(), options) if options else None
             if picked is not None and options is not None:

@@ -231,6 +231,13 @@ _LETS: Final = re.compile(
     re.IGNORECASE,
 )
 
+# How something is done: "to deploy, run make release", "first X, then Y".
+_PROCEDURE: Final = re.compile(
+    r"^(?:to|before|after|whenever)\s+[\w\s\-]{2,40}?,\s+(?:(?:we|you|i)\s+)?(?:always\s+|first\s+|"
+    r"just\s+)?(?:run|use|call|open|check|restart|deploy|build|push|tag|merge|need to|have to|"
+    r"must|should)\b|\bfirst\b[^.]*,\s+then\b|\bthe steps are\b",
+    re.IGNORECASE,
+)
 # Plans and commitments (events, dated or not).
 _PLAN: Final = re.compile(
     r"^(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:planning|going|hoping|about)\s+to\b|"
@@ -459,6 +466,9 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
                     (), {"when": when.label}, when)  # fmt: skip
     elif _PLAN.match(text):
         main = Fact(MemoryType.EVENT, third_person(clean(text)), memory_key(text), sentence)
+    if main is None and _PROCEDURE.search(text):
+        main = Fact(MemoryType.PROCEDURE, third_person(clean(text), team=True),
+                    memory_key(text), sentence)  # fmt: skip
     if main is None:
         preference = _preference(text)
         if preference is not None:
