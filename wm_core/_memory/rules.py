@@ -412,8 +412,11 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
         phrase = text[when.start : when.end]
         lead = re.match(r"^(?:on|by|in|until|since|during)\s+", phrase, re.I)
         prep = lead.group().strip().lower() if lead else ("on" if when.precision == "day" else "in")
+        before = text[: when.start]
+        if re.search(r"\b(?:on|by|in|until|since|during|from|at)\s*$", before, re.I):
+            prep = ""  # "back on January 6": the preposition is already there
         if not re.search(r"\d{4}", phrase):
-            body = f"{text[: when.start]}{prep} {when.label}{text[when.end :]}"
+            body = f"{before}{prep} {when.label}{text[when.end :]}".replace("  ", " ")
     return third_person(clean(body), role)
 
 

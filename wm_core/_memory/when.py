@@ -98,6 +98,9 @@ _PAST: Final = re.compile(
 )
 
 
+_HAVE_GOT: Final = re.compile(r"\b(?:i've|we've|you've|i have|we have|has|have)\s+got\b", re.I)
+
+
 @dataclass(frozen=True, slots=True)
 class When:
     """A resolved time: its first day and its precision ("day", "month" or "year")."""
@@ -147,8 +150,10 @@ def _shift_months(day: datetime.date, months: int) -> datetime.date:
 
 
 def is_past(sentence: str) -> bool:
-    """Whether a sentence reads as past rather than present or future."""
-    return not _FUTURE.search(sentence) and bool(_PAST.search(sentence))
+    """Whether a sentence reads as past rather than present or future ("I've got" is a
+    present: a possession, not a past)."""
+    text = _HAVE_GOT.sub("have", sentence)
+    return not _FUTURE.search(text) and bool(_PAST.search(text))
 
 
 def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -> When | None:
@@ -165,6 +170,12 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
     elif kind in ("md", "dm"):
         month, day = (_month(g[0]), int(g[1])) if kind == "md" else (_month(g[1]), int(g[0]))
         found = _date(base.year, month, day)
+        # a day without a year is the nearest one in the sentence's direction: "January 6"
+        # said on 21 December of what is coming is next year's, of what is past this year's
+        if found is not None and not past and (base - found).days > 31:
+            found = _date(base.year + 1, month, day)
+        elif found is not None and past and (found - base).days > 31:
+            found = _date(base.year - 1, month, day)
     elif kind == "word":
         word = g[0].lower()
         offset = {"yesterday": -1, "tomorrow": 1, "the day before yesterday": -2}.get(word, 0)

@@ -282,3 +282,15 @@ def test_named_people_pets_and_things_are_entities_and_later_pronouns_refer_to_t
         "The user's dog Biscuit is a beagle.",
         "Biscuit is terrified of thunderstorms.",
     ]
+
+
+def test_a_day_without_a_year_is_the_nearest_one_in_the_sentences_direction() -> None:
+    said = {
+        "y1": ("I'll be back on January 6.", "2026-12-21", "2027-01-06"),  # coming: next year
+        "y2": ("We met on December 28 at the party.", "2026-01-03", "2025-12-28"),  # past
+        "y3": ("I've got a job interview on Thursday.", "2026-12-08", "2026-12-10"),  # present
+    }
+    for mid, (text, date, expected) in said.items():
+        (op,) = extract_memories([_user(mid, text)], [], message_dates={mid: date})
+        assert op.event_time == expected, text
+        assert " on on " not in op.text and expected in op.text
