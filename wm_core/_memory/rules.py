@@ -124,6 +124,7 @@ _ABOUT_NAMED: Final = re.compile(
     rf"^(?:my|our)\s+{_RELATIONS}(?:,?\s+|\s+(?:is|was)\s+(?:called|named)\s+)(?P<name>{_NAME})\b",
     re.IGNORECASE,
 )
+_MAY_NAME: Final = re.compile(r"(?<=\S)\s+[`\"']?[A-Z]|\b(?:called|named|is our|is my)\b")
 _PRONOUN_SUBJECT: Final = re.compile(r"^(?P<pro>he|she|it|they)(?P<rest>'s\b|\s+\w)", re.I)
 
 # Profile: who the user is.
@@ -363,6 +364,8 @@ def _named_facts(text: str, talk: Talk) -> list[tuple[str, str, dict[str, str]]]
             return
         found.append((body, name, {"name": name, "kind": kind}))
 
+    if not _MAY_NAME.search(text):
+        return found  # no capitalised word past the first, no "called": nothing is named
     for pattern in (_REL_CALLED, _A_REL_NAMED, _REL_NAME, _NAME_IS_MY):
         for match in pattern.finditer(text):
             rel = match.group("rel").lower()

@@ -98,6 +98,12 @@ _PAST: Final = re.compile(
 )
 
 
+# Every time the patterns know starts with a digit or one of these words.
+_ANY_TIME: Final = re.compile(
+    rf"\d|\b(?:{_MONTH}|{_DAY}|today|tonight|this|yesterday|tomorrow|the day|ago|last|next|"
+    rf"in\s+(?:{_NUM}))\b",
+    re.IGNORECASE,
+)
 _HAVE_GOT: Final = re.compile(r"\b(?:i've|we've|you've|i have|we have|has|have)\s+got\b", re.I)
 
 
@@ -251,6 +257,8 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
 def resolve_when(sentence: str, base: str | None) -> When | None:
     """The first time a sentence states, made absolute against ``base`` (the ISO date of its
     message); None when it states none, or only a relative one and no ``base`` is known."""
+    if not _ANY_TIME.search(sentence):
+        return None  # most sentences state no time: one search instead of fourteen
     day = datetime.date.fromisoformat(base[:10]) if base else None
     past = is_past(sentence)
     best: When | None = None
