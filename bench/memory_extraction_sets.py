@@ -1,8 +1,9 @@
 """The memory extraction sets and how an extraction is scored against them.
 
-The sets (``bench/memory_extraction/{dev,heldout}.txt``) are conversations with the memories
-a reader expects from them. ``dev`` is the split the offline rules were tuned on; ``heldout``
-was written at the same time, before any tuning, and is only run for the final figure.
+The sets (``bench/memory_extraction/{dev,heldout,heldout2}.txt``) are conversations with the
+memories a reader expects from them. ``dev`` is the split the offline rules were tuned on;
+``heldout`` was written at the same time, before any tuning; ``heldout2`` after heldout's first
+run and before the last round of tuning on dev. Neither held-out split is tuned on.
 
 File format: ``=== <id> <ISO date of the messages>`` opens a conversation; ``U: text`` and
 ``A: text`` are user and assistant turns; ``+ <type>: term | term | …`` is one expected
