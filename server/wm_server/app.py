@@ -49,6 +49,7 @@ from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
+from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
@@ -317,6 +318,15 @@ async def start_application(
         max_message_bytes=settings.max_message_bytes,
         default_config=default_config,
         check_model=check_model,
+        preview=ExtractionPreviewService(
+            database,
+            lambda name: _session_provider(providers, name),
+            enabled_by_server=settings.memory_extraction,
+            input_tokens=InputBudget(
+                tokens=settings.phase2_input_tokens,
+                default_tokens=settings.phase2_default_input_tokens,
+            ).for_provider,
+        ),
     )
     admission = Admission(
         Limits(

@@ -466,6 +466,14 @@ _MEMORY_STATES = {
 }
 
 
+EMPTY_REASONS = {
+    "nothing_new": pb.MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW,
+    "all_refused": pb.MEMORY_EXTRACTION_EMPTY_REASON_ALL_REFUSED,
+    "no_tool_call": pb.MEMORY_EXTRACTION_EMPTY_REASON_NO_TOOL_CALL,
+    "failed": pb.MEMORY_EXTRACTION_EMPTY_REASON_FAILED,
+}
+
+
 def memory_diff_out(text: str, state: str | None = None) -> pb.MemoryDiff:
     """A stored memory diff (``services.extraction.diff_json``) on the wire; ``state``
     overrides the stored one (an archive a later commit recovered)."""
@@ -494,6 +502,9 @@ def memory_diff_out(text: str, state: str | None = None) -> pb.MemoryDiff:
         problems=diff.get("problems", []),
         recovered_archive_ids=[archive_id(s) for s in diff.get("recovered_seqs", [])],
         usage=usage_out(diff.get("usage") or {}),
+        empty_reason=EMPTY_REASONS.get(
+            diff.get("empty_reason") or "", pb.MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED
+        ),
     )
 
 

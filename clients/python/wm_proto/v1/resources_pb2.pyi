@@ -428,6 +428,98 @@ MEMORY_EXTRACTION_STATE_RECOVERED: MemoryExtractionState.ValueType  # 4
 """Failed here, then extracted by a later commit of the session."""
 Global___MemoryExtractionState: _TypeAlias = MemoryExtractionState  # noqa: Y015
 
+class _MemoryExtractionEmptyReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryExtractionEmptyReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryExtractionEmptyReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED: _MemoryExtractionEmptyReason.ValueType  # 0
+    """Something was written, extraction was off, or the commit predates the reason."""
+    MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW: _MemoryExtractionEmptyReason.ValueType  # 1
+    """The provider proposed nothing, or only what the owner's memories already say."""
+    MEMORY_EXTRACTION_EMPTY_REASON_ALL_REFUSED: _MemoryExtractionEmptyReason.ValueType  # 2
+    """The provider proposed ops and the guards refused every one that was not a duplicate."""
+    MEMORY_EXTRACTION_EMPTY_REASON_NO_TOOL_CALL: _MemoryExtractionEmptyReason.ValueType  # 3
+    """The provider answered without calling the memory tool."""
+    MEMORY_EXTRACTION_EMPTY_REASON_FAILED: _MemoryExtractionEmptyReason.ValueType  # 4
+    """Extraction failed (the provider refused the call, or its answer had nothing readable)."""
+
+class MemoryExtractionEmptyReason(_MemoryExtractionEmptyReason, metaclass=_MemoryExtractionEmptyReasonEnumTypeWrapper):
+    """Why a commit's extraction wrote nothing (no memory created, changed or retired)."""
+
+MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED: MemoryExtractionEmptyReason.ValueType  # 0
+"""Something was written, extraction was off, or the commit predates the reason."""
+MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW: MemoryExtractionEmptyReason.ValueType  # 1
+"""The provider proposed nothing, or only what the owner's memories already say."""
+MEMORY_EXTRACTION_EMPTY_REASON_ALL_REFUSED: MemoryExtractionEmptyReason.ValueType  # 2
+"""The provider proposed ops and the guards refused every one that was not a duplicate."""
+MEMORY_EXTRACTION_EMPTY_REASON_NO_TOOL_CALL: MemoryExtractionEmptyReason.ValueType  # 3
+"""The provider answered without calling the memory tool."""
+MEMORY_EXTRACTION_EMPTY_REASON_FAILED: MemoryExtractionEmptyReason.ValueType  # 4
+"""Extraction failed (the provider refused the call, or its answer had nothing readable)."""
+Global___MemoryExtractionEmptyReason: _TypeAlias = MemoryExtractionEmptyReason  # noqa: Y015
+
+class _MemoryOpKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryOpKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryOpKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_OP_KIND_UNSPECIFIED: _MemoryOpKind.ValueType  # 0
+    """Not used."""
+    MEMORY_OP_KIND_CREATE: _MemoryOpKind.ValueType  # 1
+    """A new memory."""
+    MEMORY_OP_KIND_UPDATE: _MemoryOpKind.ValueType  # 2
+    """A new text for one existing memory (the old one kept in its history)."""
+    MEMORY_OP_KIND_MERGE: _MemoryOpKind.ValueType  # 3
+    """Two or more existing memories become one."""
+    MEMORY_OP_KIND_RETIRE: _MemoryOpKind.ValueType  # 4
+    """An existing memory is no longer recalled, with a reason."""
+
+class MemoryOpKind(_MemoryOpKind, metaclass=_MemoryOpKindEnumTypeWrapper):
+    """A kind of proposed memory change."""
+
+MEMORY_OP_KIND_UNSPECIFIED: MemoryOpKind.ValueType  # 0
+"""Not used."""
+MEMORY_OP_KIND_CREATE: MemoryOpKind.ValueType  # 1
+"""A new memory."""
+MEMORY_OP_KIND_UPDATE: MemoryOpKind.ValueType  # 2
+"""A new text for one existing memory (the old one kept in its history)."""
+MEMORY_OP_KIND_MERGE: MemoryOpKind.ValueType  # 3
+"""Two or more existing memories become one."""
+MEMORY_OP_KIND_RETIRE: MemoryOpKind.ValueType  # 4
+"""An existing memory is no longer recalled, with a reason."""
+Global___MemoryOpKind: _TypeAlias = MemoryOpKind  # noqa: Y015
+
+class _MemoryOpVerdict:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryOpVerdictEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryOpVerdict.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_OP_VERDICT_UNSPECIFIED: _MemoryOpVerdict.ValueType  # 0
+    """Not used."""
+    MEMORY_OP_VERDICT_ACCEPTED: _MemoryOpVerdict.ValueType  # 1
+    """Applied as proposed."""
+    MEMORY_OP_VERDICT_REFUSED: _MemoryOpVerdict.ValueType  # 2
+    """Not applied; the reason says why."""
+    MEMORY_OP_VERDICT_DEDUPLICATED: _MemoryOpVerdict.ValueType  # 3
+    """A CREATE equal to an existing memory or an earlier op: that memory's sources grow."""
+
+class MemoryOpVerdict(_MemoryOpVerdict, metaclass=_MemoryOpVerdictEnumTypeWrapper):
+    """What the guards decided about one proposed memory change."""
+
+MEMORY_OP_VERDICT_UNSPECIFIED: MemoryOpVerdict.ValueType  # 0
+"""Not used."""
+MEMORY_OP_VERDICT_ACCEPTED: MemoryOpVerdict.ValueType  # 1
+"""Applied as proposed."""
+MEMORY_OP_VERDICT_REFUSED: MemoryOpVerdict.ValueType  # 2
+"""Not applied; the reason says why."""
+MEMORY_OP_VERDICT_DEDUPLICATED: MemoryOpVerdict.ValueType  # 3
+"""A CREATE equal to an existing memory or an earlier op: that memory's sources grow."""
+Global___MemoryOpVerdict: _TypeAlias = MemoryOpVerdict  # noqa: Y015
+
 @_typing.final
 class Session(_message.Message):
     """A conversation whose working memory the service keeps. Sessions belong to a tenant; a
@@ -1843,10 +1935,15 @@ class MemoryDiff(_message.Message):
     PROBLEMS_FIELD_NUMBER: _builtins.int
     RECOVERED_ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    EMPTY_REASON_FIELD_NUMBER: _builtins.int
     state: Global___MemoryExtractionState.ValueType
     """How extraction ended."""
     message: _builtins.str
     """Why extraction was off or failed; empty when it ran."""
+    empty_reason: Global___MemoryExtractionEmptyReason.ValueType
+    """Why nothing was written, when nothing was (never a silent zero); UNSPECIFIED when
+    something was written or extraction was off.
+    """
     @_builtins.property
     def created_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Memories created."""
@@ -1899,10 +1996,11 @@ class MemoryDiff(_message.Message):
         problems: _abc.Iterable[_builtins.str] | None = ...,
         recovered_archive_ids: _abc.Iterable[_builtins.str] | None = ...,
         usage: Global___TokenUsage | None = ...,
+        empty_reason: Global___MemoryExtractionEmptyReason.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memory_ids", b"created_memory_ids", "deduplicated_memory_ids", b"deduplicated_memory_ids", "merged_memory_ids", b"merged_memory_ids", "message", b"message", "problems", b"problems", "recovered_archive_ids", b"recovered_archive_ids", "refused", b"refused", "retired_memory_ids", b"retired_memory_ids", "state", b"state", "updated_memory_ids", b"updated_memory_ids", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memory_ids", b"created_memory_ids", "deduplicated_memory_ids", b"deduplicated_memory_ids", "empty_reason", b"empty_reason", "merged_memory_ids", b"merged_memory_ids", "message", b"message", "problems", b"problems", "recovered_archive_ids", b"recovered_archive_ids", "refused", b"refused", "retired_memory_ids", b"retired_memory_ids", "state", b"state", "updated_memory_ids", b"updated_memory_ids", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
