@@ -227,7 +227,7 @@ async def similar_memories(
 ) -> list[MemoryRecord]:
     """The owner's active memories most similar to ``text``, best first."""
     found = await uow.memories.ranked(
-        MemoryFilter(tenant, owner.key), query_words(text), max(1, min(limit, MAX_LIMIT))
+        MemoryFilter(tenant, owner.key), uow.memories.terms(text), max(1, min(limit, MAX_LIMIT))
     )
     return [record_of(row) for row, _ in found]
 
@@ -417,7 +417,8 @@ class MemoryService:
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
             where = MemoryFilter(current_tenant(), owner.key, kinds, "active", start, end)
-            found = await uow.memories.ranked(where, words, limit or DEFAULT_LIMIT)
+            terms = uow.memories.terms(query)
+            found = await uow.memories.ranked(where, terms, limit or DEFAULT_LIMIT)
             views = await _views(uow, [row for row, _ in found])
         return [
             MemoryHit(view, score, snippet(view.row.text, words))
@@ -428,9 +429,9 @@ class MemoryService:
         self, uow: UnitOfWork, session: SessionRow, request: str, limit: int
     ) -> list[MemoryRow]:
         """The session owner's memories ranked for a user request (AssembleContext)."""
-        words = query_words(request[: MAX_QUERY * 4])
+        terms = uow.memories.terms(request[: MAX_QUERY * 4])
         found = await uow.memories.ranked(
-            MemoryFilter(current_tenant(), owner_of(session).key), words, limit
+            MemoryFilter(current_tenant(), owner_of(session).key), terms, limit
         )
         return [row for row, _ in found]
 

@@ -55,3 +55,8 @@ def searchable_text(message: Message) -> list[str]:
         else:
             out.append(part.content)
     return out
+
+
+def message_body(message_id: str, role: str, parts_json: str) -> str:
+    """A stored message's searchable text in one string (what its index entry analyzes)."""
+    return " ".join(searchable_text(message_from_row(message_id, role, parts_json, 0)))

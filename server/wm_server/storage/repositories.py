@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wm_core import ExternalOutput, Message, PendingItem, SessionSettings, Trigger
-from wm_server.storage.codec import message_from_row, parts_to_json
+from wm_server.storage.codec import message_body, message_from_row, parts_to_json
 from wm_server.storage.records import (
     CommitRecord,
     CommitState,
@@ -149,6 +149,10 @@ class _Repository:
     def __init__(self, conn: Connection, dialect: Dialect) -> None:
         self._conn = conn
         self._dialect = dialect
+
+    def terms(self, query: str) -> list[str]:
+        """The analyzed terms a ranked query of this database searches for."""
+        return self._dialect.text_index.terms(query)
 
     async def _match_queries(self, index: str, words: list[str]) -> list[str]:
         """The match parameters of a ranked query, cheapest first: where the engine counts
@@ -752,10 +756,11 @@ class ArchiveRepository(_Repository):
 
     async def index_messages(self, sid: int, seq: int, first: int, last: int) -> None:
         """Put the messages at positions first..last of archive ``seq`` into the archive's
-        full-text index, in place of what an earlier attempt put there: one statement that
-        reads them in the database (live messages are never indexed)."""
-        text = "COALESCE(" + self._dialect.message_text.format(column="m.parts_json") + ", '')"
-        value = self._dialect.text_index.value("archived", text)
+        full-text index, in place of what an earlier attempt put there: their text analyzed
+        here (``TextIndex.indexed``), then written in one batch (live messages are never
+        indexed)."""
+        index = self._dialect.text_index
+        value = index.value("archived", ":body")
         assert value is not None  # the archive index always has its own column
         chunk = {"sid": sid, "seq": seq, "first": first, "last": last}
         await self._conn.run(
@@ -763,41 +768,44 @@ class ArchiveRepository(_Repository):
             " AND position BETWEEN :first AND :last",
             chunk,
         )
-        await self._conn.run(
-            f"INSERT INTO archived_texts (sid, seq, position, archive_time, {value[0]})"
-            f" SELECT m.sid, a.seq, m.position, a.create_time, {value[1]} FROM messages m"
-            " JOIN archives a ON a.sid = m.sid AND a.seq = :seq"
+        rows = await self._conn.all(
+            "SELECT m.position, a.create_time, m.message_id, m.role, m.parts_json"
+            " FROM messages m JOIN archives a ON a.sid = m.sid AND a.seq = :seq"
             " WHERE m.sid = :sid AND m.position BETWEEN :first AND :last",
             chunk,
         )
+        await self._conn.many(
+            f"INSERT INTO archived_texts (sid, seq, position, archive_time, {value[0]})"
+            f" VALUES (:sid, :seq, :position, :time, {value[1]})",
+            [
+                (sid, seq, int(position), created, index.indexed(message_body(mid, role, parts)))
+                for position, created, mid, role, parts in rows
+            ],
+        )
 
     async def ranked(
-        self, sids: Sequence[int], words: list[str], only: int | None, limit: int
-    ) -> tuple[list[tuple[int, int, int, float]], int]:
-        """(sid, seq, position, score) of the best ``limit`` archived messages of the sessions
-        ``sids`` (of archive ``only`` if given) that have any of ``words``, best first, newest
-        first among equal scores; and how many match in all."""
-        if not sids or not words:
+        self, sids: Sequence[int], terms: list[str], only: int | None, limit: int
+    ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:
+        """(sid, seq, message, score) of the best ``limit`` archived messages of the sessions
+        ``sids`` (of archive ``only`` if given) that have any of the analyzed ``terms``, best
+        first, newest first among equal scores; and how many match in all. One statement:
+        the messages and the count come with the ranking."""
+        if not sids or not terms:
             return [], 0
         index = self._dialect.text_index
         members, values = self._dialect.in_list("sids", sids)
-        matching = (
+        rows = await self._conn.all(
+            "SELECT r.sid, r.seq, r.score, COUNT(*) OVER (),"
+            f" {', '.join('m.' + c for c in _MESSAGE.split(', '))} FROM"
+            f" (SELECT x.sid, x.seq, x.position, x.archive_time, {index.score('archived')} AS score"
             f" FROM archived_texts x{index.source('archived')} WHERE {index.match('archived')}"
-            f" AND x.sid {members} AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
+            f" AND x.sid {members} AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)) r"
+            " JOIN messages m ON m.sid = r.sid AND m.position = r.position"
+            " ORDER BY r.score DESC, r.archive_time DESC, r.position DESC LIMIT :limit",
+            {"only": only, "limit": limit, "query": index.query(terms), **values},
         )
-        params: dict[str, Any] = {"only": only, "limit": limit, **values}
-        for query in await self._match_queries("archived", words):
-            params["query"] = query
-            rows = await self._conn.all(
-                f"SELECT x.sid, x.seq, x.position, {index.score('archived')}{matching}"
-                " ORDER BY 4 DESC, x.archive_time DESC, x.position DESC LIMIT :limit",
-                params,
-            )
-            if len(rows) >= limit:
-                break
-        count = await self._conn.one(f"SELECT COUNT(*){matching}", params)
-        total = int(count[0]) if count else 0
-        return [(int(a), int(b), int(c), float(d)) for a, b, c, d in rows], total
+        total = int(rows[0][3]) if rows else 0
+        return [(int(r[0]), int(r[1]), _stored_message(r[4:]), float(r[2])) for r in rows], total
 
     def setting_abstract(self, sid: int, seq: int, abstract: str) -> Write:
         return Write(
@@ -1122,6 +1130,7 @@ class MemoryRepository(_Repository):
         now: float,
     ) -> int:
         """Store an active memory at version 1; its key."""
+        search_text = self._dialect.text_index.indexed(search_text)
         value = self._dialect.text_index.value("memories", ":search_text")
         column, expression = (f", {value[0]}", f", {value[1]}") if value else ("", "")
         row = await self._conn.one(
@@ -1186,6 +1195,7 @@ class MemoryRepository(_Repository):
         now: float,
     ) -> None:
         """Replace the content (the caller keeps the old one as a version first)."""
+        search_text = self._dialect.text_index.indexed(search_text)
         value = self._dialect.text_index.value("memories", ":search_text")
         extra = f", {value[0]} = {value[1]}" if value else ""
         await self._conn.run(

@@ -320,4 +320,11 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             WHERE memory_state = 'failed';
         """,
     ),
+    (
+        10,
+        # The text analyzer (issue 34): rows are indexed with the analyzer's terms under the
+        # "simple" configuration (storage/text_reindex.py re-indexes the rows of a database
+        # from before this version at start); the configuration is no longer a setting.
+        "DELETE FROM server_secrets WHERE name = 'text_search_config'",
+    ),
 )

@@ -317,4 +317,16 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             " WHERE memory_state = 'failed'",
         ),
     ),
+    (
+        9,
+        # The text analyzer (issue 34): the index of an archived message is rewritten in
+        # place when the analyzer changes (storage/text_reindex.py, at start, which also
+        # re-indexes the rows of a database from before this version).
+        (
+            "CREATE TRIGGER archived_reindexed AFTER UPDATE OF body ON archived_texts BEGIN"
+            " INSERT INTO archived_fts (archived_fts, rowid, body)"
+            " VALUES ('delete', old.id, old.body);"
+            " INSERT INTO archived_fts (rowid, body) VALUES (new.id, new.body); END",
+        ),
+    ),
 )

@@ -6,8 +6,11 @@ Two indexes exist, each over a content table aliased in the statements:
 ``memories`` (alias ``m``, its ``search_text``) and ``archived`` (``archived_texts``, alias
 ``x``, the text of an archived message). SQLite keeps FTS5 external-content tables in step by
 triggers on the content tables (same transaction); PostgreSQL keeps a ``tsvector`` column
-(GIN-indexed) written by the statement that writes the row (same statement). Both tokenize the
-same way (Unicode words, case-folded, no stemming), so a query finds the same rows on both.
+(GIN-indexed) written by the statement that writes the row (same statement). Neither engine
+analyzes text: both index the terms of ``wm_server.search.analyzer`` (stemmed, stop words
+dropped), FTS5 with ``unicode61`` and PostgreSQL with ``simple``, which keep them as they are,
+and a query searches for the terms the same analyzer makes of it. So a query finds the same
+rows on both engines.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import re
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-# Query words: letters and digits; "_" and punctuation separate (as both tokenizers do).
+from wm_server.search.analyzer import index_text, query_terms
+
+# Query words as typed (for snippets, which show the text as stored): letters and digits.
 _WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_WORDS = 32
 # Rows a ranked query scores at most when it can choose (see ``TextIndex.frequencies``):
@@ -26,7 +31,8 @@ ENOUGH = 100  # ... unless the rarest words select fewer rows than this
 
 
 def query_words(query: str) -> list[str]:
-    """The distinct words of a query (lower-cased, in order), at most MAX_QUERY_WORDS."""
+    """The distinct words of a query as typed (lower-cased, in order), at most
+    MAX_QUERY_WORDS: what a snippet looks for. Matching uses ``TextIndex.terms``."""
     seen: dict[str, None] = {}
     for word in _WORD.findall(query.lower()):
         seen.setdefault(word, None)
@@ -34,7 +40,18 @@ def query_words(query: str) -> list[str]:
 
 
 class TextIndex(ABC):
-    """Fragments of the ranked statements for one engine."""
+    """Fragments of the ranked statements for one engine, and the analyzer's language."""
+
+    def __init__(self, language: str = "english") -> None:
+        self.language = language
+
+    def terms(self, query: str) -> list[str]:
+        """The terms a ranked query searches for (the analyzer's, distinct)."""
+        return query_terms(query, self.language)
+
+    def indexed(self, text: str) -> str:
+        """What the index stores for ``text`` (the analyzer's terms, space-separated)."""
+        return index_text(text, self.language)
 
     @abstractmethod
     def query(self, words: list[str], scoring: list[str] | None = None) -> str:
@@ -104,13 +121,10 @@ class Fts5Index(TextIndex):
 
 
 class TsvectorIndex(TextIndex):
-    """PostgreSQL ``tsvector`` with a GIN index, ranked by ``ts_rank_cd``, under one text
-    search configuration (WM_TEXT_SEARCH_CONFIG)."""
+    """PostgreSQL ``tsvector`` with a GIN index, ranked by ``ts_rank_cd``, over the analyzer's
+    terms under the ``simple`` configuration (which only lower-cases them: they already are)."""
 
-    def __init__(self, config: str) -> None:
-        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", config):
-            raise ValueError(f"not a text search configuration name: {config!r}")
-        self.config = config
+    config = "simple"
 
     def query(self, words: list[str], scoring: list[str] | None = None) -> str:
         return " | ".join(f"'{w}'" for w in [*words, *(scoring or ())])
