@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import math
 from pathlib import Path
 
 import pytest
 from storage_support import ENGINES, Services, build_services, make_database
 
 from wm_core import Message, Role, TextPart, ToolUsePart, message_tokens
+from wm_server.search.analyzer import analyze
 from wm_server.storage.database import Database
 from wm_server.storage.postgres import PostgresDatabase
 from wm_server.storage.sqlite import SqliteDatabase
@@ -47,27 +49,63 @@ async def test_ranked_search_matches_stems_and_ignores_stop_words(services: Serv
     assert await _ranked(services, "s", "the what and") == []  # stop words only: no term
 
 
-# A fixed corpus and queries whose BM25 order is clear-cut; both engines must agree on it.
+# A fixed corpus; both engines must rank it as BM25 does (``_bm25``, written out here).
 _CORPUS = (
     "the ledger moved to postgres",
     "ledger ledger ledger archive notes",
     "postgres replication lag on the ledger cluster",
     "lunch menu for friday",
     "deploys on friday are forbidden for the ledger team",
+    "a friday deploy broke the ledger, and postgres too, on a friday",
 )
-_ORDERS = {
-    "postgres ledger": [2, 0, 1, 4],
-    "friday deploys": [4, 3],
-    "replication": [2],
-}
 
 
-@pytest.mark.parametrize("query", sorted(_ORDERS))
-async def test_both_engines_rank_a_fixed_corpus_the_same_way(
+def _bm25(query: str, corpus: tuple[str, ...]) -> list[tuple[str, float]]:
+    """Okapi BM25 (k1 1.2, b 0.75, idf ln(1 + (N - df + 0.5) / (df + 0.5))), best first."""
+    docs = [analyze(text) for text in corpus]
+    terms = list(dict.fromkeys(analyze(query)))
+    avgdl = sum(map(len, docs)) / len(docs)
+    scores = []
+    for text, doc in zip(corpus, docs, strict=True):
+        score = 0.0
+        for term in terms:
+            df = sum(1 for d in docs if term in d)
+            tf = doc.count(term)
+            if tf:
+                idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(doc) / avgdl))
+        if score:
+            scores.append((text, score))
+    return sorted(scores, key=lambda pair: -pair[1])
+
+
+@pytest.mark.parametrize("query", ["postgres ledger", "friday deploys", "replication", "notes"])
+async def test_both_engines_rank_a_fixed_corpus_as_bm25_does(
     services: Services, query: str
 ) -> None:
     await _archive(services, "s", *(_say(text) for text in _CORPUS))
-    assert await _ranked(services, "s", query) == [_CORPUS[i] for i in _ORDERS[query]]
+    expected = _bm25(query, _CORPUS)
+    found, total = await services.context.ranked("s", query, "", 10, False)
+    got = [(m.message.parts[0].text, m.score) for m, _ in found]  # type: ignore[union-attr]
+    assert total == len(expected) and [t for t, _ in got] == [t for t, _ in expected]
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9)
+
+
+async def test_other_owners_rows_change_no_score(services: Services) -> None:
+    """BM25's statistics are those of the searched sessions: a crowd of another user's (or
+    tenant's) rows full of the query's words changes neither the order nor the scores."""
+    await services.sessions.create("mine", "", user_id="u1")
+    await _archive(services, "mine", *(_say(text) for text in _CORPUS))
+    before, _ = await services.context.ranked("", "postgres ledger", "", 10, True, user_id="u1")
+    await services.sessions.create("theirs", "", user_id="u2")
+    await _archive(services, "theirs", *(_say("postgres postgres notes") for _ in range(30)))
+    set_tenant("other")
+    await _archive(services, "elsewhere", *(_say("ledger postgres") for _ in range(30)))
+    set_tenant("t")
+    after, _ = await services.context.ranked("", "postgres ledger", "", 10, True, user_id="u1")
+    assert [(m.message.id, m.score) for m, _ in after] == [
+        (m.message.id, m.score) for m, _ in before
+    ]
 
 
 async def test_literal_search_finds_a_literal_across_a_tool_calls_name_and_input(
@@ -127,24 +165,36 @@ async def test_rows_indexed_before_the_analyzer_are_re_indexed_by_the_upgrade(
     try:
         await database.open()
         set_tenant("t")
-        services = build_services(database)
-        await _archive(services, "s", _say("We deployed the ledgers yesterday"))
+        raw = "We deployed the ledgers yesterday"
         async with database.unit_of_work() as uow:
             conn = uow._conn  # what the code before the analyzer stored: the raw words
-            raw = "We deployed the ledgers yesterday"
-            if engine == "sqlite":
-                await conn.run("DELETE FROM archived_texts", {})
-                await conn.run(
-                    "INSERT INTO archived_texts (sid, seq, position, archive_time, body)"
-                    " SELECT sid, 1, position, 1, :raw FROM messages",
-                    {"raw": raw},
-                )
-            else:
-                await conn.run("UPDATE archived_texts SET search = to_tsvector('simple', :raw)",
-                               {"raw": raw})  # fmt: skip
+            await conn.run(
+                "INSERT INTO sessions (tenant, session_id, create_time, update_time)"
+                " VALUES ('t', 's', 1, 1)",
+                {},
+            )
+            row = await conn.one("SELECT sid FROM sessions WHERE session_id = 's'", {})
+            assert row is not None
+            await conn.run(
+                "INSERT INTO messages (sid, position, message_id, role, parts_json, tokens,"
+                " create_time) VALUES (:sid, 1, 'old-1', 'user', :parts, 10, 1)",
+                {"sid": row[0], "parts": '[{"t":"' + raw + '"}]'},
+            )
+            await conn.run(
+                "INSERT INTO archives (sid, seq, commit_id, message_count, tokens,"
+                " first_position, last_position, create_time)"
+                " VALUES (:sid, 1, 'c1', 1, 10, 1, 1, 1)",
+                {"sid": row[0]},
+            )
+            column, value = ("body", ":raw") if engine == "sqlite" else (
+                "search", "to_tsvector('simple', :raw)")  # fmt: skip
+            await conn.run(
+                f"INSERT INTO archived_texts (sid, seq, position, archive_time, {column})"
+                f" VALUES (:sid, 1, 1, 1, {value})",
+                {"sid": row[0], "raw": raw},
+            )
             await conn.run("DELETE FROM server_secrets WHERE name = 'text_analyzer'", {})
             await uow.commit()
-        assert await _ranked(services, "s", "deploying") == []  # the raw index misses stems
         await database.close()
     finally:
         module.MIGRATIONS = saved  # type: ignore[attr-defined]

@@ -134,6 +134,8 @@ def _columns(sql: str, rows: Sequence[Row], prefix: str) -> tuple[str, dict[str,
     VALUES (arrays cost more to adapt than they save), more go over column arrays, with a
     value all rows share sent once."""
     if len(rows) == 1:
+        if _VALUES.search(sql) is None:  # values computed by expressions: row by row
+            return None
         statement, names = _named_values(sql, prefix)
         return statement, {prefix + n: v for n, v in zip(names, rows[0], strict=True)}
     types = _array_types(rows[0])

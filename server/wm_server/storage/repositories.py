@@ -28,7 +28,7 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
 )
 from wm_server.storage.statements import Row, Write
-from wm_server.storage.text_index import CANDIDATES, ENOUGH
+from wm_server.storage.text_index import BM25_B, BM25_K1, CANDIDATES, ENOUGH, term_count
 
 if TYPE_CHECKING:
     from wm_server.storage.database import Connection, Dialect
@@ -774,36 +774,52 @@ class ArchiveRepository(_Repository):
             " WHERE m.sid = :sid AND m.position BETWEEN :first AND :last",
             chunk,
         )
+        bodies = [index.indexed(message_body(mid, role, parts)) for _, _, mid, role, parts in rows]
         await self._conn.many(
-            f"INSERT INTO archived_texts (sid, seq, position, archive_time, {value[0]})"
-            f" VALUES (:sid, :seq, :position, :time, {value[1]})",
+            f"INSERT INTO archived_texts (sid, seq, position, archive_time, terms, {value[0]})"
+            f" VALUES (:sid, :seq, :position, :time, :terms, {value[1]})",
             [
-                (sid, seq, int(position), created, index.indexed(message_body(mid, role, parts)))
-                for position, created, mid, role, parts in rows
+                (sid, seq, int(row[0]), row[1], term_count(body), body)
+                for row, body in zip(rows, bodies, strict=True)
             ],
         )
 
     async def ranked(
         self, sids: Sequence[int], terms: list[str], only: int | None, limit: int
     ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:
-        """(sid, seq, message, score) of the best ``limit`` archived messages of the sessions
-        ``sids`` (of archive ``only`` if given) that have any of the analyzed ``terms``, best
-        first, newest first among equal scores; and how many match in all. One statement:
-        the messages and the count come with the ranking."""
+        """(sid, seq, message, BM25 score) of the best ``limit`` archived messages of the
+        sessions ``sids`` (of archive ``only`` if given) that have any of the analyzed
+        ``terms``, best first, newest first among equal scores; and how many match in all.
+
+        One statement, the same on both engines: BM25 (``BM25_K1``, ``BM25_B``, idf
+        ln(1 + (N - df + 0.5) / (df + 0.5))) computed from the engine's postings
+        (``TextIndex.postings``) with statistics of the searched sessions only, so rows of
+        other owners or tenants never change a ranking and both engines rank alike; the
+        messages and the count come with it."""
         if not sids or not terms:
             return [], 0
         index = self._dialect.text_index
         members, values = self._dialect.in_list("sids", sids)
+        term_list, term_values = self._dialect.in_list("terms", terms)
+        where = f"x.sid {members} AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
         rows = await self._conn.all(
-            "SELECT r.sid, r.seq, r.score, COUNT(*) OVER (),"
-            f" {', '.join('m.' + c for c in _MESSAGE.split(', '))} FROM"
-            f" (SELECT x.sid, x.seq, x.position, x.archive_time, {index.score('archived')} AS score"
-            f" FROM archived_texts x{index.source('archived')} WHERE {index.match('archived')}"
-            f" AND x.sid {members} AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)) r"
-            " JOIN messages m ON m.sid = r.sid AND m.position = r.position"
-            " ORDER BY r.score DESC, r.archive_time DESC, r.position DESC LIMIT :limit",
-            {"only": only, "limit": limit, "query": index.query(terms), **values},
-        )
+            f"WITH tf AS ({index.postings(where, term_list)}),"
+            " df AS (SELECT term, COUNT(*) AS df FROM tf GROUP BY term),"
+            " stats AS (SELECT COUNT(*) AS n, AVG(x.terms) AS avgdl FROM archived_texts x"
+            f" WHERE {where}),"
+            " scored AS (SELECT tf.id, SUM(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))"
+            f" * tf.tf * {BM25_K1 + 1} / (tf.tf + {BM25_K1} * ({1 - BM25_B}"
+            f" + {BM25_B} * x.terms / CASE WHEN st.avgdl > 0 THEN st.avgdl ELSE 1 END)))"
+            " AS score FROM tf JOIN df ON df.term = tf.term"
+            " JOIN archived_texts x ON x.id = tf.id CROSS JOIN stats st GROUP BY tf.id)"
+            " SELECT x.sid, x.seq, sc.score, COUNT(*) OVER (),"
+            f" {', '.join('m.' + c for c in _MESSAGE.split(', '))}"
+            " FROM scored sc JOIN archived_texts x ON x.id = sc.id"
+            " JOIN messages m ON m.sid = x.sid AND m.position = x.position"
+            " ORDER BY sc.score DESC, x.archive_time DESC, x.position DESC LIMIT :limit",
+            {"only": only, "limit": limit, "query": index.query(terms), **values,
+             **term_values},
+        )  # fmt: skip
         total = int(rows[0][3]) if rows else 0
         return [(int(r[0]), int(r[1]), _stored_message(r[4:]), float(r[2])) for r in rows], total
 

@@ -324,7 +324,11 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         10,
         # The text analyzer (issue 34): rows are indexed with the analyzer's terms under the
         # "simple" configuration (storage/text_reindex.py re-indexes the rows of a database
-        # from before this version at start); the configuration is no longer a setting.
-        "DELETE FROM server_secrets WHERE name = 'text_search_config'",
+        # from before this version at start); the configuration is no longer a setting. An
+        # archived message's number of terms is its length for BM25 (ArchiveRepository.ranked).
+        """
+        DELETE FROM server_secrets WHERE name = 'text_search_config';
+        ALTER TABLE archived_texts ADD COLUMN terms INTEGER NOT NULL DEFAULT 0
+        """,
     ),
 )

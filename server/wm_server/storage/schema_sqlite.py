@@ -319,10 +319,12 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
     ),
     (
         9,
-        # The text analyzer (issue 34): the index of an archived message is rewritten in
-        # place when the analyzer changes (storage/text_reindex.py, at start, which also
+        # The text analyzer (issue 34): an archived message's number of terms (its length
+        # for BM25, ArchiveRepository.ranked); its index is rewritten in place when the
+        # analyzer changes (storage/text_reindex.py, at start, which also
         # re-indexes the rows of a database from before this version).
         (
+            "ALTER TABLE archived_texts ADD COLUMN terms INTEGER NOT NULL DEFAULT 0",
             "CREATE TRIGGER archived_reindexed AFTER UPDATE OF body ON archived_texts BEGIN"
             " INSERT INTO archived_fts (archived_fts, rowid, body)"
             " VALUES ('delete', old.id, old.body);"

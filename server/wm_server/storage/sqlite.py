@@ -98,6 +98,10 @@ def _vocabularies(conn: sqlite3.Connection) -> None:
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab(main, {table}, row)"
         )
+    conn.execute(  # each occurrence of a term (Fts5Index.postings)
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.archived_instances"
+        " USING fts5vocab(main, archived_fts, instance)"
+    )
 
 
 class _Inline(Connection):

@@ -27,6 +27,9 @@ MAX_QUERY_WORDS = 32
 # Rows a ranked query scores at most when it can choose (see ``TextIndex.frequencies``):
 # scoring is the cost of a ranked search, and a word in most rows adds little to any score.
 CANDIDATES = 2000
+# BM25's parameters (the usual ones, as FTS5's bm25() and rank_bm25 default to).
+BM25_K1 = 1.2
+BM25_B = 0.75
 ENOUGH = 100  # ... unless the rarest words select fewer rows than this
 
 
@@ -37,6 +40,11 @@ def query_words(query: str) -> list[str]:
     for word in _WORD.findall(query.lower()):
         seen.setdefault(word, None)
     return list(seen)[:MAX_QUERY_WORDS]
+
+
+def term_count(indexed: str) -> int:
+    """The number of terms of an indexed text (a row's length for BM25)."""
+    return indexed.count(" ") + 1 if indexed else 0
 
 
 class TextIndex(ABC):
@@ -76,6 +84,12 @@ class TextIndex(ABC):
         """The relevance of the row, higher is better."""
 
     @abstractmethod
+    def postings(self, where: str, members: str) -> str:
+        """A SELECT of (id, term, tf) of the archived rows that satisfy ``where`` (over alias
+        ``x``) for each analyzed term (``term {members}``) they hold: what BM25 is computed
+        from, in the same statement on both engines (``ArchiveRepository.ranked``)."""
+
+    @abstractmethod
     def value(self, index: str, text: str) -> tuple[str, str] | None:
         """(column, expression) that indexes the SQL text ``text`` when a row of the content
         table is written; None when the engine maintains the index itself (triggers)."""
@@ -104,6 +118,14 @@ class Fts5Index(TextIndex):
     def frequencies(self, index: str) -> str | None:
         return f"SELECT term, doc FROM {self._VOCABULARIES[index]} WHERE term {{members}}"
 
+    def postings(self, where: str, members: str) -> str:
+        # fts5vocab "instance": one row per occurrence of a term, looked up by term.
+        return (
+            "SELECT v.doc AS id, v.term AS term, COUNT(*) AS tf FROM temp.archived_instances v"
+            f" JOIN archived_texts x ON x.id = v.doc WHERE v.term {members} AND {where}"
+            " GROUP BY v.doc, v.term"
+        )
+
     def source(self, index: str) -> str:
         table = self._TABLES[index]
         return f" JOIN {table} ON {table}.rowid = {_ALIAS[index]}.rowid"
@@ -128,6 +150,15 @@ class TsvectorIndex(TextIndex):
 
     def query(self, words: list[str], scoring: list[str] | None = None) -> str:
         return " | ".join(f"'{w}'" for w in [*words, *(scoring or ())])
+
+    def postings(self, where: str, members: str) -> str:
+        # A tsvector keeps each lexeme's positions: their number is its frequency.
+        return (
+            "SELECT x.id AS id, u.lexeme AS term, cardinality(u.positions) AS tf"
+            f" FROM archived_texts x CROSS JOIN to_tsquery('{self.config}', :query) q"
+            f" CROSS JOIN unnest(x.search) u WHERE x.search @@ q AND u.lexeme {members}"
+            f" AND {where}"
+        )
 
     def source(self, index: str) -> str:
         return f" CROSS JOIN to_tsquery('{self.config}', :query) q"

@@ -16,7 +16,7 @@ import structlog
 from wm_server.search.analyzer import analyzer_id
 from wm_server.storage.codec import message_body
 from wm_server.storage.database import Connection
-from wm_server.storage.text_index import TextIndex
+from wm_server.storage.text_index import TextIndex, term_count
 
 log = structlog.get_logger(__name__)
 
@@ -46,12 +46,14 @@ async def reindex(conn: Connection, index: TextIndex) -> int:
         {},
     )
     for start in range(0, len(rows), _CHUNK):
+        bodies = [
+            (index.indexed(message_body(mid, role, parts)), int(key))
+            for key, mid, role, parts in rows[start : start + _CHUNK]
+        ]
         await conn.many(
-            f"UPDATE archived_texts SET {archived[0]} = {archived[1]} WHERE id = :id",
-            [
-                (index.indexed(message_body(mid, role, parts)), int(key))
-                for key, mid, role, parts in rows[start : start + _CHUNK]
-            ],
+            f"UPDATE archived_texts SET terms = :terms, {archived[0]} = {archived[1]}"
+            " WHERE id = :id",
+            [(term_count(body), body, key) for body, key in bodies],
         )
     done += len(rows)
     memories = await conn.all("SELECT mid, text, fields_json FROM memories", {})
