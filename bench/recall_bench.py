@@ -4,7 +4,8 @@ evidence turns, per question kind and split, and how long a ranked query takes a
 Usage (from the repository root)::
 
     .venv/bin/python bench/recall_bench.py [--split dev|heldout|both] [--methods a,b]
-        [--scale 5000,100000] [--queries 200] [--database-url postgresql://...] [--no-write]
+        [--scale 5000,100000] [--queries 200] [--postgres | --database-url postgresql://...]
+        [--no-write]
 
 Recall: each split (``bench/recall/dataset.py``: ``dev`` to tune on, ``heldout`` never tuned
 on) is ingested into a real server (in-process, loopback, a real SQLite file or the PostgreSQL
@@ -15,7 +16,9 @@ first k distinct messages, averaged over questions.
 
 Latency: one user's sessions filled with ``N`` archived messages through the same client,
 then ranked SearchArchives over all of that user's sessions with natural questions (both
-splits' question texts); p50/p95 of the round trip on loopback (gRPC included). Figures are
+splits' question texts); p50/p95 of the round trip on loopback (gRPC included).
+``--postgres`` gives each phase a fresh database of a private cluster; ``--database-url``
+names one empty database, so run one phase with it (``--split dev --scale ""``). Figures are
 printed and written to ``bench/recall-results.md`` (``recall-results-postgresql.md``), never
 asserted; ``tests/bench/test_recall_bench.py`` checks the scoring on a tiny set.
 """
@@ -29,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,13 +123,13 @@ def filler(count: int, seed: int, per_session: int = 2000, batch: int = 500) -> 
 
 
 async def latency(
-    counts: Sequence[int], queries: list[str], url: str | None
+    counts: Sequence[int], queries: list[str], database: Callable[[], str | None]
 ) -> dict[int, list[float]]:
     """Ranked SearchArchives round trips (ms) with ``count`` archived messages of one user."""
     out: dict[int, list[float]] = {}
     for count in counts:
         with tempfile.TemporaryDirectory(prefix="wm-recall-scale-") as tmp:
-            app = await start_application(settings(Path(tmp), url))
+            app = await start_application(settings(Path(tmp), database()))
             try:
                 async with WmClient(app.address) as client:
                     started = time.perf_counter()
@@ -170,9 +173,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated keys")
     parser.add_argument("--scale", default="5000,100000", help="row counts; empty: skip")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--database-url", help="a PostgreSQL URL (default: a SQLite file)")
+    engine_group = parser.add_mutually_exclusive_group()
+    engine_group.add_argument("--database-url", help="a PostgreSQL URL (default: SQLite)")
+    engine_group.add_argument(
+        "--postgres", action="store_true", help="start a private PostgreSQL cluster and use it"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
+    if args.postgres:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from support.postgres import private_postgres_server
+
+        with private_postgres_server() as cluster:
+            args.database_url = "postgresql"  # each phase gets a fresh database of the cluster
+            return run(args, argv, lambda: cluster.create_database("recall"))
+    return run(args, argv, lambda: args.database_url)
+
+
+def run(
+    args: argparse.Namespace, argv: list[str] | None, database: Callable[[], str | None]
+) -> int:
+    """The phases, each on a database ``database()`` names (None: a SQLite file)."""
     configure_logging("error")
     methods = [METHODS[key] for key in args.methods.split(",") if key]
     engine = "postgresql" if args.database_url else "sqlite"
@@ -187,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         data = splits.split(split)
         texts += [q.text for q in data.questions]
         started = time.perf_counter()
-        scores = asyncio.run(recall(data, methods, args.database_url))
+        scores = asyncio.run(recall(data, methods, database()))
         lines += [*table(split, scores, len(data.questions)), ""]
         lines.append(
             f"({sum(len(s.messages) for s in data.sessions)} messages, {time.perf_counter() - started:.0f} s)"
@@ -201,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             rng.choice(texts or [q.text for q in splits.split("dev").questions])
             for _ in range(args.queries)
         ]
-        timings = asyncio.run(latency(counts, queries, args.database_url))
+        timings = asyncio.run(latency(counts, queries, database))
         lines += ["### Ranked SearchArchives latency (one user, all sessions, gRPC round trip)", ""]
         lines += ["| rows | p50 ms | p95 ms | queries |", "|---|---|---|---|"]
         for count, samples in timings.items():

@@ -290,7 +290,7 @@ class PostgresDatabase(Database):
                 await self._migrate(
                     db, MIGRATIONS, lambda v: log.info("migration_applied", version=v)
                 )
-                await reindex(db, self.dialect.text_index)
+                await reindex(db, self.dialect.text_index, since=10)
                 await db.run("COMMIT", {})
             await self._pool.open(wait=True, timeout=30)
         except Exception as error:

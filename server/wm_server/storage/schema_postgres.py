@@ -17,7 +17,7 @@ MESSAGE_TEXT = (
     " FROM json_array_elements(CAST({column} AS json)) e)"
 )
 # The text search configuration the migration indexes with; the server re-indexes at start
-# when WM_TEXT_SEARCH_CONFIG names another one (``PostgresDatabase``).
+# (from version 10 on, rows hold the analyzer's terms: storage/text_reindex.py).
 INITIAL_TEXT_SEARCH_CONFIG = "simple"
 
 MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (

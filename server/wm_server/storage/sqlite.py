@@ -181,7 +181,7 @@ class SqliteDatabase(Database):
                 await self._migrate(
                     writer, MIGRATIONS, lambda v: log.info("migration_applied", version=v)
                 )
-                await reindex(writer, self.dialect.text_index)
+                await reindex(writer, self.dialect.text_index, since=9)
                 await self._commit(writer)
             finally:
                 await self._rollback(writer)

@@ -30,9 +30,13 @@ def memory_search_text(text: str, fields: Mapping[str, str]) -> str:
     return " ".join([text, *fields.values()])
 
 
-async def reindex(conn: Connection, index: TextIndex) -> int:
+async def reindex(conn: Connection, index: TextIndex, since: int) -> int:
     """Analyze every archived message and memory again if the stored analyzer is not this
-    one; the number of rows re-indexed."""
+    one; the number of rows re-indexed. Nothing before the schema has version ``since``
+    (the engine's analyzer migration: its columns are needed)."""
+    version = await conn.one("SELECT MAX(version) FROM schema_migrations", {})
+    if version is None or version[0] is None or int(version[0]) < since:
+        return 0
     wanted = analyzer_id(index.language)
     row = await conn.one("SELECT value FROM server_secrets WHERE name = :name", {"name": _MARKER})
     if row is not None and row[0] == wanted:
