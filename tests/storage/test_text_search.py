@@ -151,12 +151,12 @@ async def test_a_change_of_language_re_indexes_at_start(
 async def test_rows_indexed_before_the_analyzer_are_re_indexed_by_the_upgrade(
     engine: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """A database at the schema before the analyzer (SQLite 8, PostgreSQL 9), whose archived
+    """A database at the schema before the analyzer (SQLite 9, PostgreSQL 10), whose archived
     messages and memories were indexed as raw words, is analyzed again at start: a stemmed
     query finds them."""
     from wm_server.storage import schema_postgres, schema_sqlite
 
-    last_old = 8 if engine == "sqlite" else 9
+    last_old = 9 if engine == "sqlite" else 10
     old = schema_sqlite.MIGRATIONS if engine == "sqlite" else schema_postgres.MIGRATIONS
     database = make_database(engine, request, tmp_path)
     module = importlib.import_module(type(database).__module__)

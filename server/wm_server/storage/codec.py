@@ -1,11 +1,12 @@
-"""How messages are kept in a row: parts as compact JSON, shared by both engines."""
+"""How messages and guard decisions are kept in a row: compact JSON, shared by both engines."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from wm_core import Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
+from wm_core import Decision, Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
 
 _encode_string = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -60,3 +61,8 @@ def searchable_text(message: Message) -> list[str]:
 def message_body(message_id: str, role: str, parts_json: str) -> str:
     """A stored message's searchable text in one string (what its index entry analyzes)."""
     return " ".join(searchable_text(message_from_row(message_id, role, parts_json, 0)))
+
+
+def decisions_json(decisions: Iterable[Decision]) -> str:
+    """Guard decisions as a commit and a working-memory version keep them."""
+    return json.dumps([d.to_dict() for d in decisions], ensure_ascii=False)

@@ -290,7 +290,7 @@ class PostgresDatabase(Database):
                 await self._migrate(
                     db, MIGRATIONS, lambda v: log.info("migration_applied", version=v)
                 )
-                await reindex(db, self.dialect.text_index, since=10)
+                await reindex(db, self.dialect.text_index, since=11)
                 await db.run("COMMIT", {})
             await self._pool.open(wait=True, timeout=30)
         except Exception as error:
@@ -305,6 +305,13 @@ class PostgresDatabase(Database):
             await cancel_and_wait(listener)  # raises the connection error, if that stopped it
             await self._pool.close()
             raise TimeoutError("PostgreSQL: LISTEN did not start within 30 s")
+
+    async def erase(self) -> None:
+        """Nothing a running service can do well: PostgreSQL keeps a deleted row's bytes in
+        its table files until VACUUM FULL (or pg_repack) rewrites the table, since a plain
+        VACUUM only marks the space reusable, and in its WAL segments and archives until
+        they are recycled. VACUUM FULL takes an exclusive lock on the table for as long as
+        the rewrite lasts, so it is the operator's to schedule (README, "Forgetting")."""
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -383,7 +390,14 @@ class PostgresDatabase(Database):
     def classify(self, error: Exception) -> ServiceError | None:
         if isinstance(error, errors.DiskFull):
             return StorageFull(str(error).strip())
-        if isinstance(error, errors.DeadlockDetected | errors.SerializationFailure):
+        if isinstance(
+            error,
+            errors.DeadlockDetected
+            | errors.SerializationFailure
+            # Two transactions raced to store one key (READ COMMITTED saw neither): the one
+            # that lost runs again and finds what the other stored.
+            | errors.UniqueViolation,
+        ):
             return StorageConflict(str(error).strip())
         if isinstance(
             error,

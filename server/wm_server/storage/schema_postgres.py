@@ -322,6 +322,15 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
     ),
     (
         10,
+        # Each version keeps its guard decisions: as SQLite's version 9.
+        """
+        ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]';
+        UPDATE working_memories w SET decisions_json = c.decisions_json
+            FROM commits c WHERE c.commit_id = w.commit_id;
+        """,
+    ),
+    (
+        11,
         # The text analyzer (issue 34): rows are indexed with the analyzer's terms under the
         # "simple" configuration (storage/text_reindex.py re-indexes the rows of a database
         # from before this version at start); the configuration is no longer a setting. An

@@ -1,6 +1,6 @@
 """Re-index every stored row when the text analyzer differs from the one the database was
 indexed with (``wm_server.search.analyzer.analyzer_id``, kept in ``server_secrets``): a
-database from before the analyzer (migrations SQLite 9, PostgreSQL 10), or a change of
+database from before the analyzer (migrations SQLite 10, PostgreSQL 11), or a change of
 WM_TEXT_LANGUAGE. Runs at start, in the migration's transaction and under its lock, so a
 query and the rows it searches are always analyzed alike. Both engines, one code: the rows
 are analyzed here and written back through the dialect's index column.
