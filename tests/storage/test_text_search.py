@@ -18,7 +18,7 @@ from wm_server.search.analyzer import analyze
 from wm_server.storage.database import Database
 from wm_server.storage.postgres import PostgresDatabase
 from wm_server.storage.sqlite import SqliteDatabase
-from wm_server.tenancy import set_tenant
+from wm_server.tenancy import current_tenant, set_tenant
 
 _ids = itertools.count()
 
@@ -79,33 +79,39 @@ def _bm25(query: str, corpus: tuple[str, ...]) -> list[tuple[str, float]]:
     return sorted(scores, key=lambda pair: -pair[1])
 
 
+async def _bm25_ranked(services: Services, query: str, *sessions: str) -> list[tuple[str, float]]:
+    """``ArchiveRepository.bm25_ranked`` over ``sessions``: (message id, score), best first."""
+    async with services.database.reader() as uow:
+        rows = [await uow.sessions.find(current_tenant(), name) for name in sessions]
+        sids = [row.sid for row in rows if row is not None]
+        found, total = await uow.archives.bm25_ranked(sids, uow.archives.terms(query), None, 10)
+    assert total == len(found)
+    return [(message.message.parts[0].text, score) for _, _, message, score in found]  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("query", ["postgres ledger", "friday deploys", "replication", "notes"])
 async def test_both_engines_rank_a_fixed_corpus_as_bm25_does(
     services: Services, query: str
 ) -> None:
     await _archive(services, "s", *(_say(text) for text in _CORPUS))
     expected = _bm25(query, _CORPUS)
-    found, total = await services.context.ranked("s", query, "", 10, False)
-    got = [(m.message.parts[0].text, m.score) for m, _ in found]  # type: ignore[union-attr]
-    assert total == len(expected) and [t for t, _ in got] == [t for t, _ in expected]
+    got = await _bm25_ranked(services, query, "s")
+    assert [t for t, _ in got] == [t for t, _ in expected]
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9)
+    # The default ranking (the engine's own score) finds the same rows.
+    assert sorted(await _ranked(services, "s", query)) == sorted(t for t, _ in expected)
 
 
-async def test_other_owners_rows_change_no_score(services: Services) -> None:
-    """BM25's statistics are those of the searched sessions: a crowd of another user's (or
-    tenant's) rows full of the query's words changes neither the order nor the scores."""
-    await services.sessions.create("mine", "", user_id="u1")
+async def test_other_owners_rows_change_no_bm25_score(services: Services) -> None:
+    """BM25's statistics are those of the searched sessions: a crowd of another session's
+    (or tenant's) rows full of the query's words changes neither the order nor the scores."""
     await _archive(services, "mine", *(_say(text) for text in _CORPUS))
-    before, _ = await services.context.ranked("", "postgres ledger", "", 10, True, user_id="u1")
-    await services.sessions.create("theirs", "", user_id="u2")
+    before = await _bm25_ranked(services, "postgres ledger", "mine")
     await _archive(services, "theirs", *(_say("postgres postgres notes") for _ in range(30)))
     set_tenant("other")
     await _archive(services, "elsewhere", *(_say("ledger postgres") for _ in range(30)))
     set_tenant("t")
-    after, _ = await services.context.ranked("", "postgres ledger", "", 10, True, user_id="u1")
-    assert [(m.message.id, m.score) for m, _ in after] == [
-        (m.message.id, m.score) for m, _ in before
-    ]
+    assert await _bm25_ranked(services, "postgres ledger", "mine") == before
 
 
 async def test_literal_search_finds_a_literal_across_a_tool_calls_name_and_input(
