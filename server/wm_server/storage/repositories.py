@@ -797,9 +797,9 @@ class ArchiveRepository(_Repository):
         """(sid, seq, message, score) of the best ``limit`` archived messages of the sessions
         ``sids`` (of archive ``only`` if given) that have any of the analyzed ``terms``, best
         first, newest first among equal scores; and how many match (of the rows the chosen
-        terms select, ``_match_queries``; the newest ``SCORED`` of them are scored, so
-        a query of common words costs the same at any size). The messages and the count come with the
-        ranking, in one statement (on SQLite after the terms' row counts, from the index's
+        terms select, ``_match_queries``; the newest ``SCORED`` of them are scored, so a
+        query of common words costs little more at any size: counting is cheaper than
+        scoring). The messages and the count come with the ranking, in one statement (on SQLite after the terms' row counts, from the index's
         vocabulary, and again with every term when the rarest select too few rows). The
         score is the engine's own (FTS5 bm25, PostgreSQL ts_rank_cd): ``bm25_ranked``
         computes one BM25 on both engines with the searched sessions' statistics, but reads
@@ -812,13 +812,16 @@ class ArchiveRepository(_Repository):
         params: dict[str, Any] = {"only": only, "limit": limit, **values}
         for query in await self._match_queries("archived", terms):
             params["query"] = query
+            matching = (
+                f" FROM archived_texts x{index.source('archived')} WHERE"
+                f" {index.match('archived')} AND x.sid {members}"
+                " AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
+            )
             rows = await self._conn.all(
-                "SELECT r.sid, r.seq, r.score, COUNT(*) OVER (),"
+                f"SELECT r.sid, r.seq, r.score, (SELECT COUNT(*){matching}),"
                 f" {', '.join('m.' + c for c in _MESSAGE.split(', '))} FROM"
                 " (SELECT x.sid, x.seq, x.position, x.archive_time,"
-                f" {index.score('archived')} AS score FROM archived_texts x"
-                f"{index.source('archived')} WHERE {index.match('archived')} AND x.sid {members}"
-                " AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
+                f" {index.score('archived')} AS score{matching}"
                 f" ORDER BY {index.newest('archived')} DESC LIMIT {SCORED}) r"
                 " JOIN messages m ON m.sid = r.sid AND m.position = r.position"
                 " ORDER BY r.score DESC, r.archive_time DESC, r.position DESC LIMIT :limit",
