@@ -15,6 +15,7 @@ rows on both engines.
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from typing import ClassVar
@@ -48,6 +49,13 @@ def query_words(query: str) -> list[str]:
 def term_count(indexed: str) -> int:
     """The number of terms of an indexed text (a row's length for BM25)."""
     return indexed.count(" ") + 1 if indexed else 0
+
+
+@functools.lru_cache(maxsize=8192)  # consolidation compares each memory with many others
+def words_of(text: str) -> frozenset[str]:
+    """Every distinct word of a text as the indexes analyze it (case-folded Unicode words):
+    the token set near-duplicate memories are compared by."""
+    return frozenset(_WORD.findall(text.lower()))
 
 
 class TextIndex(ABC):
