@@ -433,7 +433,7 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
         )
     fresh, duplicates = fresh_items(new_items, old, known.lowered)
     if emergency and basis is not old:  # the sentinel stands: the section takes nothing
-        salvaged, refused = [], fresh
+        salvaged, refused = list[str](), fresh
         reason += (
             f"; at emergency size with consolidation already requested nothing is salvaged, "
             f"{len(refused)} item(s) refused (kept as pending items)"
