@@ -311,6 +311,7 @@ def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
         ],
         estimated_tokens=record.estimated_tokens,
         create_time=timestamp(record.create_time),
+        decisions=[decision_out(d) for d in json.loads(record.decisions_json)],
     )
 
 

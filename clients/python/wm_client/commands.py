@@ -403,7 +403,7 @@ async def memory_history(client: WmClient, args: argparse.Namespace, out: Consol
                         "estimated_tokens": memory.estimated_tokens,
                         "archive_id": memory.archive_id,
                         "commit_id": commit.commit_id if commit is not None else "",
-                        "decision_count": len(commit.decisions) if commit is not None else 0,
+                        "decision_count": len(history.version_decisions(memory, commit)),
                         "changed_sections": changed[memory.version],
                         "create_time": plain(memory)["create_time"],
                     }

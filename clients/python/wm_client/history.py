@@ -115,6 +115,17 @@ class SectionDiff:
         return bool(self.lines)
 
 
+CLIENT_OPS = "client ops"  # who made a version ApplyWorkingMemoryOps stored (no commit)
+
+
+def version_decisions(
+    memory: pb.WorkingMemory, commit: pb.Commit | None
+) -> Sequence[pb.GuardDecision]:
+    """The guard decisions that made ``memory``: its commit's, or (for a version stored by
+    ApplyWorkingMemoryOps, which has no commit) the ones kept with the version."""
+    return commit.decisions if commit is not None else memory.decisions
+
+
 def decisions_between(
     commits: Sequence[pb.Commit], older: int, newer: int
 ) -> list[tuple[str, pb.GuardDecision]]:
@@ -133,6 +144,8 @@ def diff_versions(
     before = {s.name: s.body for s in old.sections} if old is not None else {}
     older = old.version if old is not None else 0
     decisions = decisions_between(commits, older, new.version)
+    if not any(c.working_memory_version == new.version for c in commits):
+        decisions.extend((CLIENT_OPS, d) for d in new.decisions)  # stored by client ops
     diffs: list[SectionDiff] = []
     for section in new.sections:
         lines = list(

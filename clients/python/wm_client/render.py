@@ -17,6 +17,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
+from wm_client import history
 from wm_client.jsonl import role_name
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -581,7 +582,7 @@ def memory_history(
             f"{memory.estimated_tokens:,}",
             memory.archive_id or "(client ops)",
             commit.commit_id if commit is not None else "-",
-            str(len(commit.decisions)) if commit is not None else "-",
+            str(len(history.version_decisions(memory, commit))),
             ", ".join(changed.get(memory.version, [])) or "-",
             when(memory.create_time),
         )

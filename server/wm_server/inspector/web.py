@@ -282,10 +282,11 @@ async def memory_page(request: web.Request, client: WmClient) -> str:
     diffs = {d.name: d for d in history.diff_versions(old, memory, commits)}
     before = {s.name: s.body for s in old.sections} if old is not None else {}
     made = [c for c in commits if c.working_memory_version == memory.version]
-    own = {
-        d.name: [(c.commit_id, x) for c in made for x in c.decisions if x.section == d.name]
-        for d in diffs.values()
-    }
+    # A version stored by ApplyWorkingMemoryOps has no commit: its decisions are its own.
+    made_by = [(c.commit_id, x) for c in made for x in c.decisions] or [
+        (history.CLIENT_OPS, x) for x in memory.decisions
+    ]
+    own = {d.name: [(cid, x) for cid, x in made_by if x.section == d.name] for d in diffs.values()}
     sections = []
     for section in memory.sections:
         decisions = diffs[section.name].decisions if old is not None else own.get(section.name, [])

@@ -28,6 +28,7 @@ from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.records import PendingItemView, WorkingMemoryRecord, WorkingMemoryView
+from wm_server.wire import decisions_json
 
 
 class WorkingMemoryService:
@@ -125,6 +126,7 @@ class WorkingMemoryService:
                     commit_id=None,
                     tokens=estimate_tokens(result.document),
                     now=now,
+                    decisions_json=decisions_json(result.decisions),  # audited as a commit
                 ),
                 *(changed if tuple(carried) != tuple(pending) else ()),
                 uow.sessions.setting_wm_version(row.sid, version, now),  # last: no rows

@@ -128,6 +128,9 @@ class WorkingMemoryRecord:
     commit_id: str | None
     estimated_tokens: int
     create_time: float
+    # The guard decisions (JSON) of the ApplyWorkingMemoryOps call that stored it; "[]" for
+    # a version a commit stored (the commit keeps its own).
+    decisions_json: str = "[]"
 
 
 @dataclass(frozen=True, slots=True)

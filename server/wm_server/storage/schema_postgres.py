@@ -320,4 +320,10 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             WHERE memory_state = 'failed';
         """,
     ),
+    (
+        14,
+        # The guard decisions of a version stored by ApplyWorkingMemoryOps (issue 36): as
+        # SQLite's version 13.
+        "ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]'",
+    ),
 )

@@ -317,4 +317,10 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             " WHERE memory_state = 'failed'",
         ),
     ),
+    (
+        13,
+        # The guard decisions of a version stored by ApplyWorkingMemoryOps (issue 36): a
+        # commit keeps its own on the commit row; client ops have no commit to keep them.
+        ("ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]'",),
+    ),
 )
