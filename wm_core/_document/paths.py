@@ -4,13 +4,7 @@ The Files guard promises that no reference disappears, so what counts as "the sa
 reference" matters: ``./src/a.py`` and ``src/a.py`` are one file, ``App.tsx`` is not
 ``App.ts``, and a URL is one reference rather than a handful of path-like fragments of it.
 The reference system's rules (an extension from a list, or two slash-separated segments that
-start with a letter) are kept, with word boundaries and a longer extension list, and widened
-to every path an agent or the offline summarizer writes down: a home-relative (``~/…``) or
-absolute path is a path whatever its segments look like (``~/.local/share/app/ledger.db``,
-``/var/lib/app/state``), a segment may be a dot directory (``.github/workflows``) and a bare
-dotfile (``.env``, ``.gitignore``) is one reference. A line whose path the finder missed
-would be dropped by a rewrite with no decision (issue 36): what counts as a path is decided
-here only, for the guard and the summarizer alike.
+start with a letter) are kept, with word boundaries and a longer extension list.
 
 Text is split on whitespace first (paths and URLs contain none): ``str.split`` plus a check on
 each token is several times cheaper than scanning a whole section with a path regex.
@@ -35,29 +29,18 @@ _EXTENSION_TEXT: Final = (
     "md mdx rst txt adoc tex html htm css scss sass less pdf docx xlsx pptx odt log "
     # media and archives
     "png jpg jpeg gif svg webp ico bmp mp3 mp4 wav mov zip tar gz tgz bz2 xz whl jar "
+    "webm ogg flac avi mkv 7z rar dmg iso deb rpm apk ttf otf woff woff2 "
+    # databases, state, keys and build output: what tools write and agents point at
+    "db db3 sqlite sqlite3 duckdb mdb dat bin pid sock bak orig tmp swp patch diff pem crt "
+    "cer key pub p12 so dylib dll exe wasm pyc class out err service timer socket "
 )
 EXTENSIONS: Final = frozenset(_EXTENSION_TEXT.split())
 
 _URL = re.compile(r"\b(?:[A-Za-z][A-Za-z0-9+.\-]*://|www\.)[^\s<>\"'`]+")
 _URL_TRAILING: Final = ".,;:!?)]}>*_"
-_PATH_RUN = re.compile(r"[\w.~/\\@+-]+")
+_PATH_RUN = re.compile(r"[\w.~/\\-]+")
 _SURROUNDING: Final = "()[]{}<>\"'`,;:!?*|"
 _PREFIX_SEGMENTS: Final = frozenset({"", ".", "..", "~"})
-# A path anchored at the home or root directory (or its parent), after normalization: its
-# segments need not look like words (``~/.cache/2024/x``). Home needs one segment, the
-# others two (``/tmp`` alone and ``../x`` are too often prose).
-_HOME: Final = "~/"
-_ANCHORED: Final = ("/", "../")
-_LETTER = re.compile(r"[^\W\d_]")
-# Bare dotfiles that are one reference on their own (".env", ".env.local", ".gitignore"). A
-# leading dot alone is not enough: code is full of ".replace(" and ".date".
-_DOTFILE_TEXT: Final = (
-    "env envrc gitignore gitattributes gitmodules gitkeep dockerignore npmrc nvmrc yarnrc "
-    "bashrc bash_profile zshrc zprofile profile inputrc vimrc netrc pgpass htaccess "
-    "editorconfig prettierrc eslintrc babelrc stylelintrc pylintrc flake8 coveragerc "
-    "python-version node-version ruby-version tool-versions pre-commit-config"
-)
-DOTFILES: Final = frozenset(_DOTFILE_TEXT.split())
 _REPEATED_SLASH = re.compile(r"/{2,}")
 # A token that is already one normal path with an extension, nothing around it: word-character
 # segments joined by single "/" or ".", ending in "." and an ASCII extension (group 1). Such a
@@ -100,53 +83,41 @@ def _normalize_url(url: str) -> str:
 
 
 def _opens_segment(segment: str) -> bool:
+    """A path segment starts with a letter or "_", or is a hidden name (".local", ".env")."""
     if not segment:
         return False
     first = segment[0]
-    if first == "." and len(segment) > 1:
-        first = segment[1]  # a dot directory or dotfile: ".github", ".env"
+    if first == ".":
+        return len(segment) > 1 and (segment[1].isalpha() or segment[1] == "_")
     return first.isalpha() or first == "_"
 
 
-def _is_dotfile(core: str) -> bool:
-    return core.startswith(".") and core[1:].split(".", 1)[0].lower() in DOTFILES
+# A run that starts like a path says it is one: absolute, home-relative or explicitly relative
+# (one segment after the prefix is enough: "~/notes", "/etc", "./run.sh").
+_ANCHORS: Final = ("/", "~/", "./", "../")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
 
 
-def _anchored(normal: str) -> str | None:
-    """The home-relative or absolute path ``normal`` denotes, if it is one (see _HOME)."""
-    if normal.startswith(_HOME):
-        need = 1
-    elif normal.startswith(_ANCHORED):
-        need = 2
-    else:
-        return None
-    normal = normal.rstrip("/")
-    segments = [s for s in normal.split("/") if s not in _PREFIX_SEGMENTS]
-    if len(segments) < need or not _LETTER.search(segments[-1]):
-        return None
-    return normal
-
-
-def _path(run: str) -> str | None:
+def _path(run: str, *, whole: bool = True) -> str | None:
     """The path a run of path characters denotes, if any.
 
     Either it ends in a known extension (so ``a.json`` is not ``a.js``, and ``a.py.bak`` is
-    not ``a.py``), or it has two or more slash-separated segments that start with a letter or
-    an underscore (after an optional ``./``; later ones may be dot directories), or it is
-    anchored at home or root (``_anchored``), or it is a known bare dotfile.
+    not ``a.py``), or it has two or more slash-separated segments that start with a letter, an
+    underscore or a dot and a letter (hidden names), or it starts like a path (``/``, ``~/``,
+    ``./``, ``../``) and has one such segment after that, or it is a hidden name on its own
+    (``.env``, ``.bashrc``) as a ``whole`` token (not a fragment of one: ``x.encode()``).
     """
     core = run.lstrip("-").rstrip(".")
+    if not core:
+        return None
     stem, dot, extension = core.rpartition(".")
     if dot and stem and stem[-1] != "." and extension.lower() in EXTENSIONS:
         if "\\" in core or "//" in core or core.startswith("./") or "/./" in core:
             return _normalize_path(core)
         return core  # already normal: the common case, without a call
     if "/" not in core and "\\" not in core:
-        return core if _is_dotfile(core) else None
+        return core if whole and core[0] == "." and _opens_segment(core) else None
     normal = _normalize_path(core)
-    anchored = _anchored(normal)
-    if anchored is not None:
-        return anchored
     segments = normal.split("/")
     start = 0
     while start < len(segments) - 1 and segments[start] in _PREFIX_SEGMENTS:
@@ -154,12 +125,17 @@ def _path(run: str) -> str | None:
     end = start
     while end < len(segments) and _opens_segment(segments[end]):
         end += 1
-    if end - start < 2 or segments[start].startswith("."):
-        # A relative path starts with a word: ".local/share/x" is the tail of a home path
-        # written in code (``Path.home() / ".local/..."``), the home path is the reference.
+    anchored = core.startswith(_ANCHORS) or normal.startswith(_ANCHORS)
+    if end - start < (1 if anchored else 2) and not (anchored and end == start):
         return None
+    opened = end
     while end < len(segments) and segments[end]:
-        end += 1  # once it is a path, later segments belong to it ("notes/2024/q1")
+        # Once it is a path, later segments belong to it whatever they start with: else
+        # "~/notes/2024/a" and "~/notes/2025/b" would be one reference, "~/notes", and a
+        # rewrite could drop one of them with no decision (issue 36).
+        end += 1
+    if opened == start and (end == start or not _HAS_LETTER.search(segments[end - 1])):
+        return None  # anchored, first segment a number: a path if it ends in a name
     return "/".join(segments[:end])
 
 
@@ -181,9 +157,10 @@ def token_references(token: str) -> list[str]:
         core = part.strip(_SURROUNDING)
         if not core or not might_reference(core):
             continue
-        runs = (core,) if _PATH_RUN.fullmatch(core) else _PATH_RUN.findall(core)
+        whole = _PATH_RUN.fullmatch(core) is not None
+        runs = (core,) if whole else _PATH_RUN.findall(core)
         for run in runs:
-            path = _path(run)
+            path = _path(run, whole=whole)
             if path:
                 found.append(path)
     return found

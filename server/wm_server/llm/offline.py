@@ -132,6 +132,12 @@ _NOTED_ERROR = re.compile(
     re.IGNORECASE,
 )
 _EXIT_LINE = re.compile(r"^\s*(?:exit (?:status|code) \d+|process exited.*)$", re.IGNORECASE)
+# Paths the engine's reference finder does not treat as files (home and absolute paths
+# without a known extension, such as ~/.local/share/app/data.db or /var/log/syslog).
+_EXTRA_PATH = re.compile(
+    r"(?<![\w.~/\\:-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]*[A-Za-z][\w.@+-]*"
+)
+_PATH_TRAILING = ".,;:!?)]}'\"`"
 # Tags in front of an item: status markers ("[resolved]") and the summarizer's own labels.
 _ITEM_TAGS = re.compile(
     r"^(?:\[[^\]]*\]\s*)*"
@@ -178,9 +184,11 @@ def _strings(value: Any) -> Iterator[tuple[str, str]]:
 
 def find_paths(text: str) -> list[str]:
     """Paths and URLs in ``text``, in order of appearance, without duplicates."""
-    # The engine's finder alone (home and absolute paths included): a path written here is
-    # one the Files guard protects, so a rewrite cannot drop its line without a decision.
     found = references(text)
+    for match in _EXTRA_PATH.finditer(text):
+        path = match.group().rstrip(_PATH_TRAILING)
+        if path.count("/") >= 2 or path.startswith("~/"):
+            found.add(path)
     # order by first position so the Files section reads in the order things happened
     return sorted(found, key=lambda p: (text.find(p) if p in text else len(text), p))
 

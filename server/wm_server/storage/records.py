@@ -128,8 +128,7 @@ class WorkingMemoryRecord:
     commit_id: str | None
     estimated_tokens: int
     create_time: float
-    # The guard decisions (JSON) of the ApplyWorkingMemoryOps call that stored it; "[]" for
-    # a version a commit stored (the commit keeps its own).
+    # The guard decisions of the change that stored it (JSON list of Decision.to_dict()).
     decisions_json: str = "[]"
 
 

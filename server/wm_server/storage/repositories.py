@@ -972,7 +972,7 @@ class WorkingMemoryRepository(_Repository):
         now: float,
         decisions_json: str = "[]",
     ) -> Write:
-        """``decisions_json``: the guard decisions of client ops (a commit keeps its own)."""
+        """A new version, with the guard decisions of the change that made it (JSON)."""
         return Write(
             "INSERT INTO working_memories (sid, version, document, archive_seq, covered_seq,"
             " commit_id, estimated_tokens, create_time, decisions_json) VALUES (:sid, :version,"
@@ -994,7 +994,7 @@ class WorkingMemoryRepository(_Repository):
         record = session.record
         return WorkingMemoryRecord(
             record.tenant, record.session_id, int(version), document, archive_seq, commit_id,
-            int(tokens), created, str(decisions),
+            int(tokens), created, decisions,
         )  # fmt: skip
 
     async def covered_seq(self, sid: int, version: int) -> int:

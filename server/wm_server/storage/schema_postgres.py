@@ -321,9 +321,12 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         """,
     ),
     (
-        14,
-        # The guard decisions of a version stored by ApplyWorkingMemoryOps (issue 36): as
-        # SQLite's version 13.
-        "ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]'",
+        10,
+        # Each version keeps its guard decisions: as SQLite's version 9.
+        """
+        ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]';
+        UPDATE working_memories w SET decisions_json = c.decisions_json
+            FROM commits c WHERE c.commit_id = w.commit_id;
+        """,
     ),
 )

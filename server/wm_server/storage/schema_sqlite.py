@@ -318,9 +318,15 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         ),
     ),
     (
-        13,
-        # The guard decisions of a version stored by ApplyWorkingMemoryOps (issue 36): a
-        # commit keeps its own on the commit row; client ops have no commit to keep them.
-        ("ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]'",),
+        9,
+        # Each working-memory version keeps the guard decisions of the change that stored it
+        # (Phase 2's, as on its commit, or ApplyWorkingMemoryOps'): a client's ops are audited
+        # like a model's. Versions stored before keep their commit's.
+        (
+            "ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]'",
+            "UPDATE working_memories SET decisions_json = (SELECT c.decisions_json FROM commits c"
+            " WHERE c.commit_id = working_memories.commit_id) WHERE commit_id IS NOT NULL"
+            " AND EXISTS (SELECT 1 FROM commits c WHERE c.commit_id = working_memories.commit_id)",
+        ),
     ),
 )

@@ -1607,10 +1607,9 @@ class WorkingMemory(_message.Message):
 
     @_builtins.property
     def decisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___GuardDecision]:
-        """The guard decisions of the ApplyWorkingMemoryOps call that stored this version (what
-        the guards restored, refused or dropped of the client's ops), kept with the version as a
-        commit keeps those of its Phase 2. Empty for a version a commit stored: that commit's
-        decisions are on the Commit (GetCommit).
+        """Every guard intervention of the change that stored this version: Phase 2's (the same as
+        its Commit's decisions) or, for a version ApplyWorkingMemoryOps stored, the client's ops'
+        (archive_id empty). Empty when the guards let every op through unchanged.
         """
 
     def __init__(

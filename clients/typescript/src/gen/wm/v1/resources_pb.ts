@@ -1455,10 +1455,9 @@ export type WorkingMemory = Message$1<"wm.v1.WorkingMemory"> & {
   pendingItemLimit: number;
 
   /**
-   * The guard decisions of the ApplyWorkingMemoryOps call that stored this version (what
-   * the guards restored, refused or dropped of the client's ops), kept with the version as a
-   * commit keeps those of its Phase 2. Empty for a version a commit stored: that commit's
-   * decisions are on the Commit (GetCommit).
+   * Every guard intervention of the change that stored this version: Phase 2's (the same as
+   * its Commit's decisions) or, for a version ApplyWorkingMemoryOps stored, the client's ops'
+   * (archive_id empty). Empty when the guards let every op through unchanged.
    *
    * @generated from field: repeated wm.v1.GuardDecision decisions = 10;
    */
