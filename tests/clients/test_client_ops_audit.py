@@ -99,5 +99,5 @@ async def test_client_ops_restore_every_path_and_keep_their_decisions(
     # the inspector's page of the version shows them, as it does a commit's
     url = f"{inspector}/sessions/d/memory?version={stored.version}"
     page = await asyncio.to_thread(_get, url)
-    assert "guard <b>files</b> on Files &amp; Context (client ops)" in page
+    assert f"guard <b>files</b> on Files &amp; Context (client ops (v{stored.version}))" in page
     assert HOME_PATH in page
