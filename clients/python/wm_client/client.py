@@ -189,6 +189,17 @@ class WmClient:
         )
         return await self._unary(self._stub.AddMessages, request)
 
+    async def remove_recent_messages(
+        self, session_id: str, count: int = 1, *, request_id: str | None = None
+    ) -> api.RemoveRecentMessagesResponse:
+        """Take back the newest ``count`` (1-100) live messages and return them, oldest first;
+        FailedPreconditionError (reason MESSAGES_NOT_LIVE) when fewer are live (archived
+        messages stay). A retry with the same ``request_id`` returns the same messages."""
+        request = api.RemoveRecentMessagesRequest(
+            session_id=session_id, count=count, request_id=request_id or new_request_id()
+        )
+        return await self._unary(self._stub.RemoveRecentMessages, request)
+
     # --- commits --------------------------------------------------------------------------------
     def commit(
         self,
