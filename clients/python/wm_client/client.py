@@ -454,17 +454,21 @@ class WmClient:
         ranked: bool = False,
         user_id: str = "",
         agent_id: str = "",
+        mode: api.SearchMode.ValueType | None = None,
     ) -> api.SearchArchivesResponse:
         """Search over archived messages: literal and case-insensitive (newest archive
-        first), or ``ranked`` by BM25 (best first); across all sessions of the tenant, or of
-        ``user_id`` / ``agent_id``, with ``all_sessions``."""
+        first), or ``ranked`` by BM25 (best first), or any ``mode`` of the contract (wins over
+        ``ranked``); across all sessions of the tenant, or of ``user_id`` / ``agent_id``, with
+        ``all_sessions``."""
+        if mode is None:
+            mode = api.SEARCH_MODE_RANKED if ranked else api.SEARCH_MODE_UNSPECIFIED
         request = api.SearchArchivesRequest(
             session_id=session_id,
             query=query,
             archive_id=archive_id,
             max_hits=max_hits,
             all_sessions=all_sessions,
-            mode=api.SEARCH_MODE_RANKED if ranked else api.SEARCH_MODE_UNSPECIFIED,
+            mode=mode,
             user_id=user_id,
             agent_id=agent_id,
         )
