@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file wm/v1/working_memory_service.proto.
  */
 export const file_wm_v1_working_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("CiJ3bS92MS93b3JraW5nX21lbW9yeV9zZXJ2aWNlLnByb3RvEgV3bS52MSKlAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBARIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBEioKBmNvbmZpZxgDIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQESFQoHdXNlcl9pZBgEIAEoCUIE4kEBARIWCghhZ2VudF9pZBgFIAEoCUIE4kEBASKOAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJQoHc2Vzc2lvbhgBIAEoCzIOLndtLnYxLlNlc3Npb25CBOJBAQISNQoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgTiQQEBEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQEiLQoRR2V0U2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAiJIChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhcKCXBhZ2Vfc2l6ZRgBIAEoBUIE4kEBARIYCgpwYWdlX3Rva2VuGAIgASgJQgTiQQEBIlEKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiAKCHNlc3Npb25zGAEgAygLMg4ud20udjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBIpkBChJBZGRNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhImCghtZXNzYWdlcxgCIAMoCzIOLndtLnYxLk1lc3NhZ2VCBOJBAQISJwoZY3JlYXRlX3Nlc3Npb25faWZfbWlzc2luZxgDIAEoCEIE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBIsMBChNBZGRNZXNzYWdlc1Jlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgDIAEoAxIZChFhZGRlZF9tZXNzYWdlX2lkcxgEIAMoCRIdChVkdXBsaWNhdGVfbWVzc2FnZV9pZHMYBSADKAkSFwoPc2Vzc2lvbl9jcmVhdGVkGAYgASgIEhYKDmF1dG9fY29tbWl0X2lkGAcgASgJImIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0TWVzc2FnZXNSZXNwb25zZRIgCghtZXNzYWdlcxgBIAMoCzIOLndtLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoUBCg1Db21taXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISHwoRa2VlcF9yZWNlbnRfY291bnQYAiABKAVCBOJBAQESGAoKcmVxdWVzdF9pZBgDIAEoCUIE4kEBARIfChFrZWVwX3JlY2VudF90dXJucxgEIAEoBUIE4kEBASJlChJXYXRjaENvbW1pdFJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCgljb21taXRfaWQYAiABKAlCBOJBAQISHAoOYWZ0ZXJfc2VxdWVuY2UYAyABKANCBOJBAQEiRQoQR2V0Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAiJhChJMaXN0Q29tbWl0c1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJOChNMaXN0Q29tbWl0c1Jlc3BvbnNlEh4KB2NvbW1pdHMYASADKAsyDS53bS52MS5Db21taXQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImEKElJldHJ5Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAMgASgJQgTiQQEBIkQKDkNvbXBhY3RSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGAoKcmVxdWVzdF9pZBgCIAEoCUIE4kEBASJKChdHZXRXb3JraW5nTWVtb3J5UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhUKB3ZlcnNpb24YAiABKANCBOJBAQEilwEKHEFwcGx5V29ya2luZ01lbW9yeU9wc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIjCgNvcHMYAiADKAsyEC53bS52MS5TZWN0aW9uT3BCBOJBAQISHgoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoA0IE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBInYKHUFwcGx5V29ya2luZ01lbW9yeU9wc1Jlc3BvbnNlEiwKDndvcmtpbmdfbWVtb3J5GAEgASgLMhQud20udjEuV29ya2luZ01lbW9yeRInCglkZWNpc2lvbnMYAiADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uIvsBChZBc3NlbWJsZUNvbnRleHRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQECEhsKDXN5c3RlbV9wcm9tcHQYAyABKAlCBOJBAQESJAoWaW5jbHVkZV9hbnRocm9waWNfanNvbhgEIAEoCEIE4kEBARI2ChByZWdpc3RlcmVkX3Rvb2xzGAUgASgLMhYud20udjEuUmVnaXN0ZXJlZFRvb2xzQgTiQQEBEjAKDW1lbW9yeV9yZWNhbGwYBiABKAsyEy53bS52MS5NZW1vcnlSZWNhbGxCBOJBAQEiXQoMTWVtb3J5UmVjYWxsEhUKB2VuYWJsZWQYASABKAhCBOJBAQESGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQEBEhoKDG1heF9tZW1vcmllcxgDIAEoBUIE4kEBASImCg9SZWdpc3RlcmVkVG9vbHMSEwoFbmFtZXMYASADKAlCBOJBAQEizwMKF0Fzc2VtYmxlQ29udGV4dFJlc3BvbnNlEh4KFnN5c3RlbV9wcm9tcHRfYWRkaXRpb24YASABKAkSIAoIbWVzc2FnZXMYAiADKAsyDi53bS52MS5NZXNzYWdlEh8KF2FudGhyb3BpY19tZXNzYWdlc19qc29uGAMgASgJEhgKEGVzdGltYXRlZF90b2tlbnMYBCABKAMSHAoUcmVwbHlfcmVzZXJ2ZV90b2tlbnMYBSABKAMSHgoWd29ya2luZ19tZW1vcnlfdmVyc2lvbhgGIAEoAxIdChV3b3JraW5nX21lbW9yeV90b2tlbnMYByABKAMSFQoNdHJpbW1lZF9pdGVtcxgIIAMoCRIdChV1bmNvdmVyZWRfYXJjaGl2ZV9pZHMYCSADKAkSHgoWaW5jbHVkZWRfbWVzc2FnZV9jb3VudBgKIAEoBRIdChVkcm9wcGVkX21lc3NhZ2VfY291bnQYCyABKAUSEQoJY3V0X3BhcnRzGAwgAygJEh4KFmVmZmVjdGl2ZV90b2tlbl9idWRnZXQYDSABKAMSGwoTcmVjYWxsZWRfbWVtb3J5X2lkcxgOIAMoCRIVCg1tZW1vcnlfdG9rZW5zGA8gASgDImIKE0xpc3RBcmNoaXZlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0QXJjaGl2ZXNSZXNwb25zZRIgCghhcmNoaXZlcxgBIAMoCzIOLndtLnYxLkFyY2hpdmUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInoKEUdldEFyY2hpdmVSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGAoKYXJjaGl2ZV9pZBgCIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAyABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgEIAEoCUIE4kEBASLqAQoVU2VhcmNoQXJjaGl2ZXNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQESEwoFcXVlcnkYAiABKAlCBOJBAQISGAoKYXJjaGl2ZV9pZBgDIAEoCUIE4kEBARIWCghtYXhfaGl0cxgEIAEoBUIE4kEBARIaCgxhbGxfc2Vzc2lvbnMYBSABKAhCBOJBAQESJQoEbW9kZRgGIAEoDjIRLndtLnYxLlNlYXJjaE1vZGVCBOJBAQESFQoHdXNlcl9pZBgHIAEoCUIE4kEBARIWCghhZ2VudF9pZBgIIAEoCUIE4kEBASKCAQoJU2VhcmNoSGl0EhIKCnNlc3Npb25faWQYASABKAkSEgoKYXJjaGl2ZV9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEhkKBHJvbGUYBCABKA4yCy53bS52MS5Sb2xlEg8KB3NuaXBwZXQYBSABKAkSDQoFc2NvcmUYBiABKAEiTwoWU2VhcmNoQXJjaGl2ZXNSZXNwb25zZRIeCgRoaXRzGAEgAygLMhAud20udjEuU2VhcmNoSGl0EhUKDXRvdGFsX21hdGNoZXMYAiABKAUiRAoZR2V0VG9vbERlZmluaXRpb25zUmVxdWVzdBInCgZmb3JtYXQYASABKA4yES53bS52MS5Ub29sRm9ybWF0QgTiQQEBInsKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSGQoRaW5wdXRfc2NoZW1hX2pzb24YAyABKAkSFgoOYW50aHJvcGljX2pzb24YBCABKAkSEwoLb3BlbmFpX2pzb24YBSABKAkiQgoaR2V0VG9vbERlZmluaXRpb25zUmVzcG9uc2USJAoFdG9vbHMYASADKAsyFS53bS52MS5Ub29sRGVmaW5pdGlvbiI1CglMaW5lUmFuZ2USEwoFc3RhcnQYASABKANCBOJBAQESEwoFY291bnQYAiABKANCBOJBAQEiNwoJQnl0ZVJhbmdlEhQKBm9mZnNldBgBIAEoA0IE4kEBARIUCgZsZW5ndGgYAiABKANCBOJBAQEisgEKFEdldFRvb2xPdXRwdXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISFwoJb3V0cHV0X2lkGAIgASgJQgTiQQECEiEKBWxpbmVzGAMgASgLMhAud20udjEuTGluZVJhbmdlSAASIQoFYnl0ZXMYBCABKAsyEC53bS52MS5CeXRlUmFuZ2VIABIYCgpwYWdlX3Rva2VuGAUgASgJQgTiQQEBQgcKBXJhbmdlIrQBChVHZXRUb29sT3V0cHV0UmVzcG9uc2USIQoGb3V0cHV0GAEgASgLMhEud20udjEuVG9vbE91dHB1dBIPCgdjb250ZW50GAIgASgJEhIKCnN0YXJ0X2xpbmUYAyABKAMSEgoKbGluZV9jb3VudBgEIAEoAxISCgpzdGFydF9ieXRlGAUgASgDEhIKCmJ5dGVfY291bnQYBiABKAMSFwoPbmV4dF9wYWdlX3Rva2VuGAcgASgJInoKGFNlYXJjaFRvb2xPdXRwdXRzUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhMKBXF1ZXJ5GAIgASgJQgTiQQECEhcKCW91dHB1dF9pZBgDIAEoCUIE4kEBARIWCghtYXhfaGl0cxgEIAEoBUIE4kEBASJVCg1Ub29sT3V0cHV0SGl0EhEKCW91dHB1dF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEgwKBGxpbmUYAyABKAMSDwoHc25pcHBldBgEIAEoCSJWChlTZWFyY2hUb29sT3V0cHV0c1Jlc3BvbnNlEiIKBGhpdHMYASADKAsyFC53bS52MS5Ub29sT3V0cHV0SGl0EhUKDXRvdGFsX21hdGNoZXMYAiABKAUiVgoLTWVtb3J5T3duZXISFQoHdXNlcl9pZBgBIAEoCUIE4kEBARIWCghhZ2VudF9pZBgCIAEoCUIE4kEBARIYCgpzZXNzaW9uX2lkGAMgASgJQgTiQQEBIvwBChVTZWFyY2hNZW1vcmllc1JlcXVlc3QSJwoFb3duZXIYASABKAsyEi53bS52MS5NZW1vcnlPd25lckIE4kEBAhITCgVxdWVyeRgCIAEoCUIE4kEBAhImCgV0eXBlcxgDIAMoDjIRLndtLnYxLk1lbW9yeVR5cGVCBOJBAQESNAoKc3RhcnRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQESMgoIZW5kX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEBEhMKBWxpbWl0GAYgASgFQgTiQQEBIkoKCU1lbW9yeUhpdBIdCgZtZW1vcnkYASABKAsyDS53bS52MS5NZW1vcnkSDQoFc2NvcmUYAiABKAESDwoHc25pcHBldBgDIAEoCSI4ChZTZWFyY2hNZW1vcmllc1Jlc3BvbnNlEh4KBGhpdHMYASADKAsyEC53bS52MS5NZW1vcnlIaXQiwgEKE0xpc3RNZW1vcmllc1JlcXVlc3QSJwoFb3duZXIYASABKAsyEi53bS52MS5NZW1vcnlPd25lckIE4kEBAhImCgV0eXBlcxgCIAMoDjIRLndtLnYxLk1lbW9yeVR5cGVCBOJBAQESJwoFc3RhdGUYAyABKA4yEi53bS52MS5NZW1vcnlTdGF0ZUIE4kEBARIXCglwYWdlX3NpemUYBCABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgFIAEoCUIE4kEBASJQChRMaXN0TWVtb3JpZXNSZXNwb25zZRIfCghtZW1vcmllcxgBIAMoCzINLndtLnYxLk1lbW9yeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKwoQR2V0TWVtb3J5UmVxdWVzdBIXCgltZW1vcnlfaWQYASABKAlCBOJBAQIifQoTQ3JlYXRlTWVtb3J5UmVxdWVzdBInCgVvd25lchgBIAEoCzISLndtLnYxLk1lbW9yeU93bmVyQgTiQQECEiMKBm1lbW9yeRgCIAEoCzINLndtLnYxLk1lbW9yeUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAMgASgJQgTiQQEBIksKFENyZWF0ZU1lbW9yeVJlc3BvbnNlEh0KBm1lbW9yeRgBIAEoCzINLndtLnYxLk1lbW9yeRIUCgxkZWR1cGxpY2F0ZWQYAiABKAgioQEKE1VwZGF0ZU1lbW9yeVJlcXVlc3QSIwoGbWVtb3J5GAEgASgLMg0ud20udjEuTWVtb3J5QgTiQQECEjUKC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0IE4kEBARIUCgZyZWFzb24YAyABKAlCBOJBAQESGAoKcmVxdWVzdF9pZBgEIAEoCUIE4kEBASJIChNEZWxldGVNZW1vcnlSZXF1ZXN0EhcKCW1lbW9yeV9pZBgBIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBKloKClNlYXJjaE1vZGUSGwoXU0VBUkNIX01PREVfVU5TUEVDSUZJRUQQABIXChNTRUFSQ0hfTU9ERV9MSVRFUkFMEAESFgoSU0VBUkNIX01PREVfUkFOS0VEEAIqXAoKVG9vbEZvcm1hdBIbChdUT09MX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhkKFVRPT0xfRk9STUFUX0FOVEhST1BJQxABEhYKElRPT0xfRk9STUFUX09QRU5BSRACMq4PChRXb3JraW5nTWVtb3J5U2VydmljZRI8Cg1DcmVhdGVTZXNzaW9uEhsud20udjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaDi53bS52MS5TZXNzaW9uEjYKCkdldFNlc3Npb24SGC53bS52MS5HZXRTZXNzaW9uUmVxdWVzdBoOLndtLnYxLlNlc3Npb24SPAoNVXBkYXRlU2Vzc2lvbhIbLndtLnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0Gg4ud20udjEuU2Vzc2lvbhJHCgxMaXN0U2Vzc2lvbnMSGi53bS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Ghsud20udjEuTGlzdFNlc3Npb25zUmVzcG9uc2USRAoNRGVsZXRlU2Vzc2lvbhIbLndtLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5EkQKC0FkZE1lc3NhZ2VzEhkud20udjEuQWRkTWVzc2FnZXNSZXF1ZXN0Ghoud20udjEuQWRkTWVzc2FnZXNSZXNwb25zZRJHCgxMaXN0TWVzc2FnZXMSGi53bS52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Ghsud20udjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USNAoGQ29tbWl0EhQud20udjEuQ29tbWl0UmVxdWVzdBoSLndtLnYxLkNvbW1pdEV2ZW50MAESPgoLV2F0Y2hDb21taXQSGS53bS52MS5XYXRjaENvbW1pdFJlcXVlc3QaEi53bS52MS5Db21taXRFdmVudDABEjMKCUdldENvbW1pdBIXLndtLnYxLkdldENvbW1pdFJlcXVlc3QaDS53bS52MS5Db21taXQSRAoLTGlzdENvbW1pdHMSGS53bS52MS5MaXN0Q29tbWl0c1JlcXVlc3QaGi53bS52MS5MaXN0Q29tbWl0c1Jlc3BvbnNlEjcKC1JldHJ5Q29tbWl0Ehkud20udjEuUmV0cnlDb21taXRSZXF1ZXN0Gg0ud20udjEuQ29tbWl0EjYKB0NvbXBhY3QSFS53bS52MS5Db21wYWN0UmVxdWVzdBoSLndtLnYxLkNvbW1pdEV2ZW50MAESSAoQR2V0V29ya2luZ01lbW9yeRIeLndtLnYxLkdldFdvcmtpbmdNZW1vcnlSZXF1ZXN0GhQud20udjEuV29ya2luZ01lbW9yeRJiChVBcHBseVdvcmtpbmdNZW1vcnlPcHMSIy53bS52MS5BcHBseVdvcmtpbmdNZW1vcnlPcHNSZXF1ZXN0GiQud20udjEuQXBwbHlXb3JraW5nTWVtb3J5T3BzUmVzcG9uc2USUAoPQXNzZW1ibGVDb250ZXh0Eh0ud20udjEuQXNzZW1ibGVDb250ZXh0UmVxdWVzdBoeLndtLnYxLkFzc2VtYmxlQ29udGV4dFJlc3BvbnNlEkcKDExpc3RBcmNoaXZlcxIaLndtLnYxLkxpc3RBcmNoaXZlc1JlcXVlc3QaGy53bS52MS5MaXN0QXJjaGl2ZXNSZXNwb25zZRI2CgpHZXRBcmNoaXZlEhgud20udjEuR2V0QXJjaGl2ZVJlcXVlc3QaDi53bS52MS5BcmNoaXZlEk0KDlNlYXJjaEFyY2hpdmVzEhwud20udjEuU2VhcmNoQXJjaGl2ZXNSZXF1ZXN0Gh0ud20udjEuU2VhcmNoQXJjaGl2ZXNSZXNwb25zZRJZChJHZXRUb29sRGVmaW5pdGlvbnMSIC53bS52MS5HZXRUb29sRGVmaW5pdGlvbnNSZXF1ZXN0GiEud20udjEuR2V0VG9vbERlZmluaXRpb25zUmVzcG9uc2USSgoNR2V0VG9vbE91dHB1dBIbLndtLnYxLkdldFRvb2xPdXRwdXRSZXF1ZXN0Ghwud20udjEuR2V0VG9vbE91dHB1dFJlc3BvbnNlElYKEVNlYXJjaFRvb2xPdXRwdXRzEh8ud20udjEuU2VhcmNoVG9vbE91dHB1dHNSZXF1ZXN0GiAud20udjEuU2VhcmNoVG9vbE91dHB1dHNSZXNwb25zZRJNCg5TZWFyY2hNZW1vcmllcxIcLndtLnYxLlNlYXJjaE1lbW9yaWVzUmVxdWVzdBodLndtLnYxLlNlYXJjaE1lbW9yaWVzUmVzcG9uc2USRwoMTGlzdE1lbW9yaWVzEhoud20udjEuTGlzdE1lbW9yaWVzUmVxdWVzdBobLndtLnYxLkxpc3RNZW1vcmllc1Jlc3BvbnNlEjMKCUdldE1lbW9yeRIXLndtLnYxLkdldE1lbW9yeVJlcXVlc3QaDS53bS52MS5NZW1vcnkSRwoMQ3JlYXRlTWVtb3J5Ehoud20udjEuQ3JlYXRlTWVtb3J5UmVxdWVzdBobLndtLnYxLkNyZWF0ZU1lbW9yeVJlc3BvbnNlEjkKDFVwZGF0ZU1lbW9yeRIaLndtLnYxLlVwZGF0ZU1lbW9yeVJlcXVlc3QaDS53bS52MS5NZW1vcnkSQgoMRGVsZXRlTWVtb3J5Ehoud20udjEuRGVsZXRlTWVtb3J5UmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eWIGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_wm_v1_resources]);
+  fileDesc("CiJ3bS92MS93b3JraW5nX21lbW9yeV9zZXJ2aWNlLnByb3RvEgV3bS52MSKlAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBARIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBEioKBmNvbmZpZxgDIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQESFQoHdXNlcl9pZBgEIAEoCUIE4kEBARIWCghhZ2VudF9pZBgFIAEoCUIE4kEBASKOAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJQoHc2Vzc2lvbhgBIAEoCzIOLndtLnYxLlNlc3Npb25CBOJBAQISNQoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgTiQQEBEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQEiLQoRR2V0U2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAiJIChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhcKCXBhZ2Vfc2l6ZRgBIAEoBUIE4kEBARIYCgpwYWdlX3Rva2VuGAIgASgJQgTiQQEBIlEKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiAKCHNlc3Npb25zGAEgAygLMg4ud20udjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBIpkBChJBZGRNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhImCghtZXNzYWdlcxgCIAMoCzIOLndtLnYxLk1lc3NhZ2VCBOJBAQISJwoZY3JlYXRlX3Nlc3Npb25faWZfbWlzc2luZxgDIAEoCEIE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBIsMBChNBZGRNZXNzYWdlc1Jlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgDIAEoAxIZChFhZGRlZF9tZXNzYWdlX2lkcxgEIAMoCRIdChVkdXBsaWNhdGVfbWVzc2FnZV9pZHMYBSADKAkSFwoPc2Vzc2lvbl9jcmVhdGVkGAYgASgIEhYKDmF1dG9fY29tbWl0X2lkGAcgASgJImIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0TWVzc2FnZXNSZXNwb25zZRIgCghtZXNzYWdlcxgBIAMoCzIOLndtLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImYKG1JlbW92ZVJlY2VudE1lc3NhZ2VzUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhMKBWNvdW50GAIgASgFQgTiQQECEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQEimAEKHFJlbW92ZVJlY2VudE1lc3NhZ2VzUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIgCghtZXNzYWdlcxgCIAMoCzIOLndtLnYxLk1lc3NhZ2USFQoNbWVzc2FnZV9jb3VudBgDIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgEIAEoAxITCgtsaXZlX3Rva2VucxgFIAEoAyKFAQoNQ29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEh8KEWtlZXBfcmVjZW50X2NvdW50GAIgASgFQgTiQQEBEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQESHwoRa2VlcF9yZWNlbnRfdHVybnMYBCABKAVCBOJBAQEiZQoSV2F0Y2hDb21taXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISFwoJY29tbWl0X2lkGAIgASgJQgTiQQECEhwKDmFmdGVyX3NlcXVlbmNlGAMgASgDQgTiQQEBIkUKEEdldENvbW1pdFJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCgljb21taXRfaWQYAiABKAlCBOJBAQIiYQoSTGlzdENvbW1pdHNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISFwoJcGFnZV9zaXplGAIgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YAyABKAlCBOJBAQEiTgoTTGlzdENvbW1pdHNSZXNwb25zZRIeCgdjb21taXRzGAEgAygLMg0ud20udjEuQ29tbWl0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJhChJSZXRyeUNvbW1pdFJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCgljb21taXRfaWQYAiABKAlCBOJBAQISGAoKcmVxdWVzdF9pZBgDIAEoCUIE4kEBASJECg5Db21wYWN0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhgKCnJlcXVlc3RfaWQYAiABKAlCBOJBAQEiSgoXR2V0V29ya2luZ01lbW9yeVJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIVCgd2ZXJzaW9uGAIgASgDQgTiQQEBIpcBChxBcHBseVdvcmtpbmdNZW1vcnlPcHNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISIwoDb3BzGAIgAygLMhAud20udjEuU2VjdGlvbk9wQgTiQQECEh4KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANCBOJBAQESGAoKcmVxdWVzdF9pZBgEIAEoCUIE4kEBASJ2Ch1BcHBseVdvcmtpbmdNZW1vcnlPcHNSZXNwb25zZRIsCg53b3JraW5nX21lbW9yeRgBIAEoCzIULndtLnYxLldvcmtpbmdNZW1vcnkSJwoJZGVjaXNpb25zGAIgAygLMhQud20udjEuR3VhcmREZWNpc2lvbiL7AQoWQXNzZW1ibGVDb250ZXh0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhoKDHRva2VuX2J1ZGdldBgCIAEoA0IE4kEBAhIbCg1zeXN0ZW1fcHJvbXB0GAMgASgJQgTiQQEBEiQKFmluY2x1ZGVfYW50aHJvcGljX2pzb24YBCABKAhCBOJBAQESNgoQcmVnaXN0ZXJlZF90b29scxgFIAEoCzIWLndtLnYxLlJlZ2lzdGVyZWRUb29sc0IE4kEBARIwCg1tZW1vcnlfcmVjYWxsGAYgASgLMhMud20udjEuTWVtb3J5UmVjYWxsQgTiQQEBIl0KDE1lbW9yeVJlY2FsbBIVCgdlbmFibGVkGAEgASgIQgTiQQEBEhoKDHRva2VuX2J1ZGdldBgCIAEoA0IE4kEBARIaCgxtYXhfbWVtb3JpZXMYAyABKAVCBOJBAQEiJgoPUmVnaXN0ZXJlZFRvb2xzEhMKBW5hbWVzGAEgAygJQgTiQQEBIs8DChdBc3NlbWJsZUNvbnRleHRSZXNwb25zZRIeChZzeXN0ZW1fcHJvbXB0X2FkZGl0aW9uGAEgASgJEiAKCG1lc3NhZ2VzGAIgAygLMg4ud20udjEuTWVzc2FnZRIfChdhbnRocm9waWNfbWVzc2FnZXNfanNvbhgDIAEoCRIYChBlc3RpbWF0ZWRfdG9rZW5zGAQgASgDEhwKFHJlcGx5X3Jlc2VydmVfdG9rZW5zGAUgASgDEh4KFndvcmtpbmdfbWVtb3J5X3ZlcnNpb24YBiABKAMSHQoVd29ya2luZ19tZW1vcnlfdG9rZW5zGAcgASgDEhUKDXRyaW1tZWRfaXRlbXMYCCADKAkSHQoVdW5jb3ZlcmVkX2FyY2hpdmVfaWRzGAkgAygJEh4KFmluY2x1ZGVkX21lc3NhZ2VfY291bnQYCiABKAUSHQoVZHJvcHBlZF9tZXNzYWdlX2NvdW50GAsgASgFEhEKCWN1dF9wYXJ0cxgMIAMoCRIeChZlZmZlY3RpdmVfdG9rZW5fYnVkZ2V0GA0gASgDEhsKE3JlY2FsbGVkX21lbW9yeV9pZHMYDiADKAkSFQoNbWVtb3J5X3Rva2VucxgPIAEoAyJiChNMaXN0QXJjaGl2ZXNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISFwoJcGFnZV9zaXplGAIgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YAyABKAlCBOJBAQEiUQoUTGlzdEFyY2hpdmVzUmVzcG9uc2USIAoIYXJjaGl2ZXMYASADKAsyDi53bS52MS5BcmNoaXZlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ6ChFHZXRBcmNoaXZlUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhgKCmFyY2hpdmVfaWQYAiABKAlCBOJBAQISFwoJcGFnZV9zaXplGAMgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YBCABKAlCBOJBAQEi6gEKFVNlYXJjaEFyY2hpdmVzUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQEBEhMKBXF1ZXJ5GAIgASgJQgTiQQECEhgKCmFyY2hpdmVfaWQYAyABKAlCBOJBAQESFgoIbWF4X2hpdHMYBCABKAVCBOJBAQESGgoMYWxsX3Nlc3Npb25zGAUgASgIQgTiQQEBEiUKBG1vZGUYBiABKA4yES53bS52MS5TZWFyY2hNb2RlQgTiQQEBEhUKB3VzZXJfaWQYByABKAlCBOJBAQESFgoIYWdlbnRfaWQYCCABKAlCBOJBAQEiggEKCVNlYXJjaEhpdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCmFyY2hpdmVfaWQYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIZCgRyb2xlGAQgASgOMgsud20udjEuUm9sZRIPCgdzbmlwcGV0GAUgASgJEg0KBXNjb3JlGAYgASgBIk8KFlNlYXJjaEFyY2hpdmVzUmVzcG9uc2USHgoEaGl0cxgBIAMoCzIQLndtLnYxLlNlYXJjaEhpdBIVCg10b3RhbF9tYXRjaGVzGAIgASgFIkQKGUdldFRvb2xEZWZpbml0aW9uc1JlcXVlc3QSJwoGZm9ybWF0GAEgASgOMhEud20udjEuVG9vbEZvcm1hdEIE4kEBASJ7Cg5Ub29sRGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhkKEWlucHV0X3NjaGVtYV9qc29uGAMgASgJEhYKDmFudGhyb3BpY19qc29uGAQgASgJEhMKC29wZW5haV9qc29uGAUgASgJIkIKGkdldFRvb2xEZWZpbml0aW9uc1Jlc3BvbnNlEiQKBXRvb2xzGAEgAygLMhUud20udjEuVG9vbERlZmluaXRpb24iNQoJTGluZVJhbmdlEhMKBXN0YXJ0GAEgASgDQgTiQQEBEhMKBWNvdW50GAIgASgDQgTiQQEBIjcKCUJ5dGVSYW5nZRIUCgZvZmZzZXQYASABKANCBOJBAQESFAoGbGVuZ3RoGAIgASgDQgTiQQEBIrIBChRHZXRUb29sT3V0cHV0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCW91dHB1dF9pZBgCIAEoCUIE4kEBAhIhCgVsaW5lcxgDIAEoCzIQLndtLnYxLkxpbmVSYW5nZUgAEiEKBWJ5dGVzGAQgASgLMhAud20udjEuQnl0ZVJhbmdlSAASGAoKcGFnZV90b2tlbhgFIAEoCUIE4kEBAUIHCgVyYW5nZSK0AQoVR2V0VG9vbE91dHB1dFJlc3BvbnNlEiEKBm91dHB1dBgBIAEoCzIRLndtLnYxLlRvb2xPdXRwdXQSDwoHY29udGVudBgCIAEoCRISCgpzdGFydF9saW5lGAMgASgDEhIKCmxpbmVfY291bnQYBCABKAMSEgoKc3RhcnRfYnl0ZRgFIAEoAxISCgpieXRlX2NvdW50GAYgASgDEhcKD25leHRfcGFnZV90b2tlbhgHIAEoCSJ6ChhTZWFyY2hUb29sT3V0cHV0c1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhITCgVxdWVyeRgCIAEoCUIE4kEBAhIXCglvdXRwdXRfaWQYAyABKAlCBOJBAQESFgoIbWF4X2hpdHMYBCABKAVCBOJBAQEiVQoNVG9vbE91dHB1dEhpdBIRCglvdXRwdXRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIMCgRsaW5lGAMgASgDEg8KB3NuaXBwZXQYBCABKAkiVgoZU2VhcmNoVG9vbE91dHB1dHNSZXNwb25zZRIiCgRoaXRzGAEgAygLMhQud20udjEuVG9vbE91dHB1dEhpdBIVCg10b3RhbF9tYXRjaGVzGAIgASgFIlYKC01lbW9yeU93bmVyEhUKB3VzZXJfaWQYASABKAlCBOJBAQESFgoIYWdlbnRfaWQYAiABKAlCBOJBAQESGAoKc2Vzc2lvbl9pZBgDIAEoCUIE4kEBASL8AQoVU2VhcmNoTWVtb3JpZXNSZXF1ZXN0EicKBW93bmVyGAEgASgLMhIud20udjEuTWVtb3J5T3duZXJCBOJBAQISEwoFcXVlcnkYAiABKAlCBOJBAQISJgoFdHlwZXMYAyADKA4yES53bS52MS5NZW1vcnlUeXBlQgTiQQEBEjQKCnN0YXJ0X3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEBEjIKCGVuZF90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBARITCgVsaW1pdBgGIAEoBUIE4kEBASJKCglNZW1vcnlIaXQSHQoGbWVtb3J5GAEgASgLMg0ud20udjEuTWVtb3J5Eg0KBXNjb3JlGAIgASgBEg8KB3NuaXBwZXQYAyABKAkiOAoWU2VhcmNoTWVtb3JpZXNSZXNwb25zZRIeCgRoaXRzGAEgAygLMhAud20udjEuTWVtb3J5SGl0IsIBChNMaXN0TWVtb3JpZXNSZXF1ZXN0EicKBW93bmVyGAEgASgLMhIud20udjEuTWVtb3J5T3duZXJCBOJBAQISJgoFdHlwZXMYAiADKA4yES53bS52MS5NZW1vcnlUeXBlQgTiQQEBEicKBXN0YXRlGAMgASgOMhIud20udjEuTWVtb3J5U3RhdGVCBOJBAQESFwoJcGFnZV9zaXplGAQgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YBSABKAlCBOJBAQEiUAoUTGlzdE1lbW9yaWVzUmVzcG9uc2USHwoIbWVtb3JpZXMYASADKAsyDS53bS52MS5NZW1vcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIisKEEdldE1lbW9yeVJlcXVlc3QSFwoJbWVtb3J5X2lkGAEgASgJQgTiQQECIn0KE0NyZWF0ZU1lbW9yeVJlcXVlc3QSJwoFb3duZXIYASABKAsyEi53bS52MS5NZW1vcnlPd25lckIE4kEBAhIjCgZtZW1vcnkYAiABKAsyDS53bS52MS5NZW1vcnlCBOJBAQISGAoKcmVxdWVzdF9pZBgDIAEoCUIE4kEBASJLChRDcmVhdGVNZW1vcnlSZXNwb25zZRIdCgZtZW1vcnkYASABKAsyDS53bS52MS5NZW1vcnkSFAoMZGVkdXBsaWNhdGVkGAIgASgIIqEBChNVcGRhdGVNZW1vcnlSZXF1ZXN0EiMKBm1lbW9yeRgBIAEoCzINLndtLnYxLk1lbW9yeUIE4kEBAhI1Cgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCBOJBAQESFAoGcmVhc29uGAMgASgJQgTiQQEBEhgKCnJlcXVlc3RfaWQYBCABKAlCBOJBAQEiSAoTRGVsZXRlTWVtb3J5UmVxdWVzdBIXCgltZW1vcnlfaWQYASABKAlCBOJBAQISGAoKcmVxdWVzdF9pZBgCIAEoCUIE4kEBASpaCgpTZWFyY2hNb2RlEhsKF1NFQVJDSF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTU0VBUkNIX01PREVfTElURVJBTBABEhYKElNFQVJDSF9NT0RFX1JBTktFRBACKlwKClRvb2xGb3JtYXQSGwoXVE9PTF9GT1JNQVRfVU5TUEVDSUZJRUQQABIZChVUT09MX0ZPUk1BVF9BTlRIUk9QSUMQARIWChJUT09MX0ZPUk1BVF9PUEVOQUkQAjKPEAoUV29ya2luZ01lbW9yeVNlcnZpY2USPAoNQ3JlYXRlU2Vzc2lvbhIbLndtLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0Gg4ud20udjEuU2Vzc2lvbhI2CgpHZXRTZXNzaW9uEhgud20udjEuR2V0U2Vzc2lvblJlcXVlc3QaDi53bS52MS5TZXNzaW9uEjwKDVVwZGF0ZVNlc3Npb24SGy53bS52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBoOLndtLnYxLlNlc3Npb24SRwoMTGlzdFNlc3Npb25zEhoud20udjEuTGlzdFNlc3Npb25zUmVxdWVzdBobLndtLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEkQKDURlbGV0ZVNlc3Npb24SGy53bS52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRJECgtBZGRNZXNzYWdlcxIZLndtLnYxLkFkZE1lc3NhZ2VzUmVxdWVzdBoaLndtLnYxLkFkZE1lc3NhZ2VzUmVzcG9uc2USRwoMTGlzdE1lc3NhZ2VzEhoud20udjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBobLndtLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEl8KFFJlbW92ZVJlY2VudE1lc3NhZ2VzEiIud20udjEuUmVtb3ZlUmVjZW50TWVzc2FnZXNSZXF1ZXN0GiMud20udjEuUmVtb3ZlUmVjZW50TWVzc2FnZXNSZXNwb25zZRI0CgZDb21taXQSFC53bS52MS5Db21taXRSZXF1ZXN0GhIud20udjEuQ29tbWl0RXZlbnQwARI+CgtXYXRjaENvbW1pdBIZLndtLnYxLldhdGNoQ29tbWl0UmVxdWVzdBoSLndtLnYxLkNvbW1pdEV2ZW50MAESMwoJR2V0Q29tbWl0Ehcud20udjEuR2V0Q29tbWl0UmVxdWVzdBoNLndtLnYxLkNvbW1pdBJECgtMaXN0Q29tbWl0cxIZLndtLnYxLkxpc3RDb21taXRzUmVxdWVzdBoaLndtLnYxLkxpc3RDb21taXRzUmVzcG9uc2USNwoLUmV0cnlDb21taXQSGS53bS52MS5SZXRyeUNvbW1pdFJlcXVlc3QaDS53bS52MS5Db21taXQSNgoHQ29tcGFjdBIVLndtLnYxLkNvbXBhY3RSZXF1ZXN0GhIud20udjEuQ29tbWl0RXZlbnQwARJIChBHZXRXb3JraW5nTWVtb3J5Eh4ud20udjEuR2V0V29ya2luZ01lbW9yeVJlcXVlc3QaFC53bS52MS5Xb3JraW5nTWVtb3J5EmIKFUFwcGx5V29ya2luZ01lbW9yeU9wcxIjLndtLnYxLkFwcGx5V29ya2luZ01lbW9yeU9wc1JlcXVlc3QaJC53bS52MS5BcHBseVdvcmtpbmdNZW1vcnlPcHNSZXNwb25zZRJQCg9Bc3NlbWJsZUNvbnRleHQSHS53bS52MS5Bc3NlbWJsZUNvbnRleHRSZXF1ZXN0Gh4ud20udjEuQXNzZW1ibGVDb250ZXh0UmVzcG9uc2USRwoMTGlzdEFyY2hpdmVzEhoud20udjEuTGlzdEFyY2hpdmVzUmVxdWVzdBobLndtLnYxLkxpc3RBcmNoaXZlc1Jlc3BvbnNlEjYKCkdldEFyY2hpdmUSGC53bS52MS5HZXRBcmNoaXZlUmVxdWVzdBoOLndtLnYxLkFyY2hpdmUSTQoOU2VhcmNoQXJjaGl2ZXMSHC53bS52MS5TZWFyY2hBcmNoaXZlc1JlcXVlc3QaHS53bS52MS5TZWFyY2hBcmNoaXZlc1Jlc3BvbnNlElkKEkdldFRvb2xEZWZpbml0aW9ucxIgLndtLnYxLkdldFRvb2xEZWZpbml0aW9uc1JlcXVlc3QaIS53bS52MS5HZXRUb29sRGVmaW5pdGlvbnNSZXNwb25zZRJKCg1HZXRUb29sT3V0cHV0Ehsud20udjEuR2V0VG9vbE91dHB1dFJlcXVlc3QaHC53bS52MS5HZXRUb29sT3V0cHV0UmVzcG9uc2USVgoRU2VhcmNoVG9vbE91dHB1dHMSHy53bS52MS5TZWFyY2hUb29sT3V0cHV0c1JlcXVlc3QaIC53bS52MS5TZWFyY2hUb29sT3V0cHV0c1Jlc3BvbnNlEk0KDlNlYXJjaE1lbW9yaWVzEhwud20udjEuU2VhcmNoTWVtb3JpZXNSZXF1ZXN0Gh0ud20udjEuU2VhcmNoTWVtb3JpZXNSZXNwb25zZRJHCgxMaXN0TWVtb3JpZXMSGi53bS52MS5MaXN0TWVtb3JpZXNSZXF1ZXN0Ghsud20udjEuTGlzdE1lbW9yaWVzUmVzcG9uc2USMwoJR2V0TWVtb3J5Ehcud20udjEuR2V0TWVtb3J5UmVxdWVzdBoNLndtLnYxLk1lbW9yeRJHCgxDcmVhdGVNZW1vcnkSGi53bS52MS5DcmVhdGVNZW1vcnlSZXF1ZXN0Ghsud20udjEuQ3JlYXRlTWVtb3J5UmVzcG9uc2USOQoMVXBkYXRlTWVtb3J5Ehoud20udjEuVXBkYXRlTWVtb3J5UmVxdWVzdBoNLndtLnYxLk1lbW9yeRJCCgxEZWxldGVNZW1vcnkSGi53bS52MS5EZWxldGVNZW1vcnlSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5YgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_wm_v1_resources]);
 
 /**
  * Request of CreateSession.
@@ -393,6 +393,92 @@ export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@_
   messageDesc(file_wm_v1_working_memory_service, 9);
 
 /**
+ * Request of RemoveRecentMessages.
+ *
+ * @generated from message wm.v1.RemoveRecentMessagesRequest
+ */
+export type RemoveRecentMessagesRequest = Message<"wm.v1.RemoveRecentMessagesRequest"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * How many of the newest live messages to remove: 1-100.
+   *
+   * @generated from field: int32 count = 2;
+   */
+  count: number;
+
+  /**
+   * Idempotency key: see the request_id rules on the service (same request → the stored
+   * outcome, the same messages; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED;
+   * kept 24 h). Without one, a retry removes the next newest messages.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message wm.v1.RemoveRecentMessagesRequest.
+ * Use `create(RemoveRecentMessagesRequestSchema)` to create a new message.
+ */
+export const RemoveRecentMessagesRequestSchema: GenMessage<RemoveRecentMessagesRequest> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 10);
+
+/**
+ * Response of RemoveRecentMessages.
+ *
+ * @generated from message wm.v1.RemoveRecentMessagesResponse
+ */
+export type RemoveRecentMessagesResponse = Message<"wm.v1.RemoveRecentMessagesResponse"> & {
+  /**
+   * The session.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The removed messages, oldest first, as they were stored (position, create_time).
+   *
+   * @generated from field: repeated wm.v1.Message messages = 2;
+   */
+  messages: Message$1[];
+
+  /**
+   * Live messages after the removal.
+   *
+   * @generated from field: int64 message_count = 3;
+   */
+  messageCount: bigint;
+
+  /**
+   * pending_tokens after the removal (see Session.pending_tokens).
+   *
+   * @generated from field: int64 pending_tokens = 4;
+   */
+  pendingTokens: bigint;
+
+  /**
+   * live_tokens after the removal (see Session.live_tokens).
+   *
+   * @generated from field: int64 live_tokens = 5;
+   */
+  liveTokens: bigint;
+};
+
+/**
+ * Describes the message wm.v1.RemoveRecentMessagesResponse.
+ * Use `create(RemoveRecentMessagesResponseSchema)` to create a new message.
+ */
+export const RemoveRecentMessagesResponseSchema: GenMessage<RemoveRecentMessagesResponse> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 11);
+
+/**
  * Request of Commit.
  *
  * @generated from message wm.v1.CommitRequest
@@ -440,7 +526,7 @@ export type CommitRequest = Message<"wm.v1.CommitRequest"> & {
  * Use `create(CommitRequestSchema)` to create a new message.
  */
 export const CommitRequestSchema: GenMessage<CommitRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 10);
+  messageDesc(file_wm_v1_working_memory_service, 12);
 
 /**
  * Request of WatchCommit.
@@ -475,7 +561,7 @@ export type WatchCommitRequest = Message<"wm.v1.WatchCommitRequest"> & {
  * Use `create(WatchCommitRequestSchema)` to create a new message.
  */
 export const WatchCommitRequestSchema: GenMessage<WatchCommitRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 11);
+  messageDesc(file_wm_v1_working_memory_service, 13);
 
 /**
  * Request of GetCommit.
@@ -503,7 +589,7 @@ export type GetCommitRequest = Message<"wm.v1.GetCommitRequest"> & {
  * Use `create(GetCommitRequestSchema)` to create a new message.
  */
 export const GetCommitRequestSchema: GenMessage<GetCommitRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 12);
+  messageDesc(file_wm_v1_working_memory_service, 14);
 
 /**
  * Request of ListCommits.
@@ -540,7 +626,7 @@ export type ListCommitsRequest = Message<"wm.v1.ListCommitsRequest"> & {
  * Use `create(ListCommitsRequestSchema)` to create a new message.
  */
 export const ListCommitsRequestSchema: GenMessage<ListCommitsRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 13);
+  messageDesc(file_wm_v1_working_memory_service, 15);
 
 /**
  * Response of ListCommits.
@@ -568,7 +654,7 @@ export type ListCommitsResponse = Message<"wm.v1.ListCommitsResponse"> & {
  * Use `create(ListCommitsResponseSchema)` to create a new message.
  */
 export const ListCommitsResponseSchema: GenMessage<ListCommitsResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 14);
+  messageDesc(file_wm_v1_working_memory_service, 16);
 
 /**
  * Request of RetryCommit.
@@ -604,7 +690,7 @@ export type RetryCommitRequest = Message<"wm.v1.RetryCommitRequest"> & {
  * Use `create(RetryCommitRequestSchema)` to create a new message.
  */
 export const RetryCommitRequestSchema: GenMessage<RetryCommitRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 15);
+  messageDesc(file_wm_v1_working_memory_service, 17);
 
 /**
  * Request of Compact.
@@ -633,7 +719,7 @@ export type CompactRequest = Message<"wm.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 16);
+  messageDesc(file_wm_v1_working_memory_service, 18);
 
 /**
  * Request of GetWorkingMemory.
@@ -661,7 +747,7 @@ export type GetWorkingMemoryRequest = Message<"wm.v1.GetWorkingMemoryRequest"> &
  * Use `create(GetWorkingMemoryRequestSchema)` to create a new message.
  */
 export const GetWorkingMemoryRequestSchema: GenMessage<GetWorkingMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 17);
+  messageDesc(file_wm_v1_working_memory_service, 19);
 
 /**
  * Request of ApplyWorkingMemoryOps.
@@ -704,7 +790,7 @@ export type ApplyWorkingMemoryOpsRequest = Message<"wm.v1.ApplyWorkingMemoryOpsR
  * Use `create(ApplyWorkingMemoryOpsRequestSchema)` to create a new message.
  */
 export const ApplyWorkingMemoryOpsRequestSchema: GenMessage<ApplyWorkingMemoryOpsRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 18);
+  messageDesc(file_wm_v1_working_memory_service, 20);
 
 /**
  * Response of ApplyWorkingMemoryOps.
@@ -732,7 +818,7 @@ export type ApplyWorkingMemoryOpsResponse = Message<"wm.v1.ApplyWorkingMemoryOps
  * Use `create(ApplyWorkingMemoryOpsResponseSchema)` to create a new message.
  */
 export const ApplyWorkingMemoryOpsResponseSchema: GenMessage<ApplyWorkingMemoryOpsResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 19);
+  messageDesc(file_wm_v1_working_memory_service, 21);
 
 /**
  * Request of AssembleContext.
@@ -792,7 +878,7 @@ export type AssembleContextRequest = Message<"wm.v1.AssembleContextRequest"> & {
  * Use `create(AssembleContextRequestSchema)` to create a new message.
  */
 export const AssembleContextRequestSchema: GenMessage<AssembleContextRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 20);
+  messageDesc(file_wm_v1_working_memory_service, 22);
 
 /**
  * How AssembleContext recalls memories: the session owner's active memories ranked against
@@ -830,7 +916,7 @@ export type MemoryRecall = Message<"wm.v1.MemoryRecall"> & {
  * Use `create(MemoryRecallSchema)` to create a new message.
  */
 export const MemoryRecallSchema: GenMessage<MemoryRecall> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 21);
+  messageDesc(file_wm_v1_working_memory_service, 23);
 
 /**
  * Names of the tools a runtime registered; an empty list means none.
@@ -851,7 +937,7 @@ export type RegisteredTools = Message<"wm.v1.RegisteredTools"> & {
  * Use `create(RegisteredToolsSchema)` to create a new message.
  */
 export const RegisteredToolsSchema: GenMessage<RegisteredTools> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 22);
+  messageDesc(file_wm_v1_working_memory_service, 24);
 
 /**
  * Response of AssembleContext.
@@ -975,7 +1061,7 @@ export type AssembleContextResponse = Message<"wm.v1.AssembleContextResponse"> &
  * Use `create(AssembleContextResponseSchema)` to create a new message.
  */
 export const AssembleContextResponseSchema: GenMessage<AssembleContextResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 23);
+  messageDesc(file_wm_v1_working_memory_service, 25);
 
 /**
  * Request of ListArchives.
@@ -1012,7 +1098,7 @@ export type ListArchivesRequest = Message<"wm.v1.ListArchivesRequest"> & {
  * Use `create(ListArchivesRequestSchema)` to create a new message.
  */
 export const ListArchivesRequestSchema: GenMessage<ListArchivesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 24);
+  messageDesc(file_wm_v1_working_memory_service, 26);
 
 /**
  * Response of ListArchives.
@@ -1040,7 +1126,7 @@ export type ListArchivesResponse = Message<"wm.v1.ListArchivesResponse"> & {
  * Use `create(ListArchivesResponseSchema)` to create a new message.
  */
 export const ListArchivesResponseSchema: GenMessage<ListArchivesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 25);
+  messageDesc(file_wm_v1_working_memory_service, 27);
 
 /**
  * Request of GetArchive.
@@ -1083,7 +1169,7 @@ export type GetArchiveRequest = Message<"wm.v1.GetArchiveRequest"> & {
  * Use `create(GetArchiveRequestSchema)` to create a new message.
  */
 export const GetArchiveRequestSchema: GenMessage<GetArchiveRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 26);
+  messageDesc(file_wm_v1_working_memory_service, 28);
 
 /**
  * Request of SearchArchives.
@@ -1154,7 +1240,7 @@ export type SearchArchivesRequest = Message<"wm.v1.SearchArchivesRequest"> & {
  * Use `create(SearchArchivesRequestSchema)` to create a new message.
  */
 export const SearchArchivesRequestSchema: GenMessage<SearchArchivesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 27);
+  messageDesc(file_wm_v1_working_memory_service, 29);
 
 /**
  * One search hit.
@@ -1210,7 +1296,7 @@ export type SearchHit = Message<"wm.v1.SearchHit"> & {
  * Use `create(SearchHitSchema)` to create a new message.
  */
 export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 28);
+  messageDesc(file_wm_v1_working_memory_service, 30);
 
 /**
  * Response of SearchArchives.
@@ -1238,7 +1324,7 @@ export type SearchArchivesResponse = Message<"wm.v1.SearchArchivesResponse"> & {
  * Use `create(SearchArchivesResponseSchema)` to create a new message.
  */
 export const SearchArchivesResponseSchema: GenMessage<SearchArchivesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 29);
+  messageDesc(file_wm_v1_working_memory_service, 31);
 
 /**
  * Request of GetToolDefinitions.
@@ -1259,7 +1345,7 @@ export type GetToolDefinitionsRequest = Message<"wm.v1.GetToolDefinitionsRequest
  * Use `create(GetToolDefinitionsRequestSchema)` to create a new message.
  */
 export const GetToolDefinitionsRequestSchema: GenMessage<GetToolDefinitionsRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 30);
+  messageDesc(file_wm_v1_working_memory_service, 32);
 
 /**
  * One tool definition.
@@ -1308,7 +1394,7 @@ export type ToolDefinition = Message<"wm.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 31);
+  messageDesc(file_wm_v1_working_memory_service, 33);
 
 /**
  * Response of GetToolDefinitions.
@@ -1330,7 +1416,7 @@ export type GetToolDefinitionsResponse = Message<"wm.v1.GetToolDefinitionsRespon
  * Use `create(GetToolDefinitionsResponseSchema)` to create a new message.
  */
 export const GetToolDefinitionsResponseSchema: GenMessage<GetToolDefinitionsResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 32);
+  messageDesc(file_wm_v1_working_memory_service, 34);
 
 /**
  * A range of lines of a tool output.
@@ -1359,7 +1445,7 @@ export type LineRange = Message<"wm.v1.LineRange"> & {
  * Use `create(LineRangeSchema)` to create a new message.
  */
 export const LineRangeSchema: GenMessage<LineRange> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 33);
+  messageDesc(file_wm_v1_working_memory_service, 35);
 
 /**
  * A range of UTF-8 bytes of a tool output.
@@ -1389,7 +1475,7 @@ export type ByteRange = Message<"wm.v1.ByteRange"> & {
  * Use `create(ByteRangeSchema)` to create a new message.
  */
 export const ByteRangeSchema: GenMessage<ByteRange> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 34);
+  messageDesc(file_wm_v1_working_memory_service, 36);
 
 /**
  * Request of GetToolOutput.
@@ -1447,7 +1533,7 @@ export type GetToolOutputRequest = Message<"wm.v1.GetToolOutputRequest"> & {
  * Use `create(GetToolOutputRequestSchema)` to create a new message.
  */
 export const GetToolOutputRequestSchema: GenMessage<GetToolOutputRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 35);
+  messageDesc(file_wm_v1_working_memory_service, 37);
 
 /**
  * Response of GetToolOutput.
@@ -1510,7 +1596,7 @@ export type GetToolOutputResponse = Message<"wm.v1.GetToolOutputResponse"> & {
  * Use `create(GetToolOutputResponseSchema)` to create a new message.
  */
 export const GetToolOutputResponseSchema: GenMessage<GetToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 36);
+  messageDesc(file_wm_v1_working_memory_service, 38);
 
 /**
  * Request of SearchToolOutputs.
@@ -1553,7 +1639,7 @@ export type SearchToolOutputsRequest = Message<"wm.v1.SearchToolOutputsRequest">
  * Use `create(SearchToolOutputsRequestSchema)` to create a new message.
  */
 export const SearchToolOutputsRequestSchema: GenMessage<SearchToolOutputsRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 37);
+  messageDesc(file_wm_v1_working_memory_service, 39);
 
 /**
  * One line of a tool output that matches.
@@ -1595,7 +1681,7 @@ export type ToolOutputHit = Message<"wm.v1.ToolOutputHit"> & {
  * Use `create(ToolOutputHitSchema)` to create a new message.
  */
 export const ToolOutputHitSchema: GenMessage<ToolOutputHit> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 38);
+  messageDesc(file_wm_v1_working_memory_service, 40);
 
 /**
  * Response of SearchToolOutputs.
@@ -1623,7 +1709,7 @@ export type SearchToolOutputsResponse = Message<"wm.v1.SearchToolOutputsResponse
  * Use `create(SearchToolOutputsResponseSchema)` to create a new message.
  */
 export const SearchToolOutputsResponseSchema: GenMessage<SearchToolOutputsResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 39);
+  messageDesc(file_wm_v1_working_memory_service, 41);
 
 /**
  * Whose memories: exactly one of the three.
@@ -1658,7 +1744,7 @@ export type MemoryOwner = Message<"wm.v1.MemoryOwner"> & {
  * Use `create(MemoryOwnerSchema)` to create a new message.
  */
 export const MemoryOwnerSchema: GenMessage<MemoryOwner> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 40);
+  messageDesc(file_wm_v1_working_memory_service, 42);
 
 /**
  * Request of SearchMemories.
@@ -1714,7 +1800,7 @@ export type SearchMemoriesRequest = Message<"wm.v1.SearchMemoriesRequest"> & {
  * Use `create(SearchMemoriesRequestSchema)` to create a new message.
  */
 export const SearchMemoriesRequestSchema: GenMessage<SearchMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 41);
+  messageDesc(file_wm_v1_working_memory_service, 43);
 
 /**
  * One ranked memory.
@@ -1749,7 +1835,7 @@ export type MemoryHit = Message<"wm.v1.MemoryHit"> & {
  * Use `create(MemoryHitSchema)` to create a new message.
  */
 export const MemoryHitSchema: GenMessage<MemoryHit> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 42);
+  messageDesc(file_wm_v1_working_memory_service, 44);
 
 /**
  * Response of SearchMemories.
@@ -1770,7 +1856,7 @@ export type SearchMemoriesResponse = Message<"wm.v1.SearchMemoriesResponse"> & {
  * Use `create(SearchMemoriesResponseSchema)` to create a new message.
  */
 export const SearchMemoriesResponseSchema: GenMessage<SearchMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 43);
+  messageDesc(file_wm_v1_working_memory_service, 45);
 
 /**
  * Request of ListMemories.
@@ -1819,7 +1905,7 @@ export type ListMemoriesRequest = Message<"wm.v1.ListMemoriesRequest"> & {
  * Use `create(ListMemoriesRequestSchema)` to create a new message.
  */
 export const ListMemoriesRequestSchema: GenMessage<ListMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 44);
+  messageDesc(file_wm_v1_working_memory_service, 46);
 
 /**
  * Response of ListMemories.
@@ -1847,7 +1933,7 @@ export type ListMemoriesResponse = Message<"wm.v1.ListMemoriesResponse"> & {
  * Use `create(ListMemoriesResponseSchema)` to create a new message.
  */
 export const ListMemoriesResponseSchema: GenMessage<ListMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 45);
+  messageDesc(file_wm_v1_working_memory_service, 47);
 
 /**
  * Request of GetMemory.
@@ -1868,7 +1954,7 @@ export type GetMemoryRequest = Message<"wm.v1.GetMemoryRequest"> & {
  * Use `create(GetMemoryRequestSchema)` to create a new message.
  */
 export const GetMemoryRequestSchema: GenMessage<GetMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 46);
+  messageDesc(file_wm_v1_working_memory_service, 48);
 
 /**
  * Request of CreateMemory.
@@ -1905,7 +1991,7 @@ export type CreateMemoryRequest = Message<"wm.v1.CreateMemoryRequest"> & {
  * Use `create(CreateMemoryRequestSchema)` to create a new message.
  */
 export const CreateMemoryRequestSchema: GenMessage<CreateMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 47);
+  messageDesc(file_wm_v1_working_memory_service, 49);
 
 /**
  * Response of CreateMemory.
@@ -1933,7 +2019,7 @@ export type CreateMemoryResponse = Message<"wm.v1.CreateMemoryResponse"> & {
  * Use `create(CreateMemoryResponseSchema)` to create a new message.
  */
 export const CreateMemoryResponseSchema: GenMessage<CreateMemoryResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 48);
+  messageDesc(file_wm_v1_working_memory_service, 50);
 
 /**
  * Request of UpdateMemory.
@@ -1977,7 +2063,7 @@ export type UpdateMemoryRequest = Message<"wm.v1.UpdateMemoryRequest"> & {
  * Use `create(UpdateMemoryRequestSchema)` to create a new message.
  */
 export const UpdateMemoryRequestSchema: GenMessage<UpdateMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 49);
+  messageDesc(file_wm_v1_working_memory_service, 51);
 
 /**
  * Request of DeleteMemory.
@@ -2007,7 +2093,7 @@ export type DeleteMemoryRequest = Message<"wm.v1.DeleteMemoryRequest"> & {
  * Use `create(DeleteMemoryRequestSchema)` to create a new message.
  */
 export const DeleteMemoryRequestSchema: GenMessage<DeleteMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 50);
+  messageDesc(file_wm_v1_working_memory_service, 52);
 
 /**
  * How a search matches.
@@ -2196,6 +2282,23 @@ export const WorkingMemoryService: GenService<{
     methodKind: "unary";
     input: typeof ListMessagesRequestSchema;
     output: typeof ListMessagesResponseSchema;
+  },
+  /**
+   * Removes the newest count live messages of a session and returns them: an agent runtime
+   * taking back its latest items (an OpenAI Agents Session's pop_item, an undone turn). Only
+   * live messages can be removed: when the session has fewer than count live messages (the
+   * rest are archived, or were never added) it answers FAILED_PRECONDITION (reason
+   * MESSAGES_NOT_LIVE, metadata live_message_count) and removes nothing. The removed messages'
+   * stored tool outputs go with them, their ids may be added again, message_count,
+   * total_message_count, live_tokens and pending_tokens drop by what was removed, and the
+   * next message added takes the first removed position (live positions stay contiguous).
+   *
+   * @generated from rpc wm.v1.WorkingMemoryService.RemoveRecentMessages
+   */
+  removeRecentMessages: {
+    methodKind: "unary";
+    input: typeof RemoveRecentMessagesRequestSchema;
+    output: typeof RemoveRecentMessagesResponseSchema;
   },
   /**
    * Commits: Phase 1 archives the live messages outside the keep window in one transaction
