@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 from client_support import CONVERSATION, Run, creation_input, run_wm, scripted_server
 
 from support.server_process import ServerProcess, free_port
+from wm_client.client import WmClient
+from wm_proto.v1 import resources_pb2 as pb
 
 TWO_MESSAGES = "\n".join(
     json.dumps(m)
@@ -279,6 +282,34 @@ def test_bad_input_and_bad_usage_are_exit_2(wm: Run, tmp_path: Path) -> None:
     assert wm("assemble", "cli-bad").returncode == 2  # --budget is required
     assert wm("frobnicate").returncode == 2
     assert wm("sessions", "show", "cli-bad").returncode == 4  # nothing was stored
+
+
+def test_after_the_demo_a_client_update_that_drops_paths_restores_every_one(
+    wm: Run, server: ServerProcess
+) -> None:
+    """The bundled session, then ApplyWorkingMemoryOps with a Files & Context that keeps one
+    path: every other path comes back with the files guard's decision, including the
+    home-relative one under a hidden directory the offline summarizer wrote."""
+    assert wm("demo", "--session", "cli-demo-paths").returncode == 0
+
+    async def apply() -> tuple[str, list[str]]:
+        async with WmClient(server.address) as client:
+            before = await client.get_working_memory("cli-demo-paths")
+            files = next(s.body for s in before.sections if s.name == "Files & Context")
+            op = pb.SectionOp(
+                section="Files & Context",
+                kind=pb.SECTION_OP_KIND_UPDATE,
+                content="- ledgerline/main.py — the entry point, edited",
+            )
+            answer = await client.apply_working_memory_ops("cli-demo-paths", [op])
+            restored = [i for d in answer.decisions for i in d.restored_items]
+            return files, restored
+
+    files, restored = asyncio.run(apply())
+    lines = [line for line in files.splitlines() if line.startswith("- ")]
+    dropped = [line for line in lines if "ledgerline/main.py" not in line]
+    assert len(dropped) >= 5, files
+    assert sorted(restored) == sorted(line.strip() for line in dropped)
 
 
 @pytest.mark.parametrize("args", [("--help",), ("commit", "--help"), ("demo", "--help")])

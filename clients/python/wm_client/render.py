@@ -581,7 +581,7 @@ def memory_history(
             f"{memory.estimated_tokens:,}",
             memory.archive_id or "(client ops)",
             commit.commit_id if commit is not None else "-",
-            str(len(commit.decisions)) if commit is not None else "-",
+            str(len(commit.decisions)) if commit is not None else str(len(memory.decisions)),
             ", ".join(changed.get(memory.version, [])) or "-",
             when(memory.create_time),
         )

@@ -448,7 +448,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             wire.MEMORY_TYPES_IN.get(memory.type, ""),
             memory.text,
             dict(memory.fields),
-            _seconds(memory, "event_time"),
+            _seconds(memory, "event_time", "memory.event_time"),
         )
         view, existed = await self._memories.create(
             _owner(request.owner), content, request.request_id, convert.fingerprint(request)
@@ -469,7 +469,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
             memory.text if "text" in paths else "placeholder",
             dict(memory.fields) if "fields" in paths else {},
-            _seconds(memory, "event_time"),
+            _seconds(memory, "event_time", "memory.event_time"),
         )
         given: dict[str, object] = {}
         for path in paths:
@@ -495,6 +495,12 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return empty_pb2.Empty()
 
+    async def RetireMemory(self, request: api.RetireMemoryRequest, context: Context) -> pb.Memory:
+        view = await self._memories.retire(
+            request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
+        )
+        return wire.memory_out(view)
+
 
 def _owner(owner: api.MemoryOwner) -> OwnerSpec:
     return OwnerSpec(owner.user_id, owner.agent_id, owner.session_id)
@@ -510,8 +516,10 @@ def _types(values: Any) -> list[str]:
     return names
 
 
-def _seconds(message: Any, name: str) -> float | None:
+def _seconds(message: Any, name: str, field: str = "") -> float | None:
+    """A Timestamp field a client set, as epoch seconds (None: unset); out of Timestamp's
+    range is INVALID_ARGUMENT naming ``field`` (default: ``name``)."""
     if not message.HasField(name):
         return None
     stamp: Timestamp = getattr(message, name)
-    return stamp.seconds + stamp.nanos / 1e9
+    return validation.timestamp_seconds(stamp.seconds, stamp.nanos, field or name)

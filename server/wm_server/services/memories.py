@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -195,9 +195,11 @@ def iso_to_epoch(value: str | None) -> float | None:
 
 
 def epoch_to_iso(value: float | None) -> str | None:
-    if value is None:
+    """None for none, and for a stored time outside what a Timestamp carries (kept by an older
+    server): such a memory reads as undated instead of failing every read of its owner."""
+    if value is None or not validation.in_timestamp_range(value):
         return None
-    return datetime.fromtimestamp(value, UTC).isoformat()
+    return datetime.fromtimestamp(validation.clamped(value), UTC).isoformat()
 
 
 def snippet(text: str, words: Sequence[str], size: int = SNIPPET) -> str:
@@ -396,9 +398,16 @@ def search_query(query: str) -> list[str]:
 
 
 class MemoryService:
-    def __init__(self, database: Database, *, tokens: paging.PageTokens | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        tokens: paging.PageTokens | None = None,
+        on_deleted: Callable[[], None] = lambda: None,
+    ) -> None:
         self._db = database
         self._tokens = tokens or paging.PageTokens.random()
+        self._on_deleted = on_deleted  # erase it from the files too (Maintenance.forgotten)
 
     async def search(
         self,
@@ -535,6 +544,38 @@ class MemoryService:
         return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
 
     @retry_conflicts
+    async def retire(
+        self, value: str, reason: str, request_id: str, fingerprint: str
+    ) -> MemoryView:
+        """A person's (or runtime's) decision that a memory no longer holds: kept, with the
+        reason, and no longer recalled. Retiring a retired memory leaves it as it is."""
+        mem = memory_id(value)
+        why = reason.strip()
+        if not why:
+            raise invalid("reason", "required: say why the memory no longer holds", "REQUIRED")
+        if len(why) > MAX_REASON:
+            raise invalid("reason", f"at most {MAX_REASON} characters", "TOO_LARGE")
+        tenant = current_tenant()
+        req = idempotency.request(
+            "RetireMemory", mem, validation.request_id(request_id), fingerprint
+        )
+        async with self._db.unit_of_work() as uow:
+            if await idempotency.replay(uow, req) is None:
+                row = await uow.memories.get(tenant, mem)
+                if row is None:
+                    raise memory_not_found(mem)
+                if row.active:
+                    await uow.memories.retire(row.mid, why, time.time())
+                await idempotency.remember(uow, req, None, {})
+            row = await uow.memories.get(tenant, mem)
+            if row is None:
+                raise memory_not_found(mem)
+            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
+            history = await uow.memories.versions(row.mid)
+            await uow.commit()
+        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+
+    @retry_conflicts
     async def delete(self, value: str, request_id: str, fingerprint: str) -> None:
         """Forget: the memory, its index entry, versions and sources, in one transaction."""
         mem = memory_id(value)
@@ -550,6 +591,7 @@ class MemoryService:
             await uow.memories.delete(row.mid)
             await idempotency.remember(uow, req, None, {})
             await uow.commit()
+        self._on_deleted()
 
 
 def content_in(

@@ -320,4 +320,13 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             WHERE memory_state = 'failed';
         """,
     ),
+    (
+        10,
+        # Each version keeps its guard decisions: as SQLite's version 9.
+        """
+        ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]';
+        UPDATE working_memories w SET decisions_json = c.decisions_json
+            FROM commits c WHERE c.commit_id = w.commit_id;
+        """,
+    ),
 )

@@ -1919,6 +1919,40 @@ class UpdateMemoryRequest(_message.Message):
 Global___UpdateMemoryRequest: _TypeAlias = UpdateMemoryRequest  # noqa: Y015
 
 @_typing.final
+class RetireMemoryRequest(_message.Message):
+    """Request of RetireMemory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    """The memory."""
+    reason: _builtins.str
+    """Why it no longer holds: 1-500 characters after trimming (kept as the memory's
+    retire_reason; a memory is never retired silently).
+    """
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetireMemoryRequest: _TypeAlias = RetireMemoryRequest  # noqa: Y015
+
+@_typing.final
 class DeleteMemoryRequest(_message.Message):
     """Request of DeleteMemory."""
 

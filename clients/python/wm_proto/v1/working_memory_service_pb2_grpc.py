@@ -217,6 +217,11 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.RetireMemory = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/RetireMemory',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_resources__pb2.Memory.FromString,
+                _registered_method=True)
 
 
 class WorkingMemoryServiceServicer:
@@ -507,6 +512,15 @@ class WorkingMemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetireMemory(self, request, context):
+        """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+        sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+        no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkingMemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -654,6 +668,11 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteMemory,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'RetireMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetireMemory,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_resources__pb2.Memory.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1475,6 +1494,33 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/DeleteMemory',
             wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetireMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/RetireMemory',
+            wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.SerializeToString,
+            wm_dot_v1_dot_resources__pb2.Memory.FromString,
             options,
             channel_credentials,
             insecure,

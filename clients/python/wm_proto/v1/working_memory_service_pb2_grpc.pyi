@@ -196,6 +196,11 @@ class WorkingMemoryServiceStub:
     """
     DeleteMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    RetireMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.RetireMemoryRequest, _resources_pb2.Memory]
+    """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+    sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+    no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+    """
 
 @_typing.type_check_only
 class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
@@ -361,6 +366,11 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     DeleteMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    RetireMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.RetireMemoryRequest, _resources_pb2.Memory]  # type: ignore[assignment]
+    """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+    sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+    no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+    """
 
 class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
@@ -697,5 +707,16 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
         """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+
+    @_abc_1.abstractmethod
+    def RetireMemory(
+        self,
+        request: _working_memory_service_pb2.RetireMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Memory, _abc.Awaitable[_resources_pb2.Memory]]:
+        """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+        sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+        no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+        """
 
 def add_WorkingMemoryServiceServicer_to_server(servicer: WorkingMemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
