@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -70,6 +70,11 @@ class WmClient:
         if api_key:
             self._metadata += (("authorization", f"Bearer {api_key}"),)
         self.resume_policy = resume_policy or ResumePolicy()
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The metadata sent with every call (the API key's authorization among it)."""
+        return self._metadata
 
     async def __aenter__(self) -> WmClient:
         return self
@@ -513,11 +518,13 @@ class WmClient:
         text: str,
         *,
         request_id: str | None = None,
+        fields: Mapping[str, str] | None = None,
     ) -> api.CreateMemoryResponse:
-        """Store a memory (or find the active one of the owner that says the same)."""
+        """Store a memory (or find the active one of the owner that says the same), with
+        structured ``fields`` if given."""
         request = api.CreateMemoryRequest(
             owner=owner,
-            memory=pb.Memory(type=memory_type, text=text),
+            memory=pb.Memory(type=memory_type, text=text, fields=fields),
             request_id=request_id or new_request_id(),
         )
         return await self._unary(self._stub.CreateMemory, request)
