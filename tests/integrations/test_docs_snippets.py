@@ -24,7 +24,7 @@ BLOCKS = [
 
 def test_every_integration_page_has_a_runnable_example() -> None:
     pages = {p.stem for p in DOCS.glob("*.md")}
-    assert {"mcp", "openai-agents"} <= pages
+    assert {"mcp", "openai-agents", "langchain", "llamaindex"} <= pages
     for page in DOCS.glob("*.md"):
         assert FENCE.search(page.read_text(encoding="utf-8")), f"{page.name} has no python block"
 
