@@ -7,7 +7,7 @@ import uuid
 from typing import Any, ClassVar
 
 import pytest
-from conftest import seeded_session
+from integration_support import seeded_session
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import seeded_session
+from integration_support import seeded_session
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -50,6 +50,8 @@ async def test_the_tools_are_listed_with_descriptions_for_models(wm: WmMcp) -> N
     }  # fmt: skip
     for tool in tools.values():
         assert tool.description and len(tool.description) > 60, tool.name
+        for name, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{tool.name}.{name} has no description"
     assert tools["recall"].input_schema["required"] == ["query"]
     assert tools["forget"].annotations is not None and tools["forget"].annotations.destructive_hint
     assert {t.uri_template for t in templates} == {

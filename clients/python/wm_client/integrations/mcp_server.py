@@ -20,12 +20,13 @@ import argparse
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import grpc
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import ToolAnnotations
+from pydantic import Field
 
 from wm_client.channel import default_address, open_channel, reachable_address
 from wm_client.client import WmClient
@@ -57,6 +58,19 @@ INSTRUCTIONS = (
 )
 _ROLES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant", pb.ROLE_SYSTEM: "system"}
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+# The arguments, described for the model that fills them in.
+Session = Annotated[
+    str, Field(description="The session id; leave empty for the session this server is bound to.")
+]
+Query = Annotated[str, Field(description="Words to look for, e.g. a name, an error, a file path.")]
+OutputId = Annotated[
+    str, Field(description="A stored tool output's id as a message names it, e.g. out.m42.0.")
+]
+MemoryId = Annotated[str, Field(description="A memory's id as search_memories shows it (mem_...).")]
+MemoryKind = Annotated[
+    str,
+    Field(description="One of: profile, preference, entity, event, decision, procedure."),
+]
 
 
 def _message_text(message: pb.Message) -> str:
@@ -158,8 +172,9 @@ class WmMcp:
 
         @server.tool(annotations=_READ_ONLY)
         async def recall(
-            query: str, ctx: Context, session_id: str = "", all_sessions: bool = False,
-            max_hits: int = 8,
+            query: Query, ctx: Context, session_id: Session = "",
+            all_sessions: Annotated[bool, Field(description="Search every session of the user or tenant.")] = False,
+            max_hits: Annotated[int, Field(description="At most this many snippets (1-50).")] = 8,
         ) -> str:  # fmt: skip
             """Search the archived (older, summarized-away) messages of the session for words,
             best match first, and return snippets with their archive and message ids. Use it
@@ -186,15 +201,21 @@ class WmMcp:
             return "\n".join(lines)
 
         @server.tool(annotations=_READ_ONLY)
-        async def expand_archive(archive_id: str, ctx: Context, session_id: str = "") -> str:
+        async def expand_archive(
+            archive_id: Annotated[str, Field(description="e.g. archive_002, as recall names it.")],
+            ctx: Context,
+            session_id: Session = "",
+        ) -> str:
             """Read the raw messages of one archive (e.g. archive_002, as recall names it),
             oldest first, bounded in size."""
             return await self._run(ctx, session_id, ARCHIVE_EXPAND, {"archive_id": archive_id})
 
         @server.tool(annotations=_READ_ONLY)
         async def read_tool_output(
-            output_id: str, ctx: Context, start_line: int = 1, line_count: int = 400,
-            session_id: str = "",
+            output_id: OutputId, ctx: Context,
+            start_line: Annotated[int, Field(description="The first line to read, from 1.")] = 1,
+            line_count: Annotated[int, Field(description="How many lines to read.")] = 400,
+            session_id: Session = "",
         ) -> str:  # fmt: skip
             """Read lines of a large tool output stored whole (its id, like out.m42.0, is named
             in the message that replaced it), from start_line (1-based)."""
@@ -203,7 +224,7 @@ class WmMcp:
 
         @server.tool(annotations=_READ_ONLY)
         async def search_tool_outputs(
-            query: str, ctx: Context, output_id: str = "", session_id: str = ""
+            query: Query, ctx: Context, output_id: OutputId = "", session_id: Session = ""
         ) -> str:
             """Find the lines of the session's stored tool outputs that contain a literal text
             (case-insensitive); give output_id to search one output only."""
@@ -221,8 +242,10 @@ class WmMcp:
 
         @server.tool(annotations=_READ_ONLY)
         async def search_memories(
-            query: str, ctx: Context, types: list[str] | None = None, limit: int = 10,
-            session_id: str = "",
+            query: Query, ctx: Context,
+            types: Annotated[list[str] | None, Field(description="Only these memory types (profile, preference, entity, event, decision, procedure).")] = None,
+            limit: Annotated[int, Field(description="At most this many memories.")] = 10,
+            session_id: Session = "",
         ) -> str:  # fmt: skip
             """Search the long-term memories of the session's user (facts that outlive
             sessions: profile, preferences, entities, events, decisions, procedures), best
@@ -231,7 +254,12 @@ class WmMcp:
             return await self._run(ctx, session_id, MEMORY_SEARCH, args)
 
         @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
-        async def remember(text: str, type: str, ctx: Context, session_id: str = "") -> str:
+        async def remember(
+            text: Annotated[str, Field(description="The fact, one short self-contained sentence.")],
+            type: MemoryKind,
+            ctx: Context,
+            session_id: Session = "",
+        ) -> str:
             """Keep a short, self-contained fact about the user for later sessions. type is
             one of profile, preference, entity, event, decision, procedure. A fact already
             known is not stored twice."""
@@ -239,21 +267,23 @@ class WmMcp:
             return await self._run(ctx, session_id, MEMORY_STORE, args)
 
         @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
-        async def forget(memory_id: str, ctx: Context, session_id: str = "") -> str:
+        async def forget(memory_id: MemoryId, ctx: Context, session_id: Session = "") -> str:
             """Erase a long-term memory by its id (as search_memories shows it), when the user
             asks for it or it is wrong. It cannot be undone."""
             return await self._run(ctx, session_id, MEMORY_FORGET, {"memory_id": memory_id})
 
         @server.tool(annotations=_READ_ONLY)
-        async def read_working_memory(ctx: Context, session_id: str = "") -> str:
+        async def read_working_memory(ctx: Context, session_id: Session = "") -> str:
             """The session's working memory: the structured summary (goal, state, files,
             errors, decisions, open issues...) of everything archived so far."""
             return await self.working_memory_text(ctx, self.session(session_id))
 
         @server.tool(annotations=_READ_ONLY)
         async def assemble_context(
-            ctx: Context, token_budget: int = DEFAULT_TOKEN_BUDGET, session_id: str = "",
-            system_prompt: str = "",
+            ctx: Context,
+            token_budget: Annotated[int, Field(description="The context's size limit in tokens.")] = DEFAULT_TOKEN_BUDGET,
+            session_id: Session = "",
+            system_prompt: Annotated[str, Field(description="The caller's own system prompt, counted in the budget.")] = "",
         ) -> dict[str, Any]:  # fmt: skip
             """The next model context of the session within token_budget tokens: the working
             memory summary, the raw messages no summary covers yet and the live messages,
