@@ -13,10 +13,12 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 from integration_support import seeded_session
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from support.server_process import ServerProcess
 from wm_client import WmClient
@@ -186,6 +188,11 @@ async def test_wm_mcp_over_streamable_http_with_an_api_key(
     async with Client(url) as mcp:
         recalled = _text(await mcp.call_tool("recall", {"query": "COPY ledger"}))
         assert "archive_001 message a1 (assistant)" in recalled
+    # A request's own Authorization header wins over the configured key.
+    wrong = httpx2.AsyncClient(headers={"Authorization": "Bearer not-the-key-0123456789"})
+    async with wrong, Client(streamable_http_client(url, http_client=wrong)) as mcp:
+        refused = await mcp.call_tool("recall", {"query": "COPY ledger"})
+        assert refused.is_error and "invalid credentials" in _text(refused)
     # Without the key the service refuses, and the model is told so.
     keyless = WmMcp(secured.address, session_id="mcp-http")
     async with Client(keyless.server) as mcp:

@@ -48,6 +48,7 @@ RECALL_MODE: api.SearchMode.ValueType = api.SEARCH_MODE_RANKED
 API_KEY_VARIABLE = "WM_API_KEY"
 SESSION_VARIABLE = "WM_SESSION_ID"
 DEFAULT_TOKEN_BUDGET = 32_000
+MAX_CREDENTIALS = 64  # clients kept, one per Authorization seen (they are cheap to make again)
 INSTRUCTIONS = (
     "Working memory of a long-running agent session. Older conversation is archived and "
     "summarized in a working memory; before saying something was never mentioned, use recall. "
@@ -139,6 +140,8 @@ class WmMcp:
             found = WmClient(
                 self.address, channel=self._channel, metadata=metadata, timeout=self.timeout
             )
+            if len(self._clients) >= MAX_CREDENTIALS:  # the oldest first: they share a channel
+                del self._clients[next(iter(self._clients))]
             self._clients[key] = found
         return found
 
