@@ -15,26 +15,36 @@ import grpc
 from google.protobuf import empty_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from wm_core import SessionSettings, anthropic_json, estimate_tokens
+from wm_core import (
+    CURRENT_TURN,
+    LIVE_MESSAGES,
+    RECALLED_MEMORIES,
+    UNCOVERED_ARCHIVES,
+    WORKING_MEMORY,
+    SessionSettings,
+    anthropic_json,
+)
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server import wire
 from wm_server.api import convert, session_config
+from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context import (
     CACHED_FROM,
-    RECALL_HEADING,
     ContextService,
     as_json,
     openai_shape,
     recall_options,
     tool_definitions,
 )
+from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
+from wm_server.services.memory_lifecycle import supersedes_in
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
@@ -59,7 +69,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         max_message_bytes: int,
         default_config: SessionSettings = UNCONFIGURED,
         check_model: session_config.ModelCheck = lambda provider, model: None,
+        preview: ExtractionPreviewService,
     ) -> None:
+        self._preview = preview
         self._default_config = default_config
         self._check_model = check_model
         self._tool_outputs = tool_outputs
@@ -340,11 +352,17 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             cut_parts=result.cut_parts,
             effective_token_budget=budget,
             recalled_memory_ids=recalled,
-            memory_tokens=(
-                estimate_tokens(result.system_prompt_addition.partition(RECALL_HEADING)[2])
-                if recalled
-                else 0
-            ),
+            memory_tokens=sum(p.kept_tokens for p in result.parts if p.part == RECALLED_MEMORIES),
+            parts=[
+                api.ContextPartUsage(
+                    part=_CONTEXT_PARTS[p.part],
+                    needed_tokens=p.needed_tokens,
+                    kept_tokens=p.kept_tokens,
+                    dropped_items=p.dropped_items,
+                )
+                for p in result.parts
+            ],
+            usable_tokens=result.usable_tokens,
         )
 
     async def GetToolDefinitions(
@@ -413,6 +431,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(request, "start_time"),
             _seconds(request, "end_time"),
             request.limit,
+            request.include_superseded,
         )
         return api.SearchMemoriesResponse(
             hits=[
@@ -451,8 +470,10 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(memory, "event_time", "memory.event_time"),
         )
         view, existed = await self._memories.create(
-            _owner(request.owner), content, request.request_id, convert.fingerprint(request)
-        )
+            _owner(request.owner), content, request.request_id, convert.fingerprint(request),
+            supersedes=supersedes_in(memory.supersedes_memory_ids),
+            expire_time=_seconds(memory, "expire_time", "memory.expire_time"),
+        )  # fmt: skip
         return api.CreateMemoryResponse(memory=wire.memory_out(view), deduplicated=existed)
 
     async def UpdateMemory(self, request: api.UpdateMemoryRequest, context: Context) -> pb.Memory:
@@ -479,6 +500,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 given["type"] = checked.type
             elif path == "fields":
                 given["fields"] = dict(checked.fields)
+            elif path == "expire_time":
+                given["expire_time"] = _seconds(memory, "expire_time", "memory.expire_time")
             else:
                 given["event_time"] = checked.event_time
         view = await self._memories.update(
@@ -495,11 +518,32 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return empty_pb2.Empty()
 
+    async def PreviewMemoryExtraction(
+        self, request: api.PreviewMemoryExtractionRequest, context: Context
+    ) -> api.PreviewMemoryExtractionResponse:
+        validation.session_id(request.session_id)
+        given = (
+            convert.messages_in(list(request.messages), self._max_message_bytes)
+            if request.messages
+            else []
+        )
+        found = await self._preview.preview(request.session_id, list(request.archive_ids), given)
+        return preview_out(found)
+
     async def RetireMemory(self, request: api.RetireMemoryRequest, context: Context) -> pb.Memory:
         view = await self._memories.retire(
             request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
         )
         return wire.memory_out(view)
+
+
+_CONTEXT_PARTS = {
+    RECALLED_MEMORIES: api.CONTEXT_PART_RECALLED_MEMORIES,
+    WORKING_MEMORY: api.CONTEXT_PART_WORKING_MEMORY,
+    UNCOVERED_ARCHIVES: api.CONTEXT_PART_UNCOVERED_ARCHIVES,
+    LIVE_MESSAGES: api.CONTEXT_PART_LIVE_MESSAGES,
+    CURRENT_TURN: api.CONTEXT_PART_CURRENT_TURN,
+}
 
 
 def _owner(owner: api.MemoryOwner) -> OwnerSpec:

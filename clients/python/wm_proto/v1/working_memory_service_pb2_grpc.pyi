@@ -142,6 +142,17 @@ class WorkingMemoryServiceStub:
     turns go first, then their largest parts are cut (see cut_parts). The result never
     exceeds the budget, roles alternate from user, every tool call has its result, and a
     user message that answers tool calls has its tool results first.
+
+    The budget is split by need, not by fixed shares. The reply reserve (15 %, at least
+    20,000 tokens from 40,000 on) and the instructions (system prompt, the addition, the
+    recalled memories: memory_recall.token_budget at most) come off first; the parts share
+    the rest. When everything fits, everything goes in as it is (the working memory up to
+    its own bound of 8,000 tokens). Otherwise the current turn takes what it needs; the
+    working memory takes all it needs when the older messages fit beside it, else at least
+    half of what is left (trimmed by section priority, see trimmed_items); the older
+    messages fill the rest, newest first; room one part leaves goes to the other. Whenever
+    something was trimmed, dropped or cut, at most 5 % of that share is left unused (short of
+    a message that cannot be cut smaller). parts reports what each part needed and kept.
     """
     ListArchives: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]
     """Lists a session's archives, oldest first, paginated, without their messages."""
@@ -196,6 +207,12 @@ class WorkingMemoryServiceStub:
     """
     DeleteMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    PreviewMemoryExtraction: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.PreviewMemoryExtractionRequest, _working_memory_service_pb2.PreviewMemoryExtractionResponse]
+    """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+    the session's live messages, some of its archives, or given messages, and the guards'
+    verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+    no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+    """
     RetireMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.RetireMemoryRequest, _resources_pb2.Memory]
     """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
     sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
@@ -312,6 +329,17 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     turns go first, then their largest parts are cut (see cut_parts). The result never
     exceeds the budget, roles alternate from user, every tool call has its result, and a
     user message that answers tool calls has its tool results first.
+
+    The budget is split by need, not by fixed shares. The reply reserve (15 %, at least
+    20,000 tokens from 40,000 on) and the instructions (system prompt, the addition, the
+    recalled memories: memory_recall.token_budget at most) come off first; the parts share
+    the rest. When everything fits, everything goes in as it is (the working memory up to
+    its own bound of 8,000 tokens). Otherwise the current turn takes what it needs; the
+    working memory takes all it needs when the older messages fit beside it, else at least
+    half of what is left (trimmed by section priority, see trimmed_items); the older
+    messages fill the rest, newest first; room one part leaves goes to the other. Whenever
+    something was trimmed, dropped or cut, at most 5 % of that share is left unused (short of
+    a message that cannot be cut smaller). parts reports what each part needed and kept.
     """
     ListArchives: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]  # type: ignore[assignment]
     """Lists a session's archives, oldest first, paginated, without their messages."""
@@ -366,6 +394,12 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     DeleteMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    PreviewMemoryExtraction: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.PreviewMemoryExtractionRequest, _working_memory_service_pb2.PreviewMemoryExtractionResponse]  # type: ignore[assignment]
+    """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+    the session's live messages, some of its archives, or given messages, and the guards'
+    verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+    no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+    """
     RetireMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.RetireMemoryRequest, _resources_pb2.Memory]  # type: ignore[assignment]
     """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
     sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
@@ -581,6 +615,17 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         turns go first, then their largest parts are cut (see cut_parts). The result never
         exceeds the budget, roles alternate from user, every tool call has its result, and a
         user message that answers tool calls has its tool results first.
+
+        The budget is split by need, not by fixed shares. The reply reserve (15 %, at least
+        20,000 tokens from 40,000 on) and the instructions (system prompt, the addition, the
+        recalled memories: memory_recall.token_budget at most) come off first; the parts share
+        the rest. When everything fits, everything goes in as it is (the working memory up to
+        its own bound of 8,000 tokens). Otherwise the current turn takes what it needs; the
+        working memory takes all it needs when the older messages fit beside it, else at least
+        half of what is left (trimmed by section priority, see trimmed_items); the older
+        messages fill the rest, newest first; room one part leaves goes to the other. Whenever
+        something was trimmed, dropped or cut, at most 5 % of that share is left unused (short of
+        a message that cannot be cut smaller). parts reports what each part needed and kept.
         """
 
     @_abc_1.abstractmethod
@@ -707,6 +752,18 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
         """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+
+    @_abc_1.abstractmethod
+    def PreviewMemoryExtraction(
+        self,
+        request: _working_memory_service_pb2.PreviewMemoryExtractionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.PreviewMemoryExtractionResponse, _abc.Awaitable[_working_memory_service_pb2.PreviewMemoryExtractionResponse]]:
+        """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+        the session's live messages, some of its archives, or given messages, and the guards'
+        verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+        no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+        """
 
     @_abc_1.abstractmethod
     def RetireMemory(
