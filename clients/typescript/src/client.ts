@@ -47,6 +47,7 @@ import {
   type ListArchivesResponse,
   type ListCommitsResponse,
   type ListMessagesResponse,
+  type RemoveRecentMessagesResponse,
   type ListSessionsResponse,
   type SearchArchivesResponse,
   type SearchToolOutputsResponse,
@@ -226,6 +227,19 @@ export class WmClient {
   /** One page of the session's live messages, oldest first (follow nextPageToken). */
   listMessages(sessionId: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<ListMessagesResponse> {
     return this.unary("listMessages", { sessionId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" });
+  }
+
+  /**
+   * Takes back the newest `count` (1-100) live messages and returns them, oldest first; a
+   * FAILED_PRECONDITION error (reason MESSAGES_NOT_LIVE) when fewer are live (archived
+   * messages stay). A retry with the same `requestId` returns the same messages.
+   */
+  removeRecentMessages(
+    sessionId: string,
+    count = 1,
+    options: { requestId?: string } = {},
+  ): Promise<RemoveRecentMessagesResponse> {
+    return this.unary("removeRecentMessages", { sessionId, count, requestId: options.requestId ?? newRequestId() });
   }
 
   // --- commits ----------------------------------------------------------------------------------

@@ -170,6 +170,22 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             next_page_token=page.next_page_token,
         )
 
+    async def RemoveRecentMessages(
+        self, request: api.RemoveRecentMessagesRequest, context: Context
+    ) -> api.RemoveRecentMessagesResponse:
+        removed = await self._sessions.remove_recent(
+            request.session_id, request.count, request_id=request.request_id,
+            fingerprint=convert.fingerprint(request),
+        )  # fmt: skip
+        return api.RemoveRecentMessagesResponse(
+            session_id=removed.session.session_id,
+            messages=[wire.message_out(m.message, m.position, m.create_time)
+                      for m in removed.messages],
+            message_count=removed.session.message_count,
+            pending_tokens=removed.session.pending_tokens,
+            live_tokens=removed.session.live_tokens,
+        )  # fmt: skip
+
     # --- commits ---------------------------------------------------------------------------
     async def Commit(
         self, request: api.CommitRequest, context: Context

@@ -782,7 +782,9 @@ class Message(_message.Message):
     JSON input and tool output).
     """
     position: _builtins.int
-    """Position of the message in its session, starting at 1 and never reused."""
+    """Position of the message in its session, starting at 1 and never reused (except the
+    positions RemoveRecentMessages frees, which the next messages take).
+    """
     @_builtins.property
     def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Part]:
         """The content, in order: 1-256 parts. The whole message may be at most the server's

@@ -468,6 +468,79 @@ class ListMessagesResponse(_message.Message):
 Global___ListMessagesResponse: _TypeAlias = ListMessagesResponse  # noqa: Y015
 
 @_typing.final
+class RemoveRecentMessagesRequest(_message.Message):
+    """Request of RemoveRecentMessages."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    count: _builtins.int
+    """How many of the newest live messages to remove: 1-100."""
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome, the same messages; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED;
+    kept 24 h). Without one, a retry removes the next newest messages.
+    """
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        count: _builtins.int = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveRecentMessagesRequest: _TypeAlias = RemoveRecentMessagesRequest  # noqa: Y015
+
+@_typing.final
+class RemoveRecentMessagesResponse(_message.Message):
+    """Response of RemoveRecentMessages."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    PENDING_TOKENS_FIELD_NUMBER: _builtins.int
+    LIVE_TOKENS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    message_count: _builtins.int
+    """Live messages after the removal."""
+    pending_tokens: _builtins.int
+    """pending_tokens after the removal (see Session.pending_tokens)."""
+    live_tokens: _builtins.int
+    """live_tokens after the removal (see Session.live_tokens)."""
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
+        """The removed messages, oldest first, as they were stored (position, create_time)."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        messages: _abc.Iterable[_resources_pb2.Message] | None = ...,
+        message_count: _builtins.int = ...,
+        pending_tokens: _builtins.int = ...,
+        live_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["live_tokens", b"live_tokens", "message_count", b"message_count", "messages", b"messages", "pending_tokens", b"pending_tokens", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveRecentMessagesResponse: _TypeAlias = RemoveRecentMessagesResponse  # noqa: Y015
+
+@_typing.final
 class CommitRequest(_message.Message):
     """Request of Commit."""
 

@@ -313,7 +313,8 @@ export type Message = Message$1<"wm.v1.Message"> & {
   createTime?: Timestamp | undefined;
 
   /**
-   * Position of the message in its session, starting at 1 and never reused.
+   * Position of the message in its session, starting at 1 and never reused (except the
+   * positions RemoveRecentMessages frees, which the next messages take).
    *
    * @generated from field: int64 position = 6;
    */
