@@ -34,6 +34,7 @@ from wm_server.services.context import (
     recall_options,
     tool_definitions,
 )
+from wm_server.services.context_formats import ContextFormat, context_format, render
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
@@ -297,12 +298,13 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.memory_recall.token_budget,
             request.memory_recall.max_memories,
         )
+        fmt = context_format(request.format)
         recalled: list[str] = []
         result, wm, uncovered, budget = await self._context.assemble(
             request.session_id,
             request.token_budget,
             request.system_prompt,
-            request.include_anthropic_json,
+            int(request.include_anthropic_json) + int(fmt is not ContextFormat.UNSPECIFIED),
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
             recall,
             recalled,
@@ -328,6 +330,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 estimate_tokens(result.system_prompt_addition.partition(RECALL_HEADING)[2])
                 if recalled
                 else 0
+            ),
+            rendered_json=render(
+                fmt, result.messages, request.system_prompt, result.system_prompt_addition
             ),
         )
 
