@@ -19,13 +19,14 @@ from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api import session_config
 from wm_server.api.admission import Admission, Limits
 from wm_server.api.connect import HttpDoor, start_http_door
+from wm_server.api.cors import Cors
 from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.reflection import enable_reflection
 from wm_server.api.registration import GenericOnly
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
-from wm_server.config import ConfigurationError, Settings, split_host_port
+from wm_server.config import ConfigurationError, Settings, parse_origins, split_host_port
 from wm_server.errors import InvalidArgument
 from wm_server.event_loop import running_loop_name
 from wm_server.inspector import Inspector, start_inspector
@@ -391,6 +392,7 @@ async def start_application(
                 registrations,
                 max_body_bytes=max_receive_bytes(settings),
                 ssl_context=server_ssl_context(settings),
+                cors=Cors(parse_origins(settings.http_cors_origins)),
             )
         except OSError as exc:
             await app.stop(0)
