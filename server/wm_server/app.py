@@ -444,14 +444,31 @@ async def _start_inspector(
         ) from None
 
 
+def ready_line(app: Application, settings: Settings) -> tuple[str, dict[str, str]]:
+    """The ready line: the gRPC address, then the HTTP door's and the inspector's URLs when
+    they are on, and what to try next; and those URLs as log fields."""
+    doors: dict[str, str] = {}
+    if app.http is not None and settings.http_address:
+        scheme = "https" if tls_mode(settings).value != "off" else "http"
+        host = settings.http_address.rpartition(":")[0]
+        doors["http_address"] = f"{scheme}://{host}:{app.http.port}"
+    if app.inspector is not None and settings.inspector_address:
+        host = settings.inspector_address.rpartition(":")[0]
+        doors["inspector_address"] = f"http://{host}:{app.inspector.port}"
+    text = f"listening on {app.address}"
+    if "http_address" in doors:
+        text += f"; HTTP/JSON on {doors['http_address']}"
+    if "inspector_address" in doors:
+        text += f"; inspector on {doors['inspector_address']}"
+    return f"{text}; try `.venv/bin/wm demo` in a second terminal", doors
+
+
 async def serve(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     app = await start_application(settings)
     # The one line a person starting the server needs: where it is and what to try next.
-    log.info(
-        f"listening on {app.address}; try `.venv/bin/wm demo` in a second terminal",
-        address=app.address,
-    )
+    line, doors = ready_line(app, settings)
+    log.info(line, address=app.address, **doors)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
