@@ -87,44 +87,40 @@ def chat_completions(
     return out
 
 
+def _response_item(part: ToolUsePart | ToolResultPart) -> dict[str, Any]:
+    if isinstance(part, ToolUsePart):
+        return {
+            "type": "function_call",
+            "call_id": part.id,
+            "name": part.name,
+            "arguments": part.input_json or "{}",
+        }
+    return {
+        "type": "function_call_output",
+        "call_id": part.tool_use_id,
+        "output": _result_text(part),
+    }
+
+
 def responses_input(
     messages: Sequence[Message], system_prompt: str = "", addition: str = ""
 ) -> list[dict[str, Any]]:
-    """Responses API ``input`` items, in the order of the parts: text as ``message`` items,
-    calls as ``function_call``, results as ``function_call_output`` (same ``call_id``)."""
+    """Responses API ``input`` items, in the order of the parts: each run of text as one
+    ``message`` item, calls as ``function_call``, results as ``function_call_output`` (same
+    ``call_id``)."""
     out = [{"type": "message", **item} for item in _system(system_prompt, addition)]
     for message in messages:
         role = "assistant" if message.role is Role.ASSISTANT else "user"
         texts: list[str] = []
-
-        def flush(texts: list[str] = texts, role: str = role) -> None:
-            if texts:
-                out.append({"type": "message", "role": role, "content": "\n\n".join(texts)})
-                texts.clear()
-
-        for part in message.parts:
+        for part in (*message.parts, None):  # None: the end, which closes the last text run
             if isinstance(part, TextPart):
                 texts.append(part.text)
                 continue
-            flush()
-            if isinstance(part, ToolUsePart):
-                out.append(
-                    {
-                        "type": "function_call",
-                        "call_id": part.id,
-                        "name": part.name,
-                        "arguments": part.input_json or "{}",
-                    }
-                )
-            else:
-                out.append(
-                    {
-                        "type": "function_call_output",
-                        "call_id": part.tool_use_id,
-                        "output": _result_text(part),
-                    }
-                )
-        flush()
+            if texts:
+                out.append({"type": "message", "role": role, "content": "\n\n".join(texts)})
+                texts = []
+            if part is not None:
+                out.append(_response_item(part))
     return out
 
 
