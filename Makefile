@@ -15,9 +15,13 @@ NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 # satisfies the server's `wm-client` requirement (it is never looked up on an index).
 # `make run` needs only the runtime (this stamp); the dev tools (linters, mypy, pytest, buf,
 # the browser and deployment checkers) come with the second stamp, for `make test` and the rest.
+# --no-compile: Python compiles the modules the server imports when it first imports them,
+# instead of pip compiling every module of every package (a quarter of the install's CPU and
+# 50 MB of the venv; bench/start_bench.py measures the start).
 $(RUNTIME_STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e './clients/python[cli]' -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile \
+		-e './clients/python[cli]' -e .
 	touch $(RUNTIME_STAMP)
 
 $(STAMP): $(RUNTIME_STAMP)
