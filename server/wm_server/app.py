@@ -13,9 +13,10 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from wm_client.channel import reachable_address
-from wm_core import WmLimits
+from wm_core import SessionSettings, WmLimits
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server import wire
 from wm_server.api import session_config
 from wm_server.api.admission import Admission, Limits
 from wm_server.api.connect import HttpDoor, start_http_door
@@ -29,7 +30,7 @@ from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, parse_origins, split_host_port
 from wm_server.errors import InvalidArgument
 from wm_server.event_loop import running_loop_name
-from wm_server.inspector import Inspector, start_inspector
+from wm_server.inspector import ConfigDefaults, Inspector, start_inspector
 from wm_server.llm.factory import (
     ProviderConfigurationError,
     ProviderRegistry,
@@ -49,9 +50,11 @@ from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
+from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
+from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.paging import load_tokens
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
@@ -236,7 +239,14 @@ async def start_application(
         await database.close()
         raise ConfigurationError(f"WM_DEFAULT_SESSION_CONFIG: {error}") from None
     jobs = JobService(database, log_)
-    maintenance = Maintenance(database, retention_seconds=settings.request_id_retention_seconds)
+    upkeep = MemoryUpkeep(
+        database,
+        retention_days=settings.memory_retention,
+        threshold=settings.memory_consolidation_threshold,
+    )
+    maintenance = Maintenance(
+        database, retention_seconds=settings.request_id_retention_seconds, memories=upkeep
+    )
     limits = WmLimits(
         total_tokens=settings.working_memory_max_tokens,
         section_tokens=settings.working_memory_section_max_tokens,
@@ -282,7 +292,9 @@ async def start_application(
         tokens=tokens,
     )
     sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
-    memories = MemoryService(database, tokens=tokens)
+    memories = MemoryService(
+        database, tokens=tokens, on_deleted=maintenance.forgotten, retention=upkeep.retention
+    )
     servicer = WorkingMemoryServicer(
         sessions=SessionService(
             database,
@@ -307,6 +319,15 @@ async def start_application(
         max_message_bytes=settings.max_message_bytes,
         default_config=default_config,
         check_model=check_model,
+        preview=ExtractionPreviewService(
+            database,
+            lambda name: _session_provider(providers, name),
+            enabled_by_server=settings.memory_extraction,
+            input_tokens=InputBudget(
+                tokens=settings.phase2_input_tokens,
+                default_tokens=settings.phase2_default_input_tokens,
+            ).for_provider,
+        ),
     )
     admission = Admission(
         Limits(
@@ -379,7 +400,9 @@ async def start_application(
         tracing=tracing,
     )
     if settings.inspector_address:
-        app.inspector = await _start_inspector(app, settings, keys_required=keyring is not None)
+        app.inspector = await _start_inspector(
+            app, settings, keys_required=keyring is not None, default_config=default_config
+        )
     if settings.http_address:
         registrations: list[tuple[Callable[..., None], object]] = [
             (service_grpc.add_WorkingMemoryServiceServicer_to_server, servicer),
@@ -425,7 +448,11 @@ def _interceptor(
 
 
 async def _start_inspector(
-    app: Application, settings: Settings, *, keys_required: bool
+    app: Application,
+    settings: Settings,
+    *,
+    keys_required: bool,
+    default_config: SessionSettings,
 ) -> Inspector:
     """The web inspector reads through this server's own gRPC port, over loopback in plain
     text; with TLS on that port it cannot, and says so rather than serve errors."""
@@ -435,7 +462,21 @@ async def _start_inspector(
         raise ConfigurationError("WM_INSPECTOR_ADDRESS: the inspector needs gRPC without TLS")
     try:
         return await start_inspector(
-            settings.inspector_address, reachable_address(app.address), keys_required=keys_required
+            settings.inspector_address,
+            reachable_address(app.address),
+            keys_required=keys_required,
+            config_defaults=ConfigDefaults(
+                server_default=wire.config_out(default_config),
+                unset={
+                    "memory_extraction": f"on (WM_MEMORY_EXTRACTION={settings.memory_extraction})"
+                    if settings.memory_extraction
+                    else "off (WM_MEMORY_EXTRACTION=false)",
+                    "tool_output_inline_chars": f"{settings.tool_output_inline_chars:,}"
+                    " (WM_TOOL_OUTPUT_INLINE_CHARS)",
+                    "model.provider": f"{settings.provider.value} (the server's default provider)",
+                    "model.model": "the provider's configured model",
+                },
+            ),
         )
     except (OSError, ValueError) as exc:
         await app.stop(0)

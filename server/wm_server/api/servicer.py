@@ -15,19 +15,27 @@ import grpc
 from google.protobuf import empty_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from wm_core import SessionSettings, anthropic_json, estimate_tokens
+from wm_core import (
+    CURRENT_TURN,
+    LIVE_MESSAGES,
+    RECALLED_MEMORIES,
+    UNCOVERED_ARCHIVES,
+    WORKING_MEMORY,
+    SessionSettings,
+    anthropic_json,
+)
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server import wire
 from wm_server.api import convert, session_config
+from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context import (
     CACHED_FROM,
-    RECALL_HEADING,
     ContextService,
     as_json,
     openai_shape,
@@ -35,7 +43,9 @@ from wm_server.services.context import (
     tool_definitions,
 )
 from wm_server.services.context_formats import ContextFormat, context_format, render
+from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
+from wm_server.services.memory_lifecycle import supersedes_in
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
@@ -60,7 +70,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         max_message_bytes: int,
         default_config: SessionSettings = UNCONFIGURED,
         check_model: session_config.ModelCheck = lambda provider, model: None,
+        preview: ExtractionPreviewService,
     ) -> None:
+        self._preview = preview
         self._default_config = default_config
         self._check_model = check_model
         self._tool_outputs = tool_outputs
@@ -326,11 +338,17 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             cut_parts=result.cut_parts,
             effective_token_budget=budget,
             recalled_memory_ids=recalled,
-            memory_tokens=(
-                estimate_tokens(result.system_prompt_addition.partition(RECALL_HEADING)[2])
-                if recalled
-                else 0
-            ),
+            memory_tokens=sum(p.kept_tokens for p in result.parts if p.part == RECALLED_MEMORIES),
+            parts=[
+                api.ContextPartUsage(
+                    part=_CONTEXT_PARTS[p.part],
+                    needed_tokens=p.needed_tokens,
+                    kept_tokens=p.kept_tokens,
+                    dropped_items=p.dropped_items,
+                )
+                for p in result.parts
+            ],
+            usable_tokens=result.usable_tokens,
             rendered_json=render(
                 fmt, result.messages, request.system_prompt, result.system_prompt_addition
             ),
@@ -402,6 +420,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(request, "start_time"),
             _seconds(request, "end_time"),
             request.limit,
+            request.include_superseded,
         )
         return api.SearchMemoriesResponse(
             hits=[
@@ -437,11 +456,13 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             wire.MEMORY_TYPES_IN.get(memory.type, ""),
             memory.text,
             dict(memory.fields),
-            _seconds(memory, "event_time"),
+            _seconds(memory, "event_time", "memory.event_time"),
         )
         view, existed = await self._memories.create(
-            _owner(request.owner), content, request.request_id, convert.fingerprint(request)
-        )
+            _owner(request.owner), content, request.request_id, convert.fingerprint(request),
+            supersedes=supersedes_in(memory.supersedes_memory_ids),
+            expire_time=_seconds(memory, "expire_time", "memory.expire_time"),
+        )  # fmt: skip
         return api.CreateMemoryResponse(memory=wire.memory_out(view), deduplicated=existed)
 
     async def UpdateMemory(self, request: api.UpdateMemoryRequest, context: Context) -> pb.Memory:
@@ -458,7 +479,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
             memory.text if "text" in paths else "placeholder",
             dict(memory.fields) if "fields" in paths else {},
-            _seconds(memory, "event_time"),
+            _seconds(memory, "event_time", "memory.event_time"),
         )
         given: dict[str, object] = {}
         for path in paths:
@@ -468,6 +489,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 given["type"] = checked.type
             elif path == "fields":
                 given["fields"] = dict(checked.fields)
+            elif path == "expire_time":
+                given["expire_time"] = _seconds(memory, "expire_time", "memory.expire_time")
             else:
                 given["event_time"] = checked.event_time
         view = await self._memories.update(
@@ -484,6 +507,33 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return empty_pb2.Empty()
 
+    async def PreviewMemoryExtraction(
+        self, request: api.PreviewMemoryExtractionRequest, context: Context
+    ) -> api.PreviewMemoryExtractionResponse:
+        validation.session_id(request.session_id)
+        given = (
+            convert.messages_in(list(request.messages), self._max_message_bytes)
+            if request.messages
+            else []
+        )
+        found = await self._preview.preview(request.session_id, list(request.archive_ids), given)
+        return preview_out(found)
+
+    async def RetireMemory(self, request: api.RetireMemoryRequest, context: Context) -> pb.Memory:
+        view = await self._memories.retire(
+            request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
+        )
+        return wire.memory_out(view)
+
+
+_CONTEXT_PARTS = {
+    RECALLED_MEMORIES: api.CONTEXT_PART_RECALLED_MEMORIES,
+    WORKING_MEMORY: api.CONTEXT_PART_WORKING_MEMORY,
+    UNCOVERED_ARCHIVES: api.CONTEXT_PART_UNCOVERED_ARCHIVES,
+    LIVE_MESSAGES: api.CONTEXT_PART_LIVE_MESSAGES,
+    CURRENT_TURN: api.CONTEXT_PART_CURRENT_TURN,
+}
+
 
 def _owner(owner: api.MemoryOwner) -> OwnerSpec:
     return OwnerSpec(owner.user_id, owner.agent_id, owner.session_id)
@@ -499,8 +549,10 @@ def _types(values: Any) -> list[str]:
     return names
 
 
-def _seconds(message: Any, name: str) -> float | None:
+def _seconds(message: Any, name: str, field: str = "") -> float | None:
+    """A Timestamp field a client set, as epoch seconds (None: unset); out of Timestamp's
+    range is INVALID_ARGUMENT naming ``field`` (default: ``name``)."""
     if not message.HasField(name):
         return None
     stamp: Timestamp = getattr(message, name)
-    return stamp.seconds + stamp.nanos / 1e9
+    return validation.timestamp_seconds(stamp.seconds, stamp.nanos, field or name)

@@ -29,6 +29,7 @@ from wm_server.services.extraction import (
     MemoryState,
     diff_json,
     memory_context,
+    message_dates,
 )
 from wm_server.services.memories import MemorySources, apply_plan
 from wm_server.services.transactions import retry_conflicts
@@ -113,13 +114,17 @@ class JobService:
             seqs = await uow.commits.failed_uncovered_before(row.sid, job.archive_seq)
             seqs.append(job.archive_seq)
             messages: list[Message] = []
+            dates: dict[str, str] = {}
             for seq in seqs:
                 bounds = await uow.archives.bounds(row.sid, seq)
                 if bounds is not None:
-                    messages.extend(m.message for m in await uow.messages.between(row.sid, *bounds))
+                    stored = await uow.messages.between(row.sid, *bounds)
+                    messages.extend(m.message for m in stored)
+                    dates.update(message_dates(stored))
         return Phase2Input(
-            previous, tuple(messages), tuple(seqs), row.record.config.provider, tuple(pending)
-        )
+            previous, tuple(messages), tuple(seqs), row.record.config.provider, tuple(pending),
+            dates,
+        )  # fmt: skip
 
     @retry_conflicts
     async def index_archive(self, job: ClaimedJob, chunk: int = INDEX_CHUNK) -> None:
@@ -226,6 +231,7 @@ class JobService:
                     row.sid, version, completion.document, archive_seq=job.archive_seq,
                     covered_seq=job.archive_seq, commit_id=job.commit_id,
                     tokens=completion.estimated_tokens, now=now,
+                    decisions_json=completion.decisions_json,
                 ),
                 uow.sessions.setting_wm_version(row.sid, version, now),
                 uow.archives.setting_abstract(row.sid, job.archive_seq, completion.abstract),
@@ -247,7 +253,7 @@ class JobService:
             assert record is not None
             wm = WorkingMemoryRecord(
                 job.tenant, job.session_id, version, completion.document, job.archive_seq,
-                job.commit_id, completion.estimated_tokens, now,
+                job.commit_id, completion.estimated_tokens, now, completion.decisions_json,
             )  # fmt: skip
             stored = WorkingMemoryStored(
                 version, wm.estimated_tokens, record.abstract,

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from wm_core import (
@@ -41,9 +41,12 @@ from wm_core import (
 )
 from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
 from wm_server.services import idempotency, paging, validation
+from wm_server.services.memory_lifecycle import expired, lifecycle_of_new
 from wm_server.services.sessions import find_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
+from wm_server.storage.memory_expiry import Retention
+from wm_server.storage.memory_lifecycle import NO_LIFECYCLE, Lifecycle
 from wm_server.storage.records import MemoryRow, MemorySourceRow, MemoryVersionRow
 from wm_server.storage.repositories import MemoryFilter, SessionRow
 from wm_server.storage.text_index import query_words
@@ -62,7 +65,7 @@ SOURCES_SHOWN = 20
 MAX_SOURCE_MESSAGES = 50
 FIELD_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MEMORY_ID = re.compile(r"mem_[0-9a-f]{20}")
-MASKABLE = ("text", "type", "fields", "event_time")
+MASKABLE = ("text", "type", "fields", "event_time", "expire_time")
 CORRECTION = "user correction"
 
 
@@ -111,6 +114,7 @@ class MemoryView:
     row: MemoryRow
     sources: tuple[MemorySourceRow, ...] = ()
     history: tuple[MemoryVersionRow, ...] = ()
+    lifecycle: Lifecycle = NO_LIFECYCLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +199,11 @@ def iso_to_epoch(value: str | None) -> float | None:
 
 
 def epoch_to_iso(value: float | None) -> str | None:
-    if value is None:
+    """None for none, and for a stored time outside what a Timestamp carries (kept by an older
+    server): such a memory reads as undated instead of failing every read of its owner."""
+    if value is None or not validation.in_timestamp_range(value):
         return None
-    return datetime.fromtimestamp(value, UTC).isoformat()
+    return datetime.fromtimestamp(validation.clamped(value), UTC).isoformat()
 
 
 def snippet(text: str, words: Sequence[str], size: int = SNIPPET) -> str:
@@ -383,7 +389,11 @@ async def resolve(uow: UnitOfWork, spec: OwnerSpec) -> tuple[MemoryOwner, Sessio
 
 async def _views(uow: UnitOfWork, rows: Sequence[MemoryRow]) -> list[MemoryView]:
     sources = await uow.memories.sources([r.mid for r in rows], SOURCES_SHOWN)
-    return [MemoryView(r, tuple(sources.get(r.mid, ()))) for r in rows]
+    lives = await uow.memory_lifecycle.of([r.mid for r in rows])
+    return [
+        MemoryView(r, tuple(sources.get(r.mid, ())), lifecycle=lives.get(r.mid, NO_LIFECYCLE))
+        for r in rows
+    ]
 
 
 def search_query(query: str) -> list[str]:
@@ -396,9 +406,18 @@ def search_query(query: str) -> list[str]:
 
 
 class MemoryService:
-    def __init__(self, database: Database, *, tokens: paging.PageTokens | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        tokens: paging.PageTokens | None = None,
+        on_deleted: Callable[[], None] = lambda: None,
+        retention: Retention = (),
+    ) -> None:
         self._db = database
+        self._retention = retention  # per type (memory_expiry): expired memories are unread
         self._tokens = tokens or paging.PageTokens.random()
+        self._on_deleted = on_deleted  # erase it from the files too (Maintenance.forgotten)
 
     async def search(
         self,
@@ -408,6 +427,7 @@ class MemoryService:
         start: float | None,
         end: float | None,
         limit: int,
+        include_superseded: bool = False,
     ) -> list[MemoryHit]:
         spec.check()
         words = search_query(query)
@@ -416,8 +436,13 @@ class MemoryService:
             raise invalid("limit", f"must be 0-{MAX_LIMIT}", "OUT_OF_RANGE")
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
-            where = MemoryFilter(current_tenant(), owner.key, kinds, "active", start, end)
+            where = self._filter(owner.key, kinds, "active", start, end)
             found = await uow.memories.ranked(where, words, limit or DEFAULT_LIMIT)
+            if include_superseded and len(found) < (limit or DEFAULT_LIMIT):  # ranked below
+                where = self._filter(owner.key, kinds, "superseded", start, end)
+                found += await uow.memories.ranked(
+                    where, words, (limit or DEFAULT_LIMIT) - len(found)
+                )
             views = await _views(uow, [row for row, _ in found])
         return [
             MemoryHit(view, score, snippet(view.row.text, words))
@@ -429,9 +454,7 @@ class MemoryService:
     ) -> list[MemoryRow]:
         """The session owner's memories ranked for a user request (AssembleContext)."""
         words = query_words(request[: MAX_QUERY * 4])
-        found = await uow.memories.ranked(
-            MemoryFilter(current_tenant(), owner_of(session).key), words, limit
-        )
+        found = await uow.memories.ranked(self._filter(owner_of(session).key), words, limit)
         return [row for row, _ in found]
 
     async def list(
@@ -444,27 +467,45 @@ class MemoryService:
         before = self._tokens.decode("memories", page_token, scope)
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
-            rows = await uow.memories.page(
-                MemoryFilter(current_tenant(), owner.key, kinds, state), before, size + 1
-            )
+            rows = await uow.memories.page(self._filter(owner.key, kinds, state), before, size + 1)
             more = len(rows) > size
             views = await _views(uow, rows[:size])
         token = self._tokens.encode("memories", views[-1].row.mid, scope) if more else ""
         return views, token
 
+    def _filter(
+        self,
+        owner: str,
+        kinds: tuple[str, ...] = (),
+        state: str = "active",
+        start: float | None = None,
+        end: float | None = None,
+    ) -> MemoryFilter:
+        """The owner's memories in ``state``, leaving out the expired ones (memory_expiry)."""
+        return MemoryFilter(
+            current_tenant(), owner, kinds, state, start, end, time.time(), self._retention
+        )
+
     async def get(self, value: str) -> MemoryView:
         mem = memory_id(value)
         async with self._db.reader() as uow:
             row = await uow.memories.get(current_tenant(), mem)
-            if row is None:
+            view = (await _views(uow, [row]))[0] if row is not None else None
+            if view is None or expired(view.row, view.lifecycle, time.time(), self._retention):
                 raise memory_not_found(mem)
-            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
-            history = await uow.memories.versions(row.mid)
-        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+            history = await uow.memories.versions(view.row.mid)
+        return replace(view, history=tuple(history))
 
     @retry_conflicts
     async def create(
-        self, spec: OwnerSpec, content: MemoryContent, request_id: str, fingerprint: str
+        self,
+        spec: OwnerSpec,
+        content: MemoryContent,
+        request_id: str,
+        fingerprint: str,
+        *,
+        supersedes: Sequence[str] = (),
+        expire_time: float | None = None,
     ) -> tuple[MemoryView, bool]:
         """Store a runtime's memory (the same key rule as extraction's CREATE)."""
         spec.check()
@@ -481,7 +522,9 @@ class MemoryService:
                     raise memory_not_found(prior["memory_id"])
                 return (await _views(uow, [row]))[0], bool(prior["deduplicated"])
             source = (session.record.session_id, None, ()) if session is not None else None
-            row, existed = await _store(uow, tenant, owner, content, source, time.time())
+            now = time.time()
+            row, existed = await _store(uow, tenant, owner, content, source, now)
+            await lifecycle_of_new(uow, tenant, owner.key, row, supersedes, expire_time, now)
             await idempotency.remember(
                 uow, req, owner.sid, {"memory_id": row.memory_id, "deduplicated": existed}
             )
@@ -511,6 +554,9 @@ class MemoryService:
                 row = await uow.memories.get(tenant, mem)
                 if row is None:
                     raise memory_not_found(mem)
+                if "expire_time" in given:  # when to forget it: no new version
+                    expire = given["expire_time"]
+                    await uow.memory_lifecycle.set_expiry(row.mid, expire)  # type: ignore[arg-type]
                 content = MemoryContent(
                     given.get("type", MemoryType(row.type)),  # type: ignore[arg-type]
                     given.get("text", row.text),  # type: ignore[arg-type]
@@ -524,15 +570,48 @@ class MemoryService:
                         reason="MEMORY_EXISTS",
                         metadata={"memory_id": twin.memory_id},
                     )
-                await _supersede(uow, row, content, reason or CORRECTION, time.time())
+                if set(given) - {"expire_time"}:
+                    await _supersede(uow, row, content, reason or CORRECTION, time.time())
                 await idempotency.remember(uow, req, None, {})
             row = await uow.memories.get(tenant, mem)
             if row is None:
                 raise memory_not_found(mem)
-            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
+            view = (await _views(uow, [row]))[0]
             history = await uow.memories.versions(row.mid)
             await uow.commit()
-        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+        return replace(view, history=tuple(history))
+
+    @retry_conflicts
+    async def retire(
+        self, value: str, reason: str, request_id: str, fingerprint: str
+    ) -> MemoryView:
+        """A person's (or runtime's) decision that a memory no longer holds: kept, with the
+        reason, and no longer recalled. Retiring a retired memory leaves it as it is."""
+        mem = memory_id(value)
+        why = reason.strip()
+        if not why:
+            raise invalid("reason", "required: say why the memory no longer holds", "REQUIRED")
+        if len(why) > MAX_REASON:
+            raise invalid("reason", f"at most {MAX_REASON} characters", "TOO_LARGE")
+        tenant = current_tenant()
+        req = idempotency.request(
+            "RetireMemory", mem, validation.request_id(request_id), fingerprint
+        )
+        async with self._db.unit_of_work() as uow:
+            if await idempotency.replay(uow, req) is None:
+                row = await uow.memories.get(tenant, mem)
+                if row is None:
+                    raise memory_not_found(mem)
+                if row.active:
+                    await uow.memories.retire(row.mid, why, time.time())
+                await idempotency.remember(uow, req, None, {})
+            row = await uow.memories.get(tenant, mem)
+            if row is None:
+                raise memory_not_found(mem)
+            view = (await _views(uow, [row]))[0]
+            history = await uow.memories.versions(row.mid)
+            await uow.commit()
+        return replace(view, history=tuple(history))
 
     @retry_conflicts
     async def delete(self, value: str, request_id: str, fingerprint: str) -> None:
@@ -550,6 +629,7 @@ class MemoryService:
             await uow.memories.delete(row.mid)
             await idempotency.remember(uow, req, None, {})
             await uow.commit()
+        self._on_deleted()
 
 
 def content_in(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from wm_core import ExternalOutput, Message, PendingItem, SessionSettings, Trigger
 from wm_server.storage.codec import message_from_row, parts_to_json
+from wm_server.storage.memory_expiry import Retention, alive
 from wm_server.storage.records import (
     CommitRecord,
     CommitState,
@@ -54,7 +55,7 @@ _COMMIT = (
     " FROM commits c JOIN sessions s ON s.sid = c.sid"
     " LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
 )
-_WM = "version, document, archive_seq, commit_id, estimated_tokens, create_time"
+_WM = "version, document, archive_seq, commit_id, estimated_tokens, create_time, decisions_json"
 _MESSAGE = "position, message_id, role, parts_json, tokens, create_time"
 # The tokens of a session's stored messages at positions first..last.
 _CROSSED = (
@@ -970,13 +971,16 @@ class WorkingMemoryRepository(_Repository):
         commit_id: str | None,
         tokens: int,
         now: float,
+        decisions_json: str = "[]",
     ) -> Write:
+        """A new version, with the guard decisions of the change that made it (JSON)."""
         return Write(
             "INSERT INTO working_memories (sid, version, document, archive_seq, covered_seq,"
-            " commit_id, estimated_tokens, create_time) VALUES (:sid, :version, :document,"
-            " :seq, :covered, :commit_id, :tokens, :now)",
+            " commit_id, estimated_tokens, create_time, decisions_json) VALUES (:sid, :version,"
+            " :document, :seq, :covered, :commit_id, :tokens, :now, :decisions)",
             {"sid": sid, "version": version, "document": document, "seq": archive_seq,
-             "covered": covered_seq, "commit_id": commit_id, "tokens": tokens, "now": now},
+             "covered": covered_seq, "commit_id": commit_id, "tokens": tokens, "now": now,
+             "decisions": decisions_json},
         )  # fmt: skip
 
     async def get(self, session: SessionRow, version: int) -> WorkingMemoryRecord | None:
@@ -987,11 +991,11 @@ class WorkingMemoryRepository(_Repository):
         )
         if row is None:
             return None
-        version, document, archive_seq, commit_id, tokens, created = row
+        version, document, archive_seq, commit_id, tokens, created, decisions = row
         record = session.record
         return WorkingMemoryRecord(
             record.tenant, record.session_id, int(version), document, archive_seq, commit_id,
-            int(tokens), created,
+            int(tokens), created, decisions,
         )  # fmt: skip
 
     async def covered_seq(self, sid: int, version: int) -> int:
@@ -1084,6 +1088,8 @@ class MemoryFilter:
     state: str = "active"
     start_time: float | None = None  # on COALESCE(event_time, record_time)
     end_time: float | None = None
+    alive_at: float | None = None  # only the memories not expired then (memory_expiry)
+    retention: Retention = ()
 
 
 class MemoryRepository(_Repository):
@@ -1104,6 +1110,10 @@ class MemoryRepository(_Repository):
         if where.end_time is not None:
             sql += " AND COALESCE(m.event_time, m.record_time) < :end"
             params["end"] = where.end_time
+        if where.alive_at is not None:
+            condition, values = alive(where.alive_at, where.retention)
+            sql += f" AND {condition}"
+            params.update(values)
         return sql, params
 
     async def insert(

@@ -320,4 +320,24 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             WHERE memory_state = 'failed';
         """,
     ),
+    (
+        10,
+        # Each version keeps its guard decisions: as SQLite's version 9.
+        """
+        ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]';
+        UPDATE working_memories w SET decisions_json = c.decisions_json
+            FROM commits c WHERE c.commit_id = w.commit_id;
+        """,
+    ),
+    (
+        12,
+        # A memory's lifecycle (issue 35): as SQLite's version 11.
+        """
+        ALTER TABLE memories ADD COLUMN supersedes TEXT NOT NULL DEFAULT '';
+        ALTER TABLE memories ADD COLUMN superseded_by TEXT NOT NULL DEFAULT '';
+        ALTER TABLE memories ADD COLUMN valid_until DOUBLE PRECISION;
+        ALTER TABLE memories ADD COLUMN expire_time DOUBLE PRECISION;
+        CREATE INDEX memories_expiring ON memories (expire_time) WHERE expire_time IS NOT NULL;
+        """,
+    ),
 )

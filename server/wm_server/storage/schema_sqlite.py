@@ -317,4 +317,31 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             " WHERE memory_state = 'failed'",
         ),
     ),
+    (
+        9,
+        # Each working-memory version keeps the guard decisions of the change that stored it
+        # (Phase 2's, as on its commit, or ApplyWorkingMemoryOps'): a client's ops are audited
+        # like a model's. Versions stored before keep their commit's.
+        (
+            "ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]'",
+            "UPDATE working_memories SET decisions_json = (SELECT c.decisions_json FROM commits c"
+            " WHERE c.commit_id = working_memories.commit_id) WHERE commit_id IS NOT NULL"
+            " AND EXISTS (SELECT 1 FROM commits c WHERE c.commit_id = working_memories.commit_id)",
+        ),
+    ),
+    (
+        11,
+        # A memory's lifecycle (issue 35): a memory that replaces older ones names them
+        # (supersedes: memory ids, space-separated), each of those is SUPERSEDED, names its
+        # successor and keeps when it stopped holding (valid_until); expire_time is when the
+        # maintenance loop forgets it (NULL: its type's default retention, or never).
+        (
+            "ALTER TABLE memories ADD COLUMN supersedes TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE memories ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE memories ADD COLUMN valid_until REAL",
+            "ALTER TABLE memories ADD COLUMN expire_time REAL",
+            "CREATE INDEX memories_expiring ON memories (expire_time)"
+            " WHERE expire_time IS NOT NULL",
+        ),
+    ),
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from wm_server.storage.memory_lifecycle import LifecycleRepository
 from wm_server.storage.repositories import (
     ArchiveRepository,
     CommitRepository,
@@ -49,6 +50,7 @@ class Repositories:
         self.requests = RequestRepository(conn, dialect)
         self.secrets = SecretRepository(conn, dialect)
         self.memories = MemoryRepository(conn, dialect)
+        self.memory_lifecycle = LifecycleRepository(conn, dialect)
 
 
 class UnitOfWork:
@@ -74,6 +76,7 @@ class UnitOfWork:
         self.requests = repositories.requests
         self.secrets = repositories.secrets
         self.memories = repositories.memories
+        self.memory_lifecycle = repositories.memory_lifecycle
 
     async def write(self, *writes: Write) -> None:
         """Run data-modifying statements that do not read each other's rows: the engine may

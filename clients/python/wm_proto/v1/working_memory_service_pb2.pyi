@@ -74,6 +74,42 @@ Completions; text as "message" items, calls as "function_call" items and results
 """
 Global___ContextFormat: _TypeAlias = ContextFormat  # noqa: Y015
 
+class _ContextPart:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ContextPartEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ContextPart.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CONTEXT_PART_UNSPECIFIED: _ContextPart.ValueType  # 0
+    """Not set (never in a response)."""
+    CONTEXT_PART_RECALLED_MEMORIES: _ContextPart.ValueType  # 1
+    """The long-term memories recalled into system_prompt_addition."""
+    CONTEXT_PART_WORKING_MEMORY: _ContextPart.ValueType  # 2
+    """The working memory (the "[Session History Summary]" message)."""
+    CONTEXT_PART_UNCOVERED_ARCHIVES: _ContextPart.ValueType  # 3
+    """Archived messages no completed working memory covers yet."""
+    CONTEXT_PART_LIVE_MESSAGES: _ContextPart.ValueType  # 4
+    """Live messages before the current turn."""
+    CONTEXT_PART_CURRENT_TURN: _ContextPart.ValueType  # 5
+    """The current turn: the newest user request and every step since."""
+
+class ContextPart(_ContextPart, metaclass=_ContextPartEnumTypeWrapper):
+    """A part of an assembled context."""
+
+CONTEXT_PART_UNSPECIFIED: ContextPart.ValueType  # 0
+"""Not set (never in a response)."""
+CONTEXT_PART_RECALLED_MEMORIES: ContextPart.ValueType  # 1
+"""The long-term memories recalled into system_prompt_addition."""
+CONTEXT_PART_WORKING_MEMORY: ContextPart.ValueType  # 2
+"""The working memory (the "[Session History Summary]" message)."""
+CONTEXT_PART_UNCOVERED_ARCHIVES: ContextPart.ValueType  # 3
+"""Archived messages no completed working memory covers yet."""
+CONTEXT_PART_LIVE_MESSAGES: ContextPart.ValueType  # 4
+"""Live messages before the current turn."""
+CONTEXT_PART_CURRENT_TURN: ContextPart.ValueType  # 5
+"""The current turn: the newest user request and every step since."""
+Global___ContextPart: _TypeAlias = ContextPart  # noqa: Y015
+
 class _SearchMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -936,6 +972,8 @@ class AssembleContextResponse(_message.Message):
     EFFECTIVE_TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     RECALLED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
     MEMORY_TOKENS_FIELD_NUMBER: _builtins.int
+    PARTS_FIELD_NUMBER: _builtins.int
+    USABLE_TOKENS_FIELD_NUMBER: _builtins.int
     RENDERED_JSON_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
     """Text to add to the system prompt: how to read the summary and recall archives, naming
@@ -964,6 +1002,10 @@ class AssembleContextResponse(_message.Message):
     """
     memory_tokens: _builtins.int
     """Estimated tokens of the recalled memories block."""
+    usable_tokens: _builtins.int
+    """The tokens the parts shared: token_budget (or effective_token_budget) less the reply
+    reserve and the instructions.
+    """
     rendered_json: _builtins.str
     """The context as JSON for the API the request's format names (a JSON array: that API's
     messages or input items); empty when format is unspecified.
@@ -990,6 +1032,10 @@ class AssembleContextResponse(_message.Message):
     def recalled_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The memories recalled into system_prompt_addition, best first."""
 
+    @_builtins.property
+    def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextPartUsage]:
+        """What each part of the context needed, kept and lost, in the order the parts appear."""
+
     def __init__(
         self,
         *,
@@ -1008,15 +1054,55 @@ class AssembleContextResponse(_message.Message):
         effective_token_budget: _builtins.int = ...,
         recalled_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
         memory_tokens: _builtins.int = ...,
+        parts: _abc.Iterable[Global___ContextPartUsage] | None = ...,
+        usable_tokens: _builtins.int = ...,
         rendered_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "recalled_memory_ids", b"recalled_memory_ids", "rendered_json", b"rendered_json", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "parts", b"parts", "recalled_memory_ids", b"recalled_memory_ids", "rendered_json", b"rendered_json", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "usable_tokens", b"usable_tokens", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AssembleContextResponse: _TypeAlias = AssembleContextResponse  # noqa: Y015
+
+@_typing.final
+class ContextPartUsage(_message.Message):
+    """What one part of an assembled context needed and got."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PART_FIELD_NUMBER: _builtins.int
+    NEEDED_TOKENS_FIELD_NUMBER: _builtins.int
+    KEPT_TOKENS_FIELD_NUMBER: _builtins.int
+    DROPPED_ITEMS_FIELD_NUMBER: _builtins.int
+    part: Global___ContextPart.ValueType
+    """The part."""
+    needed_tokens: _builtins.int
+    """Estimated tokens of the part whole (the working memory within its own bound; the
+    recalled memories: every memory found for the request).
+    """
+    kept_tokens: _builtins.int
+    """Estimated tokens the part has in the context."""
+    dropped_items: _builtins.int
+    """Items the part lost: working-memory bullets trimmed, messages dropped, memories that did
+    not fit the recall budget.
+    """
+    def __init__(
+        self,
+        *,
+        part: Global___ContextPart.ValueType = ...,
+        needed_tokens: _builtins.int = ...,
+        kept_tokens: _builtins.int = ...,
+        dropped_items: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped_items", b"dropped_items", "kept_tokens", b"kept_tokens", "needed_tokens", b"needed_tokens", "part", b"part"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContextPartUsage: _TypeAlias = ContextPartUsage  # noqa: Y015
 
 @_typing.final
 class ListArchivesRequest(_message.Message):
@@ -1615,10 +1701,15 @@ class SearchMemoriesRequest(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """Free text; its words (at most 32 are used) are ranked: 1-1,000 characters after trimming."""
     limit: _builtins.int
     """At most this many hits: 0 means 10, 1-50 (more is INVALID_ARGUMENT)."""
+    include_superseded: _builtins.bool
+    """Also superseded memories (state SUPERSEDED), ranked below every current one: what the
+    owner used to hold true. Default: current memories only.
+    """
     @_builtins.property
     def owner(self) -> Global___MemoryOwner:
         """Whose memories."""
@@ -1644,10 +1735,11 @@ class SearchMemoriesRequest(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
         limit: _builtins.int = ...,
+        include_superseded: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "owner", b"owner", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "include_superseded", b"include_superseded", "limit", b"limit", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1908,6 +2000,223 @@ class UpdateMemoryRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___UpdateMemoryRequest: _TypeAlias = UpdateMemoryRequest  # noqa: Y015
+
+@_typing.final
+class RetireMemoryRequest(_message.Message):
+    """Request of RetireMemory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    """The memory."""
+    reason: _builtins.str
+    """Why it no longer holds: 1-500 characters after trimming (kept as the memory's
+    retire_reason; a memory is never retired silently).
+    """
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetireMemoryRequest: _TypeAlias = RetireMemoryRequest  # noqa: Y015
+
+@_typing.final
+class PreviewMemoryExtractionRequest(_message.Message):
+    """Request of PreviewMemoryExtraction."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session: its owner's memories are what the ops are judged against, and its model
+    provider and extraction setting apply.
+    """
+    @_builtins.property
+    def archive_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Archives of the session to read (archive_001, ...), at most 20. Empty, with no
+        messages: the session's live messages (what its next commit would archive).
+        """
+
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
+        """Messages to read instead of the session's: at most 1,000, under the rules of
+        AddMessages; not with archive_ids. Their relative times ("yesterday") are resolved
+        against the time of the request.
+        """
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        archive_ids: _abc.Iterable[_builtins.str] | None = ...,
+        messages: _abc.Iterable[_resources_pb2.Message] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_ids", b"archive_ids", "messages", b"messages", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreviewMemoryExtractionRequest: _TypeAlias = PreviewMemoryExtractionRequest  # noqa: Y015
+
+@_typing.final
+class MemoryOpPreview(_message.Message):
+    """One op extraction would propose, with the guards' verdict on it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class FieldsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    OP_INDEX_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    FIELDS_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
+    TARGET_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    SOURCE_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    VERDICT_FIELD_NUMBER: _builtins.int
+    VERDICT_REASON_FIELD_NUMBER: _builtins.int
+    op_index: _builtins.int
+    """The op's position in the provider's answer, from 0."""
+    kind: _resources_pb2.MemoryOpKind.ValueType
+    """What it would do."""
+    type: _resources_pb2.MemoryType.ValueType
+    """The memory's type (unset for RETIRE)."""
+    text: _builtins.str
+    """The memory's text (empty for RETIRE)."""
+    reason: _builtins.str
+    """The op's own reason (UPDATE, RETIRE)."""
+    verdict: _resources_pb2.MemoryOpVerdict.ValueType
+    """What the guards would do with it."""
+    verdict_reason: _builtins.str
+    """Why (which memory a duplicate repeats, what a refused op lacks)."""
+    @_builtins.property
+    def fields(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Its structured fields (the subject, a decision's reason and who agreed, ...)."""
+
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp:
+        """When what it states happened or holds from; unset when not dated."""
+
+    @_builtins.property
+    def target_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The existing memories it names (UPDATE, MERGE, RETIRE)."""
+
+    @_builtins.property
+    def source_message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The messages that state it."""
+
+    def __init__(
+        self,
+        *,
+        op_index: _builtins.int = ...,
+        kind: _resources_pb2.MemoryOpKind.ValueType = ...,
+        type: _resources_pb2.MemoryType.ValueType = ...,
+        text: _builtins.str = ...,
+        fields: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
+        target_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reason: _builtins.str = ...,
+        source_message_ids: _abc.Iterable[_builtins.str] | None = ...,
+        verdict: _resources_pb2.MemoryOpVerdict.ValueType = ...,
+        verdict_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "fields", b"fields", "kind", b"kind", "op_index", b"op_index", "reason", b"reason", "source_message_ids", b"source_message_ids", "target_memory_ids", b"target_memory_ids", "text", b"text", "type", b"type", "verdict", b"verdict", "verdict_reason", b"verdict_reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryOpPreview: _TypeAlias = MemoryOpPreview  # noqa: Y015
+
+@_typing.final
+class PreviewMemoryExtractionResponse(_message.Message):
+    """Response of PreviewMemoryExtraction."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPS_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    EMPTY_REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    PROBLEMS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    state: _resources_pb2.MemoryExtractionState.ValueType
+    """How the extraction would end: EXTRACTED, OFF or FAILED."""
+    empty_reason: _resources_pb2.MemoryExtractionEmptyReason.ValueType
+    """Why it would write nothing; UNSPECIFIED when some op would be applied (or it is OFF)."""
+    message: _builtins.str
+    """Why it would be off or failed."""
+    message_count: _builtins.int
+    """Messages read."""
+    @_builtins.property
+    def ops(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryOpPreview]:
+        """Every op proposed, in the provider's order, each with its verdict."""
+
+    @_builtins.property
+    def problems(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What reading the provider's answer took (repairs, dropped ops), at most 50."""
+
+    @_builtins.property
+    def usage(self) -> _resources_pb2.TokenUsage:
+        """Tokens of the extraction calls."""
+
+    def __init__(
+        self,
+        *,
+        ops: _abc.Iterable[Global___MemoryOpPreview] | None = ...,
+        state: _resources_pb2.MemoryExtractionState.ValueType = ...,
+        empty_reason: _resources_pb2.MemoryExtractionEmptyReason.ValueType = ...,
+        message: _builtins.str = ...,
+        problems: _abc.Iterable[_builtins.str] | None = ...,
+        usage: _resources_pb2.TokenUsage | None = ...,
+        message_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["empty_reason", b"empty_reason", "message", b"message", "message_count", b"message_count", "ops", b"ops", "problems", b"problems", "state", b"state", "usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreviewMemoryExtractionResponse: _TypeAlias = PreviewMemoryExtractionResponse  # noqa: Y015
 
 @_typing.final
 class DeleteMemoryRequest(_message.Message):
