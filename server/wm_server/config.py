@@ -13,10 +13,24 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from wm_core import MAX_PENDING_TOKENS, MEMORY_TYPES
+from wm_server.search.analyzer import languages
+
+
+def _text_language(value: str) -> str:
+    if value not in languages():
+        raise ValueError(f"not a stemmer language: {value!r} (one of {', '.join(languages())})")
+    return value
 
 
 class LlmProviderName(StrEnum):
@@ -181,12 +195,10 @@ class Settings(BaseSettings):
     # 0 turns consolidation off.
     memory_consolidation_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
     heartbeat_seconds: Seconds = 10.0
-    # PostgreSQL's text search configuration for ranked search (memories and archived
-    # messages). "simple" (the default) lower-cases and never stems, exactly like SQLite's
-    # FTS5 unicode61 tokenizer, so both engines find the same rows, in any language, and a
-    # name or an identifier matches only itself; "english" (or another language) stems. A
-    # change re-indexes at the next start.
-    text_search_config: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "simple"
+    # The language of the text analyzer of ranked search (memories and archived messages,
+    # both engines): its Snowball stemmer, and English stop words when "english". A change
+    # re-indexes at the next start (wm_server/search/analyzer.py).
+    text_language: Annotated[str, AfterValidator(_text_language)] = "english"
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
     # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves

@@ -233,7 +233,7 @@ async def similar_memories(
 ) -> list[MemoryRecord]:
     """The owner's active memories most similar to ``text``, best first."""
     found = await uow.memories.ranked(
-        MemoryFilter(tenant, owner.key), query_words(text), max(1, min(limit, MAX_LIMIT))
+        MemoryFilter(tenant, owner.key), uow.memories.terms(text), max(1, min(limit, MAX_LIMIT))
     )
     return [record_of(row) for row, _ in found]
 
@@ -437,11 +437,12 @@ class MemoryService:
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
             where = self._filter(owner.key, kinds, "active", start, end)
-            found = await uow.memories.ranked(where, words, limit or DEFAULT_LIMIT)
+            terms = uow.memories.terms(query)
+            found = await uow.memories.ranked(where, terms, limit or DEFAULT_LIMIT)
             if include_superseded and len(found) < (limit or DEFAULT_LIMIT):  # ranked below
                 where = self._filter(owner.key, kinds, "superseded", start, end)
                 found += await uow.memories.ranked(
-                    where, words, (limit or DEFAULT_LIMIT) - len(found)
+                    where, terms, (limit or DEFAULT_LIMIT) - len(found)
                 )
             views = await _views(uow, [row for row, _ in found])
         return [
@@ -453,8 +454,8 @@ class MemoryService:
         self, uow: UnitOfWork, session: SessionRow, request: str, limit: int
     ) -> list[MemoryRow]:
         """The session owner's memories ranked for a user request (AssembleContext)."""
-        words = query_words(request[: MAX_QUERY * 4])
-        found = await uow.memories.ranked(self._filter(owner_of(session).key), words, limit)
+        terms = uow.memories.terms(request[: MAX_QUERY * 4])
+        found = await uow.memories.ranked(self._filter(owner_of(session).key), terms, limit)
         return [row for row, _ in found]
 
     async def list(

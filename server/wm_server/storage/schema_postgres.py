@@ -17,7 +17,7 @@ MESSAGE_TEXT = (
     " FROM json_array_elements(CAST({column} AS json)) e)"
 )
 # The text search configuration the migration indexes with; the server re-indexes at start
-# when WM_TEXT_SEARCH_CONFIG names another one (``PostgresDatabase``).
+# (from version 10 on, rows hold the analyzer's terms: storage/text_reindex.py).
 INITIAL_TEXT_SEARCH_CONFIG = "simple"
 
 MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
@@ -327,6 +327,17 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]';
         UPDATE working_memories w SET decisions_json = c.decisions_json
             FROM commits c WHERE c.commit_id = w.commit_id;
+        """,
+    ),
+    (
+        11,
+        # The text analyzer (issue 34): rows are indexed with the analyzer's terms under the
+        # "simple" configuration (storage/text_reindex.py re-indexes the rows of a database
+        # from before this version at start); the configuration is no longer a setting. An
+        # archived message's number of terms is its length for BM25 (ArchiveRepository.ranked).
+        """
+        DELETE FROM server_secrets WHERE name = 'text_search_config';
+        ALTER TABLE archived_texts ADD COLUMN terms INTEGER NOT NULL DEFAULT 0
         """,
     ),
     (

@@ -330,6 +330,20 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         ),
     ),
     (
+        10,
+        # The text analyzer (issue 34): an archived message's number of terms (its length
+        # for BM25, ArchiveRepository.ranked); its index is rewritten in place when the
+        # analyzer changes (storage/text_reindex.py, at start, which also
+        # re-indexes the rows of a database from before this version).
+        (
+            "ALTER TABLE archived_texts ADD COLUMN terms INTEGER NOT NULL DEFAULT 0",
+            "CREATE TRIGGER archived_reindexed AFTER UPDATE OF body ON archived_texts BEGIN"
+            " INSERT INTO archived_fts (archived_fts, rowid, body)"
+            " VALUES ('delete', old.id, old.body);"
+            " INSERT INTO archived_fts (rowid, body) VALUES (new.id, new.body); END",
+        ),
+    ),
+    (
         11,
         # A memory's lifecycle (issue 35): a memory that replaces older ones names them
         # (supersedes: memory ids, space-separated), each of those is SUPERSEDED, names its
