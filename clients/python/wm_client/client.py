@@ -351,16 +351,20 @@ class WmClient:
         registered_tools: Sequence[str] | None = None,
         recall_memories: bool = False,
         memory_token_budget: int = 0,
+        context_format: api.ContextFormat.ValueType = api.CONTEXT_FORMAT_UNSPECIFIED,
     ) -> api.AssembleContextResponse:
         """The next model context within ``token_budget`` tokens; with
         ``registered_tools`` (e.g. ``ToolExecutor.names``), its system-prompt addition names
         only those tools; with ``recall_memories``, it ends with the long-term memories
-        relevant to the newest user request (within ``memory_token_budget``, 0: 1,000)."""
+        relevant to the newest user request (within ``memory_token_budget``, 0: 1,000); with
+        ``context_format`` (e.g. ``CONTEXT_FORMAT_OPENAI_CHAT_COMPLETIONS``), ``rendered_json``
+        holds the context as that API's messages or input items."""
         request = api.AssembleContextRequest(
             session_id=session_id,
             token_budget=token_budget,
             system_prompt=system_prompt,
             include_anthropic_json=include_anthropic_json,
+            format=context_format,
         )
         if recall_memories:
             request.memory_recall.CopyFrom(
@@ -528,6 +532,33 @@ class WmClient:
             request_id=request_id or new_request_id(),
         )
         return await self._unary(self._stub.CreateMemory, request)
+
+    async def update_memory(
+        self,
+        memory_id: str,
+        *,
+        text: str | None = None,
+        memory_type: pb.MemoryType.ValueType | None = None,
+        reason: str = "",
+        request_id: str | None = None,
+    ) -> pb.Memory:
+        """Correct a memory: write the fields given (the superseded version stays in its
+        history with ``reason``; empty: "user correction")."""
+        memory = pb.Memory(memory_id=memory_id)
+        paths: list[str] = []
+        if text is not None:
+            memory.text, paths = text, [*paths, "text"]
+        if memory_type is not None:
+            memory.type, paths = memory_type, [*paths, "type"]
+        if not paths:
+            raise ValueError("update_memory needs text or memory_type")
+        request = api.UpdateMemoryRequest(
+            memory=memory,
+            update_mask=field_mask_pb2.FieldMask(paths=paths),
+            reason=reason,
+            request_id=request_id or new_request_id(),
+        )
+        return await self._unary(self._stub.UpdateMemory, request)
 
     async def delete_memory(self, memory_id: str, *, request_id: str | None = None) -> None:
         """Forget a memory: store, index and history."""

@@ -42,6 +42,7 @@ from wm_server.services.context import (
     recall_options,
     tool_definitions,
 )
+from wm_server.services.context_formats import ContextFormat, context_format, render
 from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
 from wm_server.services.memory_lifecycle import supersedes_in
@@ -325,12 +326,13 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.memory_recall.token_budget,
             request.memory_recall.max_memories,
         )
+        fmt = context_format(request.format)
         recalled: list[str] = []
         result, wm, uncovered, budget = await self._context.assemble(
             request.session_id,
             request.token_budget,
             request.system_prompt,
-            request.include_anthropic_json,
+            int(request.include_anthropic_json) + int(fmt is not ContextFormat.UNSPECIFIED),
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
             recall,
             recalled,
@@ -363,6 +365,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 for p in result.parts
             ],
             usable_tokens=result.usable_tokens,
+            rendered_json=render(
+                fmt, result.messages, request.system_prompt, result.system_prompt_addition
+            ),
         )
 
     async def GetToolDefinitions(
