@@ -18,7 +18,7 @@ from wm_server.app import Application
 
 CONFIG = Path(str(packaged(SERVICE_CONFIG_FILE)))
 SERVICE = api.DESCRIPTOR.services_by_name["WorkingMemoryService"]
-READ_ONLY = re.compile(r"^(Get|List|Search|Assemble|Watch)")
+READ_ONLY = re.compile(r"^(Get|List|Search|Assemble|Watch|Preview)")  # methods that write nothing
 DURATION = re.compile(r"^\d+(\.\d{1,9})?s$")
 
 

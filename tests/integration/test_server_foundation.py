@@ -18,7 +18,7 @@ EXPECTED_RPCS = {
     "WatchCommit", "GetCommit", "ListCommits", "RetryCommit", "Compact", "GetWorkingMemory",
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
     "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs", "SearchMemories",
-    "ListMemories", "GetMemory", "CreateMemory", "UpdateMemory", "DeleteMemory", "RetireMemory",
+    "ListMemories", "GetMemory", "CreateMemory", "UpdateMemory", "DeleteMemory", "RetireMemory", "RemoveRecentMessages",
     "PreviewMemoryExtraction",
 }  # fmt: skip
 
