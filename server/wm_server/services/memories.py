@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -41,6 +41,7 @@ from wm_core import (
 )
 from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
 from wm_server.services import idempotency, paging, validation
+from wm_server.services.recall import HybridRecall, QueryVector, Semantic, no_vector
 from wm_server.services.sessions import find_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
@@ -118,6 +119,8 @@ class MemoryHit:
     view: MemoryView
     score: float
     snippet: str
+    lexical: float = 0.0  # the fused score's parts (services.recall)
+    dense: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,9 +399,19 @@ def search_query(query: str) -> list[str]:
 
 
 class MemoryService:
-    def __init__(self, database: Database, *, tokens: paging.PageTokens | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        tokens: paging.PageTokens | None = None,
+        recall: HybridRecall | None = None,
+        written: Callable[[], None] | None = None,
+    ) -> None:
         self._db = database
         self._tokens = tokens or paging.PageTokens.random()
+        self.hybrid = recall or HybridRecall(None)
+        # Called after a memory write commits: the embedding loop embeds it (never inline).
+        self._written = written or (lambda: None)
 
     async def search(
         self,
@@ -409,30 +422,56 @@ class MemoryService:
         end: float | None,
         limit: int,
     ) -> list[MemoryHit]:
+        return (await self.search_fused(spec, query, types, start, end, limit))[0]
+
+    async def search_fused(
+        self,
+        spec: OwnerSpec,
+        query: str,
+        types: Sequence[str],
+        start: float | None,
+        end: float | None,
+        limit: int,
+        min_score: float = 0.0,
+    ) -> tuple[list[MemoryHit], Semantic, int]:
+        """The owner's memories by the fused lexical and dense ranking (services.recall);
+        how much of it was by meaning, and how many memories have no vector yet."""
         spec.check()
         words = search_query(query)
         kinds = tuple(memory_type(t, "types").value for t in types)
         if not 0 <= limit <= MAX_LIMIT:
             raise invalid("limit", f"must be 0-{MAX_LIMIT}", "OUT_OF_RANGE")
+        if not 0.0 <= min_score <= 1.0:
+            raise invalid("min_score", "must be 0-1", "OUT_OF_RANGE")
+        vector = await self.hybrid.embed_query(query.strip())
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
             where = MemoryFilter(current_tenant(), owner.key, kinds, "active", start, end)
-            found = await uow.memories.ranked(where, words, limit or DEFAULT_LIMIT)
-            views = await _views(uow, [row for row, _ in found])
-        return [
-            MemoryHit(view, score, snippet(view.row.text, words))
-            for view, (_, score) in zip(views, found, strict=True)
-        ]
+            found, status, unembedded = await self.hybrid.memories(
+                uow, vector, where, words, limit or DEFAULT_LIMIT, min_score
+            )
+            views = await _views(uow, [f.row for f in found])
+        hits = [
+            MemoryHit(view, f.fused.score, snippet(view.row.text, words), f.fused.lexical,
+                      f.fused.dense)
+            for view, f in zip(views, found, strict=True)
+        ]  # fmt: skip
+        return hits, status, unembedded
 
     async def recall(
-        self, uow: UnitOfWork, session: SessionRow, request: str, limit: int
+        self,
+        uow: UnitOfWork,
+        session: SessionRow,
+        request: str,
+        limit: int,
+        vector: QueryVector | None = None,
     ) -> list[MemoryRow]:
-        """The session owner's memories ranked for a user request (AssembleContext)."""
+        """The session owner's memories ranked for a user request (AssembleContext), by the
+        fused search when the caller embedded the request (``vector``)."""
         words = query_words(request[: MAX_QUERY * 4])
-        found = await uow.memories.ranked(
-            MemoryFilter(current_tenant(), owner_of(session).key), words, limit
-        )
-        return [row for row, _ in found]
+        where = MemoryFilter(current_tenant(), owner_of(session).key)
+        found, _, _ = await self.hybrid.memories(uow, vector or no_vector(), where, words, limit)
+        return [f.row for f in found]
 
     async def list(
         self, spec: OwnerSpec, types: Sequence[str], state: str, page_size: int, page_token: str
@@ -487,6 +526,7 @@ class MemoryService:
             )
             view = (await _views(uow, [row]))[0]
             await uow.commit()
+        self._written()
         return view, existed
 
     @retry_conflicts
@@ -532,6 +572,7 @@ class MemoryService:
             sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
             history = await uow.memories.versions(row.mid)
             await uow.commit()
+        self._written()
         return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
 
     @retry_conflicts

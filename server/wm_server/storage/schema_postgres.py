@@ -320,4 +320,26 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             WHERE memory_state = 'failed';
         """,
     ),
+    (
+        11,
+        # Recall by meaning (issue 34): as SQLite's version 10.
+        """
+        CREATE TABLE message_vectors (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            position BIGINT NOT NULL,
+            seq BIGINT NOT NULL,
+            model TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            vector BYTEA NOT NULL,
+            PRIMARY KEY (sid, position)
+        );
+        CREATE TABLE memory_vectors (
+            mid BIGINT PRIMARY KEY REFERENCES memories(mid) ON DELETE CASCADE,
+            version BIGINT NOT NULL,
+            model TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            vector BYTEA NOT NULL
+        );
+        """,
+    ),
 )

@@ -25,6 +25,7 @@ from wm_server.storage.repositories import (
     ToolOutputRepository,
     WorkingMemoryRepository,
 )
+from wm_server.storage.vectors import VectorRepository
 
 if TYPE_CHECKING:
     from wm_server.storage.database import Connection, Dialect
@@ -49,6 +50,7 @@ class Repositories:
         self.requests = RequestRepository(conn, dialect)
         self.secrets = SecretRepository(conn, dialect)
         self.memories = MemoryRepository(conn, dialect)
+        self.vectors = VectorRepository(conn, dialect)
 
 
 class UnitOfWork:
@@ -74,6 +76,7 @@ class UnitOfWork:
         self.requests = repositories.requests
         self.secrets = repositories.secrets
         self.memories = repositories.memories
+        self.vectors = repositories.vectors
 
     async def write(self, *writes: Write) -> None:
         """Run data-modifying statements that do not read each other's rows: the engine may

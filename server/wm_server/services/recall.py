@@ -1,0 +1,184 @@
+"""One fused search for every recall path: lexical ranking + cosine over stored vectors.
+
+SearchArchives (hybrid mode), SearchMemories, AssembleContext's recall and the recall tools
+all come here. The query is embedded first (before any connection is held); then, in the
+caller's unit of work, the lexical ranking (the engines' full-text index, a list of (key,
+score)) and the dense ranking (brute-force cosine over the scope's stored vectors) each give
+their candidates and :func:`wm_server.embedding.fusion.fuse` merges them.
+
+Never an error, never silently lexical: with no embedder (``WM_EMBEDDER=none``), or one that
+fails or times out, the answer is the lexical ranking with ``status`` saying why
+(:class:`Semantic`), and the fault is counted. Rows not embedded yet are still found
+lexically; the answer says how many there are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Protocol
+
+import structlog
+
+from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
+from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
+from wm_server.storage.records import MemoryRow
+from wm_server.storage.repositories import MemoryFilter
+from wm_server.storage.unit_of_work import UnitOfWork
+
+log = structlog.get_logger("wm_server.recall")
+
+# How long a query waits for its vector before the search answers lexically.
+QUERY_TIMEOUT = 1.0
+
+
+class Semantic(IntEnum):
+    """How much of an answer was ranked by meaning (the proto's SemanticRecall values)."""
+
+    UNSPECIFIED = 0
+    FULL = 1  # every row searched had a vector
+    PARTIAL = 2  # some rows are not embedded yet: they were ranked lexically only
+    OFF = 3  # no embedder configured
+    DEGRADED = 4  # the embedder failed or timed out: lexical only
+
+
+class RecallObserver(Protocol):
+    def recall_degraded(self, reason: str) -> None: ...
+
+    def recall_empty(self, kind: str) -> None: ...
+
+
+class _NoObserver:
+    def recall_degraded(self, reason: str) -> None:
+        return None
+
+    def recall_empty(self, kind: str) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVector:
+    vector: Vectors | None
+    status: Semantic
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveHit:
+    sid: int
+    seq: int
+    position: int
+    fused: Fused[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFound:
+    row: MemoryRow
+    fused: Fused[int]
+
+
+class HybridRecall:
+    def __init__(
+        self,
+        embedder: Embedder | None,
+        *,
+        observer: RecallObserver | None = None,
+        timeout: float = QUERY_TIMEOUT,
+    ) -> None:
+        self._embedder = embedder
+        self._observer = observer or _NoObserver()
+        self._timeout = timeout
+
+    @property
+    def model(self) -> str | None:
+        return self._embedder.model_id if self._embedder else None
+
+    async def embed_query(self, text: str) -> QueryVector:
+        """The query's vector, or why there is none (counted)."""
+        if self._embedder is None:
+            return QueryVector(None, Semantic.OFF)
+        try:
+            vectors = await asyncio.wait_for(
+                self._embedder.embed([text], TextRole.QUERY), self._timeout
+            )
+        except (EmbedderUnavailable, TimeoutError) as error:
+            reason = "timeout" if isinstance(error, TimeoutError) else "unavailable"
+            self._observer.recall_degraded(reason)
+            log.warning("recall_degraded", reason=reason, error=str(error))
+            return QueryVector(None, Semantic.DEGRADED)
+        return QueryVector(vectors[0], Semantic.FULL)
+
+    def empty(self, kind: str, found: int) -> None:
+        if not found:
+            self._observer.recall_empty(kind)
+
+    async def archives(
+        self,
+        uow: UnitOfWork,
+        query: QueryVector,
+        sids: Sequence[int],
+        words: list[str],
+        only: int | None,
+        limit: int,
+        min_score: float = 0.0,
+    ) -> tuple[list[ArchiveHit], int, Semantic, int]:
+        """(hits best first, candidates that passed ``min_score``, status, rows searched
+        lexically only) of the archived messages of ``sids``."""
+        want = candidates(limit)
+        lexical, _ = await uow.archives.ranked(sids, words, only, want)
+        seqs = {(sid, position): seq for sid, seq, position, _ in lexical}
+        lexical_list = [((sid, position), score) for sid, _, position, score in lexical]
+        dense_list: list[tuple[tuple[int, int], float]] = []
+        status, unembedded = query.status, 0
+        if query.vector is not None and self.model is not None:
+            stored = await uow.vectors.messages(sids, only, self.model)
+            matrix = from_blobs([v for *_, v in stored], query.vector.shape[0])
+            for index, cosine in nearest(query.vector, matrix, want):
+                sid, seq, position, _ = stored[index]
+                seqs[(sid, position)] = seq
+                dense_list.append(((sid, position), cosine))
+            unembedded = await uow.vectors.unembedded_messages(sids, only, self.model)
+            status = Semantic.PARTIAL if unembedded else Semantic.FULL
+        fused = fuse(lexical_list, dense_list, want, min_score=min_score)
+        hits = [ArchiveHit(f.key[0], seqs[f.key], f.key[1], f) for f in fused[:limit]]
+        self.empty("archives", len(hits))
+        return hits, len(fused), status, unembedded
+
+    async def memories(
+        self,
+        uow: UnitOfWork,
+        query: QueryVector,
+        where: MemoryFilter,
+        words: list[str],
+        limit: int,
+        min_score: float = 0.0,
+    ) -> tuple[list[MemoryFound], Semantic, int]:
+        """(memories best first, status, memories ranked lexically only) for ``where``."""
+        want = candidates(limit)
+        lexical = await uow.memories.ranked(where, words, want) if words else []
+        rows = {row.mid: row for row, _ in lexical}
+        dense_list: list[tuple[int, float]] = []
+        status, unembedded = query.status, 0
+        if query.vector is not None and self.model is not None:
+            stored = await uow.vectors.owner_memories(where.tenant, where.owner, self.model)
+            matrix = from_blobs([v for _, v in stored], query.vector.shape[0])
+            near = [(stored[i][0], c) for i, c in nearest(query.vector, matrix, want)]
+            admitted = await uow.memories.among(where, [mid for mid, _ in near if mid not in rows])
+            rows.update((row.mid, row) for row in admitted)
+            dense_list = [(mid, c) for mid, c in near if mid in rows]
+            unembedded = await uow.vectors.unembedded_memories(
+                where.tenant, where.owner, self.model
+            )
+            status = Semantic.PARTIAL if unembedded else Semantic.FULL
+        fused = fuse(
+            [(row.mid, score) for row, score in lexical], dense_list, limit, min_score=min_score
+        )
+        found = [MemoryFound(rows[f.key], f) for f in fused]
+        self.empty("memories", len(found))
+        return found, status, unembedded
+
+
+def no_vector() -> QueryVector:
+    """A query without a vector (lexical ranking only), for callers that have none."""
+    return QueryVector(None, Semantic.OFF)
