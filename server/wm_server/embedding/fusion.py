@@ -71,7 +71,8 @@ def fuse(
         parts.setdefault(key, [0.0, 0.0])[1] = weight * value
         order.setdefault(key, len(order))
     fused = [Fused(key, lex + den, lex, den) for key, (lex, den) in parts.items()]
-    fused = [f for f in fused if f.score > 0 and f.score >= min_score]
+    if min_score > 0:
+        fused = [f for f in fused if f.score >= min_score]
     fused.sort(key=lambda f: (-f.score, order[f.key]))
     return fused[:limit]
 

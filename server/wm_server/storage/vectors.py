@@ -10,9 +10,10 @@ about 10 ms per 100,000 rows here, so no index until measurement asks for one).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wm_server.storage.database import Connection, Dialect
+if TYPE_CHECKING:
+    from wm_server.storage.database import Connection, Dialect
 
 _UPSERT_MESSAGE = (
     "INSERT INTO message_vectors (sid, position, seq, model, dims, vector)"
