@@ -13,9 +13,10 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from wm_client.channel import reachable_address
-from wm_core import WmLimits
+from wm_core import SessionSettings, WmLimits
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server import wire
 from wm_server.api import session_config
 from wm_server.api.admission import Admission, Limits
 from wm_server.api.connect import HttpDoor, start_http_door
@@ -29,7 +30,7 @@ from wm_server.config import ConfigurationError, Settings, split_host_port
 from wm_server.embedding.factory import build_embedder
 from wm_server.errors import InvalidArgument
 from wm_server.event_loop import running_loop_name
-from wm_server.inspector import Inspector, start_inspector
+from wm_server.inspector import ConfigDefaults, Inspector, start_inspector
 from wm_server.llm.factory import (
     ProviderConfigurationError,
     ProviderRegistry,
@@ -296,7 +297,11 @@ async def start_application(
     sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
     recall = HybridRecall(embedder, observer=metrics)
     memories = MemoryService(
-        database, tokens=tokens, recall=recall, written=indexer.wake if indexer else None
+        database,
+        tokens=tokens,
+        on_deleted=maintenance.forgotten,
+        recall=recall,
+        written=indexer.wake if indexer else None,
     )
     servicer = WorkingMemoryServicer(
         sessions=SessionService(
@@ -397,7 +402,9 @@ async def start_application(
         tracing=tracing,
     )
     if settings.inspector_address:
-        app.inspector = await _start_inspector(app, settings, keys_required=keyring is not None)
+        app.inspector = await _start_inspector(
+            app, settings, keys_required=keyring is not None, default_config=default_config
+        )
     if settings.http_address:
         registrations: list[tuple[Callable[..., None], object]] = [
             (service_grpc.add_WorkingMemoryServiceServicer_to_server, servicer),
@@ -442,7 +449,11 @@ def _interceptor(
 
 
 async def _start_inspector(
-    app: Application, settings: Settings, *, keys_required: bool
+    app: Application,
+    settings: Settings,
+    *,
+    keys_required: bool,
+    default_config: SessionSettings,
 ) -> Inspector:
     """The web inspector reads through this server's own gRPC port, over loopback in plain
     text; with TLS on that port it cannot, and says so rather than serve errors."""
@@ -452,7 +463,21 @@ async def _start_inspector(
         raise ConfigurationError("WM_INSPECTOR_ADDRESS: the inspector needs gRPC without TLS")
     try:
         return await start_inspector(
-            settings.inspector_address, reachable_address(app.address), keys_required=keys_required
+            settings.inspector_address,
+            reachable_address(app.address),
+            keys_required=keys_required,
+            config_defaults=ConfigDefaults(
+                server_default=wire.config_out(default_config),
+                unset={
+                    "memory_extraction": f"on (WM_MEMORY_EXTRACTION={settings.memory_extraction})"
+                    if settings.memory_extraction
+                    else "off (WM_MEMORY_EXTRACTION=false)",
+                    "tool_output_inline_chars": f"{settings.tool_output_inline_chars:,}"
+                    " (WM_TOOL_OUTPUT_INLINE_CHARS)",
+                    "model.provider": f"{settings.provider.value} (the server's default provider)",
+                    "model.model": "the provider's configured model",
+                },
+            ),
         )
     except (OSError, ValueError) as exc:
         await app.stop(0)

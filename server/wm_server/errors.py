@@ -22,6 +22,8 @@ class ServiceError(Exception):
     """Base of every error the API reports with a canonical status code."""
 
     code_name = "INTERNAL"
+    # Seconds after which a retry may succeed (google.rpc.RetryInfo); None: say nothing.
+    retry_delay: float | None = None
 
     def __init__(
         self,
@@ -120,7 +122,18 @@ class StorageUnavailable(Unavailable):
 
 class StorageConflict(StorageUnavailable):
     """The database aborted the transaction to resolve a conflict (a deadlock, a
-    serialization failure): running the use case again is safe and usually succeeds."""
+    serialization failure, a concurrent writer that stored the same unique key first):
+    running the use case again is safe and usually succeeds. Use cases run again by
+    themselves (``services.transactions.retry_conflicts``); a caller who still meets one
+    gets ABORTED with RetryInfo (AIP-193: a concurrency conflict), never INTERNAL."""
+
+    code_name = "ABORTED"
+    retry_delay = 0.05
+
+    def __init__(self, message: str) -> None:
+        ServiceError.__init__(
+            self, f"concurrent change: {message}; retry the call", reason="CONCURRENT_MODIFICATION"
+        )
 
 
 class StorageFull(ServiceError):

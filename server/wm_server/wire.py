@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf import any_pb2
@@ -18,7 +18,6 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from wm_core import (
     SECTIONS,
-    Decision,
     Message,
     OpKind,
     Role,
@@ -36,6 +35,7 @@ from wm_server.llm.port import Usage
 
 if TYPE_CHECKING:
     from wm_server.services.memories import MemoryView
+from wm_server.services.validation import clamped, in_timestamp_range
 from wm_server.storage.records import (
     CommitRecord,
     CommitState,
@@ -81,10 +81,12 @@ ERROR_CODES = {
 
 
 def timestamp(seconds: float | None) -> Timestamp | None:
-    if seconds is None:
+    """Epoch seconds as a Timestamp; None for none, and for a stored time a Timestamp cannot
+    carry (written before such times were refused: read as unset, never a failed read)."""
+    if seconds is None or not in_timestamp_range(seconds):
         return None
     ts = Timestamp()
-    _set_time(ts, seconds)
+    _set_time(ts, clamped(seconds))
     return ts
 
 
@@ -311,6 +313,7 @@ def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
         ],
         estimated_tokens=record.estimated_tokens,
         create_time=timestamp(record.create_time),
+        decisions=[decision_out(d) for d in json.loads(record.decisions_json or "[]")],
     )
 
 
@@ -424,10 +427,6 @@ def decision_out(decision: dict[str, Any]) -> pb.GuardDecision:
         restored_items=decision.get("items_restored", []),
         refused_items=decision.get("items_refused", []),
     )
-
-
-def decisions_json(decisions: Iterable[Decision]) -> str:
-    return json.dumps([d.to_dict() for d in decisions], ensure_ascii=False)
 
 
 def op_out(section: str, op: SectionOp) -> pb.SectionOp:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from support.postgres import missing_prerequisite
 from support.providers import SECTION_NAMES
 from support.server_process import ServerProcess, free_port
 
@@ -25,14 +23,6 @@ WM = Path(sys.executable).with_name("wm")
 KEY = "inspector-key-" + "9" * 24
 FILES = "- app/db.py — the schema, do not touch\n- app/cli.py — entry point"
 PLANTED = "- app/cli.py — the planted change"
-
-
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        missing_prerequisite("the browser tests need Chromium: `apt-get install -y chromium`")
-    assert path is not None
-    return path
 
 
 def _keep(**sections: dict[str, str]) -> dict[str, object]:
@@ -107,17 +97,6 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, S
         yield f"http://127.0.0.1:{port}", server
     finally:
         server.terminate()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    path = _chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=path, headless=True)
-        yield chromium
-        chromium.close()
 
 
 def _shot(page: object, name: str) -> None:
@@ -203,3 +182,76 @@ def test_keys_are_enforced(inspector: tuple[str, ServerProcess], browser: object
     missing = other.request.get(f"{base}/sessions/ghost")
     assert missing.status == 404
     other.close()
+
+
+SECURITY = {
+    "content-security-policy": "default-src 'none'",
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+}
+
+
+def _secured(headers: dict[str, str]) -> None:
+    for name, value in SECURITY.items():
+        assert value in headers.get(name, ""), (name, headers)
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    policy = headers["content-security-policy"]
+    assert "script-src 'self';" in policy and "unsafe" not in policy  # no inline script
+
+
+def test_every_answer_sends_the_security_headers_and_the_pages_still_render(
+    inspector: tuple[str, ServerProcess], browser: object
+) -> None:
+    base, _ = inspector
+    context = browser.new_context(http_credentials={"username": "me", "password": KEY})  # type: ignore[attr-defined]
+    console: list[str] = []
+    page = context.new_page()
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    for path in (
+        "/",
+        "/sessions/ins",
+        "/sessions/ins/memory?version=2&against=1",
+        "/search?q=step",
+        "/static/inspector.css",
+    ):
+        response = page.goto(f"{base}{path}")
+        assert response is not None and response.status == 200, path
+        _secured(response.headers)
+    page.goto(f"{base}/sessions/ins")
+    # The stylesheet is applied under the policy (a CSP refusal would leave the default font).
+    family = page.evaluate("getComputedStyle(document.body).fontFamily")
+    assert family and family != "Times New Roman", family
+    assert not [line for line in console if "Content Security Policy" in line], console
+    # Errors carry the headers too: 401 without a key, 404 for an unknown session.
+    anonymous = browser.new_context()  # type: ignore[attr-defined]
+    _secured(anonymous.request.get(f"{base}/").headers)
+    anonymous.close()
+    _secured(context.request.get(f"{base}/sessions/ghost").headers)
+    context.close()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "version=99999999999999999999",
+        "against=99999999999999999999",
+        "version=-1",
+        "version=1e3",
+        "version=%D9%A3",  # an Arabic-Indic digit: isdigit() but not a version
+        "version=abc",
+    ],
+)
+def test_out_of_range_versions_are_400_naming_the_parameter(
+    inspector: tuple[str, ServerProcess], browser: object, query: str
+) -> None:
+    base, _ = inspector
+    context = browser.new_context(http_credentials={"username": "me", "password": KEY})  # type: ignore[attr-defined]
+    answer = context.request.get(f"{base}/sessions/ins/memory?{query}")
+    assert answer.status == 400, (query, answer.status, answer.text())
+    assert query.split("=")[0] in answer.text()
+    _secured(answer.headers)
+    # The largest value the API carries is not a server error either: the version is unknown.
+    top = context.request.get(f"{base}/sessions/ins/memory?version={2**63 - 1}")
+    assert top.status == 404, top.text()
+    context.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import pytest
 from client_support import CONVERSATION, Run, creation_input, run_wm, scripted_server
 
 from support.server_process import ServerProcess, free_port
+from wm_client.client import WmClient
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
 
 TWO_MESSAGES = "\n".join(
     json.dumps(m)
@@ -279,6 +283,72 @@ def test_bad_input_and_bad_usage_are_exit_2(wm: Run, tmp_path: Path) -> None:
     assert wm("assemble", "cli-bad").returncode == 2  # --budget is required
     assert wm("frobnicate").returncode == 2
     assert wm("sessions", "show", "cli-bad").returncode == 4  # nothing was stored
+
+
+def test_after_the_demo_a_client_update_that_drops_paths_restores_every_one(
+    wm: Run, server: ServerProcess
+) -> None:
+    """The bundled session, then ApplyWorkingMemoryOps with a Files & Context that keeps one
+    path: every other path comes back with the files guard's decision, including the
+    home-relative one under a hidden directory the offline summarizer wrote."""
+    assert wm("demo", "--session", "cli-demo-paths").returncode == 0
+
+    async def apply() -> tuple[str, list[str]]:
+        async with WmClient(server.address) as client:
+            before = await client.get_working_memory("cli-demo-paths")
+            files = next(s.body for s in before.sections if s.name == "Files & Context")
+            op = pb.SectionOp(
+                section="Files & Context",
+                kind=pb.SECTION_OP_KIND_UPDATE,
+                content="- ledgerline/main.py — the entry point, edited",
+            )
+            answer = await client.apply_working_memory_ops("cli-demo-paths", [op])
+            restored = [i for d in answer.decisions for i in d.restored_items]
+            return files, restored
+
+    files, restored = asyncio.run(apply())
+    lines = [line for line in files.splitlines() if line.startswith("- ")]
+    dropped = [line for line in lines if "ledgerline/main.py" not in line]
+    assert len(dropped) >= 5, files
+    assert sorted(restored) == sorted(line.strip() for line in dropped)
+
+
+def test_a_small_budget_on_the_demo_is_shared_by_need_and_reported_per_part(
+    wm: Run, server: ServerProcess
+) -> None:
+    """``wm assemble --budget 800`` on the demo emptied Key Facts with 285 tokens unused: the
+    working memory now takes the room the messages leave, and each part says what it got."""
+    assert wm("demo", "--session", "cli-demo-budget").returncode == 0
+
+    async def assemble(budget: int) -> api.AssembleContextResponse:
+        async with WmClient(server.address) as client:
+            return await client.assemble_context("cli-demo-budget", budget)
+
+    for budget in (800, 1_500, 3_000):
+        answer = asyncio.run(assemble(budget))
+        parts = {p.part: p for p in answer.parts}
+        assert set(parts) >= {
+            api.CONTEXT_PART_WORKING_MEMORY,
+            api.CONTEXT_PART_UNCOVERED_ARCHIVES,
+            api.CONTEXT_PART_LIVE_MESSAGES,
+            api.CONTEXT_PART_CURRENT_TURN,
+        }
+        used = sum(
+            p.kept_tokens for p in answer.parts if p.part != api.CONTEXT_PART_RECALLED_MEMORIES
+        )
+        assert used <= answer.usable_tokens
+        wm_part = parts[api.CONTEXT_PART_WORKING_MEMORY]
+        assert wm_part.kept_tokens == answer.working_memory_tokens > 0
+        lost = sum(p.dropped_items for p in answer.parts) + len(answer.cut_parts)
+        if lost:
+            unused = answer.usable_tokens - used
+            assert unused <= answer.usable_tokens // 20 + 16, (budget, unused, answer.parts)
+        if wm_part.kept_tokens < wm_part.needed_tokens:
+            assert wm_part.dropped_items == len(answer.trimmed_items) > 0
+    shown = wm("assemble", "cli-demo-budget", "--budget", "800")
+    assert shown.returncode == 0, shown.stderr
+    assert "working_memory" in shown.stdout and "current_turn" in shown.stdout
+    assert "unused" in shown.stdout
 
 
 @pytest.mark.parametrize("args", [("--help",), ("commit", "--help"), ("demo", "--help")])

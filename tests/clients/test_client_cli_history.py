@@ -299,3 +299,54 @@ def test_sessions_delete_on_a_terminal_does_what_the_answer_says(
     code, _ = _answer_prompt(server.address, "y", "sessions", "delete", "ask")
     assert code == 0
     assert wm("sessions", "show", "ask").returncode == 4
+
+
+def test_client_applied_ops_keep_their_guard_decisions_like_a_commit(tmp_path: Path) -> None:
+    """A version ApplyWorkingMemoryOps stored carries its guard decisions: on the version
+    (GetWorkingMemory), in ``wm memory history`` and in ``wm memory diff``, as a commit's do."""
+    import asyncio
+
+    from wm_client.client import WmClient
+    from wm_proto.v1 import resources_pb2 as pb
+
+    answers: list[dict[str, object]] = [
+        {"tool_input": creation_input(session_title="Fix the CLI", files_context=FILES)}
+    ]
+    server = scripted_server(tmp_path, answers).start(timeout=60)
+    try:
+        assert run_wm(server.address, "add", "c", "-", stdin=_pair(1)).returncode == 0
+        assert run_wm(server.address, "commit", "c", "--keep", "0", "--follow").returncode == 0
+
+        async def apply() -> tuple[int, list[str], list[str]]:
+            async with WmClient(server.address) as client:
+                op = pb.SectionOp(
+                    section="Files & Context",
+                    kind=pb.SECTION_OP_KIND_UPDATE,
+                    content="- app/cli.py — the new entry point",
+                )
+                answer = await client.apply_working_memory_ops("c", [op])
+                stored = await client.get_working_memory("c", version=answer.working_memory.version)
+                return (
+                    stored.version,
+                    [d.guard for d in stored.decisions],
+                    [i for d in stored.decisions for i in d.restored_items],
+                )
+
+        version, guards, restored = asyncio.run(apply())
+        assert version == 2 and guards == ["files"]
+        assert any("app/db.py" in item for item in restored)
+        rows = [
+            json.loads(x)
+            for x in run_wm(server.address, "memory", "history", "c", "--json").stdout.splitlines()
+            if x
+        ]
+        assert rows[1]["commit_id"] == "" and rows[1]["archive_id"] == ""
+        assert rows[1]["decision_count"] == 1
+        table = run_wm(server.address, "memory", "history", "c").stdout
+        line = next(x for x in table.splitlines() if "(client ops)" in x)
+        assert " 1 " in line  # the decision count, not "-"
+        diff = run_wm(server.address, "memory", "diff", "c", "1", "2")
+        assert "guard files on Files & Context" in diff.stdout
+        assert "client ops (v2)" in diff.stdout
+    finally:
+        server.kill()

@@ -72,6 +72,13 @@ def test_wm_memories_search_list_show_and_forget(wm: Run, server: ServerProcess)
     assert [json.loads(line)["memory_id"] for line in listed.stdout.splitlines()] == [memory_id]
     shown = wm("memories", "show", memory_id)
     assert "Ledger moves to Postgres" in shown.stdout and "version 1" in shown.stdout
+    assert wm("memories", "retire", memory_id).returncode == 2  # a reason is required
+    retired = wm("memories", "retire", memory_id, "--reason", "the ledger stays on SQLite")
+    assert retired.returncode == 0, retired.stderr
+    assert "retired " + memory_id + ": the ledger stays on SQLite" in retired.stdout
+    assert wm("memories", "list", "--session", "cli-mem", "--json").stdout == ""
+    kept = wm("memories", "list", "--session", "cli-mem", "--retired", "--json")
+    assert json.loads(kept.stdout)["retire_reason"] == "the ledger stays on SQLite"
     refused = wm("memories", "forget", memory_id)
     assert refused.returncode == 2  # no terminal to confirm on
     assert wm("memories", "forget", memory_id, "--yes").returncode == 0

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from google.protobuf import field_mask_pb2
+from google.protobuf import field_mask_pb2, json_format
+from google.protobuf.timestamp_pb2 import Timestamp
 
+from support.errors import details
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for as make_settings
 from support.providers import ProgrammableProvider
@@ -170,6 +172,148 @@ async def test_a_correction_keeps_history_and_lists_page(stub: Stub) -> None:
     )
     assert len(page.memories) == 3 and len(rest.memories) == 2 and not rest.next_page_token
     assert rest.memories[-1].memory_id == first.memory_id
+
+
+async def test_a_retired_memory_is_kept_with_its_reason_and_no_longer_recalled(
+    stub: Stub,
+) -> None:
+    await _session(stub, "s", "u1")
+    memory = await _remember(stub, "Deploys go out on Fridays", "s")
+    owner = api.MemoryOwner(user_id="u1")
+    found = await stub.SearchMemories(
+        api.SearchMemoriesRequest(owner=owner, query="deploys Fridays"), metadata=ALPHA
+    )
+    assert [h.memory.memory_id for h in found.hits] == [memory.memory_id]
+    for reason in ("  ", "x" * 501):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.RetireMemory(
+                api.RetireMemoryRequest(memory_id=memory.memory_id, reason=reason),
+                metadata=ALPHA,
+            )
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert details(refused.value)[1] == ["reason"]
+    retire = api.RetireMemoryRequest(
+        memory_id=memory.memory_id, reason="we deploy daily now", request_id="r-1"
+    )
+    retired = await stub.RetireMemory(retire, metadata=ALPHA)
+    assert retired.state == pb.MEMORY_STATE_RETIRED
+    assert retired.retire_reason == "we deploy daily now"
+    assert (await stub.RetireMemory(retire, metadata=ALPHA)) == retired  # a retry: same answer
+    again = await stub.RetireMemory(
+        api.RetireMemoryRequest(memory_id=memory.memory_id, reason="another", request_id="r-2"),
+        metadata=ALPHA,
+    )
+    assert again.retire_reason == "we deploy daily now"  # already retired: unchanged
+    found = await stub.SearchMemories(
+        api.SearchMemoriesRequest(owner=owner, query="deploys Fridays"), metadata=ALPHA
+    )
+    assert not found.hits
+    listed = await stub.ListMemories(
+        api.ListMemoriesRequest(owner=owner, state=pb.MEMORY_STATE_RETIRED), metadata=ALPHA
+    )
+    assert [m.memory_id for m in listed.memories] == [memory.memory_id]
+    # The same text may be remembered again: a retired memory is no duplicate.
+    fresh = await _remember(stub, "Deploys go out on Fridays", "s")
+    assert fresh.memory_id != memory.memory_id
+    missing = stub.RetireMemory(
+        api.RetireMemoryRequest(memory_id="mem_00000000000000000000", reason="gone"),
+        metadata=ALPHA,
+    )
+    assert await _code(missing) == grpc.StatusCode.NOT_FOUND
+    foreign = stub.RetireMemory(
+        api.RetireMemoryRequest(memory_id=memory.memory_id, reason="not yours"), metadata=BETA
+    )
+    assert await _code(foreign) == grpc.StatusCode.NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    ("seconds", "nanos"),
+    [(253_402_300_800, 0), (-(2**40), 0), (0, -1), (0, 1_000_000_000), (2**62, 0)],
+)
+async def test_times_a_timestamp_cannot_carry_are_refused_naming_the_field(
+    stub: Stub, seconds: int, nanos: int
+) -> None:
+    await _session(stub, "s", "u1")
+    when = Timestamp(seconds=seconds, nanos=nanos)
+    memory = await _remember(stub, "Started pottery classes", "s")
+    calls = {
+        "memory.event_time": [
+            stub.CreateMemory(
+                api.CreateMemoryRequest(
+                    owner=api.MemoryOwner(session_id="s"),
+                    memory=pb.Memory(type=pb.MEMORY_TYPE_EVENT, text="x", event_time=when),
+                ),
+                metadata=ALPHA,
+            ),
+            stub.UpdateMemory(
+                api.UpdateMemoryRequest(
+                    memory=pb.Memory(memory_id=memory.memory_id, event_time=when),
+                    update_mask=field_mask_pb2.FieldMask(paths=["event_time"]),
+                ),
+                metadata=ALPHA,
+            ),
+        ],
+        "start_time": [
+            stub.SearchMemories(
+                api.SearchMemoriesRequest(
+                    owner=api.MemoryOwner(user_id="u1"), query="pottery", start_time=when
+                ),
+                metadata=ALPHA,
+            )
+        ],
+    }
+    for field, pending in calls.items():
+        for call in pending:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await call
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert details(refused.value)[1] == [field]
+    got = await stub.GetMemory(api.GetMemoryRequest(memory_id=memory.memory_id), metadata=ALPHA)
+    assert not got.HasField("event_time") and got.version == 1  # nothing changed
+    edge = await stub.CreateMemory(  # the last second a Timestamp carries is fine
+        api.CreateMemoryRequest(
+            owner=api.MemoryOwner(session_id="s"),
+            memory=pb.Memory(
+                type=pb.MEMORY_TYPE_EVENT,
+                text="At the end of time",
+                event_time=Timestamp(seconds=253_402_300_799, nanos=999_999_999),
+            ),
+        ),
+        metadata=ALPHA,
+    )
+    assert edge.memory.event_time.seconds == 253_402_300_799
+
+
+async def test_a_time_stored_out_of_range_never_poisons_a_read(
+    app: Application, stub: Stub
+) -> None:
+    """A memory an older server stored with a time no Timestamp carries reads as undated:
+    GetMemory, ListMemories, SearchMemories and AssembleContext's recall all answer."""
+    await _session(stub, "s", "u1")
+    far = await _remember(stub, "Pottery class on Tuesdays", "s")
+    early = await _remember(stub, "Pottery kiln bought", "s")
+    async with app.database.unit_of_work() as uow:
+        for memory, value in ((far, 1e12), (early, -(2.0**40))):
+            await uow._conn.run(
+                "UPDATE memories SET event_time = :t WHERE memory_id = :m",
+                {"t": value, "m": memory.memory_id},
+            )
+        await uow.commit()
+    got = await stub.GetMemory(api.GetMemoryRequest(memory_id=far.memory_id), metadata=ALPHA)
+    assert not got.HasField("event_time") and got.text == "Pottery class on Tuesdays"
+    json_format.MessageToJson(got)  # what the HTTP door writes: no ValueError
+    listed = await stub.ListMemories(
+        api.ListMemoriesRequest(owner=api.MemoryOwner(user_id="u1")), metadata=ALPHA
+    )
+    assert {m.memory_id for m in listed.memories} == {far.memory_id, early.memory_id}
+    json_format.MessageToJson(listed)
+    assert set(await _search(stub, "pottery", user_id="u1")) == {far.memory_id, early.memory_id}
+    await stub.AddMessages(
+        api.AddMessagesRequest(session_id="s", messages=[_user("pottery?", "m1")]),
+        metadata=ALPHA,
+    )
+    context = await _assemble(stub, "s")
+    assert set(context.recalled_memory_ids) == {far.memory_id, early.memory_id}
 
 
 async def test_bad_requests_say_which_field(stub: Stub) -> None:

@@ -19,8 +19,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from support import builders as b
+from support.errors import outcome
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.providers import creation
 from support.server_process import ServerProcess
@@ -353,3 +356,79 @@ async def test_replica_killed_during_phase2_is_taken_over_once_the_lease_expires
     listed = await stub_a.ListCommits(api.ListCommitsRequest(session_id="s"))
     assert [c.commit_id for c in listed.commits] == [commit_id]
     assert await _completions(server_a, server_b, commit_id=commit_id) == (1, 0)
+
+
+async def test_concurrent_memory_writes_on_two_replicas_never_answer_internal(
+    tmp_path: Path,
+    base_env: dict[str, str],
+    processes: list[ServerProcess],
+    channels: list[grpc.aio.Channel],
+) -> None:
+    """8 concurrent CreateMemory of one text (different request ids) and 8 concurrent
+    UpdateMemory of one memory, spread over two replicas: each caller gets success, ABORTED
+    (retryable, with RetryInfo) or ALREADY_EXISTS, never INTERNAL; the data stays whole."""
+    one, two = await _start(
+        processes, (tmp_path / "a", dict(base_env)), (tmp_path / "b", dict(base_env))
+    )
+    stubs = [_stub(channels, one), _stub(channels, two)]
+    await stubs[0].CreateSession(api.CreateSessionRequest(session_id="m", user_id="u1"))
+    owner = api.MemoryOwner(user_id="u1")
+
+    def create(n: int) -> object:
+        return stubs[n % 2].CreateMemory(
+            api.CreateMemoryRequest(
+                owner=owner,
+                memory=pb.Memory(type=pb.MEMORY_TYPE_PREFERENCE, text="Prefers tabs"),
+                request_id=f"create-{n}",
+            )
+        )
+
+    def update(n: int, memory_id: str) -> object:
+        return stubs[n % 2].UpdateMemory(
+            api.UpdateMemoryRequest(
+                memory=pb.Memory(memory_id=memory_id, text=f"Prefers tabs, take {n}"),
+                request_id=f"update-{n}",
+            )
+        )
+
+    allowed = {
+        grpc.StatusCode.OK,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.ALREADY_EXISTS,
+    }
+    for round_ in range(3):
+        created = await asyncio.gather(
+            *(create(n + 10 * round_) for n in range(8)), return_exceptions=True
+        )  # type: ignore[arg-type]
+        codes = [
+            r.code() if isinstance(r, grpc.aio.AioRpcError) else grpc.StatusCode.OK for r in created
+        ]
+        assert set(codes) <= allowed, [outcome(r) for r in created]
+        for result in created:
+            if (
+                isinstance(result, grpc.aio.AioRpcError)
+                and result.code() == grpc.StatusCode.ABORTED
+            ):
+                assert _retry_info(result), outcome(result)
+    listed = await stubs[1].ListMemories(api.ListMemoriesRequest(owner=owner))
+    assert len(listed.memories) == 1  # one memory, however many callers raced
+    memory_id = listed.memories[0].memory_id
+    updated = await asyncio.gather(
+        *(update(n, memory_id) for n in range(8)), return_exceptions=True
+    )  # type: ignore[arg-type]
+    codes = [
+        r.code() if isinstance(r, grpc.aio.AioRpcError) else grpc.StatusCode.OK for r in updated
+    ]
+    assert set(codes) <= allowed, [outcome(r) for r in updated]
+    assert grpc.StatusCode.OK in codes
+    got = await stubs[0].GetMemory(api.GetMemoryRequest(memory_id=memory_id))
+    # Every successful update added one version, contiguous, the old texts in the history.
+    assert got.version == 1 + codes.count(grpc.StatusCode.OK)
+    assert sorted(v.version for v in got.history) == list(range(1, got.version))
+
+
+def _retry_info(error: grpc.aio.AioRpcError) -> bool:
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    return status is not None and any(
+        d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details
+    )

@@ -18,7 +18,7 @@ EXPECTED_RPCS = {
     "WatchCommit", "GetCommit", "ListCommits", "RetryCommit", "Compact", "GetWorkingMemory",
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
     "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs", "SearchMemories",
-    "ListMemories", "GetMemory", "CreateMemory", "UpdateMemory", "DeleteMemory",
+    "ListMemories", "GetMemory", "CreateMemory", "UpdateMemory", "DeleteMemory", "RetireMemory",
 }  # fmt: skip
 
 

@@ -491,6 +491,9 @@ REGRESSIONS: dict[str, list[protobuf_message.Message]] = {
         api.UpdateMemoryRequest(memory=pb.Memory(memory_id="mem_00000000000000000000", text="x"))
     ],
     "DeleteMemory": [api.DeleteMemoryRequest(memory_id="mem_00000000000000000000")],
+    "RetireMemory": [
+        api.RetireMemoryRequest(memory_id="mem_00000000000000000000", reason="no longer true")
+    ],
     "GetMemory": [api.GetMemoryRequest(memory_id="mem_00000000000000000000")],
 }
 

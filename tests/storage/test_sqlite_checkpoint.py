@@ -148,3 +148,31 @@ def test_a_file_the_checkpointer_cannot_open_fails_its_start(tmp_path: Path) -> 
     with pytest.raises(sqlite3.OperationalError):
         checkpointer.start()
     assert not checkpointer.started
+
+
+def test_a_truncation_asked_for_empties_even_a_small_log(tmp_path: Path) -> None:
+    """After an erasure the log goes, whatever its size (it still holds the old pages)."""
+    path = tmp_path / "wm.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE t (x TEXT)")
+    writer.execute("INSERT INTO t VALUES ('small')")
+    checkpointer = Checkpointer(path, period=0.05)
+    checkpointer.start()
+    try:
+        assert _wal_file(path).stat().st_size > 0
+        checkpointer.written()
+        assert _until(lambda: checkpointer.checkpoints >= 1)
+        assert checkpointer.truncations == 0 and _wal_file(path).stat().st_size > 0
+        checkpointer.truncate_soon()
+        assert _until(lambda: checkpointer.truncations == 1)
+        assert _wal_file(path).stat().st_size == 0
+        writer.execute("INSERT INTO t VALUES ('again')")
+        checkpointer.written()
+        assert _until(lambda: checkpointer.checkpoints >= 3)
+        assert checkpointer.truncations == 1  # asked once, done once: back to passive
+    finally:
+        checkpointer.stop()
+        writer.close()
+    assert [r[0] for r in sqlite3.connect(path).execute("SELECT x FROM t")] == ["small", "again"]

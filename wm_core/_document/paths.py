@@ -29,6 +29,10 @@ _EXTENSION_TEXT: Final = (
     "md mdx rst txt adoc tex html htm css scss sass less pdf docx xlsx pptx odt log "
     # media and archives
     "png jpg jpeg gif svg webp ico bmp mp3 mp4 wav mov zip tar gz tgz bz2 xz whl jar "
+    "webm ogg flac avi mkv 7z rar dmg iso deb rpm apk ttf otf woff woff2 "
+    # databases, state, keys and build output: what tools write and agents point at
+    "db db3 sqlite sqlite3 duckdb mdb dat bin pid sock bak orig tmp swp patch diff pem crt "
+    "cer key pub p12 so dylib dll exe wasm pyc class out err service timer socket "
 )
 EXTENSIONS: Final = frozenset(_EXTENSION_TEXT.split())
 
@@ -79,32 +83,49 @@ def _normalize_url(url: str) -> str:
 
 
 def _opens_segment(segment: str) -> bool:
-    return bool(segment) and (segment[0].isalpha() or segment[0] == "_")
+    """A path segment starts with a letter or "_", or is a hidden name (".local", ".env")."""
+    if not segment:
+        return False
+    first = segment[0]
+    if first == ".":
+        return len(segment) > 1 and (segment[1].isalpha() or segment[1] == "_")
+    return first.isalpha() or first == "_"
 
 
-def _path(run: str) -> str | None:
+# A run that starts like a path says it is one: absolute, home-relative or explicitly relative
+# (one segment after the prefix is enough: "~/notes", "/etc", "./run.sh").
+_ANCHORS: Final = ("/", "~/", "./", "../")
+
+
+def _path(run: str, *, whole: bool = True) -> str | None:
     """The path a run of path characters denotes, if any.
 
     Either it ends in a known extension (so ``a.json`` is not ``a.js``, and ``a.py.bak`` is
-    not ``a.py``), or it has two or more slash-separated segments that start with a letter or
-    an underscore (after an optional ``/``, ``./``, ``../`` or ``~/``).
+    not ``a.py``), or it has two or more slash-separated segments that start with a letter, an
+    underscore or a dot and a letter (hidden names), or it starts like a path (``/``, ``~/``,
+    ``./``, ``../``) and has one such segment after that, or it is a hidden name on its own
+    (``.env``, ``.bashrc``) as a ``whole`` token (not a fragment of one: ``x.encode()``).
     """
     core = run.lstrip("-").rstrip(".")
+    if not core:
+        return None
     stem, dot, extension = core.rpartition(".")
     if dot and stem and stem[-1] != "." and extension.lower() in EXTENSIONS:
         if "\\" in core or "//" in core or core.startswith("./") or "/./" in core:
             return _normalize_path(core)
         return core  # already normal: the common case, without a call
     if "/" not in core and "\\" not in core:
-        return None
-    segments = _normalize_path(core).split("/")
+        return core if whole and core[0] == "." and _opens_segment(core) else None
+    normal = _normalize_path(core)
+    segments = normal.split("/")
     start = 0
     while start < len(segments) - 1 and segments[start] in _PREFIX_SEGMENTS:
         start += 1
     end = start
     while end < len(segments) and _opens_segment(segments[end]):
         end += 1
-    if end - start < 2:
+    anchored = core.startswith(_ANCHORS) or normal.startswith(_ANCHORS)
+    if end - start < (1 if anchored else 2):
         return None
     return "/".join(segments[:end])
 
@@ -127,9 +148,10 @@ def token_references(token: str) -> list[str]:
         core = part.strip(_SURROUNDING)
         if not core or not might_reference(core):
             continue
-        runs = (core,) if _PATH_RUN.fullmatch(core) else _PATH_RUN.findall(core)
+        whole = _PATH_RUN.fullmatch(core) is not None
+        runs = (core,) if whole else _PATH_RUN.findall(core)
         for run in runs:
-            path = _path(run)
+            path = _path(run, whole=whole)
             if path:
                 found.append(path)
     return found

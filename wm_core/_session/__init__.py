@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from wm_core._session.abstract import abstract_of
 from wm_core._session.assembly import (
+    CURRENT_TURN,
+    LIVE_MESSAGES,
     MEMORY_TOOLS,
     RECALL_TOOLS,
+    RECALLED_MEMORIES,
+    UNCOVERED_ARCHIVES,
+    WORKING_MEMORY,
     AssembledContext,
     Budget,
+    PartUsage,
     anthropic_json,
     assemble,
     cut_text,
@@ -46,10 +52,15 @@ from wm_core._session.synopsis import (
 from wm_core._session.window import pending_delta, rebuild_rule
 
 __all__ = [
+    "CURRENT_TURN",
     "DEFAULT_AUTO_KEEP",
+    "LIVE_MESSAGES",
     "MEMORY_TOOLS",
+    "RECALLED_MEMORIES",
     "RECALL_TOOLS",
     "SYNOPSIS_MAX_CHARS",
+    "UNCOVERED_ARCHIVES",
+    "WORKING_MEMORY",
     "AssembledContext",
     "AutoCommitPolicy",
     "Budget",
@@ -57,6 +68,7 @@ __all__ = [
     "NeedRows",
     "OutputFormat",
     "OutputKind",
+    "PartUsage",
     "SessionSettings",
     "SplitRow",
     "Trigger",

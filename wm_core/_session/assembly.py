@@ -133,7 +133,9 @@ TRIM_ORDER = (
 @dataclass(frozen=True, slots=True)
 class Budget:
     """How a context budget is spent: what the reply and the instructions need comes first,
-    so the history never crowds out the answer; the working memory gets a bounded share."""
+    so the history never crowds out the answer; ``usable`` is what the context's parts share
+    (see :func:`assemble` for how), and the working memory never takes more than
+    ``working_memory`` (its own bound, WM_MAX_TOKENS)."""
 
     total: int
     reply_reserve: int
@@ -143,17 +145,34 @@ class Budget:
 
 
 def plan_budget(total: int, instruction_tokens: int) -> Budget:
-    """15 % (at least 20,000 tokens from 40,000 on) is held back for the reply, and the
-    summary may take 15 % of what is left, at most WM_MAX_TOKENS, so that a long working
-    memory cannot push out the recent messages the model needs verbatim."""
+    """15 % (at least 20,000 tokens from 40,000 on) is held back for the reply; the rest,
+    after the instructions, is usable by the context's parts."""
     reserve = math.ceil(total * 0.15)
     if total >= 40_000:
         reserve = max(reserve, 20_000)
     reserve = min(total, reserve)
     usable = max(total - reserve - instruction_tokens, 0)
-    return Budget(
-        total, reserve, instruction_tokens, usable, min(int(usable * 0.15), WM_MAX_TOKENS)
-    )
+    return Budget(total, reserve, instruction_tokens, usable, min(usable, WM_MAX_TOKENS))
+
+
+# The parts of a context a report names (AssembleContextResponse.parts); the recalled
+# memories are the server's (they travel in the instructions), the others assemble()'s.
+RECALLED_MEMORIES = "recalled_memories"
+WORKING_MEMORY = "working_memory"
+UNCOVERED_ARCHIVES = "uncovered_archives"
+LIVE_MESSAGES = "live_messages"
+CURRENT_TURN = "current_turn"
+
+
+@dataclass(frozen=True, slots=True)
+class PartUsage:
+    """One part of the context: the tokens it needed whole, the tokens it got, and how many
+    of its items (working-memory bullets, messages, cut parts of the current turn) it lost."""
+
+    part: str
+    needed_tokens: int
+    kept_tokens: int
+    dropped_items: int
 
 
 @dataclass
@@ -171,6 +190,10 @@ class AssembledContext:
     dropped_source_messages: int = 0
     working_memory_included: bool = False
     cut_parts: list[str] = field(default_factory=list)
+    # Per part: what it needed, kept and lost (WORKING_MEMORY, UNCOVERED_ARCHIVES, ...).
+    parts: list[PartUsage] = field(default_factory=list)
+    # Of ``usable_tokens`` (the budget less the reply reserve and the instructions).
+    usable_tokens: int = 0
 
 
 def _bullets(body: str) -> list[tuple[int, int]]:
@@ -476,73 +499,178 @@ def assemble(
     messages: Sequence[Message],
     pointers: Mapping[str, str] | None = None,
     tools: Collection[str] | None = None,
+    live_from: int | None = None,
 ) -> AssembledContext:
-    """The next model context: summary, uncovered history, then live messages, newest
-    kept first when the budget runs short. The newest request and the latest assistant step
-    are never evicted while cutting their largest parts can make them fit (``pointers``
-    names, per message id, where its full text can be read). Tool calls and results are kept
-    or dropped as units and roles are normalized, so the Messages API accepts the result as
-    it is. The system-prompt addition names only the recall ``tools`` the runtime registered
-    (None: all of them)."""
+    """The next model context: summary, uncovered history, then live messages.
+
+    The split is adaptive. The reply reserve and the instructions come off first; the parts
+    share the rest (``usable``). When everything fits, everything goes in as it is (the
+    working memory up to its own bound, WM_MAX_TOKENS). Otherwise: the current turn (the
+    newest request and every step since) takes what it needs, its largest parts cut only
+    when it would not fit beside the smallest summary (title and state); then the working
+    memory takes all it needs when the older messages fit beside it, else at least half of
+    what is left, trimmed by section priority; the older messages fill the rest, newest
+    first; room a part leaves unused goes to the other (trimmed bullets come back; the newest
+    message that did not fit comes in cut). What each part needed, kept and lost is reported
+    (``parts``). Tool calls and results are kept or dropped as units and roles are
+    normalized, so the Messages API accepts the result as it is. ``messages`` from
+    ``live_from`` on are live (before: archived, not covered by the working memory); the
+    system-prompt addition names only the recall ``tools`` the runtime registered (None: all
+    of them)."""
     addition = system_prompt_addition(bool(working_memory), tools)
     instruction_tokens = estimate_tokens(system_prompt) + estimate_tokens(addition)
     budget = plan_budget(token_budget, instruction_tokens)
-    summary: list[Message] = []
-    trimmed: list[str] = []
-    wm_tokens = 0
-    if working_memory:
-        text, trimmed = trim_working_memory(working_memory, budget.working_memory)
-        parts = (TextPart(f"{SUMMARY_HEADER}\n{text}"),)
-        wm_tokens = message_tokens(parts)
-        if wm_tokens <= budget.working_memory:
-            summary = [Message("working-memory", Role.USER, parts, wm_tokens)]
-        else:  # even title and state do not fit: leave the summary out, and say so
-            trimmed = [f"{s}: (whole section)" for s in SECTIONS]
-            wm_tokens = 0
-    # The omitted-note and the system-note prefixes normalizing may add are held back too.
-    room = budget.usable - wm_tokens - estimate_tokens(OMITTED_NOTE) - 2
+    usable = budget.usable
+    live_from = len(messages) if live_from is None else live_from
+    pointers = pointers if pointers is not None else {}
     units = _units(messages)
     turn = _current_turn(messages, units)
+    wm_need = 0
+    whole: list[Message] = []
+    wm_trimmed: list[str] = []
+    if working_memory:
+        wm_need = _summary_tokens(trim_working_memory(working_memory, budget.working_memory)[0])
+        whole, wm_trimmed = _summary(working_memory, [], budget.working_memory)
     work: list[Message] = list(messages)
-    chosen: list[int] = []
-    cuts: list[tuple[str, str]] = []
-    if turn[0] < len(units) and room > 0:
-        # Not ``pointers or {}``: a lazy mapping would work out every entry to answer bool().
-        work, chosen, cuts = _fit_turn(
-            messages, units, turn, room, pointers if pointers is not None else {}
+    if usable > 0 and _total(_normalize(whole + work)) <= usable:
+        keep = set(range(len(units)))  # everything fits: nothing is trimmed
+        summary, trimmed, cuts = whole, wm_trimmed, list[tuple[str, str]]()
+    else:
+        summary, trimmed, work, keep, cuts = _share(
+            usable, budget.working_memory, working_memory, messages, units, turn, pointers
         )
-    spent = sum(_cost(work, units[u]) for u in chosen)
-    protected = range(turn[0], len(units))
-    keep = set(chosen)
-    # A turn that had to be cut took the room: older units would only take it from the cut.
-    for index in range(-1 if cuts else len(units) - 1, -1, -1):
-        if index in keep or index in protected:
-            continue
-        cost = _cost(work, units[index])
-        if spent + cost > room:
-            break
-        spent += cost
-        keep.add(index)
     order = sorted(keep)
     picked = [work[i] for u in order for i in units[u]]
     output = _normalize(summary + picked)
-    while _total(output) > budget.usable and order:
+    while _total(output) > usable and order:
         order.pop(0)
         picked = [work[i] for u in order for i in units[u]]
         output = _normalize(summary + picked)
     kept_ids = {m.id for m in picked}
+    kept_units = set(order)
+    parts = _usage(
+        messages, work, units, turn[0], kept_units, live_from, wm_need, _total(summary), trimmed
+    )
     return AssembledContext(
         system_prompt_addition=addition,
         messages=output,
         estimated_tokens=_total(output) + instruction_tokens,
         reply_reserve=budget.reply_reserve,
-        working_memory_tokens=wm_tokens,
+        working_memory_tokens=_total(summary),
         trimmed_items=trimmed,
         included_source_messages=len(picked),
         dropped_source_messages=len(messages) - len(picked),
         working_memory_included=bool(summary),
         cut_parts=[text for mid, text in cuts if mid in kept_ids],
+        parts=parts,
+        usable_tokens=usable,
     )
+
+
+def _share(
+    usable: int,
+    wm_bound: int,
+    working_memory: str | None,
+    messages: Sequence[Message],
+    units: Sequence[list[int]],
+    turn: tuple[int, int],
+    pointers: Mapping[str, str],
+) -> tuple[list[Message], list[str], list[Message], set[int], list[tuple[str, str]]]:
+    """When the whole does not fit (see :func:`assemble`): the summary, what it lost, the
+    messages (some cut), the units kept and the cuts."""
+    overhead = estimate_tokens(OMITTED_NOTE) + 2  # the omitted-note and normalizing prefixes
+    older = list(range(turn[0]))
+    floor = _summary_tokens(trim_working_memory(working_memory, 0)[0]) if working_memory else 0
+    work: list[Message] = list(messages)
+    chosen: list[int] = []
+    cuts: list[tuple[str, str]] = []
+    room = usable - overhead - (floor if floor + overhead < usable else 0)
+    if turn[0] < len(units) and room > 0:
+        work, chosen, cuts = _fit_turn(messages, units, turn, room, pointers)
+    keep = set(chosen)
+    left = usable - overhead - sum(_cost(work, units[u]) for u in chosen)
+    older_need = sum(_cost(work, units[u]) for u in older)
+    summary: list[Message] = []
+    trimmed: list[str] = []
+    if working_memory:
+        need = _summary_tokens(trim_working_memory(working_memory, wm_bound)[0])
+        share = need if need + older_need <= left else max(min(need, left // 2), left - older_need)
+        share = max(share, floor)  # title and state whenever they fit at all
+        summary, trimmed = _summary(working_memory, [], min(share, left, wm_bound))
+    spent = _total(summary)
+    # A turn that had to be cut took the room: older units would only take it from it.
+    for index in [] if cuts else reversed(older):
+        cost = _cost(work, units[index])
+        if spent + cost > left:
+            break
+        spent += cost
+        keep.add(index)
+    slack = left - spent
+    if working_memory and trimmed and slack > 0:  # the messages left room: the summary takes it
+        summary, trimmed = _summary(working_memory, [], min(_total(summary) + slack, wm_bound))
+        slack = left - _total(summary) - sum(_cost(work, units[u]) for u in keep if u in older)
+    dropped = [u for u in older if u not in keep]
+    if dropped and not cuts and slack > usable // 20:
+        # The newest older unit that did not fit comes in cut, when its cut form fits.
+        trial = list(work)
+        more = _cut_to_fit(trial, units[dropped[-1]], slack, pointers)
+        if _cost(trial, units[dropped[-1]]) <= slack:
+            work, cuts = trial, cuts + more
+            keep.add(dropped[-1])
+    return summary, trimmed, work, keep, cuts
+
+
+def _summary_tokens(text: str) -> int:
+    return message_tokens((TextPart(f"{SUMMARY_HEADER}\n{text}"),))
+
+
+def _summary(document: str, already: list[str], room: int) -> tuple[list[Message], list[str]]:
+    """The summary message trimmed to ``room`` tokens, and what was trimmed; none (every
+    section reported trimmed) when even title and state do not fit."""
+    text, trimmed = trim_working_memory(document, room)
+    parts = (TextPart(f"{SUMMARY_HEADER}\n{text}"),)
+    tokens = message_tokens(parts)
+    if tokens > room:
+        return [], [f"{s}: (whole section)" for s in SECTIONS]
+    return [Message("working-memory", Role.USER, parts, tokens)], [*already, *trimmed]
+
+
+def _usage(
+    messages: Sequence[Message],
+    work: Sequence[Message],
+    units: Sequence[list[int]],
+    turn_start: int,
+    kept: set[int],
+    live_from: int,
+    wm_need: int,
+    wm_kept: int,
+    trimmed: Sequence[str],
+) -> list[PartUsage]:
+    """What each part needed, kept and lost."""
+    names = (CURRENT_TURN, UNCOVERED_ARCHIVES, LIVE_MESSAGES)
+    need = dict.fromkeys(names, 0)
+    got = dict.fromkeys(names, 0)
+    lost = dict.fromkeys(names, 0)
+    for u, unit in enumerate(units):
+        for i in unit:
+            name = (
+                CURRENT_TURN
+                if u >= turn_start
+                else UNCOVERED_ARCHIVES
+                if i < live_from
+                else LIVE_MESSAGES
+            )
+            need[name] += messages[i].estimated_tokens
+            if u in kept:
+                got[name] += work[i].estimated_tokens
+            else:
+                lost[name] += 1
+    usage = [PartUsage(WORKING_MEMORY, wm_need, wm_kept, len(trimmed))]
+    usage.extend(
+        PartUsage(n, need[n], got[n], lost[n])
+        for n in (UNCOVERED_ARCHIVES, LIVE_MESSAGES, CURRENT_TURN)
+    )
+    return usage
 
 
 def _total(messages: Sequence[Message]) -> int:

@@ -226,7 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=commands.search)
 
     memories = sub.add_parser(
-        "memories", help="search, list, show or forget long-term memories", parents=[common]
+        "memories",
+        help="search, list, show, retire or forget long-term memories",
+        parents=[common],
     )
     memories_sub = memories.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -261,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("memory")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask (needed off a terminal)")
     p.set_defaults(handler=commands.memories_forget)
+    p = memories_sub.add_parser(
+        "retire", help="a memory no longer holds: kept, no longer recalled", parents=[common]
+    )
+    p.add_argument("memory")
+    p.add_argument("--reason", required=True, help="why it no longer holds (1-500 characters)")
+    p.set_defaults(handler=commands.memories_retire)
 
     p = sub.add_parser(
         "assemble", help="the next model context within a token budget", parents=[common]

@@ -514,6 +514,15 @@ class WmClient:
         )
         await self._unary(self._stub.DeleteMemory, request)
 
+    async def retire_memory(
+        self, memory_id: str, reason: str, *, request_id: str | None = None
+    ) -> pb.Memory:
+        """Retire a memory that no longer holds: kept with ``reason``, no longer recalled."""
+        request = api.RetireMemoryRequest(
+            memory_id=memory_id, reason=reason, request_id=request_id or new_request_id()
+        )
+        return await self._unary(self._stub.RetireMemory, request)
+
     async def get_tool_definitions(
         self, tool_format: api.ToolFormat.ValueType = api.TOOL_FORMAT_UNSPECIFIED
     ) -> api.GetToolDefinitionsResponse:

@@ -403,7 +403,9 @@ async def memory_history(client: WmClient, args: argparse.Namespace, out: Consol
                         "estimated_tokens": memory.estimated_tokens,
                         "archive_id": memory.archive_id,
                         "commit_id": commit.commit_id if commit is not None else "",
-                        "decision_count": len(commit.decisions) if commit is not None else 0,
+                        "decision_count": len(
+                            commit.decisions if commit is not None else memory.decisions
+                        ),
                         "changed_sections": changed[memory.version],
                         "create_time": plain(memory)["create_time"],
                     }
@@ -525,4 +527,10 @@ async def memories_forget(client: WmClient, args: argparse.Namespace, out: Conso
         raise Refused(f"memory {args.memory} not forgotten: confirm at the prompt, or pass --yes")
     await client.delete_memory(args.memory)
     out.print(f"forgot {args.memory}", markup=False)
+    return 0
+
+
+async def memories_retire(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    memory = await client.retire_memory(args.memory, args.reason)
+    out.print(f"retired {memory.memory_id}: {memory.retire_reason}", markup=False)
     return 0

@@ -116,23 +116,39 @@ class SectionDiff:
 
 
 def decisions_between(
-    commits: Sequence[pb.Commit], older: int, newer: int
+    commits: Sequence[pb.Commit],
+    older: int,
+    newer: int,
+    versions: Sequence[pb.WorkingMemory] = (),
 ) -> list[tuple[str, pb.GuardDecision]]:
-    """Guard decisions of the commits that stored a version in (older, newer], oldest first,
-    each with its commit id."""
-    made = [c for c in commits if older < c.working_memory_version <= newer]
-    made.sort(key=lambda c: c.working_memory_version)
-    return [(c.commit_id, d) for c in made for d in c.decisions]
+    """Guard decisions of the changes that stored a version in (older, newer], oldest first,
+    each with where it came from: the commit's id, or ``client ops (vN)`` for a version
+    ApplyWorkingMemoryOps stored (its decisions are on the version itself, among
+    ``versions``)."""
+    by_commit = {
+        c.working_memory_version: c for c in commits if older < c.working_memory_version <= newer
+    }
+    on_version = {v.version: v for v in versions if older < v.version <= newer}
+    found: list[tuple[str, pb.GuardDecision]] = []
+    for number in sorted(by_commit.keys() | on_version.keys()):
+        commit = by_commit.get(number)
+        if commit is not None:
+            found.extend((commit.commit_id, d) for d in commit.decisions)
+        else:
+            found.extend((f"client ops (v{number})", d) for d in on_version[number].decisions)
+    return found
 
 
 def diff_versions(
     old: pb.WorkingMemory | None, new: pb.WorkingMemory, commits: Sequence[pb.Commit] = ()
 ) -> list[SectionDiff]:
     """Per section, in the document's order: the unified diff from ``old`` (None: empty) to
-    ``new``, and the decisions of the commits between the two versions on that section."""
+    ``new``, and the decisions of the changes between the two versions on that section (a
+    client-applied version between them that is not ``new`` is not read: only its commit-less
+    decisions would be missing, and ``wm memory history`` lists them)."""
     before = {s.name: s.body for s in old.sections} if old is not None else {}
     older = old.version if old is not None else 0
-    decisions = decisions_between(commits, older, new.version)
+    decisions = decisions_between(commits, older, new.version, (new,))
     diffs: list[SectionDiff] = []
     for section in new.sections:
         lines = list(

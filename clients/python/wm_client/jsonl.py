@@ -195,9 +195,11 @@ def write_jsonl(messages: Iterable[pb.Message], target: IO[str]) -> None:
 
 
 def is_user_turn_start(message: pb.Message) -> bool:
-    """A user message with text (not only tool results) starts a new turn."""
+    """A user message with non-blank text of its own (not only tool results) starts a new
+    turn: the service's rule (``wm_core.is_request``), which the TypeScript client's
+    ``isUserTurnStart`` follows too."""
     return message.role == pb.ROLE_USER and any(
-        p.WhichOneof("kind") == "text" for p in message.parts
+        p.WhichOneof("kind") == "text" and p.text.strip() for p in message.parts
     )
 
 

@@ -365,6 +365,15 @@ def assembled_context(result: api.AssembleContextResponse, budget: int) -> Rende
         ),
         ("uncovered archives", ", ".join(result.uncovered_archive_ids) or "none"),
         ("trimmed items", str(len(result.trimmed_items))),
+        *(
+            (
+                f"  {api.ContextPart.Name(p.part).removeprefix('CONTEXT_PART_').lower()}",
+                f"{p.kept_tokens:,} of {p.needed_tokens:,} tokens"
+                + (f", {p.dropped_items} dropped" if p.dropped_items else ""),
+            )
+            for p in result.parts
+        ),
+        ("unused", f"{result.usable_tokens - _used(result):,} of {result.usable_tokens:,} tokens"),
     ):
         _row(facts, label, value)
     table = Table(title="context", title_justify="left", show_lines=False)
@@ -381,6 +390,12 @@ def assembled_context(result: api.AssembleContextResponse, budget: int) -> Rende
             message_text(message),
         )
     return Group(facts, table)
+
+
+def _used(result: api.AssembleContextResponse) -> int:
+    """Tokens of the usable share the parts took (the recalled memories sit in the
+    instructions, outside it)."""
+    return sum(p.kept_tokens for p in result.parts if p.part != api.CONTEXT_PART_RECALLED_MEMORIES)
 
 
 def search_hits(result: api.SearchArchivesResponse, query: str) -> RenderableType:
@@ -581,7 +596,7 @@ def memory_history(
             f"{memory.estimated_tokens:,}",
             memory.archive_id or "(client ops)",
             commit.commit_id if commit is not None else "-",
-            str(len(commit.decisions)) if commit is not None else "-",
+            str(len(commit.decisions)) if commit is not None else str(len(memory.decisions)),
             ", ".join(changed.get(memory.version, [])) or "-",
             when(memory.create_time),
         )

@@ -19,9 +19,9 @@
  */
 import { Code } from "@connectrpc/connect";
 
-import type { MessageInit, WmClient } from "./client.js";
+import { newRequestId, type MessageInit, type WmClient } from "./client.js";
 import { WmError } from "./errors.js";
-import { CommitStage, CommitState, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
+import { CommitStage, CommitState, Role, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
 import type { AssembleContextResponse } from "./gen/wm/v1/working_memory_service_pb.js";
 import type { CommitStream } from "./stream.js";
 
@@ -135,6 +135,49 @@ export interface AfterTurnResult {
   fallbackReason: string;
   /** Messages of this and earlier unreachable turns not stored yet. */
   unsentMessages: number;
+  /** Messages of earlier unreachable turns stored by this call (before this turn's). */
+  flushedMessages: number;
+}
+
+/** A turn's batch that did not reach the service, with the request id it was sent with: a
+ * re-send carries the same id, so a batch the server stored but whose answer was lost is
+ * answered from its record instead of being stored twice. */
+interface UnsentBatch {
+  readonly messages: readonly MessageInit[];
+  readonly requestId: string;
+}
+
+// What the fallback context counts a message as: its JSON size over this (as Python's
+// ContextEngine counts the encoded size).
+const CHARS_PER_TOKEN = 4;
+
+function roughTokens(message: unknown): number {
+  const json = JSON.stringify(message, (_key, value) => (typeof value === "bigint" ? value.toString() : value));
+  return Math.max(1, Math.floor((json?.length ?? 0) / CHARS_PER_TOKEN));
+}
+
+/** A user message with non-blank text of its own (not only tool results) starts a turn: the
+ * service's rule (wm_core.is_request), for messages in the client's shape. */
+export function isUserTurnStart(message: unknown): boolean {
+  const m = message as Partial<MessageInit> | null;
+  if (!m || m.role !== Role.USER || !Array.isArray(m.parts)) return false;
+  return m.parts.some((p) => p?.kind?.case === "text" && typeof p.kind.value === "string" && p.kind.value.trim() !== "");
+}
+
+/** The newest messages within `tokenBudget`, opening at a user turn when one fits (never on a
+ * tool result whose call was cut): what Python's ContextEngine hands back too. */
+export function newestWithin<M>(messages: readonly M[], tokenBudget: number): M[] {
+  const chosen: M[] = [];
+  let tokens = 0;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const cost = roughTokens(messages[i]);
+    if (tokens + cost > tokenBudget) break;
+    chosen.push(messages[i] as M);
+    tokens += cost;
+  }
+  chosen.reverse();
+  const start = chosen.findIndex((m) => isUserTurnStart(m));
+  return start > 0 ? chosen.slice(start) : chosen;
 }
 
 /** The context for the next model call: the service's, or the runtime's own when it is down. */
@@ -191,7 +234,7 @@ export class ContextEngine {
   private readonly latest = new Map<string, BackgroundCommit>();
   private readonly running = new Set<BackgroundCommit>();
   private readonly serverManaged = new Map<string, boolean>();
-  private readonly unsent = new Map<string, MessageInit[]>();
+  private readonly unsent = new Map<string, UnsentBatch[]>();
 
   constructor(
     readonly client: WmClient,
@@ -248,7 +291,9 @@ export class ContextEngine {
       throw new RangeError(`keepRecentTurns must be 1-${MAX_KEEP_TURNS}`);
     }
     const threshold = Math.floor(tokenBudget * commitRatio);
-    const batch = [...(this.unsent.get(session) ?? []), ...newMessages];
+    const batch: UnsentBatch | null = newMessages.length
+      ? { messages: [...newMessages], requestId: newRequestId() }
+      : null;
     const result: AfterTurnResult = {
       sessionId: session,
       addedMessageIds: [],
@@ -260,12 +305,19 @@ export class ContextEngine {
       fallback: false,
       fallbackReason: "",
       unsentMessages: 0,
+      flushedMessages: 0,
     };
-    if (!batch.length) return result;
     let commit: BackgroundCommit | null = null;
     try {
-      const added = await this.client.addMessages(session, batch, { createSessionIfMissing: true });
-      this.unsent.delete(session);
+      result.flushedMessages = await this.flush(session);
+      if (batch === null) {
+        this.reachable();
+        return result;
+      }
+      const added = await this.client.addMessages(session, batch.messages, {
+        createSessionIfMissing: true,
+        requestId: batch.requestId,
+      });
       this.reachable();
       result.addedMessageIds = added.addedMessageIds;
       result.duplicateMessageIds = added.duplicateMessageIds;
@@ -291,13 +343,37 @@ export class ContextEngine {
     } catch (error) {
       if (!isUnreachable(error)) throw error;
       this.unreachable(error);
-      this.unsent.set(session, batch);
+      if (batch !== null) this.unsent.set(session, [...(this.unsent.get(session) ?? []), batch]);
       result.fallback = true;
       result.fallbackReason = error.message;
-      result.unsentMessages = batch.length;
+      result.unsentMessages = this.unsentMessages(session);
     }
     result.commit = commit;
     return result;
+  }
+
+  /** Messages of `session` waiting for the service. */
+  unsentMessages(session: string): number {
+    return (this.unsent.get(session) ?? []).reduce((n, batch) => n + batch.messages.length, 0);
+  }
+
+  /** Send the waiting batches of `session` in order, each with its own request id; the number
+   * of messages stored. Throws what the service answered (an unreachable one leaves the rest). */
+  private async flush(session: string): Promise<number> {
+    const waiting = this.unsent.get(session) ?? [];
+    let stored = 0;
+    while (waiting.length) {
+      const batch = waiting[0] as UnsentBatch;
+      await this.client.addMessages(session, batch.messages, {
+        createSessionIfMissing: true,
+        requestId: batch.requestId,
+      });
+      waiting.shift();
+      stored += batch.messages.length;
+    }
+    this.unsent.delete(session);
+    if (stored) this.logger.info(`${session}: stored ${stored} messages that waited for the service`);
+    return stored;
   }
 
   /**
@@ -321,7 +397,9 @@ export class ContextEngine {
     } catch (error) {
       if (!isUnreachable(error)) throw error;
       this.unreachable(error);
-      return { fallback: true, reason: error.message, error, messages: options.ownMessages ?? [] };
+      // The newest of the runtime's own messages within the budget, as Python's engine does.
+      const messages = newestWithin(options.ownMessages ?? [], tokenBudget);
+      return { fallback: true, reason: error.message, error, messages };
     }
   }
 

@@ -182,6 +182,25 @@ describe("the context engine and the tool executor", () => {
     assert.equal((await tools.run("memory_search", { query: "German answers" })).content, "no memory matches 'German answers'");
   });
 
+  test("a batch whose answer was lost is re-sent under its own request id, never stored twice", async () => {
+    const engine = new ContextEngine(client, { logger: new RecordingLogger() });
+    // Messages without ids: only the request id tells the two sends apart.
+    const once: MessageInit = { role: Role.USER, parts: [{ kind: { case: "text", value: "sent once" } }] };
+    const requestId = "lost-answer-1";
+    await client.addMessages("eng-lost", [once], { createSessionIfMissing: true, requestId });
+    // What afterTurn keeps when the answer does not come (the server stored the batch).
+    (engine as unknown as { unsent: Map<string, unknown[]> }).unsent.set("eng-lost", [{ messages: [once], requestId }]);
+    const next: MessageInit = { role: Role.ASSISTANT, parts: [{ kind: { case: "text", value: "next" } }] };
+    const result = await engine.afterTurn("eng-lost", [next], 1000);
+    assert.equal(result.fallback, false);
+    assert.equal(result.flushedMessages, 1);
+    const stored = await client.listMessages("eng-lost");
+    assert.deepEqual(
+      stored.messages.map((m) => (m.parts[0]?.kind.case === "text" ? m.parts[0].kind.value : "")),
+      ["sent once", "next"],
+    );
+  });
+
   // Last: it stops the server, and starts a new one on the same port.
   test("with the server stopped the engine falls back to the runtime's own messages, warns once, and catches up", async () => {
     const port = server.port;
@@ -198,8 +217,22 @@ describe("the context engine and the tool executor", () => {
 
     const context = await engine.assemble("eng-down", 8000, { ownMessages: own });
     assert.equal(context.fallback, true);
-    assert.ok(context.fallback && context.messages === own, "the runtime's own messages, as they were");
+    assert.deepEqual(context.fallback && context.messages, own, "the runtime's own messages, as they were");
     assert.equal(context.fallback && context.error.codeName, "UNAVAILABLE");
+    // Within the budget: the newest messages that fit, opening at a user turn.
+    const long = [
+      ...turn(7, "x".repeat(400), "y".repeat(400)),
+      ...turn(8, "Shorter question", "Short answer"),
+      { id: "r8", role: Role.USER, parts: [{ kind: { case: "toolResult" as const, value: { toolUseId: "t", content: "out" } } }] },
+      text("a9", Role.ASSISTANT, "last step"),
+    ] as MessageInit[];
+    const cut = await engine.assemble("eng-down", 120, { ownMessages: long });
+    assert.ok(cut.fallback);
+    assert.deepEqual(
+      cut.fallback && cut.messages.map((m) => m.id),
+      ["u8", "a8", "r8", "a9"],
+      "the long turn does not fit; the cut opens at the newest turn's request",
+    );
 
     const compacted = await engine.compact("eng-down");
     assert.equal(compacted.outcome, "unavailable");
@@ -214,9 +247,13 @@ describe("the context engine and the tool executor", () => {
     server = await new ServerProcess().start(port);
     const next = await engine.afterTurn("eng-down", turn(2, "Now update the callers", "Updated."), 1_000_000);
     assert.equal(next.fallback, false);
-    assert.deepEqual(next.addedMessageIds, ["u1", "a1", "u2", "a2"], "the unsent turn went first");
+    assert.equal(next.flushedMessages, 2, "the unsent turn went first, under its own request id");
+    assert.deepEqual(next.addedMessageIds, ["u2", "a2"]);
     assert.equal(engine.degraded, false);
-    assert.deepEqual(logger.notes, ["working memory service reachable again"]);
+    assert.deepEqual(logger.notes, [
+      "eng-down: stored 2 messages that waited for the service",
+      "working memory service reachable again",
+    ]);
     const restored = await engine.assemble("eng-down", 8000);
     assert.equal(restored.fallback, false);
   });

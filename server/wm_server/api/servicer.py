@@ -15,7 +15,15 @@ import grpc
 from google.protobuf import empty_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from wm_core import SessionSettings, anthropic_json, estimate_tokens
+from wm_core import (
+    CURRENT_TURN,
+    LIVE_MESSAGES,
+    RECALLED_MEMORIES,
+    UNCOVERED_ARCHIVES,
+    WORKING_MEMORY,
+    SessionSettings,
+    anthropic_json,
+)
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
@@ -27,7 +35,6 @@ from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context import (
     CACHED_FROM,
-    RECALL_HEADING,
     ContextService,
     HybridAnswer,
     as_json,
@@ -340,11 +347,17 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             cut_parts=result.cut_parts,
             effective_token_budget=budget,
             recalled_memory_ids=recalled,
-            memory_tokens=(
-                estimate_tokens(result.system_prompt_addition.partition(RECALL_HEADING)[2])
-                if recalled
-                else 0
-            ),
+            memory_tokens=sum(p.kept_tokens for p in result.parts if p.part == RECALLED_MEMORIES),
+            parts=[
+                api.ContextPartUsage(
+                    part=_CONTEXT_PARTS[p.part],
+                    needed_tokens=p.needed_tokens,
+                    kept_tokens=p.kept_tokens,
+                    dropped_items=p.dropped_items,
+                )
+                for p in result.parts
+            ],
+            usable_tokens=result.usable_tokens,
         )
 
     async def GetToolDefinitions(
@@ -457,7 +470,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             wire.MEMORY_TYPES_IN.get(memory.type, ""),
             memory.text,
             dict(memory.fields),
-            _seconds(memory, "event_time"),
+            _seconds(memory, "event_time", "memory.event_time"),
         )
         view, existed = await self._memories.create(
             _owner(request.owner), content, request.request_id, convert.fingerprint(request)
@@ -478,7 +491,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
             memory.text if "text" in paths else "placeholder",
             dict(memory.fields) if "fields" in paths else {},
-            _seconds(memory, "event_time"),
+            _seconds(memory, "event_time", "memory.event_time"),
         )
         given: dict[str, object] = {}
         for path in paths:
@@ -504,6 +517,21 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
         return empty_pb2.Empty()
 
+    async def RetireMemory(self, request: api.RetireMemoryRequest, context: Context) -> pb.Memory:
+        view = await self._memories.retire(
+            request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
+        )
+        return wire.memory_out(view)
+
+
+_CONTEXT_PARTS = {
+    RECALLED_MEMORIES: api.CONTEXT_PART_RECALLED_MEMORIES,
+    WORKING_MEMORY: api.CONTEXT_PART_WORKING_MEMORY,
+    UNCOVERED_ARCHIVES: api.CONTEXT_PART_UNCOVERED_ARCHIVES,
+    LIVE_MESSAGES: api.CONTEXT_PART_LIVE_MESSAGES,
+    CURRENT_TURN: api.CONTEXT_PART_CURRENT_TURN,
+}
+
 
 def _owner(owner: api.MemoryOwner) -> OwnerSpec:
     return OwnerSpec(owner.user_id, owner.agent_id, owner.session_id)
@@ -519,11 +547,13 @@ def _types(values: Any) -> list[str]:
     return names
 
 
-def _seconds(message: Any, name: str) -> float | None:
+def _seconds(message: Any, name: str, field: str = "") -> float | None:
+    """A Timestamp field a client set, as epoch seconds (None: unset); out of Timestamp's
+    range is INVALID_ARGUMENT naming ``field`` (default: ``name``)."""
     if not message.HasField(name):
         return None
     stamp: Timestamp = getattr(message, name)
-    return stamp.seconds + stamp.nanos / 1e9
+    return validation.timestamp_seconds(stamp.seconds, stamp.nanos, field or name)
 
 
 _SEARCH_MODES = frozenset(

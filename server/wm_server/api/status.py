@@ -86,6 +86,7 @@ def status_of_error(error: ServiceError) -> grpc.Status:
         error.reason,
         error.metadata,
         [(v.field, v.description, v.reason) for v in error.violations],
+        retry_delay=error.retry_delay,
     )
 
 

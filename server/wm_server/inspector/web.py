@@ -1,22 +1,25 @@
-"""The inspector's HTTP side (aiohttp): pages rendered on the server, no script, no network.
+"""The inspector's HTTP side (aiohttp): pages rendered on the server, no network.
 
 Why it reads through the gRPC API of the server it runs in (over loopback, with the caller's
 own key): validation, tenant scoping, paging and the API keys are then enforced in exactly
-the place they already are, and the inspector cannot show what an RPC would refuse. Why no
-JavaScript: every page is plain HTML and one stylesheet served from here, so it works offline,
-needs no build step and is read-only by construction (only GET routes exist).
+the place they already are, and the inspector cannot show what an RPC would refuse. Every page
+is plain HTML and one stylesheet served from here, so it works offline and needs no build step;
+one small script (``live.js``, served from here too) makes a running commit's page update as it
+happens, and every page works without it. The one state-changing action, forgetting a memory,
+is a POST from a confirmation page whose form carries a cross-site token (``csrf.py``) and runs
+as the caller's DeleteMemory. Every answer carries the security headers a browser needs (a
+policy allowing the inspector's own stylesheet and script and nothing else).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import asyncio
 import difflib
-import html
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+from urllib.parse import urlencode
 
 import grpc
 from aiohttp import web
@@ -26,47 +29,70 @@ from wm_client.channel import open_channel
 from wm_client.client import WmClient
 from wm_client.errors import WmError
 from wm_client.jsonl import role_name
-from wm_client.render import commit_usage, event_detail, is_failure, stage_name, state_name, when
+from wm_client.render import commit_usage, state_name, when
 from wm_proto.v1 import resources_pb2 as pb
+from wm_server.inspector import live, memories, overview
+from wm_server.inspector.charts import session_series, tokens_over_time
+from wm_server.inspector.config_view import ConfigDefaults, config_table
+from wm_server.inspector.csrf import FormGuard
+from wm_server.inspector.layout import REALM, page, presented_key
+from wm_server.inspector.layout import escape as _e
 
-Handler = Callable[[web.Request, WmClient], Awaitable[str]]
-REALM = 'Basic realm="Working Memory inspector", charset="UTF-8"'
+Handler = Callable[[web.Request, WmClient], Awaitable[str | web.StreamResponse]]
+CONFIG_DEFAULTS = web.AppKey("config_defaults", ConfigDefaults)
 _CLIENT = web.AppKey("client_factory", object)
 
 
-def presented_key(request: web.Request) -> str | None:
-    """The API key of a request: ``Authorization: Bearer <key>``, or Basic with the key as the
-    password (what a browser's login prompt sends; the user name is ignored)."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        return decoded.partition(":")[2] or None
-    return None
-
-
+# Newest commits (their stages) and archives (their messages) a session page draws inline;
+# the older ones have their own pages.
+INLINE = 5
 # Live messages a session page shows at most (the rest: wm or the API).
 LIVE_SHOWN = 500
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+# The largest working-memory version a query string may name: the API's field is an int64.
+MAX_VERSION = 2**63 - 1
 
 
-def page(title: str, body: str) -> str:
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)} · WM inspector</title>"
-        '<link rel="stylesheet" href="/static/inspector.css"></head><body>'
-        '<header><h1>Working Memory inspector</h1><a href="/">sessions</a>'
-        '<a href="/search">search archives</a></header>'
-        f"<main>{body}</main></body></html>"
-    )
+def query_version(request: web.Request, name: str) -> int:
+    """A version number from the query string (0 when absent): a whole number in the API's
+    int64 range, or 400 naming the parameter (a number the API cannot carry is the caller's
+    mistake, not a server error)."""
+    raw = request.query.get(name, "0").strip() or "0"
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_VERSION:
+        raise web.HTTPBadRequest(
+            text=f"{name} must be a whole number from 0 to {MAX_VERSION}, got {raw[:40]!r}"
+        )
+    return int(raw)
+
+
+# Sent with every answer: nothing loads but the inspector's own stylesheet and script
+# (the pages have no script and no inline style), no page may frame the inspector, links out
+# carry no referrer, and a browser never sniffs a type other than the one declared.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; "
+        "img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+
+@web.middleware
+async def security_headers(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Add :data:`SECURITY_HEADERS` to every answer, errors (raised ``HTTPException``) too."""
+    try:
+        response: web.StreamResponse = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers.update(SECURITY_HEADERS)
+        raise
+    response.headers.update(SECURITY_HEADERS)
+    return response
 
 
 def _state(state: int) -> str:
@@ -81,19 +107,19 @@ async def sessions_page(request: web.Request, client: WmClient) -> str:
     async for s in client.iter_sessions(page_size=1000):
         if query and query.lower() not in s.session_id.lower():
             continue
-        config = _config_text(s)
+        owner = (s.user_id and f"user {s.user_id}") or (s.agent_id and f"agent {s.agent_id}") or ""
         rows.append(
             f'<tr><td><a href="/sessions/{_e(s.session_id)}">{_e(s.session_id)}</a></td>'
             f'<td class="n">{s.message_count:,}</td><td class="n">{s.total_message_count:,}</td>'
             f'<td class="n">{s.pending_tokens:,}</td><td class="n">{s.live_tokens:,}</td>'
             f'<td class="n">{s.archive_count}</td>'
             f'<td class="n">{"v" + str(s.working_memory_version) if s.working_memory_version else "-"}</td>'
-            f"<td>{_e(when(s.update_time))}</td><td>{_e(config)}</td></tr>"
+            f"<td>{_e(when(s.update_time))}</td><td>{_e(owner)}</td></tr>"
         )
     table = (
         "<table id=sessions><tr><th>session</th><th>live msgs</th><th>total msgs</th>"
         "<th>pending tok</th><th>live tok</th><th>archives</th><th>WM</th>"
-        "<th>last activity (UTC)</th><th>config</th></tr>" + "".join(rows) + "</table>"
+        "<th>last activity (UTC)</th><th>owner</th></tr>" + "".join(rows) + "</table>"
         if rows
         else "<p>no sessions</p>"
     )
@@ -102,13 +128,6 @@ async def sessions_page(request: web.Request, client: WmClient) -> str:
         f'value="{_e(query)}"> <button>search</button></form>'
     )
     return page("sessions", f"<h2>{len(rows)} session(s)</h2>{form}{table}")
-
-
-def _config_text(session: pb.Session) -> str:
-    if not session.HasField("config"):
-        return ""
-    text = str(session.config).replace("\n", "; ").strip("; ")
-    return text
 
 
 def plot(commits: list[pb.Commit], versions: dict[int, pb.WorkingMemory]) -> str:
@@ -169,40 +188,89 @@ def _message_html(message: pb.Message) -> str:
                 f"</summary><pre>{_e(part.tool_result.content)}</pre></details>"
             )
     return (
-        f'<div class="message"><b>{_e(role_name(message.role))}</b> '
+        f'<div class="message" id="msg-{_e(message.id)}"><b>{_e(role_name(message.role))}</b> '
         f'<span class="mono">{_e(message.id)}</span>{"".join(parts)}</div>'
+    )
+
+
+def _archive_html(archive: pb.Archive, full: pb.Archive, *, open_: bool = False) -> str:
+    messages = "".join(_message_html(m) for m in full.messages)
+    return (
+        f"<details class=archive{' open' if open_ else ''}><summary>{_e(archive.archive_id)} ·"
+        f" {_state(archive.state)} · {archive.message_count} messages ·"
+        f" {_e(archive.abstract or '')}</summary>{messages}</details>"
+    )
+
+
+async def archive_page(request: web.Request, client: WmClient) -> str:
+    sid, aid = request.match_info["session"], request.match_info["archive"]
+    full = await client.get_archive(sid, aid)
+    return page(
+        f"{aid} of {sid}",
+        f'<h2>{_e(aid)} · <a href="/sessions/{_e(sid)}">{_e(sid)}</a></h2>'
+        + _archive_html(full, full, open_=True),
     )
 
 
 async def session_page(request: web.Request, client: WmClient) -> str:
     sid = request.match_info["session"]
     session = await client.get_session(sid)
-    commits = await history.all_commits(client, sid)
-    archives = await history.all_archives(client, sid)
-    versions = {
-        v: await client.get_working_memory(sid, version=v)
-        for v in range(1, session.working_memory_version + 1)
-    }
+    commits, archives = await asyncio.gather(
+        history.all_commits(client, sid), history.all_archives(client, sid)
+    )
+    # Everything the page needs at once (the calls are independent): the versions, and the
+    # stages and messages of the newest commits and archives (older ones have their own page:
+    # 50 archives inline cost ~170 ms of a 2,000-message session's page).
+    numbers = range(1, session.working_memory_version + 1)
+    shown = archives[-INLINE:]
+    versions_got, logs, full_archives = await asyncio.gather(
+        asyncio.gather(*(client.get_working_memory(sid, version=v) for v in numbers)),
+        asyncio.gather(*(history.stored_events(client, sid, c) for c in commits[:INLINE])),
+        asyncio.gather(*(client.get_archive(sid, a.archive_id) for a in shown)),
+    )
+    versions = dict(zip(numbers, versions_got, strict=True))
+    owner = " ".join(
+        f'<a href="/memories?{urlencode({kind: value})}">{kind} {_e(value)}</a>'
+        for kind, value in (("user", session.user_id), ("agent", session.agent_id))
+        if value
+    )
     facts = (
         f"<table id=facts><tr><th>session</th><td>{_e(sid)}</td></tr>"
+        f"<tr><th>owner</th><td id=owner>{owner or 'none (the session owns its memories)'}</td></tr>"
         f"<tr><th>live messages</th><td>{session.message_count:,} ({session.live_tokens:,} tokens)</td></tr>"
         f"<tr><th>all messages</th><td>{session.total_message_count:,}</td></tr>"
         f"<tr><th>pending tokens</th><td>{session.pending_tokens:,}</td></tr>"
         f"<tr><th>archives</th><td>{session.archive_count}</td></tr>"
         f"<tr><th>working memory</th><td>{'v' + str(session.working_memory_version) if session.working_memory_version else 'none yet'}</td></tr>"
-        f"<tr><th>config</th><td>{_e(_config_text(session)) or '-'}</td></tr>"
         f"<tr><th>last activity (UTC)</th><td>{_e(when(session.update_time))}</td></tr></table>"
     )
-    timeline = []
-    for commit in commits:
-        events = await history.stored_events(client, sid, commit)
-        durations = history.stage_durations(commit, events)
-        stages = "".join(
-            f'<li class="{"failure" if is_failure(e) else ""}">{_e(stage_name(e.stage))}'
-            f" <small>+{took:,} ms</small> {_e(event_detail(e))}</li>"
-            for e, took in zip(events, durations, strict=True)
+    pending = await client.get_working_memory(sid) if session.working_memory_version else None
+    pending_html = (
+        "<table id=pending><tr><th>section</th><th>refused text</th><th>why</th><th>commit</th></tr>"
+        + "".join(
+            f"<tr><td>{_e(p.section or '(overflow)')}</td><td>{_e(p.text)}</td>"
+            f"<td>{_e(p.source)}</td><td class=mono>{_e(p.commit_id or '-')}</td></tr>"
+            for p in pending.pending_items
         )
-        retries = sum(1 for e in events if e.stage == pb.COMMIT_STAGE_RETRY_SCHEDULED)
+        + "</table>"
+        if pending is not None and pending.pending_items
+        else "<p>none: the working memory holds everything the guards refused</p>"
+    )
+    timeline = []
+    for index, commit in enumerate(commits):
+        commit_url = f"/sessions/{_e(sid)}/commits/{_e(commit.commit_id)}"
+        if index < len(logs):
+            events = logs[index]
+            durations = history.stage_durations(commit, events)
+            stages = (
+                "<details><summary>stages</summary><ol>"
+                + "".join(
+                    live.event_item(e, took) for e, took in zip(events, durations, strict=True)
+                )
+                + "</ol></details>"
+            )
+        else:
+            stages = f'<a href="{commit_url}">stages</a>'
         trigger = pb.CommitTrigger.Name(commit.trigger).removeprefix("COMMIT_TRIGGER_").lower()
         took = history.duration_ms(commit)
         error = (
@@ -217,50 +285,68 @@ async def session_page(request: web.Request, client: WmClient) -> str:
             else ""
         )
         timeline.append(
-            f'<tr class="commit" id="{_e(commit.commit_id)}"><td class="mono">{_e(commit.commit_id)}</td>'
+            f'<tr class="commit" id="{_e(commit.commit_id)}"><td class="mono">'
+            f'<a href="{commit_url}">{_e(commit.commit_id)}</a></td>'
             f"<td>{_e(trigger)}</td><td>{_state(commit.state)}</td><td>{_e(commit.archive_id or '-')}</td>"
-            f'<td class="n">{commit.attempt_count}</td><td class="n">{retries}</td>'
+            f'<td class="n">{commit.attempt_count}</td>'
             f"<td>{_e(commit_usage(commit.token_usage))}</td>"
             f'<td class="n">{"-" if took is None else f"{took:,} ms"}</td>'
             f"<td>{len(commit.decisions)}{link}</td></tr>"
-            f"<tr><td colspan=9><details><summary>stages</summary><ol>{stages}</ol></details>{error}</td></tr>"
+            f"<tr><td colspan=8>{stages}{error}</td></tr>"
         )
     timeline_html = (
         "<table id=timeline><tr><th>commit</th><th>trigger</th><th>outcome</th><th>archive</th>"
-        "<th>attempts</th><th>retries</th><th>tokens</th><th>took</th><th>decisions</th></tr>"
+        "<th>attempts</th><th>tokens</th><th>took</th><th>decisions</th></tr>"
         + "".join(timeline)
         + "</table>"
         if timeline
         else "<p>no commits</p>"
     )
     archive_html = []
-    for archive in archives:
-        full = await client.get_archive(sid, archive.archive_id)
-        messages = "".join(_message_html(m) for m in full.messages)
+    older = archives[: len(archives) - len(shown)]
+    if older:
         archive_html.append(
-            f"<details class=archive><summary>{_e(archive.archive_id)} · {_state(archive.state)} · "
-            f"{archive.message_count} messages · {_e(archive.abstract or '')}</summary>{messages}</details>"
+            "<p>older archives: "
+            + " ".join(
+                f'<a href="/sessions/{_e(sid)}/archives/{_e(a.archive_id)}">{_e(a.archive_id)}</a>'
+                for a in older
+            )
+            + "</p>"
         )
-    live: list[pb.Message] = []
+    for archive, full in zip(shown, full_archives, strict=True):
+        archive_html.append(_archive_html(archive, full))
+    live_messages: list[pb.Message] = []
     token = ""
     while True:  # a page holds at most 8 MiB: the page itself stays bounded by the session
         page_ = await client.list_messages(sid, page_token=token)
-        live.extend(page_.messages)
+        live_messages.extend(page_.messages)
         token = page_.next_page_token
-        if not token or len(live) >= LIVE_SHOWN:
+        if not token or len(live_messages) >= LIVE_SHOWN:
             break
     live_html = (
-        f"<div id=live>{''.join(_message_html(m) for m in live[:LIVE_SHOWN])}</div>"
-        + (f"<p><small>the first {LIVE_SHOWN} shown</small></p>" if len(live) > LIVE_SHOWN else "")
-        if live
+        f"<div id=live>{''.join(_message_html(m) for m in live_messages[:LIVE_SHOWN])}</div>"
+        + (
+            f"<p><small>the first {LIVE_SHOWN} shown</small></p>"
+            if len(live_messages) > LIVE_SHOWN
+            else ""
+        )
+        if live_messages
         else ""
     )
+    marks = [
+        (c.create_time.seconds + c.create_time.nanos / 1e9, c.commit_id)
+        for c in commits
+        if c.archive_id
+    ]
     memory_links = " ".join(
         f'<a href="/sessions/{_e(sid)}/memory?version={v}">v{v}</a>' for v in versions
     )
     body = (
         f"<h2>session {_e(sid)}</h2>{facts}"
         f"<h2>working memory</h2><p>{memory_links or 'none yet'}</p>"
+        f"<h2>pending items</h2>{pending_html}"
+        f"<h2>configuration</h2>{config_table(session, request.app[CONFIG_DEFAULTS])}"
+        f"<h2>tokens over time</h2>{tokens_over_time(session_series(session, commits, versions), marks)}"
         f"<h2>tokens per commit</h2>{plot(commits, versions)}"
         f"<h2>commit timeline</h2>{timeline_html}"
         f"<h2>archived messages</h2>{''.join(archive_html) or '<p>none</p>'}"
@@ -271,21 +357,15 @@ async def session_page(request: web.Request, client: WmClient) -> str:
 
 async def memory_page(request: web.Request, client: WmClient) -> str:
     sid = request.match_info["session"]
-    try:
-        version = int(request.query.get("version", "0"))
-        against = int(request.query.get("against", "0"))
-    except ValueError:
-        raise web.HTTPBadRequest(text="version and against must be numbers") from None
+    version = query_version(request, "version")
+    against = query_version(request, "against")
     memory = await client.get_working_memory(sid, version=version)
     commits = await history.all_commits(client, sid)
     old = await client.get_working_memory(sid, version=against) if against else None
     diffs = {d.name: d for d in history.diff_versions(old, memory, commits)}
     before = {s.name: s.body for s in old.sections} if old is not None else {}
-    made = [c for c in commits if c.working_memory_version == memory.version]
-    own = {
-        d.name: [(c.commit_id, x) for c in made for x in c.decisions if x.section == d.name]
-        for d in diffs.values()
-    }
+    made = history.decisions_between(commits, memory.version - 1, memory.version, (memory,))
+    own = {d.name: [(cid, x) for cid, x in made if x.section == d.name] for d in diffs.values()}
     sections = []
     for section in memory.sections:
         decisions = diffs[section.name].decisions if old is not None else own.get(section.name, [])
@@ -388,7 +468,7 @@ class Inspector:
 
 
 def _route(handler: Handler, channel: grpc.aio.Channel, keys_required: bool) -> Any:
-    async def serve(request: web.Request) -> web.Response:
+    async def serve(request: web.Request) -> web.StreamResponse:
         key = presented_key(request)
         if keys_required and key is None:
             raise web.HTTPUnauthorized(
@@ -397,7 +477,7 @@ def _route(handler: Handler, channel: grpc.aio.Channel, keys_required: bool) -> 
             )
         client = WmClient(channel=channel, api_key=key)
         try:
-            text = await handler(request, client)
+            answer = await handler(request, client)
         except WmError as exc:
             status = _STATUS.get(exc.code, 500)
             headers = {"WWW-Authenticate": REALM} if status == 401 else None
@@ -407,7 +487,9 @@ def _route(handler: Handler, channel: grpc.aio.Channel, keys_required: bool) -> 
                 content_type="text/html",
                 headers=headers,
             )
-        return web.Response(text=text, content_type="text/html")
+        if isinstance(answer, web.StreamResponse):
+            return answer
+        return web.Response(text=answer, content_type="text/html")
 
     return serve
 
@@ -417,19 +499,39 @@ async def _stylesheet(request: web.Request) -> web.Response:
     return web.Response(text=css, content_type="text/css")
 
 
-async def start_inspector(address: str, grpc_address: str, *, keys_required: bool) -> Inspector:
+async def start_inspector(
+    address: str,
+    grpc_address: str,
+    *,
+    keys_required: bool,
+    config_defaults: ConfigDefaults | None = None,
+) -> Inspector:
     """Serve the inspector on ``address`` (host:port; port 0 picks one), reading from the gRPC
-    server at ``grpc_address``."""
+    server at ``grpc_address``; ``config_defaults`` says where a session's settings come from."""
     channel = open_channel(grpc_address)
-    app = web.Application()
+    app = web.Application(middlewares=[security_headers])
+    app[CONFIG_DEFAULTS] = config_defaults or ConfigDefaults()
+    app[memories.GUARD] = FormGuard()
     for path, handler in (
         ("/", sessions_page),
+        ("/overview", overview.overview_page),
         ("/sessions/{session}", session_page),
         ("/sessions/{session}/memory", memory_page),
+        ("/sessions/{session}/archives/{archive}", archive_page),
+        ("/sessions/{session}/commits/{commit}", live.commit_page),
+        ("/sessions/{session}/commits/{commit}/events", live.commit_events),
+        ("/memories", memories.memories_page),
+        ("/memories/{memory}", memories.memory_page),
+        ("/memories/{memory}/forget", memories.forget_page),
+        ("/memories/{memory}/retire", memories.retire_page),
         ("/search", search_page),
+        ("/recall", overview.recall_page),
     ):
         app.router.add_get(path, _route(handler, channel, keys_required))
+    for path, action in (("forget", memories.forget), ("retire", memories.retire)):
+        app.router.add_post(f"/memories/{{memory}}/{path}", _route(action, channel, keys_required))
     app.router.add_get("/static/inspector.css", _stylesheet)
+    app.router.add_get("/static/live.js", live.script)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, _, port = address.rpartition(":")

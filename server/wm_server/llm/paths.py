@@ -17,7 +17,12 @@ The rules, all deterministic:
    path; with two candidates (``a/cli.py``, ``b/cli.py``) it stays as written. Nothing is
    lost by folding: the short spelling is still part of the long one.
 
-URLs and home-relative paths outside the root (``~/.local/...``) are left alone.
+4. A relative path under a hidden folder that programs keep in the home folder (``.local``,
+   ``.config``, ``.cache``, ``.ssh``, ...) is home-relative: code names it as a join to the
+   home directory (``Path.home() / ".local/share/x.db"``), output as ``~/.local/share/x.db``.
+
+URLs are left alone; a home-relative path (``~/.local/share/x.db``) is kept as it is and is
+the spelling of its tails (``.local/share/x.db``, as code joins it to the home directory).
 """
 
 from __future__ import annotations
@@ -26,6 +31,28 @@ from collections import Counter
 from collections.abc import Iterable
 
 _WORKDIR_KEYS = frozenset({"cwd", "workdir", "working_directory", "directory", "root"})
+# Hidden folders of the home directory (rule 4); a project's own (.github, .vscode) are not.
+_HOME_FOLDERS = frozenset(
+    [
+        ".local",
+        ".config",
+        ".cache",
+        ".ssh",
+        ".aws",
+        ".azure",
+        ".kube",
+        ".docker",
+        ".gnupg",
+        ".npm",
+        ".cargo",
+        ".rustup",
+        ".pyenv",
+        ".m2",
+        ".gradle",
+        ".terraform.d",
+        ".mozilla",
+    ]
+)
 
 
 def is_workdir_key(key: str) -> bool:
@@ -36,6 +63,8 @@ def is_workdir_key(key: str) -> bool:
 def _plain(path: str) -> str:
     while path.startswith("./"):
         path = path[2:]
+    if path.split("/", 1)[0] in _HOME_FOLDERS and "/" in path:
+        return "~/" + path
     return path
 
 
@@ -76,7 +105,9 @@ class PathSpellings:
         folded = {self._under_root(p) for p in known}
         by_tail: dict[str, set[str]] = {}
         for path in folded:
-            if "/" in path and not _is_url(path) and not _is_absolute(path):
+            # Relative paths, and home-relative ones: ``Path.home() / ".local/share/x.db"`` in
+            # code and ``~/.local/share/x.db`` in output are one file.
+            if "/" in path and not _is_url(path) and not path.startswith("/"):
                 parts = path.split("/")
                 for start in range(1, len(parts)):
                     by_tail.setdefault("/".join(parts[start:]), set()).add(path)

@@ -71,6 +71,7 @@ from wm_server.services.event_bus import EventBus
 from wm_server.services.events import GuardDecided
 from wm_server.services.extraction import MemoryState, extract
 from wm_server.services.jobs import JobService, LeaseLost
+from wm_server.storage import codec
 from wm_server.storage.records import ClaimedJob, Phase2Completion, archive_name
 from wm_server.tracing import NO_TRACING, ModelCall, Tracing
 
@@ -372,7 +373,7 @@ class Phase2Worker:
                 document=generation.document,
                 estimated_tokens=estimate_tokens(generation.document),
                 abstract=abstract_of(generation.document),
-                decisions_json=wire.decisions_json(generation.decisions),
+                decisions_json=codec.decisions_json(generation.decisions),
                 usage_json=wire.usage_json(generation.usage),
                 covered_seqs=data.covered_seqs,
                 pending=pending,

@@ -10,9 +10,11 @@ from typing import Any
 
 from wm_core import (
     MEMORY_TYPES,
+    RECALLED_MEMORIES,
     UPDATE_TOOL,
     AssembledContext,
     Message,
+    PartUsage,
     Role,
     TextPart,
     assemble,
@@ -135,20 +137,37 @@ def recall_options(enabled: bool, token_budget: int, max_memories: int) -> Recal
 RECALL_HEADING = "## Relevant memories (long-term, from earlier sessions; newer messages win)"
 
 
-def recall_block(rows: Sequence[MemoryRow], budget: int) -> tuple[str, list[str]]:
-    """The memories as a Markdown block within ``budget`` tokens, best first; and the ids
-    it holds (none fit: an empty block)."""
+@dataclass(frozen=True, slots=True)
+class RecallBlock:
+    """The recalled memories as they enter the context, and what the recall found."""
+
+    text: str = ""
+    ids: tuple[str, ...] = ()
+    needed_tokens: int = 0  # the block of every memory found
+    found: int = 0
+
+    def usage(self) -> PartUsage:
+        return PartUsage(
+            RECALLED_MEMORIES, self.needed_tokens, estimate_tokens(self.text) if self.text else 0,
+            self.found - len(self.ids),
+        )  # fmt: skip
+
+
+def recall_block(rows: Sequence[MemoryRow], budget: int) -> RecallBlock:
+    """The memories as a Markdown block within ``budget`` tokens, best first (none fit: an
+    empty block), with the tokens the block of all of them would take."""
     lines = [RECALL_HEADING]
     ids: list[str] = []
+    fitted = ""
     for row in rows:
         dated = epoch_to_iso(row.event_time)
         when = f" ({dated[:10]})" if dated else ""
-        line = f"- [{row.type}] {row.text}{when} (memory {row.memory_id})"
-        if estimate_tokens("\n".join([*lines, line])) > budget:
-            break
-        lines.append(line)
-        ids.append(row.memory_id)
-    return ("\n".join(lines), ids) if ids else ("", [])
+        lines.append(f"- [{row.type}] {row.text}{when} (memory {row.memory_id})")
+        if len(ids) == len(lines) - 2 and estimate_tokens("\n".join(lines)) <= budget:
+            ids.append(row.memory_id)
+            fitted = "\n".join(lines)
+    needed = estimate_tokens("\n".join(lines)) if rows else 0
+    return RecallBlock(fitted if ids else "", tuple(ids), needed, len(rows))
 
 
 def newest_request(messages: Sequence[Message]) -> str:
@@ -203,16 +222,20 @@ class ContextService:
         wm, stored, uncovered, spans = await self._uncovered(sid)
         messages = [s.message for s in stored]
         pointers = _Pointers(stored, spans)
-        block = ""
+        found = RecallBlock()
         if recall is not None:
-            block, ids = await self._recall(sid, messages, recall, token_budget)
+            found = await self._recall(sid, messages, recall, token_budget)
             if recalled is not None:
-                recalled.extend(ids)
+                recalled.extend(found.ids)
+        block = found.text
+        live_from = next((i for i, s in enumerate(stored) if s.archive_seq is None), len(stored))
         prompt = f"{system_prompt}\n\n{block}" if block else system_prompt
         budget = token_budget
         while True:
             document = wm.document if wm else None
-            result = assemble(budget, prompt, document, messages, pointers, tools)
+            result = assemble(budget, prompt, document, messages, pointers, tools, live_from)
+            parts = [found.usage(), *result.parts] if recall is not None else result.parts
+            result = replace(result, parts=parts)
             if block:  # counted in the prompt above; the runtime receives it in the addition
                 addition = f"{result.system_prompt_addition}\n\n{block}".strip()
                 result = replace(result, system_prompt_addition=addition)
@@ -233,12 +256,12 @@ class ContextService:
 
     async def _recall(
         self, session_id: str, messages: Sequence[Message], recall: Recall, token_budget: int
-    ) -> tuple[str, list[str]]:
+    ) -> RecallBlock:
         """The recall block for the newest user request: the owner's best memories within the
         recall budget (at most a tenth of the whole budget)."""
         request = newest_request(messages)
         if not request.strip():
-            return "", []
+            return RecallBlock()
         vector = await self._recall_search.embed_query(request[:MAX_QUERY])
         async with self._db.reader() as uow:
             row = await find_session(uow, session_id)

@@ -226,6 +226,7 @@ class JobService:
                     row.sid, version, completion.document, archive_seq=job.archive_seq,
                     covered_seq=job.archive_seq, commit_id=job.commit_id,
                     tokens=completion.estimated_tokens, now=now,
+                    decisions_json=completion.decisions_json,
                 ),
                 uow.sessions.setting_wm_version(row.sid, version, now),
                 uow.archives.setting_abstract(row.sid, job.archive_seq, completion.abstract),
@@ -247,7 +248,7 @@ class JobService:
             assert record is not None
             wm = WorkingMemoryRecord(
                 job.tenant, job.session_id, version, completion.document, job.archive_seq,
-                job.commit_id, completion.estimated_tokens, now,
+                job.commit_id, completion.estimated_tokens, now, completion.decisions_json,
             )  # fmt: skip
             stored = WorkingMemoryStored(
                 version, wm.estimated_tokens, record.abstract,

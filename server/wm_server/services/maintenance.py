@@ -1,10 +1,12 @@
-"""Background upkeep: purge deleted sessions in bounded chunks, forget expired request ids.
+"""Background upkeep: purge deleted sessions in bounded chunks, forget expired request ids,
+erase what was deleted from the database files.
 
 DeleteSession only unlinks a session (one short transaction); its rows go here, a chunk per
 unit of work, so a session of a million messages never holds the writer (SQLite runs its
 transactions on the event loop) or a PostgreSQL lock for long. Sessions left unlinked by a
 crash are purged after the next start. Request records older than the retention window are
-pruned the same way.
+pruned the same way. After a purge, or a memory forgotten (``forgotten``), the engine erases:
+the deleted text must not stay readable in its files (``Database.erase``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,24 @@ class Maintenance(BackgroundLoop):
         super().__init__(interval_seconds)
         self._db = database
         self._retention = retention_seconds
+        self._erase = False  # something was deleted since the last erasure
+        self.erasures = 0  # completed (read by tests)
+
+    def forgotten(self) -> None:
+        """A memory was deleted: erase it from the files at the next round (soon)."""
+        self._erase = True
+        self.wake()
 
     async def round(self) -> None:
-        """A session was deleted (``wake``) or the interval passed: purge and prune."""
-        await self.purge_deleted()
+        """A session was deleted or a memory forgotten (``wake``), or the interval passed:
+        purge, prune, and erase what was deleted."""
+        if await self.purge_deleted():
+            self._erase = True
         await self.prune_requests()
+        if self._erase:
+            self._erase = False
+            await self._db.erase()
+            self.erasures += 1
 
     async def purge_deleted(self) -> int:
         """Remove every unlinked session's rows; the number of rows removed."""

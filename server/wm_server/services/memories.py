@@ -198,9 +198,11 @@ def iso_to_epoch(value: str | None) -> float | None:
 
 
 def epoch_to_iso(value: float | None) -> str | None:
-    if value is None:
+    """None for none, and for a stored time outside what a Timestamp carries (kept by an older
+    server): such a memory reads as undated instead of failing every read of its owner."""
+    if value is None or not validation.in_timestamp_range(value):
         return None
-    return datetime.fromtimestamp(value, UTC).isoformat()
+    return datetime.fromtimestamp(validation.clamped(value), UTC).isoformat()
 
 
 def snippet(text: str, words: Sequence[str], size: int = SNIPPET) -> str:
@@ -404,11 +406,13 @@ class MemoryService:
         database: Database,
         *,
         tokens: paging.PageTokens | None = None,
+        on_deleted: Callable[[], None] = lambda: None,
         recall: HybridRecall | None = None,
         written: Callable[[], None] | None = None,
     ) -> None:
         self._db = database
         self._tokens = tokens or paging.PageTokens.random()
+        self._on_deleted = on_deleted  # erase it from the files too (Maintenance.forgotten)
         self.hybrid = recall or HybridRecall(None)
         # Called after a memory write commits: the embedding loop embeds it (never inline).
         self._written = written or (lambda: None)
@@ -576,6 +580,38 @@ class MemoryService:
         return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
 
     @retry_conflicts
+    async def retire(
+        self, value: str, reason: str, request_id: str, fingerprint: str
+    ) -> MemoryView:
+        """A person's (or runtime's) decision that a memory no longer holds: kept, with the
+        reason, and no longer recalled. Retiring a retired memory leaves it as it is."""
+        mem = memory_id(value)
+        why = reason.strip()
+        if not why:
+            raise invalid("reason", "required: say why the memory no longer holds", "REQUIRED")
+        if len(why) > MAX_REASON:
+            raise invalid("reason", f"at most {MAX_REASON} characters", "TOO_LARGE")
+        tenant = current_tenant()
+        req = idempotency.request(
+            "RetireMemory", mem, validation.request_id(request_id), fingerprint
+        )
+        async with self._db.unit_of_work() as uow:
+            if await idempotency.replay(uow, req) is None:
+                row = await uow.memories.get(tenant, mem)
+                if row is None:
+                    raise memory_not_found(mem)
+                if row.active:
+                    await uow.memories.retire(row.mid, why, time.time())
+                await idempotency.remember(uow, req, None, {})
+            row = await uow.memories.get(tenant, mem)
+            if row is None:
+                raise memory_not_found(mem)
+            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
+            history = await uow.memories.versions(row.mid)
+            await uow.commit()
+        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+
+    @retry_conflicts
     async def delete(self, value: str, request_id: str, fingerprint: str) -> None:
         """Forget: the memory, its index entry, versions and sources, in one transaction."""
         mem = memory_id(value)
@@ -591,6 +627,7 @@ class MemoryService:
             await uow.memories.delete(row.mid)
             await idempotency.remember(uow, req, None, {})
             await uow.commit()
+        self._on_deleted()
 
 
 def content_in(

@@ -41,6 +41,38 @@ def request_id(value: str) -> str | None:
     return value or None
 
 
+# What google.protobuf.Timestamp can carry: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z (a
+# time outside it cannot be written as JSON or RFC 3339, so it is refused on the way in and
+# never stored).
+TIMESTAMP_MIN_SECONDS = -62_135_596_800
+TIMESTAMP_MAX_SECONDS = 253_402_300_799
+
+
+def timestamp_seconds(seconds: int, nanos: int, field: str) -> float:
+    """A client's Timestamp as epoch seconds, or INVALID_ARGUMENT naming ``field``."""
+    if not TIMESTAMP_MIN_SECONDS <= seconds <= TIMESTAMP_MAX_SECONDS:
+        raise invalid(
+            field, "must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z", "OUT_OF_RANGE"
+        )
+    if not 0 <= nanos <= 999_999_999:
+        raise invalid(field, "nanos must be 0-999999999", "OUT_OF_RANGE")
+    return seconds + nanos / 1e9
+
+
+def in_timestamp_range(seconds: float) -> bool:
+    """Whether stored epoch seconds can be shown as a Timestamp (data written before the
+    range was checked may not be: it reads as unset rather than failing the read). The end
+    is inclusive: a float rounds the last second's nanos up to it (see :func:`clamped`)."""
+    return TIMESTAMP_MIN_SECONDS <= seconds <= TIMESTAMP_MAX_SECONDS + 1
+
+
+def clamped(seconds: float) -> float:
+    """Stored seconds within :func:`in_timestamp_range` as a Timestamp can carry them: the
+    last second's nanos, rounded up to the next second by the float (its spacing there is
+    ~30 µs), read as the middle of that second."""
+    return min(seconds, TIMESTAMP_MAX_SECONDS + 0.5)
+
+
 def new_session_id() -> str:
     return f"s-{uuid.uuid4().hex}"
 

@@ -26,6 +26,7 @@ from wm_server.errors import Aborted, NotFound, invalid
 from wm_server.services import idempotency, validation
 from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts
+from wm_server.storage.codec import decisions_json
 from wm_server.storage.database import Database
 from wm_server.storage.records import PendingItemView, WorkingMemoryRecord, WorkingMemoryView
 
@@ -107,6 +108,7 @@ class WorkingMemoryService:
             current = await uow.working_memories.get(row, current_version)
             previous = current.document if current else render_document({s: "" for s in SECTIONS})
             result = merge(previous, dict(ops), self._limits)
+            decisions = list(result.decisions)
             version = current_version + 1
             now = time.time()
             covered = await uow.working_memories.covered_seq(row.sid, current_version)
@@ -125,13 +127,13 @@ class WorkingMemoryService:
                     commit_id=None,
                     tokens=estimate_tokens(result.document),
                     now=now,
+                    decisions_json=decisions_json(decisions),
                 ),
                 *(changed if tuple(carried) != tuple(pending) else ()),
                 uow.sessions.setting_wm_version(row.sid, version, now),  # last: no rows
             )
             stored = await uow.working_memories.get(row, version)
             assert stored is not None
-            decisions = list(result.decisions)
             outcome = {"version": version, "decisions": [d.to_dict() for d in decisions]}
             await idempotency.remember(uow, req, row.sid, outcome)
             await uow.commit()

@@ -1,11 +1,12 @@
-"""How messages are kept in a row: parts as compact JSON, shared by both engines."""
+"""How messages and guard decisions are kept in a row: compact JSON, shared by both engines."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from wm_core import Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
+from wm_core import Decision, Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
 
 _encode_string = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -55,3 +56,8 @@ def searchable_text(message: Message) -> list[str]:
         else:
             out.append(part.content)
     return out
+
+
+def decisions_json(decisions: Iterable[Decision]) -> str:
+    """Guard decisions as a commit and a working-memory version keep them."""
+    return json.dumps([d.to_dict() for d in decisions], ensure_ascii=False)

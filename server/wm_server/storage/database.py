@@ -121,6 +121,11 @@ class Database(ABC):
     @abstractmethod
     async def close(self) -> None: ...
 
+    @abstractmethod
+    async def erase(self) -> None:
+        """After deletions: make deleted data unreadable in the engine's files too, as far as
+        the engine allows a running service to."""
+
     def subscribe_events(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(commit_id)`` when another process stores events of a commit.
 

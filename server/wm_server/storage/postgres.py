@@ -335,6 +335,13 @@ class PostgresDatabase(Database):
         )
         log.info("text_search_reindexed", config=index.config)
 
+    async def erase(self) -> None:
+        """Nothing a running service can do well: PostgreSQL keeps a deleted row's bytes in
+        its table files until VACUUM FULL (or pg_repack) rewrites the table, since a plain
+        VACUUM only marks the space reusable, and in its WAL segments and archives until
+        they are recycled. VACUUM FULL takes an exclusive lock on the table for as long as
+        the rewrite lasts, so it is the operator's to schedule (README, "Forgetting")."""
+
     async def close(self) -> None:
         if self._listener is not None:
             await cancel_and_wait(self._listener)
@@ -412,7 +419,14 @@ class PostgresDatabase(Database):
     def classify(self, error: Exception) -> ServiceError | None:
         if isinstance(error, errors.DiskFull):
             return StorageFull(str(error).strip())
-        if isinstance(error, errors.DeadlockDetected | errors.SerializationFailure):
+        if isinstance(
+            error,
+            errors.DeadlockDetected
+            | errors.SerializationFailure
+            # Two transactions raced to store one key (READ COMMITTED saw neither): the one
+            # that lost runs again and finds what the other stored.
+            | errors.UniqueViolation,
+        ):
             return StorageConflict(str(error).strip())
         if isinstance(
             error,

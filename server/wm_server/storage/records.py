@@ -128,6 +128,8 @@ class WorkingMemoryRecord:
     commit_id: str | None
     estimated_tokens: int
     create_time: float
+    # The guard decisions of the change that stored it (JSON list of Decision.to_dict()).
+    decisions_json: str = "[]"
 
 
 @dataclass(frozen=True, slots=True)

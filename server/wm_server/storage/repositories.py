@@ -54,7 +54,7 @@ _COMMIT = (
     " FROM commits c JOIN sessions s ON s.sid = c.sid"
     " LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
 )
-_WM = "version, document, archive_seq, commit_id, estimated_tokens, create_time"
+_WM = "version, document, archive_seq, commit_id, estimated_tokens, create_time, decisions_json"
 _MESSAGE = "position, message_id, role, parts_json, tokens, create_time"
 # The tokens of a session's stored messages at positions first..last.
 _CROSSED = (
@@ -971,13 +971,16 @@ class WorkingMemoryRepository(_Repository):
         commit_id: str | None,
         tokens: int,
         now: float,
+        decisions_json: str = "[]",
     ) -> Write:
+        """A new version, with the guard decisions of the change that made it (JSON)."""
         return Write(
             "INSERT INTO working_memories (sid, version, document, archive_seq, covered_seq,"
-            " commit_id, estimated_tokens, create_time) VALUES (:sid, :version, :document,"
-            " :seq, :covered, :commit_id, :tokens, :now)",
+            " commit_id, estimated_tokens, create_time, decisions_json) VALUES (:sid, :version,"
+            " :document, :seq, :covered, :commit_id, :tokens, :now, :decisions)",
             {"sid": sid, "version": version, "document": document, "seq": archive_seq,
-             "covered": covered_seq, "commit_id": commit_id, "tokens": tokens, "now": now},
+             "covered": covered_seq, "commit_id": commit_id, "tokens": tokens, "now": now,
+             "decisions": decisions_json},
         )  # fmt: skip
 
     async def get(self, session: SessionRow, version: int) -> WorkingMemoryRecord | None:
@@ -988,11 +991,11 @@ class WorkingMemoryRepository(_Repository):
         )
         if row is None:
             return None
-        version, document, archive_seq, commit_id, tokens, created = row
+        version, document, archive_seq, commit_id, tokens, created, decisions = row
         record = session.record
         return WorkingMemoryRecord(
             record.tenant, record.session_id, int(version), document, archive_seq, commit_id,
-            int(tokens), created,
+            int(tokens), created, decisions,
         )  # fmt: skip
 
     async def covered_seq(self, sid: int, version: int) -> int:

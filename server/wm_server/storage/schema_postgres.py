@@ -321,6 +321,15 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         """,
     ),
     (
+        10,
+        # Each version keeps its guard decisions: as SQLite's version 9.
+        """
+        ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]';
+        UPDATE working_memories w SET decisions_json = c.decisions_json
+            FROM commits c WHERE c.commit_id = w.commit_id;
+        """,
+    ),
+    (
         11,
         # Recall by meaning (issue 34): as SQLite's version 10.
         """

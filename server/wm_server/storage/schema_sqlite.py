@@ -318,6 +318,18 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         ),
     ),
     (
+        9,
+        # Each working-memory version keeps the guard decisions of the change that stored it
+        # (Phase 2's, as on its commit, or ApplyWorkingMemoryOps'): a client's ops are audited
+        # like a model's. Versions stored before keep their commit's.
+        (
+            "ALTER TABLE working_memories ADD COLUMN decisions_json TEXT NOT NULL DEFAULT '[]'",
+            "UPDATE working_memories SET decisions_json = (SELECT c.decisions_json FROM commits c"
+            " WHERE c.commit_id = working_memories.commit_id) WHERE commit_id IS NOT NULL"
+            " AND EXISTS (SELECT 1 FROM commits c WHERE c.commit_id = working_memories.commit_id)",
+        ),
+    ),
+    (
         10,
         # Recall by meaning (issue 34): one float32 vector per archived message and per
         # memory, with the model that made it and its length (a model change re-embeds).

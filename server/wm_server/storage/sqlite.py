@@ -40,6 +40,9 @@ T = TypeVar("T")
 log = structlog.get_logger("wm_server.storage.sqlite")
 
 _FEW = 64
+# The full-text tables erase() merges, and the pages one merge step writes at most.
+FTS_TABLES = ("memories_fts", "archived_fts")
+ERASE_MERGE_PAGES = 256
 
 
 @functools.cache
@@ -166,6 +169,9 @@ class SqliteDatabase(Database):
             conn.execute("PRAGMA busy_timeout=0")  # never sleep on the event loop
             conn.execute("PRAGMA cache_size=-65536")
             conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it
+            # Forgetting erases: a deleted row's bytes are overwritten with zeros in the file,
+            # not left in a free page (see erase()).
+            conn.execute("PRAGMA secure_delete=ON")
             self._writer = _Inline(conn)
             writer = await self._acquire(Kind.WRITE)
             try:
@@ -193,6 +199,31 @@ class SqliteDatabase(Database):
             self._reader = _Threaded(self._reader_conn, self._executor)
         except Exception as error:
             raise self._translate(error) from error
+
+    async def erase(self) -> None:
+        """Make what was deleted unreadable in the files, not only in the tables: the
+        full-text indexes keep a deleted row's terms in their older segments until those are
+        merged (this SQLite, 3.40, predates FTS5's ``secure-delete`` option, 3.42), so both are
+        merged into one segment, a bounded step per transaction; the pages freed on the way
+        are zeroed (``secure_delete``); then the log, which still holds the pages as they were
+        written, is checkpointed and truncated (by the checkpointer's thread, within a
+        period)."""
+        for table in FTS_TABLES:
+            while True:
+                async with self.unit_of_work() as uow:
+                    conn = uow._conn
+                    before = await conn.one("SELECT total_changes()", {})
+                    await conn.run(
+                        f"INSERT INTO {table} ({table}, rank) VALUES ('merge', :pages)",
+                        {"pages": -ERASE_MERGE_PAGES},
+                    )
+                    after = await conn.one("SELECT total_changes()", {})
+                    await uow.commit()
+                assert before is not None and after is not None
+                if int(after[0]) - int(before[0]) < 2:  # FTS5: nothing was left to merge
+                    break
+                await asyncio.sleep(0)  # let requests run between steps
+        self.checkpointer.truncate_soon()
 
     async def close(self) -> None:
         reader, self._reader_conn, self._reader = self._reader_conn, None, None

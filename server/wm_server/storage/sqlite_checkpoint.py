@@ -51,6 +51,7 @@ class Checkpointer:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wm-sqlite-checkpoint", daemon=True)
         self._conn: sqlite3.Connection | None = None
+        self._truncate_next = False  # erase(): empty the log at the next checkpoint
         self.checkpoints = 0  # completed, of either mode (read by tests)
         self.truncations = 0
 
@@ -69,6 +70,12 @@ class Checkpointer:
         """A commit added pages to the log (cheap: a flag already set is left alone)."""
         if not self._pending.is_set():
             self._pending.set()
+
+    def truncate_soon(self) -> None:
+        """Checkpoint and truncate the log within a period, whatever its size (after an
+        erasure: the log still holds the pages as they were before)."""
+        self._truncate_next = True
+        self._pending.set()
 
     def stop(self) -> None:
         """End the thread; what is left in the log is checkpointed when the last connection
@@ -95,7 +102,8 @@ class Checkpointer:
             size = os.path.getsize(self._wal)
         except OSError:
             return  # no log yet (or it was just removed): nothing to copy
-        mode = "TRUNCATE" if size > self._truncate_bytes else "PASSIVE"
+        truncate = self._truncate_next
+        mode = "TRUNCATE" if truncate or size > self._truncate_bytes else "PASSIVE"
         try:
             busy, _frames, _copied = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         except sqlite3.Error as error:  # a full disk, an I/O error: the writer reports its own
@@ -108,3 +116,5 @@ class Checkpointer:
         self.checkpoints += 1
         if mode == "TRUNCATE":
             self.truncations += 1
+            if truncate:
+                self._truncate_next = False

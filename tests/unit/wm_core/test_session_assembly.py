@@ -125,7 +125,10 @@ def test_reply_reserve_follows_the_reference() -> None:
     assert plan_budget(200_000, 0).reply_reserve == 30_000
     assert plan_budget(30_000, 0).reply_reserve == 4_500
     assert plan_budget(128_000, 0).working_memory == 8_000
-    assert plan_budget(20_000, 1000).working_memory == int((20_000 - 3_000 - 1000) * 0.15)
+    # The working memory's bound is its own (WM_MAX_TOKENS), not a share: assembly splits
+    # the usable budget by need (test_session_assembly_adaptive.py).
+    assert plan_budget(20_000, 1000).working_memory == 8_000
+    assert plan_budget(4_000, 1000).working_memory == 4_000 - 600 - 1000
 
 
 def test_wm_is_trimmed_oldest_low_priority_first_and_reported() -> None:

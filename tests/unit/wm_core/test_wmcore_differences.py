@@ -182,7 +182,7 @@ class TestDifferencePaths:
         }
 
     def test_ours_backup_file_is_not_the_original(self) -> None:
-        assert references("a.py.bak") == set()
+        assert references("a.py.bak") == {"a.py.bak"}  # a file of its own, never "a.py"
 
     def test_ours_dot_slash_prefix_is_the_same_file(self) -> None:
         # Reference: "./src/main.py" and "src/main.py" differ, so this UPDATE is rejected.

@@ -1571,6 +1571,7 @@ class WorkingMemory(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     PENDING_ITEMS_FIELD_NUMBER: _builtins.int
     PENDING_ITEM_LIMIT_FIELD_NUMBER: _builtins.int
+    DECISIONS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     version: _builtins.int
@@ -1604,6 +1605,13 @@ class WorkingMemory(_message.Message):
         a version); empty elsewhere. At most pending_item_limit items, oldest first.
         """
 
+    @_builtins.property
+    def decisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___GuardDecision]:
+        """Every guard intervention of the change that stored this version: Phase 2's (the same as
+        its Commit's decisions) or, for a version ApplyWorkingMemoryOps stored, the client's ops'
+        (archive_id empty). Empty when the guards let every op through unchanged.
+        """
+
     def __init__(
         self,
         *,
@@ -1616,10 +1624,11 @@ class WorkingMemory(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         pending_items: _abc.Iterable[Global___PendingItem] | None = ...,
         pending_item_limit: _builtins.int = ...,
+        decisions: _abc.Iterable[Global___GuardDecision] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "create_time", b"create_time", "document", b"document", "estimated_tokens", b"estimated_tokens", "pending_item_limit", b"pending_item_limit", "pending_items", b"pending_items", "sections", b"sections", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "create_time", b"create_time", "decisions", b"decisions", "document", b"document", "estimated_tokens", b"estimated_tokens", "pending_item_limit", b"pending_item_limit", "pending_items", b"pending_items", "sections", b"sections", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

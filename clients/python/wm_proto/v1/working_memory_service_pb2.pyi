@@ -24,6 +24,42 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _ContextPart:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ContextPartEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ContextPart.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CONTEXT_PART_UNSPECIFIED: _ContextPart.ValueType  # 0
+    """Not set (never in a response)."""
+    CONTEXT_PART_RECALLED_MEMORIES: _ContextPart.ValueType  # 1
+    """The long-term memories recalled into system_prompt_addition."""
+    CONTEXT_PART_WORKING_MEMORY: _ContextPart.ValueType  # 2
+    """The working memory (the "[Session History Summary]" message)."""
+    CONTEXT_PART_UNCOVERED_ARCHIVES: _ContextPart.ValueType  # 3
+    """Archived messages no completed working memory covers yet."""
+    CONTEXT_PART_LIVE_MESSAGES: _ContextPart.ValueType  # 4
+    """Live messages before the current turn."""
+    CONTEXT_PART_CURRENT_TURN: _ContextPart.ValueType  # 5
+    """The current turn: the newest user request and every step since."""
+
+class ContextPart(_ContextPart, metaclass=_ContextPartEnumTypeWrapper):
+    """A part of an assembled context."""
+
+CONTEXT_PART_UNSPECIFIED: ContextPart.ValueType  # 0
+"""Not set (never in a response)."""
+CONTEXT_PART_RECALLED_MEMORIES: ContextPart.ValueType  # 1
+"""The long-term memories recalled into system_prompt_addition."""
+CONTEXT_PART_WORKING_MEMORY: ContextPart.ValueType  # 2
+"""The working memory (the "[Session History Summary]" message)."""
+CONTEXT_PART_UNCOVERED_ARCHIVES: ContextPart.ValueType  # 3
+"""Archived messages no completed working memory covers yet."""
+CONTEXT_PART_LIVE_MESSAGES: ContextPart.ValueType  # 4
+"""Live messages before the current turn."""
+CONTEXT_PART_CURRENT_TURN: ContextPart.ValueType  # 5
+"""The current turn: the newest user request and every step since."""
+Global___ContextPart: _TypeAlias = ContextPart  # noqa: Y015
+
 class _SearchMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -924,6 +960,8 @@ class AssembleContextResponse(_message.Message):
     EFFECTIVE_TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     RECALLED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
     MEMORY_TOKENS_FIELD_NUMBER: _builtins.int
+    PARTS_FIELD_NUMBER: _builtins.int
+    USABLE_TOKENS_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
     """Text to add to the system prompt: how to read the summary and recall archives, naming
     only the registered tools; empty when the context has no summary.
@@ -951,6 +989,10 @@ class AssembleContextResponse(_message.Message):
     """
     memory_tokens: _builtins.int
     """Estimated tokens of the recalled memories block."""
+    usable_tokens: _builtins.int
+    """The tokens the parts shared: token_budget (or effective_token_budget) less the reply
+    reserve and the instructions.
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
         """The context, roles alternating from user, every tool call with its result."""
@@ -973,6 +1015,10 @@ class AssembleContextResponse(_message.Message):
     def recalled_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The memories recalled into system_prompt_addition, best first."""
 
+    @_builtins.property
+    def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextPartUsage]:
+        """What each part of the context needed, kept and lost, in the order the parts appear."""
+
     def __init__(
         self,
         *,
@@ -991,14 +1037,54 @@ class AssembleContextResponse(_message.Message):
         effective_token_budget: _builtins.int = ...,
         recalled_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
         memory_tokens: _builtins.int = ...,
+        parts: _abc.Iterable[Global___ContextPartUsage] | None = ...,
+        usable_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "recalled_memory_ids", b"recalled_memory_ids", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "parts", b"parts", "recalled_memory_ids", b"recalled_memory_ids", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "usable_tokens", b"usable_tokens", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AssembleContextResponse: _TypeAlias = AssembleContextResponse  # noqa: Y015
+
+@_typing.final
+class ContextPartUsage(_message.Message):
+    """What one part of an assembled context needed and got."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PART_FIELD_NUMBER: _builtins.int
+    NEEDED_TOKENS_FIELD_NUMBER: _builtins.int
+    KEPT_TOKENS_FIELD_NUMBER: _builtins.int
+    DROPPED_ITEMS_FIELD_NUMBER: _builtins.int
+    part: Global___ContextPart.ValueType
+    """The part."""
+    needed_tokens: _builtins.int
+    """Estimated tokens of the part whole (the working memory within its own bound; the
+    recalled memories: every memory found for the request).
+    """
+    kept_tokens: _builtins.int
+    """Estimated tokens the part has in the context."""
+    dropped_items: _builtins.int
+    """Items the part lost: working-memory bullets trimmed, messages dropped, memories that did
+    not fit the recall budget.
+    """
+    def __init__(
+        self,
+        *,
+        part: Global___ContextPart.ValueType = ...,
+        needed_tokens: _builtins.int = ...,
+        kept_tokens: _builtins.int = ...,
+        dropped_items: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped_items", b"dropped_items", "kept_tokens", b"kept_tokens", "needed_tokens", b"needed_tokens", "part", b"part"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContextPartUsage: _TypeAlias = ContextPartUsage  # noqa: Y015
 
 @_typing.final
 class ListArchivesRequest(_message.Message):
@@ -1932,6 +2018,40 @@ class UpdateMemoryRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___UpdateMemoryRequest: _TypeAlias = UpdateMemoryRequest  # noqa: Y015
+
+@_typing.final
+class RetireMemoryRequest(_message.Message):
+    """Request of RetireMemory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    """The memory."""
+    reason: _builtins.str
+    """Why it no longer holds: 1-500 characters after trimming (kept as the memory's
+    retire_reason; a memory is never retired silently).
+    """
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetireMemoryRequest: _TypeAlias = RetireMemoryRequest  # noqa: Y015
 
 @_typing.final
 class DeleteMemoryRequest(_message.Message):

@@ -212,6 +212,11 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.RetireMemory = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/RetireMemory',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_resources__pb2.Memory.FromString,
+                _registered_method=True)
 
 
 class WorkingMemoryServiceServicer:
@@ -379,6 +384,17 @@ class WorkingMemoryServiceServicer:
         turns go first, then their largest parts are cut (see cut_parts). The result never
         exceeds the budget, roles alternate from user, every tool call has its result, and a
         user message that answers tool calls has its tool results first.
+
+        The budget is split by need, not by fixed shares. The reply reserve (15 %, at least
+        20,000 tokens from 40,000 on) and the instructions (system prompt, the addition, the
+        recalled memories: memory_recall.token_budget at most) come off first; the parts share
+        the rest. When everything fits, everything goes in as it is (the working memory up to
+        its own bound of 8,000 tokens). Otherwise the current turn takes what it needs; the
+        working memory takes all it needs when the older messages fit beside it, else at least
+        half of what is left (trimmed by section priority, see trimmed_items); the older
+        messages fill the rest, newest first; room one part leaves goes to the other. Whenever
+        something was trimmed, dropped or cut, at most 5 % of that share is left unused (short of
+        a message that cannot be cut smaller). parts reports what each part needed and kept.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -484,6 +500,15 @@ class WorkingMemoryServiceServicer:
 
     def DeleteMemory(self, request, context):
         """Forgets a memory: removed from the store, the full-text index and its history, at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetireMemory(self, request, context):
+        """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+        sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+        no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -631,6 +656,11 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteMemory,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'RetireMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetireMemory,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_resources__pb2.Memory.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1425,6 +1455,33 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/DeleteMemory',
             wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetireMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/RetireMemory',
+            wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.SerializeToString,
+            wm_dot_v1_dot_resources__pb2.Memory.FromString,
             options,
             channel_credentials,
             insecure,

@@ -132,6 +132,17 @@ class WorkingMemoryServiceStub:
     turns go first, then their largest parts are cut (see cut_parts). The result never
     exceeds the budget, roles alternate from user, every tool call has its result, and a
     user message that answers tool calls has its tool results first.
+
+    The budget is split by need, not by fixed shares. The reply reserve (15 %, at least
+    20,000 tokens from 40,000 on) and the instructions (system prompt, the addition, the
+    recalled memories: memory_recall.token_budget at most) come off first; the parts share
+    the rest. When everything fits, everything goes in as it is (the working memory up to
+    its own bound of 8,000 tokens). Otherwise the current turn takes what it needs; the
+    working memory takes all it needs when the older messages fit beside it, else at least
+    half of what is left (trimmed by section priority, see trimmed_items); the older
+    messages fill the rest, newest first; room one part leaves goes to the other. Whenever
+    something was trimmed, dropped or cut, at most 5 % of that share is left unused (short of
+    a message that cannot be cut smaller). parts reports what each part needed and kept.
     """
     ListArchives: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]
     """Lists a session's archives, oldest first, paginated, without their messages."""
@@ -187,6 +198,11 @@ class WorkingMemoryServiceStub:
     """
     DeleteMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    RetireMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.RetireMemoryRequest, _resources_pb2.Memory]
+    """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+    sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+    no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+    """
 
 @_typing.type_check_only
 class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
@@ -288,6 +304,17 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     turns go first, then their largest parts are cut (see cut_parts). The result never
     exceeds the budget, roles alternate from user, every tool call has its result, and a
     user message that answers tool calls has its tool results first.
+
+    The budget is split by need, not by fixed shares. The reply reserve (15 %, at least
+    20,000 tokens from 40,000 on) and the instructions (system prompt, the addition, the
+    recalled memories: memory_recall.token_budget at most) come off first; the parts share
+    the rest. When everything fits, everything goes in as it is (the working memory up to
+    its own bound of 8,000 tokens). Otherwise the current turn takes what it needs; the
+    working memory takes all it needs when the older messages fit beside it, else at least
+    half of what is left (trimmed by section priority, see trimmed_items); the older
+    messages fill the rest, newest first; room one part leaves goes to the other. Whenever
+    something was trimmed, dropped or cut, at most 5 % of that share is left unused (short of
+    a message that cannot be cut smaller). parts reports what each part needed and kept.
     """
     ListArchives: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListArchivesRequest, _working_memory_service_pb2.ListArchivesResponse]  # type: ignore[assignment]
     """Lists a session's archives, oldest first, paginated, without their messages."""
@@ -343,6 +370,11 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     DeleteMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    RetireMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.RetireMemoryRequest, _resources_pb2.Memory]  # type: ignore[assignment]
+    """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+    sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+    no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+    """
 
 class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
@@ -537,6 +569,17 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         turns go first, then their largest parts are cut (see cut_parts). The result never
         exceeds the budget, roles alternate from user, every tool call has its result, and a
         user message that answers tool calls has its tool results first.
+
+        The budget is split by need, not by fixed shares. The reply reserve (15 %, at least
+        20,000 tokens from 40,000 on) and the instructions (system prompt, the addition, the
+        recalled memories: memory_recall.token_budget at most) come off first; the parts share
+        the rest. When everything fits, everything goes in as it is (the working memory up to
+        its own bound of 8,000 tokens). Otherwise the current turn takes what it needs; the
+        working memory takes all it needs when the older messages fit beside it, else at least
+        half of what is left (trimmed by section priority, see trimmed_items); the older
+        messages fill the rest, newest first; room one part leaves goes to the other. Whenever
+        something was trimmed, dropped or cut, at most 5 % of that share is left unused (short of
+        a message that cannot be cut smaller). parts reports what each part needed and kept.
         """
 
     @_abc_1.abstractmethod
@@ -664,5 +707,16 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
         """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+
+    @_abc_1.abstractmethod
+    def RetireMemory(
+        self,
+        request: _working_memory_service_pb2.RetireMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Memory, _abc.Awaitable[_resources_pb2.Memory]]:
+        """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+        sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+        no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+        """
 
 def add_WorkingMemoryServiceServicer_to_server(servicer: WorkingMemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

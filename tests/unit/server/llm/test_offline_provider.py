@@ -432,3 +432,15 @@ async def test_an_archive_without_assistant_text_adds_its_open_work_to_the_state
     after = parse_document(second.document)["Current State"]
     assert after.startswith(before)
     assert after.endswith("unrecognized arguments: --dry-run")
+
+
+def test_a_path_under_a_home_folder_is_spelled_home_relative_and_a_projects_is_not() -> None:
+    from wm_server.llm.paths import PathSpellings
+
+    spellings = PathSpellings(
+        [".local/share/app/x.db", "~/.local/share/app/x.db", ".github/workflows/ci.yml"]
+    )
+    assert spellings.canonical(".local/share/app/x.db") == "~/.local/share/app/x.db"
+    assert spellings.canonical("~/.local/share/app/x.db") == "~/.local/share/app/x.db"
+    assert spellings.canonical(".github/workflows/ci.yml") == ".github/workflows/ci.yml"
+    assert spellings.canonical("./.config/tool.toml") == "~/.config/tool.toml"

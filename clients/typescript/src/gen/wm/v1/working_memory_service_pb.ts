@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file wm/v1/working_memory_service.proto.
  */
 export const file_wm_v1_working_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("CiJ3bS92MS93b3JraW5nX21lbW9yeV9zZXJ2aWNlLnByb3RvEgV3bS52MSKlAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBARIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBEioKBmNvbmZpZxgDIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQESFQoHdXNlcl9pZBgEIAEoCUIE4kEBARIWCghhZ2VudF9pZBgFIAEoCUIE4kEBASKOAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJQoHc2Vzc2lvbhgBIAEoCzIOLndtLnYxLlNlc3Npb25CBOJBAQISNQoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgTiQQEBEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQEiLQoRR2V0U2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAiJIChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhcKCXBhZ2Vfc2l6ZRgBIAEoBUIE4kEBARIYCgpwYWdlX3Rva2VuGAIgASgJQgTiQQEBIlEKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiAKCHNlc3Npb25zGAEgAygLMg4ud20udjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBIpkBChJBZGRNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhImCghtZXNzYWdlcxgCIAMoCzIOLndtLnYxLk1lc3NhZ2VCBOJBAQISJwoZY3JlYXRlX3Nlc3Npb25faWZfbWlzc2luZxgDIAEoCEIE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBIsMBChNBZGRNZXNzYWdlc1Jlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgDIAEoAxIZChFhZGRlZF9tZXNzYWdlX2lkcxgEIAMoCRIdChVkdXBsaWNhdGVfbWVzc2FnZV9pZHMYBSADKAkSFwoPc2Vzc2lvbl9jcmVhdGVkGAYgASgIEhYKDmF1dG9fY29tbWl0X2lkGAcgASgJImIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0TWVzc2FnZXNSZXNwb25zZRIgCghtZXNzYWdlcxgBIAMoCzIOLndtLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoUBCg1Db21taXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISHwoRa2VlcF9yZWNlbnRfY291bnQYAiABKAVCBOJBAQESGAoKcmVxdWVzdF9pZBgDIAEoCUIE4kEBARIfChFrZWVwX3JlY2VudF90dXJucxgEIAEoBUIE4kEBASJlChJXYXRjaENvbW1pdFJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCgljb21taXRfaWQYAiABKAlCBOJBAQISHAoOYWZ0ZXJfc2VxdWVuY2UYAyABKANCBOJBAQEiRQoQR2V0Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAiJhChJMaXN0Q29tbWl0c1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJOChNMaXN0Q29tbWl0c1Jlc3BvbnNlEh4KB2NvbW1pdHMYASADKAsyDS53bS52MS5Db21taXQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImEKElJldHJ5Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAMgASgJQgTiQQEBIkQKDkNvbXBhY3RSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGAoKcmVxdWVzdF9pZBgCIAEoCUIE4kEBASJKChdHZXRXb3JraW5nTWVtb3J5UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhUKB3ZlcnNpb24YAiABKANCBOJBAQEilwEKHEFwcGx5V29ya2luZ01lbW9yeU9wc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIjCgNvcHMYAiADKAsyEC53bS52MS5TZWN0aW9uT3BCBOJBAQISHgoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoA0IE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBInYKHUFwcGx5V29ya2luZ01lbW9yeU9wc1Jlc3BvbnNlEiwKDndvcmtpbmdfbWVtb3J5GAEgASgLMhQud20udjEuV29ya2luZ01lbW9yeRInCglkZWNpc2lvbnMYAiADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uIvsBChZBc3NlbWJsZUNvbnRleHRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQECEhsKDXN5c3RlbV9wcm9tcHQYAyABKAlCBOJBAQESJAoWaW5jbHVkZV9hbnRocm9waWNfanNvbhgEIAEoCEIE4kEBARI2ChByZWdpc3RlcmVkX3Rvb2xzGAUgASgLMhYud20udjEuUmVnaXN0ZXJlZFRvb2xzQgTiQQEBEjAKDW1lbW9yeV9yZWNhbGwYBiABKAsyEy53bS52MS5NZW1vcnlSZWNhbGxCBOJBAQEiXQoMTWVtb3J5UmVjYWxsEhUKB2VuYWJsZWQYASABKAhCBOJBAQESGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQEBEhoKDG1heF9tZW1vcmllcxgDIAEoBUIE4kEBASImCg9SZWdpc3RlcmVkVG9vbHMSEwoFbmFtZXMYASADKAlCBOJBAQEizwMKF0Fzc2VtYmxlQ29udGV4dFJlc3BvbnNlEh4KFnN5c3RlbV9wcm9tcHRfYWRkaXRpb24YASABKAkSIAoIbWVzc2FnZXMYAiADKAsyDi53bS52MS5NZXNzYWdlEh8KF2FudGhyb3BpY19tZXNzYWdlc19qc29uGAMgASgJEhgKEGVzdGltYXRlZF90b2tlbnMYBCABKAMSHAoUcmVwbHlfcmVzZXJ2ZV90b2tlbnMYBSABKAMSHgoWd29ya2luZ19tZW1vcnlfdmVyc2lvbhgGIAEoAxIdChV3b3JraW5nX21lbW9yeV90b2tlbnMYByABKAMSFQoNdHJpbW1lZF9pdGVtcxgIIAMoCRIdChV1bmNvdmVyZWRfYXJjaGl2ZV9pZHMYCSADKAkSHgoWaW5jbHVkZWRfbWVzc2FnZV9jb3VudBgKIAEoBRIdChVkcm9wcGVkX21lc3NhZ2VfY291bnQYCyABKAUSEQoJY3V0X3BhcnRzGAwgAygJEh4KFmVmZmVjdGl2ZV90b2tlbl9idWRnZXQYDSABKAMSGwoTcmVjYWxsZWRfbWVtb3J5X2lkcxgOIAMoCRIVCg1tZW1vcnlfdG9rZW5zGA8gASgDImIKE0xpc3RBcmNoaXZlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0QXJjaGl2ZXNSZXNwb25zZRIgCghhcmNoaXZlcxgBIAMoCzIOLndtLnYxLkFyY2hpdmUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInoKEUdldEFyY2hpdmVSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGAoKYXJjaGl2ZV9pZBgCIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAyABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgEIAEoCUIE4kEBASKDAgoVU2VhcmNoQXJjaGl2ZXNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQESEwoFcXVlcnkYAiABKAlCBOJBAQISGAoKYXJjaGl2ZV9pZBgDIAEoCUIE4kEBARIWCghtYXhfaGl0cxgEIAEoBUIE4kEBARIaCgxhbGxfc2Vzc2lvbnMYBSABKAhCBOJBAQESJQoEbW9kZRgGIAEoDjIRLndtLnYxLlNlYXJjaE1vZGVCBOJBAQESFQoHdXNlcl9pZBgHIAEoCUIE4kEBARIWCghhZ2VudF9pZBgIIAEoCUIE4kEBARIXCgltaW5fc2NvcmUYCSABKAFCBOJBAQEirgEKCVNlYXJjaEhpdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCmFyY2hpdmVfaWQYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIZCgRyb2xlGAQgASgOMgsud20udjEuUm9sZRIPCgdzbmlwcGV0GAUgASgJEg0KBXNjb3JlGAYgASgBEhUKDWxleGljYWxfc2NvcmUYByABKAESEwoLZGVuc2Vfc2NvcmUYCCABKAEimAEKFlNlYXJjaEFyY2hpdmVzUmVzcG9uc2USHgoEaGl0cxgBIAMoCzIQLndtLnYxLlNlYXJjaEhpdBIVCg10b3RhbF9tYXRjaGVzGAIgASgFEi4KD3NlbWFudGljX3JlY2FsbBgDIAEoDjIVLndtLnYxLlNlbWFudGljUmVjYWxsEhcKD3VuZW1iZWRkZWRfcm93cxgEIAEoBSJEChlHZXRUb29sRGVmaW5pdGlvbnNSZXF1ZXN0EicKBmZvcm1hdBgBIAEoDjIRLndtLnYxLlRvb2xGb3JtYXRCBOJBAQEiewoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIZChFpbnB1dF9zY2hlbWFfanNvbhgDIAEoCRIWCg5hbnRocm9waWNfanNvbhgEIAEoCRITCgtvcGVuYWlfanNvbhgFIAEoCSJCChpHZXRUb29sRGVmaW5pdGlvbnNSZXNwb25zZRIkCgV0b29scxgBIAMoCzIVLndtLnYxLlRvb2xEZWZpbml0aW9uIjUKCUxpbmVSYW5nZRITCgVzdGFydBgBIAEoA0IE4kEBARITCgVjb3VudBgCIAEoA0IE4kEBASI3CglCeXRlUmFuZ2USFAoGb2Zmc2V0GAEgASgDQgTiQQEBEhQKBmxlbmd0aBgCIAEoA0IE4kEBASKyAQoUR2V0VG9vbE91dHB1dFJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglvdXRwdXRfaWQYAiABKAlCBOJBAQISIQoFbGluZXMYAyABKAsyEC53bS52MS5MaW5lUmFuZ2VIABIhCgVieXRlcxgEIAEoCzIQLndtLnYxLkJ5dGVSYW5nZUgAEhgKCnBhZ2VfdG9rZW4YBSABKAlCBOJBAQFCBwoFcmFuZ2UitAEKFUdldFRvb2xPdXRwdXRSZXNwb25zZRIhCgZvdXRwdXQYASABKAsyES53bS52MS5Ub29sT3V0cHV0Eg8KB2NvbnRlbnQYAiABKAkSEgoKc3RhcnRfbGluZRgDIAEoAxISCgpsaW5lX2NvdW50GAQgASgDEhIKCnN0YXJ0X2J5dGUYBSABKAMSEgoKYnl0ZV9jb3VudBgGIAEoAxIXCg9uZXh0X3BhZ2VfdG9rZW4YByABKAkiegoYU2VhcmNoVG9vbE91dHB1dHNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISEwoFcXVlcnkYAiABKAlCBOJBAQISFwoJb3V0cHV0X2lkGAMgASgJQgTiQQEBEhYKCG1heF9oaXRzGAQgASgFQgTiQQEBIlUKDVRvb2xPdXRwdXRIaXQSEQoJb3V0cHV0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDAoEbGluZRgDIAEoAxIPCgdzbmlwcGV0GAQgASgJIlYKGVNlYXJjaFRvb2xPdXRwdXRzUmVzcG9uc2USIgoEaGl0cxgBIAMoCzIULndtLnYxLlRvb2xPdXRwdXRIaXQSFQoNdG90YWxfbWF0Y2hlcxgCIAEoBSJWCgtNZW1vcnlPd25lchIVCgd1c2VyX2lkGAEgASgJQgTiQQEBEhYKCGFnZW50X2lkGAIgASgJQgTiQQEBEhgKCnNlc3Npb25faWQYAyABKAlCBOJBAQEilQIKFVNlYXJjaE1lbW9yaWVzUmVxdWVzdBInCgVvd25lchgBIAEoCzISLndtLnYxLk1lbW9yeU93bmVyQgTiQQECEhMKBXF1ZXJ5GAIgASgJQgTiQQECEiYKBXR5cGVzGAMgAygOMhEud20udjEuTWVtb3J5VHlwZUIE4kEBARI0CgpzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIE4kEBARIyCghlbmRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQESEwoFbGltaXQYBiABKAVCBOJBAQESFwoJbWluX3Njb3JlGAcgASgBQgTiQQEBInYKCU1lbW9yeUhpdBIdCgZtZW1vcnkYASABKAsyDS53bS52MS5NZW1vcnkSDQoFc2NvcmUYAiABKAESDwoHc25pcHBldBgDIAEoCRIVCg1sZXhpY2FsX3Njb3JlGAQgASgBEhMKC2RlbnNlX3Njb3JlGAUgASgBIoEBChZTZWFyY2hNZW1vcmllc1Jlc3BvbnNlEh4KBGhpdHMYASADKAsyEC53bS52MS5NZW1vcnlIaXQSLgoPc2VtYW50aWNfcmVjYWxsGAIgASgOMhUud20udjEuU2VtYW50aWNSZWNhbGwSFwoPdW5lbWJlZGRlZF9yb3dzGAMgASgFIsIBChNMaXN0TWVtb3JpZXNSZXF1ZXN0EicKBW93bmVyGAEgASgLMhIud20udjEuTWVtb3J5T3duZXJCBOJBAQISJgoFdHlwZXMYAiADKA4yES53bS52MS5NZW1vcnlUeXBlQgTiQQEBEicKBXN0YXRlGAMgASgOMhIud20udjEuTWVtb3J5U3RhdGVCBOJBAQESFwoJcGFnZV9zaXplGAQgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YBSABKAlCBOJBAQEiUAoUTGlzdE1lbW9yaWVzUmVzcG9uc2USHwoIbWVtb3JpZXMYASADKAsyDS53bS52MS5NZW1vcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIisKEEdldE1lbW9yeVJlcXVlc3QSFwoJbWVtb3J5X2lkGAEgASgJQgTiQQECIn0KE0NyZWF0ZU1lbW9yeVJlcXVlc3QSJwoFb3duZXIYASABKAsyEi53bS52MS5NZW1vcnlPd25lckIE4kEBAhIjCgZtZW1vcnkYAiABKAsyDS53bS52MS5NZW1vcnlCBOJBAQISGAoKcmVxdWVzdF9pZBgDIAEoCUIE4kEBASJLChRDcmVhdGVNZW1vcnlSZXNwb25zZRIdCgZtZW1vcnkYASABKAsyDS53bS52MS5NZW1vcnkSFAoMZGVkdXBsaWNhdGVkGAIgASgIIqEBChNVcGRhdGVNZW1vcnlSZXF1ZXN0EiMKBm1lbW9yeRgBIAEoCzINLndtLnYxLk1lbW9yeUIE4kEBAhI1Cgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCBOJBAQESFAoGcmVhc29uGAMgASgJQgTiQQEBEhgKCnJlcXVlc3RfaWQYBCABKAlCBOJBAQEiSAoTRGVsZXRlTWVtb3J5UmVxdWVzdBIXCgltZW1vcnlfaWQYASABKAlCBOJBAQISGAoKcmVxdWVzdF9pZBgCIAEoCUIE4kEBASpyCgpTZWFyY2hNb2RlEhsKF1NFQVJDSF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTU0VBUkNIX01PREVfTElURVJBTBABEhYKElNFQVJDSF9NT0RFX1JBTktFRBACEhYKElNFQVJDSF9NT0RFX0hZQlJJRBADKp8BCg5TZW1hbnRpY1JlY2FsbBIfChtTRU1BTlRJQ19SRUNBTExfVU5TUEVDSUZJRUQQABIYChRTRU1BTlRJQ19SRUNBTExfRlVMTBABEhsKF1NFTUFOVElDX1JFQ0FMTF9QQVJUSUFMEAISFwoTU0VNQU5USUNfUkVDQUxMX09GRhADEhwKGFNFTUFOVElDX1JFQ0FMTF9ERUdSQURFRBAEKlwKClRvb2xGb3JtYXQSGwoXVE9PTF9GT1JNQVRfVU5TUEVDSUZJRUQQABIZChVUT09MX0ZPUk1BVF9BTlRIUk9QSUMQARIWChJUT09MX0ZPUk1BVF9PUEVOQUkQAjKuDwoUV29ya2luZ01lbW9yeVNlcnZpY2USPAoNQ3JlYXRlU2Vzc2lvbhIbLndtLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0Gg4ud20udjEuU2Vzc2lvbhI2CgpHZXRTZXNzaW9uEhgud20udjEuR2V0U2Vzc2lvblJlcXVlc3QaDi53bS52MS5TZXNzaW9uEjwKDVVwZGF0ZVNlc3Npb24SGy53bS52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBoOLndtLnYxLlNlc3Npb24SRwoMTGlzdFNlc3Npb25zEhoud20udjEuTGlzdFNlc3Npb25zUmVxdWVzdBobLndtLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEkQKDURlbGV0ZVNlc3Npb24SGy53bS52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRJECgtBZGRNZXNzYWdlcxIZLndtLnYxLkFkZE1lc3NhZ2VzUmVxdWVzdBoaLndtLnYxLkFkZE1lc3NhZ2VzUmVzcG9uc2USRwoMTGlzdE1lc3NhZ2VzEhoud20udjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBobLndtLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEjQKBkNvbW1pdBIULndtLnYxLkNvbW1pdFJlcXVlc3QaEi53bS52MS5Db21taXRFdmVudDABEj4KC1dhdGNoQ29tbWl0Ehkud20udjEuV2F0Y2hDb21taXRSZXF1ZXN0GhIud20udjEuQ29tbWl0RXZlbnQwARIzCglHZXRDb21taXQSFy53bS52MS5HZXRDb21taXRSZXF1ZXN0Gg0ud20udjEuQ29tbWl0EkQKC0xpc3RDb21taXRzEhkud20udjEuTGlzdENvbW1pdHNSZXF1ZXN0Ghoud20udjEuTGlzdENvbW1pdHNSZXNwb25zZRI3CgtSZXRyeUNvbW1pdBIZLndtLnYxLlJldHJ5Q29tbWl0UmVxdWVzdBoNLndtLnYxLkNvbW1pdBI2CgdDb21wYWN0EhUud20udjEuQ29tcGFjdFJlcXVlc3QaEi53bS52MS5Db21taXRFdmVudDABEkgKEEdldFdvcmtpbmdNZW1vcnkSHi53bS52MS5HZXRXb3JraW5nTWVtb3J5UmVxdWVzdBoULndtLnYxLldvcmtpbmdNZW1vcnkSYgoVQXBwbHlXb3JraW5nTWVtb3J5T3BzEiMud20udjEuQXBwbHlXb3JraW5nTWVtb3J5T3BzUmVxdWVzdBokLndtLnYxLkFwcGx5V29ya2luZ01lbW9yeU9wc1Jlc3BvbnNlElAKD0Fzc2VtYmxlQ29udGV4dBIdLndtLnYxLkFzc2VtYmxlQ29udGV4dFJlcXVlc3QaHi53bS52MS5Bc3NlbWJsZUNvbnRleHRSZXNwb25zZRJHCgxMaXN0QXJjaGl2ZXMSGi53bS52MS5MaXN0QXJjaGl2ZXNSZXF1ZXN0Ghsud20udjEuTGlzdEFyY2hpdmVzUmVzcG9uc2USNgoKR2V0QXJjaGl2ZRIYLndtLnYxLkdldEFyY2hpdmVSZXF1ZXN0Gg4ud20udjEuQXJjaGl2ZRJNCg5TZWFyY2hBcmNoaXZlcxIcLndtLnYxLlNlYXJjaEFyY2hpdmVzUmVxdWVzdBodLndtLnYxLlNlYXJjaEFyY2hpdmVzUmVzcG9uc2USWQoSR2V0VG9vbERlZmluaXRpb25zEiAud20udjEuR2V0VG9vbERlZmluaXRpb25zUmVxdWVzdBohLndtLnYxLkdldFRvb2xEZWZpbml0aW9uc1Jlc3BvbnNlEkoKDUdldFRvb2xPdXRwdXQSGy53bS52MS5HZXRUb29sT3V0cHV0UmVxdWVzdBocLndtLnYxLkdldFRvb2xPdXRwdXRSZXNwb25zZRJWChFTZWFyY2hUb29sT3V0cHV0cxIfLndtLnYxLlNlYXJjaFRvb2xPdXRwdXRzUmVxdWVzdBogLndtLnYxLlNlYXJjaFRvb2xPdXRwdXRzUmVzcG9uc2USTQoOU2VhcmNoTWVtb3JpZXMSHC53bS52MS5TZWFyY2hNZW1vcmllc1JlcXVlc3QaHS53bS52MS5TZWFyY2hNZW1vcmllc1Jlc3BvbnNlEkcKDExpc3RNZW1vcmllcxIaLndtLnYxLkxpc3RNZW1vcmllc1JlcXVlc3QaGy53bS52MS5MaXN0TWVtb3JpZXNSZXNwb25zZRIzCglHZXRNZW1vcnkSFy53bS52MS5HZXRNZW1vcnlSZXF1ZXN0Gg0ud20udjEuTWVtb3J5EkcKDENyZWF0ZU1lbW9yeRIaLndtLnYxLkNyZWF0ZU1lbW9yeVJlcXVlc3QaGy53bS52MS5DcmVhdGVNZW1vcnlSZXNwb25zZRI5CgxVcGRhdGVNZW1vcnkSGi53bS52MS5VcGRhdGVNZW1vcnlSZXF1ZXN0Gg0ud20udjEuTWVtb3J5EkIKDERlbGV0ZU1lbW9yeRIaLndtLnYxLkRlbGV0ZU1lbW9yeVJlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHliBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_wm_v1_resources]);
+  fileDesc("CiJ3bS92MS93b3JraW5nX21lbW9yeV9zZXJ2aWNlLnByb3RvEgV3bS52MSKlAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBARIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBEioKBmNvbmZpZxgDIAEoCzIULndtLnYxLlNlc3Npb25Db25maWdCBOJBAQESFQoHdXNlcl9pZBgEIAEoCUIE4kEBARIWCghhZ2VudF9pZBgFIAEoCUIE4kEBASKOAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJQoHc2Vzc2lvbhgBIAEoCzIOLndtLnYxLlNlc3Npb25CBOJBAQISNQoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgTiQQEBEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQEiLQoRR2V0U2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAiJIChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhcKCXBhZ2Vfc2l6ZRgBIAEoBUIE4kEBARIYCgpwYWdlX3Rva2VuGAIgASgJQgTiQQEBIlEKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiAKCHNlc3Npb25zGAEgAygLMg4ud20udjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoURGVsZXRlU2Vzc2lvblJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAIgASgJQgTiQQEBIpkBChJBZGRNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhImCghtZXNzYWdlcxgCIAMoCzIOLndtLnYxLk1lc3NhZ2VCBOJBAQISJwoZY3JlYXRlX3Nlc3Npb25faWZfbWlzc2luZxgDIAEoCEIE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBIsMBChNBZGRNZXNzYWdlc1Jlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSFQoNbWVzc2FnZV9jb3VudBgCIAEoAxIWCg5wZW5kaW5nX3Rva2VucxgDIAEoAxIZChFhZGRlZF9tZXNzYWdlX2lkcxgEIAMoCRIdChVkdXBsaWNhdGVfbWVzc2FnZV9pZHMYBSADKAkSFwoPc2Vzc2lvbl9jcmVhdGVkGAYgASgIEhYKDmF1dG9fY29tbWl0X2lkGAcgASgJImIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJRChRMaXN0TWVzc2FnZXNSZXNwb25zZRIgCghtZXNzYWdlcxgBIAMoCzIOLndtLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoUBCg1Db21taXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISHwoRa2VlcF9yZWNlbnRfY291bnQYAiABKAVCBOJBAQESGAoKcmVxdWVzdF9pZBgDIAEoCUIE4kEBARIfChFrZWVwX3JlY2VudF90dXJucxgEIAEoBUIE4kEBASJlChJXYXRjaENvbW1pdFJlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCgljb21taXRfaWQYAiABKAlCBOJBAQISHAoOYWZ0ZXJfc2VxdWVuY2UYAyABKANCBOJBAQEiRQoQR2V0Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAiJhChJMaXN0Q29tbWl0c1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIXCglwYWdlX3NpemUYAiABKAVCBOJBAQESGAoKcGFnZV90b2tlbhgDIAEoCUIE4kEBASJOChNMaXN0Q29tbWl0c1Jlc3BvbnNlEh4KB2NvbW1pdHMYASADKAsyDS53bS52MS5Db21taXQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImEKElJldHJ5Q29tbWl0UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhcKCWNvbW1pdF9pZBgCIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAMgASgJQgTiQQEBIkQKDkNvbXBhY3RSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGAoKcmVxdWVzdF9pZBgCIAEoCUIE4kEBASJKChdHZXRXb3JraW5nTWVtb3J5UmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhUKB3ZlcnNpb24YAiABKANCBOJBAQEilwEKHEFwcGx5V29ya2luZ01lbW9yeU9wc1JlcXVlc3QSGAoKc2Vzc2lvbl9pZBgBIAEoCUIE4kEBAhIjCgNvcHMYAiADKAsyEC53bS52MS5TZWN0aW9uT3BCBOJBAQISHgoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoA0IE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBInYKHUFwcGx5V29ya2luZ01lbW9yeU9wc1Jlc3BvbnNlEiwKDndvcmtpbmdfbWVtb3J5GAEgASgLMhQud20udjEuV29ya2luZ01lbW9yeRInCglkZWNpc2lvbnMYAiADKAsyFC53bS52MS5HdWFyZERlY2lzaW9uIvsBChZBc3NlbWJsZUNvbnRleHRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQECEhsKDXN5c3RlbV9wcm9tcHQYAyABKAlCBOJBAQESJAoWaW5jbHVkZV9hbnRocm9waWNfanNvbhgEIAEoCEIE4kEBARI2ChByZWdpc3RlcmVkX3Rvb2xzGAUgASgLMhYud20udjEuUmVnaXN0ZXJlZFRvb2xzQgTiQQEBEjAKDW1lbW9yeV9yZWNhbGwYBiABKAsyEy53bS52MS5NZW1vcnlSZWNhbGxCBOJBAQEiXQoMTWVtb3J5UmVjYWxsEhUKB2VuYWJsZWQYASABKAhCBOJBAQESGgoMdG9rZW5fYnVkZ2V0GAIgASgDQgTiQQEBEhoKDG1heF9tZW1vcmllcxgDIAEoBUIE4kEBASImCg9SZWdpc3RlcmVkVG9vbHMSEwoFbmFtZXMYASADKAlCBOJBAQEijgQKF0Fzc2VtYmxlQ29udGV4dFJlc3BvbnNlEh4KFnN5c3RlbV9wcm9tcHRfYWRkaXRpb24YASABKAkSIAoIbWVzc2FnZXMYAiADKAsyDi53bS52MS5NZXNzYWdlEh8KF2FudGhyb3BpY19tZXNzYWdlc19qc29uGAMgASgJEhgKEGVzdGltYXRlZF90b2tlbnMYBCABKAMSHAoUcmVwbHlfcmVzZXJ2ZV90b2tlbnMYBSABKAMSHgoWd29ya2luZ19tZW1vcnlfdmVyc2lvbhgGIAEoAxIdChV3b3JraW5nX21lbW9yeV90b2tlbnMYByABKAMSFQoNdHJpbW1lZF9pdGVtcxgIIAMoCRIdChV1bmNvdmVyZWRfYXJjaGl2ZV9pZHMYCSADKAkSHgoWaW5jbHVkZWRfbWVzc2FnZV9jb3VudBgKIAEoBRIdChVkcm9wcGVkX21lc3NhZ2VfY291bnQYCyABKAUSEQoJY3V0X3BhcnRzGAwgAygJEh4KFmVmZmVjdGl2ZV90b2tlbl9idWRnZXQYDSABKAMSGwoTcmVjYWxsZWRfbWVtb3J5X2lkcxgOIAMoCRIVCg1tZW1vcnlfdG9rZW5zGA8gASgDEiYKBXBhcnRzGBAgAygLMhcud20udjEuQ29udGV4dFBhcnRVc2FnZRIVCg11c2FibGVfdG9rZW5zGBEgASgDIncKEENvbnRleHRQYXJ0VXNhZ2USIAoEcGFydBgBIAEoDjISLndtLnYxLkNvbnRleHRQYXJ0EhUKDW5lZWRlZF90b2tlbnMYAiABKAMSEwoLa2VwdF90b2tlbnMYAyABKAMSFQoNZHJvcHBlZF9pdGVtcxgEIAEoBSJiChNMaXN0QXJjaGl2ZXNSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISFwoJcGFnZV9zaXplGAIgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YAyABKAlCBOJBAQEiUQoUTGlzdEFyY2hpdmVzUmVzcG9uc2USIAoIYXJjaGl2ZXMYASADKAsyDi53bS52MS5BcmNoaXZlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ6ChFHZXRBcmNoaXZlUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhgKCmFyY2hpdmVfaWQYAiABKAlCBOJBAQISFwoJcGFnZV9zaXplGAMgASgFQgTiQQEBEhgKCnBhZ2VfdG9rZW4YBCABKAlCBOJBAQEigwIKFVNlYXJjaEFyY2hpdmVzUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQEBEhMKBXF1ZXJ5GAIgASgJQgTiQQECEhgKCmFyY2hpdmVfaWQYAyABKAlCBOJBAQESFgoIbWF4X2hpdHMYBCABKAVCBOJBAQESGgoMYWxsX3Nlc3Npb25zGAUgASgIQgTiQQEBEiUKBG1vZGUYBiABKA4yES53bS52MS5TZWFyY2hNb2RlQgTiQQEBEhUKB3VzZXJfaWQYByABKAlCBOJBAQESFgoIYWdlbnRfaWQYCCABKAlCBOJBAQESFwoJbWluX3Njb3JlGAkgASgBQgTiQQEBIq4BCglTZWFyY2hIaXQSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgphcmNoaXZlX2lkGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSGQoEcm9sZRgEIAEoDjILLndtLnYxLlJvbGUSDwoHc25pcHBldBgFIAEoCRINCgVzY29yZRgGIAEoARIVCg1sZXhpY2FsX3Njb3JlGAcgASgBEhMKC2RlbnNlX3Njb3JlGAggASgBIpgBChZTZWFyY2hBcmNoaXZlc1Jlc3BvbnNlEh4KBGhpdHMYASADKAsyEC53bS52MS5TZWFyY2hIaXQSFQoNdG90YWxfbWF0Y2hlcxgCIAEoBRIuCg9zZW1hbnRpY19yZWNhbGwYAyABKA4yFS53bS52MS5TZW1hbnRpY1JlY2FsbBIXCg91bmVtYmVkZGVkX3Jvd3MYBCABKAUiRAoZR2V0VG9vbERlZmluaXRpb25zUmVxdWVzdBInCgZmb3JtYXQYASABKA4yES53bS52MS5Ub29sRm9ybWF0QgTiQQEBInsKDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSGQoRaW5wdXRfc2NoZW1hX2pzb24YAyABKAkSFgoOYW50aHJvcGljX2pzb24YBCABKAkSEwoLb3BlbmFpX2pzb24YBSABKAkiQgoaR2V0VG9vbERlZmluaXRpb25zUmVzcG9uc2USJAoFdG9vbHMYASADKAsyFS53bS52MS5Ub29sRGVmaW5pdGlvbiI1CglMaW5lUmFuZ2USEwoFc3RhcnQYASABKANCBOJBAQESEwoFY291bnQYAiABKANCBOJBAQEiNwoJQnl0ZVJhbmdlEhQKBm9mZnNldBgBIAEoA0IE4kEBARIUCgZsZW5ndGgYAiABKANCBOJBAQEisgEKFEdldFRvb2xPdXRwdXRSZXF1ZXN0EhgKCnNlc3Npb25faWQYASABKAlCBOJBAQISFwoJb3V0cHV0X2lkGAIgASgJQgTiQQECEiEKBWxpbmVzGAMgASgLMhAud20udjEuTGluZVJhbmdlSAASIQoFYnl0ZXMYBCABKAsyEC53bS52MS5CeXRlUmFuZ2VIABIYCgpwYWdlX3Rva2VuGAUgASgJQgTiQQEBQgcKBXJhbmdlIrQBChVHZXRUb29sT3V0cHV0UmVzcG9uc2USIQoGb3V0cHV0GAEgASgLMhEud20udjEuVG9vbE91dHB1dBIPCgdjb250ZW50GAIgASgJEhIKCnN0YXJ0X2xpbmUYAyABKAMSEgoKbGluZV9jb3VudBgEIAEoAxISCgpzdGFydF9ieXRlGAUgASgDEhIKCmJ5dGVfY291bnQYBiABKAMSFwoPbmV4dF9wYWdlX3Rva2VuGAcgASgJInoKGFNlYXJjaFRvb2xPdXRwdXRzUmVxdWVzdBIYCgpzZXNzaW9uX2lkGAEgASgJQgTiQQECEhMKBXF1ZXJ5GAIgASgJQgTiQQECEhcKCW91dHB1dF9pZBgDIAEoCUIE4kEBARIWCghtYXhfaGl0cxgEIAEoBUIE4kEBASJVCg1Ub29sT3V0cHV0SGl0EhEKCW91dHB1dF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEgwKBGxpbmUYAyABKAMSDwoHc25pcHBldBgEIAEoCSJWChlTZWFyY2hUb29sT3V0cHV0c1Jlc3BvbnNlEiIKBGhpdHMYASADKAsyFC53bS52MS5Ub29sT3V0cHV0SGl0EhUKDXRvdGFsX21hdGNoZXMYAiABKAUiVgoLTWVtb3J5T3duZXISFQoHdXNlcl9pZBgBIAEoCUIE4kEBARIWCghhZ2VudF9pZBgCIAEoCUIE4kEBARIYCgpzZXNzaW9uX2lkGAMgASgJQgTiQQEBIpUCChVTZWFyY2hNZW1vcmllc1JlcXVlc3QSJwoFb3duZXIYASABKAsyEi53bS52MS5NZW1vcnlPd25lckIE4kEBAhITCgVxdWVyeRgCIAEoCUIE4kEBAhImCgV0eXBlcxgDIAMoDjIRLndtLnYxLk1lbW9yeVR5cGVCBOJBAQESNAoKc3RhcnRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBOJBAQESMgoIZW5kX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgTiQQEBEhMKBWxpbWl0GAYgASgFQgTiQQEBEhcKCW1pbl9zY29yZRgHIAEoAUIE4kEBASJ2CglNZW1vcnlIaXQSHQoGbWVtb3J5GAEgASgLMg0ud20udjEuTWVtb3J5Eg0KBXNjb3JlGAIgASgBEg8KB3NuaXBwZXQYAyABKAkSFQoNbGV4aWNhbF9zY29yZRgEIAEoARITCgtkZW5zZV9zY29yZRgFIAEoASKBAQoWU2VhcmNoTWVtb3JpZXNSZXNwb25zZRIeCgRoaXRzGAEgAygLMhAud20udjEuTWVtb3J5SGl0Ei4KD3NlbWFudGljX3JlY2FsbBgCIAEoDjIVLndtLnYxLlNlbWFudGljUmVjYWxsEhcKD3VuZW1iZWRkZWRfcm93cxgDIAEoBSLCAQoTTGlzdE1lbW9yaWVzUmVxdWVzdBInCgVvd25lchgBIAEoCzISLndtLnYxLk1lbW9yeU93bmVyQgTiQQECEiYKBXR5cGVzGAIgAygOMhEud20udjEuTWVtb3J5VHlwZUIE4kEBARInCgVzdGF0ZRgDIAEoDjISLndtLnYxLk1lbW9yeVN0YXRlQgTiQQEBEhcKCXBhZ2Vfc2l6ZRgEIAEoBUIE4kEBARIYCgpwYWdlX3Rva2VuGAUgASgJQgTiQQEBIlAKFExpc3RNZW1vcmllc1Jlc3BvbnNlEh8KCG1lbW9yaWVzGAEgAygLMg0ud20udjEuTWVtb3J5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIrChBHZXRNZW1vcnlSZXF1ZXN0EhcKCW1lbW9yeV9pZBgBIAEoCUIE4kEBAiJ9ChNDcmVhdGVNZW1vcnlSZXF1ZXN0EicKBW93bmVyGAEgASgLMhIud20udjEuTWVtb3J5T3duZXJCBOJBAQISIwoGbWVtb3J5GAIgASgLMg0ud20udjEuTWVtb3J5QgTiQQECEhgKCnJlcXVlc3RfaWQYAyABKAlCBOJBAQEiSwoUQ3JlYXRlTWVtb3J5UmVzcG9uc2USHQoGbWVtb3J5GAEgASgLMg0ud20udjEuTWVtb3J5EhQKDGRlZHVwbGljYXRlZBgCIAEoCCKhAQoTVXBkYXRlTWVtb3J5UmVxdWVzdBIjCgZtZW1vcnkYASABKAsyDS53bS52MS5NZW1vcnlCBOJBAQISNQoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgTiQQEBEhQKBnJlYXNvbhgDIAEoCUIE4kEBARIYCgpyZXF1ZXN0X2lkGAQgASgJQgTiQQEBIl4KE1JldGlyZU1lbW9yeVJlcXVlc3QSFwoJbWVtb3J5X2lkGAEgASgJQgTiQQECEhQKBnJlYXNvbhgCIAEoCUIE4kEBAhIYCgpyZXF1ZXN0X2lkGAMgASgJQgTiQQEBIkgKE0RlbGV0ZU1lbW9yeVJlcXVlc3QSFwoJbWVtb3J5X2lkGAEgASgJQgTiQQECEhgKCnJlcXVlc3RfaWQYAiABKAlCBOJBAQEq1AEKC0NvbnRleHRQYXJ0EhwKGENPTlRFWFRfUEFSVF9VTlNQRUNJRklFRBAAEiIKHkNPTlRFWFRfUEFSVF9SRUNBTExFRF9NRU1PUklFUxABEh8KG0NPTlRFWFRfUEFSVF9XT1JLSU5HX01FTU9SWRACEiMKH0NPTlRFWFRfUEFSVF9VTkNPVkVSRURfQVJDSElWRVMQAxIeChpDT05URVhUX1BBUlRfTElWRV9NRVNTQUdFUxAEEh0KGUNPTlRFWFRfUEFSVF9DVVJSRU5UX1RVUk4QBSpyCgpTZWFyY2hNb2RlEhsKF1NFQVJDSF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTU0VBUkNIX01PREVfTElURVJBTBABEhYKElNFQVJDSF9NT0RFX1JBTktFRBACEhYKElNFQVJDSF9NT0RFX0hZQlJJRBADKp8BCg5TZW1hbnRpY1JlY2FsbBIfChtTRU1BTlRJQ19SRUNBTExfVU5TUEVDSUZJRUQQABIYChRTRU1BTlRJQ19SRUNBTExfRlVMTBABEhsKF1NFTUFOVElDX1JFQ0FMTF9QQVJUSUFMEAISFwoTU0VNQU5USUNfUkVDQUxMX09GRhADEhwKGFNFTUFOVElDX1JFQ0FMTF9ERUdSQURFRBAEKlwKClRvb2xGb3JtYXQSGwoXVE9PTF9GT1JNQVRfVU5TUEVDSUZJRUQQABIZChVUT09MX0ZPUk1BVF9BTlRIUk9QSUMQARIWChJUT09MX0ZPUk1BVF9PUEVOQUkQAjLpDwoUV29ya2luZ01lbW9yeVNlcnZpY2USPAoNQ3JlYXRlU2Vzc2lvbhIbLndtLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0Gg4ud20udjEuU2Vzc2lvbhI2CgpHZXRTZXNzaW9uEhgud20udjEuR2V0U2Vzc2lvblJlcXVlc3QaDi53bS52MS5TZXNzaW9uEjwKDVVwZGF0ZVNlc3Npb24SGy53bS52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBoOLndtLnYxLlNlc3Npb24SRwoMTGlzdFNlc3Npb25zEhoud20udjEuTGlzdFNlc3Npb25zUmVxdWVzdBobLndtLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEkQKDURlbGV0ZVNlc3Npb24SGy53bS52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRJECgtBZGRNZXNzYWdlcxIZLndtLnYxLkFkZE1lc3NhZ2VzUmVxdWVzdBoaLndtLnYxLkFkZE1lc3NhZ2VzUmVzcG9uc2USRwoMTGlzdE1lc3NhZ2VzEhoud20udjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBobLndtLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEjQKBkNvbW1pdBIULndtLnYxLkNvbW1pdFJlcXVlc3QaEi53bS52MS5Db21taXRFdmVudDABEj4KC1dhdGNoQ29tbWl0Ehkud20udjEuV2F0Y2hDb21taXRSZXF1ZXN0GhIud20udjEuQ29tbWl0RXZlbnQwARIzCglHZXRDb21taXQSFy53bS52MS5HZXRDb21taXRSZXF1ZXN0Gg0ud20udjEuQ29tbWl0EkQKC0xpc3RDb21taXRzEhkud20udjEuTGlzdENvbW1pdHNSZXF1ZXN0Ghoud20udjEuTGlzdENvbW1pdHNSZXNwb25zZRI3CgtSZXRyeUNvbW1pdBIZLndtLnYxLlJldHJ5Q29tbWl0UmVxdWVzdBoNLndtLnYxLkNvbW1pdBI2CgdDb21wYWN0EhUud20udjEuQ29tcGFjdFJlcXVlc3QaEi53bS52MS5Db21taXRFdmVudDABEkgKEEdldFdvcmtpbmdNZW1vcnkSHi53bS52MS5HZXRXb3JraW5nTWVtb3J5UmVxdWVzdBoULndtLnYxLldvcmtpbmdNZW1vcnkSYgoVQXBwbHlXb3JraW5nTWVtb3J5T3BzEiMud20udjEuQXBwbHlXb3JraW5nTWVtb3J5T3BzUmVxdWVzdBokLndtLnYxLkFwcGx5V29ya2luZ01lbW9yeU9wc1Jlc3BvbnNlElAKD0Fzc2VtYmxlQ29udGV4dBIdLndtLnYxLkFzc2VtYmxlQ29udGV4dFJlcXVlc3QaHi53bS52MS5Bc3NlbWJsZUNvbnRleHRSZXNwb25zZRJHCgxMaXN0QXJjaGl2ZXMSGi53bS52MS5MaXN0QXJjaGl2ZXNSZXF1ZXN0Ghsud20udjEuTGlzdEFyY2hpdmVzUmVzcG9uc2USNgoKR2V0QXJjaGl2ZRIYLndtLnYxLkdldEFyY2hpdmVSZXF1ZXN0Gg4ud20udjEuQXJjaGl2ZRJNCg5TZWFyY2hBcmNoaXZlcxIcLndtLnYxLlNlYXJjaEFyY2hpdmVzUmVxdWVzdBodLndtLnYxLlNlYXJjaEFyY2hpdmVzUmVzcG9uc2USWQoSR2V0VG9vbERlZmluaXRpb25zEiAud20udjEuR2V0VG9vbERlZmluaXRpb25zUmVxdWVzdBohLndtLnYxLkdldFRvb2xEZWZpbml0aW9uc1Jlc3BvbnNlEkoKDUdldFRvb2xPdXRwdXQSGy53bS52MS5HZXRUb29sT3V0cHV0UmVxdWVzdBocLndtLnYxLkdldFRvb2xPdXRwdXRSZXNwb25zZRJWChFTZWFyY2hUb29sT3V0cHV0cxIfLndtLnYxLlNlYXJjaFRvb2xPdXRwdXRzUmVxdWVzdBogLndtLnYxLlNlYXJjaFRvb2xPdXRwdXRzUmVzcG9uc2USTQoOU2VhcmNoTWVtb3JpZXMSHC53bS52MS5TZWFyY2hNZW1vcmllc1JlcXVlc3QaHS53bS52MS5TZWFyY2hNZW1vcmllc1Jlc3BvbnNlEkcKDExpc3RNZW1vcmllcxIaLndtLnYxLkxpc3RNZW1vcmllc1JlcXVlc3QaGy53bS52MS5MaXN0TWVtb3JpZXNSZXNwb25zZRIzCglHZXRNZW1vcnkSFy53bS52MS5HZXRNZW1vcnlSZXF1ZXN0Gg0ud20udjEuTWVtb3J5EkcKDENyZWF0ZU1lbW9yeRIaLndtLnYxLkNyZWF0ZU1lbW9yeVJlcXVlc3QaGy53bS52MS5DcmVhdGVNZW1vcnlSZXNwb25zZRI5CgxVcGRhdGVNZW1vcnkSGi53bS52MS5VcGRhdGVNZW1vcnlSZXF1ZXN0Gg0ud20udjEuTWVtb3J5EkIKDERlbGV0ZU1lbW9yeRIaLndtLnYxLkRlbGV0ZU1lbW9yeVJlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkSOQoMUmV0aXJlTWVtb3J5Ehoud20udjEuUmV0aXJlTWVtb3J5UmVxdWVzdBoNLndtLnYxLk1lbW9yeWIGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_wm_v1_resources]);
 
 /**
  * Request of CreateSession.
@@ -968,6 +968,21 @@ export type AssembleContextResponse = Message<"wm.v1.AssembleContextResponse"> &
    * @generated from field: int64 memory_tokens = 15;
    */
   memoryTokens: bigint;
+
+  /**
+   * What each part of the context needed, kept and lost, in the order the parts appear.
+   *
+   * @generated from field: repeated wm.v1.ContextPartUsage parts = 16;
+   */
+  parts: ContextPartUsage[];
+
+  /**
+   * The tokens the parts shared: token_budget (or effective_token_budget) less the reply
+   * reserve and the instructions.
+   *
+   * @generated from field: int64 usable_tokens = 17;
+   */
+  usableTokens: bigint;
 };
 
 /**
@@ -976,6 +991,50 @@ export type AssembleContextResponse = Message<"wm.v1.AssembleContextResponse"> &
  */
 export const AssembleContextResponseSchema: GenMessage<AssembleContextResponse> = /*@__PURE__*/
   messageDesc(file_wm_v1_working_memory_service, 23);
+
+/**
+ * What one part of an assembled context needed and got.
+ *
+ * @generated from message wm.v1.ContextPartUsage
+ */
+export type ContextPartUsage = Message<"wm.v1.ContextPartUsage"> & {
+  /**
+   * The part.
+   *
+   * @generated from field: wm.v1.ContextPart part = 1;
+   */
+  part: ContextPart;
+
+  /**
+   * Estimated tokens of the part whole (the working memory within its own bound; the
+   * recalled memories: every memory found for the request).
+   *
+   * @generated from field: int64 needed_tokens = 2;
+   */
+  neededTokens: bigint;
+
+  /**
+   * Estimated tokens the part has in the context.
+   *
+   * @generated from field: int64 kept_tokens = 3;
+   */
+  keptTokens: bigint;
+
+  /**
+   * Items the part lost: working-memory bullets trimmed, messages dropped, memories that did
+   * not fit the recall budget.
+   *
+   * @generated from field: int32 dropped_items = 4;
+   */
+  droppedItems: number;
+};
+
+/**
+ * Describes the message wm.v1.ContextPartUsage.
+ * Use `create(ContextPartUsageSchema)` to create a new message.
+ */
+export const ContextPartUsageSchema: GenMessage<ContextPartUsage> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 24);
 
 /**
  * Request of ListArchives.
@@ -1012,7 +1071,7 @@ export type ListArchivesRequest = Message<"wm.v1.ListArchivesRequest"> & {
  * Use `create(ListArchivesRequestSchema)` to create a new message.
  */
 export const ListArchivesRequestSchema: GenMessage<ListArchivesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 24);
+  messageDesc(file_wm_v1_working_memory_service, 25);
 
 /**
  * Response of ListArchives.
@@ -1040,7 +1099,7 @@ export type ListArchivesResponse = Message<"wm.v1.ListArchivesResponse"> & {
  * Use `create(ListArchivesResponseSchema)` to create a new message.
  */
 export const ListArchivesResponseSchema: GenMessage<ListArchivesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 25);
+  messageDesc(file_wm_v1_working_memory_service, 26);
 
 /**
  * Request of GetArchive.
@@ -1083,7 +1142,7 @@ export type GetArchiveRequest = Message<"wm.v1.GetArchiveRequest"> & {
  * Use `create(GetArchiveRequestSchema)` to create a new message.
  */
 export const GetArchiveRequestSchema: GenMessage<GetArchiveRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 26);
+  messageDesc(file_wm_v1_working_memory_service, 27);
 
 /**
  * Request of SearchArchives.
@@ -1161,7 +1220,7 @@ export type SearchArchivesRequest = Message<"wm.v1.SearchArchivesRequest"> & {
  * Use `create(SearchArchivesRequestSchema)` to create a new message.
  */
 export const SearchArchivesRequestSchema: GenMessage<SearchArchivesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 27);
+  messageDesc(file_wm_v1_working_memory_service, 28);
 
 /**
  * One search hit.
@@ -1232,7 +1291,7 @@ export type SearchHit = Message<"wm.v1.SearchHit"> & {
  * Use `create(SearchHitSchema)` to create a new message.
  */
 export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 28);
+  messageDesc(file_wm_v1_working_memory_service, 29);
 
 /**
  * Response of SearchArchives.
@@ -1274,7 +1333,7 @@ export type SearchArchivesResponse = Message<"wm.v1.SearchArchivesResponse"> & {
  * Use `create(SearchArchivesResponseSchema)` to create a new message.
  */
 export const SearchArchivesResponseSchema: GenMessage<SearchArchivesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 29);
+  messageDesc(file_wm_v1_working_memory_service, 30);
 
 /**
  * Request of GetToolDefinitions.
@@ -1295,7 +1354,7 @@ export type GetToolDefinitionsRequest = Message<"wm.v1.GetToolDefinitionsRequest
  * Use `create(GetToolDefinitionsRequestSchema)` to create a new message.
  */
 export const GetToolDefinitionsRequestSchema: GenMessage<GetToolDefinitionsRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 30);
+  messageDesc(file_wm_v1_working_memory_service, 31);
 
 /**
  * One tool definition.
@@ -1344,7 +1403,7 @@ export type ToolDefinition = Message<"wm.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 31);
+  messageDesc(file_wm_v1_working_memory_service, 32);
 
 /**
  * Response of GetToolDefinitions.
@@ -1366,7 +1425,7 @@ export type GetToolDefinitionsResponse = Message<"wm.v1.GetToolDefinitionsRespon
  * Use `create(GetToolDefinitionsResponseSchema)` to create a new message.
  */
 export const GetToolDefinitionsResponseSchema: GenMessage<GetToolDefinitionsResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 32);
+  messageDesc(file_wm_v1_working_memory_service, 33);
 
 /**
  * A range of lines of a tool output.
@@ -1395,7 +1454,7 @@ export type LineRange = Message<"wm.v1.LineRange"> & {
  * Use `create(LineRangeSchema)` to create a new message.
  */
 export const LineRangeSchema: GenMessage<LineRange> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 33);
+  messageDesc(file_wm_v1_working_memory_service, 34);
 
 /**
  * A range of UTF-8 bytes of a tool output.
@@ -1425,7 +1484,7 @@ export type ByteRange = Message<"wm.v1.ByteRange"> & {
  * Use `create(ByteRangeSchema)` to create a new message.
  */
 export const ByteRangeSchema: GenMessage<ByteRange> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 34);
+  messageDesc(file_wm_v1_working_memory_service, 35);
 
 /**
  * Request of GetToolOutput.
@@ -1483,7 +1542,7 @@ export type GetToolOutputRequest = Message<"wm.v1.GetToolOutputRequest"> & {
  * Use `create(GetToolOutputRequestSchema)` to create a new message.
  */
 export const GetToolOutputRequestSchema: GenMessage<GetToolOutputRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 35);
+  messageDesc(file_wm_v1_working_memory_service, 36);
 
 /**
  * Response of GetToolOutput.
@@ -1546,7 +1605,7 @@ export type GetToolOutputResponse = Message<"wm.v1.GetToolOutputResponse"> & {
  * Use `create(GetToolOutputResponseSchema)` to create a new message.
  */
 export const GetToolOutputResponseSchema: GenMessage<GetToolOutputResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 36);
+  messageDesc(file_wm_v1_working_memory_service, 37);
 
 /**
  * Request of SearchToolOutputs.
@@ -1589,7 +1648,7 @@ export type SearchToolOutputsRequest = Message<"wm.v1.SearchToolOutputsRequest">
  * Use `create(SearchToolOutputsRequestSchema)` to create a new message.
  */
 export const SearchToolOutputsRequestSchema: GenMessage<SearchToolOutputsRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 37);
+  messageDesc(file_wm_v1_working_memory_service, 38);
 
 /**
  * One line of a tool output that matches.
@@ -1631,7 +1690,7 @@ export type ToolOutputHit = Message<"wm.v1.ToolOutputHit"> & {
  * Use `create(ToolOutputHitSchema)` to create a new message.
  */
 export const ToolOutputHitSchema: GenMessage<ToolOutputHit> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 38);
+  messageDesc(file_wm_v1_working_memory_service, 39);
 
 /**
  * Response of SearchToolOutputs.
@@ -1659,7 +1718,7 @@ export type SearchToolOutputsResponse = Message<"wm.v1.SearchToolOutputsResponse
  * Use `create(SearchToolOutputsResponseSchema)` to create a new message.
  */
 export const SearchToolOutputsResponseSchema: GenMessage<SearchToolOutputsResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 39);
+  messageDesc(file_wm_v1_working_memory_service, 40);
 
 /**
  * Whose memories: exactly one of the three.
@@ -1694,7 +1753,7 @@ export type MemoryOwner = Message<"wm.v1.MemoryOwner"> & {
  * Use `create(MemoryOwnerSchema)` to create a new message.
  */
 export const MemoryOwnerSchema: GenMessage<MemoryOwner> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 40);
+  messageDesc(file_wm_v1_working_memory_service, 41);
 
 /**
  * Request of SearchMemories.
@@ -1757,7 +1816,7 @@ export type SearchMemoriesRequest = Message<"wm.v1.SearchMemoriesRequest"> & {
  * Use `create(SearchMemoriesRequestSchema)` to create a new message.
  */
 export const SearchMemoriesRequestSchema: GenMessage<SearchMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 41);
+  messageDesc(file_wm_v1_working_memory_service, 42);
 
 /**
  * One ranked memory.
@@ -1806,7 +1865,7 @@ export type MemoryHit = Message<"wm.v1.MemoryHit"> & {
  * Use `create(MemoryHitSchema)` to create a new message.
  */
 export const MemoryHitSchema: GenMessage<MemoryHit> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 42);
+  messageDesc(file_wm_v1_working_memory_service, 43);
 
 /**
  * Response of SearchMemories.
@@ -1842,7 +1901,7 @@ export type SearchMemoriesResponse = Message<"wm.v1.SearchMemoriesResponse"> & {
  * Use `create(SearchMemoriesResponseSchema)` to create a new message.
  */
 export const SearchMemoriesResponseSchema: GenMessage<SearchMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 43);
+  messageDesc(file_wm_v1_working_memory_service, 44);
 
 /**
  * Request of ListMemories.
@@ -1891,7 +1950,7 @@ export type ListMemoriesRequest = Message<"wm.v1.ListMemoriesRequest"> & {
  * Use `create(ListMemoriesRequestSchema)` to create a new message.
  */
 export const ListMemoriesRequestSchema: GenMessage<ListMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 44);
+  messageDesc(file_wm_v1_working_memory_service, 45);
 
 /**
  * Response of ListMemories.
@@ -1919,7 +1978,7 @@ export type ListMemoriesResponse = Message<"wm.v1.ListMemoriesResponse"> & {
  * Use `create(ListMemoriesResponseSchema)` to create a new message.
  */
 export const ListMemoriesResponseSchema: GenMessage<ListMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 45);
+  messageDesc(file_wm_v1_working_memory_service, 46);
 
 /**
  * Request of GetMemory.
@@ -1940,7 +1999,7 @@ export type GetMemoryRequest = Message<"wm.v1.GetMemoryRequest"> & {
  * Use `create(GetMemoryRequestSchema)` to create a new message.
  */
 export const GetMemoryRequestSchema: GenMessage<GetMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 46);
+  messageDesc(file_wm_v1_working_memory_service, 47);
 
 /**
  * Request of CreateMemory.
@@ -1977,7 +2036,7 @@ export type CreateMemoryRequest = Message<"wm.v1.CreateMemoryRequest"> & {
  * Use `create(CreateMemoryRequestSchema)` to create a new message.
  */
 export const CreateMemoryRequestSchema: GenMessage<CreateMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 47);
+  messageDesc(file_wm_v1_working_memory_service, 48);
 
 /**
  * Response of CreateMemory.
@@ -2005,7 +2064,7 @@ export type CreateMemoryResponse = Message<"wm.v1.CreateMemoryResponse"> & {
  * Use `create(CreateMemoryResponseSchema)` to create a new message.
  */
 export const CreateMemoryResponseSchema: GenMessage<CreateMemoryResponse> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 48);
+  messageDesc(file_wm_v1_working_memory_service, 49);
 
 /**
  * Request of UpdateMemory.
@@ -2049,7 +2108,44 @@ export type UpdateMemoryRequest = Message<"wm.v1.UpdateMemoryRequest"> & {
  * Use `create(UpdateMemoryRequestSchema)` to create a new message.
  */
 export const UpdateMemoryRequestSchema: GenMessage<UpdateMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 49);
+  messageDesc(file_wm_v1_working_memory_service, 50);
+
+/**
+ * Request of RetireMemory.
+ *
+ * @generated from message wm.v1.RetireMemoryRequest
+ */
+export type RetireMemoryRequest = Message<"wm.v1.RetireMemoryRequest"> & {
+  /**
+   * The memory.
+   *
+   * @generated from field: string memory_id = 1;
+   */
+  memoryId: string;
+
+  /**
+   * Why it no longer holds: 1-500 characters after trimming (kept as the memory's
+   * retire_reason; a memory is never retired silently).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * Idempotency key: see the request_id rules on the service (same request → the stored
+   * outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message wm.v1.RetireMemoryRequest.
+ * Use `create(RetireMemoryRequestSchema)` to create a new message.
+ */
+export const RetireMemoryRequestSchema: GenMessage<RetireMemoryRequest> = /*@__PURE__*/
+  messageDesc(file_wm_v1_working_memory_service, 51);
 
 /**
  * Request of DeleteMemory.
@@ -2079,7 +2175,62 @@ export type DeleteMemoryRequest = Message<"wm.v1.DeleteMemoryRequest"> & {
  * Use `create(DeleteMemoryRequestSchema)` to create a new message.
  */
 export const DeleteMemoryRequestSchema: GenMessage<DeleteMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_wm_v1_working_memory_service, 50);
+  messageDesc(file_wm_v1_working_memory_service, 52);
+
+/**
+ * A part of an assembled context.
+ *
+ * @generated from enum wm.v1.ContextPart
+ */
+export enum ContextPart {
+  /**
+   * Not set (never in a response).
+   *
+   * @generated from enum value: CONTEXT_PART_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The long-term memories recalled into system_prompt_addition.
+   *
+   * @generated from enum value: CONTEXT_PART_RECALLED_MEMORIES = 1;
+   */
+  RECALLED_MEMORIES = 1,
+
+  /**
+   * The working memory (the "[Session History Summary]" message).
+   *
+   * @generated from enum value: CONTEXT_PART_WORKING_MEMORY = 2;
+   */
+  WORKING_MEMORY = 2,
+
+  /**
+   * Archived messages no completed working memory covers yet.
+   *
+   * @generated from enum value: CONTEXT_PART_UNCOVERED_ARCHIVES = 3;
+   */
+  UNCOVERED_ARCHIVES = 3,
+
+  /**
+   * Live messages before the current turn.
+   *
+   * @generated from enum value: CONTEXT_PART_LIVE_MESSAGES = 4;
+   */
+  LIVE_MESSAGES = 4,
+
+  /**
+   * The current turn: the newest user request and every step since.
+   *
+   * @generated from enum value: CONTEXT_PART_CURRENT_TURN = 5;
+   */
+  CURRENT_TURN = 5,
+}
+
+/**
+ * Describes the enum wm.v1.ContextPart.
+ */
+export const ContextPartSchema: GenEnum<ContextPart> = /*@__PURE__*/
+  enumDesc(file_wm_v1_working_memory_service, 0);
 
 /**
  * How a search matches.
@@ -2127,7 +2278,7 @@ export enum SearchMode {
  * Describes the enum wm.v1.SearchMode.
  */
 export const SearchModeSchema: GenEnum<SearchMode> = /*@__PURE__*/
-  enumDesc(file_wm_v1_working_memory_service, 0);
+  enumDesc(file_wm_v1_working_memory_service, 1);
 
 /**
  * How much of a hybrid answer was ranked by meaning.
@@ -2175,7 +2326,7 @@ export enum SemanticRecall {
  * Describes the enum wm.v1.SemanticRecall.
  */
 export const SemanticRecallSchema: GenEnum<SemanticRecall> = /*@__PURE__*/
-  enumDesc(file_wm_v1_working_memory_service, 1);
+  enumDesc(file_wm_v1_working_memory_service, 2);
 
 /**
  * A rendering of tool definitions.
@@ -2209,7 +2360,7 @@ export enum ToolFormat {
  * Describes the enum wm.v1.ToolFormat.
  */
 export const ToolFormatSchema: GenEnum<ToolFormat> = /*@__PURE__*/
-  enumDesc(file_wm_v1_working_memory_service, 2);
+  enumDesc(file_wm_v1_working_memory_service, 3);
 
 /**
  * Sessions, their messages, commits (archive + working-memory update), the working memory,
@@ -2424,6 +2575,17 @@ export const WorkingMemoryService: GenService<{
    * exceeds the budget, roles alternate from user, every tool call has its result, and a
    * user message that answers tool calls has its tool results first.
    *
+   * The budget is split by need, not by fixed shares. The reply reserve (15 %, at least
+   * 20,000 tokens from 40,000 on) and the instructions (system prompt, the addition, the
+   * recalled memories: memory_recall.token_budget at most) come off first; the parts share
+   * the rest. When everything fits, everything goes in as it is (the working memory up to
+   * its own bound of 8,000 tokens). Otherwise the current turn takes what it needs; the
+   * working memory takes all it needs when the older messages fit beside it, else at least
+   * half of what is left (trimmed by section priority, see trimmed_items); the older
+   * messages fill the rest, newest first; room one part leaves goes to the other. Whenever
+   * something was trimmed, dropped or cut, at most 5 % of that share is left unused (short of
+   * a message that cannot be cut smaller). parts reports what each part needed and kept.
+   *
    * @generated from rpc wm.v1.WorkingMemoryService.AssembleContext
    */
   assembleContext: {
@@ -2571,6 +2733,18 @@ export const WorkingMemoryService: GenService<{
     methodKind: "unary";
     input: typeof DeleteMemoryRequestSchema;
     output: typeof EmptySchema;
+  },
+  /**
+   * Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
+   * sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
+   * no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+   *
+   * @generated from rpc wm.v1.WorkingMemoryService.RetireMemory
+   */
+  retireMemory: {
+    methodKind: "unary";
+    input: typeof RetireMemoryRequestSchema;
+    output: typeof MemorySchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_wm_v1_working_memory_service, 0);

@@ -1,0 +1,157 @@
+"""The tenant's overview and the recall playground.
+
+The overview reads the tenant's sessions and the commits of the most recently active ones
+(at most :data:`SESSIONS_READ`, newest activity first: the page says when it read fewer than
+exist), and draws commits and failures per day. The recall playground runs the same ranked
+searches an agent's recall tools run (SearchArchives over a session or an owner's sessions,
+SearchMemories over an owner's memories) and shows each hit's score, so a person can see why
+a hit came first, and which did not make the cut.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from wm_client import history
+from wm_client.client import WmClient
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+from wm_server.inspector.charts import daily_bars
+from wm_server.inspector.layout import escape as _e
+from wm_server.inspector.layout import page
+from wm_server.inspector.memories import type_name
+
+# Sessions whose commits the overview reads (the most recently active first).
+SESSIONS_READ = 200
+# Days the overview draws, ending today (UTC).
+DAYS = 30
+# Hits the playground asks for (the API's maximum for both searches).
+PLAYGROUND_HITS = 50
+
+
+def _day(stamp: object) -> str:
+    seconds = getattr(stamp, "seconds", 0)
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).date().isoformat()
+
+
+async def overview_page(request: web.Request, client: WmClient) -> str:
+    sessions = [s async for s in client.iter_sessions(page_size=1000)]
+    sessions.sort(key=lambda s: (s.update_time.seconds, s.update_time.nanos), reverse=True)
+    read = sessions[:SESSIONS_READ]
+    per_day: Counter[str] = Counter()
+    failed_per_day: Counter[str] = Counter()
+    failing: list[tuple[str, pb.Commit]] = []
+    for session in read:
+        for commit in await history.all_commits(client, session.session_id):
+            if not commit.archive_id:
+                continue
+            day = _day(commit.create_time)
+            per_day[day] += 1
+            if commit.state == pb.COMMIT_STATE_FAILED:
+                failed_per_day[day] += 1
+                failing.append((session.session_id, commit))
+    today = datetime.datetime.now(datetime.UTC).date()
+    days = [(today - datetime.timedelta(days=n)).isoformat() for n in range(DAYS - 1, -1, -1)]
+    bars = daily_bars(
+        [(d, per_day[d], failed_per_day[d]) for d in days], element_id="commits-per-day"
+    )
+    users = Counter(s.user_id for s in sessions if s.user_id)
+    agents = Counter(s.agent_id for s in sessions if s.agent_id)
+    owners = "".join(
+        f'<li><a href="/memories?{urlencode({kind: name})}">{kind} {_e(name)}</a>'
+        f" — {count} session(s)</li>"
+        for kind, counted in (("user", users), ("agent", agents))
+        for name, count in sorted(counted.items())
+    )
+    failures = "".join(
+        f'<li><a href="/sessions/{_e(sid)}/commits/{_e(c.commit_id)}">{_e(sid)} ·'
+        f" {_e(c.commit_id)}</a> — {_e(c.error.message)}</li>"
+        for sid, c in failing[:50]
+    )
+    partial = (
+        f"<p>commits read for the {SESSIONS_READ} most recently active of {len(sessions):,}"
+        " sessions.</p>"
+        if len(sessions) > SESSIONS_READ
+        else ""
+    )
+    facts = (
+        "<table id=overview-facts>"
+        f"<tr><th>sessions</th><td>{len(sessions):,}</td></tr>"
+        f"<tr><th>live messages</th><td>{sum(s.message_count for s in sessions):,}</td></tr>"
+        f"<tr><th>all messages</th><td>{sum(s.total_message_count for s in sessions):,}</td></tr>"
+        f"<tr><th>commits (last {DAYS} days)</th><td>{sum(per_day[d] for d in days):,}</td></tr>"
+        f"<tr><th>failed commits (all read)</th><td>{len(failing):,}</td></tr></table>"
+    )
+    body = (
+        f"<h2>overview</h2>{facts}{partial}<h3>commits per day (failures in red)</h3>{bars}"
+        f"<h3>failed commits</h3>{'<ul id=failures>' + failures + '</ul>' if failures else '<p>none</p>'}"
+        f"<h3>memory owners</h3>{'<ul id=owners>' + owners + '</ul>' if owners else '<p>none</p>'}"
+    )
+    return page("overview", body)
+
+
+async def recall_page(request: web.Request, client: WmClient) -> str:
+    query = request.query.get("q", "").strip()
+    scope = request.query.get("scope", "archives")
+    if scope not in ("archives", "memories"):
+        raise web.HTTPBadRequest(text="scope must be archives or memories")
+    who = {k: request.query.get(k, "").strip() for k in ("session", "user", "agent")}
+    form = (
+        '<form method="get" action="/recall" id=recall-form>'
+        f'<input name="q" placeholder="ask the past" size="50" value="{_e(query)}"> '
+        f'<select name="scope"><option value="archives"{" selected" if scope == "archives" else ""}>'
+        f'archives</option><option value="memories"{" selected" if scope == "memories" else ""}>'
+        "memories</option></select> "
+        + "".join(
+            f'<input name="{k}" placeholder="{k} id" value="{_e(v)}"> ' for k, v in who.items()
+        )
+        + "<button>recall</button></form>"
+        "<p>Archives: a session, or every session of a user or agent. Memories: an owner's"
+        " (a user, an agent, or a session's owner).</p>"
+    )
+    if not query:
+        return page("recall", f"<h2>recall playground</h2>{form}")
+    if not any(who.values()):
+        raise web.HTTPBadRequest(text="name a session, a user or an agent")
+    if scope == "archives":
+        answer = await client.search_archives(
+            query,
+            session_id=who["session"],
+            user_id=who["user"],
+            agent_id=who["agent"],
+            all_sessions=not who["session"],
+            ranked=True,
+            max_hits=PLAYGROUND_HITS,
+        )
+        rows = "".join(
+            f"<tr class=hit><td class=n>{rank}</td><td class=n>{hit.score:.4f}</td>"
+            f'<td><a href="/sessions/{_e(hit.session_id)}#msg-{_e(hit.message_id)}">'
+            f"{_e(hit.session_id)} · {_e(hit.archive_id)} · {_e(hit.message_id)}</a></td>"
+            f"<td><pre>{_e(hit.snippet)}</pre></td></tr>"
+            for rank, hit in enumerate(answer.hits, 1)
+        )
+        cut = max(answer.total_matches - len(answer.hits), 0)
+        header = "<tr><th>#</th><th>score</th><th>message</th><th>snippet</th></tr>"
+        note = (
+            f"<p id=cut>{len(answer.hits)} shown of {answer.total_matches:,} matching messages;"
+            f" {cut:,} cut by the hit limit ({PLAYGROUND_HITS}).</p>"
+        )
+    else:
+        owner = api.MemoryOwner(
+            user_id=who["user"], agent_id=who["agent"], session_id=who["session"]
+        )
+        found = await client.search_memories(query, owner=owner, limit=PLAYGROUND_HITS)
+        rows = "".join(
+            f"<tr class=hit><td class=n>{rank}</td><td class=n>{hit.score:.4f}</td>"
+            f'<td><a href="/memories/{_e(hit.memory.memory_id)}">{_e(hit.memory.memory_id)}</a>'
+            f" ({_e(type_name(hit.memory.type))})</td><td>{_e(hit.memory.text)}</td></tr>"
+            for rank, hit in enumerate(found.hits, 1)
+        )
+        header = "<tr><th>#</th><th>score</th><th>memory</th><th>text</th></tr>"
+        note = f"<p id=cut>{len(found.hits)} hit(s); at most {PLAYGROUND_HITS} are asked for.</p>"
+    table = f"<table id=recall-hits>{header}{rows}</table>" if rows else "<p>no hits</p>"
+    return page("recall", f"<h2>recall playground</h2>{form}{note}{table}")
