@@ -228,7 +228,12 @@ async def start_application(
         # Recall by meaning: the embedder loads now (no download: a missing model stops the
         # start), and stored vectors of another length than it makes are refused.
         embedder = build_embedder(settings)
-        indexer = EmbeddingIndexer(database, embedder, observer=metrics) if embedder else None
+        recall = HybridRecall(embedder, observer=metrics)
+        indexer = (
+            EmbeddingIndexer(database, embedder, observer=metrics, on_stored=recall.cache.stored)
+            if embedder
+            else None
+        )
         if indexer is not None:
             await indexer.check_dimensions()
     except BaseException:
@@ -295,7 +300,6 @@ async def start_application(
         tokens=tokens,
     )
     sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
-    recall = HybridRecall(embedder, observer=metrics)
     memories = MemoryService(
         database,
         tokens=tokens,

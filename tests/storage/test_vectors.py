@@ -97,7 +97,7 @@ async def test_backfill_stores_float32_vectors_with_model_and_dimensions_and_hyb
     before = await context.hybrid("s", "which database did we choose for the ledger", "", 5, False)
     assert before.status is Semantic.PARTIAL and before.unembedded == len(CONVERSATION)
 
-    indexer = EmbeddingIndexer(services.database, wordllama)
+    indexer = EmbeddingIndexer(services.database, wordllama, on_stored=recall.cache.stored)
     await indexer.round()
     rows = await _vector_rows(services, "message_vectors")
     assert rows == [(wordllama.model_id, 256, 256 * 4)] * len(CONVERSATION)
@@ -146,7 +146,9 @@ async def test_a_model_change_re_embeds_in_the_background(
     answer = await context.hybrid("m", "ledger database", "", 3, False)
     assert answer.status is Semantic.PARTIAL and answer.unembedded == len(CONVERSATION)
     assert answer.hits  # still found, lexically
-    await EmbeddingIndexer(services.database, other).round()
+    recall = HybridRecall(other)
+    await EmbeddingIndexer(services.database, other, on_stored=recall.cache.stored).round()
+    context = ContextService(services.database, recall=recall)
     models = {m for m, _, _ in await _vector_rows(services, "message_vectors")}
     models |= {m for m, _, _ in await _vector_rows(services, "memory_vectors")}
     assert models == {"wordllama/another"}

@@ -443,6 +443,8 @@ class WmClient:
         ranked: bool = False,
         user_id: str = "",
         agent_id: str = "",
+        hybrid: bool = False,
+        min_score: float = 0.0,
     ) -> api.SearchArchivesResponse:
         """Search over archived messages: literal and case-insensitive (newest archive
         first), or ``ranked`` by BM25 (best first); across all sessions of the tenant, or of
@@ -453,7 +455,14 @@ class WmClient:
             archive_id=archive_id,
             max_hits=max_hits,
             all_sessions=all_sessions,
-            mode=api.SEARCH_MODE_RANKED if ranked else api.SEARCH_MODE_UNSPECIFIED,
+            mode=(
+                api.SEARCH_MODE_HYBRID
+                if hybrid
+                else api.SEARCH_MODE_RANKED
+                if ranked
+                else api.SEARCH_MODE_UNSPECIFIED
+            ),
+            min_score=min_score,
             user_id=user_id,
             agent_id=agent_id,
         )

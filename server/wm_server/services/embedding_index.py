@@ -20,7 +20,7 @@ rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from wm_server.config import ConfigurationError
@@ -72,12 +72,15 @@ class EmbeddingIndexer(BackgroundLoop):
         observer: EmbeddingObserver | None = None,
         interval_seconds: float = 30.0,
         batch: int = BATCH,
+        on_stored: Callable[[int], None] | None = None,
     ) -> None:
         super().__init__(interval_seconds)
         self._db = database
         self._embedder = embedder
         self._observer = observer or _NoObserver()
         self._batch = batch
+        # Told the session whose message vectors changed (the search's VectorCache).
+        self._on_stored = on_stored or (lambda sid: None)
 
     @property
     def model(self) -> str:
@@ -123,6 +126,7 @@ class EmbeddingIndexer(BackgroundLoop):
             for i, v in zip(items, vectors, strict=True)
         ]
         await self._write_messages(rows)
+        self._on_stored(sid)
         self._observer.rows_embedded("message", len(rows))
 
     @retry_conflicts

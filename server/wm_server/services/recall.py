@@ -15,11 +15,14 @@ lexically; the answer says how many there are.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
+import numpy as np
 import structlog
 
 from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
@@ -59,6 +62,64 @@ class _NoObserver:
 
 
 @dataclass(frozen=True, slots=True)
+class _Session:
+    """One session's archived-message vectors of one model, as one matrix."""
+
+    model: str
+    matrix: Vectors
+    seqs: np.ndarray
+    positions: np.ndarray
+    loaded: float
+
+    @property
+    def weight(self) -> int:
+        return int(self.matrix.nbytes + self.seqs.nbytes + self.positions.nbytes)
+
+
+class VectorCache:
+    """Sessions' vector matrices, least recently used out past ``max_bytes``.
+
+    Reading 100,000 stored vectors back from the database costs far more than the cosine over
+    them, so each session's matrix is kept once read. This process's embedding loop drops a
+    session when it stores vectors for it (``stored``); what another replica stores is seen
+    after ``ttl`` seconds at most (the entry is read again).
+    """
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024, ttl: float = 60.0) -> None:
+        self._items: OrderedDict[int, _Session] = OrderedDict()
+        self._weight = 0
+        self._max = max_bytes
+        self._ttl = ttl
+
+    def stored(self, sid: int) -> None:
+        item = self._items.pop(sid, None)
+        if item is not None:
+            self._weight -= item.weight
+
+    async def session(self, uow: UnitOfWork, sid: int, model: str, dims: int) -> _Session:
+        item = self._items.get(sid)
+        now = time.monotonic()
+        if item is not None and item.model == model and now - item.loaded < self._ttl:
+            self._items.move_to_end(sid)
+            return item
+        self.stored(sid)
+        rows = await uow.vectors.messages([sid], None, model)
+        item = _Session(
+            model,
+            from_blobs([r[3] for r in rows], dims),
+            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+            np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
+            now,
+        )
+        self._items[sid] = item
+        self._weight += item.weight
+        while self._weight > self._max and len(self._items) > 1:
+            _, old = self._items.popitem(last=False)
+            self._weight -= old.weight
+        return item
+
+
+@dataclass(frozen=True, slots=True)
 class QueryVector:
     vector: Vectors | None
     status: Semantic
@@ -85,10 +146,12 @@ class HybridRecall:
         *,
         observer: RecallObserver | None = None,
         timeout: float = QUERY_TIMEOUT,
+        cache: VectorCache | None = None,
     ) -> None:
         self._embedder = embedder
         self._observer = observer or _NoObserver()
         self._timeout = timeout
+        self.cache = cache or VectorCache()
 
     @property
     def model(self) -> str | None:
@@ -132,18 +195,47 @@ class HybridRecall:
         dense_list: list[tuple[tuple[int, int], float]] = []
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
-            stored = await uow.vectors.messages(sids, only, self.model)
-            matrix = from_blobs([v for *_, v in stored], query.vector.shape[0])
-            for index, cosine in nearest(query.vector, matrix, want):
-                sid, seq, position, _ = stored[index]
-                seqs[(sid, position)] = seq
-                dense_list.append(((sid, position), cosine))
+            dense_list = await self._dense_messages(uow, query.vector, sids, only, want, seqs)
             unembedded = await uow.vectors.unembedded_messages(sids, only, self.model)
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
         fused = fuse(lexical_list, dense_list, want, min_score=min_score)
         hits = [ArchiveHit(f.key[0], seqs[f.key], f.key[1], f) for f in fused[:limit]]
         self.empty("archives", len(hits))
         return hits, len(fused), status, unembedded
+
+    async def _dense_messages(
+        self,
+        uow: UnitOfWork,
+        vector: Vectors,
+        sids: Sequence[int],
+        only: int | None,
+        want: int,
+        seqs: dict[tuple[int, int], int],
+    ) -> list[tuple[tuple[int, int], float]]:
+        """The ``want`` archived messages of ``sids`` nearest ``vector``: one product per
+        session's cached matrix, one selection over all the scores."""
+        assert self.model is not None
+        parts: list[tuple[int, _Session, np.ndarray]] = []
+        for sid in sids:
+            item = await self.cache.session(uow, sid, self.model, vector.shape[0])
+            if item.matrix.shape[0]:
+                scores = item.matrix @ vector
+                if only is not None:
+                    scores = np.where(item.seqs == only, scores, -np.inf)
+                parts.append((sid, item, scores))
+        if not parts:
+            return []
+        scores = np.concatenate([p[2] for p in parts])
+        owners = np.concatenate([np.full(p[2].shape[0], i) for i, p in enumerate(parts)])
+        offsets = np.concatenate([np.arange(p[2].shape[0]) for p in parts])
+        out: list[tuple[tuple[int, int], float]] = []
+        for index, cosine in nearest_scores(scores, want):
+            sid, item, _ = parts[int(owners[index])]
+            row = int(offsets[index])
+            key = (sid, int(item.positions[row]))
+            seqs[key] = int(item.seqs[row])
+            out.append((key, cosine))
+        return out
 
     async def memories(
         self,
@@ -177,6 +269,16 @@ class HybridRecall:
         found = [MemoryFound(rows[f.key], f) for f in fused]
         self.empty("memories", len(found))
         return found, status, unembedded
+
+
+def nearest_scores(scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    """(index, score) of the ``limit`` best finite scores, best first."""
+    take = min(limit, scores.shape[0])
+    if take <= 0:
+        return []
+    best = np.argpartition(-scores, take - 1)[:take]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return [(int(i), float(scores[i])) for i in best if np.isfinite(scores[i])]
 
 
 def no_vector() -> QueryVector:
