@@ -79,6 +79,7 @@ class EmbeddingIndexer(BackgroundLoop):
         self._embedder = embedder
         self._observer = observer or _NoObserver()
         self._batch = batch
+        self._cursor = (0, 0)  # the backfill's place: (sid, position) done up to
         # Told the session whose message vectors changed (the search's VectorCache).
         self._on_stored = on_stored or (lambda sid: None)
 
@@ -146,6 +147,7 @@ class EmbeddingIndexer(BackgroundLoop):
         self._observer.embedding_backlog(backlog)
         if backlog:
             self._log.info("embedding_backfill_started", model=self.model, rows=backlog)
+        self._cursor = (0, 0)
         while True:
             count = await self.embed_batch()
             if count == 0:
@@ -165,14 +167,18 @@ class EmbeddingIndexer(BackgroundLoop):
         the number embedded (0: nothing left). An embedder fault ends the round (retried at
         the next one)."""
         model = self.model
+        items: list[tuple[tuple[int, int], StoredMessage]] = []
         async with self._db.scanner() as uow:
             memories = await uow.vectors.missing_memories(model, self._batch)
-            missing = [] if memories else await uow.vectors.missing_messages(model, self._batch)
-            items = [
-                ((sid, seq), item)
-                for sid, seq, position in missing
-                for item in await uow.messages.between(sid, position, position, 1)
-            ]
+            missing = []
+            if not memories:
+                missing = await uow.vectors.missing_messages(model, self._batch, self._cursor)
+            for sid in sorted({sid for sid, _, _ in missing}):
+                wanted = {p: seq for s, seq, p in missing if s == sid}
+                span = await uow.messages.between(sid, min(wanted), max(wanted))
+                items.extend(((sid, wanted[i.position]), i) for i in span if i.position in wanted)
+        if missing:
+            self._cursor = (missing[-1][0], missing[-1][2])
         try:
             if memories:
                 vectors = await self._embedder.embed(
@@ -192,7 +198,7 @@ class EmbeddingIndexer(BackgroundLoop):
         except EmbedderUnavailable:
             self._observer.embedding_failed("backfill")
             raise
-        return len(items)
+        return len(items) or len(missing)  # rows gone since: step past them
 
     @retry_conflicts
     async def _write_memories(self, rows: list[tuple[int, int, str, int, bytes]]) -> None:

@@ -195,8 +195,9 @@ class HybridRecall:
         dense_list: list[tuple[tuple[int, int], float]] = []
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
-            dense_list = await self._dense_messages(uow, query.vector, sids, only, want, seqs)
-            unembedded = await uow.vectors.unembedded_messages(sids, only, self.model)
+            dense_list, held = await self._dense_messages(uow, query.vector, sids, only, want, seqs)
+            archived = await uow.vectors.archived_counts(sids, only)
+            unembedded = max(sum(archived.values()) - held, 0)
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
         fused = fuse(lexical_list, dense_list, want, min_score=min_score)
         hits = [ArchiveHit(f.key[0], seqs[f.key], f.key[1], f) for f in fused[:limit]]
@@ -211,20 +212,25 @@ class HybridRecall:
         only: int | None,
         want: int,
         seqs: dict[tuple[int, int], int],
-    ) -> list[tuple[tuple[int, int], float]]:
-        """The ``want`` archived messages of ``sids`` nearest ``vector``: one product per
-        session's cached matrix, one selection over all the scores."""
+    ) -> tuple[list[tuple[tuple[int, int], float]], int]:
+        """The ``want`` archived messages of ``sids`` nearest ``vector`` (one product per
+        session's cached matrix, one selection over all the scores), and how many vectors
+        were searched."""
         assert self.model is not None
         parts: list[tuple[int, _Session, np.ndarray]] = []
+        held = 0
         for sid in sids:
             item = await self.cache.session(uow, sid, self.model, vector.shape[0])
             if item.matrix.shape[0]:
                 scores = item.matrix @ vector
                 if only is not None:
                     scores = np.where(item.seqs == only, scores, -np.inf)
+                    held += int(np.count_nonzero(item.seqs == only))
+                else:
+                    held += item.matrix.shape[0]
                 parts.append((sid, item, scores))
         if not parts:
-            return []
+            return [], 0
         scores = np.concatenate([p[2] for p in parts])
         owners = np.concatenate([np.full(p[2].shape[0], i) for i, p in enumerate(parts)])
         offsets = np.concatenate([np.arange(p[2].shape[0]) for p in parts])
@@ -235,7 +241,7 @@ class HybridRecall:
             key = (sid, int(item.positions[row]))
             seqs[key] = int(item.seqs[row])
             out.append((key, cosine))
-        return out
+        return out, held
 
     async def memories(
         self,
