@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import itertools
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -164,8 +165,9 @@ async def measure(args: argparse.Namespace, folder: Path) -> None:
         address = ""
         assert server.stdout is not None
         for line in server.stdout:
-            if "server_started" in line:
-                address = line.split("address=")[1].split()[0]
+            found = re.search(r"address\W+(127\.0\.0\.1:\d+)", line)
+            if "server_started" in line and found:
+                address = found.group(1)
                 break
         print(f"server RSS after start (embedder loaded): {rss_mb(server.pid):.0f} MB")
         from wm_client import WmClient
