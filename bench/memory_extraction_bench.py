@@ -1,8 +1,16 @@
-"""Memory extraction benchmark: what long-term memory extraction costs per commit (offline).
+"""Memory extraction benchmark: what the offline extractor keeps, and what it costs per commit.
 
-Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--commits N`` to change the
-number of server commits). It prints figures and asserts nothing, since timings depend on the
-machine. Two tables:
+Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--split dev`` while tuning
+the rules; ``heldout`` and ``heldout2`` are never tuned on: heldout2 was written after
+heldout's first run, before the last round of tuning on dev; ``--show`` to list misses and
+extras, ``--quality-only`` to skip the timings, ``--commits N`` to change the number of
+server commits). It prints figures and asserts nothing. Three tables:
+
+0. quality, per split of ``bench/memory_extraction/`` (see ``memory_extraction_sets`` for the
+   file format and the matching rule: same type and every key term, words compared by their
+   first five letters, dates by prefix, one-to-one maximum matching): precision and recall
+   per memory type, memories per 1,000 turns, and the offline step's cost per conversation
+   (the provider's answer, reading it back and the guards, as one commit runs them);
 
 1. the extraction step alone, in process: the offline provider's answer, reading it back
    (``parse_memory_ops``) and the guards (``guard_memory_ops``) against 20 existing memories,
@@ -26,8 +34,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
+from memory_extraction_sets import Score, load, score
 
 from support import builders as b
 from wm_core import (
@@ -49,6 +59,7 @@ from wm_server.config import Settings
 from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import MemoryRequest
 
+SPLITS = ("dev", "heldout", "heldout2")
 STATEMENTS = (
     "I prefer {x} over {y} for the {z} module.",
     "We decided to move the {z} store to {x} because {y} locks under load.",
@@ -96,6 +107,40 @@ def existing_memories() -> list[MemoryRecord]:
         )
         for i in range(20)
     ]
+
+
+async def quality_figures(split: str, show: bool) -> None:
+    """Table 0 for one split."""
+    provider = OfflineProvider()
+    scores: dict[str, Score] = {}
+    turns = 0
+    times: list[float] = []
+    for conversation in load(split):
+        turns += len(conversation.messages)
+        started = time.perf_counter()
+        request = MemoryRequest(conversation.messages, message_dates=conversation.dates)
+        reply = await provider.extract_memories(request)
+        text = archive_text(conversation.messages)
+        plan = guard_memory_ops(parse_memory_ops(reply.tool_input).ops, [], text)
+        times.append((time.perf_counter() - started) * 1000)
+        missed, extra = score(conversation, plan.ops, scores)
+        if show and (missed or extra):
+            print(f"-- {conversation.id}")
+            for e in missed:
+                print(f"   missed {e.type}: {' | '.join(e.terms)}")
+            for op in extra:
+                print(f"   extra  {op.type}: {op.text} {op.event_time or ''}")
+    print(f"quality, split {split}: {len(load(split))} conversations, {turns} turns")
+    print(f"{'type':>11} {'expected':>9} {'extracted':>10} {'precision':>10} {'recall':>7}")
+    for kind in [*(k for k in sorted(scores) if k != "all"), "all"]:
+        s = scores[kind]
+        print(f"{kind:>11} {s.expected:>9} {s.extracted:>10} {s.precision:>10.2f} {s.recall:>7.2f}")
+    made = scores["all"].extracted if "all" in scores else 0
+    times.sort()
+    print(
+        f"memories per 1,000 turns: {made * 1000 / max(turns, 1):.0f}; offline step per "
+        f"conversation: median {statistics.median(times):.2f} ms, max {times[-1]:.2f} ms"
+    )
 
 
 async def step_figures(rounds: int) -> None:
@@ -167,7 +212,15 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--commits", type=int, default=40)
+    parser.add_argument("--split", choices=("dev", "heldout", "heldout2", "all"), default="all")
+    parser.add_argument("--show", action="store_true", help="list misses and extras")
+    parser.add_argument("--quality-only", action="store_true")
     args = parser.parse_args()
+    for split in SPLITS if args.split == "all" else (args.split,):
+        await quality_figures(split, args.show)
+        print()
+    if args.quality_only:
+        return
     await step_figures(args.rounds)
     print()
     print(f"end to end, SQLite, offline, {args.commits} commits of 40 messages, 10 users")

@@ -51,9 +51,11 @@ from wm_server.services.context import ContextService
 from wm_server.services.embedding_index import EmbedArchiveStep, EmbeddingIndexer
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
+from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
+from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.paging import load_tokens
 from wm_server.services.recall import HybridRecall
 from wm_server.services.sessions import SessionService
@@ -253,7 +255,14 @@ async def start_application(
         await database.close()
         raise ConfigurationError(f"WM_DEFAULT_SESSION_CONFIG: {error}") from None
     jobs = JobService(database, log_)
-    maintenance = Maintenance(database, retention_seconds=settings.request_id_retention_seconds)
+    upkeep = MemoryUpkeep(
+        database,
+        retention_days=settings.memory_retention,
+        threshold=settings.memory_consolidation_threshold,
+    )
+    maintenance = Maintenance(
+        database, retention_seconds=settings.request_id_retention_seconds, memories=upkeep
+    )
     limits = WmLimits(
         total_tokens=settings.working_memory_max_tokens,
         section_tokens=settings.working_memory_section_max_tokens,
@@ -304,6 +313,7 @@ async def start_application(
         database,
         tokens=tokens,
         on_deleted=maintenance.forgotten,
+        retention=upkeep.retention,
         recall=recall,
         written=indexer.wake if indexer else None,
     )
@@ -331,6 +341,15 @@ async def start_application(
         max_message_bytes=settings.max_message_bytes,
         default_config=default_config,
         check_model=check_model,
+        preview=ExtractionPreviewService(
+            database,
+            lambda name: _session_provider(providers, name),
+            enabled_by_server=settings.memory_extraction,
+            input_tokens=InputBudget(
+                tokens=settings.phase2_input_tokens,
+                default_tokens=settings.phase2_default_input_tokens,
+            ).for_provider,
+        ),
     )
     admission = Admission(
         Limits(

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from wm_core import MAX_PENDING_TOKENS
+from wm_core import MAX_PENDING_TOKENS, MEMORY_TYPES
 
 
 class LlmProviderName(StrEnum):
@@ -155,6 +155,14 @@ class Settings(BaseSettings):
     # Long-term memory extraction after each working memory (issue 20); false turns it off
     # for every session, whatever its SessionConfig.memory_extraction says.
     memory_extraction: bool = True
+    # Default retention of memories per type, in days ("event=365,preference=730"): a memory
+    # with no expire_time of its own is forgotten that long after its creation. Types not
+    # named are kept until deleted (issue 35).
+    memory_retention_days: str = ""
+    # Near-duplicate memories of an owner (token-set similarity at or above the threshold)
+    # are merged by the maintenance loop, each merge recorded in the kept memory's history;
+    # 0 turns consolidation off.
+    memory_consolidation_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
     heartbeat_seconds: Seconds = 10.0
     # PostgreSQL's text search configuration for ranked search (memories and archived
     # messages). "simple" (the default) lower-cases and never stems, exactly like SQLite's
@@ -231,6 +239,17 @@ class Settings(BaseSettings):
             raise ValueError("expected postgresql://… or sqlite:///path")
         return value or None
 
+    @field_validator("memory_retention_days")
+    @classmethod
+    def _check_memory_retention_days(cls, value: str) -> str:
+        retention_days(value)
+        return value
+
+    @property
+    def memory_retention(self) -> dict[str, float]:
+        """WM_MEMORY_RETENTION_DAYS as {memory type: days}."""
+        return retention_days(self.memory_retention_days)
+
     @field_validator("openai_base_url")
     @classmethod
     def _check_openai_base_url(cls, value: str | None) -> str | None:
@@ -288,3 +307,21 @@ def load_settings() -> Settings:
             name = field if field in _SDK_NAMES else f"WM_{field.upper()}"
             lines.append(f"{name}: {error['msg']}")
         raise ConfigurationError("invalid configuration: " + "; ".join(lines)) from None
+
+
+def retention_days(value: str) -> dict[str, float]:
+    """ "type=days,..." (types of wm_core.MEMORY_TYPES, days 0 < d <= 36,500) as a dict."""
+    found: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        kind, sep, days = item.partition("=")
+        kind = kind.strip()
+        if not sep or kind not in MEMORY_TYPES or kind in found:
+            raise ValueError(f"expected type=days with types among {', '.join(MEMORY_TYPES)}")
+        try:
+            number = float(days)
+        except ValueError:
+            raise ValueError(f"{kind}: days must be a number") from None
+        if not 0 < number <= 36_500:
+            raise ValueError(f"{kind}: days must be more than 0 and at most 36,500")
+        found[kind] = number
+    return found

@@ -253,6 +253,13 @@ class Metrics:
             ["section", "guard"],
             registry=self.registry,
         )
+        self.extraction_empty = Counter(
+            "wm_memory_extraction_empty",
+            "Commits whose long-term memory extraction wrote nothing, by reason (nothing_new, "
+            "all_refused, no_tool_call, failed).",
+            ["reason"],
+            registry=self.registry,
+        )
         self.undecodable = Counter(
             "wm_undecodable_requests",
             "Requests whose bytes were not the method's message (answered INVALID_ARGUMENT).",
@@ -318,6 +325,9 @@ class Metrics:
 
     def guard_intervened(self, section: str, guard: str) -> None:
         self.guard_interventions.labels(section, guard).inc()
+
+    def memory_extraction_empty(self, reason: str) -> None:
+        self.extraction_empty.labels(reason).inc()
 
     # --- EmbeddingObserver and RecallObserver ---------------------------------------------
     def rows_embedded(self, kind: str, count: int) -> None:

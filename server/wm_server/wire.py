@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -204,8 +205,14 @@ def session_out(record: SessionRecord) -> pb.Session:
 
 
 def _set_time(field: Timestamp, seconds: float) -> None:
-    """Seconds since the epoch into a Timestamp in place (a field of a message, or a new one)."""
-    field.seconds, field.nanos = divmod(int(seconds * 1e9), 1_000_000_000)
+    """Seconds since the epoch into a Timestamp in place (a field of a message, or a new one).
+    Whole seconds first: ``int(seconds * 1e9)`` truncates a product whose float spacing is
+    ~30 µs near year 9999, which read 9999-12-31T23:59:59Z back as 23:59:58.999998464."""
+    whole = math.floor(seconds)
+    nanos = round((seconds - whole) * 1e9)
+    if nanos > 999_999_999:
+        whole, nanos = whole + 1, 0
+    field.seconds, field.nanos = whole, nanos
 
 
 MEMORY_TYPES_OUT = {
@@ -217,7 +224,12 @@ MEMORY_TYPES_OUT = {
     "procedure": pb.MEMORY_TYPE_PROCEDURE,
 }
 MEMORY_TYPES_IN = {number: name for name, number in MEMORY_TYPES_OUT.items()}
-MEMORY_STATES_IN = {pb.MEMORY_STATE_ACTIVE: "active", pb.MEMORY_STATE_RETIRED: "retired"}
+MEMORY_STATES_IN = {
+    pb.MEMORY_STATE_ACTIVE: "active",
+    pb.MEMORY_STATE_RETIRED: "retired",
+    pb.MEMORY_STATE_SUPERSEDED: "superseded",
+}
+MEMORY_STATES_OUT = {name: number for number, name in MEMORY_STATES_IN.items()}
 
 
 def memory_out(view: MemoryView) -> pb.Memory:
@@ -235,9 +247,14 @@ def memory_out(view: MemoryView) -> pb.Memory:
         record_time=timestamp(row.record_time),
         create_time=timestamp(row.create_time),
         update_time=timestamp(row.update_time),
-        state=pb.MEMORY_STATE_ACTIVE if row.active else pb.MEMORY_STATE_RETIRED,
+        state=MEMORY_STATES_OUT.get(row.state, pb.MEMORY_STATE_RETIRED),
         version=row.version,
         retire_reason=row.retire_reason,
+        supersedes_memory_ids=view.lifecycle.supersedes,
+        superseded_by_memory_id=view.lifecycle.superseded_by,
+        valid_from=timestamp(row.create_time if row.event_time is None else row.event_time),
+        valid_until=timestamp(view.lifecycle.valid_until),
+        expire_time=timestamp(view.lifecycle.expire_time),
     )
     memory.sources.extend(
         pb.MemorySource(
@@ -449,6 +466,14 @@ _MEMORY_STATES = {
 }
 
 
+EMPTY_REASONS = {
+    "nothing_new": pb.MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW,
+    "all_refused": pb.MEMORY_EXTRACTION_EMPTY_REASON_ALL_REFUSED,
+    "no_tool_call": pb.MEMORY_EXTRACTION_EMPTY_REASON_NO_TOOL_CALL,
+    "failed": pb.MEMORY_EXTRACTION_EMPTY_REASON_FAILED,
+}
+
+
 def memory_diff_out(text: str, state: str | None = None) -> pb.MemoryDiff:
     """A stored memory diff (``services.extraction.diff_json``) on the wire; ``state``
     overrides the stored one (an archive a later commit recovered)."""
@@ -477,6 +502,9 @@ def memory_diff_out(text: str, state: str | None = None) -> pb.MemoryDiff:
         problems=diff.get("problems", []),
         recovered_archive_ids=[archive_id(s) for s in diff.get("recovered_seqs", [])],
         usage=usage_out(diff.get("usage") or {}),
+        empty_reason=EMPTY_REASONS.get(
+            diff.get("empty_reason") or "", pb.MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED
+        ),
     )
 
 

@@ -54,7 +54,8 @@ async def test_literal_search_finds_a_verbatim_query_at_rank_one_and_misses_the_
     dataset.questions = [verbatim, absent, *dataset.questions]
     result = await run(dataset, modes=MODES[:1])
     assert result.commits == sum(len(s.batches) for s in dataset.sessions)
-    (literal,) = result.outcomes
+    literal = result.outcomes[0]  # then SearchMemories, when Phase 2 extracted memories
+    assert literal.mode == MODES[0]
     assert literal.ranks["verbatim"] == 1 and literal.ranks["absent"] is None
     total = len(dataset.questions)
     found = sum(1 for rank in literal.ranks.values() if rank is not None and rank <= 5)

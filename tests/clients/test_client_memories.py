@@ -85,3 +85,43 @@ def test_wm_memories_search_list_show_and_forget(wm: Run, server: ServerProcess)
     assert wm("memories", "show", memory_id).returncode == 4
     ranked = wm("search", "ledger", "--session", "cli-mem", "--ranked")
     assert ranked.returncode == 0
+
+
+def test_the_client_previews_extraction_without_writing(server: ServerProcess) -> None:
+    said = "I prefer tabs over spaces, and my name is Dana Whitfield."
+
+    async def preview() -> tuple[api.PreviewMemoryExtractionResponse, api.ListMemoriesResponse]:
+        async with WmClient(server.address) as client:
+            await client.create_session("p1", user_id="dana")
+            message = pb.Message(id="m1", role=pb.ROLE_USER, parts=[pb.Part(text=said)])
+            await client.add_messages("p1", [message])
+            found = await client.preview_memory_extraction("p1")
+            return found, await client.list_memories(owner=api.MemoryOwner(user_id="dana"))
+
+    found, listed = asyncio.run(preview())
+    assert [(op.type, op.text, op.verdict) for op in found.ops] == [
+        (
+            pb.MEMORY_TYPE_PREFERENCE,
+            "The user prefers tabs over spaces.",
+            pb.MEMORY_OP_VERDICT_ACCEPTED,
+        ),
+        (
+            pb.MEMORY_TYPE_PROFILE,
+            "The user's name is Dana Whitfield.",
+            pb.MEMORY_OP_VERDICT_ACCEPTED,
+        ),
+    ]
+    assert list(listed.memories) == []  # a dry run
+
+
+def test_wm_memories_preview_prints_what_would_be_kept(wm: Run) -> None:
+    said = "We decided to use PostgreSQL 16 for the ledger because of logical replication."
+    add = json.dumps({"id": "q1", "role": "user", "parts": [{"type": "text", "text": said}]})
+    assert wm("add", "cli-preview", "-", stdin=add).returncode == 0
+    shown = wm("memories", "preview", "cli-preview")
+    assert shown.returncode == 0, shown.stderr
+    assert "keep  create decision: The team decided to use PostgreSQL 16" in shown.stdout
+    chat = json.dumps({"id": "q2", "role": "user", "parts": [{"type": "text", "text": "Hello!"}]})
+    assert wm("add", "cli-quiet", "-", stdin=chat).returncode == 0
+    quiet = wm("memories", "preview", "cli-quiet")
+    assert "nothing would be kept from 1 messages (nothing_new)" in quiet.stdout, quiet.stdout

@@ -154,16 +154,16 @@ async def test_a_preference_is_searchable_when_the_commit_is_terminal(
     assert stages.index(pb.COMMIT_STAGE_MEMORIES_EXTRACTED) == len(stages) - 2
     # stored in the completion's transaction: searchable as soon as either event is seen
     assert seen_at == {
-        "COMMIT_STAGE_MEMORIES_EXTRACTED": ["User prefers tabs over spaces."],
-        "COMMIT_STAGE_COMPLETED": ["User prefers tabs over spaces."],
+        "COMMIT_STAGE_MEMORIES_EXTRACTED": ["The user prefers tabs over spaces."],
+        "COMMIT_STAGE_COMPLETED": ["The user prefers tabs over spaces."],
     }
     diff = _diff(events)
     assert diff.state == pb.MEMORY_EXTRACTION_STATE_EXTRACTED
     assert len(diff.created_memory_ids) == 3  # name, preference, decision; not the questions
     memories = {m.text: m for m in await _search(stub, "ana", "ledger Postgres Ana tabs")}
     assert set(memories) == {
-        "User's name is Ana Lima.",
-        "User prefers tabs over spaces.",
+        "The user's name is Ana Lima.",
+        "The user prefers tabs over spaces.",
         "The team decided to move the ledger to Postgres because SQLite locks under load.",
     }
     decision = memories[
@@ -211,8 +211,8 @@ async def test_a_later_session_updates_and_retires_with_history(
     assert list(diff.retired_memory_ids) == [cache.memory_id]
     assert len(diff.created_memory_ids) == 1
     updated = await stub.GetMemory(api.GetMemoryRequest(memory_id=preference.memory_id))
-    assert updated.text == "User prefers spaces over tabs."
-    assert [v.text for v in updated.history] == ["User prefers tabs over spaces."]
+    assert updated.text == "The user prefers spaces over tabs."
+    assert [v.text for v in updated.history] == ["The user prefers tabs over spaces."]
     assert {s.session_id for s in updated.sources} == {first, second}
     retired = await stub.GetMemory(api.GetMemoryRequest(memory_id=cache.memory_id))
     assert retired.state == pb.MEMORY_STATE_RETIRED
@@ -257,8 +257,8 @@ async def test_a_run_that_lost_its_lease_after_extracting_creates_no_duplicates(
         api.ListMemoriesRequest(owner=api.MemoryOwner(user_id="ana"), page_size=50)
     )
     assert sorted(m.text for m in listed.memories) == [
-        "User prefers dark mode.",
-        "User's name is Ana Lima.",
+        "The user prefers dark mode.",
+        "The user's name is Ana Lima.",
     ]
 
 
@@ -308,7 +308,7 @@ async def test_a_refused_extraction_completes_the_commit_and_the_next_one_recove
     assert list(second.recovered_archive_ids) == ["archive_001"]
     assert len(second.created_memory_ids) == 2
     assert [m.text for m in await _search(stub, "ana", "tabs")] == [
-        "User prefers tabs over spaces."
+        "The user prefers tabs over spaces."
     ]
     again = await stub.GetCommit(
         api.GetCommitRequest(session_id=session, commit_id=first[0].commit_id)
@@ -337,5 +337,5 @@ async def test_a_provider_outage_during_extraction_is_waited_out(
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
     assert _diff(events).state == pb.MEMORY_EXTRACTION_STATE_EXTRACTED
     assert [m.text for m in await _search(stub, "ana", "tabs")] == [
-        "User prefers tabs over spaces."
+        "The user prefers tabs over spaces."
     ]

@@ -19,6 +19,7 @@ EXPECTED_RPCS = {
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
     "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs", "SearchMemories",
     "ListMemories", "GetMemory", "CreateMemory", "UpdateMemory", "DeleteMemory", "RetireMemory",
+    "PreviewMemoryExtraction",
 }  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from wm_core._document.markdown import parse_document, render_document
@@ -529,19 +529,29 @@ def assemble(
     whole: list[Message] = []
     wm_trimmed: list[str] = []
     if working_memory:
-        wm_need = _summary_tokens(trim_working_memory(working_memory, budget.working_memory)[0])
-        whole, wm_trimmed = _summary(working_memory, [], budget.working_memory)
+        text, wm_trimmed = trim_working_memory(working_memory, budget.working_memory)
+        wm_need = _summary_tokens(text)
+        if wm_need <= budget.working_memory:
+            whole = [_summary_message(text, wm_need)]
+        else:
+            wm_trimmed = [f"{s}: (whole section)" for s in SECTIONS]
+    costs = _Costs(messages, units)  # older units' costs never change
     work: list[Message] = list(messages)
-    if usable > 0 and _total(_normalize(whole + work)) <= usable:
+    output: list[Message] = []
+    if usable > 0 and costs.within(range(len(units) - 1, -1, -1), usable - _total(whole)):
+        output = _normalize(whole + work)
+    if usable > 0 and output and _total(output) <= usable:
         keep = set(range(len(units)))  # everything fits: nothing is trimmed
         summary, trimmed, cuts = whole, wm_trimmed, list[tuple[str, str]]()
+        order = sorted(keep)
+        picked = work
     else:
         summary, trimmed, work, keep, cuts = _share(
-            usable, budget.working_memory, working_memory, messages, units, turn, pointers
+            usable, budget.working_memory, working_memory, messages, units, costs, turn, pointers
         )
-    order = sorted(keep)
-    picked = [work[i] for u in order for i in units[u]]
-    output = _normalize(summary + picked)
+        order = sorted(keep)
+        picked = [work[i] for u in order for i in units[u]]
+        output = _normalize(summary + picked)
     while _total(output) > usable and order:
         order.pop(0)
         picked = [work[i] for u in order for i in units[u]]
@@ -573,6 +583,7 @@ def _share(
     working_memory: str | None,
     messages: Sequence[Message],
     units: Sequence[list[int]],
+    costs: _Costs,
     turn: tuple[int, int],
     pointers: Mapping[str, str],
 ) -> tuple[list[Message], list[str], list[Message], set[int], list[tuple[str, str]]]:
@@ -580,7 +591,7 @@ def _share(
     messages (some cut), the units kept and the cuts."""
     overhead = estimate_tokens(OMITTED_NOTE) + 2  # the omitted-note and normalizing prefixes
     older = list(range(turn[0]))
-    floor = _summary_tokens(trim_working_memory(working_memory, 0)[0]) if working_memory else 0
+    floor = _floor_tokens(working_memory) if working_memory else 0
     work: list[Message] = list(messages)
     chosen: list[int] = []
     cuts: list[tuple[str, str]] = []
@@ -589,18 +600,23 @@ def _share(
         work, chosen, cuts = _fit_turn(messages, units, turn, room, pointers)
     keep = set(chosen)
     left = usable - overhead - sum(_cost(work, units[u]) for u in chosen)
-    older_need = sum(_cost(work, units[u]) for u in older)
+    older_fits = costs.within(reversed(older), left)  # summed newest first, stops past left
+    older_need = costs.summed
     summary: list[Message] = []
     trimmed: list[str] = []
     if working_memory:
         need = _summary_tokens(trim_working_memory(working_memory, wm_bound)[0])
-        share = need if need + older_need <= left else max(min(need, left // 2), left - older_need)
+        share = (
+            need
+            if older_fits and need + older_need <= left
+            else max(min(need, left // 2), left - older_need)
+        )
         share = max(share, floor)  # title and state whenever they fit at all
         summary, trimmed = _summary(working_memory, [], min(share, left, wm_bound))
     spent = _total(summary)
     # A turn that had to be cut took the room: older units would only take it from it.
     for index in [] if cuts else reversed(older):
-        cost = _cost(work, units[index])
+        cost = costs[index]
         if spent + cost > left:
             break
         spent += cost
@@ -608,7 +624,7 @@ def _share(
     slack = left - spent
     if working_memory and trimmed and slack > 0:  # the messages left room: the summary takes it
         summary, trimmed = _summary(working_memory, [], min(_total(summary) + slack, wm_bound))
-        slack = left - _total(summary) - sum(_cost(work, units[u]) for u in keep if u in older)
+        slack = left - _total(summary) - sum(costs[u] for u in keep if u < turn[0])
     dropped = [u for u in older if u not in keep]
     if dropped and not cuts and slack > usable // 20:
         # The newest older unit that did not fit comes in cut, when its cut form fits.
@@ -620,6 +636,43 @@ def _share(
     return summary, trimmed, work, keep, cuts
 
 
+class _Costs:
+    """Units' costs, worked out when first asked (a long session under a small budget only
+    ever looks at its newest units)."""
+
+    def __init__(self, messages: Sequence[Message], units: Sequence[list[int]]) -> None:
+        self._messages = messages
+        self._units = units
+        self._known: dict[int, int] = {}
+        self.summed = 0  # of the last ``within``
+
+    def __getitem__(self, unit: int) -> int:
+        cost = self._known.get(unit)
+        if cost is None:
+            cost = self._known[unit] = _cost(self._messages, self._units[unit])
+        return cost
+
+    def within(self, units: Iterable[int], room: int) -> bool:
+        """Whether ``units`` cost at most ``room`` together (summing stops once past it)."""
+        self.summed = 0
+        for unit in units:
+            self.summed += self[unit]
+            if self.summed > room:
+                return False
+        return True
+
+
+def _floor_tokens(document: str) -> int:
+    """The summary with title and state only (the sections never trimmed)."""
+    bodies = parse_document(document)
+    kept = {s: bodies.get(s, "") if s not in TRIM_ORDER else "" for s in SECTIONS}
+    return _summary_tokens(render_document(kept))
+
+
+def _summary_message(text: str, tokens: int) -> Message:
+    return Message("working-memory", Role.USER, (TextPart(f"{SUMMARY_HEADER}\n{text}"),), tokens)
+
+
 def _summary_tokens(text: str) -> int:
     return message_tokens((TextPart(f"{SUMMARY_HEADER}\n{text}"),))
 
@@ -628,11 +681,10 @@ def _summary(document: str, already: list[str], room: int) -> tuple[list[Message
     """The summary message trimmed to ``room`` tokens, and what was trimmed; none (every
     section reported trimmed) when even title and state do not fit."""
     text, trimmed = trim_working_memory(document, room)
-    parts = (TextPart(f"{SUMMARY_HEADER}\n{text}"),)
-    tokens = message_tokens(parts)
+    tokens = _summary_tokens(text)
     if tokens > room:
         return [], [f"{s}: (whole section)" for s in SECTIONS]
-    return [Message("working-memory", Role.USER, parts, tokens)], [*already, *trimmed]
+    return [_summary_message(text, tokens)], [*already, *trimmed]
 
 
 def _usage(
@@ -646,30 +698,27 @@ def _usage(
     wm_kept: int,
     trimmed: Sequence[str],
 ) -> list[PartUsage]:
-    """What each part needed, kept and lost."""
-    names = (CURRENT_TURN, UNCOVERED_ARCHIVES, LIVE_MESSAGES)
-    need = dict.fromkeys(names, 0)
-    got = dict.fromkeys(names, 0)
-    lost = dict.fromkeys(names, 0)
-    for u, unit in enumerate(units):
-        for i in unit:
-            name = (
-                CURRENT_TURN
-                if u >= turn_start
-                else UNCOVERED_ARCHIVES
-                if i < live_from
-                else LIVE_MESSAGES
-            )
-            need[name] += messages[i].estimated_tokens
-            if u in kept:
-                got[name] += work[i].estimated_tokens
-            else:
-                lost[name] += 1
+    """What each part needed, kept and lost. The parts are index ranges of ``messages``
+    (uncovered archives, live messages, then the current turn), so each is a slice."""
+    first = units[turn_start][0] if turn_start < len(units) else len(messages)
+    split = min(live_from, first)
+    got = [0, 0, 0]
+    count = [0, 0, 0]
+    for u in kept:
+        for i in units[u]:
+            part = 0 if i < split else 1 if i < first else 2
+            got[part] += work[i].estimated_tokens
+            count[part] += 1
     usage = [PartUsage(WORKING_MEMORY, wm_need, wm_kept, len(trimmed))]
-    usage.extend(
-        PartUsage(n, need[n], got[n], lost[n])
-        for n in (UNCOVERED_ARCHIVES, LIVE_MESSAGES, CURRENT_TURN)
-    )
+    for part, (name, start, end) in enumerate(
+        (
+            (UNCOVERED_ARCHIVES, 0, split),
+            (LIVE_MESSAGES, split, first),
+            (CURRENT_TURN, first, len(messages)),
+        )
+    ):
+        need = sum(m.estimated_tokens for m in messages[start:end])
+        usage.append(PartUsage(name, need, got[part], end - start - count[part]))
     return usage
 
 

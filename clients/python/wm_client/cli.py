@@ -264,6 +264,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask (needed off a terminal)")
     p.set_defaults(handler=commands.memories_forget)
     p = memories_sub.add_parser(
+        "preview",
+        help="what extraction would keep from a session (dry run: writes nothing)",
+        parents=[common],
+    )
+    p.add_argument("session")
+    p.add_argument(
+        "--archive", action="append", default=[], help="this archive instead of the live messages"
+    )
+    p.add_argument("--json", action="store_true", help="print the response as JSON")
+    p.set_defaults(handler=commands.memories_preview)
+    p = memories_sub.add_parser(
         "retire", help="a memory no longer holds: kept, no longer recalled", parents=[common]
     )
     p.add_argument("memory")

@@ -523,6 +523,21 @@ class WmClient:
         )
         await self._unary(self._stub.DeleteMemory, request)
 
+    async def preview_memory_extraction(
+        self,
+        session_id: str,
+        *,
+        archive_ids: Sequence[str] = (),
+        messages: Sequence[pb.Message] = (),
+    ) -> api.PreviewMemoryExtractionResponse:
+        """What a commit's memory extraction would propose for the session's live messages
+        (or these archives, or these messages), with the guards' verdict on each op; a dry
+        run that writes nothing."""
+        request = api.PreviewMemoryExtractionRequest(
+            session_id=session_id, archive_ids=archive_ids, messages=messages
+        )
+        return await self._unary(self._stub.PreviewMemoryExtraction, request)
+
     async def retire_memory(
         self, memory_id: str, reason: str, *, request_id: str | None = None
     ) -> pb.Memory:

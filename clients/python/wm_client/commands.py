@@ -521,6 +521,36 @@ async def memories_show(client: WmClient, args: argparse.Namespace, out: Console
     return 0
 
 
+_VERDICTS = {
+    pb.MEMORY_OP_VERDICT_ACCEPTED: "keep",
+    pb.MEMORY_OP_VERDICT_REFUSED: "refused",
+    pb.MEMORY_OP_VERDICT_DEDUPLICATED: "duplicate",
+}
+
+
+async def memories_preview(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    reply = await client.preview_memory_extraction(args.session, archive_ids=args.archive)
+    if args.json:
+        print(as_json(reply))
+        return 0
+    for op in reply.ops:
+        kind = pb.MemoryOpKind.Name(op.kind).removeprefix("MEMORY_OP_KIND_").lower()
+        memory_type = pb.MemoryType.Name(op.type).removeprefix("MEMORY_TYPE_").lower()
+        line = f"{_VERDICTS.get(op.verdict, '?'):>9}  {kind} {memory_type}: {op.text}"
+        if op.verdict != pb.MEMORY_OP_VERDICT_ACCEPTED:
+            line += f"  ({op.verdict_reason})"
+        out.print(line, markup=False)
+    if reply.empty_reason:
+        why = pb.MemoryExtractionEmptyReason.Name(reply.empty_reason)
+        detail = f": {reply.message}" if reply.message else ""
+        out.print(
+            f"nothing would be kept from {reply.message_count} messages "
+            f"({why.removeprefix('MEMORY_EXTRACTION_EMPTY_REASON_').lower()}{detail})",
+            markup=False,
+        )
+    return 0
+
+
 async def memories_forget(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     memory = await client.get_memory(args.memory)  # a clear NOT_FOUND before asking
     if not args.yes and not confirm(f"forget {memory.memory_id} ({memory.text[:60]!r})?"):

@@ -29,6 +29,7 @@ from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server import wire
 from wm_server.api import convert, session_config
+from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import ArchiveService
@@ -42,7 +43,9 @@ from wm_server.services.context import (
     recall_options,
     tool_definitions,
 )
+from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
+from wm_server.services.memory_lifecycle import supersedes_in
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
@@ -67,7 +70,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         max_message_bytes: int,
         default_config: SessionSettings = UNCONFIGURED,
         check_model: session_config.ModelCheck = lambda provider, model: None,
+        preview: ExtractionPreviewService,
     ) -> None:
+        self._preview = preview
         self._default_config = default_config
         self._check_model = check_model
         self._tool_outputs = tool_outputs
@@ -426,6 +431,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(request, "start_time"),
             _seconds(request, "end_time"),
             request.limit,
+            request.include_superseded,
             request.min_score,
         )
         return api.SearchMemoriesResponse(
@@ -473,8 +479,10 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(memory, "event_time", "memory.event_time"),
         )
         view, existed = await self._memories.create(
-            _owner(request.owner), content, request.request_id, convert.fingerprint(request)
-        )
+            _owner(request.owner), content, request.request_id, convert.fingerprint(request),
+            supersedes=supersedes_in(memory.supersedes_memory_ids),
+            expire_time=_seconds(memory, "expire_time", "memory.expire_time"),
+        )  # fmt: skip
         return api.CreateMemoryResponse(memory=wire.memory_out(view), deduplicated=existed)
 
     async def UpdateMemory(self, request: api.UpdateMemoryRequest, context: Context) -> pb.Memory:
@@ -501,6 +509,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 given["type"] = checked.type
             elif path == "fields":
                 given["fields"] = dict(checked.fields)
+            elif path == "expire_time":
+                given["expire_time"] = _seconds(memory, "expire_time", "memory.expire_time")
             else:
                 given["event_time"] = checked.event_time
         view = await self._memories.update(
@@ -516,6 +526,18 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.memory_id, request.request_id, convert.fingerprint(request)
         )
         return empty_pb2.Empty()
+
+    async def PreviewMemoryExtraction(
+        self, request: api.PreviewMemoryExtractionRequest, context: Context
+    ) -> api.PreviewMemoryExtractionResponse:
+        validation.session_id(request.session_id)
+        given = (
+            convert.messages_in(list(request.messages), self._max_message_bytes)
+            if request.messages
+            else []
+        )
+        found = await self._preview.preview(request.session_id, list(request.archive_ids), given)
+        return preview_out(found)
 
     async def RetireMemory(self, request: api.RetireMemoryRequest, context: Context) -> pb.Memory:
         view = await self._memories.retire(

@@ -17,8 +17,9 @@ What it extracts, from the messages alone:
 - Open Issues: user questions no later assistant text answers, trailing assistant questions,
   and TODO-like lines.
 
-Long-term memories come from ``wm_core.extract_memories`` (explicit preferences, identity,
-decisions with their reasons, dated events, named entities), sent as the memory tool's
+Long-term memories come from ``wm_core.extract_memories`` (the offline rules: profile facts,
+preferences, decisions with their reason and who agreed, dated events and plans, named people
+and things, with times resolved against each message's date), sent as the memory tool's
 arguments so they are read and guarded like a model's.
 
 Everything is plain string processing: the same messages always give the same answer.
@@ -31,6 +32,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 from wm_core import (
@@ -780,7 +782,10 @@ class OfflineProvider:
 
     async def extract_memories(self, request: MemoryRequest) -> ModelReply:
         ops = await asyncio.to_thread(
-            extract_memories, request.messages, request.existing, request.pending
+            partial(extract_memories, message_dates=request.message_dates),
+            request.messages,
+            request.existing,
+            request.pending,
         )
         return ModelReply(
             memory_tool_arguments(ops), "tool_use", Usage(llm_calls=1), model=self.model

@@ -7,7 +7,7 @@ so that every provider, real or scripted, goes through the same checks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -95,12 +95,14 @@ class CreateRequest:
 class MemoryRequest:
     """Ask for memory ops on what an archive said: its messages, the owner's most similar
     existing memories (the only ones an op may name) and the items the working memory could
-    not hold. ``archive_id`` names the archive in the prompt."""
+    not hold. ``archive_id`` names the archive in the prompt. ``message_dates`` (message id →
+    ISO date the server stored it) is what "yesterday" in a message is resolved against."""
 
     messages: Sequence[Message]
     existing: Sequence[MemoryRecord] = field(default_factory=tuple)
     pending: Sequence[PendingItem] = field(default_factory=tuple)
     archive_id: str = ""
+    message_dates: Mapping[str, str] = field(default_factory=dict)
 
 
 class LlmError(Exception):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,10 @@ class Phase2Observer(Protocol):
 
     def guard_intervened(self, section: str, guard: str) -> None: ...
 
+    def memory_extraction_empty(self, reason: str) -> None:
+        """A commit's extraction wrote nothing, for ``reason`` (services.extraction.EmptyReason)."""
+        ...
+
 
 class _NoObserver:
     def job_finished(self, outcome: str, seconds: float) -> None:
@@ -102,6 +107,9 @@ class _NoObserver:
         pass
 
     def guard_intervened(self, section: str, guard: str) -> None:
+        pass
+
+    def memory_extraction_empty(self, reason: str) -> None:
         pass
 
 
@@ -319,6 +327,7 @@ class Phase2Worker:
                         archive_id=archive_name(job.archive_seq),
                         input_tokens=self._settings.input.for_provider(provider),
                         on_event=on_event,
+                        message_dates=data.message_dates,
                     )
             except LlmError as error:
                 if error.transient:
@@ -388,6 +397,9 @@ class Phase2Worker:
                     extraction,
                 )
             if done is not None:
+                empty = json.loads(done[0].memory_diff_json or "{}").get("empty_reason")
+                if empty:
+                    self._observer.memory_extraction_empty(empty)
                 if extraction.state is MemoryState.FAILED:
                     log.warning(
                         "phase2_memory_extraction_failed",

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -42,6 +43,7 @@ from wm_core import (
 from wm_server.llm.chain import ChainEvent, LlmCallFinished, LlmCallStarted
 from wm_server.llm.port import LlmError, LlmProvider, MemoryRequest, Purpose, Usage
 from wm_server.services.memories import MemoryDiff, MemoryOwner, owner_of, similar_memories
+from wm_server.storage.records import StoredMessage
 from wm_server.storage.unit_of_work import UnitOfWork
 
 # Existing memories shown to the model (and the only ones it may change).
@@ -65,6 +67,16 @@ class MemoryState(StrEnum):
     RECOVERED = "recovered"  # set on an earlier commit when a later one extracted it
 
 
+class EmptyReason(StrEnum):
+    """Why an extraction wrote nothing (mirrors wm.v1.MemoryExtractionEmptyReason): a commit
+    that keeps no memory says which of these it was, in its diff and in a metric."""
+
+    NOTHING_NEW = "nothing_new"  # nothing proposed, or only duplicates
+    ALL_REFUSED = "all_refused"  # every op that was not a duplicate was refused
+    NO_TOOL_CALL = "no_tool_call"  # the provider answered without the memory tool
+    FAILED = "failed"
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryContext:
     """What extraction reads before the model call."""
@@ -75,6 +87,7 @@ class MemoryContext:
     existing: tuple[MemoryRecord, ...] = ()
     backlog: tuple[Message, ...] = ()  # messages of earlier archives whose extraction failed
     backlog_seqs: tuple[int, ...] = ()
+    backlog_dates: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +101,26 @@ class Extraction:
     problems: tuple[str, ...] = ()
     usage: Usage = field(default_factory=Usage)
     recovered_seqs: tuple[int, ...] = ()  # earlier archives this extraction covered
+    no_tool_call: bool = False  # every answer came without the memory tool
+
+
+def empty_reason(extraction: Extraction, diff: MemoryDiff | None) -> EmptyReason | None:
+    """Why ``extraction`` (applied as ``diff``; None for a dry run, where what the guards
+    accept is what would be written) wrote nothing; None when it wrote something or was off."""
+    if extraction.state is MemoryState.OFF:
+        return None
+    if extraction.state is MemoryState.FAILED:
+        return EmptyReason.NO_TOOL_CALL if extraction.no_tool_call else EmptyReason.FAILED
+    if diff is not None:
+        wrote = bool(diff.created or diff.updated or diff.merged or diff.retired)
+    else:
+        wrote = bool(extraction.plan.ops)
+    if wrote:
+        return None
+    verdicts = {d.verdict for d in extraction.plan.decisions}
+    if MemoryVerdict.REFUSED in verdicts or (diff is not None and diff.skipped):
+        return EmptyReason.ALL_REFUSED
+    return EmptyReason.NOTHING_NEW
 
 
 async def memory_context(
@@ -112,15 +145,28 @@ async def memory_context(
         row.sid, archive_seq, MAX_BACKLOG_ARCHIVES
     )
     backlog: list[Message] = []
+    dates: dict[str, str] = {}
     for seq in backlog_seqs:
         bounds = await uow.archives.bounds(row.sid, seq)
         if bounds is not None:
-            backlog.extend(m.message for m in await uow.messages.between(row.sid, *bounds))
+            stored = await uow.messages.between(row.sid, *bounds)
+            backlog.extend(m.message for m in stored)
+            dates.update(message_dates(stored))
     query = archive_text([*backlog, *messages])[:QUERY_CHARS]
     existing = await similar_memories(
         uow, tenant=tenant, owner=owner, text=query, limit=SIMILAR_MEMORIES
     )
-    return MemoryContext(True, "", owner, tuple(existing), tuple(backlog), tuple(backlog_seqs))
+    return MemoryContext(
+        True, "", owner, tuple(existing), tuple(backlog), tuple(backlog_seqs), dates
+    )
+
+
+def message_dates(stored: Sequence[StoredMessage]) -> dict[str, str]:
+    """Message id → the UTC date the server stored it: what extraction resolves "yesterday"
+    and "next Friday" against (wm_core reads no clock)."""
+    return {
+        m.message.id: datetime.fromtimestamp(m.create_time, UTC).date().isoformat() for m in stored
+    }
 
 
 EventSink = Callable[[ChainEvent], Awaitable[None]]
@@ -135,6 +181,7 @@ async def extract(
     archive_id: str,
     input_tokens: int,
     on_event: EventSink | None = None,
+    message_dates: Mapping[str, str] | None = None,
 ) -> Extraction:
     """The plan for the archive's (and the backlog's) messages; see the module docstring.
 
@@ -149,12 +196,14 @@ async def extract(
     problems: list[str] = []
     usage = Usage()
     usable = False
+    tool_calls = 0
     for index, chunk in enumerate(chunks):
         request = MemoryRequest(
             messages=chunk,
             existing=context.existing,
             pending=pending if index == len(chunks) - 1 else (),
             archive_id=archive_id,
+            message_dates={**context.backlog_dates, **(message_dates or {})},
         )
         if on_event is not None:
             await on_event(LlmCallStarted(Purpose.MEMORY, provider.name, provider.model))
@@ -180,6 +229,7 @@ async def extract(
         usage = usage + reply.usage
         if on_event is not None:
             await on_event(LlmCallFinished(Purpose.MEMORY, reply.stop_reason, reply.usage, elapsed))
+        tool_calls += reply.tool_input is not None
         parsed = parse_memory_ops(reply.tool_input)
         prefix = f"chunk {index + 1}: " if len(chunks) > 1 else ""
         problems.extend(prefix + problem for problem in parsed.problems)
@@ -192,6 +242,7 @@ async def extract(
             message="the extraction answer had nothing readable: " + "; ".join(problems[:5]),
             problems=tuple(problems[:MAX_LISTED]),
             usage=usage,
+            no_tool_call=tool_calls == 0,
         )
     plan = guard_memory_ops(ops, context.existing, archive_text(everything, pending))
     return Extraction(
@@ -239,6 +290,7 @@ def diff_json(extraction: Extraction, diff: MemoryDiff | None) -> str:
             "problems": list(extraction.problems[:MAX_LISTED]),
             "recovered_seqs": list(extraction.recovered_seqs),
             "usage": asdict(extraction.usage),
+            "empty_reason": (reason := empty_reason(extraction, applied)) and reason.value,
         },
         ensure_ascii=False,
     )

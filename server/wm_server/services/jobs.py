@@ -29,6 +29,7 @@ from wm_server.services.extraction import (
     MemoryState,
     diff_json,
     memory_context,
+    message_dates,
 )
 from wm_server.services.memories import MemorySources, apply_plan
 from wm_server.services.transactions import retry_conflicts
@@ -113,13 +114,17 @@ class JobService:
             seqs = await uow.commits.failed_uncovered_before(row.sid, job.archive_seq)
             seqs.append(job.archive_seq)
             messages: list[Message] = []
+            dates: dict[str, str] = {}
             for seq in seqs:
                 bounds = await uow.archives.bounds(row.sid, seq)
                 if bounds is not None:
-                    messages.extend(m.message for m in await uow.messages.between(row.sid, *bounds))
+                    stored = await uow.messages.between(row.sid, *bounds)
+                    messages.extend(m.message for m in stored)
+                    dates.update(message_dates(stored))
         return Phase2Input(
-            previous, tuple(messages), tuple(seqs), row.record.config.provider, tuple(pending)
-        )
+            previous, tuple(messages), tuple(seqs), row.record.config.provider, tuple(pending),
+            dates,
+        )  # fmt: skip
 
     @retry_conflicts
     async def index_archive(self, job: ClaimedJob, chunk: int = INDEX_CHUNK) -> None:

@@ -15,6 +15,7 @@ import asyncio
 import time
 
 from wm_server.services.background import BackgroundLoop
+from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.repositories import PURGE_ORDER
@@ -26,11 +27,17 @@ class Maintenance(BackgroundLoop):
     name = "maintenance"
 
     def __init__(
-        self, database: Database, *, retention_seconds: float, interval_seconds: float = 60.0
+        self,
+        database: Database,
+        *,
+        retention_seconds: float,
+        interval_seconds: float = 60.0,
+        memories: MemoryUpkeep | None = None,
     ) -> None:
         super().__init__(interval_seconds)
         self._db = database
         self._retention = retention_seconds
+        self._memories = memories  # expiry and consolidation (memory_lifecycle)
         self._erase = False  # something was deleted since the last erasure
         self.erasures = 0  # completed (read by tests)
 
@@ -45,6 +52,10 @@ class Maintenance(BackgroundLoop):
         if await self.purge_deleted():
             self._erase = True
         await self.prune_requests()
+        if self._memories is not None:
+            if await self._memories.expire():
+                self._erase = True  # an expired memory is forgotten as DeleteMemory forgets
+            await self._memories.consolidate()
         if self._erase:
             self._erase = False
             await self._db.erase()

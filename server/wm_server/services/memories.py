@@ -27,7 +27,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from wm_core import (
@@ -41,10 +41,13 @@ from wm_core import (
 )
 from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
 from wm_server.services import idempotency, paging, validation
+from wm_server.services.memory_lifecycle import expired, lifecycle_of_new
 from wm_server.services.recall import HybridRecall, QueryVector, Semantic, no_vector
 from wm_server.services.sessions import find_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
+from wm_server.storage.memory_expiry import Retention
+from wm_server.storage.memory_lifecycle import NO_LIFECYCLE, Lifecycle
 from wm_server.storage.records import MemoryRow, MemorySourceRow, MemoryVersionRow
 from wm_server.storage.repositories import MemoryFilter, SessionRow
 from wm_server.storage.text_index import query_words
@@ -63,7 +66,7 @@ SOURCES_SHOWN = 20
 MAX_SOURCE_MESSAGES = 50
 FIELD_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MEMORY_ID = re.compile(r"mem_[0-9a-f]{20}")
-MASKABLE = ("text", "type", "fields", "event_time")
+MASKABLE = ("text", "type", "fields", "event_time", "expire_time")
 CORRECTION = "user correction"
 
 
@@ -112,6 +115,7 @@ class MemoryView:
     row: MemoryRow
     sources: tuple[MemorySourceRow, ...] = ()
     history: tuple[MemoryVersionRow, ...] = ()
+    lifecycle: Lifecycle = NO_LIFECYCLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +392,11 @@ async def resolve(uow: UnitOfWork, spec: OwnerSpec) -> tuple[MemoryOwner, Sessio
 
 async def _views(uow: UnitOfWork, rows: Sequence[MemoryRow]) -> list[MemoryView]:
     sources = await uow.memories.sources([r.mid for r in rows], SOURCES_SHOWN)
-    return [MemoryView(r, tuple(sources.get(r.mid, ()))) for r in rows]
+    lives = await uow.memory_lifecycle.of([r.mid for r in rows])
+    return [
+        MemoryView(r, tuple(sources.get(r.mid, ())), lifecycle=lives.get(r.mid, NO_LIFECYCLE))
+        for r in rows
+    ]
 
 
 def search_query(query: str) -> list[str]:
@@ -407,10 +415,12 @@ class MemoryService:
         *,
         tokens: paging.PageTokens | None = None,
         on_deleted: Callable[[], None] = lambda: None,
+        retention: Retention = (),
         recall: HybridRecall | None = None,
         written: Callable[[], None] | None = None,
     ) -> None:
         self._db = database
+        self._retention = retention  # per type (memory_expiry): expired memories are unread
         self._tokens = tokens or paging.PageTokens.random()
         self._on_deleted = on_deleted  # erase it from the files too (Maintenance.forgotten)
         self.hybrid = recall or HybridRecall(None)
@@ -425,8 +435,10 @@ class MemoryService:
         start: float | None,
         end: float | None,
         limit: int,
+        include_superseded: bool = False,
     ) -> list[MemoryHit]:
-        return (await self.search_fused(spec, query, types, start, end, limit))[0]
+        found = await self.search_fused(spec, query, types, start, end, limit, include_superseded)
+        return found[0]
 
     async def search_fused(
         self,
@@ -436,6 +448,7 @@ class MemoryService:
         start: float | None,
         end: float | None,
         limit: int,
+        include_superseded: bool = False,
         min_score: float = 0.0,
     ) -> tuple[list[MemoryHit], Semantic, int]:
         """The owner's memories by the fused lexical and dense ranking (services.recall);
@@ -450,16 +463,22 @@ class MemoryService:
         vector = await self.hybrid.embed_query(query.strip())
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
-            where = MemoryFilter(current_tenant(), owner.key, kinds, "active", start, end)
+            where = self._filter(owner.key, kinds, "active", start, end)
             found, status, unembedded = await self.hybrid.memories(
                 uow, vector, where, words, limit or DEFAULT_LIMIT, min_score
             )
-            views = await _views(uow, [f.row for f in found])
+            rows = [(f.row, f.fused.score, f.fused.lexical, f.fused.dense) for f in found]
+            if include_superseded and len(rows) < (limit or DEFAULT_LIMIT):  # ranked below
+                where = self._filter(owner.key, kinds, "superseded", start, end)
+                older = await uow.memories.ranked(
+                    where, words, (limit or DEFAULT_LIMIT) - len(rows)
+                )
+                rows += [(row, 0.0, 0.0, 0.0) for row, _ in older]
+            views = await _views(uow, [r[0] for r in rows])
         hits = [
-            MemoryHit(view, f.fused.score, snippet(view.row.text, words), f.fused.lexical,
-                      f.fused.dense)
-            for view, f in zip(views, found, strict=True)
-        ]  # fmt: skip
+            MemoryHit(view, score, snippet(view.row.text, words), lexical, dense)
+            for view, (_, score, lexical, dense) in zip(views, rows, strict=True)
+        ]
         return hits, status, unembedded
 
     async def recall(
@@ -473,7 +492,7 @@ class MemoryService:
         """The session owner's memories ranked for a user request (AssembleContext), by the
         fused search when the caller embedded the request (``vector``)."""
         words = query_words(request[: MAX_QUERY * 4])
-        where = MemoryFilter(current_tenant(), owner_of(session).key)
+        where = self._filter(owner_of(session).key)
         found, _, _ = await self.hybrid.memories(uow, vector or no_vector(), where, words, limit)
         return [f.row for f in found]
 
@@ -487,27 +506,45 @@ class MemoryService:
         before = self._tokens.decode("memories", page_token, scope)
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
-            rows = await uow.memories.page(
-                MemoryFilter(current_tenant(), owner.key, kinds, state), before, size + 1
-            )
+            rows = await uow.memories.page(self._filter(owner.key, kinds, state), before, size + 1)
             more = len(rows) > size
             views = await _views(uow, rows[:size])
         token = self._tokens.encode("memories", views[-1].row.mid, scope) if more else ""
         return views, token
 
+    def _filter(
+        self,
+        owner: str,
+        kinds: tuple[str, ...] = (),
+        state: str = "active",
+        start: float | None = None,
+        end: float | None = None,
+    ) -> MemoryFilter:
+        """The owner's memories in ``state``, leaving out the expired ones (memory_expiry)."""
+        return MemoryFilter(
+            current_tenant(), owner, kinds, state, start, end, time.time(), self._retention
+        )
+
     async def get(self, value: str) -> MemoryView:
         mem = memory_id(value)
         async with self._db.reader() as uow:
             row = await uow.memories.get(current_tenant(), mem)
-            if row is None:
+            view = (await _views(uow, [row]))[0] if row is not None else None
+            if view is None or expired(view.row, view.lifecycle, time.time(), self._retention):
                 raise memory_not_found(mem)
-            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
-            history = await uow.memories.versions(row.mid)
-        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+            history = await uow.memories.versions(view.row.mid)
+        return replace(view, history=tuple(history))
 
     @retry_conflicts
     async def create(
-        self, spec: OwnerSpec, content: MemoryContent, request_id: str, fingerprint: str
+        self,
+        spec: OwnerSpec,
+        content: MemoryContent,
+        request_id: str,
+        fingerprint: str,
+        *,
+        supersedes: Sequence[str] = (),
+        expire_time: float | None = None,
     ) -> tuple[MemoryView, bool]:
         """Store a runtime's memory (the same key rule as extraction's CREATE)."""
         spec.check()
@@ -524,7 +561,9 @@ class MemoryService:
                     raise memory_not_found(prior["memory_id"])
                 return (await _views(uow, [row]))[0], bool(prior["deduplicated"])
             source = (session.record.session_id, None, ()) if session is not None else None
-            row, existed = await _store(uow, tenant, owner, content, source, time.time())
+            now = time.time()
+            row, existed = await _store(uow, tenant, owner, content, source, now)
+            await lifecycle_of_new(uow, tenant, owner.key, row, supersedes, expire_time, now)
             await idempotency.remember(
                 uow, req, owner.sid, {"memory_id": row.memory_id, "deduplicated": existed}
             )
@@ -555,6 +594,9 @@ class MemoryService:
                 row = await uow.memories.get(tenant, mem)
                 if row is None:
                     raise memory_not_found(mem)
+                if "expire_time" in given:  # when to forget it: no new version
+                    expire = given["expire_time"]
+                    await uow.memory_lifecycle.set_expiry(row.mid, expire)  # type: ignore[arg-type]
                 content = MemoryContent(
                     given.get("type", MemoryType(row.type)),  # type: ignore[arg-type]
                     given.get("text", row.text),  # type: ignore[arg-type]
@@ -568,16 +610,17 @@ class MemoryService:
                         reason="MEMORY_EXISTS",
                         metadata={"memory_id": twin.memory_id},
                     )
-                await _supersede(uow, row, content, reason or CORRECTION, time.time())
+                if set(given) - {"expire_time"}:
+                    await _supersede(uow, row, content, reason or CORRECTION, time.time())
                 await idempotency.remember(uow, req, None, {})
             row = await uow.memories.get(tenant, mem)
             if row is None:
                 raise memory_not_found(mem)
-            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
+            view = (await _views(uow, [row]))[0]
             history = await uow.memories.versions(row.mid)
             await uow.commit()
         self._written()
-        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+        return replace(view, history=tuple(history))
 
     @retry_conflicts
     async def retire(
@@ -606,10 +649,10 @@ class MemoryService:
             row = await uow.memories.get(tenant, mem)
             if row is None:
                 raise memory_not_found(mem)
-            sources = await uow.memories.sources([row.mid], SOURCES_SHOWN)
+            view = (await _views(uow, [row]))[0]
             history = await uow.memories.versions(row.mid)
             await uow.commit()
-        return MemoryView(row, tuple(sources.get(row.mid, ())), tuple(history))
+        return replace(view, history=tuple(history))
 
     @retry_conflicts
     async def delete(self, value: str, request_id: str, fingerprint: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from wm_core import Message, PendingItem, SessionSettings, Trigger
@@ -173,6 +174,8 @@ class Phase2Input:
     covered_seqs: tuple[int, ...]  # the archive itself plus earlier failed, uncovered ones
     provider: str | None = None  # the session's choice of model provider (None: the default)
     pending: tuple[PendingItem, ...] = ()  # refused earlier, shown in the update prompt
+    # message id → ISO date the server stored it ("yesterday" in it is resolved against it)
+    message_dates: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

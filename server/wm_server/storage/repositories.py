@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from wm_core import ExternalOutput, Message, PendingItem, SessionSettings, Trigger
 from wm_server.storage.codec import message_from_row, parts_to_json
+from wm_server.storage.memory_expiry import Retention, alive
 from wm_server.storage.records import (
     CommitRecord,
     CommitState,
@@ -1088,6 +1089,8 @@ class MemoryFilter:
     state: str = "active"
     start_time: float | None = None  # on COALESCE(event_time, record_time)
     end_time: float | None = None
+    alive_at: float | None = None  # only the memories not expired then (memory_expiry)
+    retention: Retention = ()
 
 
 class MemoryRepository(_Repository):
@@ -1108,6 +1111,10 @@ class MemoryRepository(_Repository):
         if where.end_time is not None:
             sql += " AND COALESCE(m.event_time, m.record_time) < :end"
             params["end"] = where.end_time
+        if where.alive_at is not None:
+            condition, values = alive(where.alive_at, where.retention)
+            sql += f" AND {condition}"
+            params.update(values)
         return sql, params
 
     async def insert(

@@ -351,4 +351,15 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         );
         """,
     ),
+    (
+        12,
+        # A memory's lifecycle (issue 35): as SQLite's version 11.
+        """
+        ALTER TABLE memories ADD COLUMN supersedes TEXT NOT NULL DEFAULT '';
+        ALTER TABLE memories ADD COLUMN superseded_by TEXT NOT NULL DEFAULT '';
+        ALTER TABLE memories ADD COLUMN valid_until DOUBLE PRECISION;
+        ALTER TABLE memories ADD COLUMN expire_time DOUBLE PRECISION;
+        CREATE INDEX memories_expiring ON memories (expire_time) WHERE expire_time IS NOT NULL;
+        """,
+    ),
 )

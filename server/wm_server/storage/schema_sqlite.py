@@ -352,4 +352,19 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        11,
+        # A memory's lifecycle (issue 35): a memory that replaces older ones names them
+        # (supersedes: memory ids, space-separated), each of those is SUPERSEDED, names its
+        # successor and keeps when it stopped holding (valid_until); expire_time is when the
+        # maintenance loop forgets it (NULL: its type's default retention, or never).
+        (
+            "ALTER TABLE memories ADD COLUMN supersedes TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE memories ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE memories ADD COLUMN valid_until REAL",
+            "ALTER TABLE memories ADD COLUMN expire_time REAL",
+            "CREATE INDEX memories_expiring ON memories (expire_time)"
+            " WHERE expire_time IS NOT NULL",
+        ),
+    ),
 )

@@ -12,6 +12,7 @@ same way (Unicode words, case-folded, no stemming), so a query finds the same ro
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from typing import ClassVar
@@ -31,6 +32,13 @@ def query_words(query: str) -> list[str]:
     for word in _WORD.findall(query.lower()):
         seen.setdefault(word, None)
     return list(seen)[:MAX_QUERY_WORDS]
+
+
+@functools.lru_cache(maxsize=8192)  # consolidation compares each memory with many others
+def words_of(text: str) -> frozenset[str]:
+    """Every distinct word of a text as the indexes analyze it (case-folded Unicode words):
+    the token set near-duplicate memories are compared by."""
+    return frozenset(_WORD.findall(text.lower()))
 
 
 class TextIndex(ABC):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from wm_server.storage.memory_lifecycle import LifecycleRepository
 from wm_server.storage.repositories import (
     ArchiveRepository,
     CommitRepository,
@@ -50,6 +51,7 @@ class Repositories:
         self.requests = RequestRepository(conn, dialect)
         self.secrets = SecretRepository(conn, dialect)
         self.memories = MemoryRepository(conn, dialect)
+        self.memory_lifecycle = LifecycleRepository(conn, dialect)
         self.vectors = VectorRepository(conn, dialect)
 
 
@@ -76,6 +78,7 @@ class UnitOfWork:
         self.requests = repositories.requests
         self.secrets = repositories.secrets
         self.memories = repositories.memories
+        self.memory_lifecycle = repositories.memory_lifecycle
         self.vectors = repositories.vectors
 
     async def write(self, *writes: Write) -> None:

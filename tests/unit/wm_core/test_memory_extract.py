@@ -58,12 +58,13 @@ def test_a_working_session_yields_its_durable_statements_with_their_sources() ->
     assert all(op.kind is MemoryOpKind.CREATE for op in ops)
     found = _by_type(ops)
     assert found[MemoryType.PROFILE] == [
-        "User's name is Dana Whitfield.",
-        "User is the platform lead at Northwind Traders.",
+        "The user's name is Dana Whitfield.",
+        "The user is the platform lead at Northwind Traders.",
     ]
-    assert found[MemoryType.PREFERENCE] == [
-        "User prefers tabs over spaces, and please always run the linter first.",
-        "User does not like verbose logs.",
+    assert found[MemoryType.PREFERENCE] == [  # one fact per memory
+        "The user prefers tabs over spaces.",
+        "The user wants the assistant to always run the linter first.",
+        "The user doesn't like verbose logs.",
     ]
     assert found[MemoryType.DECISION] == [
         "The team decided to move the ledger to Postgres because SQLite locks under load.",
@@ -72,14 +73,14 @@ def test_a_working_session_yields_its_durable_statements_with_their_sources() ->
     assert found[MemoryType.ENTITY] == ["The ledger lives in a service called ledgerd."]
     assert found[MemoryType.EVENT] == ["The cut-over is scheduled for 2026-12-15."]
     sources = {op.text: op.source_message_ids for op in ops}
-    assert sources["User's name is Dana Whitfield."] == ("u1",)
-    assert sources["User does not like verbose logs."] == ("u4",)
+    assert sources["The user's name is Dana Whitfield."] == ("u1",)
+    assert sources["The user doesn't like verbose logs."] == ("u4",)
     decision = next(op for op in ops if op.type is MemoryType.DECISION)
     assert decision.fields["reason"] == "SQLite locks under load"
     event = next(op for op in ops if op.type is MemoryType.EVENT)
     assert event.event_time == "2026-12-15"
     entity = next(op for op in ops if op.type is MemoryType.ENTITY)
-    assert entity.fields["name"] == "ledgerd" and entity.fields["kind"] == "service"
+    assert entity.fields["name"] == "ledgerd"
     # the assistant's "I prefer" and a tool output are not the user's preferences
     assert not any("failing tests" in op.text or "nothing" in op.text for op in ops)
 
@@ -91,6 +92,7 @@ def test_questions_hypotheticals_requests_and_negations_are_not_memories() -> No
         _user("q3", "Maybe I prefer spaces, not sure yet."),
         _user("q4", "I don't prefer long functions, but whatever works."),
         _user("q5", "I'd like you to fix the flaky test. I would like a summary."),
+        _user("q9", "Okay, never mind. Thanks, that's all for now."),
         _user("q6", "Should we decide to use Kafka because it scales?"),
         _user("q7", "Suppose we decided to drop Redis because of cost."),
         _user("q8", "The deploy happened yesterday."),  # relative, no timestamp: left
@@ -102,7 +104,11 @@ def test_relative_dates_become_absolute_only_with_a_message_timestamp() -> None:
     stamped = [_user("s1", "[2026-11-30 09:12] We shipped v2 of the API yesterday.")]
     ops = extract_memories(stamped, [])
     assert [(op.type, op.text, op.event_time) for op in ops] == [
-        (MemoryType.EVENT, "The team shipped v2 of the API on 2026-11-29.", "2026-11-29")
+        (
+            MemoryType.EVENT,
+            "The user and others shipped v2 of the API on 2026-11-29.",
+            "2026-11-29",
+        )
     ]
     by_mapping = extract_memories(
         [_user("s2", "The outage happened 2 days ago.")], [], message_dates={"s2": "2026-12-01"}
@@ -117,7 +123,7 @@ def test_a_statement_about_a_remembered_subject_updates_it() -> None:
         MemoryRecord(
             "mem_pref",
             MemoryType.PREFERENCE,
-            "User prefers tabs over spaces.",
+            "The user prefers tabs over spaces.",
             {"subject": "tabs over spaces"},
         ),
         MemoryRecord(
@@ -127,7 +133,7 @@ def test_a_statement_about_a_remembered_subject_updates_it() -> None:
     later = [_user("v1", "Actually, I prefer spaces over tabs now.")]
     ops = extract_memories(later, existing)
     assert [(op.kind, op.target_ids, op.text) for op in ops] == [
-        (MemoryOpKind.UPDATE, ("mem_pref",), "User prefers spaces over tabs.")
+        (MemoryOpKind.UPDATE, ("mem_pref",), "The user prefers spaces over tabs.")
     ]
     plan = guard_memory_ops(ops, existing, later[0].text())
     assert [d.verdict for d in plan.decisions] == [MemoryVerdict.ACCEPTED]
@@ -167,7 +173,7 @@ def test_within_one_archive_the_last_statement_about_a_subject_wins() -> None:
     ]
     ops = extract_memories(messages, [])
     assert [(op.text, op.source_message_ids) for op in ops] == [
-        ("User prefers light mode in the editor.", ("x1", "x2"))
+        ("The user prefers light mode in the editor.", ("x1", "x2"))
     ]
 
 
@@ -179,3 +185,112 @@ def test_pending_items_are_offered_with_the_rules_that_need_no_speaker() -> None
     ops = extract_memories([], [], pending)
     assert [(op.type, op.source_message_ids) for op in ops] == [(MemoryType.DECISION, ())]
     assert ops[0].fields["reason"] == "of hot rows"
+
+
+def test_the_issue_conversation_keeps_identity_preference_and_decision_apart() -> None:
+    """The seven turns of issue 35: one fact per memory, in the third person, the decision
+    with its reason and who agreed."""
+    turns = [
+        _user("d1", "I prefer tabs over spaces, and my name is Dana Whitfield."),
+        _assistant("d2", "Nice to meet you, Dana. What are we building?"),
+        _user("d3", "A ledger for the shop's double-entry books."),
+        _assistant("d4", "Which database should the ledger use?"),
+        _user(
+            "d5", "We decided to use PostgreSQL 16 for the ledger because of logical replication."
+        ),
+        _assistant("d6", "Good, let's go with that."),
+        _user("d7", "Thanks."),
+    ]
+    ops = extract_memories(turns, [])
+    assert [(op.type, op.text) for op in ops] == [
+        (MemoryType.PREFERENCE, "The user prefers tabs over spaces."),
+        (MemoryType.PROFILE, "The user's name is Dana Whitfield."),
+        (
+            MemoryType.DECISION,
+            "The team decided to use PostgreSQL 16 for the ledger because of logical replication.",
+        ),
+    ]
+    decision = ops[2]
+    assert decision.fields["reason"] == "of logical replication"
+    assert decision.fields["decided_by"] == "user" and decision.fields["agreed_by"] == "assistant"
+    assert decision.source_message_ids == ("d5", "d6")
+
+
+def test_an_assistant_proposal_the_user_accepts_is_a_decision_a_refused_one_is_not() -> None:
+    accepted = [
+        _assistant("p1", "The validators changed. I suggest we pin pydantic to 2.6 for now."),
+        _user("p2", "Agreed, pin it."),
+    ]
+    ops = extract_memories(accepted, [])
+    assert [(op.type, op.source_message_ids) for op in ops] == [(MemoryType.DECISION, ("p1", "p2"))]
+    assert "pin pydantic to 2.6" in ops[0].text and ops[0].fields["agreed_by"] == "user"
+    refused = [accepted[0], _user("p3", "No, let's not pin anything yet.")]
+    assert extract_memories(refused, []) == []
+    picked = [
+        _assistant("o1", "Should we store the uploads on local disk or in object storage?"),
+        _user("o2", "Object storage, since we'll run several replicas."),
+    ]
+    (choice,) = extract_memories(picked, [])
+    assert choice.type is MemoryType.DECISION and choice.fields["decision"] == "Object storage"
+    assert choice.fields["reason"] == "the user and others will run several replicas"
+
+
+def test_times_are_resolved_against_the_message_date_with_their_precision() -> None:
+    dated = {
+        "e1": "My grandmother passed away on Saturday.",  # past: the Saturday before
+        "e2": "The funeral is next Tuesday in Galway.",  # the Tuesday of next week
+        "e3": "I started learning the cello in July.",  # past month: this year's
+        "e4": "We're expecting our first baby in March.",  # coming month: next year's
+        "e5": "I went hiking in the Dolomites last summer.",
+        "e6": "We adopted a rescue dog two weeks ago.",
+    }
+    messages = [_user(mid, text) for mid, text in dated.items()]
+    ops = extract_memories(messages, [], message_dates=dict.fromkeys(dated, "2026-08-04"))
+    events = {
+        op.source_message_ids[0]: (op.event_time, op.fields["when"])
+        for op in ops
+        if op.type is MemoryType.EVENT
+    }
+    assert events == {
+        "e1": ("2026-08-01", "2026-08-01"),
+        "e2": ("2026-08-11", "2026-08-11"),
+        "e3": ("2026-07-01", "2026-07"),
+        "e4": ("2027-03-01", "2027-03"),
+        "e5": ("2025-06-01", "2025"),
+        "e6": ("2026-07-21", "2026-07-21"),
+    }
+    grandmother = next(op for op in ops if op.source_message_ids == ("e1",))
+    assert grandmother.text == "The user's grandmother passed away on 2026-08-01."
+    # without a date for its message a relative time makes no event
+    assert extract_memories([_user("e7", "The deploy happened yesterday.")], []) == []
+
+
+def test_named_people_pets_and_things_are_entities_and_later_pronouns_refer_to_them() -> None:
+    messages = [
+        _user("n1", "My sister Laura lives in Toronto with her husband Mark."),
+        _user("n2", "We have two cats, Miso and Tofu."),
+        _user("n3", "The payments service talks to Stripe through a wrapper called paygate."),
+        _user("n4", "My dog Biscuit is a beagle. He is terrified of thunderstorms."),
+    ]
+    texts = [op.text for op in extract_memories(messages, []) if op.type is MemoryType.ENTITY]
+    assert texts == [
+        "The user's sister Laura lives in Toronto with her husband Mark.",
+        "Mark is Laura's husband.",
+        "Miso is the user's cat.",
+        "Tofu is the user's cat.",
+        "The payments service talks to Stripe through a wrapper called paygate.",
+        "The user's dog Biscuit is a beagle.",
+        "Biscuit is terrified of thunderstorms.",
+    ]
+
+
+def test_a_day_without_a_year_is_the_nearest_one_in_the_sentences_direction() -> None:
+    said = {
+        "y1": ("I'll be back on January 6.", "2026-12-21", "2027-01-06"),  # coming: next year
+        "y2": ("We met on December 28 at the party.", "2026-01-03", "2025-12-28"),  # past
+        "y3": ("I've got a job interview on Thursday.", "2026-12-08", "2026-12-10"),  # present
+    }
+    for mid, (text, date, expected) in said.items():
+        (op,) = extract_memories([_user(mid, text)], [], message_dates={mid: date})
+        assert op.event_time == expected, text
+        assert " on on " not in op.text and expected in op.text

@@ -364,6 +364,11 @@ class _MemoryStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemorySta
     """Found by search and recalled into contexts."""
     MEMORY_STATE_RETIRED: _MemoryState.ValueType  # 2
     """Superseded or contradicted: kept with its history, never searched nor recalled."""
+    MEMORY_STATE_SUPERSEDED: _MemoryState.ValueType  # 3
+    """Replaced by a newer memory (Memory.superseded_by_memory_id) that states the current
+    fact; it held from valid_from until valid_until. Not recalled; searched only when asked
+    (SearchMemoriesRequest.include_superseded), ranked below every current memory.
+    """
 
 class MemoryState(_MemoryState, metaclass=_MemoryStateEnumTypeWrapper):
     """Whether a memory is recalled."""
@@ -374,6 +379,11 @@ MEMORY_STATE_ACTIVE: MemoryState.ValueType  # 1
 """Found by search and recalled into contexts."""
 MEMORY_STATE_RETIRED: MemoryState.ValueType  # 2
 """Superseded or contradicted: kept with its history, never searched nor recalled."""
+MEMORY_STATE_SUPERSEDED: MemoryState.ValueType  # 3
+"""Replaced by a newer memory (Memory.superseded_by_memory_id) that states the current
+fact; it held from valid_from until valid_until. Not recalled; searched only when asked
+(SearchMemoriesRequest.include_superseded), ranked below every current memory.
+"""
 Global___MemoryState: _TypeAlias = MemoryState  # noqa: Y015
 
 class _MemoryExtractionState:
@@ -417,6 +427,98 @@ offers this archive to its extraction again.
 MEMORY_EXTRACTION_STATE_RECOVERED: MemoryExtractionState.ValueType  # 4
 """Failed here, then extracted by a later commit of the session."""
 Global___MemoryExtractionState: _TypeAlias = MemoryExtractionState  # noqa: Y015
+
+class _MemoryExtractionEmptyReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryExtractionEmptyReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryExtractionEmptyReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED: _MemoryExtractionEmptyReason.ValueType  # 0
+    """Something was written, extraction was off, or the commit predates the reason."""
+    MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW: _MemoryExtractionEmptyReason.ValueType  # 1
+    """The provider proposed nothing, or only what the owner's memories already say."""
+    MEMORY_EXTRACTION_EMPTY_REASON_ALL_REFUSED: _MemoryExtractionEmptyReason.ValueType  # 2
+    """The provider proposed ops and the guards refused every one that was not a duplicate."""
+    MEMORY_EXTRACTION_EMPTY_REASON_NO_TOOL_CALL: _MemoryExtractionEmptyReason.ValueType  # 3
+    """The provider answered without calling the memory tool."""
+    MEMORY_EXTRACTION_EMPTY_REASON_FAILED: _MemoryExtractionEmptyReason.ValueType  # 4
+    """Extraction failed (the provider refused the call, or its answer had nothing readable)."""
+
+class MemoryExtractionEmptyReason(_MemoryExtractionEmptyReason, metaclass=_MemoryExtractionEmptyReasonEnumTypeWrapper):
+    """Why a commit's extraction wrote nothing (no memory created, changed or retired)."""
+
+MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED: MemoryExtractionEmptyReason.ValueType  # 0
+"""Something was written, extraction was off, or the commit predates the reason."""
+MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW: MemoryExtractionEmptyReason.ValueType  # 1
+"""The provider proposed nothing, or only what the owner's memories already say."""
+MEMORY_EXTRACTION_EMPTY_REASON_ALL_REFUSED: MemoryExtractionEmptyReason.ValueType  # 2
+"""The provider proposed ops and the guards refused every one that was not a duplicate."""
+MEMORY_EXTRACTION_EMPTY_REASON_NO_TOOL_CALL: MemoryExtractionEmptyReason.ValueType  # 3
+"""The provider answered without calling the memory tool."""
+MEMORY_EXTRACTION_EMPTY_REASON_FAILED: MemoryExtractionEmptyReason.ValueType  # 4
+"""Extraction failed (the provider refused the call, or its answer had nothing readable)."""
+Global___MemoryExtractionEmptyReason: _TypeAlias = MemoryExtractionEmptyReason  # noqa: Y015
+
+class _MemoryOpKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryOpKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryOpKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_OP_KIND_UNSPECIFIED: _MemoryOpKind.ValueType  # 0
+    """Not used."""
+    MEMORY_OP_KIND_CREATE: _MemoryOpKind.ValueType  # 1
+    """A new memory."""
+    MEMORY_OP_KIND_UPDATE: _MemoryOpKind.ValueType  # 2
+    """A new text for one existing memory (the old one kept in its history)."""
+    MEMORY_OP_KIND_MERGE: _MemoryOpKind.ValueType  # 3
+    """Two or more existing memories become one."""
+    MEMORY_OP_KIND_RETIRE: _MemoryOpKind.ValueType  # 4
+    """An existing memory is no longer recalled, with a reason."""
+
+class MemoryOpKind(_MemoryOpKind, metaclass=_MemoryOpKindEnumTypeWrapper):
+    """A kind of proposed memory change."""
+
+MEMORY_OP_KIND_UNSPECIFIED: MemoryOpKind.ValueType  # 0
+"""Not used."""
+MEMORY_OP_KIND_CREATE: MemoryOpKind.ValueType  # 1
+"""A new memory."""
+MEMORY_OP_KIND_UPDATE: MemoryOpKind.ValueType  # 2
+"""A new text for one existing memory (the old one kept in its history)."""
+MEMORY_OP_KIND_MERGE: MemoryOpKind.ValueType  # 3
+"""Two or more existing memories become one."""
+MEMORY_OP_KIND_RETIRE: MemoryOpKind.ValueType  # 4
+"""An existing memory is no longer recalled, with a reason."""
+Global___MemoryOpKind: _TypeAlias = MemoryOpKind  # noqa: Y015
+
+class _MemoryOpVerdict:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MemoryOpVerdictEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryOpVerdict.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MEMORY_OP_VERDICT_UNSPECIFIED: _MemoryOpVerdict.ValueType  # 0
+    """Not used."""
+    MEMORY_OP_VERDICT_ACCEPTED: _MemoryOpVerdict.ValueType  # 1
+    """Applied as proposed."""
+    MEMORY_OP_VERDICT_REFUSED: _MemoryOpVerdict.ValueType  # 2
+    """Not applied; the reason says why."""
+    MEMORY_OP_VERDICT_DEDUPLICATED: _MemoryOpVerdict.ValueType  # 3
+    """A CREATE equal to an existing memory or an earlier op: that memory's sources grow."""
+
+class MemoryOpVerdict(_MemoryOpVerdict, metaclass=_MemoryOpVerdictEnumTypeWrapper):
+    """What the guards decided about one proposed memory change."""
+
+MEMORY_OP_VERDICT_UNSPECIFIED: MemoryOpVerdict.ValueType  # 0
+"""Not used."""
+MEMORY_OP_VERDICT_ACCEPTED: MemoryOpVerdict.ValueType  # 1
+"""Applied as proposed."""
+MEMORY_OP_VERDICT_REFUSED: MemoryOpVerdict.ValueType  # 2
+"""Not applied; the reason says why."""
+MEMORY_OP_VERDICT_DEDUPLICATED: MemoryOpVerdict.ValueType  # 3
+"""A CREATE equal to an existing memory or an earlier op: that memory's sources grow."""
+Global___MemoryOpVerdict: _TypeAlias = MemoryOpVerdict  # noqa: Y015
 
 @_typing.final
 class Session(_message.Message):
@@ -1833,10 +1935,15 @@ class MemoryDiff(_message.Message):
     PROBLEMS_FIELD_NUMBER: _builtins.int
     RECOVERED_ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    EMPTY_REASON_FIELD_NUMBER: _builtins.int
     state: Global___MemoryExtractionState.ValueType
     """How extraction ended."""
     message: _builtins.str
     """Why extraction was off or failed; empty when it ran."""
+    empty_reason: Global___MemoryExtractionEmptyReason.ValueType
+    """Why nothing was written, when nothing was (never a silent zero); UNSPECIFIED when
+    something was written or extraction was off.
+    """
     @_builtins.property
     def created_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Memories created."""
@@ -1889,10 +1996,11 @@ class MemoryDiff(_message.Message):
         problems: _abc.Iterable[_builtins.str] | None = ...,
         recovered_archive_ids: _abc.Iterable[_builtins.str] | None = ...,
         usage: Global___TokenUsage | None = ...,
+        empty_reason: Global___MemoryExtractionEmptyReason.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memory_ids", b"created_memory_ids", "deduplicated_memory_ids", b"deduplicated_memory_ids", "merged_memory_ids", b"merged_memory_ids", "message", b"message", "problems", b"problems", "recovered_archive_ids", b"recovered_archive_ids", "refused", b"refused", "retired_memory_ids", b"retired_memory_ids", "state", b"state", "updated_memory_ids", b"updated_memory_ids", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memory_ids", b"created_memory_ids", "deduplicated_memory_ids", b"deduplicated_memory_ids", "empty_reason", b"empty_reason", "merged_memory_ids", b"merged_memory_ids", "message", b"message", "problems", b"problems", "recovered_archive_ids", b"recovered_archive_ids", "refused", b"refused", "retired_memory_ids", b"retired_memory_ids", "state", b"state", "updated_memory_ids", b"updated_memory_ids", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2016,6 +2124,11 @@ class Memory(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     HISTORY_FIELD_NUMBER: _builtins.int
     RETIRE_REASON_FIELD_NUMBER: _builtins.int
+    SUPERSEDES_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_BY_MEMORY_ID_FIELD_NUMBER: _builtins.int
+    VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_UNTIL_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     memory_id: _builtins.str
     """The memory's id, unique within the tenant (mem_ and 20 lowercase hex digits)."""
     user_id: _builtins.str
@@ -2039,6 +2152,8 @@ class Memory(_message.Message):
     """The current version, from 1; each change of the text or type adds one."""
     retire_reason: _builtins.str
     """Why it was retired, for a retired memory."""
+    superseded_by_memory_id: _builtins.str
+    """The memory that replaced this one, for a superseded memory."""
     @_builtins.property
     def fields(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Structured fields (names, dates, numbers): at most 16, keys 1-64 characters of
@@ -2069,6 +2184,28 @@ class Memory(_message.Message):
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryVersion]:
         """The superseded versions, newest first (GetMemory only; empty in lists and searches)."""
 
+    @_builtins.property
+    def supersedes_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The older memories of the same owner this one replaces (CreateMemory: at most 16, each
+        an active memory of the owner, else INVALID_ARGUMENT). Each becomes SUPERSEDED, its
+        valid_until set to this one's valid_from, and its superseded_by_memory_id to this one.
+        """
+
+    @_builtins.property
+    def valid_from(self) -> _timestamp_pb2.Timestamp:
+        """Since when what it states holds: its event_time, else its create_time."""
+
+    @_builtins.property
+    def valid_until(self) -> _timestamp_pb2.Timestamp:
+        """Until when it held: set when a newer memory superseded it; unset while current."""
+
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """When the service forgets it (the maintenance loop deletes it, as DeleteMemory; reads
+        no longer return it from that moment). Unset: its type's default retention
+        (WM_MEMORY_RETENTION_DAYS), or never. Must be a valid Timestamp.
+        """
+
     def __init__(
         self,
         *,
@@ -2088,10 +2225,15 @@ class Memory(_message.Message):
         version: _builtins.int = ...,
         history: _abc.Iterable[Global___MemoryVersion] | None = ...,
         retire_reason: _builtins.str = ...,
+        supersedes_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        superseded_by_memory_id: _builtins.str = ...,
+        valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_until: _timestamp_pb2.Timestamp | None = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "record_time", b"record_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "record_time", b"record_time", "update_time", b"update_time", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "event_time", b"event_time", "fields", b"fields", "history", b"history", "memory_id", b"memory_id", "record_time", b"record_time", "retire_reason", b"retire_reason", "session_id", b"session_id", "sources", b"sources", "state", b"state", "text", b"text", "type", b"type", "update_time", b"update_time", "user_id", b"user_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "fields", b"fields", "history", b"history", "memory_id", b"memory_id", "record_time", b"record_time", "retire_reason", b"retire_reason", "session_id", b"session_id", "sources", b"sources", "state", b"state", "superseded_by_memory_id", b"superseded_by_memory_id", "supersedes_memory_ids", b"supersedes_memory_ids", "text", b"text", "type", b"type", "update_time", b"update_time", "user_id", b"user_id", "valid_from", b"valid_from", "valid_until", b"valid_until", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1703,11 +1703,16 @@ class SearchMemoriesRequest(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _builtins.int
     MIN_SCORE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """Free text; its words (at most 32 are used) are ranked: 1-1,000 characters after trimming."""
     limit: _builtins.int
     """At most this many hits: 0 means 10, 1-50 (more is INVALID_ARGUMENT)."""
+    include_superseded: _builtins.bool
+    """Also superseded memories (state SUPERSEDED), ranked below every current one: what the
+    owner used to hold true. Default: current memories only.
+    """
     min_score: _builtins.float
     """Leave out hits whose fused score is below this (0-1; 0 keeps every hit)."""
     @_builtins.property
@@ -1735,11 +1740,12 @@ class SearchMemoriesRequest(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
         limit: _builtins.int = ...,
+        include_superseded: _builtins.bool = ...,
         min_score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "owner", b"owner", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "limit", b"limit", "min_score", b"min_score", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "include_superseded", b"include_superseded", "limit", b"limit", "min_score", b"min_score", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2052,6 +2058,189 @@ class RetireMemoryRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetireMemoryRequest: _TypeAlias = RetireMemoryRequest  # noqa: Y015
+
+@_typing.final
+class PreviewMemoryExtractionRequest(_message.Message):
+    """Request of PreviewMemoryExtraction."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session: its owner's memories are what the ops are judged against, and its model
+    provider and extraction setting apply.
+    """
+    @_builtins.property
+    def archive_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Archives of the session to read (archive_001, ...), at most 20. Empty, with no
+        messages: the session's live messages (what its next commit would archive).
+        """
+
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
+        """Messages to read instead of the session's: at most 1,000, under the rules of
+        AddMessages; not with archive_ids. Their relative times ("yesterday") are resolved
+        against the time of the request.
+        """
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        archive_ids: _abc.Iterable[_builtins.str] | None = ...,
+        messages: _abc.Iterable[_resources_pb2.Message] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_ids", b"archive_ids", "messages", b"messages", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreviewMemoryExtractionRequest: _TypeAlias = PreviewMemoryExtractionRequest  # noqa: Y015
+
+@_typing.final
+class MemoryOpPreview(_message.Message):
+    """One op extraction would propose, with the guards' verdict on it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class FieldsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    OP_INDEX_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    FIELDS_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
+    TARGET_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    SOURCE_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    VERDICT_FIELD_NUMBER: _builtins.int
+    VERDICT_REASON_FIELD_NUMBER: _builtins.int
+    op_index: _builtins.int
+    """The op's position in the provider's answer, from 0."""
+    kind: _resources_pb2.MemoryOpKind.ValueType
+    """What it would do."""
+    type: _resources_pb2.MemoryType.ValueType
+    """The memory's type (unset for RETIRE)."""
+    text: _builtins.str
+    """The memory's text (empty for RETIRE)."""
+    reason: _builtins.str
+    """The op's own reason (UPDATE, RETIRE)."""
+    verdict: _resources_pb2.MemoryOpVerdict.ValueType
+    """What the guards would do with it."""
+    verdict_reason: _builtins.str
+    """Why (which memory a duplicate repeats, what a refused op lacks)."""
+    @_builtins.property
+    def fields(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Its structured fields (the subject, a decision's reason and who agreed, ...)."""
+
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp:
+        """When what it states happened or holds from; unset when not dated."""
+
+    @_builtins.property
+    def target_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The existing memories it names (UPDATE, MERGE, RETIRE)."""
+
+    @_builtins.property
+    def source_message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The messages that state it."""
+
+    def __init__(
+        self,
+        *,
+        op_index: _builtins.int = ...,
+        kind: _resources_pb2.MemoryOpKind.ValueType = ...,
+        type: _resources_pb2.MemoryType.ValueType = ...,
+        text: _builtins.str = ...,
+        fields: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
+        target_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reason: _builtins.str = ...,
+        source_message_ids: _abc.Iterable[_builtins.str] | None = ...,
+        verdict: _resources_pb2.MemoryOpVerdict.ValueType = ...,
+        verdict_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "fields", b"fields", "kind", b"kind", "op_index", b"op_index", "reason", b"reason", "source_message_ids", b"source_message_ids", "target_memory_ids", b"target_memory_ids", "text", b"text", "type", b"type", "verdict", b"verdict", "verdict_reason", b"verdict_reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryOpPreview: _TypeAlias = MemoryOpPreview  # noqa: Y015
+
+@_typing.final
+class PreviewMemoryExtractionResponse(_message.Message):
+    """Response of PreviewMemoryExtraction."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPS_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    EMPTY_REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    PROBLEMS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    state: _resources_pb2.MemoryExtractionState.ValueType
+    """How the extraction would end: EXTRACTED, OFF or FAILED."""
+    empty_reason: _resources_pb2.MemoryExtractionEmptyReason.ValueType
+    """Why it would write nothing; UNSPECIFIED when some op would be applied (or it is OFF)."""
+    message: _builtins.str
+    """Why it would be off or failed."""
+    message_count: _builtins.int
+    """Messages read."""
+    @_builtins.property
+    def ops(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryOpPreview]:
+        """Every op proposed, in the provider's order, each with its verdict."""
+
+    @_builtins.property
+    def problems(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What reading the provider's answer took (repairs, dropped ops), at most 50."""
+
+    @_builtins.property
+    def usage(self) -> _resources_pb2.TokenUsage:
+        """Tokens of the extraction calls."""
+
+    def __init__(
+        self,
+        *,
+        ops: _abc.Iterable[Global___MemoryOpPreview] | None = ...,
+        state: _resources_pb2.MemoryExtractionState.ValueType = ...,
+        empty_reason: _resources_pb2.MemoryExtractionEmptyReason.ValueType = ...,
+        message: _builtins.str = ...,
+        problems: _abc.Iterable[_builtins.str] | None = ...,
+        usage: _resources_pb2.TokenUsage | None = ...,
+        message_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["empty_reason", b"empty_reason", "message", b"message", "message_count", b"message_count", "ops", b"ops", "problems", b"problems", "state", b"state", "usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreviewMemoryExtractionResponse: _TypeAlias = PreviewMemoryExtractionResponse  # noqa: Y015
 
 @_typing.final
 class DeleteMemoryRequest(_message.Message):

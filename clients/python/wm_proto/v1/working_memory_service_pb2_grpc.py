@@ -212,6 +212,11 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.PreviewMemoryExtraction = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/PreviewMemoryExtraction',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.PreviewMemoryExtractionRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.PreviewMemoryExtractionResponse.FromString,
+                _registered_method=True)
         self.RetireMemory = channel.unary_unary(
                 '/wm.v1.WorkingMemoryService/RetireMemory',
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.SerializeToString,
@@ -505,6 +510,16 @@ class WorkingMemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PreviewMemoryExtraction(self, request, context):
+        """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+        the session's live messages, some of its archives, or given messages, and the guards'
+        verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+        no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RetireMemory(self, request, context):
         """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
         sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
@@ -656,6 +671,11 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteMemory,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'PreviewMemoryExtraction': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewMemoryExtraction,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.PreviewMemoryExtractionRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.PreviewMemoryExtractionResponse.SerializeToString,
             ),
             'RetireMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.RetireMemory,
@@ -1455,6 +1475,33 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/DeleteMemory',
             wm_dot_v1_dot_working__memory__service__pb2.DeleteMemoryRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewMemoryExtraction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/PreviewMemoryExtraction',
+            wm_dot_v1_dot_working__memory__service__pb2.PreviewMemoryExtractionRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.PreviewMemoryExtractionResponse.FromString,
             options,
             channel_credentials,
             insecure,

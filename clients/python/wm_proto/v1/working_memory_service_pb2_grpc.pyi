@@ -198,6 +198,12 @@ class WorkingMemoryServiceStub:
     """
     DeleteMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    PreviewMemoryExtraction: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.PreviewMemoryExtractionRequest, _working_memory_service_pb2.PreviewMemoryExtractionResponse]
+    """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+    the session's live messages, some of its archives, or given messages, and the guards'
+    verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+    no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+    """
     RetireMemory: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.RetireMemoryRequest, _resources_pb2.Memory]
     """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
     sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
@@ -370,6 +376,12 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     DeleteMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.DeleteMemoryRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+    PreviewMemoryExtraction: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.PreviewMemoryExtractionRequest, _working_memory_service_pb2.PreviewMemoryExtractionResponse]  # type: ignore[assignment]
+    """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+    the session's live messages, some of its archives, or given messages, and the guards'
+    verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+    no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+    """
     RetireMemory: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.RetireMemoryRequest, _resources_pb2.Memory]  # type: ignore[assignment]
     """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
     sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
@@ -707,6 +719,18 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
         """Forgets a memory: removed from the store, the full-text index and its history, at once."""
+
+    @_abc_1.abstractmethod
+    def PreviewMemoryExtraction(
+        self,
+        request: _working_memory_service_pb2.PreviewMemoryExtractionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.PreviewMemoryExtractionResponse, _abc.Awaitable[_working_memory_service_pb2.PreviewMemoryExtractionResponse]]:
+        """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
+        the session's live messages, some of its archives, or given messages, and the guards'
+        verdict on each, judged against the owner's current memories. Writes nothing (no memory,
+        no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+        """
 
     @_abc_1.abstractmethod
     def RetireMemory(

@@ -176,7 +176,7 @@ async def test_offline_extracts_deterministically_in_the_tool_shape() -> None:
     parsed = parse_memory_ops(first.tool_input)
     assert parsed.problems == ()
     assert [(op.kind, op.type, op.text) for op in parsed.ops] == [
-        (MemoryOpKind.CREATE, MemoryType.PREFERENCE, "User prefers tabs over spaces."),
+        (MemoryOpKind.CREATE, MemoryType.PREFERENCE, "The user prefers tabs over spaces."),
         (
             MemoryOpKind.CREATE,
             MemoryType.DECISION,

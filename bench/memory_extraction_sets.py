@@ -1,0 +1,159 @@
+"""The memory extraction sets and how an extraction is scored against them.
+
+The sets (``bench/memory_extraction/{dev,heldout,heldout2}.txt``) are conversations with the
+memories a reader expects from them. ``dev`` is the split the offline rules were tuned on;
+``heldout`` was written at the same time, before any tuning; ``heldout2`` after heldout's first
+run and before the last round of tuning on dev. Neither held-out split is tuned on.
+
+File format: ``=== <id> <ISO date of the messages>`` opens a conversation; ``U: text`` and
+``A: text`` are user and assistant turns; ``+ <type>: term | term | …`` is one expected
+memory; ``#`` lines are comments.
+
+Matching rule (one expected memory ↔ at most one extracted memory, maximum matching):
+an extracted memory matches an expected one when it has the same type and contains every
+term. Text compared is the memory's text, its field values and its event time, folded
+(case, accents kept) and cut into tokens of letters, digits, ``-``, ``&`` and ``'``. A term's
+word matches a token when: the word has a digit and the token starts with it ("2026-09"
+matches the event time "2026-09-01"); else the word has five letters or more and the token
+starts with its first five ("replication" matches "replicated"); else the token equals it.
+Precision = matched extracted / extracted, recall = matched expected / expected, per type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wm_core import MemoryOp, Message, Role, TextPart, fold_text, message_tokens
+
+SETS = Path(__file__).resolve().parent / "memory_extraction"
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    type: str
+    terms: tuple[str, ...]
+
+
+@dataclass
+class Conversation:
+    id: str
+    date: str
+    messages: list[Message] = field(default_factory=list)
+    expected: list[Expected] = field(default_factory=list)
+
+    @property
+    def dates(self) -> dict[str, str]:
+        return {m.id: self.date for m in self.messages}
+
+
+def load(split: str) -> list[Conversation]:
+    found: list[Conversation] = []
+    for raw in (SETS / f"{split}.txt").read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("==="):
+            _, cid, date = line.split()
+            found.append(Conversation(cid, date))
+            continue
+        current = found[-1]
+        if line.startswith("+"):
+            kind, _, terms = line[1:].partition(":")
+            current.expected.append(
+                Expected(kind.strip(), tuple(t.strip() for t in terms.split("|") if t.strip()))
+            )
+            continue
+        who, _, text = line.partition(":")
+        role = Role.USER if who.strip() == "U" else Role.ASSISTANT
+        parts = (TextPart(text.strip()),)
+        mid = f"{current.id}-m{len(current.messages) + 1}"
+        current.messages.append(Message(mid, role, parts, message_tokens(parts)))
+    return found
+
+
+_TOKEN = re.compile(r"[\w\-&']+")
+
+
+def _tokens(text: str) -> list[str]:
+    return [t.strip("-'") for t in _TOKEN.findall(fold_text(text))]
+
+
+def haystack(op: MemoryOp) -> list[str]:
+    return _tokens(" ".join([op.text, *op.fields.values(), op.event_time or ""]))
+
+
+def _word_matches(word: str, tokens: Sequence[str]) -> bool:
+    if any(c.isdigit() for c in word):
+        return any(t.startswith(word) for t in tokens)
+    if len(word) >= 5:
+        return any(t.startswith(word[:5]) for t in tokens)
+    return word in tokens
+
+
+def matches(expected: Expected, op: MemoryOp) -> bool:
+    if op.type is None or op.type.value != expected.type:
+        return False
+    tokens = haystack(op)
+    return all(_word_matches(w, tokens) for term in expected.terms for w in _tokens(term))
+
+
+def best_matching(expected: Sequence[Expected], ops: Sequence[MemoryOp]) -> dict[int, int]:
+    """A maximum one-to-one matching: expected index → op index (augmenting paths)."""
+    edges = [[j for j, op in enumerate(ops) if matches(e, op)] for e in expected]
+    owner: dict[int, int] = {}
+
+    def assign(i: int, seen: set[int]) -> bool:
+        for j in edges[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if j not in owner or assign(owner[j], seen):
+                owner[j] = i
+                return True
+        return False
+
+    for i in range(len(expected)):
+        assign(i, set())
+    return {i: j for j, i in owner.items()}
+
+
+@dataclass
+class Score:
+    expected: int = 0
+    extracted: int = 0
+    matched_expected: int = 0
+    matched_extracted: int = 0
+
+    @property
+    def precision(self) -> float:
+        return self.matched_extracted / self.extracted if self.extracted else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.matched_expected / self.expected if self.expected else 1.0
+
+
+def score(
+    conversation: Conversation, ops: Sequence[MemoryOp], scores: dict[str, Score]
+) -> tuple[list[Expected], list[MemoryOp]]:
+    """Adds one conversation to ``scores`` (by type and "all"); returns the misses and the
+    extracted memories nothing expected."""
+    pairs = best_matching(conversation.expected, ops)
+    for i, e in enumerate(conversation.expected):
+        for key in (e.type, "all"):
+            s = scores.setdefault(key, Score())
+            s.expected += 1
+            s.matched_expected += i in pairs
+    used = set(pairs.values())
+    for j, op in enumerate(ops):
+        kind = op.type.value if op.type else "?"
+        for key in (kind, "all"):
+            s = scores.setdefault(key, Score())
+            s.extracted += 1
+            s.matched_extracted += j in used
+    missed = [e for i, e in enumerate(conversation.expected) if i not in pairs]
+    extra = [op for j, op in enumerate(ops) if j not in used]
+    return missed, extra

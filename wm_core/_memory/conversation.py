@@ -1,0 +1,200 @@
+"""The turn-level reading of a conversation: facts that need more than one message.
+
+Why it exists: a decision is often made across turns ("I suggest we pin pydantic" — "Agreed,
+pin it"; "Should we use local disk or object storage?" — "Object storage, since we run
+replicas"), and "who agreed" is the next turn's "Good, let's go with that". This module walks
+the turns in order, reads each clause with ``rules`` and adds those agreements and choices.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from wm_core._document.sentences import sentences, stamp_date
+from wm_core._memory.model import MemoryType
+from wm_core._memory.rules import Fact, Talk, classify
+from wm_core._memory.speech import (
+    LEAD,
+    REASON,
+    TENTATIVE,
+    clauses,
+    clean,
+    object_of,
+    statement,
+    third_person,
+)
+from wm_core._messages import Message, Role
+
+_PROPOSAL: Final = re.compile(
+    r"^(?:i\s+(?:would\s+|'d\s+)?(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
+    r"we\s+(?:could|should)\s+|how about\s+|what about\s+|i'd go with\s+|"
+    r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+)(?P<what>.+)$",
+    re.IGNORECASE,
+)
+_AGREE: Final = re.compile(
+    r"^(?:yes|yeah|yep|sure|ok(?:ay)?|agreed|agree|sounds good|sounds great|good|great|"
+    r"perfect|fine|deal|do it|go ahead|let's do (?:it|that)|let's go with (?:it|that|this)|"
+    r"makes sense|exactly|correct|works for me|that works|lgtm|approved)\b",
+    re.IGNORECASE,
+)
+_DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
+_OPTIONS: Final = re.compile(
+    r"^(?:should (?:we|i)|do you want(?: me)? to|would you (?:like|prefer)(?: to)?|shall (?:we|i)|"
+    r"(?:do|would) you prefer)\s+(?P<body>.+?)\s+or\s+(?P<other>.+?)\?$",
+    re.IGNORECASE,
+)
+
+
+_ASKED: Final = re.compile(r"^(?:what|which|where)\b[^?]*\byou(?:r)?\b[^?]*\?$", re.IGNORECASE)
+_TASTE: Final = re.compile(r"\b(?:like|prefer|enjoy|love|favou?rite|fan of)\b", re.I)
+# A reply that starts like a sentence is read by the clause rules, not as a bare answer.
+_CLAUSE_START: Final = re.compile(
+    r"^(?:i|i'm|i've|i'll|i'd|my|we|we're|our|it|it's|he|she|they|the|this|that|there|yes|no|"
+    r"sure|thanks|sorry|not|nothing|none|let's|please|[\w']+\s+(?:is|are|was|were)\b)",
+    re.IGNORECASE,
+)
+
+
+def _agreement(text: str) -> bool:
+    first = LEAD.sub("", text.strip()) if not _AGREE.match(text.strip()) else text.strip()
+    return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not _DISAGREE.search(
+        text.split(".")[0]
+    )
+
+
+def _proposal(message: Message) -> str | None:
+    """What an assistant's message proposes ("I suggest we pin pydantic"), if anything."""
+    for sentence in reversed(sentences(message.text())):
+        text = LEAD.sub("", sentence).strip()
+        if text.endswith("?"):
+            continue
+        match = _PROPOSAL.match(text)
+        if match and object_of(match.group("what")) is not None:
+            return third_person(
+                clean(match.group("what")), Role.ASSISTANT, sentence=False, team=True
+            )
+    return None
+
+
+def _asked_about_user(message: Message) -> str | None:
+    """The open question an assistant's message ends with about the user ("What stack do
+    you use?"), if any: a short answer to it is a fact about the user."""
+    found = sentences(message.text())
+    last = LEAD.sub("", found[-1]).strip() if found else ""
+    if _ASKED.match(last):
+        return last
+    return None
+
+
+def _answer(reply: Message, question: str) -> Fact | None:
+    """A fact from a reply that answers a question about the user with a bare phrase
+    ("Mostly Go and gRPC"): the phrase states nothing alone, so the memory quotes the question."""
+    found = sentences(reply.text())
+    phrase = LEAD.sub("", found[0]).strip() if found else ""
+    if (
+        not phrase
+        or phrase.endswith("?")
+        or len(phrase.split()) > 12
+        or _CLAUSE_START.match(phrase)
+    ):
+        return None
+    phrase = clauses(phrase)[0]  # "Mostly science fiction, but I can't stand horror"
+    kind = MemoryType.PREFERENCE if _TASTE.search(question) else MemoryType.PROFILE
+    text = f'The user\'s answer to "{question}": {clean(phrase)}'
+    return Fact(kind, text, clean(phrase), found[0], (reply.id,), {"question": question})
+
+
+def _options(message: Message) -> tuple[str, str] | None:
+    for sentence in reversed(sentences(message.text())):
+        match = _OPTIONS.match(LEAD.sub("", sentence).strip())
+        if match:
+            return match.group("body"), match.group("other")
+    return None
+
+
+def _words(text: str) -> set[str]:
+    return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
+
+
+def _pick(reply: str, options: tuple[str, str]) -> tuple[str, str] | None:
+    """(chosen option, reason) when a reply picks one of two options."""
+    head = reply.partition(",")[0]
+    said = _words(head)
+    scores = [len(said & _words(option)) for option in options]
+    if max(scores) == 0 or scores[0] == scores[1] or len(head.split()) > 6:
+        return None
+    chosen = clean(head)
+    why = REASON.split(reply, maxsplit=1)
+    return chosen, (clean(why[1]) if len(why) > 1 else "")
+
+
+def conversation_facts(
+    messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
+) -> list[Fact]:
+    """Every fact the messages state, in order; see the module docstring.
+
+    ``message_dates`` (message id → ISO date of the message) makes relative times absolute;
+    a line that starts with a timestamp ("[2026-03-05 09:00] …") uses that date instead.
+    """
+    dates = message_dates or {}
+    talk = Talk()
+    found: list[Fact] = []
+    previous: Message | None = None
+    last_decision: int | None = None  # index in found of the latest decision, for agreements
+    for message in messages:
+        if message.role not in (Role.USER, Role.ASSISTANT) or not message.text().strip():
+            continue
+        agreed = _agreement(message.text())
+        if agreed and last_decision is not None and previous is not None:
+            fact = found[last_decision]
+            if fact.fields.get("decided_by") != message.role.value:
+                fields = {**fact.fields, "agreed_by": message.role.value}
+                ids = (*fact.message_ids, message.id)
+                found[last_decision] = Fact(fact.type, fact.text, fact.subject, fact.source,
+                                            ids, fields, fact.when)  # fmt: skip
+        if message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
+            proposal = _proposal(previous) if agreed else None
+            if proposal is not None:
+                text = f"The user agreed to the assistant's proposal: {proposal}"
+                fields = {"decision": proposal, "decided_by": "assistant", "agreed_by": "user"}
+                found.append(Fact(MemoryType.DECISION, text, proposal, proposal,
+                                  (previous.id, message.id), fields))  # fmt: skip
+                last_decision = len(found) - 1
+            question = _asked_about_user(previous)
+            answer = _answer(message, question) if question else None
+            if answer is not None:
+                found.append(answer)
+            options = _options(previous)
+            picked = _pick(message.text(), options) if options else None
+            if picked is not None and options is not None:
+                chosen, why = picked
+                text = f"The user chose {chosen} ({' or '.join(options)})"
+                if why:
+                    text += f" because {third_person(why, sentence=False)}"
+                fields = {"decision": chosen, "decided_by": "user"}
+                if why:
+                    fields["reason"] = third_person(why, sentence=False)
+                found.append(Fact(MemoryType.DECISION, text, chosen, message.text(),
+                                  (previous.id, message.id), fields))  # fmt: skip
+                last_decision = len(found) - 1
+                previous = message
+                continue
+        for line in message.text().split("\n"):
+            base = stamp_date(line) or dates.get(message.id)
+            for sentence in sentences(line):
+                said = statement(sentence)
+                if said is None:
+                    continue
+                for clause in clauses(said):
+                    text = LEAD.sub("", clause).strip()
+                    if not text or TENTATIVE.match(text):
+                        continue
+                    for fact in classify(text, sentence, message.role, base, talk):
+                        found.append(Fact(fact.type, fact.text, fact.subject, fact.source,
+                                          (message.id,), fact.fields, fact.when))  # fmt: skip
+                        if fact.type is MemoryType.DECISION:
+                            last_decision = len(found) - 1
+        previous = message
+    return found

@@ -1,0 +1,528 @@
+"""The offline extraction rules: what a conversation states that is worth remembering.
+
+Why it exists: with no model the service must still keep what a conversation plainly says,
+about the user and about the people, places and things in their life or work, one fact per
+memory, in the third person, with the message that states it. The rules read both roles and
+the order of turns:
+
+- a statement is cut into clauses ("I prefer tabs over spaces, and my name is Dana" is a
+  preference and a profile fact); a question, a hypothetical or a tentative opening states
+  nothing;
+- ``profile``: who the user is (name, age, home, work, health, diet, languages, habits);
+- ``preference``: what the user likes, dislikes, prefers, and what they want the assistant to
+  always or never do;
+- ``decision`` (either role): "we decided / agreed / chose / switched …", "we'll use …",
+  "let's use …", with the reason ("because", "since") in its fields, and who agreed: the other
+  role's "Good, let's go with that" right after, or the user's "Agreed" to an assistant's
+  proposal ("I suggest …"), or the user's pick among the options an assistant asked about;
+- ``event``: a clause with a time, resolved against its message's date (``when``); plans and
+  commitments ("I'm planning to …", "I promised …") are events too, dated when they say when;
+- ``entity``: named people, pets, places and things: "my sister Laura …", "a wrapper called
+  paygate", "Amara is 8", and what a later "she"/"it" clause says about the last one named.
+
+The module is pure: the message time is an argument, never a clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from wm_core._document.sentences import sentences, stamp_date
+from wm_core._memory.model import MemoryType, memory_key
+from wm_core._memory.speech import (
+    REASON,
+    VAGUE,
+    clean,
+    expanded,
+    object_of,
+    statement,
+    third_person,
+)
+from wm_core._memory.when import When, resolve_when
+from wm_core._messages import Role
+
+# -- the facts ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One memory a conversation states."""
+
+    type: MemoryType
+    text: str  # third person, one sentence, without the final period
+    subject: str  # what it is about: a profile attribute, a preference's object, a name, …
+    source: str  # the sentence it came from
+    message_ids: tuple[str, ...] = ()
+    fields: Mapping[str, str] = field(default_factory=dict)
+    when: When | None = None
+
+
+_NAME: Final = r"(?-i:[A-Z][a-z'\-]+(?:\s+[A-Z][a-z'\-]+){0,2})"
+_THING: Final = (
+    r"(?:The\s+)?[A-Z][\w&.'\-]*(?:\s+(?:&\s+)?[A-Z][\w&.'\-]*){0,3}|[a-z][\w]*[-_.][\w.\-]*\w|"
+    r"[a-z][a-z0-9]{2,}"
+)
+_NOT_NAMES_TEXT: Final = (
+    "The This That These Those It There Here What When Where Which Who How Why Yes No Okay "
+    "Ok Sure Thanks Thank Hi Hello Hey Mostly Mainly Also And But So Then Now Just Only Our "
+    "My Your His Her Their We You They He She I Not Sorry Fine Good Great Happy Done Back "
+    "Indoor Outdoor Once Twice Cold Hot Perfect Will Let Please Monday Tuesday Wednesday "
+    "Thursday Friday Saturday Sunday January February March April May June July August "
+    "September October November December Christmas Easter Sprint Grades Lentil Rarely "
+    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many"
+)
+_NOT_NAMES: Final = frozenset(_NOT_NAMES_TEXT.split())
+
+_RELATIONS: Final = (
+    r"(?:best\s+|older\s+|younger\s+|little\s+|big\s+|new\s+|old\s+|twin\s+|rescue\s+)?"
+    r"(?:wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|spouse|son|daughter|kid|child|"
+    r"baby|brother|sister|sibling|mother|mom|mum|father|dad|parent|grandmother|grandma|"
+    r"granny|grandfather|grandpa|grandson|granddaughter|aunt|uncle|cousin|nephew|niece|"
+    r"mother-in-law|father-in-law|friend|neighbou?r|roommate|flatmate|boss|manager|colleague|"
+    r"co-?worker|teammate|mentor|teacher|tutor|coach|doctor|therapist|physiotherapist|"
+    r"physio|dentist|vet|landlord|client|customer|assistant|lead|cto|ceo|dog|cat|puppy|"
+    r"kitten|parrot|bird|rabbit|bunny|hamster|horse|fish|turtle|tortoise|pet|cats|dogs|kids|"
+    r"children|sons|daughters)"
+)
+_REL_NAME: Final = re.compile(
+    rf"\b(?P<who>my|our|his|her|their)\s+(?P<rel>{_RELATIONS}),?\s+(?P<name>{_NAME})\b",
+    re.IGNORECASE,
+)
+_REL_CALLED: Final = re.compile(
+    rf"\bmy\s+(?P<rel>{_RELATIONS})(?:'s name)?\s+(?:is\s+)?(?:called|named|is)\s+(?P<name>{_NAME})\b",
+    re.IGNORECASE,
+)
+_A_REL_NAMED: Final = re.compile(
+    rf"\b(?:a|an)\s+(?P<rel>{_RELATIONS})\s+(?:called|named)\s+(?P<name>{_NAME})\b", re.I
+)
+_NAME_IS_MY: Final = re.compile(rf"\b(?P<name>{_NAME})\s+is\s+my\s+(?P<rel>{_RELATIONS})\b")
+_THEIR_NAME: Final = re.compile(rf"\b(?:his|her|their)\s+name\s+is\s+(?P<name>{_NAME})\b", re.I)
+_NAMES_LIST: Final = re.compile(
+    rf"\b(?P<rel>{_RELATIONS}),\s+(?P<a>{_NAME})\s+and\s+(?P<b>{_NAME})\b", re.IGNORECASE
+)
+_REL_MENTION: Final = re.compile(rf"\bmy\s+(?P<rel>{_RELATIONS})\b", re.IGNORECASE)
+_APPOSITIVE: Final = re.compile(
+    rf"\b(?P<who>my|our)\s+(?P<what>(?:[\w\-]+\s+){{0,2}}[\w\-]+),\s+(?P<name>{_NAME}),"
+)
+_CALLED: Final = re.compile(
+    r"\b(?:(?P<det>a|an|the|our|my|their)\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
+    rf"(?:is\s+|was\s+)?(?:called|named)\s+[`\"']?(?P<name>{_THING})[`\"']?",
+)
+_IS_OUR: Final = re.compile(
+    r"^[`\"']?(?P<name>[A-Z][\w.\-/]*\w|[\w.\-]+/[\w.\-]+)[`\"']?\s+is\s+(?:our|my)\s+"
+    r"(?P<kind>(?:[\w\-]+\s+){0,3}[\w\-]+)"
+)
+_NAME_SUBJECT: Final = re.compile(
+    rf"^(?P<name>{_NAME})(?:,\s+(?:he|she|it|they)(?:'s|\s+is|\s+was)?\b|\s+(?:is|was|has|had|"
+    r"lives|lived|works|worked|loves|likes|hates|prefers|turned|turns|opened|runs|uses|can|"
+    r"speaks|plays|says|said|wants|needs|got|studies|teaches|moved)\b)"
+)
+_ABOUT_NAMED: Final = re.compile(
+    rf"^(?:my|our)\s+{_RELATIONS}(?:,?\s+|\s+(?:is|was)\s+(?:called|named)\s+)(?P<name>{_NAME})\b",
+    re.IGNORECASE,
+)
+_MAY_NAME: Final = re.compile(r"(?<=\S)\s+[`\"']?[A-Z]|\b(?:called|named|is our|is my)\b")
+_PRONOUN_SUBJECT: Final = re.compile(r"^(?P<pro>he|she|it|they)(?P<rest>'s\b|\s+\w)", re.I)
+
+# Profile: who the user is.
+_MY_NAME: Final = re.compile(
+    rf"^(?:my name is|my name's|call me|i go by)\s+(?P<name>{_NAME})", re.IGNORECASE
+)
+_IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{_NAME})\s*(?:,\s*(?P<rest>.+))?$")
+_AGE: Final = re.compile(r"^i(?:'m| am)\s+(?P<age>\d{1,3})(?:\s+years?\s+old)?\b", re.I)
+_PROFILE_START: Final = re.compile(
+    r"^i\s+(?:(?:just|also|really|currently|now|still|recently|actually)\s+)*(?:"
+    r"(?:'m|am)\s+(?:a|an|the|allergic|vegetarian|vegan|pescatarian|lactose|gluten|diabetic|"
+    r"pregnant|married|divorced|single|retired|based|from|originally|left-handed|"
+    r"right-handed|colou?r-?blind|deaf|blind|\w+\s+intolerant|(?:running|training|learning|"
+    r"studying|working|doing)\s+(?:\d+|as|at|on|in|\w+\s+(?:twice|once|every|daily)))|"
+    r"live|'ve lived|have lived|grew up|moved|work|'ve worked|have worked|teach|lead|manage|"
+    r"run\s+(?:a|my|\d)|speak|study|own|drive|play|was born|usually|often|always|normally|"
+    r"typically|go\s+(?:\w+\s+)?(?:every|\w+\s+times|twice|once)|need at least|"
+    r"can't (?:have|eat|drink)|cannot (?:have|eat|drink)|"
+    r"have\s+(?:a|an|two|three|four|\d|type|asthma|diabetes|chronic|celiac|adhd|autism)|"
+    r"'ve been\s+(?:a|an|vegan|vegetarian|having|suffering|diagnosed|married|working|living|"
+    r"learning|playing|doing|running|teaching)|have been\s+\w+)\b",
+    re.IGNORECASE,
+)
+_MY_IS: Final = re.compile(
+    r"^(?:my\s+(?!favou?rite)[\w'\-]+(?:\s+[\w'\-]+){0,3}\s+(?:is|are|should)\s+|"
+    r"[\w\-]+(?:\s+[\w\-]+)?\s+(?:is|are)\s+my\s+)",
+    re.IGNORECASE,
+)
+_FREQUENCY: Final = re.compile(
+    r"\b(?:once|twice|\w+\s+times)\s+(?:a|per)\s+(?:day|week|month|year)\b|"
+    r"\b(?:every|each)\s+(?:day|morning|evening|night|week|weekend|month)\b|\b(?:daily|weekly)\b",
+    re.I,
+)
+_PROFILE_NOT: Final = re.compile(
+    r"^i(?:'m| am)\s+(?:a\s+(?:bit|little|fan|big fan|huge fan)|not sure|sorry|glad|happy|"
+    r"trying|looking|thinking|wondering|done|back|going to|planning)\b|^i need (?:help|you)|"
+    r"^i have (?:a|an) (?:question|idea|problem|issue|bug|error)",
+    re.IGNORECASE,
+)
+
+# Preferences.
+_ADV = r"(?:(?:really|strongly|generally|usually|always|definitely|much|still|now|also|truly|absolutely|totally)\s+)*"
+_PREFER: Final = re.compile(
+    rf"^i\s+{_ADV}(?P<verb>prefer|like|love|enjoy|adore|hate|dislike|detest|loathe|avoid|"
+    r"can't stand|cannot stand|don't like|do not like|don't enjoy|don't eat|don't drink|"
+    r"never eat|never drink|drink|eat|take)\s+(?P<what>.+)$",
+    re.IGNORECASE,
+)
+_RATHER: Final = re.compile(
+    r"^i(?:'d| would)\s+(?:much\s+)?(?P<verb>rather|prefer|love to|love)\s+"
+    r"(?P<what>.+)$",
+    re.IGNORECASE,
+)
+_INTO: Final = re.compile(
+    rf"^i(?:'m| am)\s+{_ADV}(?P<verb>into|a (?:big |huge )?fan of|passionate about|obsessed "
+    r"with|not a fan of|crazy about|keen on|fond of)\s+(?P<what>.+)$",
+    re.IGNORECASE,
+)
+_FAVOURITE: Final = re.compile(
+    r"^my\s+(?:absolute\s+)?favou?rite\s+(?P<kind>[\w\s\-]+?)\s+(?:is|are)\s+(?P<what>.+)$", re.I
+)
+_ALWAYS: Final = re.compile(
+    r"^(?:please\s+)?(?P<when>always|never)\s+(?P<what>.+)$|"
+    r"^(?:please\s+)?(?:don't|do not)\s+(?:ever\s+)?(?P<what2>(?!worry|know|understand|forget "
+    r"to)\w.+)$",
+    re.IGNORECASE,
+)
+_NEVER_MIND: Final = re.compile(r"^(?:never\s*mind|nevermind|never again)\b", re.I)
+_IMPERATIVE: Final = re.compile(
+    r"^(?:please,?\s+)?(?P<what>(?:use|keep|write|add|put|format|name|prefer|avoid|send|give|"
+    r"answer|reply|respond|call|address|show|include|sort|indent|stick to)\b.+)$",
+    re.IGNORECASE,
+)
+_GENERAL: Final = re.compile(
+    r"\b(?:for all|in all|all new|every|each|whenever|from now on|by default|in general|"
+    r"always|never|,\s*not\s+\w)",
+    re.IGNORECASE,
+)
+
+# Decisions.
+_MOVES: Final = ("moved", "switched")
+# What a decision's subject is without its verb: "go with Redis for the cache" is about
+# "Redis for the cache", as a later "we'll use Memcached for the cache" is.
+_CHOICE_VERB: Final = re.compile(
+    r"^(?:to\s+|on\s+|that\s+)?(?:go(?:ing)?\s+with|use|using|stick(?:ing)?\s+with|"
+    r"keep(?:ing)?|switch(?:ing)?\s+to|adopt(?:ing)?|pick|choose|move\s+to)\s+",
+    re.IGNORECASE,
+)
+_DECIDED: Final = re.compile(
+    r"^(?:(?:we|i|the team|they)(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
+    r"(?:it was|it's been)\s+)?(?P<verb>decided|agreed|chose|chosen|settled on|went with|"
+    r"opted for|switched|moved|picked|committed to|ended up|voted)\b(?P<what>.*)$",
+    re.IGNORECASE,
+)
+_WILL: Final = re.compile(
+    r"^(?:we|the team)(?:'ll|\s+will|'re going to|\s+are going to|'re|\s+are|\s+should)\s+"
+    r"(?P<what>(?:go(?:ing)? with|use|using|keep|keeping|stick(?:ing)? with|switch(?:ing)?|"
+    r"drop(?:ping)?|adopt(?:ing)?|migrat(?:e|ing)|mov(?:e|ing)|deprecat(?:e|ing)|pin(?:ning)?|"
+    r"replac(?:e|ing)|standardi[sz](?:e|ing) on)\b.+)$",
+    re.IGNORECASE,
+)
+_LETS: Final = re.compile(
+    r"^let's\s+(?P<what>(?:use|go with|switch|stick with|pick|choose|keep|drop|adopt|move|"
+    r"migrate|pin|split|deprecate|freeze|replace|standardi[sz]e on|do|make|go for)\b.+)$",
+    re.IGNORECASE,
+)
+
+# How something is done: "to deploy, run make release", "first X, then Y".
+_PROCEDURE: Final = re.compile(
+    r"^(?:to|before|after|whenever)\s+[\w\s\-]{2,40}?,\s+(?:(?:we|you|i)\s+)?(?:always\s+|first\s+|"
+    r"just\s+)?(?:run|use|call|open|check|restart|deploy|build|push|tag|merge|need to|have to|"
+    r"must|should)\b|\bfirst\b[^.]*,\s+then\b|\bthe steps are\b",
+    re.IGNORECASE,
+)
+# Plans and commitments (events, dated or not).
+_PLAN: Final = re.compile(
+    r"^(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:planning|going|hoping|about)\s+to\b|"
+    r"^(?:i|we)\s+(?:plan|intend|promised|promise|hope|want|aim)\s+to\b|"
+    r"^(?:i|we)\s+(?:promised|told)\s+\w+|^i(?:'ve| have) (?:booked|signed up|registered)",
+    re.IGNORECASE,
+)
+_EVENTFUL: Final = re.compile(r"\b[a-z]{3,}\b")
+
+
+def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
+    """(text, subject, fields) of identity statements in a user's clause."""
+    original, text = text, expanded(text)
+    match = _MY_NAME.match(text)
+    if match:
+        name = match.group("name")
+        return [(f"The user's name is {name}", "name", {"name": name})]
+    match = _IM_NAME.match(text)
+    if match and match.group("name").split()[0] not in _NOT_NAMES:
+        name = match.group("name")
+        found = [(f"The user's name is {name}", "name", {"name": name})]
+        rest = match.group("rest") or ""
+        if re.match(r"^(?:a|an|the)\s+\w", rest):
+            found.append((f"The user is {clean(rest)}", "role", {"role": clean(rest)}))
+        return found
+    match = _AGE.match(text)
+    if match:
+        age = match.group("age")
+        return [(f"The user is {age} years old", "age", {"age": age})]
+    if _PROFILE_NOT.match(text):
+        return []
+    habit = re.match(r"^i\s", text, re.I) and _FREQUENCY.search(text)
+    if _PROFILE_START.match(text) or _MY_IS.match(text) or habit:
+        body = third_person(clean(original))
+        lower = text.lower()
+        subject = memory_key(body)
+        if re.match(r"^i am (?:a|an|the)\s.+\s(?:at|for)\s+[A-Z]", text, re.I):
+            subject = "role"
+        elif re.search(r"\b(?:live|based|moved to|grew up)\b", lower):
+            subject = "home" if "grew up" not in lower else "origin"
+        return [(body, subject, {})]
+    return []
+
+
+def _preference(text: str) -> tuple[str, str] | None:
+    if _NEVER_MIND.match(text):
+        return None
+    original, text = text, expanded(text)
+    for pattern in (_PREFER, _RATHER, _INTO):
+        match = pattern.match(text)
+        if match:
+            what = object_of(match.group("what"))
+            if what is None:
+                return None
+            verb = match.group("verb").lower()
+            if (
+                pattern is _PREFER
+                and verb in ("drink", "eat", "take")
+                and not re.search(r"\b(?:my|no|without|with|only|black|every)\b", what, re.I)
+            ):
+                return None
+            return third_person(clean(original)), what
+    match = _FAVOURITE.match(text)
+    if match:
+        what = object_of(match.group("what"))
+        return (third_person(clean(original)), what) if what else None
+    match = _ALWAYS.match(text)
+    if match:
+        what = object_of(match.group("what") or match.group("what2") or "")
+        if what is None:
+            return None
+        when = (match.group("when") or "never").lower()
+        return f"The user wants the assistant to {when} {third_person(what, sentence=False)}", what
+    match = _IMPERATIVE.match(text)
+    if match and _GENERAL.search(text):
+        what = clean(match.group("what"))
+        body = third_person(what, sentence=False)
+        return f"The user wants the assistant to {body[:1].lower()}{body[1:]}", what
+    return None
+
+
+def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
+    match = _DECIDED.match(text) or _WILL.match(text) or _LETS.match(text)
+    if match is None:
+        return None
+    personal = re.match(r"^i\b", text, re.I) is not None
+    if personal and "verb" in match.groupdict() and match.group("verb").lower() in _MOVES:
+        return None  # "I moved to Berlin" is about the user, not a choice of the team
+    what = match.group("what").strip()
+    parts = REASON.split(what, maxsplit=1)
+    choice = clean(parts[0])
+    why = clean(parts[1]) if len(parts) > 1 else ""
+    words = choice.lower().split()
+    if not why and (not words or (words[-1] in VAGUE and len(words) <= 3)):
+        return None  # "let's do that" is an agreement, "we agreed" says nothing
+    if len(choice.split()) < 2 and not why:
+        return None
+    fields = {
+        "decision": third_person(choice, role, sentence=False, team=True),
+        "decided_by": role.value,
+    }
+    if why:
+        fields["reason"] = third_person(why, role, sentence=False, team=True)
+    body = third_person(clean(text), role, team=True)
+    return body, _CHOICE_VERB.sub("", choice), fields
+
+
+@dataclass
+class Talk:
+    """What the conversation has said so far that later turns refer to."""
+
+    last_name: str = ""  # the person or thing a "she" or "it" clause is about
+    last_relation: str = ""  # "my son": whose name "his name is Leo" gives
+    names: set[str] = field(default_factory=set)
+
+
+def _named_facts(text: str, talk: Talk) -> list[tuple[str, str, dict[str, str]]]:
+    """Entities a user's clause names: (text, name, fields)."""
+    found: list[tuple[str, str, dict[str, str]]] = []
+
+    def add(name: str, body: str, kind: str) -> None:
+        if name.split()[0] in _NOT_NAMES or any(f[1] == name for f in found):
+            return
+        found.append((body, name, {"name": name, "kind": kind}))
+
+    if not _MAY_NAME.search(text):
+        return found  # no capitalised word past the first, no "called": nothing is named
+    for pattern in (_REL_CALLED, _A_REL_NAMED, _REL_NAME, _NAME_IS_MY):
+        for match in pattern.finditer(text):
+            rel = match.group("rel").lower()
+            name = match.group("name")
+            who = (match.groupdict().get("who") or "my").lower()
+            earlier = [f[1] for f in found] or [talk.last_name]
+            owner = "the user's" if who in ("my", "our") else f"{earlier[0] or who}'s"
+            add(name, f"{name} is {owner} {rel}", rel)
+    for match in _NAMES_LIST.finditer(text):
+        rel = match.group("rel").lower().rstrip("s")
+        rel = {"kid": "kid", "childre": "child", "childr": "child"}.get(rel, rel)
+        for name in (match.group("a"), match.group("b")):
+            add(name, f"{name} is the user's {rel}", rel)
+    for match in _APPOSITIVE.finditer(text):
+        owner = "the user's"
+        add(match.group("name"), f"{match.group('name')} is {owner} {match.group('what')}", "")
+    for match in _CALLED.finditer(text):
+        name = match.group("name").strip()
+        kind = match.group("kind").lower()
+        det = (match.group("det") or "a").lower()
+        if kind in ("is", "was", "be"):
+            continue
+        owner = "the user's" if det in ("our", "my") else ("the" if det == "the" else det)
+        add(name, f"{name} is {owner} {kind}", kind)
+    ours = _IS_OUR.match(text)
+    if ours:
+        add(ours.group("name"), third_person(clean(text)), ours.group("kind").lower())
+    return found
+
+
+def _resolve_pronoun(text: str, talk: Talk) -> str | None:
+    match = _PRONOUN_SUBJECT.match(text)
+    if match is None or not talk.last_name:
+        return None
+    rest = text[match.end("pro") :]
+    if rest.startswith("'s"):
+        rest = " is" + rest[2:]
+    pro = match.group("pro").lower()
+    if pro == "they":
+        return None
+    return talk.last_name + rest
+
+
+def _event_text(text: str, when: When | None, role: Role) -> str:
+    body = text
+    if when is not None and not re.match(r"\d{4}-\d{2}-\d{2}$", text[when.start : when.end]):
+        phrase = text[when.start : when.end]
+        lead = re.match(r"^(?:on|by|in|until|since|during)\s+", phrase, re.I)
+        prep = lead.group().strip().lower() if lead else ("on" if when.precision == "day" else "in")
+        before = text[: when.start]
+        if re.search(r"\b(?:on|by|in|until|since|during|from|at)\s*$", before, re.I):
+            prep = ""  # "back on January 6": the preposition is already there
+        if not re.search(r"\d{4}", phrase):
+            body = f"{before}{prep} {when.label}{text[when.end :]}".replace("  ", " ")
+    return third_person(clean(body), role)
+
+
+def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk) -> list[Fact]:
+    """The facts one clause states (without message ids)."""
+    facts: list[Fact] = []
+    user = role is Role.USER
+    when = resolve_when(text, base)
+    decision = _decision(text, role)
+    if decision is not None:
+        body, choice, fields = decision
+        return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
+    if not user:
+        return []
+    their = _THEIR_NAME.match(text)
+    if their and talk.last_relation:
+        name = their.group("name")
+        text = f"My {talk.last_relation} is named {name}{text[their.end() :]}"
+    named = _named_facts(text, talk)
+    # the last one named, for a later "she" / "it" clause
+    for _, name, _fields in named:
+        talk.names.add(name)
+        talk.last_name = name
+    relation = _REL_MENTION.search(text)
+    if relation and not named:
+        talk.last_relation = relation.group("rel").lower()
+    about_named = _ABOUT_NAMED.match(text)
+    if about_named is not None:
+        name = about_named.group("name")
+        talk.last_name = name
+        rest = [n for n in named if n[1] != name]
+        main_fact = Fact(MemoryType.ENTITY, third_person(clean(text)), name, sentence, (),
+                         {"name": name})  # fmt: skip
+        if when is not None:
+            main_fact = Fact(MemoryType.EVENT, _event_text(text, when, role), memory_key(text),
+                             sentence, (), {"when": when.label}, when)  # fmt: skip
+            rest = named
+        return [main_fact] + [Fact(MemoryType.ENTITY, b, n, sentence, (), f) for b, n, f in rest]
+    resolved = _resolve_pronoun(text, talk)
+    if resolved is not None:
+        text = resolved
+    main: Fact | None = None
+    vague_time = when is not None and re.match(
+        r"this\s+(?:week|month|year)", text[when.start : when.end], re.I
+    )
+    if vague_time:
+        when = None
+    if when is not None and _EVENTFUL.search(text[: when.start] + text[when.end :]):
+        main = Fact(MemoryType.EVENT, _event_text(text, when, role), memory_key(text), sentence,
+                    (), {"when": when.label}, when)  # fmt: skip
+    elif _PLAN.match(text):
+        main = Fact(MemoryType.EVENT, third_person(clean(text)), memory_key(text), sentence)
+    if main is None and _PROCEDURE.search(text):
+        main = Fact(MemoryType.PROCEDURE, third_person(clean(text), team=True),
+                    memory_key(text), sentence)  # fmt: skip
+    if main is None:
+        preference = _preference(text)
+        if preference is not None:
+            main = Fact(MemoryType.PREFERENCE, preference[0], preference[1], sentence)
+    if main is None:
+        for body, subject, fields in _profile(text):
+            facts.append(Fact(MemoryType.PROFILE, body, subject, sentence, (), fields))
+    if main is None and not facts:
+        subject_match = _NAME_SUBJECT.match(text)
+        about = ""
+        if subject_match and subject_match.group("name").split()[0] not in _NOT_NAMES:
+            about = subject_match.group("name")
+        elif resolved is not None:
+            about = talk.last_name
+        elif len(named) == 1:
+            about = named[0][1]
+        if about and not about.lower().endswith("ing"):
+            main = Fact(MemoryType.ENTITY, third_person(clean(text)), about, sentence, (),
+                        {"name": about})  # fmt: skip
+            talk.last_name = about
+            talk.names.add(about)
+            named = [n for n in named if n[1] != about]
+    if main is not None:
+        facts.insert(0, main)
+    for body, name, fields in named:
+        facts.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
+    return facts
+
+
+def pending_facts(texts: Sequence[str]) -> list[Fact]:
+    """Facts in text without a speaker (items the working memory could not hold): decisions,
+    dated events and named things only, since "I" names nobody there."""
+    found: list[Fact] = []
+    for text in texts:
+        for sentence in sentences(text):
+            said = statement(sentence)
+            if said is None:
+                continue
+            when = resolve_when(said, stamp_date(text))
+            decision = _decision(said, Role.SYSTEM)
+            if decision is not None:
+                body, choice, fields = decision
+                fields.pop("decided_by", None)
+                found.append(Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when))
+            elif when is not None:
+                found.append(Fact(MemoryType.EVENT, _event_text(said, when, Role.SYSTEM),
+                                  memory_key(said), sentence, (), {}, when))  # fmt: skip
+            else:
+                for body, name, fields in _named_facts(said, Talk()):
+                    found.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
+    return found

@@ -1,0 +1,231 @@
+"""How the offline extractor reads conversation text: statements, clauses, the third person.
+
+Why it exists: the extraction rules (``rules``) and the turn-level reading (``conversation``)
+need one way to tell a statement from a question or a hypothetical, to cut a sentence into
+clauses that state one fact each, and to turn "I live in Porto" into "The user lives in
+Porto" (and an assistant's "I" into "the assistant").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from wm_core._messages import Role
+
+# -- what is not a statement -------------------------------------------------------------------
+
+_QUESTION_START: Final = re.compile(
+    r"^(?:what|how|why|when|where|which|who|whom|whose|should|could|would|can|do|does|did|is|"
+    r"are|was|were|will|shall|may|might|have|has|am|any)\b",
+    re.IGNORECASE,
+)
+_HYPOTHETICAL: Final = re.compile(
+    r"\b(?:if|suppose|supposing|imagine|hypothetically|assuming|let's say|in case|unless|"
+    r"whether)\b",
+    re.IGNORECASE,
+)
+TENTATIVE: Final = re.compile(
+    r"^(?:maybe|perhaps|probably|i might|i could|i may|i wonder|i'm not sure|not sure|"
+    r"i guess|i think i|i'll think|hmm)\b",
+    re.IGNORECASE,
+)
+LEAD: Final = re.compile(
+    r"^\s*(?:(?:ok(?:ay)?|great|nice|thanks|thank you|perfect|cool|also|and|so|now|btw|"
+    r"by the way|fyi|actually|just so you know|for the record|oh|well|yes|yeah|yep|right|"
+    r"hey|hi|hello|ha|haha|sure|sorry|no|nope|anyway|honestly|good|fine)\b(?:\s+there)?"
+    r"[,.!]?\s*)+",
+    re.IGNORECASE,
+)
+_TRAILER: Final = re.compile(
+    r"(?:,?\s+(?:by the way|btw|though|too|lately|at the moment|right now|for now|anymore|"
+    r"these days|now|instead|from now on|please))+\s*[.!]*$",
+    re.IGNORECASE,
+)
+_SUBJECT_AHEAD = (
+    r"(?=(?:now\s+|also\s+|then\s+)?(?:i|i'm|i've|i'll|i'd|my|we|we're|we've|we'll|our|please|"
+    r"they|they're|(?-i:[A-Z][a-z]+)\s+(?:is|was|has|had)\s)\b)"
+)
+_CLAUSE_SPLIT: Final = re.compile(
+    r";\s+|\s+—\s+|,\s+so\s+|,\s+(?=(?:i|i'm|i've)\s)|"
+    rf",?\s+(?:and|but|although|though|while|whereas)\s+{_SUBJECT_AHEAD}",
+    re.IGNORECASE,
+)
+
+# -- the third person --------------------------------------------------------------------------
+
+_USER_WORDS: Final = {
+    "i": "the user",
+    "i'm": "the user is",
+    "i've": "the user has",
+    "i'll": "the user will",
+    "i'd": "the user would",
+    "me": "the user",
+    "my": "the user's",
+    "mine": "the user's",
+    "myself": "the user",
+    "we": "the user and others",
+    "we're": "the user and others are",
+    "we've": "the user and others have",
+    "we'll": "the user and others will",
+    "we'd": "the user and others would",
+    "us": "the user and others",
+    "our": "the user's",
+    "ours": "the user's",
+    "let's": "the user and others will",
+    "you": "the assistant",
+    "your": "the assistant's",
+}
+_TEAM_WORDS: Final = {
+    "we": "the team",
+    "we're": "the team is",
+    "we've": "the team has",
+    "we'll": "the team will",
+    "we'd": "the team would",
+    "us": "the team",
+    "our": "the team's",
+    "let's": "the team will",
+}
+_ASSISTANT_WORDS: Final = {
+    "i": "the assistant",
+    "i'm": "the assistant is",
+    "i've": "the assistant has",
+    "i'll": "the assistant will",
+    "i'd": "the assistant would",
+    "me": "the assistant",
+    "my": "the assistant's",
+    "you": "the user",
+    "you're": "the user is",
+    "you've": "the user has",
+    "your": "the user's",
+    "we": "they",
+    "we're": "they are",
+    "we'll": "they will",
+    "our": "the user's",
+    "let's": "they will",
+}
+_WORD_RE: Final = re.compile(
+    r"\b(?:" + "|".join(map(re.escape, _ASSISTANT_WORDS | _USER_WORDS)) + r")\b", re.I
+)
+_NOT_VERBS_TEXT: Final = (
+    "will would can could should shall may might must had was did just also really usually "
+    "always never often still now then only mostly mainly currently recently generally "
+    "normally typically actually sometimes rarely already finally even to the a an not "
+    "definitely strongly much"
+)
+_NOT_VERBS: Final = frozenset(_NOT_VERBS_TEXT.split())
+_ADVERB_SKIP_TEXT: Final = (
+    "just also really usually always never often still now then only mostly mainly "
+    "currently recently generally normally typically actually sometimes rarely already "
+    "finally even definitely strongly much"
+)
+_ADVERB_SKIP: Final = frozenset(_ADVERB_SKIP_TEXT.split())
+_PAST_FORMS_TEXT: Final = (
+    "went had got broke lost quit left took made met saw came began ran won bought sold "
+    "gave fell wrote spent found became grew flew drove ate told said"
+)
+_PAST_FORMS: Final = frozenset(_PAST_FORMS_TEXT.split())
+_IRREGULAR: Final = {"am": "is", "have": "has", "do": "does", "go": "goes", "are": "is",
+                     "don't": "doesn't", "haven't": "hasn't", "was": "was", "were": "was"}  # fmt: skip
+
+
+def _third_singular(verb: str) -> str:
+    lower = verb.lower()
+    if lower in _IRREGULAR:
+        return _IRREGULAR[lower]
+    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(lower) > 2 and lower.endswith("y") and lower[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def third_person(
+    text: str, role: Role = Role.USER, *, sentence: bool = True, team: bool = False
+) -> str:
+    """``text`` as a later reader needs it: the speaker's pronouns replaced ("I" is "the
+    user" in a user's message, "the assistant" in an assistant's; "we" is "the user and
+    others", or "the team" for a ``team`` statement such as a decision), the verb after "I" agreed ("I live"
+    → "the user lives"); capitalised when it is a ``sentence``."""
+    table = _ASSISTANT_WORDS if role is Role.ASSISTANT else _USER_WORDS
+    if team:
+        table = {**table, **_TEAM_WORDS}
+    words = text.split(" ")
+    out: list[str] = []
+    conjugate = False
+    for word in words:
+        core = word.strip(",.;:!?\"'()")
+        lower = core.lower()
+        if conjugate and core and core.isalpha() and core.islower():
+            if lower in _ADVERB_SKIP:
+                out.append(word)
+                continue
+            conjugate = False
+            if lower not in _NOT_VERBS and not lower.endswith("ed") and lower not in _PAST_FORMS:
+                word = word.replace(core, _third_singular(core), 1)
+            out.append(word)
+            continue
+        conjugate = False
+        if lower in table:
+            replaced = table[lower]
+            out.append(word.replace(core, replaced, 1))
+            conjugate = lower == "i"
+            continue
+        if lower in ("don't",) and out and out[-1].lower().endswith(("user", "assistant")):
+            word = word.replace(core, "doesn't", 1)
+        out.append(word)
+    result = " ".join(out)
+    return result[:1].upper() + result[1:] if sentence else result
+
+
+def clean(text: str) -> str:
+    text = " ".join(text.split()).strip(" \"'`")
+    text = _TRAILER.sub("", text)
+    return text.rstrip(".!;:, ")
+
+
+VAGUE: Final = frozenset({"it", "that", "this", "them", "those", "so", "you", "one"})
+
+
+def statement(sentence: str) -> str | None:
+    """The sentence without its lead-in, or None when it states nothing."""
+    text = LEAD.sub("", sentence).strip()
+    if not text or text.endswith("?") or _QUESTION_START.match(text):
+        return None
+    if _HYPOTHETICAL.search(text) or TENTATIVE.match(text):
+        return None
+    return text
+
+
+def clauses(sentence: str) -> list[str]:
+    """The clauses of a sentence that can each state one fact."""
+    parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(sentence)]
+    return [p for p in parts if p]
+
+
+def object_of(text: str) -> str | None:
+    what = clean(text)
+    first = what.lower().split(" ", 1)[0] if what else ""
+    if not what or (first in VAGUE and len(what.split()) <= 2):
+        return None
+    if what.lower().startswith(("you to", "it when you", "you ", "to know")):
+        return None
+    return what
+
+
+_CONTRACTIONS: Final = (
+    (re.compile(r"^i'm\b", re.I), "i am"),
+    (re.compile(r"^i've\b", re.I), "i have"),
+    (re.compile(r"^i'd\b", re.I), "i would"),
+    (re.compile(r"^i'll\b", re.I), "i will"),
+)
+
+
+def expanded(text: str) -> str:
+    """The clause with "I'm" as "I am" (and the like), for the rules to read one spelling."""
+    for pattern, full in _CONTRACTIONS:
+        text = pattern.sub(full, text)
+    return text
+
+
+REASON: Final = re.compile(r",?\s+(?:because|since|given that|due to|so that)\s+", re.I)
