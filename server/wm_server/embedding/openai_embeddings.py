@@ -51,6 +51,10 @@ class OpenAIEmbedder:
     def dimensions(self) -> int:
         return self._dimensions
 
+    @property
+    def relevance_floor(self) -> float:
+        return 0.0  # an unknown model: no floor
+
     async def embed(self, texts: list[str], role: TextRole) -> Vectors:
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)

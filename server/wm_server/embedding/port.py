@@ -39,6 +39,12 @@ class Embedder(Protocol):
     @property
     def dimensions(self) -> int: ...
 
+    @property
+    def relevance_floor(self) -> float:
+        """The cosine below which a row found by meaning alone is noise, not a hit (each
+        model's cosines live on their own scale)."""
+        ...
+
     async def embed(self, texts: list[str], role: TextRole) -> Vectors:
         """One L2-normalized row per text, ``(len(texts), dimensions)`` float32."""
         ...

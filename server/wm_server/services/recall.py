@@ -241,7 +241,10 @@ class HybridRecall:
         owners = np.concatenate([np.full(p[2].shape[0], i) for i, p in enumerate(parts)])
         offsets = np.concatenate([np.arange(p[2].shape[0]) for p in parts])
         out: list[tuple[tuple[int, int], float]] = []
+        floor = self._embedder.relevance_floor if self._embedder else 0.0
         for index, cosine in nearest_scores(scores, want):
+            if cosine < floor:
+                break  # best first: the rest are below it too
             sid, item, _ = parts[int(owners[index])]
             row = int(offsets[index])
             key = (sid, int(item.positions[row]))
@@ -267,7 +270,8 @@ class HybridRecall:
         if query.vector is not None and self.model is not None:
             stored = await uow.vectors.owner_memories(where.tenant, where.owner, self.model)
             matrix = from_blobs([v for _, v in stored], query.vector.shape[0])
-            near = [(stored[i][0], c) for i, c in nearest(query.vector, matrix, want)]
+            floor = self._embedder.relevance_floor if self._embedder else 0.0
+            near = [(stored[i][0], c) for i, c in nearest(query.vector, matrix, want) if c >= floor]
             admitted = await uow.memories.among(where, [mid for mid, _ in near if mid not in rows])
             rows.update((row.mid, row) for row in admitted)
             dense_list = [(mid, c) for mid, c in near if mid in rows]
