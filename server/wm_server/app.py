@@ -192,10 +192,12 @@ def build_database(settings: Settings) -> Database:
     if settings.database_url and settings.database_url.startswith(("postgresql://", "postgres://")):
         from wm_server.storage.postgres import PostgresDatabase
 
-        return PostgresDatabase(
-            settings.database_url, text_search_config=settings.text_search_config
-        )
-    return SqliteDatabase(settings.sqlite_path, lock_timeout=settings.sqlite_lock_timeout)
+        return PostgresDatabase(settings.database_url, text_language=settings.text_language)
+    return SqliteDatabase(
+        settings.sqlite_path,
+        lock_timeout=settings.sqlite_lock_timeout,
+        text_language=settings.text_language,
+    )
 
 
 async def start_application(

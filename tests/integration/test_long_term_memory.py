@@ -417,3 +417,26 @@ async def test_a_large_archive_is_searchable_whole_once_its_commit_completes(stu
         metadata=ALPHA,
     )
     assert everything.total_matches == 1_199  # once each: no chunk indexed twice
+
+
+async def test_a_ranked_query_over_the_size_limit_names_the_field(stub: Stub) -> None:
+    """Ranked archive search and memory search refuse a query over 1,000 characters with
+    INVALID_ARGUMENT naming ``query``, before any search runs."""
+    await _session(stub, "s", "u1")
+    long = "ledger " * 150
+    calls = [
+        stub.SearchArchives(
+            api.SearchArchivesRequest(session_id="s", query=long, mode=api.SEARCH_MODE_RANKED),
+            metadata=ALPHA,
+        ),
+        stub.SearchMemories(
+            api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), query=long),
+            metadata=ALPHA,
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        info, fields = details(caught.value)
+        assert fields == ["query"] and info.reason

@@ -556,6 +556,10 @@ def assemble(
         order.pop(0)
         picked = [work[i] for u in order for i in units[u]]
         output = _normalize(summary + picked)
+    if cuts and order and order[0] >= turn[0]:
+        work, order, cuts, picked, output = _regrow_turn(
+            usable, summary, messages, units, turn, pointers, (work, order, cuts, picked, output)
+        )
     kept_ids = {m.id for m in picked}
     kept_units = set(order)
     parts = _usage(
@@ -575,6 +579,39 @@ def assemble(
         parts=parts,
         usable_tokens=usable,
     )
+
+
+_Fit = tuple[list[Message], list[int], list[tuple[str, str]], list[Message], list[Message]]
+
+
+def _regrow_turn(
+    usable: int,
+    summary: list[Message],
+    messages: Sequence[Message],
+    units: Sequence[list[int]],
+    turn: tuple[int, int],
+    pointers: Mapping[str, str],
+    fit: _Fit,
+) -> _Fit:
+    """A cut current turn given back the room held for notes and merging that the context
+    did not need (cut a little less), in a few passes that each stay within ``usable``: the
+    cut is sized on estimates, so one pass can leave more than 5 % of a small budget idle."""
+    work, order, cuts, picked, output = fit
+    room = sum(_cost(work, units[u]) for u in order)
+    step = usable - _total(output) - len(picked)  # the room counts a token per message
+    for _ in range(5):
+        if step <= 0:
+            break
+        work2, chosen, cuts2 = _fit_turn(messages, units, turn, room + step, pointers)
+        picked2 = [work2[i] for u in chosen for i in units[u]]
+        retry = _normalize(summary + picked2)
+        if _total(output) < _total(retry) <= usable:
+            work, order, cuts, picked, output = work2, chosen, cuts2, picked2, retry
+            room += step
+            step = usable - _total(output) - len(picked)
+        else:
+            step //= 2
+    return work, order, cuts, picked, output
 
 
 def _share(

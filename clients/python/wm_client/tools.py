@@ -38,7 +38,7 @@ _MEMORY_TYPES = {
 # The default bound of one tool result: below the server's 20,000-character inline
 # threshold, so a recalled text is never itself externalized when the runtime stores it.
 DEFAULT_MAX_CHARS = 16_000
-_READ_LINES = 400  # lines tool_output_read returns when the model gives no count
+READ_LINES = 400  # lines tool_output_read returns when the model gives no count
 
 # The service could not answer now: the runtime's retry or backoff decides, not the model.
 _TRANSIENT = (
@@ -46,6 +46,14 @@ _TRANSIENT = (
     grpc.StatusCode.DEADLINE_EXCEEDED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 )
+
+
+def is_transient(error: WmError) -> bool:
+    """True when the service could not answer now: the executor raises it (the runtime's
+    retry or backoff decides) instead of telling the model the tool failed."""
+    return error.code in _TRANSIENT
+
+
 _ROLES = {pb.ROLE_USER: "user", pb.ROLE_ASSISTANT: "assistant", pb.ROLE_SYSTEM: "system"}
 
 
@@ -138,7 +146,7 @@ class ToolExecutor:
         except (InvalidArgumentError, NotFoundError) as exc:
             return ToolRun(f"{name} failed: {exc.message}", True)
         except WmError as exc:
-            if exc.code in _TRANSIENT:
+            if is_transient(exc):
                 raise
             return ToolRun(f"{name} failed: {exc.message}", True)
 
@@ -224,7 +232,7 @@ class ToolExecutor:
         if not isinstance(output_id, str) or not output_id:
             return ToolRun("tool_output_read needs output_id, as the synopsis names it", True)
         start = args.get("start_line", 1)
-        count = args.get("line_count", _READ_LINES)
+        count = args.get("line_count", READ_LINES)
         if not isinstance(start, int) or not isinstance(count, int) or start < 1 or count < 1:
             return ToolRun("start_line and line_count must be positive integers", True)
         page = await self.client.get_tool_output(

@@ -35,10 +35,16 @@ const MEMORY_TYPES = new Map<string, MemoryType>(
 /** Below the server's 20,000-character inline threshold: a recalled text is never itself
  * externalized when the runtime stores the tool result. */
 export const DEFAULT_MAX_CHARS = 16_000;
-const READ_LINES = 400; // lines tool_output_read returns when the model gives no count
+export const READ_LINES = 400; // lines tool_output_read returns when the model gives no count
 
 /** The service could not answer now: the runtime's retry or backoff decides, not the model. */
 const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.ResourceExhausted]);
+
+/** True when the service could not answer now: the executor throws it (the runtime's retry or
+ * backoff decides) instead of telling the model the tool failed. */
+export function isTransientToolError(error: WmError): boolean {
+  return TRANSIENT.has(error.code);
+}
 const ROLES: Partial<Record<Role, string>> = {
   [Role.USER]: "user",
   [Role.ASSISTANT]: "assistant",
@@ -144,7 +150,7 @@ export class ToolExecutor {
       if ((MEMORY_TOOLS as readonly string[]).includes(name)) return await this.memory(name, fields);
       return await this.read(fields);
     } catch (error) {
-      if (!(error instanceof WmError) || TRANSIENT.has(error.code)) throw error;
+      if (!(error instanceof WmError) || isTransientToolError(error)) throw error;
       return new ToolRun(`${name} failed: ${error.rawMessage}`, true);
     }
   }

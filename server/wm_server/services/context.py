@@ -309,15 +309,18 @@ class ContextService:
         seq = archive_seq(archive_id) if archive_id else None
         scope = owners(user_id, agent_id)
         words = query_words(needle)
-        out: list[tuple[SearchMatch, str]] = []
         async with self._db.scanner() as uow:
             sessions = await self._sessions(uow, sid, scope)
             names = dict(sessions)
-            found, total = await uow.archives.ranked(list(names), words, seq, limit)
-            for key, number, position, score in found:
-                (item,) = await uow.messages.between(key, position, position, 1)
-                match = SearchMatch(names[key], number, item.message, score)
-                out.append((match, ranked_snippet(item.message, words)))
+            terms = uow.archives.terms(needle)
+            found, total = await uow.archives.ranked(list(names), terms, seq, limit)
+        out = [
+            (
+                SearchMatch(names[key], number, item.message, score),
+                ranked_snippet(item.message, words),
+            )
+            for key, number, item, score in found
+        ]
         return out, total
 
     async def hybrid(
@@ -342,11 +345,14 @@ class ContextService:
         out: list[tuple[SearchMatch, str, Fused[tuple[int, int]]]] = []
         async with self._db.scanner() as uow:
             names = dict(await self._sessions(uow, sid, scope))
+            terms = uow.archives.terms(needle)
             hits, total, status, unembedded = await self._recall_search.archives(
-                uow, vector, list(names), words, seq, limit, min_score
+                uow, vector, list(names), terms, seq, limit, min_score
             )
             for hit in hits:
-                (item,) = await uow.messages.between(hit.sid, hit.position, hit.position, 1)
+                item = hit.stored
+                if item is None:  # found by meaning alone
+                    (item,) = await uow.messages.between(hit.sid, hit.position, hit.position, 1)
                 match = SearchMatch(names[hit.sid], hit.seq, item.message, hit.fused.score)
                 out.append((match, ranked_snippet(item.message, words), hit.fused))
         return HybridAnswer(out, total, status, unembedded)
@@ -423,6 +429,11 @@ class Literal:
         usable = folded.isascii() and folded.isprintable()
         if json_rows:  # rows hold JSON, where quotes and backslashes are escaped
             usable = usable and not (_JSON_ESCAPED & set(folded))
+            # A tool call is searched as "name input" but stored as two JSON fields, so a
+            # literal may span the space between them ("grep {"); none of its space-separated
+            # pieces can: the row must hold the longest one.
+            piece = max(folded.split(" "), key=len)
+            return cls(folded, piece if usable and piece else None)
         return cls(folded, folded if usable else None)
 
     def find(self, text: str) -> tuple[int, int] | None:

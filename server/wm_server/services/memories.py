@@ -236,7 +236,7 @@ async def similar_memories(
 ) -> list[MemoryRecord]:
     """The owner's active memories most similar to ``text``, best first."""
     found = await uow.memories.ranked(
-        MemoryFilter(tenant, owner.key), query_words(text), max(1, min(limit, MAX_LIMIT))
+        MemoryFilter(tenant, owner.key), uow.memories.terms(text), max(1, min(limit, MAX_LIMIT))
     )
     return [record_of(row) for row, _ in found]
 
@@ -464,14 +464,15 @@ class MemoryService:
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
             where = self._filter(owner.key, kinds, "active", start, end)
+            terms = uow.memories.terms(query)
             found, status, unembedded = await self.hybrid.memories(
-                uow, vector, where, words, limit or DEFAULT_LIMIT, min_score
+                uow, vector, where, terms, limit or DEFAULT_LIMIT, min_score
             )
             rows = [(f.row, f.fused.score, f.fused.lexical, f.fused.dense) for f in found]
             if include_superseded and len(rows) < (limit or DEFAULT_LIMIT):  # ranked below
                 where = self._filter(owner.key, kinds, "superseded", start, end)
                 older = await uow.memories.ranked(
-                    where, words, (limit or DEFAULT_LIMIT) - len(rows)
+                    where, terms, (limit or DEFAULT_LIMIT) - len(rows)
                 )
                 rows += [(row, 0.0, 0.0, 0.0) for row, _ in older]
             views = await _views(uow, [r[0] for r in rows])
@@ -491,9 +492,9 @@ class MemoryService:
     ) -> list[MemoryRow]:
         """The session owner's memories ranked for a user request (AssembleContext), by the
         fused search when the caller embedded the request (``vector``)."""
-        words = query_words(request[: MAX_QUERY * 4])
+        terms = uow.memories.terms(request[: MAX_QUERY * 4])
         where = self._filter(owner_of(session).key)
-        found, _, _ = await self.hybrid.memories(uow, vector or no_vector(), where, words, limit)
+        found, _, _ = await self.hybrid.memories(uow, vector or no_vector(), where, terms, limit)
         return [f.row for f in found]
 
     async def list(

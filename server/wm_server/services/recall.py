@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 
 from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
-from wm_server.storage.records import MemoryRow
+from wm_server.storage.records import MemoryRow, StoredMessage
 from wm_server.storage.repositories import MemoryFilter
 from wm_server.storage.unit_of_work import UnitOfWork
 
@@ -132,6 +132,7 @@ class ArchiveHit:
     seq: int
     position: int
     fused: Fused[tuple[int, int]]
+    stored: StoredMessage | None = None  # read by the lexical statement already
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +188,7 @@ class HybridRecall:
         uow: UnitOfWork,
         query: QueryVector,
         sids: Sequence[int],
-        words: list[str],
+        terms: list[str],
         only: int | None,
         limit: int,
         min_score: float = 0.0,
@@ -195,9 +196,10 @@ class HybridRecall:
         """(hits best first, candidates that passed ``min_score``, status, rows searched
         lexically only) of the archived messages of ``sids``."""
         want = candidates(limit)
-        lexical, _ = await uow.archives.ranked(sids, words, only, want)
-        seqs = {(sid, position): seq for sid, seq, position, _ in lexical}
-        lexical_list = [((sid, position), score) for sid, _, position, score in lexical]
+        lexical, _ = await uow.archives.ranked(sids, terms, only, want) if terms else ([], 0)
+        seqs = {(sid, item.position): seq for sid, seq, item, _ in lexical}
+        read = {(sid, item.position): item for sid, _, item, _ in lexical}
+        lexical_list = [((sid, item.position), score) for sid, _, item, score in lexical]
         dense_list: list[tuple[tuple[int, int], float]] = []
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
@@ -206,7 +208,9 @@ class HybridRecall:
             unembedded = max(sum(archived.values()) - held, 0)
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
         fused = fuse(lexical_list, dense_list, want, min_score=min_score)
-        hits = [ArchiveHit(f.key[0], seqs[f.key], f.key[1], f) for f in fused[:limit]]
+        hits = [
+            ArchiveHit(f.key[0], seqs[f.key], f.key[1], f, read.get(f.key)) for f in fused[:limit]
+        ]
         self.empty("archives", len(hits))
         return hits, len(fused), status, unembedded
 
@@ -257,13 +261,13 @@ class HybridRecall:
         uow: UnitOfWork,
         query: QueryVector,
         where: MemoryFilter,
-        words: list[str],
+        terms: list[str],
         limit: int,
         min_score: float = 0.0,
     ) -> tuple[list[MemoryFound], Semantic, int]:
         """(memories best first, status, memories ranked lexically only) for ``where``."""
         want = candidates(limit)
-        lexical = await uow.memories.ranked(where, words, want) if words else []
+        lexical = await uow.memories.ranked(where, terms, want) if terms else []
         rows = {row.mid: row for row, _ in lexical}
         dense_list: list[tuple[int, float]] = []
         status, unembedded = query.status, 0

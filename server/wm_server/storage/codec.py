@@ -58,6 +58,11 @@ def searchable_text(message: Message) -> list[str]:
     return out
 
 
+def message_body(message_id: str, role: str, parts_json: str) -> str:
+    """A stored message's searchable text in one string (what its index entry analyzes)."""
+    return " ".join(searchable_text(message_from_row(message_id, role, parts_json, 0)))
+
+
 def decisions_json(decisions: Iterable[Decision]) -> str:
     """Guard decisions as a commit and a working-memory version keep them."""
     return json.dumps([d.to_dict() for d in decisions], ensure_ascii=False)

@@ -50,13 +50,10 @@ from wm_server.storage.database import (
     positional,
     pyformat,
 )
-from wm_server.storage.schema_postgres import (
-    INITIAL_TEXT_SEARCH_CONFIG,
-    MESSAGE_TEXT,
-    MIGRATIONS,
-)
+from wm_server.storage.schema_postgres import MESSAGE_TEXT, MIGRATIONS
 from wm_server.storage.statements import Params, Row, Write
 from wm_server.storage.text_index import TsvectorIndex
+from wm_server.storage.text_reindex import reindex
 
 log = structlog.get_logger("wm_server.storage.postgres")
 
@@ -79,7 +76,7 @@ DIALECT = Dialect(
     non_ascii="octet_length({column}) <> char_length({column})",
     lock_key="SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))",
     round_trips=True,
-    text_index=TsvectorIndex(INITIAL_TEXT_SEARCH_CONFIG),
+    text_index=TsvectorIndex(),
     message_text=MESSAGE_TEXT,
     indexed_at_commit=100,
 )
@@ -137,6 +134,8 @@ def _columns(sql: str, rows: Sequence[Row], prefix: str) -> tuple[str, dict[str,
     VALUES (arrays cost more to adapt than they save), more go over column arrays, with a
     value all rows share sent once."""
     if len(rows) == 1:
+        if _VALUES.search(sql) is None:  # values computed by expressions: row by row
+            return None
         statement, names = _named_values(sql, prefix)
         return statement, {prefix + n: v for n, v in zip(names, rows[0], strict=True)}
     types = _array_types(rows[0])
@@ -263,10 +262,10 @@ class PostgresDatabase(Database):
         min_connections: int = 2,
         max_connections: int = 16,
         wait_seconds: float = 2.0,
-        text_search_config: str = INITIAL_TEXT_SEARCH_CONFIG,
+        text_language: str = "english",
     ) -> None:
         self._url = url
-        self.dialect = dataclasses.replace(DIALECT, text_index=TsvectorIndex(text_search_config))
+        self.dialect = dataclasses.replace(DIALECT, text_index=TsvectorIndex(text_language))
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             min_size=min_connections,
@@ -291,7 +290,7 @@ class PostgresDatabase(Database):
                 await self._migrate(
                     db, MIGRATIONS, lambda v: log.info("migration_applied", version=v)
                 )
-                await self._reindex(db)
+                await reindex(db, self.dialect.text_index, since=11)
                 await db.run("COMMIT", {})
             await self._pool.open(wait=True, timeout=30)
         except Exception as error:
@@ -306,34 +305,6 @@ class PostgresDatabase(Database):
             await cancel_and_wait(listener)  # raises the connection error, if that stopped it
             await self._pool.close()
             raise TimeoutError("PostgreSQL: LISTEN did not start within 30 s")
-
-    async def _reindex(self, db: _Pg) -> None:
-        """Index again under the configured text search configuration when it is not the one
-        the stored vectors were made with (recorded in server_secrets), so queries and rows
-        always agree; in the migration's transaction, under its lock."""
-        index = self.dialect.text_index
-        assert isinstance(index, TsvectorIndex)
-        await db.run(
-            "INSERT INTO server_secrets (name, value) VALUES ('text_search_config', :value)"
-            " ON CONFLICT (name) DO NOTHING",
-            {"value": INITIAL_TEXT_SEARCH_CONFIG},
-        )
-        row = await db.one("SELECT value FROM server_secrets WHERE name = 'text_search_config'", {})
-        if row is not None and row[0] == index.config:
-            return
-        text = MESSAGE_TEXT.format(column="m.parts_json")
-        await db.run(f"UPDATE memories SET search = to_tsvector('{index.config}', search_text)", {})
-        await db.run(
-            f"UPDATE archived_texts x SET search = to_tsvector('{index.config}',"
-            f" COALESCE({text}, '')) FROM messages m"
-            " WHERE m.sid = x.sid AND m.position = x.position",
-            {},
-        )
-        await db.run(
-            "UPDATE server_secrets SET value = :value WHERE name = 'text_search_config'",
-            {"value": index.config},
-        )
-        log.info("text_search_reindexed", config=index.config)
 
     async def erase(self) -> None:
         """Nothing a running service can do well: PostgreSQL keeps a deleted row's bytes in

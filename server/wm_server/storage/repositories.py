@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wm_core import ExternalOutput, Message, PendingItem, SessionSettings, Trigger
-from wm_server.storage.codec import message_from_row, parts_to_json
+from wm_server.storage.codec import message_body, message_from_row, parts_to_json
 from wm_server.storage.memory_expiry import Retention, alive
 from wm_server.storage.records import (
     CommitRecord,
@@ -29,7 +29,14 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
 )
 from wm_server.storage.statements import Row, Write
-from wm_server.storage.text_index import CANDIDATES, ENOUGH
+from wm_server.storage.text_index import (
+    BM25_B,
+    BM25_K1,
+    CANDIDATES,
+    ENOUGH,
+    SCORED,
+    term_count,
+)
 
 if TYPE_CHECKING:
     from wm_server.storage.database import Connection, Dialect
@@ -150,6 +157,10 @@ class _Repository:
     def __init__(self, conn: Connection, dialect: Dialect) -> None:
         self._conn = conn
         self._dialect = dialect
+
+    def terms(self, query: str) -> list[str]:
+        """The analyzed terms a ranked query of this database searches for."""
+        return self._dialect.text_index.terms(query)
 
     async def _match_queries(self, index: str, words: list[str]) -> list[str]:
         """The match parameters of a ranked query, cheapest first: where the engine counts
@@ -754,10 +765,11 @@ class ArchiveRepository(_Repository):
 
     async def index_messages(self, sid: int, seq: int, first: int, last: int) -> None:
         """Put the messages at positions first..last of archive ``seq`` into the archive's
-        full-text index, in place of what an earlier attempt put there: one statement that
-        reads them in the database (live messages are never indexed)."""
-        text = "COALESCE(" + self._dialect.message_text.format(column="m.parts_json") + ", '')"
-        value = self._dialect.text_index.value("archived", text)
+        full-text index, in place of what an earlier attempt put there: their text analyzed
+        here (``TextIndex.indexed``), then written in one batch (live messages are never
+        indexed)."""
+        index = self._dialect.text_index
+        value = index.value("archived", ":body")
         assert value is not None  # the archive index always has its own column
         chunk = {"sid": sid, "seq": seq, "first": first, "last": last}
         await self._conn.run(
@@ -765,41 +777,99 @@ class ArchiveRepository(_Repository):
             " AND position BETWEEN :first AND :last",
             chunk,
         )
-        await self._conn.run(
-            f"INSERT INTO archived_texts (sid, seq, position, archive_time, {value[0]})"
-            f" SELECT m.sid, a.seq, m.position, a.create_time, {value[1]} FROM messages m"
-            " JOIN archives a ON a.sid = m.sid AND a.seq = :seq"
+        rows = await self._conn.all(
+            "SELECT m.position, a.create_time, m.message_id, m.role, m.parts_json"
+            " FROM messages m JOIN archives a ON a.sid = m.sid AND a.seq = :seq"
             " WHERE m.sid = :sid AND m.position BETWEEN :first AND :last",
             chunk,
         )
+        bodies = [index.indexed(message_body(mid, role, parts)) for _, _, mid, role, parts in rows]
+        await self._conn.many(
+            f"INSERT INTO archived_texts (sid, seq, position, archive_time, terms, {value[0]})"
+            f" VALUES (:sid, :seq, :position, :time, :terms, {value[1]})",
+            [
+                (sid, seq, int(row[0]), row[1], term_count(body), body)
+                for row, body in zip(rows, bodies, strict=True)
+            ],
+        )
 
     async def ranked(
-        self, sids: Sequence[int], words: list[str], only: int | None, limit: int
-    ) -> tuple[list[tuple[int, int, int, float]], int]:
-        """(sid, seq, position, score) of the best ``limit`` archived messages of the sessions
-        ``sids`` (of archive ``only`` if given) that have any of ``words``, best first, newest
-        first among equal scores; and how many match in all."""
-        if not sids or not words:
+        self, sids: Sequence[int], terms: list[str], only: int | None, limit: int
+    ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:
+        """(sid, seq, message, score) of the best ``limit`` archived messages of the sessions
+        ``sids`` (of archive ``only`` if given) that have any of the analyzed ``terms``, best
+        first, newest first among equal scores; and how many match (of the rows the chosen
+        terms select, ``_match_queries``; the newest ``SCORED`` of them are scored, so a
+        query of common words costs little more at any size: counting is cheaper than
+        scoring). The messages and the count come with the ranking, in one statement (on SQLite after the terms' row counts, from the index's
+        vocabulary, and again with every term when the rarest select too few rows). The
+        score is the engine's own (FTS5 bm25, PostgreSQL ts_rank_cd): ``bm25_ranked``
+        computes one BM25 on both engines with the searched sessions' statistics, but reads
+        every posting of every term (0.5-0.7 s for common words at 100,000 rows of one
+        owner), so it is not the default yet."""
+        if not sids or not terms:
             return [], 0
         index = self._dialect.text_index
         members, values = self._dialect.in_list("sids", sids)
-        matching = (
-            f" FROM archived_texts x{index.source('archived')} WHERE {index.match('archived')}"
-            f" AND x.sid {members} AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
-        )
         params: dict[str, Any] = {"only": only, "limit": limit, **values}
-        for query in await self._match_queries("archived", words):
+        for query in await self._match_queries("archived", terms):
             params["query"] = query
+            matching = (
+                f" FROM archived_texts x{index.source('archived')} WHERE"
+                f" {index.match('archived')} AND x.sid {members}"
+                " AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
+            )
             rows = await self._conn.all(
-                f"SELECT x.sid, x.seq, x.position, {index.score('archived')}{matching}"
-                " ORDER BY 4 DESC, x.archive_time DESC, x.position DESC LIMIT :limit",
+                f"SELECT r.sid, r.seq, r.score, (SELECT COUNT(*){matching}),"
+                f" {', '.join('m.' + c for c in _MESSAGE.split(', '))} FROM"
+                " (SELECT x.sid, x.seq, x.position, x.archive_time,"
+                f" {index.score('archived')} AS score{matching}"
+                f" ORDER BY {index.newest('archived')} DESC LIMIT {SCORED}) r"
+                " JOIN messages m ON m.sid = r.sid AND m.position = r.position"
+                " ORDER BY r.score DESC, r.archive_time DESC, r.position DESC LIMIT :limit",
                 params,
             )
             if len(rows) >= limit:
                 break
-        count = await self._conn.one(f"SELECT COUNT(*){matching}", params)
-        total = int(count[0]) if count else 0
-        return [(int(a), int(b), int(c), float(d)) for a, b, c, d in rows], total
+        total = int(rows[0][3]) if rows else 0
+        return [(int(r[0]), int(r[1]), _stored_message(r[4:]), float(r[2])) for r in rows], total
+
+    async def bm25_ranked(
+        self, sids: Sequence[int], terms: list[str], only: int | None, limit: int
+    ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:
+        """As ``ranked``, scored by BM25 on both engines alike.
+
+        One statement, the same on both engines: BM25 (``BM25_K1``, ``BM25_B``, idf
+        ln(1 + (N - df + 0.5) / (df + 0.5))) computed from the engine's postings
+        (``TextIndex.postings``) with statistics of the searched sessions only, so rows of
+        other owners or tenants never change a ranking and both engines rank alike; the
+        messages and the count come with it."""
+        if not sids or not terms:
+            return [], 0
+        index = self._dialect.text_index
+        members, values = self._dialect.in_list("sids", sids)
+        term_list, term_values = self._dialect.in_list("terms", terms)
+        where = f"x.sid {members} AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
+        rows = await self._conn.all(
+            f"WITH tf AS ({index.postings(where, term_list)}),"
+            " df AS (SELECT term, COUNT(*) AS df FROM tf GROUP BY term),"
+            " stats AS (SELECT COUNT(*) AS n, AVG(x.terms) AS avgdl FROM archived_texts x"
+            f" WHERE {where}),"
+            " scored AS (SELECT tf.id, SUM(ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))"
+            f" * tf.tf * {BM25_K1 + 1} / (tf.tf + {BM25_K1} * ({1 - BM25_B}"
+            f" + {BM25_B} * x.terms / CASE WHEN st.avgdl > 0 THEN st.avgdl ELSE 1 END)))"
+            " AS score FROM tf JOIN df ON df.term = tf.term"
+            " JOIN archived_texts x ON x.id = tf.id CROSS JOIN stats st GROUP BY tf.id)"
+            " SELECT x.sid, x.seq, sc.score, COUNT(*) OVER (),"
+            f" {', '.join('m.' + c for c in _MESSAGE.split(', '))}"
+            " FROM scored sc JOIN archived_texts x ON x.id = sc.id"
+            " JOIN messages m ON m.sid = x.sid AND m.position = x.position"
+            " ORDER BY sc.score DESC, x.archive_time DESC, x.position DESC LIMIT :limit",
+            {"only": only, "limit": limit, "query": index.query(terms), **values,
+             **term_values},
+        )  # fmt: skip
+        total = int(rows[0][3]) if rows else 0
+        return [(int(r[0]), int(r[1]), _stored_message(r[4:]), float(r[2])) for r in rows], total
 
     def setting_abstract(self, sid: int, seq: int, abstract: str) -> Write:
         return Write(
@@ -1133,6 +1203,7 @@ class MemoryRepository(_Repository):
         now: float,
     ) -> int:
         """Store an active memory at version 1; its key."""
+        search_text = self._dialect.text_index.indexed(search_text)
         value = self._dialect.text_index.value("memories", ":search_text")
         column, expression = (f", {value[0]}", f", {value[1]}") if value else ("", "")
         row = await self._conn.one(
@@ -1197,6 +1268,7 @@ class MemoryRepository(_Repository):
         now: float,
     ) -> None:
         """Replace the content (the caller keeps the old one as a version first)."""
+        search_text = self._dialect.text_index.indexed(search_text)
         value = self._dialect.text_index.value("memories", ":search_text")
         extra = f", {value[0]} = {value[1]}" if value else ""
         await self._conn.run(

@@ -17,7 +17,7 @@ MESSAGE_TEXT = (
     " FROM json_array_elements(CAST({column} AS json)) e)"
 )
 # The text search configuration the migration indexes with; the server re-indexes at start
-# when WM_TEXT_SEARCH_CONFIG names another one (``PostgresDatabase``).
+# (from version 10 on, rows hold the analyzer's terms: storage/text_reindex.py).
 INITIAL_TEXT_SEARCH_CONFIG = "simple"
 
 MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
@@ -331,7 +331,30 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
     ),
     (
         11,
-        # Recall by meaning (issue 34): as SQLite's version 10.
+        # The text analyzer (issue 34): rows are indexed with the analyzer's terms under the
+        # "simple" configuration (storage/text_reindex.py re-indexes the rows of a database
+        # from before this version at start); the configuration is no longer a setting. An
+        # archived message's number of terms is its length for BM25 (ArchiveRepository.ranked).
+        """
+        DELETE FROM server_secrets WHERE name = 'text_search_config';
+        ALTER TABLE archived_texts ADD COLUMN terms INTEGER NOT NULL DEFAULT 0
+        """,
+    ),
+    (
+        12,
+        # A memory's lifecycle (issue 35): as SQLite's version 11.
+        """
+        ALTER TABLE memories ADD COLUMN supersedes TEXT NOT NULL DEFAULT '';
+        ALTER TABLE memories ADD COLUMN superseded_by TEXT NOT NULL DEFAULT '';
+        ALTER TABLE memories ADD COLUMN valid_until DOUBLE PRECISION;
+        ALTER TABLE memories ADD COLUMN expire_time DOUBLE PRECISION;
+        CREATE INDEX memories_expiring ON memories (expire_time) WHERE expire_time IS NOT NULL;
+        """,
+    ),
+    (
+        13,
+        # Recall by meaning (issue 34; 10 and 11 went to the text analyzer's and the
+        # lifecycle's migrations in the merge): as SQLite's version 12.
         """
         CREATE TABLE message_vectors (
             sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
@@ -349,17 +372,6 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             dims INTEGER NOT NULL,
             vector BYTEA NOT NULL
         );
-        """,
-    ),
-    (
-        12,
-        # A memory's lifecycle (issue 35): as SQLite's version 11.
-        """
-        ALTER TABLE memories ADD COLUMN supersedes TEXT NOT NULL DEFAULT '';
-        ALTER TABLE memories ADD COLUMN superseded_by TEXT NOT NULL DEFAULT '';
-        ALTER TABLE memories ADD COLUMN valid_until DOUBLE PRECISION;
-        ALTER TABLE memories ADD COLUMN expire_time DOUBLE PRECISION;
-        CREATE INDEX memories_expiring ON memories (expire_time) WHERE expire_time IS NOT NULL;
         """,
     ),
 )

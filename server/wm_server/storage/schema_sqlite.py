@@ -331,7 +331,37 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
     ),
     (
         10,
-        # Recall by meaning (issue 34): one float32 vector per archived message and per
+        # The text analyzer (issue 34): an archived message's number of terms (its length
+        # for BM25, ArchiveRepository.ranked); its index is rewritten in place when the
+        # analyzer changes (storage/text_reindex.py, at start, which also
+        # re-indexes the rows of a database from before this version).
+        (
+            "ALTER TABLE archived_texts ADD COLUMN terms INTEGER NOT NULL DEFAULT 0",
+            "CREATE TRIGGER archived_reindexed AFTER UPDATE OF body ON archived_texts BEGIN"
+            " INSERT INTO archived_fts (archived_fts, rowid, body)"
+            " VALUES ('delete', old.id, old.body);"
+            " INSERT INTO archived_fts (rowid, body) VALUES (new.id, new.body); END",
+        ),
+    ),
+    (
+        11,
+        # A memory's lifecycle (issue 35): a memory that replaces older ones names them
+        # (supersedes: memory ids, space-separated), each of those is SUPERSEDED, names its
+        # successor and keeps when it stopped holding (valid_until); expire_time is when the
+        # maintenance loop forgets it (NULL: its type's default retention, or never).
+        (
+            "ALTER TABLE memories ADD COLUMN supersedes TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE memories ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE memories ADD COLUMN valid_until REAL",
+            "ALTER TABLE memories ADD COLUMN expire_time REAL",
+            "CREATE INDEX memories_expiring ON memories (expire_time)"
+            " WHERE expire_time IS NOT NULL",
+        ),
+    ),
+    (
+        12,
+        # Recall by meaning (issue 34; 10 and 11 went to the text analyzer's and the
+        # lifecycle's migrations in the merge): one float32 vector per archived message and per
         # memory, with the model that made it and its length (a model change re-embeds).
         (
             """CREATE TABLE message_vectors (
@@ -350,21 +380,6 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
                 dims INTEGER NOT NULL,
                 vector BLOB NOT NULL
             )""",
-        ),
-    ),
-    (
-        11,
-        # A memory's lifecycle (issue 35): a memory that replaces older ones names them
-        # (supersedes: memory ids, space-separated), each of those is SUPERSEDED, names its
-        # successor and keeps when it stopped holding (valid_until); expire_time is when the
-        # maintenance loop forgets it (NULL: its type's default retention, or never).
-        (
-            "ALTER TABLE memories ADD COLUMN supersedes TEXT NOT NULL DEFAULT ''",
-            "ALTER TABLE memories ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''",
-            "ALTER TABLE memories ADD COLUMN valid_until REAL",
-            "ALTER TABLE memories ADD COLUMN expire_time REAL",
-            "CREATE INDEX memories_expiring ON memories (expire_time)"
-            " WHERE expire_time IS NOT NULL",
         ),
     ),
 )

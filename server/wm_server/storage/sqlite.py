@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import shutil
@@ -35,6 +36,7 @@ from wm_server.storage.schema_sqlite import MESSAGE_TEXT, MIGRATIONS
 from wm_server.storage.sqlite_checkpoint import Checkpointer
 from wm_server.storage.statements import Params, Row
 from wm_server.storage.text_index import Fts5Index
+from wm_server.storage.text_reindex import reindex
 
 T = TypeVar("T")
 log = structlog.get_logger("wm_server.storage.sqlite")
@@ -99,6 +101,10 @@ def _vocabularies(conn: sqlite3.Connection) -> None:
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab(main, {table}, row)"
         )
+    conn.execute(  # each occurrence of a term (Fts5Index.postings)
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.archived_instances"
+        " USING fts5vocab(main, archived_fts, instance)"
+    )
 
 
 class _Inline(Connection):
@@ -148,7 +154,10 @@ class SqliteDatabase(Database):
 
     dialect = DIALECT
 
-    def __init__(self, path: Path, *, lock_timeout: float = 10.0) -> None:
+    def __init__(
+        self, path: Path, *, lock_timeout: float = 10.0, text_language: str = "english"
+    ) -> None:
+        self.dialect = dataclasses.replace(DIALECT, text_index=Fts5Index(text_language))
         self._path = path
         self._lock_timeout = lock_timeout
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wm-sqlite-read")
@@ -178,6 +187,7 @@ class SqliteDatabase(Database):
                 await self._migrate(
                     writer, MIGRATIONS, lambda v: log.info("migration_applied", version=v)
                 )
+                await reindex(writer, self.dialect.text_index, since=10)
                 await self._commit(writer)
             finally:
                 await self._rollback(writer)

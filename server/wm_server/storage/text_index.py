@@ -6,8 +6,11 @@ Two indexes exist, each over a content table aliased in the statements:
 ``memories`` (alias ``m``, its ``search_text``) and ``archived`` (``archived_texts``, alias
 ``x``, the text of an archived message). SQLite keeps FTS5 external-content tables in step by
 triggers on the content tables (same transaction); PostgreSQL keeps a ``tsvector`` column
-(GIN-indexed) written by the statement that writes the row (same statement). Both tokenize the
-same way (Unicode words, case-folded, no stemming), so a query finds the same rows on both.
+(GIN-indexed) written by the statement that writes the row (same statement). Neither engine
+analyzes text: both index the terms of ``wm_server.search.analyzer`` (stemmed, stop words
+dropped), FTS5 with ``unicode61`` and PostgreSQL with ``simple``, which keep them as they are,
+and a query searches for the terms the same analyzer makes of it. So a query finds the same
+rows on both engines.
 """
 
 from __future__ import annotations
@@ -17,21 +20,35 @@ import re
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-# Query words: letters and digits; "_" and punctuation separate (as both tokenizers do).
+from wm_server.search.analyzer import index_text, query_terms
+
+# Query words as typed (for snippets, which show the text as stored): letters and digits.
 _WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_WORDS = 32
 # Rows a ranked query scores at most when it can choose (see ``TextIndex.frequencies``):
 # scoring is the cost of a ranked search, and a word in most rows adds little to any score.
 CANDIDATES = 2000
+# BM25's parameters (the usual ones, as FTS5's bm25() and rank_bm25 default to).
+BM25_K1 = 1.2
+BM25_B = 0.75
 ENOUGH = 100  # ... unless the rarest words select fewer rows than this
+# Archived rows a ranked query scores at most, the newest of those its terms select: what
+# bounds a query of common words (bench/recall_bench.py: p50 at 100,000 rows of one owner).
+SCORED = 500
 
 
 def query_words(query: str) -> list[str]:
-    """The distinct words of a query (lower-cased, in order), at most MAX_QUERY_WORDS."""
+    """The distinct words of a query as typed (lower-cased, in order), at most
+    MAX_QUERY_WORDS: what a snippet looks for. Matching uses ``TextIndex.terms``."""
     seen: dict[str, None] = {}
     for word in _WORD.findall(query.lower()):
         seen.setdefault(word, None)
     return list(seen)[:MAX_QUERY_WORDS]
+
+
+def term_count(indexed: str) -> int:
+    """The number of terms of an indexed text (a row's length for BM25)."""
+    return indexed.count(" ") + 1 if indexed else 0
 
 
 @functools.lru_cache(maxsize=8192)  # consolidation compares each memory with many others
@@ -42,7 +59,18 @@ def words_of(text: str) -> frozenset[str]:
 
 
 class TextIndex(ABC):
-    """Fragments of the ranked statements for one engine."""
+    """Fragments of the ranked statements for one engine, and the analyzer's language."""
+
+    def __init__(self, language: str = "english") -> None:
+        self.language = language
+
+    def terms(self, query: str) -> list[str]:
+        """The terms a ranked query searches for (the analyzer's, distinct)."""
+        return query_terms(query, self.language)
+
+    def indexed(self, text: str) -> str:
+        """What the index stores for ``text`` (the analyzer's terms, space-separated)."""
+        return index_text(text, self.language)
 
     @abstractmethod
     def query(self, words: list[str], scoring: list[str] | None = None) -> str:
@@ -55,6 +83,11 @@ class TextIndex(ABC):
         return None
 
     @abstractmethod
+    def newest(self, index: str) -> str:
+        """The row key to take the newest matches by: scoring stops at ``CANDIDATES`` rows
+        read in this order, which the engine can give without reading every match."""
+
+    @abstractmethod
     def source(self, index: str) -> str:
         """What follows the content table in FROM (the index joined, or the query)."""
 
@@ -65,6 +98,12 @@ class TextIndex(ABC):
     @abstractmethod
     def score(self, index: str) -> str:
         """The relevance of the row, higher is better."""
+
+    @abstractmethod
+    def postings(self, where: str, members: str) -> str:
+        """A SELECT of (id, term, tf) of the archived rows that satisfy ``where`` (over alias
+        ``x``) for each analyzed term (``term {members}``) they hold: what BM25 is computed
+        from, in the same statement on both engines (``ArchiveRepository.ranked``)."""
 
     @abstractmethod
     def value(self, index: str, text: str) -> tuple[str, str] | None:
@@ -95,6 +134,17 @@ class Fts5Index(TextIndex):
     def frequencies(self, index: str) -> str | None:
         return f"SELECT term, doc FROM {self._VOCABULARIES[index]} WHERE term {{members}}"
 
+    def postings(self, where: str, members: str) -> str:
+        # fts5vocab "instance": one row per occurrence of a term, looked up by term.
+        return (
+            "SELECT v.doc AS id, v.term AS term, COUNT(*) AS tf FROM temp.archived_instances v"
+            f" JOIN archived_texts x ON x.id = v.doc WHERE v.term {members} AND {where}"
+            " GROUP BY v.doc, v.term"
+        )
+
+    def newest(self, index: str) -> str:
+        return f"{self._TABLES[index]}.rowid"  # FTS5 walks its doclists backwards
+
     def source(self, index: str) -> str:
         table = self._TABLES[index]
         return f" JOIN {table} ON {table}.rowid = {_ALIAS[index]}.rowid"
@@ -112,16 +162,25 @@ class Fts5Index(TextIndex):
 
 
 class TsvectorIndex(TextIndex):
-    """PostgreSQL ``tsvector`` with a GIN index, ranked by ``ts_rank_cd``, under one text
-    search configuration (WM_TEXT_SEARCH_CONFIG)."""
+    """PostgreSQL ``tsvector`` with a GIN index, ranked by ``ts_rank_cd``, over the analyzer's
+    terms under the ``simple`` configuration (which only lower-cases them: they already are)."""
 
-    def __init__(self, config: str) -> None:
-        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", config):
-            raise ValueError(f"not a text search configuration name: {config!r}")
-        self.config = config
+    config = "simple"
 
     def query(self, words: list[str], scoring: list[str] | None = None) -> str:
         return " | ".join(f"'{w}'" for w in [*words, *(scoring or ())])
+
+    def postings(self, where: str, members: str) -> str:
+        # A tsvector keeps each lexeme's positions: their number is its frequency.
+        return (
+            "SELECT x.id AS id, u.lexeme AS term, cardinality(u.positions) AS tf"
+            f" FROM archived_texts x CROSS JOIN to_tsquery('{self.config}', :query) q"
+            f" CROSS JOIN unnest(x.search) u WHERE x.search @@ q AND u.lexeme {members}"
+            f" AND {where}"
+        )
+
+    def newest(self, index: str) -> str:
+        return f"{_ALIAS[index]}.id" if index == "archived" else f"{_ALIAS[index]}.mid"
 
     def source(self, index: str) -> str:
         return f" CROSS JOIN to_tsquery('{self.config}', :query) q"

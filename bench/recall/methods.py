@@ -1,0 +1,90 @@
+"""The recall evaluation's methods: one registry, ``METHODS``, keyed by name.
+
+A method turns a question into message ids, best first. Those that ask the service go through
+the real client (``Context.client``); ``bm25`` is the in-process baseline: rank_bm25's Okapi
+BM25 over the very rows the service stores (each message of the question's user, as the
+dataset gives it), words lower-cased, nothing else done to them. To add a method (``dense``,
+``hybrid``): write ``async def search(context, question) -> list[str]`` and ``register`` it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from rank_bm25 import BM25Okapi
+
+from bench.retrieval.generator import Dataset, Message, Question
+from bench.retrieval.harness import MAX_HITS, literal_keywords
+from wm_client import WmClient
+
+_WORD: Final = re.compile(r"[^\W_]+")
+
+
+def row_text(message: Message) -> str:
+    """What the service stores of a message, as the baseline indexes it."""
+    return message.text or f"{message.tool} {message.tool_input}".strip() or message.tool_output
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+@dataclass(slots=True)
+class Context:
+    """What a method may use: the client of the server holding the dataset, and the dataset."""
+
+    client: WmClient
+    dataset: Dataset
+    _bm25: dict[str, tuple[BM25Okapi, list[str]]] = field(default_factory=dict)
+
+    def bm25(self, user: str) -> tuple[BM25Okapi, list[str]]:
+        """The user's in-process BM25 index and its row ids (built once)."""
+        if user not in self._bm25:
+            rows = [m for s in self.dataset.sessions if s.user == user for m in s.messages]
+            index = BM25Okapi([words(row_text(m)) or [""] for m in rows])
+            self._bm25[user] = (index, [m.id for m in rows])
+        return self._bm25[user]
+
+
+Search = Callable[[Context, Question], Awaitable[list[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    key: str
+    label: str
+    search: Search
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    METHODS[method.key] = method
+    return method
+
+
+async def _literal(context: Context, question: Question) -> list[str]:
+    return await literal_keywords(context.client, question)
+
+
+async def _lexical(context: Context, question: Question) -> list[str]:
+    found = await context.client.search_archives(
+        question.text, all_sessions=True, user_id=question.user, max_hits=MAX_HITS, ranked=True
+    )
+    return [hit.message_id for hit in found.hits]
+
+
+async def _bm25(context: Context, question: Question) -> list[str]:
+    index, ids = context.bm25(question.user)
+    scores = index.get_scores(words(question.text))
+    order = sorted(range(len(ids)), key=lambda i: -scores[i])
+    return [ids[i] for i in order[:MAX_HITS] if scores[i] > 0]
+
+
+register(Method("literal", "literal SearchArchives, one call per keyword", _literal))
+register(Method("lexical", "ranked SearchArchives (the service's lexical search)", _lexical))
+register(Method("bm25", "in-process BM25 (rank_bm25) over the same rows", _bm25))

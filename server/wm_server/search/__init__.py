@@ -1,0 +1,1 @@
+"""Search over what the service stores: the text analyzer shared by every engine and query."""
