@@ -111,7 +111,7 @@ def test_fusion_normalizes_each_list_and_reports_each_part() -> None:
     assert by_key["c"].lexical == 0 and by_key["c"].dense == pytest.approx(0.5)
     assert [f.key for f in fused] == ["a", "c", "b", "d"]
     assert all(f.score == pytest.approx(f.lexical + f.dense) for f in fused)
-    assert [f.key for f in fuse(lexical, dense, 10, min_score=0.5)] == ["a", "c"]
+    assert [f.key for f in fuse(lexical, dense, 10, weight=0.5, min_score=0.5)] == ["a", "c"]
     assert [f.key for f in fuse(lexical, [], 2)] == ["a", "b"]  # lexical only, its order
 
 
