@@ -4,7 +4,7 @@
 # share PostgreSQL instead (WM_DATABASE_URL): see deploy/compose.yaml.
 #
 #   docker build -t working-memory-service:0.1.0 .
-#   docker run -p 50051:50051 -v wm-data:/var/lib/wm -e WM_API_KEYS='team-a:LONG-RANDOM-KEY' \
+#   docker run -p 50051:50051 -v wm-data:/var/lib/wm -e WM_API_KEYS="team-a:$(openssl rand -hex 24)" \
 #       working-memory-service:0.1.0
 #
 # Listening beyond loopback needs API keys (WM_API_KEYS / WM_API_KEYS_FILE) or, behind a mesh

@@ -4,25 +4,38 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
-.PHONY: install run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean
+.PHONY: install install-runtime run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean
 
 # Two distributions, both editable: the light client (clients/python: wm_client, wm_proto, the
 # `wm` CLI) and the server, which depends on it. Given in one pip command, the local client
 # satisfies the server's `wm-client` requirement (it is never looked up on an index).
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+# `make run` needs only the runtime (this stamp); the dev tools (linters, mypy, pytest, buf,
+# the browser and deployment checkers) come with the second stamp, for `make test` and the rest.
+# --no-compile: Python compiles the modules the server imports when it first imports them,
+# instead of pip compiling every module of every package (a quarter of the install's CPU and
+# 50 MB of the venv; bench/start_bench.py measures the start).
+$(RUNTIME_STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile \
+		-e './clients/python[cli]' -e .
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e './clients/python[cli]' -e '.[dev]'
 	touch $(STAMP)
 
+install-runtime: $(RUNTIME_STAMP)
+
 install: $(STAMP)
 
 # The inspector and the HTTP door are on under `make run` (WM_INSPECTOR_ADDRESS and
-# WM_HTTP_ADDRESS set in the environment win).
-run: install
+# WM_HTTP_ADDRESS set in the environment win). Runtime packages only.
+run: install-runtime
 	WM_INSPECTOR_ADDRESS=$${WM_INSPECTOR_ADDRESS-127.0.0.1:8080} \
 	WM_HTTP_ADDRESS=$${WM_HTTP_ADDRESS-127.0.0.1:8081} $(BIN)/wm-server
 

@@ -6,7 +6,9 @@ bullets per section with paths, dates, names and numbers (a few non-ASCII). The 
 small APPENDs; seven UPDATEs that pass their guards; UPDATEs that every guard rejects; a Key Facts
 rewrite rejected by its anchor layer (layer 2); a typical commit (state rewritten, two facts, a
 file annotated, an issue resolved and one opened); Key Facts at the emergency level (an APPEND,
-and a rejected UPDATE).
+and a rejected UPDATE); and, from issue 36, one small APPEND into a section near its size
+bound, one APPEND to Key Facts at emergency size under the consolidation sentinel, and one
+Files & Context UPDATE the guard rejects.
 
 The reference engine was measured elsewhere at about 45 us for all KEEP and about 1,700 us for
 seven passing UPDATEs. Absolute numbers do not carry across machines, so each mix is also timed
@@ -100,6 +102,25 @@ BODIES: dict[str, str] = {
 DOCUMENT = render_document(BODIES)
 EMERGENCY_DOCUMENT = render_document({**BODIES, "Key Facts & Decisions": _facts(55)})
 
+
+def _errors_near_bound() -> str:
+    """Errors & Corrections at about 95 % of its 2,000-token section budget."""
+    lines = [
+        f"- Round {i}: assumed ledger_{i} used UTC, it stores local time ({CITIES[i % 5]}); "
+        f"fixed in billing/ledger_{i}/clock.py, spotted by {PEOPLE[i % 8]}."
+        for i in range(62)
+    ]
+    return "\n".join(lines)
+
+
+# Issue 36: mixes outside the fixtures above, where the engine used to trail the baseline.
+NEAR_BOUND_DOCUMENT = render_document({**BODIES, "Errors & Corrections": _errors_near_bound()})
+# Key Facts at emergency size whose consolidation request already stands: the engine's own
+# answer to a first APPEND there (it adds the sentinel).
+SENTINEL_DOCUMENT = merge(
+    EMERGENCY_DOCUMENT, {"Key Facts & Decisions": SectionOp.append(["Lisbon 2025-04-01."])}
+).document
+
 Ops = Mapping[str, object]
 
 
@@ -192,6 +213,34 @@ def emergency_update() -> Ops:
     return {**all_keep(), "Key Facts & Decisions": SectionOp.update("- Only one bullet.")}
 
 
+def append_near_bound() -> Ops:
+    """One small APPEND into a section close to its size bound."""
+    return {
+        **all_keep(),
+        "Errors & Corrections": SectionOp.append(["Round 62: retried without idempotency key."]),
+    }
+
+
+def append_under_sentinel() -> Ops:
+    """One fact APPENDed to Key Facts at emergency size, consolidation already requested."""
+    return {
+        **all_keep(),
+        "Key Facts & Decisions": SectionOp.append(
+            ["Decision 99: Zoë chose ledger_99 because 12 years of data; agreed 2025-04-02."]
+        ),
+    }
+
+
+def one_rejected_update() -> Ops:
+    """A single Files & Context rewrite that drops most paths: the guard restores them."""
+    return {
+        **all_keep(),
+        "Files & Context": SectionOp.update(
+            "- services/billing/ledger_0/handler.py — consumer of ledger.0 (live)"
+        ),
+    }
+
+
 MIXES: tuple[tuple[str, str, Callable[[], Ops]], ...] = (
     ("all KEEP", DOCUMENT, all_keep),
     ("small APPENDs", DOCUMENT, small_appends),
@@ -201,6 +250,9 @@ MIXES: tuple[tuple[str, str, Callable[[], Ops]], ...] = (
     ("typical commit", DOCUMENT, typical),
     ("Key Facts emergency: APPEND", EMERGENCY_DOCUMENT, emergency),
     ("Key Facts emergency: UPDATE", EMERGENCY_DOCUMENT, emergency_update),
+    ("APPEND near a section bound", NEAR_BOUND_DOCUMENT, append_near_bound),
+    ("Key Facts sentinel: APPEND", SENTINEL_DOCUMENT, append_under_sentinel),
+    ("one UPDATE a guard rejects", DOCUMENT, one_rejected_update),
 )
 
 

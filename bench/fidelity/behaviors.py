@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Final, Literal
 from bench.fidelity.scenario import (
     LONG_SCENARIO,
     SCENARIO,
+    VERY_LONG_SCENARIO,
     Fact,
     FactClass,
     Scenario,
@@ -641,6 +642,18 @@ class NeverConsolidates(Behavior):
         return ops
 
 
+class NeverConsolidates200(NeverConsolidates):
+    key = "never_consolidates_200"
+    label = "never consolidates over 200 commits"
+    description = (
+        'the same model as "never consolidates" on 200 commits (the week, then 168 commits '
+        "of three new key facts each): Key Facts sits at its emergency bound for most of the "
+        "session, so nearly every later fact is refused and must stay reachable as a pending "
+        "item (issue 36)"
+    )
+    session = VERY_LONG_SCENARIO
+
+
 class Offline(Behavior):
     """The offline summarizer as the model: no scripted answer, what the server's default
     provider extracts from the turn's messages, through the same strategies."""
@@ -694,6 +707,7 @@ BEHAVIORS: Final[tuple[type[Behavior], ...]] = (
     NoToolCall,
     OverEager,
     NeverConsolidates,
+    NeverConsolidates200,
     Offline,
 )
 

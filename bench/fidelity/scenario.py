@@ -13,6 +13,7 @@ mentions the same name or number survived.
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -1250,11 +1251,12 @@ def _follow_up(n: int) -> Fact:
 def _long_turn(index: int) -> Turn:
     """One follow-up commit of the long session (a day has ten of them)."""
     day, hour = divmod(index - len(TURNS), 10)
+    date = datetime.date(2025, 3, 18) + datetime.timedelta(days=day)
     first = (index - len(TURNS)) * LONG_FACTS_PER_COMMIT
     facts = tuple(_follow_up(first + k) for k in range(LONG_FACTS_PER_COMMIT))
     return Turn(
         index,
-        f"2025-03-{18 + day:02d} {8 + hour:02d}:15",
+        f"{date.isoformat()} {8 + hour:02d}:15",
         "Post-cutover tuning",
         "Next round of tuning after the cutover; write down what we changed.",
         "Done; the settings are applied and noted.",
@@ -1270,6 +1272,14 @@ LONG_SCENARIO: Final = Scenario(
 )
 _check(LONG_SCENARIO)
 
+# The session of "never consolidates over 200 commits" (issue 36): the same follow-ups for
+# 168 commits, so that Key Facts stays at its emergency bound for most of the session.
+VERY_LONG_COMMITS: Final = 200
+VERY_LONG_SCENARIO: Final = Scenario(
+    TITLE, TURNS + tuple(_long_turn(i) for i in range(len(TURNS), VERY_LONG_COMMITS))
+)
+_check(VERY_LONG_SCENARIO)
+
 # -- messages ------------------------------------------------------------------------------
 
 
@@ -1280,8 +1290,9 @@ def message_id(turn: int, n: int) -> str:
 
 def turn_of(message_id_: str) -> int | None:
     """The turn number of a scripted message id, or None for a foreign id."""
-    if len(message_id_) >= 4 and message_id_[0] == "c" and message_id_[1:3].isdigit():
-        return int(message_id_[1:3])
+    digits, dash, _ = message_id_[1:].partition("-")  # "c07-2", and "c123-2" past 99
+    if message_id_[:1] == "c" and dash and len(digits) >= 2 and digits.isdigit():
+        return int(digits)
     return None
 
 

@@ -20,13 +20,14 @@ from wm_server import wire
 from wm_server.api import session_config
 from wm_server.api.admission import Admission, Limits
 from wm_server.api.connect import HttpDoor, start_http_door
+from wm_server.api.cors import Cors
 from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.reflection import enable_reflection
 from wm_server.api.registration import GenericOnly
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
-from wm_server.config import ConfigurationError, Settings, split_host_port
+from wm_server.config import ConfigurationError, Settings, parse_origins, split_host_port
 from wm_server.embedding.factory import build_embedder
 from wm_server.errors import InvalidArgument
 from wm_server.event_loop import running_loop_name
@@ -442,6 +443,7 @@ async def start_application(
                 registrations,
                 max_body_bytes=max_receive_bytes(settings),
                 ssl_context=server_ssl_context(settings),
+                cors=Cors(parse_origins(settings.http_cors_origins)),
             )
         except OSError as exc:
             await app.stop(0)
@@ -511,14 +513,31 @@ async def _start_inspector(
         ) from None
 
 
+def ready_line(app: Application, settings: Settings) -> tuple[str, dict[str, str]]:
+    """The ready line: the gRPC address, then the HTTP door's and the inspector's URLs when
+    they are on, and what to try next; and those URLs as log fields."""
+    doors: dict[str, str] = {}
+    if app.http is not None and settings.http_address:
+        scheme = "https" if tls_mode(settings).value != "off" else "http"
+        host = settings.http_address.rpartition(":")[0]
+        doors["http_address"] = f"{scheme}://{host}:{app.http.port}"
+    if app.inspector is not None and settings.inspector_address:
+        host = settings.inspector_address.rpartition(":")[0]
+        doors["inspector_address"] = f"http://{host}:{app.inspector.port}"
+    text = f"listening on {app.address}"
+    if "http_address" in doors:
+        text += f"; HTTP/JSON on {doors['http_address']}"
+    if "inspector_address" in doors:
+        text += f"; inspector on {doors['inspector_address']}"
+    return f"{text}; try `.venv/bin/wm demo` in a second terminal", doors
+
+
 async def serve(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     app = await start_application(settings)
     # The one line a person starting the server needs: where it is and what to try next.
-    log.info(
-        f"listening on {app.address}; try `.venv/bin/wm demo` in a second terminal",
-        address=app.address,
-    )
+    line, doors = ready_line(app, settings)
+    log.info(line, address=app.address, **doors)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -8,6 +8,7 @@ A bad value stops the server before it binds, naming the variable.
 from __future__ import annotations
 
 import ipaddress
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
@@ -91,6 +92,19 @@ def is_loopback_host(host: str) -> bool:
 Seconds = Annotated[float, Field(gt=0)]
 
 
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+")
+
+
+def parse_origins(value: str) -> tuple[str, ...]:
+    """The origins of WM_HTTP_CORS_ORIGINS (comma-separated; ``*``: any); ValueError names a
+    malformed one."""
+    origins = tuple(o.strip().rstrip("/") for o in value.split(",") if o.strip())
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise ValueError(f"{origin!r} is not an origin like https://app.example.com or *")
+    return origins
+
+
 class Settings(BaseSettings):
     """The server's settings. See the configuration table in README.md."""
 
@@ -131,6 +145,9 @@ class Settings(BaseSettings):
     # host:port of the HTTP door (the contract over the Connect protocol: JSON or binary
     # over HTTP/1.1, for curl, browsers and runtimes without gRPC); off when unset.
     http_address: str | None = None
+    # Origins whose browser pages may call the HTTP door (comma-separated, e.g.
+    # "https://app.example.com,http://localhost:5173"; "*": any); empty: no cross-origin calls.
+    http_cors_origins: str = ""
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.AUTO
     event_loop: EventLoopName = EventLoopName.AUTO
@@ -236,6 +253,12 @@ class Settings(BaseSettings):
         if value:
             split_host_port(value)
         return value or None
+
+    @field_validator("http_cors_origins")
+    @classmethod
+    def _check_http_cors_origins(cls, value: str) -> str:
+        parse_origins(value)
+        return value
 
     @field_validator("page_token_key")
     @classmethod

@@ -16,6 +16,7 @@ MUTATING = {
     "CreateSession",
     "DeleteSession",
     "AddMessages",
+    "RemoveRecentMessages",
     "Commit",
     "RetryCommit",
     "Compact",

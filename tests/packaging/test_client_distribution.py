@@ -25,6 +25,7 @@ import pytest
 from support.server_process import ServerProcess
 from wm_client.data import PACKAGED_FILES, packaged
 from wm_client.entry import CLI_EXTRA_HINT, EXIT_MISSING_EXTRA
+from wm_client.integrations.mcp_entry import MCP_EXTRA_HINT
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT_PROJECT = REPO / "clients" / "python"
@@ -193,6 +194,8 @@ def test_installed_alone_it_talks_to_a_real_server(
     without = _run(wm, "--help", env=env)
     assert without.returncode == EXIT_MISSING_EXTRA
     assert without.stderr.strip() == CLI_EXTRA_HINT
+    no_mcp = _run(target / "bin" / "wm-mcp", "--help", env=env)
+    assert (no_mcp.returncode, no_mcp.stderr.strip()) == (EXIT_MISSING_EXTRA, MCP_EXTRA_HINT)
 
     _pip(target, f"{wheel}[cli]")
     assert _distributions(python) - installed <= CLI_DISTRIBUTIONS

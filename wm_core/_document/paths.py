@@ -95,6 +95,7 @@ def _opens_segment(segment: str) -> bool:
 # A run that starts like a path says it is one: absolute, home-relative or explicitly relative
 # (one segment after the prefix is enough: "~/notes", "/etc", "./run.sh").
 _ANCHORS: Final = ("/", "~/", "./", "../")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
 
 
 def _path(run: str, *, whole: bool = True) -> str | None:
@@ -125,8 +126,16 @@ def _path(run: str, *, whole: bool = True) -> str | None:
     while end < len(segments) and _opens_segment(segments[end]):
         end += 1
     anchored = core.startswith(_ANCHORS) or normal.startswith(_ANCHORS)
-    if end - start < (1 if anchored else 2):
+    if end - start < (1 if anchored else 2) and not (anchored and end == start):
         return None
+    opened = end
+    while end < len(segments) and segments[end]:
+        # Once it is a path, later segments belong to it whatever they start with: else
+        # "~/notes/2024/a" and "~/notes/2025/b" would be one reference, "~/notes", and a
+        # rewrite could drop one of them with no decision (issue 36).
+        end += 1
+    if opened == start and (end == start or not _HAS_LETTER.search(segments[end - 1])):
+        return None  # anchored, first segment a number: a path if it ends in a name
     return "/".join(segments[:end])
 
 

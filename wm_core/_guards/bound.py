@@ -34,7 +34,7 @@ from wm_core._document.sections import (
     SECTIONS,
 )
 from wm_core._guards.key_facts import SENTINEL, is_sentinel
-from wm_core._tokens.estimate import estimate_tokens
+from wm_core._tokens.estimate import estimate_tokens, exceeds_tokens, tokens_at_most
 
 _PROTECTED = frozenset({KEY_FACTS, FILES_CONTEXT, ERRORS_CORRECTIONS, OPEN_ISSUES})
 _CUT_MARK = " […]"
@@ -77,7 +77,7 @@ def _head(line: str, budget: int) -> str:
 
 def fit_body(name: str, body: str, old: str, budget: int) -> tuple[str, tuple[str, ...]]:
     """``body`` within ``budget`` tokens, and the lines cut from it (see the module text)."""
-    if estimate_tokens(body) <= budget:
+    if not exceeds_tokens(body, budget):
         return body, ()
     lines = body.split("\n")
     keys = [line.strip() for line in lines]
@@ -127,6 +127,15 @@ def _document_tokens(bodies: Mapping[str, str]) -> int:
     return _FRAME_TOKENS + sum(estimate_tokens(body) + 1 for body in bodies.values())
 
 
+def _document_excess(bodies: Mapping[str, str], total: int) -> int:
+    """How many tokens the document is over ``total`` (0 or less: within). A cheap upper
+    bound settles the usual case, a document well within its budget, without weighing every
+    code point of every section (most of a small merge of a non-ASCII document, issue 36)."""
+    if _FRAME_TOKENS + sum(tokens_at_most(body) + 1 for body in bodies.values()) <= total:
+        return 0
+    return _document_tokens(bodies) - total
+
+
 def bound_sections(
     old: Mapping[str, str],
     new: Mapping[str, str],
@@ -140,10 +149,10 @@ def bound_sections(
 
     def cut_to(name: str, budget: int, why: str) -> bool:
         body = bodies.get(name, "")
-        before = estimate_tokens(body)
         fitted, cut = fit_body(name, body, old.get(name, ""), budget)
         if fitted == body:
             return False
+        before = estimate_tokens(body)
         bodies[name] = fitted
         asked = requested.get(name, "UPDATE")
         decisions.append(
@@ -162,7 +171,7 @@ def bound_sections(
     kf_old = old.get(KEY_FACTS, "")
     ceiling = int(limits.for_section(KEY_FACTS) * limits.key_facts_ceiling)
     appended = KEY_FACTS in changed and requested.get(KEY_FACTS) == "APPEND"
-    if appended and estimate_tokens(kf_old) > ceiling:
+    if appended and exceeds_tokens(kf_old, ceiling):
         known = {line.strip() for line in kf_old.split("\n")}
         lines = [line.strip() for line in bodies[KEY_FACTS].split("\n")]
         refused = tuple(line for line in lines if line and line not in known)
@@ -181,7 +190,7 @@ def bound_sections(
         )
     for name in changed:
         cut_to(name, limits.for_section(name), "over the section budget")
-    excess = _document_tokens(bodies) - limits.total_tokens
+    excess = _document_excess(bodies, limits.total_tokens)
     for name in sorted(changed, key=lambda n: -estimate_tokens(bodies.get(n, ""))):
         if excess <= 0:
             break

@@ -17,9 +17,14 @@ Our deviations from the reference:
   reference salvages every item it cannot find in the old text, so the vague summary lines
   of a failed consolidation ("Team: ... (and 3 related decisions)") are appended as facts,
   a dozen per commit, and push the section to the emergency level within two commits;
-- at the emergency level, items with new details are still let in (capped): the reference
-  refuses every new fact until a consolidation passes, and a model that keeps failing to
-  consolidate loses every fact of every later turn.
+- at the emergency level, the APPEND that finds the section there lets in its items with new
+  details (capped) along with the sentinel; from then on, while the sentinel stands, every new
+  fact is refused until a consolidation passes, as in the reference. The reference loses
+  those facts; here each refused fact is recorded in the decision and kept as a pending item
+  of the session (``wm_core._guards.pending``), shown to the model in every update prompt and
+  to the long-term memory extraction, until the working memory holds it. So a model that
+  never consolidates cannot make the section grow past its emergency size plus one capped
+  APPEND (issue 36: 200 APPENDs used to leave 202 items), and loses nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from wm_core._tokens.limits import (
 SENTINEL: Final = (
     "⚠️ [CONSOLIDATION REQUIRED: this section is over twice its size limit. Rewrite it as one "
     "consolidating UPDATE (group facts by topic, keep names, dates and exact values); until "
-    "then only facts with new names, numbers, dates or identifiers are added.]"
+    "then new facts are not added here: they wait as pending items.]"
 )
 _SENTINEL_MARK: Final = "[CONSOLIDATION REQUIRED:"
 
@@ -364,19 +369,31 @@ def _admit_at_emergency(fresh: list[str], known: KnownDetails) -> tuple[list[str
 def _emergency_append(
     fresh: list[str], duplicates: list[str], old: str, known: KnownDetails, size: str
 ) -> Verdict | None:
-    accepted, refused, plain = _admit_at_emergency(fresh, known)
     requested = _is_sentinel(old)
-    if requested and not refused and not duplicates:
-        return None  # every fact brings new details and the model was already told
-    items = accepted if requested else [*accepted, SENTINEL]
+    if requested:
+        # The model was told and has not consolidated: the section takes nothing more, so it
+        # stays bounded however many commits come. The facts are refused, not lost: each
+        # becomes a pending item of the session (see the module text).
+        if not fresh and not duplicates:
+            return None
+        reason = (
+            f"Key Facts at emergency size ({size}) and consolidation already requested: "
+            f"{len(fresh)} fact(s) refused until a consolidating UPDATE passes (kept as "
+            "pending items)"
+        )
+        return Verdict(
+            KEEP, reason, dropped=tuple(duplicates), refused=tuple(fresh), deduplicated=True
+        )
+    accepted, refused, plain = _admit_at_emergency(fresh, known)
+    items = [*accepted, SENTINEL]
     reason = (
-        f"Key Facts at emergency size ({size}): consolidation "
-        f"{'already requested' if requested else 'requested'}; {len(accepted)} fact(s) with "
-        f"new details accepted (cap {OVERSIZED_APPEND_CAP}), {len(refused)} refused "
-        f"({plain} with {_NO_DETAIL})"
+        f"Key Facts at emergency size ({size}): consolidation requested; {len(accepted)} "
+        f"fact(s) with new details accepted (cap {OVERSIZED_APPEND_CAP}), {len(refused)} "
+        f"refused ({plain} with {_NO_DETAIL}); later facts wait as pending items until a "
+        "consolidating UPDATE passes"
     )
     return Verdict(
-        SectionOp(OpKind.APPEND, items=tuple(items)) if items else KEEP,
+        SectionOp(OpKind.APPEND, items=tuple(items)),
         reason,
         dropped=tuple(duplicates),
         refused=tuple(refused),
@@ -415,7 +432,13 @@ def _judge_consolidation(new: str, old: str, count: int, emergency: bool) -> Ver
             f"{MIN_ANCHOR_COVERAGE:.0%}); lost: {shown}"
         )
     fresh, duplicates = fresh_items(new_items, old, known.lowered)
-    if emergency:
+    if emergency and basis is not old:  # the sentinel stands: the section takes nothing
+        salvaged, refused = list[str](), fresh
+        reason += (
+            f"; at emergency size with consolidation already requested nothing is salvaged, "
+            f"{len(refused)} item(s) refused (kept as pending items)"
+        )
+    elif emergency:
         salvaged, refused, plain = _admit_at_emergency(fresh, known)
         reason += (
             f"; at emergency size {len(salvaged)} item(s) with new details salvaged (cap "

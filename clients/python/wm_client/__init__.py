@@ -27,9 +27,11 @@ from wm_client.errors import (
     WmError,
 )
 from wm_client.stream import CommitStream, ResumePolicy
-from wm_client.tools import ToolExecutor, ToolRun
+from wm_client.tools import MEMORY_TOOLS, RECALL_TOOLS, ToolExecutor, ToolRun
 
 __all__ = [
+    "MEMORY_TOOLS",
+    "RECALL_TOOLS",
     "AbortedError",
     "AfterTurnResult",
     "AlreadyExistsError",

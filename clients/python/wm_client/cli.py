@@ -86,7 +86,7 @@ def _common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         type=float,
         default=default,
         metavar="SECONDS",
-        help="how long to wait for the server before giving up (default: 5)",
+        help="wait this long for the server, also while it refuses connections (default: give up at a refused connection, else after 5)",
     )
 
 
@@ -103,12 +103,28 @@ def build_parser() -> argparse.ArgumentParser:
     _common_options(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sessions = sub.add_parser("sessions", help="list, show or delete sessions", parents=[common])
+    sessions = sub.add_parser(
+        "sessions", help="create, list, show or delete sessions", parents=[common]
+    )
     sessions_sub = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = sessions_sub.add_parser("list", help="list sessions, newest first", parents=[common])
     p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(handler=commands.sessions_list)
+    p = sessions_sub.add_parser(
+        "create", help="create a session, with its owner and config", parents=[common]
+    )
+    p.add_argument("session", nargs="?", default="", help="its id (default: the server makes one)")
+    p.add_argument("--user-id", default="", help="the user who owns its long-term memories")
+    p.add_argument("--agent-id", default="", help="the agent it runs")
+    p.add_argument(
+        "--config",
+        default="",
+        metavar="JSON",
+        help="SessionConfig as proto JSON, or @file, e.g. '{\"memoryExtraction\": false}'",
+    )
+    p.add_argument("--json", action="store_true", help="print the session as JSON")
+    p.set_defaults(handler=commands.sessions_create)
     p = sessions_sub.add_parser(
         "show", help="a session, its commits and archives", parents=[common]
     )
@@ -356,8 +372,10 @@ async def _run(args: argparse.Namespace, out: Console) -> int:
     api_key = getattr(args, "api_key", None) or os.environ.get(API_KEY_VARIABLE) or None
     connect_timeout = getattr(args, "connect_timeout", None)
     async with WmClient(address, api_key=api_key) as client:
+        # Without --connect-timeout a refused connection is reported at once; with it, the
+        # command waits that long for a server that is still starting (refusing connections).
         timeout = 5.0 if connect_timeout is None else connect_timeout
-        if not await client.wait_ready(timeout, fail_fast=True):
+        if not await client.wait_ready(timeout, fail_fast=connect_timeout is None):
             raise commands.Unreachable(client.address)
         code: int = await args.handler(client, args, out)
         return code

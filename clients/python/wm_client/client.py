@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -70,6 +70,11 @@ class WmClient:
         if api_key:
             self._metadata += (("authorization", f"Bearer {api_key}"),)
         self.resume_policy = resume_policy or ResumePolicy()
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The metadata sent with every call (the API key's authorization among it)."""
+        return self._metadata
 
     async def __aenter__(self) -> WmClient:
         return self
@@ -188,6 +193,17 @@ class WmClient:
             request_id=request_id or new_request_id(),
         )
         return await self._unary(self._stub.AddMessages, request)
+
+    async def remove_recent_messages(
+        self, session_id: str, count: int = 1, *, request_id: str | None = None
+    ) -> api.RemoveRecentMessagesResponse:
+        """Take back the newest ``count`` (1-100) live messages and return them, oldest first;
+        FailedPreconditionError (reason MESSAGES_NOT_LIVE) when fewer are live (archived
+        messages stay). A retry with the same ``request_id`` returns the same messages."""
+        request = api.RemoveRecentMessagesRequest(
+            session_id=session_id, count=count, request_id=request_id or new_request_id()
+        )
+        return await self._unary(self._stub.RemoveRecentMessages, request)
 
     # --- commits --------------------------------------------------------------------------------
     def commit(
@@ -335,16 +351,20 @@ class WmClient:
         registered_tools: Sequence[str] | None = None,
         recall_memories: bool = False,
         memory_token_budget: int = 0,
+        context_format: api.ContextFormat.ValueType = api.CONTEXT_FORMAT_UNSPECIFIED,
     ) -> api.AssembleContextResponse:
         """The next model context within ``token_budget`` tokens; with
         ``registered_tools`` (e.g. ``ToolExecutor.names``), its system-prompt addition names
         only those tools; with ``recall_memories``, it ends with the long-term memories
-        relevant to the newest user request (within ``memory_token_budget``, 0: 1,000)."""
+        relevant to the newest user request (within ``memory_token_budget``, 0: 1,000); with
+        ``context_format`` (e.g. ``CONTEXT_FORMAT_OPENAI_CHAT_COMPLETIONS``), ``rendered_json``
+        holds the context as that API's messages or input items."""
         request = api.AssembleContextRequest(
             session_id=session_id,
             token_budget=token_budget,
             system_prompt=system_prompt,
             include_anthropic_json=include_anthropic_json,
+            format=context_format,
         )
         if recall_memories:
             request.memory_recall.CopyFrom(
@@ -443,25 +463,25 @@ class WmClient:
         ranked: bool = False,
         user_id: str = "",
         agent_id: str = "",
+        mode: api.SearchMode.ValueType | None = None,
         hybrid: bool = False,
         min_score: float = 0.0,
     ) -> api.SearchArchivesResponse:
         """Search over archived messages: literal and case-insensitive (newest archive
-        first), or ``ranked`` by BM25 (best first); across all sessions of the tenant, or of
-        ``user_id`` / ``agent_id``, with ``all_sessions``."""
+        first), or ``ranked`` by BM25 (best first), or any ``mode`` of the contract (wins over
+        ``ranked``); across all sessions of the tenant, or of ``user_id`` / ``agent_id``, with
+        ``all_sessions``."""
+        if mode is None and hybrid:
+            mode = api.SEARCH_MODE_HYBRID
+        if mode is None:
+            mode = api.SEARCH_MODE_RANKED if ranked else api.SEARCH_MODE_UNSPECIFIED
         request = api.SearchArchivesRequest(
             session_id=session_id,
             query=query,
             archive_id=archive_id,
             max_hits=max_hits,
             all_sessions=all_sessions,
-            mode=(
-                api.SEARCH_MODE_HYBRID
-                if hybrid
-                else api.SEARCH_MODE_RANKED
-                if ranked
-                else api.SEARCH_MODE_UNSPECIFIED
-            ),
+            mode=mode,
             min_score=min_score,
             user_id=user_id,
             agent_id=agent_id,
@@ -507,14 +527,43 @@ class WmClient:
         text: str,
         *,
         request_id: str | None = None,
+        fields: Mapping[str, str] | None = None,
     ) -> api.CreateMemoryResponse:
-        """Store a memory (or find the active one of the owner that says the same)."""
+        """Store a memory (or find the active one of the owner that says the same), with
+        structured ``fields`` if given."""
         request = api.CreateMemoryRequest(
             owner=owner,
-            memory=pb.Memory(type=memory_type, text=text),
+            memory=pb.Memory(type=memory_type, text=text, fields=fields),
             request_id=request_id or new_request_id(),
         )
         return await self._unary(self._stub.CreateMemory, request)
+
+    async def update_memory(
+        self,
+        memory_id: str,
+        *,
+        text: str | None = None,
+        memory_type: pb.MemoryType.ValueType | None = None,
+        reason: str = "",
+        request_id: str | None = None,
+    ) -> pb.Memory:
+        """Correct a memory: write the fields given (the superseded version stays in its
+        history with ``reason``; empty: "user correction")."""
+        memory = pb.Memory(memory_id=memory_id)
+        paths: list[str] = []
+        if text is not None:
+            memory.text, paths = text, [*paths, "text"]
+        if memory_type is not None:
+            memory.type, paths = memory_type, [*paths, "type"]
+        if not paths:
+            raise ValueError("update_memory needs text or memory_type")
+        request = api.UpdateMemoryRequest(
+            memory=memory,
+            update_mask=field_mask_pb2.FieldMask(paths=paths),
+            reason=reason,
+            request_id=request_id or new_request_id(),
+        )
+        return await self._unary(self._stub.UpdateMemory, request)
 
     async def delete_memory(self, memory_id: str, *, request_id: str | None = None) -> None:
         """Forget a memory: store, index and history."""

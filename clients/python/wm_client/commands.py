@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console, RenderableType
 from rich.markdown import Markdown
@@ -94,6 +95,32 @@ async def sessions_list(client: WmClient, args: argparse.Namespace, out: Console
         out.print("no sessions")
     else:
         show(out, render.sessions_table(sessions))
+    return 0
+
+
+def session_config(text: str) -> pb.SessionConfig:
+    """A SessionConfig from its proto JSON (``@path`` reads a file), e.g.
+    ``{"autoCommit": {"pendingTokenThreshold": 20000}, "memoryExtraction": false}``."""
+    if text.startswith("@"):
+        with open(text[1:], encoding="utf-8") as handle:
+            text = handle.read()
+    try:
+        return json_format.Parse(text, pb.SessionConfig())
+    except json_format.ParseError as exc:
+        raise ValueError(f"--config: not a SessionConfig: {exc}") from None
+
+
+async def sessions_create(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    config = session_config(args.config) if args.config else None
+    session = await client.create_session(
+        args.session or "", config=config, user_id=args.user_id, agent_id=args.agent_id
+    )
+    if args.json:
+        print(as_json(session))
+    else:
+        owner = f" for user {session.user_id}" if session.user_id else ""
+        owner = owner or (f" for agent {session.agent_id}" if session.agent_id else "")
+        out.print(f"created session {session.session_id}{owner}", markup=False)
     return 0
 
 

@@ -28,8 +28,11 @@ TOOL_OUTPUT_READ = "tool_output_read"
 MEMORY_SEARCH = "memory_search"
 MEMORY_STORE = "memory_store"
 MEMORY_FORGET = "memory_forget"
+# The archive tools (a ToolExecutor's default) and the long-term memory tools (added to them
+# with ``memory_tools=True``).
+RECALL_TOOLS = (ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ)
 MEMORY_TOOLS = (MEMORY_SEARCH, MEMORY_STORE, MEMORY_FORGET)
-_KNOWN = {ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ, *MEMORY_TOOLS}
+_KNOWN = {*RECALL_TOOLS, *MEMORY_TOOLS}
 _MEMORY_TYPES = {
     name.removeprefix("MEMORY_TYPE_").lower(): number
     for name, number in pb.MemoryType.items()
@@ -100,7 +103,8 @@ class ToolExecutor:
 
     ``names`` lists the tools it runs: register those definitions with the model and pass the
     names to AssembleContext (``registered_tools``) so the system-prompt addition mentions no
-    other tool.
+    other tool. ``tools`` defaults to the archive tools (RECALL_TOOLS); ``memory_tools=True``
+    adds MEMORY_TOOLS to them.
     """
 
     def __init__(
@@ -109,8 +113,11 @@ class ToolExecutor:
         session_id: str,
         *,
         max_chars: int = DEFAULT_MAX_CHARS,
-        tools: tuple[str, ...] = (ARCHIVE_SEARCH, ARCHIVE_EXPAND, TOOL_OUTPUT_READ),
+        tools: tuple[str, ...] = RECALL_TOOLS,
+        memory_tools: bool = False,
     ) -> None:
+        if memory_tools:
+            tools = (*tools, *(t for t in MEMORY_TOOLS if t not in tools))
         if max_chars < 200:
             raise ValueError("max_chars must be at least 200")
         unknown = set(tools) - _KNOWN

@@ -32,6 +32,7 @@ import {
   type WorkingMemory,
 } from "./gen/wm/v1/resources_pb.js";
 import {
+  ContextFormat,
   SearchMode,
   ToolFormat,
   WorkingMemoryService,
@@ -47,6 +48,7 @@ import {
   type ListArchivesResponse,
   type ListCommitsResponse,
   type ListMessagesResponse,
+  type RemoveRecentMessagesResponse,
   type ListSessionsResponse,
   type SearchArchivesResponse,
   type SearchToolOutputsResponse,
@@ -228,6 +230,19 @@ export class WmClient {
     return this.unary("listMessages", { sessionId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" });
   }
 
+  /**
+   * Takes back the newest `count` (1-100) live messages and returns them, oldest first; a
+   * FAILED_PRECONDITION error (reason MESSAGES_NOT_LIVE) when fewer are live (archived
+   * messages stay). A retry with the same `requestId` returns the same messages.
+   */
+  removeRecentMessages(
+    sessionId: string,
+    count = 1,
+    options: { requestId?: string } = {},
+  ): Promise<RemoveRecentMessagesResponse> {
+    return this.unary("removeRecentMessages", { sessionId, count, requestId: options.requestId ?? newRequestId() });
+  }
+
   // --- commits ----------------------------------------------------------------------------------
   /**
    * Starts a commit keeping the newest `keepRecentCount` messages (or, with `keepRecentTurns`,
@@ -320,9 +335,13 @@ export class WmClient {
       registeredTools?: readonly string[];
       recallMemories?: boolean;
       memoryTokenBudget?: Int;
+      /** Also render the context for a model API into `renderedJson` (e.g.
+       * ContextFormat.OPENAI_CHAT_COMPLETIONS). */
+      format?: ContextFormat;
     } = {},
   ): Promise<AssembleContextResponse> {
     return this.unary("assembleContext", {
+      format: options.format ?? ContextFormat.UNSPECIFIED,
       memoryRecall: options.recallMemories
         ? { enabled: true, tokenBudget: BigInt(options.memoryTokenBudget ?? 0) }
         : undefined,
@@ -437,6 +456,26 @@ export class WmClient {
     options: { requestId?: string } = {},
   ): Promise<CreateMemoryResponse> {
     return this.unary("createMemory", { owner, memory: { type, text }, requestId: options.requestId ?? newRequestId() });
+  }
+
+  /** Corrects a memory: writes the fields given (the superseded version stays in its history
+   * with `reason`; empty: "user correction"). */
+  updateMemory(
+    memoryId: string,
+    changes: { text?: string; type?: MemoryType },
+    options: { reason?: string; requestId?: string } = {},
+  ): Promise<Memory> {
+    const paths = [
+      ...(changes.text !== undefined ? ["text"] : []),
+      ...(changes.type !== undefined ? ["type"] : []),
+    ];
+    if (!paths.length) throw new RangeError("updateMemory needs text or type");
+    return this.unary("updateMemory", {
+      memory: { memoryId, ...changes },
+      updateMask: { paths },
+      reason: options.reason ?? "",
+      requestId: options.requestId ?? newRequestId(),
+    });
   }
 
   /** Forgets a memory: store, index and history. */

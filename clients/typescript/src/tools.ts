@@ -104,11 +104,15 @@ export class ToolExecutor {
   constructor(
     readonly client: WmClient,
     readonly sessionId: string,
-    readonly options: { maxChars?: number; tools?: readonly string[] } = {},
+    /** tools: the archive tools (RECALL_TOOLS) unless given; memoryTools adds MEMORY_TOOLS. */
+    readonly options: { maxChars?: number; tools?: readonly string[]; memoryTools?: boolean } = {},
   ) {
     const maxChars = options.maxChars ?? DEFAULT_MAX_CHARS;
     if (maxChars < 200) throw new RangeError("maxChars must be at least 200");
-    const tools = options.tools ?? RECALL_TOOLS;
+    const given: readonly string[] = options.tools ?? RECALL_TOOLS;
+    const tools = options.memoryTools
+      ? [...given, ...MEMORY_TOOLS.filter((t) => !given.includes(t))]
+      : given;
     const unknown = tools.filter((t) => !KNOWN.includes(t));
     if (unknown.length) throw new RangeError(`not a recall tool: ${unknown.sort().join(", ")}`);
     this.names = tools as readonly RecallTool[];

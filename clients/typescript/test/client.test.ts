@@ -163,6 +163,29 @@ describe("the TypeScript client against the real server", () => {
     });
   });
 
+  test("removeRecentMessages takes back the newest live messages, once per request id, never archived ones", async () => {
+    const id = `ts-pop-${Date.now().toString(36)}`;
+    await client.addMessages(id, [text("p1", Role.USER, "first"), text("p2", Role.ASSISTANT, "second"), text("p3", Role.USER, "third")], {
+      createSessionIfMissing: true,
+    });
+    const removed = await client.removeRecentMessages(id, 1, { requestId: `pop-${id}` });
+    assert.deepEqual(removed.messages.map((m) => m.id), ["p3"]);
+    assert.equal(removed.messageCount, 2n);
+    const again = await client.removeRecentMessages(id, 1, { requestId: `pop-${id}` });
+    assert.deepEqual(again.messages.map((m) => m.id), ["p3"]);
+    assert.equal((await client.getSession(id)).messageCount, 2n);
+    for await (const _ of client.compact(id)) {
+      // Phase 2 to its end: everything is archived
+    }
+    await assert.rejects(client.removeRecentMessages(id, 1), (error: unknown) => {
+      assert.ok(error instanceof WmError);
+      assert.equal(error.codeName, "FAILED_PRECONDITION");
+      assert.equal(error.reason, "MESSAGES_NOT_LIVE");
+      assert.deepEqual(error.metadata.live_message_count, "0");
+      return true;
+    });
+  });
+
   test("bearer tokens: none is UNAUTHENTICATED, another tenant's key does not see the session", async () => {
     await client.createSession("ts-tenant");
     const anonymous = server.client();

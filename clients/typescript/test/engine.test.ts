@@ -6,6 +6,10 @@ import { after, before, describe, test } from "node:test";
 import {
   CommitStage,
   ContextEngine,
+  ContextFormat,
+  MEMORY_TOOLS,
+  MemoryType,
+  RECALL_TOOLS,
   Role,
   ToolExecutor,
   type WmClient,
@@ -180,6 +184,42 @@ describe("the context engine and the tool executor", () => {
 
     assert.equal((await tools.run("memory_forget", { memory_id: memoryId })).content, `forgot ${memoryId}`);
     assert.equal((await tools.run("memory_search", { query: "German answers" })).content, "no memory matches 'German answers'");
+  });
+
+  test("memoryTools adds the memory tools to the archive tools; updateMemory corrects a memory", async () => {
+    const id = "eng-update";
+    await client.createSession(id, { userId: "cy" });
+    assert.deepEqual(new ToolExecutor(client, id).names, [...RECALL_TOOLS]);
+    assert.deepEqual(new ToolExecutor(client, id, { memoryTools: true }).names, [...RECALL_TOOLS, ...MEMORY_TOOLS]);
+
+    const made = await client.createMemory({ userId: "cy" }, MemoryType.PREFERENCE, "Cy likes tea");
+    const memoryId = made.memory!.memoryId;
+    const updated = await client.updateMemory(memoryId, { text: "Cy likes green tea" }, { reason: "precise" });
+    assert.equal(updated.text, "Cy likes green tea");
+    assert.equal(updated.type, MemoryType.PREFERENCE);
+    assert.deepEqual(updated.history.map((v) => [v.text, v.reason]), [["Cy likes tea", "precise"]]);
+    const retyped = await client.updateMemory(memoryId, { type: MemoryType.PROFILE });
+    assert.equal(retyped.text, "Cy likes green tea");
+    assert.equal(retyped.type, MemoryType.PROFILE);
+    assert.throws(() => client.updateMemory(memoryId, {}), /needs text or type/);
+  });
+
+  test("assembleContext renders the context for the API the format names", async () => {
+    const id = "eng-format";
+    await client.addMessages(id, [
+      { role: Role.USER, parts: [{ kind: { case: "text", value: "List the files." } }] },
+      { role: Role.ASSISTANT, parts: [{ kind: { case: "toolUse", value: { id: "c1", name: "ls", inputJson: "{}" } } }] },
+      { role: Role.USER, parts: [{ kind: { case: "toolResult", value: { toolUseId: "c1", content: "a b" } } }] },
+    ], { createSessionIfMissing: true });
+    const chat = await client.assembleContext(id, 50_000, { format: ContextFormat.OPENAI_CHAT_COMPLETIONS });
+    const messages = JSON.parse(chat.renderedJson) as Array<{ role: string; tool_call_id?: string }>;
+    assert.deepEqual(messages.map((m) => m.role), ["user", "assistant", "tool"]);
+    assert.equal(messages[2]?.tool_call_id, "c1");
+    const items = JSON.parse(
+      (await client.assembleContext(id, 50_000, { format: ContextFormat.OPENAI_RESPONSES })).renderedJson,
+    ) as Array<{ type: string }>;
+    assert.deepEqual(items.map((i) => i.type), ["message", "function_call", "function_call_output"]);
+    assert.equal((await client.assembleContext(id, 50_000)).renderedJson, "");
   });
 
   test("a batch whose answer was lost is re-sent under its own request id, never stored twice", async () => {

@@ -34,8 +34,9 @@ which is all Connect needs for unary and server-streaming calls.
 
 Left out: HTTP/2 (aiohttp serves HTTP/1.1; only bidirectional streams need HTTP/2 and the
 contract has none), GET requests (for methods the proto marks side-effect free; it marks
-none), compressed answers (identity, which every Connect client accepts; gzip *requests* are
-read) and CORS. gRPC's process-wide cap (``WM_MAX_CONCURRENT_RPCS``) counts gRPC calls only;
+none) and compressed answers (identity, which every Connect client accepts; gzip *requests*
+are read). Cross-origin calls from browsers are allowed for the origins WM_HTTP_CORS_ORIGINS
+names (:mod:`wm_server.api.cors`; off by default). gRPC's process-wide cap (``WM_MAX_CONCURRENT_RPCS``) counts gRPC calls only;
 the per-tenant and anonymous budgets count both doors. Metrics and access lines are the gRPC
 ones, with no transport label or field: a label would change every existing series.
 """
@@ -61,7 +62,8 @@ from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
-from wm_server.api.interceptors import REQUEST_ID_HEADER, RpcInterceptor
+from wm_server.api.cors import Cors
+from wm_server.api.interceptors import REQUEST_ID_HEADER, RpcInterceptor, UndecodableText
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -118,7 +120,10 @@ class _Codec:
             # An empty body is the empty message, as it is in protobuf. Unknown fields are
             # dropped, as the binary decoder drops them: an older server accepts a newer
             # client's requests.
-            return json_format.Parse(raw or b"{}", message_type(), ignore_unknown_fields=True)
+            try:
+                return json_format.Parse(raw or b"{}", message_type(), ignore_unknown_fields=True)
+            except (json_format.ParseError, UnicodeDecodeError) as exc:
+                raise UndecodableText(str(exc)) from None
 
         return decode
 
@@ -565,17 +570,27 @@ class _Call:
 class ConnectDoor:
     """The Connect endpoint of one server."""
 
-    def __init__(self, procedures: dict[str, _Procedure], max_body_bytes: int) -> None:
+    def __init__(
+        self, procedures: dict[str, _Procedure], max_body_bytes: int, cors: Cors | None = None
+    ) -> None:
         self._procedures = procedures
         self._limit = max_body_bytes
+        self._cors = cors or Cors()
         self.calls: set[asyncio.Task[Any]] = set()  # in flight, for the graceful stop
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=self._limit)
         app.router.add_route("*", "/{path:.*}", self.serve)
+        if self._cors.origins:  # every answer, streams and refusals included, before it starts
+            app.on_response_prepare.append(self._cross_origin)
         return app
 
+    async def _cross_origin(self, request: web.Request, response: web.StreamResponse) -> None:
+        response.headers.update(self._cors.headers_for(request.headers))
+
     async def serve(self, request: web.Request) -> web.StreamResponse:
+        if self._cors.is_preflight(request):
+            return self._cors.preflight(request)
         task = _this_task()
         self.calls.add(task)
         try:
@@ -767,10 +782,11 @@ async def start_http_door(
     *,
     max_body_bytes: int,
     ssl_context: ssl.SSLContext | None,
+    cors: Cors | None = None,
 ) -> HttpDoor:
     """Serve the Connect door on ``address`` (host:port; port 0 picks one)."""
     procedures = await build_procedures(interceptor, registrations)
-    door = ConnectDoor(procedures, max_body_bytes)
+    door = ConnectDoor(procedures, max_body_bytes, cors)
     # handler_cancellation: a caller that goes away cancels its call, as in gRPC, so a
     # stream it left stops holding a slot of its tenant's budget.
     # auto_decompress off: the door inflates bodies itself, within the size limit, and only

@@ -94,6 +94,24 @@ _MALFORMED = rpc_status_of(
     [("request", "not a protobuf message of this method's request type", MALFORMED_REQUEST)],
 )
 
+
+class UndecodableText(ValueError):
+    """A text request (the HTTP door's JSON) that is not the method's message: unlike binary
+    bytes, its parser's description helps the caller and tells a prober nothing, so it is
+    answered instead of the fixed text."""
+
+
+def _malformed_text(error: UndecodableText) -> grpc.Status:
+    description = str(error)[:300]
+    return rpc_status_of(
+        "INVALID_ARGUMENT",
+        f"the request body is not this method's request message in JSON: {description}",
+        MALFORMED_REQUEST,
+        {},
+        [("request", description, MALFORMED_REQUEST)],
+    )
+
+
 _MISSING_KEY = rpc_status_of(
     "UNAUTHENTICATED",
     "missing credentials: send 'authorization: Bearer <api key>' metadata",
@@ -368,8 +386,8 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
         if spec.decode is not None:
             try:
                 request = spec.decode(raw)
-            except Exception:
-                await self._malformed(rpc, spec, context)
+            except Exception as exc:
+                await self._malformed(rpc, spec, context, exc)
         rpc.session_id = _session_of(request)
         return request
 
@@ -382,17 +400,21 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
                 continue
             try:
                 request = spec.decode(raw)
-            except Exception:
-                await self._malformed(rpc, spec, context)
+            except Exception as exc:
+                await self._malformed(rpc, spec, context, exc)
             yield request
 
-    async def _malformed(self, rpc: _Rpc, spec: _Method, context: Context) -> None:
+    async def _malformed(
+        self, rpc: _Rpc, spec: _Method, context: Context, error: Exception
+    ) -> None:
         """Refuse bytes that are not the method's request message: one fixed message (never
-        the decoder's text), a warning access line and a metric, no traceback."""
+        the binary decoder's text; a JSON parser's is UndecodableText), a warning access line
+        and a metric, no traceback."""
         rpc.malformed = True
         if self._metrics is not None:
             self._metrics.request_undecodable(spec.short)
-        await _abort(context, _MALFORMED, rpc.request_id)
+        status = _malformed_text(error) if isinstance(error, UndecodableText) else _MALFORMED
+        await _abort(context, status, rpc.request_id)
 
     @staticmethod
     async def _authenticate(

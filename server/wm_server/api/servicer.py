@@ -43,6 +43,7 @@ from wm_server.services.context import (
     recall_options,
     tool_definitions,
 )
+from wm_server.services.context_formats import ContextFormat, context_format, render
 from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
 from wm_server.services.memory_lifecycle import supersedes_in
@@ -170,6 +171,22 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             ],
             next_page_token=page.next_page_token,
         )
+
+    async def RemoveRecentMessages(
+        self, request: api.RemoveRecentMessagesRequest, context: Context
+    ) -> api.RemoveRecentMessagesResponse:
+        removed = await self._sessions.remove_recent(
+            request.session_id, request.count, request_id=request.request_id,
+            fingerprint=convert.fingerprint(request),
+        )  # fmt: skip
+        return api.RemoveRecentMessagesResponse(
+            session_id=removed.session.session_id,
+            messages=[wire.message_out(m.message, m.position, m.create_time)
+                      for m in removed.messages],
+            message_count=removed.session.message_count,
+            pending_tokens=removed.session.pending_tokens,
+            live_tokens=removed.session.live_tokens,
+        )  # fmt: skip
 
     # --- commits ---------------------------------------------------------------------------
     async def Commit(
@@ -325,12 +342,13 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.memory_recall.token_budget,
             request.memory_recall.max_memories,
         )
+        fmt = context_format(request.format)
         recalled: list[str] = []
         result, wm, uncovered, budget = await self._context.assemble(
             request.session_id,
             request.token_budget,
             request.system_prompt,
-            request.include_anthropic_json,
+            int(request.include_anthropic_json) + int(fmt is not ContextFormat.UNSPECIFIED),
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
             recall,
             recalled,
@@ -363,6 +381,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 for p in result.parts
             ],
             usable_tokens=result.usable_tokens,
+            rendered_json=render(
+                fmt, result.messages, request.system_prompt, result.system_prompt_addition
+            ),
         )
 
     async def GetToolDefinitions(

@@ -196,14 +196,15 @@ class ContextService:
         session_id: str,
         token_budget: int,
         system_prompt: str,
-        with_json: bool = False,
+        with_json: int = 0,
         tools: Sequence[str] | None = None,
         recall: Recall | None = None,
         recalled: list[str] | None = None,
     ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int], int]:
         """The context, the WM it includes, the uncovered archives and the budget used: the
         asked one, or less when that context would not fit in one response (a 10M-token
-        budget is 40 MB of text; the limit is MAX_CONTEXT_BYTES, doubled by the JSON copy)."""
+        budget is 40 MB of text; the limit is MAX_CONTEXT_BYTES, shared with ``with_json``
+        JSON copies of the messages)."""
         sid = validation.session_id(session_id)
         if not 1 <= token_budget <= MAX_BUDGET:
             raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
@@ -239,7 +240,7 @@ class ContextService:
             if block:  # counted in the prompt above; the runtime receives it in the addition
                 addition = f"{result.system_prompt_addition}\n\n{block}".strip()
                 result = replace(result, system_prompt_addition=addition)
-            copies = 2 if with_json else 1
+            copies = 1 + int(with_json)
             # Each token is at most 12 UTF-8 bytes (a 3-byte character weighs a quarter token;
             # ids and names are counted in the estimate), plus the framing message_bytes allows
             # per message and part: small contexts are proven to fit without weighing them.

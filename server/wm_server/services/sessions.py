@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from wm_core import (
     ExternalOutput,
@@ -17,16 +18,44 @@ from wm_core import (
     rebuild_rule,
     threshold_trigger,
 )
-from wm_server.errors import AlreadyExists, session_not_found
+from wm_server.errors import AlreadyExists, FailedPrecondition, invalid, session_not_found
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.events import EventLog
 from wm_server.services.phase1 import archive
 from wm_server.services.transactions import retry_conflicts
+from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.database import Database
 from wm_server.storage.records import UNCONFIGURED, AddResult, SessionRecord, StoredMessage
 from wm_server.storage.repositories import SessionRow, remembered_keep
 from wm_server.storage.unit_of_work import UnitOfWork
 from wm_server.tenancy import current_tenant
+
+# RemoveRecentMessages takes back at most this many messages per call: its outcome (the
+# messages themselves, for an identical answer to a retry) is remembered with its request id.
+MAX_REMOVED = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """What RemoveRecentMessages took back, and the session after it."""
+
+    session: SessionRecord
+    messages: tuple[StoredMessage, ...]
+
+
+def _removed_outcome(messages: Sequence[StoredMessage]) -> list[list[object]]:
+    return [
+        [m.position, m.message.id, m.message.role.value, parts_to_json(m.message.parts),
+         m.message.estimated_tokens, m.create_time]
+        for m in messages
+    ]  # fmt: skip
+
+
+def _removed_from_outcome(rows: Sequence[Sequence[Any]]) -> tuple[StoredMessage, ...]:
+    return tuple(
+        StoredMessage(int(pos), message_from_row(mid, role, parts, int(tok)), float(created))
+        for pos, mid, role, parts, tok, created in rows
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,3 +378,50 @@ class SessionService:
             await uow.sessions.set_tokens(row.sid, pending, live)
             await uow.commit()
         return pending, live
+
+    @retry_conflicts
+    async def remove_recent(
+        self, session_id: str, count: int, *, request_id: str, fingerprint: str = ""
+    ) -> Removed:
+        """Take back the newest ``count`` live messages, in one unit of work: the messages,
+        their stored tool outputs and recorded calls go; the next message takes the first
+        removed position again (a session's live positions stay contiguous, which the window
+        arithmetic of ``pending_delta`` and the commit split rely on); the token counters are
+        re-derived from what stays. Refused, changing nothing, when fewer are live."""
+        name = validation.session_id(session_id)
+        if not 1 <= count <= MAX_REMOVED:
+            raise invalid("count", f"must be 1-{MAX_REMOVED}")
+        req = idempotency.request(
+            "RemoveRecentMessages", name, validation.request_id(request_id), fingerprint
+        )
+        async with self._db.unit_of_work() as uow:
+            prior = await idempotency.replay(uow, req)
+            row = await locked_session(uow, name)
+            if prior is not None:
+                return Removed(row.record, _removed_from_outcome(prior["removed"]))
+            live = row.record.message_count
+            if count > live:
+                raise FailedPrecondition(
+                    f"session {name!r} has {live} live message(s): only live messages can be"
+                    " removed, archived ones stay",
+                    reason="MESSAGES_NOT_LIVE",
+                    metadata={"session_id": name, "live_message_count": str(live),
+                              "count": str(count)},
+                )  # fmt: skip
+            first = row.next_position - count
+            removed = await uow.messages.between(row.sid, first, None)
+            assert len(removed) == count and first >= row.first_live  # contiguous positions
+            await uow.tool_outputs.remove_from(row.sid, first)
+            await uow.tool_calls.remove_from(row.sid, first)
+            await uow.messages.remove_from(row.sid, first)
+            tokens = await uow.messages.tokens_from(row.sid, row.first_live)
+            pending, live_tokens = rebuild_rule(tokens, row.record.keep_recent_count)
+            await uow.sessions.shrink(
+                row.sid, next_position=first, removed=count, pending=pending, live=live_tokens,
+                now=time.time(),
+            )  # fmt: skip
+            await idempotency.remember(uow, req, row.sid, {"removed": _removed_outcome(removed)})
+            after = await uow.sessions.by_sid(row.sid)
+            assert after is not None  # locked by this unit of work
+            await uow.commit()
+        return Removed(after.record, tuple(removed))

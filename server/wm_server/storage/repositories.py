@@ -361,6 +361,19 @@ class SessionRepository(_Repository):
             {"pending": pending, "live": live, "keep": keep, "sid": sid},
         )
 
+    async def shrink(
+        self, sid: int, *, next_position: int, removed: int, pending: int, live: int, now: float
+    ) -> None:
+        """Account for the ``removed`` newest live messages taken back: the next message
+        takes ``next_position`` again, and the token counters are the re-derived ones."""
+        await self._conn.run(
+            "UPDATE sessions SET next_position = :next, message_count = message_count - :removed,"
+            " total_message_count = total_message_count - :removed, pending_tokens = :pending,"
+            " live_tokens = :live, update_time = :now WHERE sid = :sid",
+            {"next": next_position, "removed": removed, "pending": pending, "live": live,
+             "now": now, "sid": sid},
+        )  # fmt: skip
+
     def setting_wm_version(self, sid: int, version: int, now: float) -> Write:
         return Write(
             "UPDATE sessions SET wm_version = :version, update_time = :now WHERE sid = :sid",
@@ -432,6 +445,13 @@ class MessageRepository(_Repository):
             ],
         )  # fmt: skip
 
+    async def remove_from(self, sid: int, first: int) -> int:
+        """Delete the session's messages at positions ``first`` and after; how many went."""
+        return await self._conn.run(
+            "DELETE FROM messages WHERE sid = :sid AND position >= :first",
+            {"sid": sid, "first": first},
+        )
+
     async def tokens_from(self, sid: int, first: int) -> list[int]:
         rows = await self._conn.all(
             "SELECT tokens FROM messages WHERE sid = :sid AND position >= :first ORDER BY position",
@@ -502,6 +522,13 @@ class ToolCallRepository(_Repository):
             rows=[(sid, tid, pos) for tid, pos in calls.items()],
         )
 
+    async def remove_from(self, sid: int, first: int) -> int:
+        """Forget the calls made by the messages at positions ``first`` and after."""
+        return await self._conn.run(
+            "DELETE FROM tool_calls WHERE sid = :sid AND position >= :first",
+            {"sid": sid, "first": first},
+        )
+
     async def positions(self, sid: int, ids: Sequence[str]) -> dict[str, int]:
         """The position of the latest call of each id (ids never called are absent)."""
         members, values = self._dialect.in_list("ids", ids)
@@ -538,6 +565,13 @@ class ToolOutputRepository(_Repository):
                 for pos, mid, o in outputs
             ],
         )  # fmt: skip
+
+    async def remove_from(self, sid: int, first: int) -> int:
+        """Delete the outputs taken out of the messages at positions ``first`` and after."""
+        return await self._conn.run(
+            "DELETE FROM tool_outputs WHERE sid = :sid AND position >= :first",
+            {"sid": sid, "first": first},
+        )
 
     async def get(self, sid: int, output_id: str) -> ToolOutputRecord | None:
         """The output with its content."""

@@ -18,6 +18,7 @@ from wm_core._session.assembly import (
     LIVE_MESSAGES,
     UNCOVERED_ARCHIVES,
     WORKING_MEMORY,
+    _units,
     assemble,
 )
 
@@ -76,7 +77,11 @@ def test_parts_take_what_they_need_and_leave_little_unused(
 
 
 def _smallest_unit(history: list[Message]) -> int:
-    return max((m.estimated_tokens + 1 for m in history), default=0)
+    """The largest unit that cannot be split: a message, or a tool call with its results
+    (kept or dropped together), each part no longer than the cut floor can make it."""
+    return max(
+        (sum(history[i].estimated_tokens + 1 for i in u) for u in _units(history)), default=0
+    )
 
 
 def test_the_readme_case_keeps_the_working_memory_whole_when_it_fits() -> None:

@@ -694,30 +694,35 @@ class TestDifferenceKeyFactsSalvage:
 
 class TestDifferenceKeyFactsEmergency:
     """Reference: at twice the size limits every new fact is refused until a consolidation
-    passes. Ours: facts with new details still get in (5 per op at most); facts without new
-    details are refused and recorded; the sentinel is appended once."""
+    passes, and the refused facts are lost. Ours: the APPEND that finds the section there
+    lets in up to 5 facts with new details with the sentinel; after that every new fact is
+    refused, recorded and kept as a pending item (issue 36: a model that never consolidates
+    cannot make the section grow, and loses nothing)."""
 
     OLD = bullets("Fact", 55)
 
-    def test_ours_97_facts_with_new_details_pass_the_emergency_level(self) -> None:
+    def test_ours_97_the_section_stops_one_append_past_the_emergency_level(self) -> None:
         # Reference behaviour 97: Key Facts stops at 52 items (51 facts and the sentinel).
         document = wm(facts="- fact 0", files="- src/f0.py", errors="- error 0")
+        refused: list[str] = []
         for i in range(1, 61):
             ops = keep_all(
                 facts=append(f"fact {i}"),
                 files=append(f"src/f{i}.py"),
                 errors=append(f"error {i}"),
             )
-            document = merge(document, ops).document
+            result = merge(document, ops)
+            document = result.document
+            refused.extend(item for d in result.decisions for item in d.items_refused)
         facts = items(document, FACTS)
-        assert len(facts) == 62
+        assert len(facts) == 53
         assert facts[51:53] == ["fact 51", SENTINEL]
-        assert facts[-1] == "fact 60"
+        assert refused == [f"fact {i}" for i in range(52, 61)]  # recorded, none silently
         assert sum("CONSOLIDATION REQUIRED" in fact for fact in facts) == 1
         assert len(items(document, FILES)) == 61
         assert len(items(document, ERRORS)) == 61
 
-    def test_ours_emergency_append_admits_new_details_up_to_the_cap(self) -> None:
+    def test_ours_emergency_append_admits_new_details_once_then_nothing(self) -> None:
         detailed = [f"Replica {i} lags 250 ms at 2025-03-{i + 10}" for i in range(7)]
         plain = "Emergency fact A"
         result = apply(FACTS, self.OLD, append(plain, *detailed))
@@ -727,12 +732,14 @@ class TestDifferenceKeyFactsEmergency:
         assert decision.items_refused == (plain, *detailed[5:])
         assert "1 with no new name" in decision.reason
         again = merge(result.document, {FACTS: append("Replica 9 moved to eu-west-1b")})
-        assert items(again.document, FACTS)[-1] == "Replica 9 moved to eu-west-1b"
-        assert again.decisions == ()  # let through as asked: nothing to record
-        plain_again = merge(again.document, {FACTS: append("Emergency fact B")})
-        (decision,) = plain_again.decisions
-        assert (decision.applied, decision.items_refused) == ("KEEP", ("Emergency fact B",))
-        assert body(plain_again.document, FACTS).count("CONSOLIDATION REQUIRED") == 1
+        assert again.document == result.document  # the sentinel stands: nothing more gets in
+        (decision,) = again.decisions
+        assert (decision.applied, decision.items_refused) == (
+            "KEEP",
+            ("Replica 9 moved to eu-west-1b",),
+        )
+        assert "kept as pending items" in decision.reason
+        assert body(again.document, FACTS).count("CONSOLIDATION REQUIRED") == 1
 
     def test_ours_rejected_consolidation_at_emergency_still_salvages_new_facts(self) -> None:
         # Reference: "at emergency size nothing is salvaged": the turn's new facts are lost.

@@ -623,12 +623,13 @@ class SessionConfig(_message.Message):
     TOOL_OUTPUT_INLINE_CHARS_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
     memory_extraction: _builtins.bool
-    """Whether long-term memories are mined from the session's archives (reserved for the
-    long-term memory feature; stored and reported, no effect yet).
+    """Whether long-term memories are mined from the session's archives after each commit
+    (unset: the server's WM_MEMORY_EXTRACTION).
     """
     tool_output_inline_chars: _builtins.int
-    """Tool outputs longer than this many characters are kept out of the live message
-    (1000-10000000; reserved for the tool-output store; stored and reported).
+    """Tool outputs longer than this many characters are kept out of the live message: stored
+    whole (GetToolOutput reads them) and replaced by a synopsis naming their output id
+    (1000-10000000; unset: the server's WM_TOOL_OUTPUT_INLINE_CHARS).
     """
     @_builtins.property
     def auto_commit(self) -> Global___AutoCommitPolicy:
@@ -782,7 +783,9 @@ class Message(_message.Message):
     JSON input and tool output).
     """
     position: _builtins.int
-    """Position of the message in its session, starting at 1 and never reused."""
+    """Position of the message in its session, starting at 1 and never reused (except the
+    positions RemoveRecentMessages frees, which the next messages take).
+    """
     @_builtins.property
     def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Part]:
         """The content, in order: 1-256 parts. The whole message may be at most the server's

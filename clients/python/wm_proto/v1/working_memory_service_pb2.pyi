@@ -24,6 +24,56 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _ContextFormat:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ContextFormatEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ContextFormat.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CONTEXT_FORMAT_UNSPECIFIED: _ContextFormat.ValueType  # 0
+    """No rendering: rendered_json stays empty."""
+    CONTEXT_FORMAT_ANTHROPIC_MESSAGES: _ContextFormat.ValueType  # 1
+    """Anthropic Messages API: the "messages" array. Tool calls are tool_use blocks of an
+    assistant message; the next user message opens with their tool_result blocks. The system
+    prompt and system_prompt_addition go in the request's "system" parameter.
+    """
+    CONTEXT_FORMAT_OPENAI_CHAT_COMPLETIONS: _ContextFormat.ValueType  # 2
+    """OpenAI Chat Completions: the "messages" array, opened by a "system" message holding
+    system_prompt and system_prompt_addition (when either is set). An assistant message
+    carries its calls in "tool_calls"; one "tool" message per call id follows it. A failed
+    tool's content starts with "[tool error] " (the API has no error flag).
+    """
+    CONTEXT_FORMAT_OPENAI_RESPONSES: _ContextFormat.ValueType  # 3
+    """OpenAI Responses API: the "input" items, opened by a "system" message as for Chat
+    Completions; text as "message" items, calls as "function_call" items and results as
+    "function_call_output" items with the same call_id.
+    """
+
+class ContextFormat(_ContextFormat, metaclass=_ContextFormatEnumTypeWrapper):
+    """A model API the assembled context can be rendered for, as the JSON that API's request
+    takes. Every tool call travels with its result, paired as that API requires.
+    """
+
+CONTEXT_FORMAT_UNSPECIFIED: ContextFormat.ValueType  # 0
+"""No rendering: rendered_json stays empty."""
+CONTEXT_FORMAT_ANTHROPIC_MESSAGES: ContextFormat.ValueType  # 1
+"""Anthropic Messages API: the "messages" array. Tool calls are tool_use blocks of an
+assistant message; the next user message opens with their tool_result blocks. The system
+prompt and system_prompt_addition go in the request's "system" parameter.
+"""
+CONTEXT_FORMAT_OPENAI_CHAT_COMPLETIONS: ContextFormat.ValueType  # 2
+"""OpenAI Chat Completions: the "messages" array, opened by a "system" message holding
+system_prompt and system_prompt_addition (when either is set). An assistant message
+carries its calls in "tool_calls"; one "tool" message per call id follows it. A failed
+tool's content starts with "[tool error] " (the API has no error flag).
+"""
+CONTEXT_FORMAT_OPENAI_RESPONSES: ContextFormat.ValueType  # 3
+"""OpenAI Responses API: the "input" items, opened by a "system" message as for Chat
+Completions; text as "message" items, calls as "function_call" items and results as
+"function_call_output" items with the same call_id.
+"""
+Global___ContextFormat: _TypeAlias = ContextFormat  # noqa: Y015
+
 class _ContextPart:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -512,6 +562,79 @@ class ListMessagesResponse(_message.Message):
 Global___ListMessagesResponse: _TypeAlias = ListMessagesResponse  # noqa: Y015
 
 @_typing.final
+class RemoveRecentMessagesRequest(_message.Message):
+    """Request of RemoveRecentMessages."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    count: _builtins.int
+    """How many of the newest live messages to remove: 1-100."""
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome, the same messages; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED;
+    kept 24 h). Without one, a retry removes the next newest messages.
+    """
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        count: _builtins.int = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveRecentMessagesRequest: _TypeAlias = RemoveRecentMessagesRequest  # noqa: Y015
+
+@_typing.final
+class RemoveRecentMessagesResponse(_message.Message):
+    """Response of RemoveRecentMessages."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    PENDING_TOKENS_FIELD_NUMBER: _builtins.int
+    LIVE_TOKENS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session."""
+    message_count: _builtins.int
+    """Live messages after the removal."""
+    pending_tokens: _builtins.int
+    """pending_tokens after the removal (see Session.pending_tokens)."""
+    live_tokens: _builtins.int
+    """live_tokens after the removal (see Session.live_tokens)."""
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
+        """The removed messages, oldest first, as they were stored (position, create_time)."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        messages: _abc.Iterable[_resources_pb2.Message] | None = ...,
+        message_count: _builtins.int = ...,
+        pending_tokens: _builtins.int = ...,
+        live_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["live_tokens", b"live_tokens", "message_count", b"message_count", "messages", b"messages", "pending_tokens", b"pending_tokens", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveRecentMessagesResponse: _TypeAlias = RemoveRecentMessagesResponse  # noqa: Y015
+
+@_typing.final
 class CommitRequest(_message.Message):
     """Request of Commit."""
 
@@ -839,6 +962,7 @@ class AssembleContextRequest(_message.Message):
     INCLUDE_ANTHROPIC_JSON_FIELD_NUMBER: _builtins.int
     REGISTERED_TOOLS_FIELD_NUMBER: _builtins.int
     MEMORY_RECALL_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     token_budget: _builtins.int
@@ -849,6 +973,10 @@ class AssembleContextRequest(_message.Message):
     """The runtime's own system prompt; its tokens count against the budget. At most 1 MiB."""
     include_anthropic_json: _builtins.bool
     """Also return the messages as Anthropic Messages API JSON."""
+    format: Global___ContextFormat.ValueType
+    """Also return the context rendered for a model API (rendered_json). Unspecified: only the
+    wm.v1 messages (and anthropic_messages_json when include_anthropic_json asks for it).
+    """
     @_builtins.property
     def registered_tools(self) -> Global___RegisteredTools:
         """The tools the runtime registered with its model (names GetToolDefinitions serves): the
@@ -871,10 +999,11 @@ class AssembleContextRequest(_message.Message):
         include_anthropic_json: _builtins.bool = ...,
         registered_tools: Global___RegisteredTools | None = ...,
         memory_recall: Global___MemoryRecall | None = ...,
+        format: Global___ContextFormat.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory_recall", b"memory_recall", "registered_tools", b"registered_tools"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_anthropic_json", b"include_anthropic_json", "memory_recall", b"memory_recall", "registered_tools", b"registered_tools", "session_id", b"session_id", "system_prompt", b"system_prompt", "token_budget", b"token_budget"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "include_anthropic_json", b"include_anthropic_json", "memory_recall", b"memory_recall", "registered_tools", b"registered_tools", "session_id", b"session_id", "system_prompt", b"system_prompt", "token_budget", b"token_budget"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -962,6 +1091,7 @@ class AssembleContextResponse(_message.Message):
     MEMORY_TOKENS_FIELD_NUMBER: _builtins.int
     PARTS_FIELD_NUMBER: _builtins.int
     USABLE_TOKENS_FIELD_NUMBER: _builtins.int
+    RENDERED_JSON_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
     """Text to add to the system prompt: how to read the summary and recall archives, naming
     only the registered tools; empty when the context has no summary.
@@ -992,6 +1122,10 @@ class AssembleContextResponse(_message.Message):
     usable_tokens: _builtins.int
     """The tokens the parts shared: token_budget (or effective_token_budget) less the reply
     reserve and the instructions.
+    """
+    rendered_json: _builtins.str
+    """The context as JSON for the API the request's format names (a JSON array: that API's
+    messages or input items); empty when format is unspecified.
     """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
@@ -1039,10 +1173,11 @@ class AssembleContextResponse(_message.Message):
         memory_tokens: _builtins.int = ...,
         parts: _abc.Iterable[Global___ContextPartUsage] | None = ...,
         usable_tokens: _builtins.int = ...,
+        rendered_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "parts", b"parts", "recalled_memory_ids", b"recalled_memory_ids", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "usable_tokens", b"usable_tokens", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "parts", b"parts", "recalled_memory_ids", b"recalled_memory_ids", "rendered_json", b"rendered_json", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "usable_tokens", b"usable_tokens", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1485,7 +1620,9 @@ class GetToolOutputRequest(_message.Message):
     session_id: _builtins.str
     """The session."""
     output_id: _builtins.str
-    """The output, e.g. out_12_0."""
+    """The output, e.g. out.m12.0 ("out.", the message id, ".", the part index), as
+    Message.tool_output_ids names it.
+    """
     page_token: _builtins.str
     """The next_page_token of a previous call: continues its range."""
     @_builtins.property

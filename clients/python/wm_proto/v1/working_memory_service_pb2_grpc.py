@@ -107,6 +107,11 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.ListMessagesRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.ListMessagesResponse.FromString,
                 _registered_method=True)
+        self.RemoveRecentMessages = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/RemoveRecentMessages',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesResponse.FromString,
+                _registered_method=True)
         self.Commit = channel.unary_stream(
                 '/wm.v1.WorkingMemoryService/Commit',
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.CommitRequest.SerializeToString,
@@ -312,6 +317,20 @@ class WorkingMemoryServiceServicer:
         """Lists a session's live messages (added and not yet archived), oldest first. A page holds
         at most page_size messages and 8 MiB of content (at least one message), so a response
         fits the 16 MiB limit; archived messages are read with GetArchive.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRecentMessages(self, request, context):
+        """Removes the newest count live messages of a session and returns them: an agent runtime
+        taking back its latest items (an OpenAI Agents Session's pop_item, an undone turn). Only
+        live messages can be removed: when the session has fewer than count live messages (the
+        rest are archived, or were never added) it answers FAILED_PRECONDITION (reason
+        MESSAGES_NOT_LIVE, metadata live_message_count) and removes nothing. The removed messages'
+        stored tool outputs go with them, their ids may be added again, message_count,
+        total_message_count, live_tokens and pending_tokens drop by what was removed, and the
+        next message added takes the first removed position (live positions stay contiguous).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -566,6 +585,11 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.ListMessages,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.ListMessagesRequest.FromString,
                     response_serializer=wm_dot_v1_dot_working__memory__service__pb2.ListMessagesResponse.SerializeToString,
+            ),
+            'RemoveRecentMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRecentMessages,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesResponse.SerializeToString,
             ),
             'Commit': grpc.unary_stream_rpc_method_handler(
                     servicer.Commit,
@@ -908,6 +932,33 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/ListMessages',
             wm_dot_v1_dot_working__memory__service__pb2.ListMessagesRequest.SerializeToString,
             wm_dot_v1_dot_working__memory__service__pb2.ListMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRecentMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/RemoveRecentMessages',
+            wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

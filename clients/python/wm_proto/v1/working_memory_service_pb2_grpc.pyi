@@ -96,6 +96,16 @@ class WorkingMemoryServiceStub:
     at most page_size messages and 8 MiB of content (at least one message), so a response
     fits the 16 MiB limit; archived messages are read with GetArchive.
     """
+    RemoveRecentMessages: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.RemoveRecentMessagesRequest, _working_memory_service_pb2.RemoveRecentMessagesResponse]
+    """Removes the newest count live messages of a session and returns them: an agent runtime
+    taking back its latest items (an OpenAI Agents Session's pop_item, an undone turn). Only
+    live messages can be removed: when the session has fewer than count live messages (the
+    rest are archived, or were never added) it answers FAILED_PRECONDITION (reason
+    MESSAGES_NOT_LIVE, metadata live_message_count) and removes nothing. The removed messages'
+    stored tool outputs go with them, their ids may be added again, message_count,
+    total_message_count, live_tokens and pending_tokens drop by what was removed, and the
+    next message added takes the first removed position (live positions stay contiguous).
+    """
     Commit: _grpc.UnaryStreamMultiCallable[_working_memory_service_pb2.CommitRequest, _resources_pb2.CommitEvent]
     """Commits: Phase 1 archives the live messages outside the keep window in one transaction
     and answers at once with the first event; Phase 2 updates the working memory in the
@@ -273,6 +283,16 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """Lists a session's live messages (added and not yet archived), oldest first. A page holds
     at most page_size messages and 8 MiB of content (at least one message), so a response
     fits the 16 MiB limit; archived messages are read with GetArchive.
+    """
+    RemoveRecentMessages: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.RemoveRecentMessagesRequest, _working_memory_service_pb2.RemoveRecentMessagesResponse]  # type: ignore[assignment]
+    """Removes the newest count live messages of a session and returns them: an agent runtime
+    taking back its latest items (an OpenAI Agents Session's pop_item, an undone turn). Only
+    live messages can be removed: when the session has fewer than count live messages (the
+    rest are archived, or were never added) it answers FAILED_PRECONDITION (reason
+    MESSAGES_NOT_LIVE, metadata live_message_count) and removes nothing. The removed messages'
+    stored tool outputs go with them, their ids may be added again, message_count,
+    total_message_count, live_tokens and pending_tokens drop by what was removed, and the
+    next message added takes the first removed position (live positions stay contiguous).
     """
     Commit: _aio.UnaryStreamMultiCallable[_working_memory_service_pb2.CommitRequest, _resources_pb2.CommitEvent]  # type: ignore[assignment]
     """Commits: Phase 1 archives the live messages outside the keep window in one transaction
@@ -490,6 +510,22 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Lists a session's live messages (added and not yet archived), oldest first. A page holds
         at most page_size messages and 8 MiB of content (at least one message), so a response
         fits the 16 MiB limit; archived messages are read with GetArchive.
+        """
+
+    @_abc_1.abstractmethod
+    def RemoveRecentMessages(
+        self,
+        request: _working_memory_service_pb2.RemoveRecentMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.RemoveRecentMessagesResponse, _abc.Awaitable[_working_memory_service_pb2.RemoveRecentMessagesResponse]]:
+        """Removes the newest count live messages of a session and returns them: an agent runtime
+        taking back its latest items (an OpenAI Agents Session's pop_item, an undone turn). Only
+        live messages can be removed: when the session has fewer than count live messages (the
+        rest are archived, or were never added) it answers FAILED_PRECONDITION (reason
+        MESSAGES_NOT_LIVE, metadata live_message_count) and removes nothing. The removed messages'
+        stored tool outputs go with them, their ids may be added again, message_count,
+        total_message_count, live_tokens and pending_tokens drop by what was removed, and the
+        next message added takes the first removed position (live positions stay contiguous).
         """
 
     @_abc_1.abstractmethod

@@ -148,16 +148,17 @@ export type SessionConfig = Message$1<"wm.v1.SessionConfig"> & {
   autoCommit?: AutoCommitPolicy | undefined;
 
   /**
-   * Whether long-term memories are mined from the session's archives (reserved for the
-   * long-term memory feature; stored and reported, no effect yet).
+   * Whether long-term memories are mined from the session's archives after each commit
+   * (unset: the server's WM_MEMORY_EXTRACTION).
    *
    * @generated from field: optional bool memory_extraction = 2;
    */
   memoryExtraction?: boolean | undefined;
 
   /**
-   * Tool outputs longer than this many characters are kept out of the live message
-   * (1000-10000000; reserved for the tool-output store; stored and reported).
+   * Tool outputs longer than this many characters are kept out of the live message: stored
+   * whole (GetToolOutput reads them) and replaced by a synopsis naming their output id
+   * (1000-10000000; unset: the server's WM_TOOL_OUTPUT_INLINE_CHARS).
    *
    * @generated from field: optional int32 tool_output_inline_chars = 3;
    */
@@ -313,7 +314,8 @@ export type Message = Message$1<"wm.v1.Message"> & {
   createTime?: Timestamp | undefined;
 
   /**
-   * Position of the message in its session, starting at 1 and never reused.
+   * Position of the message in its session, starting at 1 and never reused (except the
+   * positions RemoveRecentMessages frees, which the next messages take).
    *
    * @generated from field: int64 position = 6;
    */

@@ -1,0 +1,151 @@
+"""Every code block of README.md and docs/ runs, as a reader would paste it, against a real
+server this module starts (offline provider, SQLite, the HTTP door and the inspector on).
+
+A block finds the server through ``WM_ADDRESS``; the literal default addresses of the docs
+(``127.0.0.1:50051`` for gRPC, ``:8081`` for the HTTP door, ``:8080`` for the inspector) are
+the only text changed, to the ports the test server got. A block that should not run here
+(one that starts a server, needs Docker or a real API key) says why in an HTML comment on the
+line before its fence: ``<!-- not-run: REASON -->``. See tests/docs/blocks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from blocks import REPO, Block, all_blocks
+
+from support.server_process import ServerProcess, free_port
+
+BLOCKS = all_blocks()
+TS_CLIENT = REPO / "clients" / "typescript"
+PYTHON_RUNNER = """
+import ast, asyncio, sys
+source = sys.stdin.read()
+code = compile(source, sys.argv[1], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+result = eval(code, {"__name__": "__main__"})
+if asyncio.iscoroutine(result):
+    asyncio.run(result)
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    http, inspector = free_port(), free_port()
+    process = ServerProcess(
+        tmp_path_factory.mktemp("docs"),
+        WM_HTTP_ADDRESS=f"127.0.0.1:{http}",
+        WM_INSPECTOR_ADDRESS=f"127.0.0.1:{inspector}",
+    ).start(timeout=60)
+    process.http_port, process.inspector_port = http, inspector  # type: ignore[attr-defined]
+    yield process
+    process.terminate()
+
+
+def _localized(code: str, server: ServerProcess) -> str:
+    return (
+        code.replace("127.0.0.1:50051", server.address)
+        .replace("127.0.0.1:8081", f"127.0.0.1:{server.http_port}")  # type: ignore[attr-defined]
+        .replace("127.0.0.1:8080", f"127.0.0.1:{server.inspector_port}")  # type: ignore[attr-defined]
+    )
+
+
+def _environment(server: ServerProcess) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WM_", "ANTHROPIC_"))}
+    env.pop("OPENAI_API_KEY", None)
+    env.update(WM_ADDRESS=server.address, NO_COLOR="1", TERM="dumb", COLUMNS="200")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("node is required under CI=true for the TypeScript blocks")
+        pytest.skip("node is not installed: the TypeScript and JavaScript blocks need Node 20+")
+    return node
+
+
+@pytest.fixture(scope="module")
+def ts_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project outside the repository that depends on the built client, as a reader's would
+    (``npm install <path>/clients/typescript`` links it the same way)."""
+    _node()
+    npm = shutil.which("npm") or "npm"
+    if not (TS_CLIENT / "node_modules").is_dir():
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=TS_CLIENT, check=True)
+    subprocess.run([npm, "run", "--silent", "build"], cwd=TS_CLIENT, check=True)
+    project = tmp_path_factory.mktemp("ts-reader")
+    (project / "package.json").write_text(json.dumps({"type": "module", "private": True}))
+    scope = project / "node_modules" / "@working-memory"
+    scope.mkdir(parents=True)
+    (scope / "client").symlink_to(TS_CLIENT, target_is_directory=True)
+    config = {
+        "compilerOptions": {
+            "module": "NodeNext",
+            "moduleResolution": "NodeNext",
+            "target": "ES2022",
+            "strict": True,
+            "skipLibCheck": True,
+            "outDir": "out",
+            "types": ["node"],
+            "typeRoots": [str(TS_CLIENT / "node_modules" / "@types")],
+        },
+        "files": ["block.ts"],
+    }
+    (project / "tsconfig.json").write_text(json.dumps(config))
+    return project
+
+
+def _run(command: list[str], block: Block, server: ServerProcess, **kwargs: object) -> None:
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env=_environment(server),
+        timeout=180,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    assert result.returncode == 0, (
+        f"{block.name} failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
+        f"{result.stderr[-3000:]}"
+    )
+
+
+def test_every_block_is_run_or_says_why_not() -> None:
+    unmarked = [b.name for b in BLOCKS if b.runner is None and b.not_run is None]
+    assert not unmarked, f"blocks with no runner need <!-- not-run: reason -->: {unmarked}"
+    empty = [b.name for b in BLOCKS if b.not_run is not None and not b.not_run.strip()]
+    assert not empty, f"a not-run mark needs its reason: {empty}"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b for b in BLOCKS if b.runner and b.not_run is None],
+    ids=lambda b: b.name,
+)
+def test_the_block_runs(
+    block: Block, server: ServerProcess, request: pytest.FixtureRequest
+) -> None:
+    code = _localized(block.code, server)
+    if block.runner == "python":
+        _run([sys.executable, "-c", PYTHON_RUNNER, block.name], block, server, input=code, cwd=REPO)
+    elif block.runner == "shell":
+        _run(["bash", "-e", "-o", "pipefail", "-c", code], block, server, cwd=REPO)
+    elif block.runner == "javascript":
+        project: Path = request.getfixturevalue("ts_project")
+        (project / "block.mjs").write_text(code)
+        _run([_node(), "block.mjs"], block, server, cwd=project)
+    else:
+        project = request.getfixturevalue("ts_project")
+        (project / "block.ts").write_text(code)
+        tsc = TS_CLIENT / "node_modules" / "typescript" / "bin" / "tsc"
+        _run([_node(), str(tsc), "-p", "."], block, server, cwd=project)
+        _run([_node(), "out/block.js"], block, server, cwd=project)

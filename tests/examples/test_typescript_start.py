@@ -1,0 +1,87 @@
+"""The TypeScript client and example from a fresh checkout (no node_modules, no dist/), with
+exactly the commands the README gives: `npm ci && npm test` in clients/typescript builds before
+it tests, and `npm ci && npm start -- "task"` in examples/typescript builds the client and the
+example before it runs (here against a real server and a local Messages API)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.fake_anthropic import FakeAnthropic, text_only
+from support.server_process import ServerProcess
+
+REPO = Path(__file__).resolve().parents[2]
+# What the two packages read from the checkout: their own files, and the service config.
+COPIED = ("clients/typescript", "examples/typescript", "clients/python/wm_client/data")
+pytestmark = pytest.mark.slow
+
+
+def _fresh_checkout(root: Path) -> Path:
+    def ignore(_: str, names: list[str]) -> list[str]:
+        return [n for n in names if n in ("node_modules", "dist")]
+
+    for part in COPIED:
+        shutil.copytree(REPO / part, root / part, ignore=ignore)
+    return root
+
+
+def _npm() -> str:
+    npm = shutil.which("npm")
+    if npm is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("npm is required under CI=true")
+        pytest.skip("node/npm is not installed")
+    return npm
+
+
+def _run(command: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("WM_", "ANTHROPIC_"))}
+    environment.update(env)
+    return subprocess.run(
+        ["bash", "-e", "-c", command],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_client_tests_build_first(tmp_path: Path) -> None:
+    npm = _npm()
+    root = _fresh_checkout(tmp_path / "checkout")
+    client = root / "clients" / "typescript"
+    # Only the build step of `npm test` is run here (the suite itself is make node-test's):
+    # npm runs pretest, which must produce dist/ from a checkout that has none.
+    result = _run(f"{npm} ci --no-audit --no-fund && {npm} run pretest", client)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (client / "dist" / "src" / "index.js").is_file()
+    assert (client / "dist" / "wm_grpc_service_config.json").is_file()
+    scripts = (client / "package.json").read_text()
+    assert '"pretest": "npm run build"' in scripts
+
+
+def test_the_example_starts_with_the_documented_command(tmp_path: Path) -> None:
+    npm = _npm()
+    root = _fresh_checkout(tmp_path / "checkout")
+    server = ServerProcess(tmp_path / "server").start(timeout=60)
+    try:
+        with FakeAnthropic() as fake:
+            fake.set_default(text_only("Nothing to change: the tests pass."))
+            result = _run(
+                f'{npm} ci --no-audit --no-fund && {npm} start -- "check the tests"',
+                root / "examples" / "typescript",
+                WM_ADDRESS=server.address,
+                ANTHROPIC_API_KEY="test-key",
+                ANTHROPIC_BASE_URL=fake.base_url,
+            )
+    finally:
+        server.terminate()
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "Nothing to change: the tests pass." in result.stdout
+    assert "compacted agent-" in result.stdout
