@@ -88,3 +88,37 @@ async def _bm25(context: Context, question: Question) -> list[str]:
 register(Method("literal", "literal SearchArchives, one call per keyword", _literal))
 register(Method("lexical", "ranked SearchArchives (the service's lexical search)", _lexical))
 register(Method("bm25", "in-process BM25 (rank_bm25) over the same rows", _bm25))
+
+
+async def _hybrid(context: Context, question: Question) -> list[str]:
+    found = await context.client.search_archives(
+        question.text, all_sessions=True, user_id=question.user, max_hits=MAX_HITS, hybrid=True
+    )
+    return [hit.message_id for hit in found.hits]
+
+
+_DENSE: dict[tuple[int, str], tuple[list[str], object]] = {}
+
+
+async def _dense(context: Context, question: Question) -> list[str]:
+    """The server's default embedder in process, cosine over the user's rows (dense alone)."""
+    import numpy as np
+
+    from wm_server.embedding.embedded import WordLlamaEmbedder
+    from wm_server.embedding.port import TextRole
+
+    embedder = _DENSE.setdefault((0, ""), ([], WordLlamaEmbedder()))[1]
+    assert isinstance(embedder, WordLlamaEmbedder)
+    key = (id(context.dataset), question.user)
+    if key not in _DENSE:
+        rows = [m for s in context.dataset.sessions if s.user == question.user for m in s.messages]
+        _DENSE[key] = ([m.id for m in rows], await embedder.embed(
+            [row_text(m) for m in rows], TextRole.PASSAGE))  # fmt: skip
+    ids, matrix = _DENSE[key]
+    vector = (await embedder.embed([question.text], TextRole.QUERY))[0]
+    scores = np.asarray(matrix) @ vector
+    return [ids[i] for i in np.argsort(-scores)[:MAX_HITS]]
+
+
+register(Method("dense", "in-process cosine of the default embedder (wordllama)", _dense))
+register(Method("hybrid", "hybrid SearchArchives (lexical + dense, fused)", _hybrid))

@@ -28,6 +28,7 @@ from wm_server.api.registration import GenericOnly
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
 from wm_server.config import ConfigurationError, Settings, parse_origins, split_host_port
+from wm_server.embedding.factory import build_embedder
 from wm_server.errors import InvalidArgument
 from wm_server.event_loop import running_loop_name
 from wm_server.inspector import ConfigDefaults, Inspector, start_inspector
@@ -48,6 +49,7 @@ from wm_server.services.archives import ArchiveService
 from wm_server.services.auto_commit import IdleSweeper
 from wm_server.services.commits import CommitService
 from wm_server.services.context import ContextService
+from wm_server.services.embedding_index import EmbedArchiveStep, EmbeddingIndexer
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
 from wm_server.services.extraction_preview import ExtractionPreviewService
@@ -56,6 +58,7 @@ from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
 from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.paging import load_tokens
+from wm_server.services.recall import HybridRecall
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
@@ -104,6 +107,7 @@ class Application:
         None  # every configured provider; ``provider`` is its default
     )
     maintenance: Maintenance | None = None
+    embedding: EmbeddingIndexer | None = None
     sweeper: IdleSweeper | None = None
     bus: EventBus | None = None
     metrics: Metrics | None = None
@@ -138,6 +142,8 @@ class Application:
         await self.worker.stop()
         if self.maintenance is not None:
             await self.maintenance.stop()
+        if self.embedding is not None:
+            await self.embedding.stop()
         if self.bus is not None:
             self.bus.close()
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
@@ -224,6 +230,17 @@ async def start_application(
         tokens = await load_tokens(
             database, configured_key.get_secret_value() if configured_key else None
         )
+        # Recall by meaning: the embedder loads now (no download: a missing model stops the
+        # start), and stored vectors of another length than it makes are refused.
+        embedder = build_embedder(settings)
+        recall = HybridRecall(embedder, observer=metrics)
+        indexer = (
+            EmbeddingIndexer(database, embedder, observer=metrics, on_stored=recall.cache.stored)
+            if embedder
+            else None
+        )
+        if indexer is not None:
+            await indexer.check_dimensions()
     except BaseException:
         await providers.aclose()
         await database.close()
@@ -281,6 +298,7 @@ async def start_application(
             ),
         ),
         observer=metrics,
+        post_steps=[EmbedArchiveStep(database, indexer)] if indexer else (),
         backfill=update_ops,
         provider_for=lambda name: _session_provider(providers, name),
         tracing=tracing or NO_TRACING,
@@ -295,7 +313,12 @@ async def start_application(
     )
     sweeper = IdleSweeper(commits, interval_seconds=settings.auto_commit_sweep_seconds)
     memories = MemoryService(
-        database, tokens=tokens, on_deleted=maintenance.forgotten, retention=upkeep.retention
+        database,
+        tokens=tokens,
+        on_deleted=maintenance.forgotten,
+        retention=upkeep.retention,
+        recall=recall,
+        written=indexer.wake if indexer else None,
     )
     servicer = WorkingMemoryServicer(
         sessions=SessionService(
@@ -315,7 +338,7 @@ async def start_application(
             max_pending_tokens=settings.phase2_max_pending_tokens,
         ),
         archives=ArchiveService(database, tokens=tokens),
-        context=ContextService(database, memories=memories),
+        context=ContextService(database, memories=memories, recall=recall),
         tool_outputs=ToolOutputService(database, tokens=tokens),
         memories=memories,
         max_message_bytes=settings.max_message_bytes,
@@ -383,6 +406,8 @@ async def start_application(
     await worker.start()
     maintenance.start()
     sweeper.start()
+    if indexer is not None:
+        indexer.start()  # the backfill: rows stored without a vector of this model
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     app = Application(
@@ -395,6 +420,7 @@ async def start_application(
         provider=provider,
         providers=providers,
         maintenance=maintenance,
+        embedding=indexer,
         sweeper=sweeper,
         bus=bus,
         metrics=metrics,

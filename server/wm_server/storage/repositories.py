@@ -408,6 +408,7 @@ class SessionRepository(_Repository):
 # What a purge removes, children first; deleting a commit cascades to its events and job.
 PURGE_ORDER: tuple[tuple[str, str], ...] = (
     ("archived_texts", "id"),
+    ("message_vectors", "position"),
     ("memories", "mid"),  # those the session owns (its sid); versions and sources cascade
     ("messages", "position"),
     ("tool_calls", "tool_use_id"),
@@ -1402,6 +1403,18 @@ class MemoryRepository(_Repository):
             f"SELECT {_MEMORY}{_MEMORY_FROM}{sql} AND m.mid < :before ORDER BY m.mid DESC"
             " LIMIT :limit",
             {**params, "before": _LAST if before is None else before, "limit": limit},
+        )
+        return [_memory(r) for r in rows]
+
+    async def among(self, where: MemoryFilter, mids: Sequence[int]) -> list[MemoryRow]:
+        """Those of the memories ``mids`` that ``where`` admits (the dense candidates of a
+        hybrid search, filtered like the lexical ones)."""
+        if not mids:
+            return []
+        sql, params = self._where(where)
+        members, values = self._dialect.in_list("mids", mids)
+        rows = await self._conn.all(
+            f"SELECT {_MEMORY}{_MEMORY_FROM}{sql} AND m.mid {members}", {**params, **values}
         )
         return [_memory(r) for r in rows]
 

@@ -351,4 +351,27 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         CREATE INDEX memories_expiring ON memories (expire_time) WHERE expire_time IS NOT NULL;
         """,
     ),
+    (
+        13,
+        # Recall by meaning (issue 34; 10 and 11 went to the text analyzer's and the
+        # lifecycle's migrations in the merge): as SQLite's version 12.
+        """
+        CREATE TABLE message_vectors (
+            sid BIGINT NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+            position BIGINT NOT NULL,
+            seq BIGINT NOT NULL,
+            model TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            vector BYTEA NOT NULL,
+            PRIMARY KEY (sid, position)
+        );
+        CREATE TABLE memory_vectors (
+            mid BIGINT PRIMARY KEY REFERENCES memories(mid) ON DELETE CASCADE,
+            version BIGINT NOT NULL,
+            model TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            vector BYTEA NOT NULL
+        );
+        """,
+    ),
 )

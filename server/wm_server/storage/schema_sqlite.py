@@ -358,4 +358,28 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             " WHERE expire_time IS NOT NULL",
         ),
     ),
+    (
+        12,
+        # Recall by meaning (issue 34; 10 and 11 went to the text analyzer's and the
+        # lifecycle's migrations in the merge): one float32 vector per archived message and per
+        # memory, with the model that made it and its length (a model change re-embeds).
+        (
+            """CREATE TABLE message_vectors (
+                sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                model TEXT NOT NULL,
+                dims INTEGER NOT NULL,
+                vector BLOB NOT NULL,
+                PRIMARY KEY (sid, position)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE memory_vectors (
+                mid INTEGER PRIMARY KEY REFERENCES memories(mid) ON DELETE CASCADE,
+                version INTEGER NOT NULL,
+                model TEXT NOT NULL,
+                dims INTEGER NOT NULL,
+                vector BLOB NOT NULL
+            )""",
+        ),
+    ),
 )

@@ -26,6 +26,7 @@ from wm_server.storage.repositories import (
     ToolOutputRepository,
     WorkingMemoryRepository,
 )
+from wm_server.storage.vectors import VectorRepository
 
 if TYPE_CHECKING:
     from wm_server.storage.database import Connection, Dialect
@@ -51,6 +52,7 @@ class Repositories:
         self.secrets = SecretRepository(conn, dialect)
         self.memories = MemoryRepository(conn, dialect)
         self.memory_lifecycle = LifecycleRepository(conn, dialect)
+        self.vectors = VectorRepository(conn, dialect)
 
 
 class UnitOfWork:
@@ -77,6 +79,7 @@ class UnitOfWork:
         self.secrets = repositories.secrets
         self.memories = repositories.memories
         self.memory_lifecycle = repositories.memory_lifecycle
+        self.vectors = repositories.vectors
 
     async def write(self, *writes: Write) -> None:
         """Run data-modifying statements that do not read each other's rows: the engine may

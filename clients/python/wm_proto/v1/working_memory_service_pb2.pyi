@@ -128,6 +128,12 @@ class _SearchModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SearchMode
     that contain any of them; hits best first, newest first among equal scores. Words are
     compared as the engine's full-text tokenizer folds them (case-insensitive, no stemming).
     """
+    SEARCH_MODE_HYBRID: _SearchMode.ValueType  # 3
+    """The best ranked answer, and what the recall tools use: the ranked (lexical) list fused
+    with the messages nearest the query by meaning (cosine of the embedder's vectors), by
+    normalized weighted scores. Each hit reports its fused score and each signal's part.
+    Without a usable embedder the answer is the ranked one, and semantic_recall says why.
+    """
 
 class SearchMode(_SearchMode, metaclass=_SearchModeEnumTypeWrapper):
     """How a search matches."""
@@ -144,7 +150,45 @@ SEARCH_MODE_RANKED: SearchMode.ValueType  # 2
 that contain any of them; hits best first, newest first among equal scores. Words are
 compared as the engine's full-text tokenizer folds them (case-insensitive, no stemming).
 """
+SEARCH_MODE_HYBRID: SearchMode.ValueType  # 3
+"""The best ranked answer, and what the recall tools use: the ranked (lexical) list fused
+with the messages nearest the query by meaning (cosine of the embedder's vectors), by
+normalized weighted scores. Each hit reports its fused score and each signal's part.
+Without a usable embedder the answer is the ranked one, and semantic_recall says why.
+"""
 Global___SearchMode: _TypeAlias = SearchMode  # noqa: Y015
+
+class _SemanticRecall:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SemanticRecallEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SemanticRecall.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SEMANTIC_RECALL_UNSPECIFIED: _SemanticRecall.ValueType  # 0
+    """Not a hybrid answer."""
+    SEMANTIC_RECALL_FULL: _SemanticRecall.ValueType  # 1
+    """Every row searched had a vector of the configured embedder."""
+    SEMANTIC_RECALL_PARTIAL: _SemanticRecall.ValueType  # 2
+    """Some rows are not embedded yet (see unembedded_rows): they were ranked lexically only."""
+    SEMANTIC_RECALL_OFF: _SemanticRecall.ValueType  # 3
+    """No embedder is configured (WM_EMBEDDER=none): the ranking is lexical only."""
+    SEMANTIC_RECALL_DEGRADED: _SemanticRecall.ValueType  # 4
+    """The embedder failed or timed out for this query: the ranking is lexical only."""
+
+class SemanticRecall(_SemanticRecall, metaclass=_SemanticRecallEnumTypeWrapper):
+    """How much of a hybrid answer was ranked by meaning."""
+
+SEMANTIC_RECALL_UNSPECIFIED: SemanticRecall.ValueType  # 0
+"""Not a hybrid answer."""
+SEMANTIC_RECALL_FULL: SemanticRecall.ValueType  # 1
+"""Every row searched had a vector of the configured embedder."""
+SEMANTIC_RECALL_PARTIAL: SemanticRecall.ValueType  # 2
+"""Some rows are not embedded yet (see unembedded_rows): they were ranked lexically only."""
+SEMANTIC_RECALL_OFF: SemanticRecall.ValueType  # 3
+"""No embedder is configured (WM_EMBEDDER=none): the ranking is lexical only."""
+SEMANTIC_RECALL_DEGRADED: SemanticRecall.ValueType  # 4
+"""The embedder failed or timed out for this query: the ranking is lexical only."""
+Global___SemanticRecall: _TypeAlias = SemanticRecall  # noqa: Y015
 
 class _ToolFormat:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -1288,6 +1332,7 @@ class SearchArchivesRequest(_message.Message):
     MODE_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     AGENT_ID_FIELD_NUMBER: _builtins.int
+    MIN_SCORE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session (ignored when all_sessions is true)."""
     query: _builtins.str
@@ -1306,6 +1351,8 @@ class SearchArchivesRequest(_message.Message):
     """With all_sessions: only the sessions of this user (1-128 characters of [A-Za-z0-9._:@-])."""
     agent_id: _builtins.str
     """With all_sessions: only the sessions of this agent (not with user_id)."""
+    min_score: _builtins.float
+    """Hybrid mode: leave out hits whose fused score is below this (0-1; 0 keeps every hit)."""
     def __init__(
         self,
         *,
@@ -1317,10 +1364,11 @@ class SearchArchivesRequest(_message.Message):
         mode: Global___SearchMode.ValueType = ...,
         user_id: _builtins.str = ...,
         agent_id: _builtins.str = ...,
+        min_score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "all_sessions", b"all_sessions", "archive_id", b"archive_id", "max_hits", b"max_hits", "mode", b"mode", "query", b"query", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "all_sessions", b"all_sessions", "archive_id", b"archive_id", "max_hits", b"max_hits", "min_score", b"min_score", "mode", b"mode", "query", b"query", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1338,6 +1386,8 @@ class SearchHit(_message.Message):
     ROLE_FIELD_NUMBER: _builtins.int
     SNIPPET_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
+    LEXICAL_SCORE_FIELD_NUMBER: _builtins.int
+    DENSE_SCORE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The session."""
     archive_id: _builtins.str
@@ -1349,7 +1399,13 @@ class SearchHit(_message.Message):
     snippet: _builtins.str
     """At most 1,500 characters centred on the match."""
     score: _builtins.float
-    """Ranked mode: the relevance (higher is better; comparable within one response only)."""
+    """Ranked mode: the relevance (higher is better; comparable within one response only).
+    Hybrid mode: the fused score, 0-1, the sum of lexical_score and dense_score.
+    """
+    lexical_score: _builtins.float
+    """Hybrid mode: the lexical ranking's part of score (its weight times its normalized score)."""
+    dense_score: _builtins.float
+    """Hybrid mode: the dense ranking's part of score (its weight times its normalized cosine)."""
     def __init__(
         self,
         *,
@@ -1359,10 +1415,12 @@ class SearchHit(_message.Message):
         role: _resources_pb2.Role.ValueType = ...,
         snippet: _builtins.str = ...,
         score: _builtins.float = ...,
+        lexical_score: _builtins.float = ...,
+        dense_score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "message_id", b"message_id", "role", b"role", "score", b"score", "session_id", b"session_id", "snippet", b"snippet"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "dense_score", b"dense_score", "lexical_score", b"lexical_score", "message_id", b"message_id", "role", b"role", "score", b"score", "session_id", b"session_id", "snippet", b"snippet"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1376,8 +1434,14 @@ class SearchArchivesResponse(_message.Message):
 
     HITS_FIELD_NUMBER: _builtins.int
     TOTAL_MATCHES_FIELD_NUMBER: _builtins.int
+    SEMANTIC_RECALL_FIELD_NUMBER: _builtins.int
+    UNEMBEDDED_ROWS_FIELD_NUMBER: _builtins.int
     total_matches: _builtins.int
     """Matching messages found, which may exceed the hits returned."""
+    semantic_recall: Global___SemanticRecall.ValueType
+    """Hybrid mode: how much of the ranking was by meaning."""
+    unembedded_rows: _builtins.int
+    """Hybrid mode: archived messages searched that have no vector yet (ranked lexically)."""
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchHit]:
         """Hits, newest archive first, then in message order."""
@@ -1387,10 +1451,12 @@ class SearchArchivesResponse(_message.Message):
         *,
         hits: _abc.Iterable[Global___SearchHit] | None = ...,
         total_matches: _builtins.int = ...,
+        semantic_recall: Global___SemanticRecall.ValueType = ...,
+        unembedded_rows: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "total_matches", b"total_matches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "semantic_recall", b"semantic_recall", "total_matches", b"total_matches", "unembedded_rows", b"unembedded_rows"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1775,6 +1841,7 @@ class SearchMemoriesRequest(_message.Message):
     END_TIME_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     INCLUDE_SUPERSEDED_FIELD_NUMBER: _builtins.int
+    MIN_SCORE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """Free text; its words (at most 32 are used) are ranked: 1-1,000 characters after trimming."""
     limit: _builtins.int
@@ -1783,6 +1850,8 @@ class SearchMemoriesRequest(_message.Message):
     """Also superseded memories (state SUPERSEDED), ranked below every current one: what the
     owner used to hold true. Default: current memories only.
     """
+    min_score: _builtins.float
+    """Leave out hits whose fused score is below this (0-1; 0 keeps every hit)."""
     @_builtins.property
     def owner(self) -> Global___MemoryOwner:
         """Whose memories."""
@@ -1809,10 +1878,11 @@ class SearchMemoriesRequest(_message.Message):
         end_time: _timestamp_pb2.Timestamp | None = ...,
         limit: _builtins.int = ...,
         include_superseded: _builtins.bool = ...,
+        min_score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "owner", b"owner", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "include_superseded", b"include_superseded", "limit", b"limit", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "include_superseded", b"include_superseded", "limit", b"limit", "min_score", b"min_score", "owner", b"owner", "query", b"query", "start_time", b"start_time", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1827,10 +1897,16 @@ class MemoryHit(_message.Message):
     MEMORY_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
     SNIPPET_FIELD_NUMBER: _builtins.int
+    LEXICAL_SCORE_FIELD_NUMBER: _builtins.int
+    DENSE_SCORE_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     """The relevance, higher is better (comparable within one response only)."""
     snippet: _builtins.str
     """At most 300 characters of the text around the first matched word."""
+    lexical_score: _builtins.float
+    """The lexical ranking's part of score."""
+    dense_score: _builtins.float
+    """The dense ranking's part of score (meaning)."""
     @_builtins.property
     def memory(self) -> _resources_pb2.Memory:
         """The memory (without history)."""
@@ -1841,10 +1917,12 @@ class MemoryHit(_message.Message):
         memory: _resources_pb2.Memory | None = ...,
         score: _builtins.float = ...,
         snippet: _builtins.str = ...,
+        lexical_score: _builtins.float = ...,
+        dense_score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "score", b"score", "snippet", b"snippet"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dense_score", b"dense_score", "lexical_score", b"lexical_score", "memory", b"memory", "score", b"score", "snippet", b"snippet"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1857,18 +1935,28 @@ class SearchMemoriesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HITS_FIELD_NUMBER: _builtins.int
+    SEMANTIC_RECALL_FIELD_NUMBER: _builtins.int
+    UNEMBEDDED_ROWS_FIELD_NUMBER: _builtins.int
+    semantic_recall: Global___SemanticRecall.ValueType
+    """How much of the ranking was by meaning."""
+    unembedded_rows: _builtins.int
+    """The owner's memories that have no vector yet (ranked lexically)."""
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryHit]:
-        """Best first."""
+        """Best first, by the fused score of the lexical and the dense ranking (as
+        SEARCH_MODE_HYBRID).
+        """
 
     def __init__(
         self,
         *,
         hits: _abc.Iterable[Global___MemoryHit] | None = ...,
+        semantic_recall: Global___SemanticRecall.ValueType = ...,
+        unembedded_rows: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "semantic_recall", b"semantic_recall", "unembedded_rows", b"unembedded_rows"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

