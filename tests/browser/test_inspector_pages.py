@@ -165,6 +165,24 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
                 ),
                 metadata=AUTH,
             )
+            lisbon = stub.CreateMemory(
+                api.CreateMemoryRequest(
+                    owner=api.MemoryOwner(session_id="own"),
+                    memory=pb.Memory(type=pb.MEMORY_TYPE_PROFILE, text="The user lives in Lisbon"),
+                ),
+                metadata=AUTH,
+            ).memory.memory_id
+            stub.CreateMemory(
+                api.CreateMemoryRequest(
+                    owner=api.MemoryOwner(session_id="own"),
+                    memory=pb.Memory(
+                        type=pb.MEMORY_TYPE_PROFILE,
+                        text="The user lives in Porto",
+                        supersedes_memory_ids=[lisbon],
+                    ),
+                ),
+                metadata=AUTH,
+            )
             for text in (
                 "The user's name is Dana Whitfield <b>bold</b>",
                 "The user prefers tabs over spaces",
@@ -259,6 +277,24 @@ def test_forgetting_asks_first_then_erases_and_refuses_cross_site_forms(
     assert "/memories?user=dana" in page.url and "forgotten." in page.inner_text("main")
     assert "Dana Whitfield" not in page.inner_text("#memories")
     assert context.request.get(memory_url).status == 404  # type: ignore[attr-defined]
+    context.close()  # type: ignore[attr-defined]
+
+
+def test_a_superseded_memory_shows_what_replaced_it_and_when_it_held(
+    site: tuple[str, ServerProcess], browser: object
+) -> None:
+    base, _ = site
+    context = _context(browser)
+    page = context.new_page()  # type: ignore[attr-defined]
+    page.goto(f"{base}/memories?user=dana&state=superseded")
+    page.click("text=The user lives in Lisbon >> xpath=.. >> a")
+    validity = page.inner_text("#validity")
+    assert "superseded by" in validity and "until" in validity and "until now" not in validity
+    page.click("#validity a")
+    assert "The user lives in Porto" in page.inner_text("#memory-text")
+    assert "replaces" in page.inner_text("#validity") and "until now" in page.inner_text(
+        "#validity"
+    )
     context.close()  # type: ignore[attr-defined]
 
 
@@ -437,8 +473,15 @@ def test_overview_and_recall_playground(site: tuple[str, ServerProcess], browser
     page.click("#recall-form button")
     hits = page.locator("#recall-hits tr.hit")
     assert hits.count() >= 1
-    scores = [float(row.split("\t")[1]) for row in hits.all_inner_texts()]
+    rows = [row.split("\t") for row in hits.all_inner_texts()]
+    scores = [float(row[1]) for row in rows]
     assert scores == sorted(scores, reverse=True)  # best first, each with its score
+    for row in rows:  # the fused score is the sum of the two signals' parts
+        assert abs(float(row[1]) - float(row[2]) - float(row[3])) < 2e-4, row
+    assert page.locator("#semantic").inner_text() in {"full", "partial", "off", "degraded"}
+    page.goto(f"{base}/recall?q=step&session=own&min_score=0.999")
+    assert "below min_score 0.999" in page.inner_text("#cut")
+    assert context.request.get(f"{base}/recall?q=x&session=own&min_score=2").status == 400  # type: ignore[attr-defined]
     assert "cut by the hit limit" in page.inner_text("#cut")
     page.goto(f"{base}/recall?q=tabs&scope=memories&user=dana")
     assert "tabs over spaces" in page.inner_text("#recall-hits")

@@ -29,6 +29,7 @@ LISTED = 1000
 _OWNER_KEYS = ("user", "agent", "session")
 _STATES = {
     "active": pb.MEMORY_STATE_ACTIVE,
+    "superseded": pb.MEMORY_STATE_SUPERSEDED,
     "retired": pb.MEMORY_STATE_RETIRED,
 }
 
@@ -77,11 +78,30 @@ def sources_html(memory: pb.Memory) -> str:
     return f"<ul class=sources>{''.join(rows)}</ul>" if rows else "<p>no source recorded</p>"
 
 
+def _validity(memory: pb.Memory) -> str:
+    """When the memory held, what replaced it or what it replaced, and when it expires."""
+    since = when(memory.valid_from) if memory.HasField("valid_from") else "its recording"
+    until = when(memory.valid_until) if memory.HasField("valid_until") else "now"
+    parts = [f"from {_e(since)} until {_e(until)}"]
+    if memory.superseded_by_memory_id:
+        link = memory.superseded_by_memory_id
+        parts.append(f'superseded by <a href="/memories/{_e(link)}" class=mono>{_e(link)}</a>')
+    if memory.supersedes_memory_ids:
+        older = ", ".join(
+            f'<a href="/memories/{_e(m)}" class=mono>{_e(m)}</a>'
+            for m in memory.supersedes_memory_ids
+        )
+        parts.append(f"replaces {older}")
+    if memory.HasField("expire_time"):
+        parts.append(f"expires {_e(when(memory.expire_time))}")
+    return "; ".join(parts)
+
+
 async def memories_page(request: web.Request, client: WmClient) -> str:
     owner, label = owner_of(request)
     state_arg = request.query.get("state", "active")
     if state_arg not in (*_STATES, "all"):
-        raise web.HTTPBadRequest(text="state must be active, retired or all")
+        raise web.HTTPBadRequest(text="state must be active, superseded, retired or all")
     states = list(_STATES.values()) if state_arg == "all" else [_STATES[state_arg]]
     memories: list[pb.Memory] = []
     for state in states:
@@ -153,6 +173,7 @@ async def memory_page(request: web.Request, client: WmClient) -> str:
         f"<tr><th>state</th><td>{_e(state_label(memory.state))}"
         f"{' — ' + _e(memory.retire_reason) if memory.retire_reason else ''}</td></tr>"
         f"<tr><th>version</th><td>v{memory.version}</td></tr>"
+        f"<tr><th>valid</th><td id=validity>{_validity(memory)}</td></tr>"
         f"<tr><th>event time (UTC)</th><td>{_e(when(memory.event_time)) if memory.HasField('event_time') else '-'}</td></tr>"
         f"<tr><th>learned (UTC)</th><td>{_e(when(memory.record_time))}</td></tr>"
         f"<tr><th>changed (UTC)</th><td>{_e(when(memory.update_time))}</td></tr></table>"

@@ -94,6 +94,37 @@ async def overview_page(request: web.Request, client: WmClient) -> str:
     return page("overview", body)
 
 
+_SCORE_HEADER = "<th>#</th><th>fused</th><th>lexical</th><th>semantic</th>"
+
+
+def _scores(rank: int, hit: api.SearchHit | api.MemoryHit) -> str:
+    """A hit's rank, fused score and the part each signal gave it."""
+    return (
+        f"<td class=n>{rank}</td><td class='n fused'>{hit.score:.4f}</td>"
+        f"<td class='n lexical'>{hit.lexical_score:.4f}</td>"
+        f"<td class='n dense'>{hit.dense_score:.4f}</td>"
+    )
+
+
+def _semantic(state: int, unembedded: int) -> str:
+    name = api.SemanticRecall.Name(state).removeprefix("SEMANTIC_RECALL_").lower()  # type: ignore[arg-type]
+    extra = f" ({unembedded:,} rows not embedded yet: lexical only)" if unembedded else ""
+    return f"Semantic recall: <span id=semantic>{_e(name)}</span>{extra}."
+
+
+def _min_score(request: web.Request) -> float:
+    raw = request.query.get("min_score", "").strip()
+    if not raw:
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text="min_score must be a number from 0 to 1") from None
+    if not 0.0 <= value <= 1.0:
+        raise web.HTTPBadRequest(text="min_score must be a number from 0 to 1")
+    return value
+
+
 async def recall_page(request: web.Request, client: WmClient) -> str:
     query = request.query.get("q", "").strip()
     scope = request.query.get("scope", "archives")
@@ -109,7 +140,8 @@ async def recall_page(request: web.Request, client: WmClient) -> str:
         + "".join(
             f'<input name="{k}" placeholder="{k} id" value="{_e(v)}"> ' for k, v in who.items()
         )
-        + "<button>recall</button></form>"
+        + f'<input name="min_score" placeholder="min score (0-1)" size="12"'
+        f' value="{_e(request.query.get("min_score", ""))}"> ' + "<button>recall</button></form>"
         "<p>Archives: a session, or every session of a user or agent. Memories: an owner's"
         " (a user, an agent, or a session's owner).</p>"
     )
@@ -117,6 +149,7 @@ async def recall_page(request: web.Request, client: WmClient) -> str:
         return page("recall", f"<h2>recall playground</h2>{form}")
     if not any(who.values()):
         raise web.HTTPBadRequest(text="name a session, a user or an agent")
+    min_score = _min_score(request)
     if scope == "archives":
         answer = await client.search_archives(
             query,
@@ -124,34 +157,46 @@ async def recall_page(request: web.Request, client: WmClient) -> str:
             user_id=who["user"],
             agent_id=who["agent"],
             all_sessions=not who["session"],
-            ranked=True,
+            hybrid=True,
+            min_score=min_score,
             max_hits=PLAYGROUND_HITS,
         )
         rows = "".join(
-            f"<tr class=hit><td class=n>{rank}</td><td class=n>{hit.score:.4f}</td>"
+            f"<tr class=hit>{_scores(rank, hit)}"
             f'<td><a href="/sessions/{_e(hit.session_id)}#msg-{_e(hit.message_id)}">'
             f"{_e(hit.session_id)} · {_e(hit.archive_id)} · {_e(hit.message_id)}</a></td>"
             f"<td><pre>{_e(hit.snippet)}</pre></td></tr>"
             for rank, hit in enumerate(answer.hits, 1)
         )
         cut = max(answer.total_matches - len(answer.hits), 0)
-        header = "<tr><th>#</th><th>score</th><th>message</th><th>snippet</th></tr>"
+        header = f"<tr>{_SCORE_HEADER}<th>message</th><th>snippet</th></tr>"
         note = (
             f"<p id=cut>{len(answer.hits)} shown of {answer.total_matches:,} matching messages;"
-            f" {cut:,} cut by the hit limit ({PLAYGROUND_HITS}).</p>"
+            f" {cut:,} cut by the hit limit ({PLAYGROUND_HITS})"
+            + (f" or scored below min_score {min_score:g}" if min_score else "")
+            + f". {_semantic(answer.semantic_recall, answer.unembedded_rows)}</p>"
         )
     else:
         owner = api.MemoryOwner(
             user_id=who["user"], agent_id=who["agent"], session_id=who["session"]
         )
         found = await client.search_memories(query, owner=owner, limit=PLAYGROUND_HITS)
+        kept = [h for h in found.hits if h.score >= min_score]
         rows = "".join(
-            f"<tr class=hit><td class=n>{rank}</td><td class=n>{hit.score:.4f}</td>"
+            f"<tr class=hit>{_scores(rank, hit)}"
             f'<td><a href="/memories/{_e(hit.memory.memory_id)}">{_e(hit.memory.memory_id)}</a>'
             f" ({_e(type_name(hit.memory.type))})</td><td>{_e(hit.memory.text)}</td></tr>"
-            for rank, hit in enumerate(found.hits, 1)
+            for rank, hit in enumerate(kept, 1)
         )
-        header = "<tr><th>#</th><th>score</th><th>memory</th><th>text</th></tr>"
-        note = f"<p id=cut>{len(found.hits)} hit(s); at most {PLAYGROUND_HITS} are asked for.</p>"
+        header = f"<tr>{_SCORE_HEADER}<th>memory</th><th>text</th></tr>"
+        note = (
+            f"<p id=cut>{len(kept)} hit(s); at most {PLAYGROUND_HITS} are asked for"
+            + (
+                f"; {len(found.hits) - len(kept)} scored below min_score {min_score:g}"
+                if min_score
+                else ""
+            )
+            + f". {_semantic(found.semantic_recall, found.unembedded_rows)}</p>"
+        )
     table = f"<table id=recall-hits>{header}{rows}</table>" if rows else "<p>no hits</p>"
     return page("recall", f"<h2>recall playground</h2>{form}{note}{table}")
