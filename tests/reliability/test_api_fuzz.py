@@ -236,6 +236,23 @@ def _scalar(
         width = "int32" if kind == FieldDescriptor.TYPE_INT32 else "int64"
         low, high = INT_RANGES[width]
         return st.one_of(st.sampled_from(INT_EDGES[width]), st.integers(low, high))
+    if kind in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        edges = [
+            0.0,
+            -0.0,
+            0.5,
+            1.0,
+            -1.0,
+            1e308,
+            -1e308,
+            float("nan"),
+            float("inf"),
+            -float("inf"),
+        ]
+        return st.one_of(
+            st.sampled_from(edges),
+            st.floats(width=32 if kind == FieldDescriptor.TYPE_FLOAT else 64),
+        )
     raise AssertionError(f"no strategy for {field.full_name} (type {kind}): add one")
 
 
