@@ -36,9 +36,17 @@ async def _archive(services: Services, session: str, *messages: Message) -> None
 
 
 async def _ranked(services: Services, session: str, query: str) -> list[str]:
-    found, total = await services.context.ranked(session, query, "", 10, False)
-    assert total == len(found)
-    return [m.message.parts[0].text for m, _ in found]  # type: ignore[union-attr]
+    return [text for text, _ in await _scored(services, session, query)]
+
+
+async def _scored(
+    services: Services, session: str, query: str, user: str = ""
+) -> list[tuple[str, float]]:
+    """The default ranked search (in-process BM25) of one session, or of every session of
+    ``user`` when ``session`` is empty: (text, score), best first."""
+    found, total = await services.context.ranked(session, query, "", 10, not session, user_id=user)
+    assert total == len(found) or len(found) == 10
+    return [(m.message.parts[0].text, m.score) for m, _ in found]  # type: ignore[union-attr]
 
 
 async def test_ranked_search_matches_stems_and_ignores_stop_words(services: Services) -> None:
@@ -95,23 +103,62 @@ async def test_both_engines_rank_a_fixed_corpus_as_bm25_does(
 ) -> None:
     await _archive(services, "s", *(_say(text) for text in _CORPUS))
     expected = _bm25(query, _CORPUS)
-    got = await _bm25_ranked(services, query, "s")
-    assert [t for t, _ in got] == [t for t, _ in expected]
-    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9)
-    # The default ranking (the engine's own score) finds the same rows.
-    assert sorted(await _ranked(services, "s", query)) == sorted(t for t, _ in expected)
+    # The default ranking (in process) and the SQL statement both compute it.
+    for got in (await _scored(services, "s", query), await _bm25_ranked(services, query, "s")):
+        assert [t for t, _ in got] == [t for t, _ in expected]
+        assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9, abs=1e-9)
 
 
 async def test_other_owners_rows_change_no_bm25_score(services: Services) -> None:
-    """BM25's statistics are those of the searched sessions: a crowd of another session's
-    (or tenant's) rows full of the query's words changes neither the order nor the scores."""
+    """BM25's statistics are those of the searched sessions: a crowd of another owner's (or
+    tenant's) rows full of the query's words changes neither the order nor the scores, in the
+    default search (an owner's sessions, one session) as in the SQL statement."""
+    await services.sessions.create("mine", "", user_id="u1")
     await _archive(services, "mine", *(_say(text) for text in _CORPUS))
-    before = await _bm25_ranked(services, "postgres ledger", "mine")
+    query = "postgres ledger"
+    before = await _bm25_ranked(services, query, "mine")
+    mine, session = await _scored(services, "", query, "u1"), await _scored(services, "mine", query)
+    assert mine == session
+    assert [t for t, _ in mine] == [t for t, _ in before]
+    assert [s for _, s in mine] == pytest.approx([s for _, s in before], abs=1e-9)
+    await services.sessions.create("theirs", "", user_id="u2")
     await _archive(services, "theirs", *(_say("postgres postgres notes") for _ in range(30)))
     set_tenant("other")
     await _archive(services, "elsewhere", *(_say("ledger postgres") for _ in range(30)))
     set_tenant("t")
-    assert await _bm25_ranked(services, "postgres ledger", "mine") == before
+    assert await _bm25_ranked(services, query, "mine") == before
+    assert await _scored(services, "", query, "u1") == mine
+    assert await _scored(services, "mine", query) == session
+    # Searched together, the other owner's rows do count (and change the scores).
+    together = await _scored(services, "", query)
+    assert "postgres postgres notes" in dict(together) and together[0] != mine[0]
+
+
+async def test_the_default_ranking_follows_new_and_re_indexed_archives(
+    services: Services,
+) -> None:
+    """The in-process index reads what changed since its last query: a new archive, an
+    archive Phase 2 finished indexing (its rows past the ones Phase 1 indexed), a deleted
+    session's rows."""
+    await _archive(services, "s", _say("ledger notes"), _say("lunch at noon"))
+    assert await _ranked(services, "s", "ledger") == ["ledger notes"]
+    await _archive(services, "s", _say("the ledger moved to postgres"))
+    assert await _ranked(services, "s", "ledger") == [
+        "ledger notes",
+        "the ledger moved to postgres",
+    ]
+    # A large archive: Phase 1 indexes its first messages, Phase 2 the rest.
+    many = services.database.dialect.indexed_at_commit + 5
+    filler = (_say(f"filler {i}") for i in range(many))
+    await _archive(services, "big", *filler, _say("zeppelin"))
+    assert await _ranked(services, "big", "zeppelin") == []  # past what Phase 1 indexed
+    while (job := await services.jobs.claim(30.0)) is not None and job.session_id != "big":
+        pass
+    assert job is not None
+    await services.jobs.index_archive(job)
+    assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]
+    await services.sessions.delete("s", "")
+    assert await _ranked(services, "", "ledger") == []
 
 
 async def test_literal_search_finds_a_literal_across_a_tool_calls_name_and_input(

@@ -314,7 +314,9 @@ class ContextService:
             sessions = await self._sessions(uow, sid, scope)
             names = dict(sessions)
             terms = uow.archives.terms(needle)
-            found, total = await uow.archives.ranked(list(names), terms, seq, limit)
+            found, total = await self._recall_search.lexical.ranked(
+                uow, list(names), terms, seq, limit
+            )
         out = [
             (
                 SearchMatch(names[key], number, item.message, score),

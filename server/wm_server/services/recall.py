@@ -2,7 +2,8 @@
 
 SearchArchives (hybrid mode), SearchMemories, AssembleContext's recall and the recall tools
 all come here. The query is embedded first (before any connection is held); then, in the
-caller's unit of work, the lexical ranking (the engines' full-text index, a list of (key,
+caller's unit of work, the lexical ranking (BM25: in process for archived messages,
+``services/lexical_index.py``; the engines' full-text index for memories; a list of (key,
 score)) and the dense ranking (brute-force cosine over the scope's stored vectors) each give
 their candidates and :func:`wm_server.embedding.fusion.fuse` merges them.
 
@@ -28,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
+from wm_server.services.lexical_index import LexicalIndex
 from wm_server.storage.records import MemoryRow, StoredMessage
 from wm_server.storage.repositories import MemoryFilter
 from wm_server.storage.unit_of_work import UnitOfWork
@@ -149,11 +151,14 @@ class HybridRecall:
         observer: RecallObserver | None = None,
         timeout: float = QUERY_TIMEOUT,
         cache: VectorCache | None = None,
+        lexical: LexicalIndex | None = None,
     ) -> None:
         self._embedder = embedder
         self._observer = observer or _NoObserver()
         self._timeout = timeout
         self.cache = cache or VectorCache()
+        # The lexical ranking of archived messages (in-process BM25 per searched sessions).
+        self.lexical = lexical or LexicalIndex()
         if embedder is not None:
             # The cosine runs on the event loop between other requests: OpenBLAS's own
             # threads only fight the loop for the cores (5,000 x 256 product: 13.5 ms with
@@ -196,7 +201,7 @@ class HybridRecall:
         """(hits best first, candidates that passed ``min_score``, status, rows searched
         lexically only) of the archived messages of ``sids``."""
         want = candidates(limit)
-        lexical, _ = await uow.archives.ranked(sids, terms, only, want) if terms else ([], 0)
+        lexical, _ = await self.lexical.ranked(uow, sids, terms, only, want)
         seqs = {(sid, item.position): seq for sid, seq, item, _ in lexical}
         read = {(sid, item.position): item for sid, _, item, _ in lexical}
         lexical_list = [((sid, item.position), score) for sid, _, item, score in lexical]
