@@ -156,6 +156,50 @@ async def test_a_model_change_re_embeds_in_the_background(
     assert (await context.hybrid("m", "ledger database", "", 3, False)).status is Semantic.FULL
 
 
+async def _marks(services: Services) -> list[str]:
+    async with services.database.reader() as uow:
+        rows = await uow._conn.all("SELECT embedded_model FROM archives ORDER BY sid, seq", {})
+    return [str(r[0]) for r in rows]
+
+
+async def test_the_backfill_counts_and_finds_what_is_missing_from_the_archives(
+    services: Services, wordllama: WordLlamaEmbedder
+) -> None:
+    """An archive is marked embedded once its every message has a vector of the model, so
+    the backfill's count (and its search for rows) reads the archives, not every archived
+    message; an archive embedded before the marks (or by another path) is marked by the next
+    round; a model change unmarks everything at once."""
+    model = wordllama.model_id
+    await _archive(services, "a", CONVERSATION[:2])
+    await _archive(services, "a", CONVERSATION[2:])
+    indexer = EmbeddingIndexer(services.database, wordllama)
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count(model) == len(CONVERSATION)
+    assert await indexer.embed_batch() == len(CONVERSATION)  # marks both archives
+    assert await _marks(services) == [model, model]
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count(model) == 0
+        assert await uow.vectors.missing_messages(model, 10) == []
+    # A mark wiped (a database from before the marks): the rows are not embedded again,
+    # the round marks the archive and the count is right.
+    async with services.database.unit_of_work() as uow:
+        await uow._conn.run("UPDATE archives SET embedded_model = ''", {})
+        await uow.commit()
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count(model) == len(CONVERSATION)  # an upper bound
+    counting = Renamed(wordllama, model)
+    await EmbeddingIndexer(services.database, counting).round()
+    assert counting.calls == 0 and await _marks(services) == [model, model]
+    # A third archive: counted until the round embeds it.
+    await _archive(services, "a", ["one more turn about the ledger"])
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count(model) == 1
+    await indexer.round()
+    assert await _marks(services) == [model] * 3
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count("wordllama/another") == len(CONVERSATION) + 1
+
+
 async def test_a_stored_vector_of_another_length_is_refused_at_start(
     services: Services, wordllama: WordLlamaEmbedder
 ) -> None:

@@ -352,10 +352,12 @@ class ContextService:
             hits, total, status, unembedded = await self._recall_search.archives(
                 uow, vector, list(names), terms, seq, limit, min_score
             )
+            # Those found by meaning alone are read here, all in one statement.
+            read = await uow.messages.at([(h.sid, h.position) for h in hits if h.stored is None])
             for hit in hits:
-                item = hit.stored
-                if item is None:  # found by meaning alone
-                    (item,) = await uow.messages.between(hit.sid, hit.position, hit.position, 1)
+                item = hit.stored or read.get((hit.sid, hit.position))
+                if item is None:  # its session is being purged
+                    continue
                 match = SearchMatch(names[hit.sid], hit.seq, item.message, hit.fused.score)
                 out.append((match, ranked_snippet(item.message, words), hit.fused))
         return HybridAnswer(out, total, status, unembedded)

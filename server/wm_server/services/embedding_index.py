@@ -134,7 +134,25 @@ class EmbeddingIndexer(BackgroundLoop):
     async def _write_messages(self, rows: list[tuple[int, int, int, str, int, bytes]]) -> None:
         async with self._db.unit_of_work() as uow:
             await uow.vectors.store_messages(rows)
+            # An archive whose messages all have their vector now is marked: the backfill's
+            # count and search read the archives instead of every archived message.
+            for sid in sorted({row[0] for row in rows}):
+                await uow.vectors.mark_embedded(self.model, sid)
             await uow.commit()
+
+    @retry_conflicts
+    async def _backlog(self) -> int:
+        """What is left to embed, after marking the archives embedded by other paths
+        (before the archives were marked, or by another replica)."""
+        async with self._db.reader() as uow:
+            backlog = await uow.vectors.missing_count(self.model)
+        if not backlog:
+            return 0
+        async with self._db.unit_of_work() as uow:
+            await uow.vectors.mark_embedded(self.model)
+            backlog = await uow.vectors.missing_count(self.model)
+            await uow.commit()
+        return backlog
 
     # -- the backfill (and memory writes) --------------------------------------------------
 
@@ -142,8 +160,7 @@ class EmbeddingIndexer(BackgroundLoop):
         """Embed everything missing, a batch at a time, logging progress."""
         started = time.monotonic()
         done = 0
-        async with self._db.reader() as uow:
-            backlog = await uow.vectors.missing_count(self.model)
+        backlog = await self._backlog()
         self._observer.embedding_backlog(backlog)
         if backlog:
             self._log.info("embedding_backfill_started", model=self.model, rows=backlog)
