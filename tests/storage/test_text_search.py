@@ -15,6 +15,7 @@ from storage_support import ENGINES, Services, build_services, make_database
 
 from wm_core import Message, Role, TextPart, ToolUsePart, message_tokens
 from wm_server.search.analyzer import analyze
+from wm_server.search.bm25 import BM25_B, BM25_K1
 from wm_server.storage.database import Database
 from wm_server.storage.postgres import PostgresDatabase
 from wm_server.storage.sqlite import SqliteDatabase
@@ -69,7 +70,8 @@ _CORPUS = (
 
 
 def _bm25(query: str, corpus: tuple[str, ...]) -> list[tuple[str, float]]:
-    """Okapi BM25 (k1 1.2, b 0.75, idf ln(1 + (N - df + 0.5) / (df + 0.5))), best first."""
+    """Okapi BM25 (k1 ``BM25_K1``, b ``BM25_B``, idf ln(1 + (N - df + 0.5) / (df + 0.5))),
+    best first."""
     docs = [analyze(text) for text in corpus]
     terms = list(dict.fromkeys(analyze(query)))
     avgdl = sum(map(len, docs)) / len(docs)
@@ -81,7 +83,8 @@ def _bm25(query: str, corpus: tuple[str, ...]) -> list[tuple[str, float]]:
             tf = doc.count(term)
             if tf:
                 idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
-                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(doc) / avgdl))
+                norm = BM25_K1 * (1 - BM25_B + BM25_B * len(doc) / avgdl)
+                score += idf * tf * (BM25_K1 + 1) / (tf + norm)
         if score:
             scores.append((text, score))
     return sorted(scores, key=lambda pair: -pair[1])

@@ -53,7 +53,17 @@ class LexicalIndex:
         statistics on both engines."""
         if not sids or not terms:
             return [], 0
-        segments = await self.segments(uow, sids)
+        return await self.rank(uow, await self.segments(uow, sids), terms, only, limit)
+
+    @staticmethod
+    async def rank(
+        uow: UnitOfWork,
+        segments: Sequence[tuple[int, bm25.Segment]],
+        terms: list[str],
+        only: int | None,
+        limit: int,
+    ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:
+        """As ``ranked``, over ``segments`` read already."""
         hits, total = bm25.rank(segments, terms, only, limit)
         read = await uow.messages.at([(h.key, h.position) for h in hits])
         out = [
@@ -112,3 +122,10 @@ class LexicalIndex:
         old = self._items.pop(sid, None)
         if old is not None:
             self._weight -= old.weight
+
+
+def row_count(segments: Sequence[tuple[int, bm25.Segment]], only: int | None) -> int:
+    """How many rows ``segments`` hold (of archive ``only`` if given)."""
+    if only is None:
+        return sum(s.size for _, s in segments)
+    return sum(int((s.seqs == only).sum()) for _, s in segments)

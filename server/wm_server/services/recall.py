@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
-from wm_server.services.lexical_index import LexicalIndex
+from wm_server.services.lexical_index import LexicalIndex, row_count
 from wm_server.storage.records import MemoryRow, StoredMessage
 from wm_server.storage.repositories import MemoryFilter
 from wm_server.storage.unit_of_work import UnitOfWork
@@ -201,7 +201,8 @@ class HybridRecall:
         """(hits best first, candidates that passed ``min_score``, status, rows searched
         lexically only) of the archived messages of ``sids``."""
         want = candidates(limit)
-        lexical, _ = await self.lexical.ranked(uow, sids, terms, only, want)
+        segments = await self.lexical.segments(uow, sids)
+        lexical, _ = await self.lexical.rank(uow, segments, terms, only, want)
         seqs = {(sid, item.position): seq for sid, seq, item, _ in lexical}
         read = {(sid, item.position): item for sid, _, item, _ in lexical}
         lexical_list = [((sid, item.position), score) for sid, _, item, score in lexical]
@@ -209,8 +210,8 @@ class HybridRecall:
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
             dense_list, held = await self._dense_messages(uow, query.vector, sids, only, want, seqs)
-            archived = await uow.vectors.archived_counts(sids, only)
-            unembedded = max(sum(archived.values()) - held, 0)
+            # The rows the lexical index holds are the archived rows searched.
+            unembedded = max(row_count(segments, only) - held, 0)
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
         fused = fuse(lexical_list, dense_list, want, min_score=min_score)
         hits = [

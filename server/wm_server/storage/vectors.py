@@ -93,21 +93,6 @@ class VectorRepository:
         )
         return int(row[0]) if row else 0
 
-    async def archived_counts(self, sids: Sequence[int], only: int | None) -> dict[int, int]:
-        """How many archived messages each session has (in archive ``only`` if given), from
-        the archives' bounds: what the search compares with the vectors it holds, instead of
-        counting rows without a vector (an anti-join over every archived message)."""
-        if not sids:
-            return {}
-        members, values = self._dialect.in_list("sids", sids)
-        rows = await self._conn.all(
-            "SELECT sid, SUM(last_position - first_position + 1) FROM archives"
-            f" WHERE sid {members} AND (CAST(:only AS BIGINT) IS NULL OR seq = :only)"
-            " GROUP BY sid",
-            {"only": only, **values},
-        )
-        return {int(a): int(b) for a, b in rows}
-
     async def missing_messages(
         self, model: str, limit: int, after: tuple[int, int] = (0, 0)
     ) -> list[tuple[int, int, int]]:

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from wm_server.search import bm25
-from wm_server.search.bm25 import Row
+from wm_server.search.bm25 import BM25_B, BM25_K1, Row
 
 _WORDS = [
     "ledger",
@@ -47,8 +47,8 @@ def _okapi(rows: list[Row], query: list[str], only: int | None) -> dict[int, flo
             df = sum(1 for d in docs.values() if term in d)
             if tf:
                 idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
-                norm = 1.2 * (0.25 + 0.75 * row.length / average)
-                score += idf * tf * 2.2 / (tf + norm)
+                norm = BM25_K1 * (1 - BM25_B + BM25_B * row.length / average)
+                score += idf * tf * (BM25_K1 + 1) / (tf + norm)
         if score:
             out[row.position] = score
     return out
