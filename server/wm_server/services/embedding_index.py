@@ -72,7 +72,7 @@ class EmbeddingIndexer(BackgroundLoop):
         observer: EmbeddingObserver | None = None,
         interval_seconds: float = 30.0,
         batch: int = BATCH,
-        on_stored: Callable[[int], None] | None = None,
+        on_stored: Callable[[int, list[tuple[int, int, int, str, int, bytes]]], None] | None = None,
     ) -> None:
         super().__init__(interval_seconds)
         self._db = database
@@ -80,8 +80,9 @@ class EmbeddingIndexer(BackgroundLoop):
         self._observer = observer or _NoObserver()
         self._batch = batch
         self._cursor = (0, 0)  # the backfill's place: (sid, position) done up to
-        # Told the session whose message vectors changed (the search's VectorCache).
-        self._on_stored = on_stored or (lambda sid: None)
+        # Told the session whose message vectors were stored, and them (the search's
+        # VectorCache appends them).
+        self._on_stored = on_stored or (lambda sid, rows: None)
 
     @property
     def model(self) -> str:
@@ -127,7 +128,7 @@ class EmbeddingIndexer(BackgroundLoop):
             for i, v in zip(items, vectors, strict=True)
         ]
         await self._write_messages(rows)
-        self._on_stored(sid)
+        self._on_stored(sid, rows)
         self._observer.rows_embedded("message", len(rows))
 
     @retry_conflicts

@@ -64,28 +64,68 @@ class _NoObserver:
         return None
 
 
-@dataclass(frozen=True, slots=True)
 class _Session:
-    """One session's archived-message vectors of one model, as one matrix."""
+    """One session's archived-message vectors of one model, as one matrix; rows appended in
+    place (the buffers grow by doubling), so an embedded commit costs its own rows."""
 
-    model: str
-    matrix: Vectors
-    seqs: np.ndarray
-    positions: np.ndarray
-    loaded: float
+    __slots__ = ("_matrix", "_positions", "_seqs", "count", "loaded", "model")
+
+    def __init__(
+        self, model: str, matrix: Vectors, seqs: np.ndarray, positions: np.ndarray, loaded: float
+    ) -> None:
+        self.model = model
+        self._matrix, self._seqs, self._positions = matrix, seqs, positions
+        self.count = int(matrix.shape[0])
+        self.loaded = loaded
+
+    @property
+    def matrix(self) -> Vectors:
+        return self._matrix[: self.count]
+
+    @property
+    def seqs(self) -> np.ndarray:
+        return self._seqs[: self.count]
+
+    @property
+    def positions(self) -> np.ndarray:
+        return self._positions[: self.count]
 
     @property
     def weight(self) -> int:
-        return int(self.matrix.nbytes + self.seqs.nbytes + self.positions.nbytes)
+        return int(self._matrix.nbytes + self._seqs.nbytes + self._positions.nbytes)
+
+    def append(self, matrix: Vectors, seqs: np.ndarray, positions: np.ndarray) -> None:
+        """Add rows; a position held already takes its new vector."""
+        again = np.isin(positions, self.positions)
+        if again.any():
+            keep = ~np.isin(self.positions, positions)
+            self._matrix = np.concatenate([self.matrix[keep], matrix])
+            self._seqs = np.concatenate([self.seqs[keep], seqs])
+            self._positions = np.concatenate([self.positions[keep], positions])
+            self.count = int(self._matrix.shape[0])
+            return
+        need = self.count + int(matrix.shape[0])
+        if need > self._matrix.shape[0]:
+            size = max(need, 2 * self._matrix.shape[0], 64)
+            grown = np.empty((size, matrix.shape[1]), dtype=matrix.dtype)
+            grown[: self.count] = self.matrix
+            self._matrix = grown
+            self._seqs = np.resize(self._seqs, size)
+            self._positions = np.resize(self._positions, size)
+        self._matrix[self.count : need] = matrix
+        self._seqs[self.count : need] = seqs
+        self._positions[self.count : need] = positions
+        self.count = need
 
 
 class VectorCache:
     """Sessions' vector matrices, least recently used out past ``max_bytes``.
 
     Reading 100,000 stored vectors back from the database costs far more than the cosine over
-    them, so each session's matrix is kept once read. This process's embedding loop drops a
-    session when it stores vectors for it (``stored``); what another replica stores is seen
-    after ``ttl`` seconds at most (the entry is read again).
+    them, so each session's matrix is kept once read. This process's embedding loop hands
+    the vectors it stores to ``stored``, which appends them to a session held (a session of
+    100,000 rows is not read again for each commit embedded); what another replica stores is
+    seen after ``ttl`` seconds at most (the entry is read again).
     """
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024, ttl: float = 60.0) -> None:
@@ -94,10 +134,26 @@ class VectorCache:
         self._max = max_bytes
         self._ttl = ttl
 
-    def stored(self, sid: int) -> None:
-        item = self._items.pop(sid, None)
-        if item is not None:
+    def stored(
+        self, sid: int, rows: Sequence[tuple[int, int, int, str, int, bytes]] | None = None
+    ) -> None:
+        """Vectors of session ``sid`` were stored: ``rows`` as ``VectorRepository.
+        store_messages`` takes them (appended to the session held), or None (it is read
+        again at its next search)."""
+        item = self._items.get(sid)
+        if item is None:
+            return
+        if not rows or any(r[3] != item.model or r[4] != item.matrix.shape[1] for r in rows):
+            self._items.pop(sid)
             self._weight -= item.weight
+            return
+        before = item.weight
+        item.append(
+            from_blobs([r[5] for r in rows], rows[0][4]),
+            np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
+            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+        )
+        self._weight += item.weight - before
 
     async def session(self, uow: UnitOfWork, sid: int, model: str, dims: int) -> _Session:
         item = self._items.get(sid)
