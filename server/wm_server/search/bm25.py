@@ -22,7 +22,7 @@ newest row, as the engines' statements did.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
@@ -96,15 +96,16 @@ def _grouped(
 
 def build(rows: Sequence[Row]) -> Segment:
     """The segment of ``rows`` (in any order)."""
-    tokens: list[str] = []
-    lengths = np.zeros(len(rows), dtype=np.float64)
+    lengths = np.fromiter((r.length for r in rows), dtype=np.float64, count=len(rows))
     counts = np.zeros(len(rows), dtype=np.int64)
-    for i, row in enumerate(rows):
-        words = row.terms.split()
-        lengths[i] = row.length
-        counts[i] = len(words)
-        tokens.extend(words)
-    hashes = np.fromiter((hash(t) for t in tokens), dtype=np.int64, count=len(tokens))
+
+    def tokens() -> Iterator[str]:  # one row's words at a time: no list of every token
+        for i, row in enumerate(rows):
+            words = row.terms.split()
+            counts[i] = len(words)
+            yield from words
+
+    hashes = np.fromiter(map(hash, tokens()), dtype=np.int64)
     owners = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
     # One posting per (term, row), its frequency the number of repeats.
     order = np.lexsort((owners, hashes))
@@ -112,11 +113,11 @@ def build(rows: Sequence[Row]) -> Segment:
     if hashes.shape[0]:
         new = np.concatenate(([True], (hashes[1:] != hashes[:-1]) | (owners[1:] != owners[:-1])))
         first = np.flatnonzero(new)
-        counts = np.diff(np.append(first, hashes.shape[0])).astype(np.float64)
+        frequencies = np.diff(np.append(first, hashes.shape[0])).astype(np.float64)
         hashes, owners = hashes[first], owners[first]
     else:
-        counts = np.zeros(0, dtype=np.float64)
-    vocabulary, starts, docs, tfs = _grouped(hashes, owners, counts)
+        frequencies = np.zeros(0, dtype=np.float64)
+    vocabulary, starts, docs, tfs = _grouped(hashes, owners, frequencies)
     return Segment(
         vocabulary, starts, docs, tfs, lengths,
         np.fromiter((r.seq for r in rows), dtype=np.int64, count=len(rows)),
