@@ -44,6 +44,11 @@ class LexicalIndex:
         self._weight = 0
         self._max = max_bytes
 
+    @property
+    def weight(self) -> int:
+        """Bytes of the segments held."""
+        return self._weight
+
     async def ranked(
         self, uow: UnitOfWork, sids: Sequence[int], terms: list[str], only: int | None, limit: int
     ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:
