@@ -13,6 +13,7 @@ Sessions are evicted least recently used past ``max_bytes``.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -103,7 +104,7 @@ class LexicalIndex:
         versions = await uow.lexical.versions(sid)
         state = (len(versions), max(versions, default=0), sum(versions.values()))
         if item is None:
-            segments: tuple[bm25.Segment, ...] = (bm25.build(await uow.lexical.rows(sid, None)),)
+            segments: tuple[bm25.Segment, ...] = (await _built(await uow.lexical.rows(sid, None)),)
             return _Session(state, versions, segments)
         held = item.versions
         changed = frozenset(s for s, v in held.items() if versions.get(s) != v)
@@ -111,7 +112,7 @@ class LexicalIndex:
         kept = [bm25.without(s, changed) if changed else s for s in item.segments]
         segments = tuple(s for s in kept if s.size)
         if fresh:
-            segments = (*segments, bm25.build(await uow.lexical.rows(sid, fresh)))
+            segments = (*segments, await _built(await uow.lexical.rows(sid, fresh)))
         if len(segments) > MAX_SEGMENTS:
             segments = (bm25.merge(segments),)
         return _Session(state, versions, segments)
@@ -128,6 +129,14 @@ class LexicalIndex:
         old = self._items.pop(sid, None)
         if old is not None:
             self._weight -= old.weight
+
+
+async def _built(rows: list[bm25.Row]) -> bm25.Segment:
+    """A segment of ``rows``; a large one is built off the event loop (100,000 rows take
+    seconds on a busy machine, which other requests should not wait for)."""
+    if len(rows) < 2000:
+        return bm25.build(rows)
+    return await asyncio.to_thread(bm25.build, rows)
 
 
 def row_count(segments: Sequence[tuple[int, bm25.Segment]], only: int | None) -> int:
