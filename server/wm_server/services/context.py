@@ -372,7 +372,7 @@ class ContextService:
             hits, total, status, unembedded = await self._recall_search.archives(
                 uow, vector, list(names), terms, seq, limit, min_score
             )
-            # Those found by meaning alone are read here, all in one statement.
+            # The hits' messages, all in one statement.
             read = await uow.messages.at([(h.sid, h.position) for h in hits if h.stored is None])
             for hit in hits:
                 item = hit.stored or read.get((hit.sid, hit.position))

@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
+from wm_server.search import bm25
 from wm_server.services.lexical_index import LexicalIndex, row_count
 from wm_server.storage.records import MemoryRow, StoredMessage
 from wm_server.storage.repositories import MemoryFilter
@@ -190,7 +191,7 @@ class ArchiveHit:
     seq: int
     position: int
     fused: Fused[tuple[int, int]]
-    stored: StoredMessage | None = None  # read by the lexical statement already
+    stored: StoredMessage | None = None  # the message, when the search read it already
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,10 +259,10 @@ class HybridRecall:
         lexically only) of the archived messages of ``sids``."""
         want = candidates(limit)
         segments = await self.lexical.segments(uow, sids)
-        lexical, _ = await self.lexical.rank(uow, segments, terms, only, want)
-        seqs = {(sid, item.position): seq for sid, seq, item, _ in lexical}
-        read = {(sid, item.position): item for sid, _, item, _ in lexical}
-        lexical_list = [((sid, item.position), score) for sid, _, item, score in lexical]
+        # The candidates' messages are not read here: the caller reads its hits' at once.
+        lexical, _ = bm25.rank(segments, terms, only, want)
+        seqs = {(h.key, h.position): h.seq for h in lexical}
+        lexical_list = [((h.key, h.position), h.score) for h in lexical]
         dense_list: list[tuple[tuple[int, int], float]] = []
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
@@ -270,9 +271,7 @@ class HybridRecall:
             unembedded = max(row_count(segments, only) - held, 0)
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
         fused = fuse(lexical_list, dense_list, want, min_score=min_score)
-        hits = [
-            ArchiveHit(f.key[0], seqs[f.key], f.key[1], f, read.get(f.key)) for f in fused[:limit]
-        ]
+        hits = [ArchiveHit(f.key[0], seqs[f.key], f.key[1], f) for f in fused[:limit]]
         self.empty("archives", len(hits))
         return hits, len(fused), status, unembedded
 
