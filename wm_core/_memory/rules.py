@@ -60,7 +60,13 @@ class Fact:
     when: When | None = None
 
 
-_NAME: Final = r"(?-i:[A-Z][a-z'\-]+(?:\s+[A-Z][a-z'\-]+){0,2})"
+# A name: up to three capitalised words (accented letters too), after an optional title.
+_UPPER: Final = "A-ZÀ-ÖØ-Þ"
+_LOWER: Final = "a-zß-öø-ÿ"
+_NAME: Final = (
+    rf"(?-i:(?:(?:Mr|Mrs|Ms|Dr|Prof)\.\s+)?[{_UPPER}][{_LOWER}'\-]+"
+    rf"(?:\s+[{_UPPER}][{_LOWER}'\-]+){{0,2}})"
+)
 _THING: Final = (
     r"(?:The\s+)?[A-Z][\w&.'\-]*(?:\s+(?:&\s+)?[A-Z][\w&.'\-]*){0,3}|[a-z][\w]*[-_.][\w.\-]*\w|"
     r"[a-z][a-z0-9]{2,}"
@@ -105,7 +111,7 @@ _NAMES_LIST: Final = re.compile(
 )
 _REL_MENTION: Final = re.compile(rf"\bmy\s+(?P<rel>{_RELATIONS})\b", re.IGNORECASE)
 _APPOSITIVE: Final = re.compile(
-    rf"\b(?P<who>my|our)\s+(?P<what>(?:[\w\-]+\s+){{0,2}}[\w\-]+),\s+(?P<name>{_NAME}),"
+    rf"\b(?P<who>(?i:my|our))\s+(?P<what>(?:[\w\-]+\s+){{0,2}}[\w\-]+),\s+(?P<name>{_NAME}),"
 )
 _CALLED: Final = re.compile(
     r"\b(?:(?P<det>a|an|the|our|my|their)\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
@@ -126,6 +132,23 @@ _ABOUT_NAMED: Final = re.compile(
 )
 _MAY_NAME: Final = re.compile(r"(?<=\S)\s+[`\"']?[A-Z]|\b(?:called|named|is our|is my)\b")
 _PRONOUN_SUBJECT: Final = re.compile(r"^(?P<pro>he|she|it|they)(?P<rest>'s\b|\s+\w)", re.I)
+_IS_RELATION: Final = re.compile(rf"^{_RELATIONS}$", re.IGNORECASE)
+# What a "he"/"she"/"it" clause says about someone is kept when it lasts ("she loves
+# dinosaurs", "he's allergic to bees"), not a passing state ("she's fine, just tired", "he's
+# upset", "he cried", "he has a cast for six weeks").
+_LASTING: Final = re.compile(
+    r"^\s+(?:is|are)\s+(?!(?:\w+ly\s+|so\s+|very\s+|a bit\s+|just\s+|still\s+)*(?:fine|ok|okay|"
+    r"good|great|tired|upset|sad|happy|excited|nervous|better|worse|sick|ill|asleep|doing|"
+    r"feeling|going|getting|coming|back|home|here|there|in bed)\b)|"
+    r"^\s+(?:has|loves|likes|adores|hates|lives|works|studies|speaks|plays|prefers|wants|needs|"
+    r"owns|teaches|knows|can|can't|cannot|doesn't|never|always|usually)\b",
+    re.IGNORECASE,
+)
+_PASSING: Final = re.compile(
+    r"\bfor\s+(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|several)\s+"
+    r"(?:days?|weeks?|months?)\b",
+    re.IGNORECASE,
+)
 
 # Profile: who the user is.
 _MY_NAME: Final = re.compile(
@@ -351,6 +374,7 @@ class Talk:
     """What the conversation has said so far that later turns refer to."""
 
     last_name: str = ""  # the person or thing a "she" or "it" clause is about
+    last_person: bool | None = None  # whether last_name is someone (a "he"/"she"), if known
     last_relation: str = ""  # "my son": whose name "his name is Leo" gives
     names: set[str] = field(default_factory=set)
 
@@ -404,8 +428,11 @@ def _resolve_pronoun(text: str, talk: Talk) -> str | None:
     if rest.startswith("'s"):
         rest = " is" + rest[2:]
     pro = match.group("pro").lower()
-    if pro == "they":
-        return None
+    mismatch = talk.last_person is not None and (pro == "it") is talk.last_person
+    if pro == "they" or mismatch:
+        return None  # "it" is not the sister just named, "she" not the repo
+    if not re.search(r"\w", rest.strip().removeprefix("is").removeprefix("was")):
+        return None  # "It is, though …" says nothing about it
     return talk.last_name + rest
 
 
@@ -440,9 +467,11 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         text = f"My {talk.last_relation} is named {name}{text[their.end() :]}"
     named = _named_facts(text, talk)
     # the last one named, for a later "she" / "it" clause
-    for _, name, _fields in named:
+    for _, name, name_fields in named:
         talk.names.add(name)
         talk.last_name = name
+        kind = name_fields.get("kind", "")
+        talk.last_person = bool(_IS_RELATION.match(kind)) if kind else None
     relation = _REL_MENTION.search(text)
     if relation and not named:
         talk.last_relation = relation.group("rel").lower()
@@ -485,7 +514,10 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if main is None and not facts:
         subject_match = _NAME_SUBJECT.match(text)
         about = ""
-        if subject_match and subject_match.group("name").split()[0] not in _NOT_NAMES:
+        rest = text[len(talk.last_name) :]
+        if resolved is not None and (not _LASTING.match(rest) or _PASSING.search(rest)):
+            pass  # a passing state of someone named before is no memory
+        elif subject_match and subject_match.group("name").split()[0] not in _NOT_NAMES:
             about = subject_match.group("name")
         elif resolved is not None:
             about = talk.last_name

@@ -2,7 +2,7 @@
 
 Why it exists: a memory read in a later session must not say "yesterday". A sentence's time
 words are resolved against the time its message was written (passed in; wm_core reads no
-clock): "yesterday", "last Tuesday", "next Friday", "two weeks ago", "last May", "in
+clock): "yesterday", "last night", "last Tuesday", "next Friday", "two weeks ago", "last May", "in
 September", "the 28th", "June 12", "2026-03-05", "5 March 2026".
 
 The rules, stated once:
@@ -72,7 +72,8 @@ _PATTERNS: Final = (
     ("md", re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)", re.I)),
     ("dm", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.I)),
     ("word", re.compile(r"\b(today|tonight|this (?:morning|afternoon|evening)|yesterday|"
-                        r"tomorrow|the day before yesterday|the day after tomorrow)\b", re.I)),
+                        r"last night|tomorrow|the day before yesterday|the day after tomorrow)\b",
+                        re.I)),
     ("ago", re.compile(rf"\b({_NUM})\s+(day|week|month|year)s?\s+ago\b", re.I)),
     ("in_n", re.compile(rf"\bin\s+({_NUM})\s+(day|week|month|year)s?\b", re.I)),
     ("rel_unit", re.compile(r"\b(last|next|this)\s+(week|month|year|weekend)\b", re.I)),
@@ -184,7 +185,12 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
             found = _date(base.year - 1, month, day)
     elif kind == "word":
         word = g[0].lower()
-        offset = {"yesterday": -1, "tomorrow": 1, "the day before yesterday": -2}.get(word, 0)
+        offset = {
+            "yesterday": -1,
+            "last night": -1,
+            "tomorrow": 1,
+            "the day before yesterday": -2,
+        }.get(word, 0)
         offset = 2 if word == "the day after tomorrow" else offset
         found = base + datetime.timedelta(days=offset)
     elif kind in ("ago", "in_n"):
