@@ -158,15 +158,18 @@ _IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{_NAME})\s*(?:,\s*(?P<
 _AGE: Final = re.compile(r"^i(?:'m| am)\s+(?P<age>\d{1,3})(?:\s+years?\s+old)?\b", re.I)
 _PROFILE_START: Final = re.compile(
     r"^i\s+(?:(?:just|also|really|currently|now|still|recently|actually)\s+)*(?:"
-    r"(?:'m|am)\s+(?:a|an|the|allergic|vegetarian|vegan|pescatarian|lactose|gluten|diabetic|"
+    r"(?:'m|am)\s+(?:(?:finally|now|still|currently|also|really|just)\s+)*(?:a|an|the|allergic|vegetarian|vegan|pescatarian|lactose|gluten|diabetic|"
     r"pregnant|married|divorced|single|retired|based|from|originally|left-handed|"
     r"right-handed|colou?r-?blind|deaf|blind|\w+\s+intolerant|(?:running|training|learning|"
-    r"studying|working|doing)\s+(?:\d+|as|at|on|in|\w+\s+(?:twice|once|every|daily)))|"
+    r"studying|working|doing)\s+(?:\d+|as|at|on|in|\w+\s+(?:twice|once|every|daily))|"
+    r"(?:learning|picking up)\s+(?:to\s+)?[\w\-]+|(?-i:[A-Z])[\w\-]*'s\s+[\w\-]+)|"
     r"live|'ve lived|have lived|grew up|moved|work|'ve worked|have worked|teach|lead|manage|"
-    r"run\s+(?:a|my|\d)|speak|study|own|drive|play|was born|usually|often|always|normally|"
+    r"run\s+(?:a|my|\d)|speak|study|own|drive|play|volunteer|was born|usually|often|always|"
+    r"normally|"
     r"typically|go\s+(?:\w+\s+)?(?:every|\w+\s+times|twice|once)|need at least|"
     r"can't (?:have|eat|drink)|cannot (?:have|eat|drink)|"
-    r"have\s+(?:a|an|two|three|four|\d|type|asthma|diabetes|chronic|celiac|adhd|autism)|"
+    r"have\s+(?:a|an|two|three|four|\d|type|asthma|diabetes|chronic|c[o]?eliac|adhd|autism|"
+    r"(?:[\w\-]+\s+){0,2}(?:disease|syndrome|disorder|allergy|condition))|"
     r"'ve been\s+(?:a|an|vegan|vegetarian|having|suffering|diagnosed|married|working|living|"
     r"learning|playing|doing|running|teaching)|have been\s+\w+)\b",
     re.IGNORECASE,
@@ -176,9 +179,24 @@ _MY_IS: Final = re.compile(
     r"[\w\-]+(?:\s+[\w\-]+)?\s+(?:is|are)\s+my\s+)",
     re.IGNORECASE,
 )
+# How the user's team works ("Our team uses trunk-based development"): a fact about the user.
+_TEAM_USES: Final = re.compile(
+    r"^(?:(?:our|my)\s+(?:team|company|org|organi[sz]ation|shop)\s+(?:uses|works|follows|"
+    r"practi[cs]es|deploys|runs|ships)|we\s+(?:use|work|follow|practi[cs]e|deploy|ship))\b",
+    re.IGNORECASE,
+)
+_PROMOTED: Final = re.compile(
+    r"^i\s+(?:just\s+|finally\s+)?(?:got|was|have been|'ve been)\s+promoted\s+to\s+"
+    r"(?:a\s+|an\s+|the\s+)?(?P<role>[\w\- ]+?)(?=\s+(?:last|this|on|in|yesterday|today|at|"
+    r"after)\b|[.!,]|$)",
+    re.IGNORECASE,
+)
 _FREQUENCY: Final = re.compile(
     r"\b(?:once|twice|\w+\s+times)\s+(?:a|per)\s+(?:day|week|month|year)\b|"
-    r"\b(?:every|each)\s+(?:day|morning|evening|night|week|weekend|month)\b|\b(?:daily|weekly)\b",
+    r"\b(?:every|each)\s+(?:day|morning|evening|night|week|weekend|month|monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday)\b|\b(?:daily|weekly)\b|"
+    r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a few|several)\s+[a-z]+\s+"
+    r"(?:a|per)\s+(?:day|week|month)\b",
     re.I,
 )
 _PROFILE_NOT: Final = re.compile(
@@ -290,11 +308,17 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     match = _AGE.match(text)
     if match:
         age = match.group("age")
-        return [(f"The user is {age} years old", "age", {"age": age})]
+        found = [(f"The user is {age} years old", "age", {"age": age})]
+        more = re.match(r"^\s+and\s+(?P<more>\w.+)$", text[match.end() :], re.I)
+        if more:  # "I'm 52 and recently retired from teaching"
+            body = third_person(clean(f"I {more.group('more')}"))
+            found.append((body, memory_key(body), {}))
+        return found
     if _PROFILE_NOT.match(text):
         return []
     habit = re.match(r"^i\s", text, re.I) and _FREQUENCY.search(text)
-    if _PROFILE_START.match(text) or _MY_IS.match(text) or habit:
+    team = _TEAM_USES.match(text) and not REASON.search(text)
+    if _PROFILE_START.match(text) or _MY_IS.match(text) or habit or team:
         body = third_person(clean(original))
         lower = text.lower()
         subject = memory_key(body)
@@ -490,6 +514,9 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     resolved = _resolve_pronoun(text, talk)
     if resolved is not None:
         text = resolved
+    whose = re.match(r"^i(?:'m| am)\s+(?P<pro>his|her)\s", text, re.IGNORECASE)
+    if whose and talk.last_name and talk.last_person:  # "I'm her maid of honour"
+        text = f"{text[: whose.start('pro')]}{talk.last_name}'s{text[whose.end('pro') :]}"
     main: Fact | None = None
     vague_time = when is not None and re.match(
         r"this\s+(?:week|month|year)", text[when.start : when.end], re.I
@@ -531,6 +558,11 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
             named = [n for n in named if n[1] != about]
     if main is not None:
         facts.insert(0, main)
+    promoted = _PROMOTED.match(text)
+    if promoted:  # "I got promoted to senior designer": the event, and the user's role now
+        role_name = clean(promoted.group("role"))
+        facts.append(Fact(MemoryType.PROFILE, f"The user is a {role_name}", "role", sentence, (),
+                          {"role": role_name}))  # fmt: skip
     for body, name, fields in named:
         facts.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
     return facts
