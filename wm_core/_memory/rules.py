@@ -111,7 +111,18 @@ _NAMES_LIST: Final = re.compile(
 )
 _REL_MENTION: Final = re.compile(rf"\bmy\s+(?P<rel>{_RELATIONS})\b", re.IGNORECASE)
 _APPOSITIVE: Final = re.compile(
-    rf"\b(?P<who>(?i:my|our))\s+(?P<what>(?:[\w\-]+\s+){{0,2}}[\w\-]+),\s+(?P<name>{_NAME}),"
+    rf"\b(?P<who>(?i:my|our|his|her|their))\s+(?P<what>(?:[\w\-]+\s+){{0,2}}[\w\-]+),\s+"
+    rf"(?P<name>{_NAME})(?:,|[.!]?$)"
+)
+# "It's called Crumb & Co.": the name of the thing the clause before spoke of ("a bakery").
+_IT_CALLED: Final = re.compile(
+    r"^(?:it|it's|it is|it was)\s+(?:(?:is|was)\s+)?(?:called|named)\s+[`\"']?"
+    r"(?P<name>(?-i:[A-Z0-9])[\w&.'\-]*(?:\s+(?:&\s+)?(?-i:[A-Z0-9])[\w&.'\-]*){0,3})",
+    re.IGNORECASE,
+)
+_LAST_THING: Final = re.compile(
+    r"\b(?:a|an)\s+(?P<thing>(?:new\s+|small\s+|little\s+)?[a-z][a-z\-]+)(?=\s+(?:in|at|on|near|for|"
+    r"with|that|which|where)\b|[.!,]?$)"
 )
 _CALLED: Final = re.compile(
     r"\b(?:(?P<det>a|an|the|our|my|their)\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
@@ -287,6 +298,15 @@ _PLAN: Final = re.compile(
     r"^(?:i|we)\s+(?:promised|told)\s+\w+|^i(?:'ve| have) (?:booked|signed up|registered)",
     re.IGNORECASE,
 )
+# Something that happened to the user, said without a time ("We just got back from Iceland",
+# "I also cancelled my cards"): an event all the same, undated.
+_EXPERIENCE: Final = re.compile(
+    r"^(?:i|we)\s+(?:(?:just|finally|also|recently|already|even|both)\s+)*(?:got back from|"
+    r"came back from|returned from|went to|visited|travell?ed to|flew to|saw|met|lost|broke|"
+    r"cancell?ed|finished|passed|won|adopted|bought|sold|graduated|got married|got engaged|"
+    r"climbed|hiked|completed|launched|shipped|released)\s+\w",
+    re.IGNORECASE,
+)
 _EVENTFUL: Final = re.compile(r"\b[a-z]{3,}\b")
 
 
@@ -399,6 +419,7 @@ class Talk:
 
     last_name: str = ""  # the person or thing a "she" or "it" clause is about
     last_person: bool | None = None  # whether last_name is someone (a "he"/"she"), if known
+    last_thing: str = ""  # what "it's called …" names: "a bakery" said just before
     last_relation: str = ""  # "my son": whose name "his name is Leo" gives
     names: set[str] = field(default_factory=set)
 
@@ -429,6 +450,13 @@ def _named_facts(text: str, talk: Talk) -> list[tuple[str, str, dict[str, str]]]
             add(name, f"{name} is the user's {rel}", rel)
     for match in _APPOSITIVE.finditer(text):
         owner = "the user's"
+        if match.group("who").lower() in ("his", "her", "their"):
+            if talk.last_name and talk.last_person:
+                owner = f"{talk.last_name}'s"
+            elif talk.last_relation:
+                owner = f"the user's {talk.last_relation}'s"
+            else:
+                continue
         add(match.group("name"), f"{match.group('name')} is {owner} {match.group('what')}", "")
     for match in _CALLED.finditer(text):
         name = match.group("name").strip()
@@ -489,6 +517,14 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if their and talk.last_relation:
         name = their.group("name")
         text = f"My {talk.last_relation} is named {name}{text[their.end() :]}"
+    it_called = _IT_CALLED.match(text)
+    if it_called and talk.last_thing:
+        name = clean(it_called.group("name"))
+        talk.last_name, talk.last_person = name, False
+        return [Fact(MemoryType.ENTITY, f"{name} is the {talk.last_thing}", name, sentence, (),
+                     {"name": name, "kind": talk.last_thing})]  # fmt: skip
+    thing = _LAST_THING.search(text)
+    talk.last_thing = thing.group("thing") if thing else ""
     named = _named_facts(text, talk)
     # the last one named, for a later "she" / "it" clause
     for _, name, name_fields in named:
@@ -526,7 +562,7 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if when is not None and _EVENTFUL.search(text[: when.start] + text[when.end :]):
         main = Fact(MemoryType.EVENT, _event_text(text, when, role), memory_key(text), sentence,
                     (), {"when": when.label}, when)  # fmt: skip
-    elif _PLAN.match(text):
+    elif _PLAN.match(text) or (when is None and _EXPERIENCE.match(text)):
         main = Fact(MemoryType.EVENT, third_person(clean(text)), memory_key(text), sentence)
     if main is None and _PROCEDURE.search(text):
         main = Fact(MemoryType.PROCEDURE, third_person(clean(text), team=True),
@@ -544,7 +580,12 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         rest = text[len(talk.last_name) :]
         if resolved is not None and (not _LASTING.match(rest) or _PASSING.search(rest)):
             pass  # a passing state of someone named before is no memory
-        elif subject_match and subject_match.group("name").split()[0] not in _NOT_NAMES:
+        elif (
+            subject_match
+            and subject_match.group("name").split()[0] not in _NOT_NAMES
+            and not any(f.get("kind", "").lower() == subject_match.group("name").lower()
+                        for _, _, f in named)  # "Production is called osprey"
+        ):  # fmt: skip
             about = subject_match.group("name")
         elif resolved is not None:
             about = talk.last_name

@@ -72,7 +72,7 @@ _PATTERNS: Final = (
     ("md", re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)", re.I)),
     ("dm", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.I)),
     ("word", re.compile(r"\b(today|tonight|this (?:morning|afternoon|evening)|yesterday|"
-                        r"last night|tomorrow|the day before yesterday|the day after tomorrow)\b",
+                        r"(?<!our )(?<!my )(?<!the )(?<!his )(?<!her )(?<!their )(?<!first )last night|tomorrow|the day before yesterday|the day after tomorrow)\b",
                         re.I)),
     ("ago", re.compile(rf"\b({_NUM})\s+(day|week|month|year)s?\s+ago\b", re.I)),
     ("in_n", re.compile(rf"\bin\s+({_NUM})\s+(day|week|month|year)s?\b", re.I)),
