@@ -14,7 +14,7 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.model import MemoryType
-from wm_core._memory.rules import Fact, Talk, classify
+from wm_core._memory.rules import Fact, Talk, classify, note_question
 from wm_core._memory.speech import (
     LEAD,
     REASON,
@@ -61,8 +61,14 @@ _WANT: Final = re.compile(
     re.IGNORECASE,
 )
 _YES: Final = re.compile(r"^(?:yes|yeah|yep|sure|definitely|absolutely|please do)\b[\s,.!]*", re.I)
-_ASKED: Final = re.compile(r"^(?:what|which|where)\b[^?]*\byou(?:r)?\b[^?]*\?$", re.IGNORECASE)
-_TASTE: Final = re.compile(r"\b(?:like|prefer|enjoy|love|favou?rite|fan of)\b", re.I)
+# An open question about the user ("What stack do you use?"), or about the kind of what the
+# user just said ("What kind of illustration?", "What style?", "Any favourite dishes?").
+_ASKED: Final = re.compile(
+    r"^(?:(?:what|which|where)\b[^?]*\byou(?:r)?\b[^?]*|(?:what|which)\s+(?:kind|sort|type|style)"
+    r"\b[^?]*|any\s+favou?rite\b[^?]*)\?$",
+    re.IGNORECASE,
+)
+_TASTE: Final = re.compile(r"\b(?:like|prefer|enjoy|love|favou?rite|fan of|style)\b", re.I)
 # A reply that starts like a sentence is read by the clause rules, not as a bare answer.
 _CLAUSE_START: Final = re.compile(
     r"^(?:i|i'm|i've|i'll|i'd|my|we|we're|our|it|it's|he|she|they|the|this|that|there|yes|no|"
@@ -126,7 +132,7 @@ def _yes_to(previous: Message, reply: Message) -> Fact | None:
     found = sentences(previous.text())
     question = LEAD.sub("", found[-1]).strip() if found else ""
     yes = _YES.match(reply.text().strip())
-    if yes is None or _DISAGREE.search(reply.text().split(".")[0]):
+    if yes is None or _DISAGREE.search(clauses(reply.text().split(".")[0])[0]):
         return None
     ids = (previous.id, reply.id)
     should = _SHOULD.match(question)
@@ -189,6 +195,8 @@ def conversation_facts(
     for message in messages:
         if message.role not in (Role.USER, Role.ASSISTANT) or not message.text().strip():
             continue
+        if message.role is Role.ASSISTANT:
+            note_question(message.text(), talk)
         agreed = _agreement(message.text())
         if agreed and last_decision is not None and previous is not None:
             fact = found[last_decision]
@@ -235,6 +243,7 @@ def conversation_facts(
                 said = statement(sentence)
                 if said is None:
                     continue
+                talk.follow_on = re.match(r"^\s*(?:and|also|plus)\b", sentence, re.I) is not None
                 for clause in clauses(said):
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):

@@ -307,7 +307,10 @@ _EXPERIENCE: Final = re.compile(
     r"climbed|hiked|completed|launched|shipped|released)\s+\w",
     re.IGNORECASE,
 )
-_EVENTFUL: Final = re.compile(r"\b[a-z]{3,}\b")
+# An event says what happened besides when: "Twice, in 2016 and 2018" does not.
+_EVENTFUL: Final = re.compile(
+    r"\b(?!(?:and|the|but|for|twice|once|both|only|also|then|too|with)\b)[a-z]{3,}\b", re.I
+)
 
 
 def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
@@ -350,7 +353,10 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     return []
 
 
-def _preference(text: str) -> tuple[str, str] | None:
+def _preference(text: str, instructing: bool = False) -> tuple[str, str] | None:
+    """(text, subject) of a preference in a user's clause; ``instructing``: the clause goes on
+    from an instruction ("Use pytest for all new tests." "And keep test files next to …"),
+    so an imperative is one too."""
     if _NEVER_MIND.match(text):
         return None
     original, text = text, expanded(text)
@@ -380,7 +386,7 @@ def _preference(text: str) -> tuple[str, str] | None:
         when = (match.group("when") or "never").lower()
         return f"The user wants the assistant to {when} {third_person(what, sentence=False)}", what
     match = _IMPERATIVE.match(text)
-    if match and _GENERAL.search(text):
+    if match and (_GENERAL.search(text) or instructing):
         what = clean(match.group("what"))
         body = third_person(what, sentence=False)
         return f"The user wants the assistant to {body[:1].lower()}{body[1:]}", what
@@ -420,8 +426,22 @@ class Talk:
     last_name: str = ""  # the person or thing a "she" or "it" clause is about
     last_person: bool | None = None  # whether last_name is someone (a "he"/"she"), if known
     last_thing: str = ""  # what "it's called …" names: "a bakery" said just before
+    follow_on: bool = False  # the sentence opens with "And" / "Also": it goes on from the last
+    instructed: bool = False  # the user's last statement told the assistant how to work
     last_relation: str = ""  # "my son": whose name "his name is Leo" gives
     names: set[str] = field(default_factory=set)
+
+
+_ASKED_RELATION: Final = re.compile(rf"\b(?:your|a|an)\s+(?P<rel>{_RELATIONS})\b[^.!]*\?", re.I)
+
+
+def note_question(text: str, talk: Talk) -> None:
+    """What an assistant's question tells the next turn: "Do you have a teacher?" makes the
+    answer's "her name is Mrs. Okafor" the teacher's name."""
+    found = sentences(text)
+    asked = _ASKED_RELATION.search(found[-1]) if found else None
+    if asked:
+        talk.last_relation = asked.group("rel").lower()
 
 
 def _named_facts(text: str, talk: Talk) -> list[tuple[str, str, dict[str, str]]]:
@@ -568,9 +588,10 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         main = Fact(MemoryType.PROCEDURE, third_person(clean(text), team=True),
                     memory_key(text), sentence)  # fmt: skip
     if main is None:
-        preference = _preference(text)
+        preference = _preference(text, talk.follow_on and talk.instructed)
         if preference is not None:
             main = Fact(MemoryType.PREFERENCE, preference[0], preference[1], sentence)
+    talk.instructed = main is not None and main.text.startswith("The user wants the assistant")
     if main is None:
         for body, subject, fields in _profile(text):
             facts.append(Fact(MemoryType.PROFILE, body, subject, sentence, (), fields))
