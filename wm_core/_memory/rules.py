@@ -428,8 +428,38 @@ class Talk:
     last_thing: str = ""  # what "it's called …" names: "a bakery" said just before
     follow_on: bool = False  # the sentence opens with "And" / "Also": it goes on from the last
     instructed: bool = False  # the user's last statement told the assistant how to work
+    last_place: str = ""  # where "there" is: "lives in Toronto", "In services/paygate."
     last_relation: str = ""  # "my son": whose name "his name is Leo" gives
     names: set[str] = field(default_factory=set)
+
+
+_PLACE: Final = re.compile(
+    rf"\b(?i:in|to|from|near|at)\s+(?P<place>{_NAME}|[\w.\-]+/[\w./\-]*\w)", re.IGNORECASE
+)
+_THERE: Final = re.compile(
+    r"(?<=\s)(?:(?P<motion>(?:go|going|goes|went|move|moving|moved|fly|flying|flew|travel\w*|"
+    r"drive|driving|drove|head\w*|come|coming|came|get|getting|got)\s+)there|there)\b",
+    re.IGNORECASE,
+)
+
+
+def _there(text: str, talk: Talk) -> str:
+    """The clause with its "there" as the last place named ("we're going there" → "going to
+    Toronto"), then that place noted for the next clause."""
+    if talk.last_place:
+        text = _THERE.sub(
+            lambda m: (
+                f"{m.group('motion')}to {talk.last_place}"
+                if m.group("motion")
+                else f"in {talk.last_place}"
+            ),
+            text,
+            count=1,
+        )
+    for match in _PLACE.finditer(text):
+        if match.group("place").split()[0] not in _NOT_NAMES:
+            talk.last_place = match.group("place")
+    return text
 
 
 _ASKED_RELATION: Final = re.compile(rf"\b(?:your|a|an)\s+(?P<rel>{_RELATIONS})\b[^.!]*\?", re.I)
@@ -510,7 +540,9 @@ def _resolve_pronoun(text: str, talk: Talk) -> str | None:
 
 def _event_text(text: str, when: When | None, role: Role) -> str:
     body = text
-    if when is not None and not re.match(r"\d{4}-\d{2}-\d{2}$", text[when.start : when.end]):
+    if when is not None and when.named:
+        body = f"{text[: when.end]} ({when.label}){text[when.end :]}"
+    elif when is not None and not re.match(r"\d{4}-\d{2}-\d{2}$", text[when.start : when.end]):
         phrase = text[when.start : when.end]
         lead = re.match(r"^(?:on|by|in|until|since|during)\s+", phrase, re.I)
         prep = lead.group().strip().lower() if lead else ("on" if when.precision == "day" else "in")
@@ -526,6 +558,8 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     """The facts one clause states (without message ids)."""
     facts: list[Fact] = []
     user = role is Role.USER
+    if user:
+        text = _there(text, talk)
     when = resolve_when(text, base)
     decision = _decision(text, role)
     if decision is not None:

@@ -3,7 +3,7 @@
 Why it exists: a memory read in a later session must not say "yesterday". A sentence's time
 words are resolved against the time its message was written (passed in; wm_core reads no
 clock): "yesterday", "last night", "last Tuesday", "next Friday", "two weeks ago", "last May", "in
-September", "the 28th", "June 12", "2026-03-05", "5 March 2026".
+September", "the 28th", "June 12", "2026-03-05", "5 March 2026", "at Christmas".
 
 The rules, stated once:
 
@@ -82,7 +82,18 @@ _PATTERNS: Final = (
     ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until)\s+({_MONTH})\b(?!\s+\d)", re.I)),
     ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b", re.I)),
     ("year", re.compile(r"\b(?:in|since|during)\s+((?:19|20)\d{2})\b", re.I)),
+    ("holiday", re.compile(r"\b(christmas eve|christmas|new year's eve|new year's day|halloween|"
+                           r"valentine's day)\b", re.I)),
 )  # fmt: skip
+# Holidays on a fixed day: (month, day).
+_HOLIDAYS: Final = {
+    "christmas eve": (12, 24),
+    "christmas": (12, 25),
+    "new year's eve": (12, 31),
+    "new year's day": (1, 1),
+    "halloween": (10, 31),
+    "valentine's day": (2, 14),
+}
 
 _FUTURE: Final = re.compile(
     r"\b(?:will|'ll|shall|going to|gonna|plan(?:ning)? to|planned|scheduled|expecting|"
@@ -102,7 +113,7 @@ _PAST: Final = re.compile(
 # Every time the patterns know starts with a digit or one of these words.
 _ANY_TIME: Final = re.compile(
     rf"\d|\b(?:{_MONTH}|{_DAY}|today|tonight|this|yesterday|tomorrow|the day|ago|last|next|"
-    rf"in\s+(?:{_NUM}))\b",
+    rf"in\s+(?:{_NUM})|christmas|new year's|halloween|valentine's)\b",
     re.IGNORECASE,
 )
 _HAVE_GOT: Final = re.compile(r"\b(?:i've|we've|you've|i have|we have|has|have)\s+got\b", re.I)
@@ -116,6 +127,7 @@ class When:
     precision: str
     start: int  # where the time words are in the sentence
     end: int
+    named: bool = False  # a holiday: the text keeps its name ("Christmas (2026-12-25)")
 
     @property
     def iso(self) -> str:
@@ -255,6 +267,14 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
             found = _date(nxt.year, nxt.month, day)
     elif kind == "year":
         found, precision = datetime.date(int(g[0]), 1, 1), "year"
+    elif kind == "holiday":
+        month, day = _HOLIDAYS[g[0].lower()]
+        found = datetime.date(base.year, month, day)  # this year's, or the nearest one ahead
+        if not past and found < base:  # or behind, in the sentence's direction
+            found = datetime.date(base.year + 1, month, day)
+        elif past and found > base:
+            found = datetime.date(base.year - 1, month, day)
+        return When(found, precision, start, end, named=True)
     if found is None:
         return None
     return When(found, precision, start, end)
