@@ -125,7 +125,7 @@ _LAST_THING: Final = re.compile(
     r"with|that|which|where)\b|[.!,]?$)"
 )
 _CALLED: Final = re.compile(
-    r"\b(?:(?P<det>a|an|the|our|my|their)\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
+    r"\b(?:(?P<det>(?i:a|an|the|our|my|their))\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
     rf"(?:is\s+|was\s+)?(?:called|named)\s+[`\"']?(?P<name>{_THING})[`\"']?",
 )
 _IS_OUR: Final = re.compile(
@@ -509,7 +509,7 @@ def _named_facts(text: str, talk: Talk) -> list[tuple[str, str, dict[str, str]]]
                 continue
         add(match.group("name"), f"{match.group('name')} is {owner} {match.group('what')}", "")
     for match in _CALLED.finditer(text):
-        name = match.group("name").strip()
+        name = match.group("name").strip().rstrip(".")
         kind = match.group("kind").lower()
         det = (match.group("det") or "a").lower()
         if kind in ("is", "was", "be"):
@@ -632,8 +632,8 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if main is None and not facts:
         subject_match = _NAME_SUBJECT.match(text)
         about = ""
-        rest = text[len(talk.last_name) :]
-        if resolved is not None and (not _LASTING.match(rest) or _PASSING.search(rest)):
+        said = text[len(talk.last_name) :]
+        if resolved is not None and (not _LASTING.match(said) or _PASSING.search(said)):
             pass  # a passing state of someone named before is no memory
         elif (
             subject_match

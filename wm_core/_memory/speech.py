@@ -126,6 +126,9 @@ _PAST_FORMS_TEXT: Final = (
     "gave fell wrote spent found became grew flew drove ate told said"
 )
 _PAST_FORMS: Final = frozenset(_PAST_FORMS_TEXT.split())
+# Present verbs that end like a past ("I need" is "the user needs").
+_ED_PRESENT_TEXT: Final = "need feed bleed breed speed proceed succeed exceed heed embed shed wed"
+_ED_PRESENT: Final = frozenset(_ED_PRESENT_TEXT.split())
 _IRREGULAR: Final = {"am": "is", "have": "has", "do": "does", "go": "goes", "are": "is",
                      "don't": "doesn't", "haven't": "hasn't", "was": "was", "were": "was"}  # fmt: skip
 
@@ -162,7 +165,8 @@ def third_person(
                 out.append(word)
                 continue
             conjugate = False
-            if lower not in _NOT_VERBS and not lower.endswith("ed") and lower not in _PAST_FORMS:
+            past = lower.endswith("ed") and lower not in _ED_PRESENT
+            if lower not in _NOT_VERBS and not past and lower not in _PAST_FORMS:
                 word = word.replace(core, _third_singular(core), 1)
             out.append(word)
             continue
