@@ -210,6 +210,15 @@ _FREQUENCY: Final = re.compile(
     r"(?:a|per)\s+(?:day|week|month)\b",
     re.I,
 )
+_STATE: Final = re.compile(
+    r"(?:still\s+|now\s+|currently\s+|again\s+)?(?:blocked|broken|down|failing|stuck|slow|red|"
+    r"green|done|ready|open|closed|merged|pending|waiting|running|up|fixed|missing|empty|full|"
+    r"late|off|on|busy|out)\b",
+    re.IGNORECASE,
+)
+_FOR_NOW: Final = re.compile(
+    r"\b(?:this week|today|tonight|this morning|this afternoon|this evening)\b", re.IGNORECASE
+)
 _PROFILE_NOT: Final = re.compile(
     r"^i(?:'m| am)\s+(?:a\s+(?:bit|little|fan|big fan|huge fan)|not sure|sorry|glad|happy|"
     r"trying|looking|thinking|wondering|done|back|going to|planning)\b|^i need (?:help|you)|"
@@ -304,7 +313,19 @@ _EXPERIENCE: Final = re.compile(
     r"^(?:i|we)\s+(?:(?:just|finally|also|recently|already|even|both)\s+)*(?:got back from|"
     r"came back from|returned from|went to|visited|travell?ed to|flew to|saw|met|lost|broke|"
     r"cancell?ed|finished|passed|won|adopted|bought|sold|graduated|got married|got engaged|"
-    r"climbed|hiked|completed|launched|shipped|released)\s+\w",
+    r"climbed|hiked|completed|launched|shipped|released)\s+"
+    # work talk is no experience: "I saw the warning", "I lost an hour on that bug"
+    r"(?!(?:(?:a|an|the|that|this|those|these|my|your|our|its|\d+)\s+)?(?:\w+\s+)?(?:error|"
+    r"warning|bug|test|build|log|message|issue|exception|trace|output|diff|pr|commit|failure|"
+    r"hour|minute|day|time|point|file|line|change|problem)s?\b)\w",
+    re.IGNORECASE,
+)
+# A moment away is no plan: "I'm going to lunch", "back in an hour".
+_AWAY: Final = re.compile(
+    r"\b(?:going to|off to|heading to)\s+(?:lunch|dinner|breakfast|bed|sleep|grab|get (?:a|some)|"
+    r"(?:a|the)\s+(?:meeting|call|break|gym|standup|stand-up))\b|\bback in (?:an?|\d+|a few)\b|"
+    r"\b(?:brb|be right back|step away|take a break|let's continue|continue tomorrow|"
+    r"call it a day|pick (?:this|it) up)\b",
     re.IGNORECASE,
 )
 # An event says what happened besides when: "Twice, in 2016 and 2018" does not.
@@ -341,7 +362,12 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
         return []
     habit = re.match(r"^i\s", text, re.I) and _FREQUENCY.search(text)
     team = _TEAM_USES.match(text) and not REASON.search(text)
-    if _PROFILE_START.match(text) or _MY_IS.match(text) or habit or team:
+    my_is = _MY_IS.match(text)
+    if my_is and _STATE.match(text[my_is.end() :]):
+        return []  # "My PR is blocked on review": a state of work, not who the user is
+    if _FOR_NOW.search(text):
+        return []  # "I'm working on the auth refactor this week"
+    if _PROFILE_START.match(text) or my_is or habit or team:
         body = third_person(clean(original))
         lower = text.lower()
         subject = memory_key(body)
@@ -565,8 +591,8 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if decision is not None:
         body, choice, fields = decision
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    if not user:
-        return []
+    if not user or _AWAY.search(text):
+        return []  # "I'm going to lunch", "I have a meeting at 3, let's continue tomorrow"
     their = _THEIR_NAME.match(text)
     if their and talk.last_relation:
         name = their.group("name")

@@ -97,14 +97,14 @@ def test_undated_experiences_are_events_and_our_last_night_is_no_date() -> None:
         "U: We just got back from Iceland.",
         "U: We saw the northern lights on our last night.",
         "U: I also cancelled my cards.",
-        "U: I saw that the build is red.",
+        "U: I saw that the build is red.",  # work talk is no experience
+        "U: I lost an hour on that bug.",
     )
     events = [(op.text, op.event_time) for op in ops if op.type is MemoryType.EVENT]
     assert events == [
         ("The user and others just got back from Iceland.", None),
         ("The user and others saw the northern lights on the user's last night.", None),
         ("The user also cancelled the user's cards.", None),
-        ("The user saw that the build is red.", None),
     ]
     # "last night" alone is the day before the message
     (op,) = _said("2026-02-18", "U: The billing job failed last night.")
@@ -215,6 +215,28 @@ def test_there_is_the_last_place_named_and_holidays_are_dates() -> None:
     # a past Christmas is last year's when said before it
     (past,) = _said("2026-08-15", "U: We visited Rome at Christmas.")
     assert past.event_time == "2025-12-25"
+
+
+def test_a_coding_session_keeps_its_rules_and_choices_not_its_passing_states() -> None:
+    ops = _said(
+        "2026-05-05",
+        "U: Can you look at the failing test in tests/test_api.py?",
+        "A: The test fails because the fixture returns None. I fixed it.",
+        "U: My PR is blocked on review.",
+        "U: I'm working on the auth refactor this week.",
+        "U: I have a meeting at 3, let's continue tomorrow.",
+        "U: I'm going to lunch, back in an hour.",
+        "U: Don't change the public API of the SDK without asking me.",
+        "U: My laptop is a 2019 MacBook Pro.",
+    )
+    assert _facts(ops) == [
+        (
+            "preference",
+            "The user wants the assistant to never change the public API of the SDK without "
+            "asking the user.",
+        ),
+        ("profile", "The user's laptop is a 2019 MacBook Pro."),
+    ]
 
 
 def test_fragments_and_chit_chat_stay_empty() -> None:
