@@ -141,6 +141,19 @@ _ABOUT_NAMED: Final = re.compile(
     rf"^(?:my|our)\s+{_RELATIONS}(?:,?\s+|\s+(?:is|was)\s+(?:called|named)\s+)(?P<name>{_NAME})\b",
     re.IGNORECASE,
 )
+# Someone in the user's life not named: "My wife works as a nurse", "My partner is vegetarian".
+_ABOUT_RELATIVE: Final = re.compile(
+    rf"^(?:my|our)\s+(?P<rel>{_RELATIONS})\s+(?!(?:is|was)\s+(?:called|named)\b)(?:is|was|works|"
+    r"worked|lives|lived|has|loves|likes|hates|speaks|plays|studies|teaches|runs|owns|can't|"
+    r"cannot|doesn't|never|always)\b",
+    re.IGNORECASE,
+)
+# A yearly date is who the user is, not an event: "My birthday is on March 3".
+_YEARLY: Final = re.compile(r"^(?:my|our)\s+(?:birthday|wedding anniversary|anniversary)\b", re.I)
+# "I've been working at IBM since 2015": a lasting state since then, not an event then.
+_SINCE_STATE: Final = re.compile(
+    r"\b(?:'ve|have|has)\s+(?:been|lived|worked|known|had|owned|played|taught)\b", re.I
+)
 _MAY_NAME: Final = re.compile(r"(?<=\S)\s+[`\"']?[A-Z]|\b(?:called|named|is our|is my)\b")
 _PRONOUN_SUBJECT: Final = re.compile(r"^(?P<pro>he|she|it|they)(?P<rest>'s\b|\s+\w)", re.I)
 _IS_RELATION: Final = re.compile(rf"^{_RELATIONS}$", re.IGNORECASE)
@@ -213,7 +226,7 @@ _FREQUENCY: Final = re.compile(
 _STATE: Final = re.compile(
     r"(?:still\s+|now\s+|currently\s+|again\s+)?(?:blocked|broken|down|failing|stuck|slow|red|"
     r"green|done|ready|open|closed|merged|pending|waiting|running|up|fixed|missing|empty|full|"
-    r"late|off|on|busy|out)\b",
+    r"late|busy)\b",
     re.IGNORECASE,
 )
 _FOR_NOW: Final = re.compile(
@@ -367,7 +380,7 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
         return []  # "My PR is blocked on review": a state of work, not who the user is
     if _FOR_NOW.search(text):
         return []  # "I'm working on the auth refactor this week"
-    if _PROFILE_START.match(text) or my_is or habit or team:
+    if _PROFILE_START.match(text) or my_is or habit or team or _YEARLY.match(text):
         body = third_person(clean(original))
         lower = text.lower()
         subject = memory_key(body)
@@ -639,6 +652,16 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     )
     if vague_time:
         when = None
+    if when is not None and (
+        _YEARLY.match(text)
+        or (text[when.start : when.end].lower().startswith("since") and _SINCE_STATE.search(text))
+    ):
+        when = None  # profile facts (below) that carry their date in the text
+    relative = _ABOUT_RELATIVE.match(text)
+    if when is None and relative and not named:
+        about = f"the user's {relative.group('rel').lower()}"
+        return [Fact(MemoryType.ENTITY, third_person(clean(text)), about, sentence, (),
+                     {"kind": relative.group("rel").lower()})]  # fmt: skip
     if when is not None and _EVENTFUL.search(text[: when.start] + text[when.end :]):
         main = Fact(MemoryType.EVENT, _event_text(text, when, role), memory_key(text), sentence,
                     (), {"when": when.label}, when)  # fmt: skip

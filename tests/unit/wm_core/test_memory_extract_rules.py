@@ -251,3 +251,24 @@ def test_fragments_and_chit_chat_stay_empty() -> None:
         )
         == []
     )
+
+
+def test_unnamed_relatives_yearly_dates_and_states_since_a_time() -> None:
+    ops = _said(
+        "2026-05-05",
+        "U: My wife works as a nurse.",
+        "U: My birthday is on March 3.",
+        "U: I've been working at IBM since 2015.",
+        "U: My mother turns 70 next Sunday.",
+    )
+    assert [(t, op.event_time) for (t, _), op in zip(_facts(ops), ops, strict=True)] == [
+        ("entity", None),
+        ("profile", None),
+        ("profile", None),
+        ("event", "2026-05-17"),
+    ]
+    assert [op.text for op in ops[:3]] == [
+        "The user's wife works as a nurse.",
+        "The user's birthday is on March 3.",
+        "The user has been working at IBM since 2015.",
+    ]
