@@ -28,7 +28,7 @@ from wm_core._memory.speech import (
 from wm_core._messages import Message, Role
 
 _PROPOSAL: Final = re.compile(
-    r"^(?:i\s+(?:would\s+|'d\s+)?(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
+    r"^(?:i(?:\s+would|'d)?\s+(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
     r"we\s+(?:could|should)\s+|how about\s+|what about\s+|i'd go with\s+|"
     r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+)(?P<what>.+)$",
     re.IGNORECASE,
@@ -42,7 +42,7 @@ _AGREE: Final = re.compile(
 _DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
 _OPTIONS: Final = re.compile(
     r"^(?:should (?:we|i)|(?:do|would) you (?:want|like|prefer)(?: me)?(?: to)?|shall (?:we|i)|"
-    r"(?:do|would) you prefer)\s+(?P<body>.+?)\s+or\s+(?P<other>.+?)\?$",
+    r"(?:do|would) you prefer|(?:which|what)\b[^?,]*,)\s+(?P<body>.+?)\s+or\s+(?P<other>.+?)\?$",
     re.IGNORECASE,
 )
 

@@ -288,11 +288,15 @@ _CHOICE_VERB: Final = re.compile(
     re.IGNORECASE,
 )
 _DECIDED: Final = re.compile(
-    r"^(?:(?:we|i|the team|they)(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
-    r"(?:it was|it's been)\s+)?(?P<verb>decided|agreed|chose|chosen|settled on|went with|"
-    r"opted for|switched|moved|picked|committed to|ended up|voted)\b(?P<what>.*)$",
+    # "After discussing it, the team chose …": a short lead-in before the decision
+    r"^(?:(?:after|following|in the end|eventually|finally|ultimately)\b[^,]{0,40},\s+)?"
+    r"(?:(?:we|i|the team|they)(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
+    r"(?:it was|it's been)\s+)?"
+    r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|opted for|switched|moved|picked|"
+    r"committed to|ended up|voted|standardi[sz]ed on)\b(?P<what>.*)$",
     re.IGNORECASE,
 )
+_DECISION_IS: Final = re.compile(r"^(?:the|our) decision (?:is|was) to\s+(?P<what>\w.*)$", re.I)
 _WILL: Final = re.compile(
     r"^(?:we|the team)(?:'ll|\s+will|'re going to|\s+are going to|'re|\s+are|\s+should)\s+"
     r"(?P<what>(?:go(?:ing)? with|use|using|keep|keeping|stick(?:ing)? with|switch(?:ing)?|"
@@ -433,7 +437,9 @@ def _preference(text: str, instructing: bool = False) -> tuple[str, str] | None:
 
 
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
-    match = _DECIDED.match(text) or _WILL.match(text) or _LETS.match(text)
+    match = (
+        _DECIDED.match(text) or _DECISION_IS.match(text) or _WILL.match(text) or _LETS.match(text)
+    )
     if match is None:
         return None
     personal = re.match(r"^i\b", text, re.I) is not None

@@ -272,3 +272,28 @@ def test_unnamed_relatives_yearly_dates_and_states_since_a_time() -> None:
         "The user's birthday is on March 3.",
         "The user has been working at IBM since 2015.",
     ]
+
+
+def test_decisions_said_in_more_ways() -> None:
+    ops = _said(
+        "2026-05-05",
+        "A: I'd recommend Celery for the job queue since you already run Redis.",
+        "U: Makes sense, go with Celery.",
+        "U: We've standardised on Black for formatting.",
+        "U: The decision is to ship on May 20.",
+        "U: After discussing it, the team chose Vue over React because it's simpler.",
+        "A: Which region should we deploy to, Frankfurt or Dublin?",
+        "U: Frankfurt, most users are in Germany.",
+        "U: The decision is final.",
+    )
+    assert all(op.type is MemoryType.DECISION for op in ops)
+    assert [op.fields["decision"] for op in ops] == [
+        "Celery for the job queue since the user already run Redis",
+        "Black for formatting",
+        "ship on May 20",
+        "Vue over React",
+        "Frankfurt",
+    ]
+    assert ops[0].fields["agreed_by"] == "user"
+    assert ops[2].event_time == "2026-05-20"
+    assert ops[3].fields["reason"] == "it's simpler"
