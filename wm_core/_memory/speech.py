@@ -133,6 +133,12 @@ _IRREGULAR: Final = {"am": "is", "have": "has", "do": "does", "go": "goes", "are
                      "don't": "doesn't", "haven't": "hasn't", "was": "was", "were": "was"}  # fmt: skip
 
 
+# Words after which the assistant's "you" is a subject, not an object.
+_SUBJECT_BEFORE: Final = frozenset(
+    {"", "since", "because", "as", "that", "when", "and", "if", "so"}
+)
+
+
 def _third_singular(verb: str) -> str:
     lower = verb.lower()
     if lower in _IRREGULAR:
@@ -174,7 +180,12 @@ def third_person(
         if lower in table:
             replaced = table[lower]
             out.append(word.replace(core, replaced, 1))
-            conjugate = lower == "i"
+            # the verb after "I", and after the assistant's "you" as a subject ("since you
+            # already run Redis" → "since the user already runs Redis")
+            before = out[-2].lower().strip(",") if len(out) > 1 else ""
+            conjugate = lower == "i" or (
+                role is Role.ASSISTANT and lower == "you" and before in _SUBJECT_BEFORE
+            )
             continue
         if lower in ("don't",) and out and out[-1].lower().endswith(("user", "assistant")):
             word = word.replace(core, "doesn't", 1)

@@ -288,7 +288,7 @@ def test_decisions_said_in_more_ways() -> None:
     )
     assert all(op.type is MemoryType.DECISION for op in ops)
     assert [op.fields["decision"] for op in ops] == [
-        "Celery for the job queue since the user already run Redis",
+        "Celery for the job queue since the user already runs Redis",
         "Black for formatting",
         "ship on May 20",
         "Vue over React",
