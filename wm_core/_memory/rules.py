@@ -334,7 +334,9 @@ _EXPERIENCE: Final = re.compile(
     # work talk is no experience: "I saw the warning", "I lost an hour on that bug"
     r"(?!(?:(?:a|an|the|that|this|those|these|my|your|our|its|\d+)\s+)?(?:\w+\s+)?(?:error|"
     r"warning|bug|test|build|log|message|issue|exception|trace|output|diff|pr|commit|failure|"
-    r"hour|minute|day|time|point|file|line|change|problem)s?\b)\w",
+    r"hour|minute|day|time|point|file|line|change|problem)s?\b)"
+    # nor is a moment of the day, nor someone unnamed: "I went to bed", "I met him once"
+    r"(?!(?:bed|sleep|lunch|dinner|breakfast|work|him|her|them|it|that|this|those|these)\b)\w",
     re.IGNORECASE,
 )
 # A moment away is no plan: "I'm going to lunch", "back in an hour".
@@ -342,7 +344,11 @@ _AWAY: Final = re.compile(
     r"\b(?:going to|off to|heading to)\s+(?:lunch|dinner|breakfast|bed|sleep|grab|get (?:a|some)|"
     r"(?:a|the)\s+(?:meeting|call|break|gym|standup|stand-up))\b|\bback in (?:an?|\d+|a few)\b|"
     r"\b(?:brb|be right back|step away|take a break|let's continue|continue tomorrow|"
-    r"call it a day|pick (?:this|it) up)\b",
+    r"call it a day|pick (?:this|it) up)\b|"
+    # how the user feels right now: "I'm so tired today"
+    r"^i(?:'m| am)\s+(?:(?:so|very|really|a bit|pretty|super|just|kind of)\s+)*(?:tired|bored|"
+    r"sick|busy|exhausted|hungry|sleepy|stressed|happy|sad|fine|ok|okay|good|great|excited|"
+    r"nervous|confused|lost|stuck|annoyed|frustrated)\b",
     re.IGNORECASE,
 )
 # An event says what happened besides when: "Twice, in 2016 and 2018" does not.

@@ -224,7 +224,7 @@ def object_of(text: str) -> str | None:
     first = what.lower().split(" ", 1)[0] if what else ""
     if not what or (first in VAGUE and len(what.split()) <= 2):
         return None
-    if what.lower().startswith(("you to", "it when you", "you ", "to know")):
+    if what.lower().startswith(("you to", "it when you", "you ", "to know", "your ")):
         return None
     return what
 

@@ -248,6 +248,10 @@ def test_fragments_and_chit_chat_stay_empty() -> None:
             "A: How was it?",
             "U: Amazing.",
             "U: It's raining again here.",
+            "U: I'm so tired today.",
+            "U: I like your answer.",
+            "U: I went to bed late.",
+            "U: I met him once.",
         )
         == []
     )
