@@ -14,7 +14,8 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.model import MemoryType
-from wm_core._memory.rules import Fact, Talk, classify, note_question
+from wm_core._memory.names import Talk, note_question
+from wm_core._memory.rules import Fact, classify
 from wm_core._memory.speech import (
     LEAD,
     REASON,

@@ -32,6 +32,24 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.model import MemoryType, memory_key
+from wm_core._memory.names import (
+    ABOUT_NAMED,
+    IS_RELATION,
+    IT_CALLED,
+    LAST_THING,
+    LASTING,
+    NAME,
+    NAME_SUBJECT,
+    NOT_NAMES,
+    PASSING,
+    REL_MENTION,
+    RELATIONS,
+    THEIR_NAME,
+    Talk,
+    named_facts,
+    resolve_pronoun,
+    resolve_there,
+)
 from wm_core._memory.speech import (
     REASON,
     VAGUE,
@@ -60,90 +78,9 @@ class Fact:
     when: When | None = None
 
 
-# A name: up to three capitalised words (accented letters too), after an optional title.
-_UPPER: Final = "A-ZÀ-ÖØ-Þ"
-_LOWER: Final = "a-zß-öø-ÿ"
-_NAME: Final = (
-    rf"(?-i:(?:(?:Mr|Mrs|Ms|Dr|Prof)\.\s+)?[{_UPPER}][{_LOWER}'\-]+"
-    rf"(?:\s+[{_UPPER}][{_LOWER}'\-]+){{0,2}})"
-)
-_THING: Final = (
-    r"(?:The\s+)?[A-Z][\w&.'\-]*(?:\s+(?:&\s+)?[A-Z][\w&.'\-]*){0,3}|[a-z][\w]*[-_.][\w.\-]*\w|"
-    r"[a-z][a-z0-9]{2,}"
-)
-_NOT_NAMES_TEXT: Final = (
-    "The This That These Those It There Here What When Where Which Who How Why Yes No Okay "
-    "Ok Sure Thanks Thank Hi Hello Hey Mostly Mainly Also And But So Then Now Just Only Our "
-    "My Your His Her Their We You They He She I Not Sorry Fine Good Great Happy Done Back "
-    "Indoor Outdoor Once Twice Cold Hot Perfect Will Let Please Monday Tuesday Wednesday "
-    "Thursday Friday Saturday Sunday January February March April May June July August "
-    "September October November December Christmas Easter Sprint Grades Lentil Rarely "
-    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many"
-)
-_NOT_NAMES: Final = frozenset(_NOT_NAMES_TEXT.split())
-
-_RELATIONS: Final = (
-    r"(?:best\s+|older\s+|younger\s+|little\s+|big\s+|new\s+|old\s+|twin\s+|rescue\s+)?"
-    r"(?:wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|spouse|son|daughter|kid|child|"
-    r"baby|brother|sister|sibling|mother|mom|mum|father|dad|parent|grandmother|grandma|"
-    r"granny|grandfather|grandpa|grandson|granddaughter|aunt|uncle|cousin|nephew|niece|"
-    r"mother-in-law|father-in-law|friend|neighbou?r|roommate|flatmate|boss|manager|colleague|"
-    r"co-?worker|teammate|mentor|teacher|tutor|coach|doctor|therapist|physiotherapist|"
-    r"physio|dentist|vet|landlord|client|customer|assistant|lead|cto|ceo|dog|cat|puppy|"
-    r"kitten|parrot|bird|rabbit|bunny|hamster|horse|fish|turtle|tortoise|pet|cats|dogs|kids|"
-    r"children|sons|daughters)"
-)
-_REL_NAME: Final = re.compile(
-    rf"\b(?P<who>my|our|his|her|their)\s+(?P<rel>{_RELATIONS}),?\s+(?P<name>{_NAME})\b",
-    re.IGNORECASE,
-)
-_REL_CALLED: Final = re.compile(
-    rf"\bmy\s+(?P<rel>{_RELATIONS})(?:'s name)?\s+(?:is\s+)?(?:called|named|is)\s+(?P<name>{_NAME})\b",
-    re.IGNORECASE,
-)
-_A_REL_NAMED: Final = re.compile(
-    rf"\b(?:a|an)\s+(?P<rel>{_RELATIONS})\s+(?:called|named)\s+(?P<name>{_NAME})\b", re.I
-)
-_NAME_IS_MY: Final = re.compile(rf"\b(?P<name>{_NAME})\s+is\s+my\s+(?P<rel>{_RELATIONS})\b")
-_THEIR_NAME: Final = re.compile(rf"\b(?:his|her|their)\s+name\s+is\s+(?P<name>{_NAME})\b", re.I)
-_NAMES_LIST: Final = re.compile(
-    rf"\b(?P<rel>{_RELATIONS}),\s+(?P<a>{_NAME})\s+and\s+(?P<b>{_NAME})\b", re.IGNORECASE
-)
-_REL_MENTION: Final = re.compile(rf"\bmy\s+(?P<rel>{_RELATIONS})\b", re.IGNORECASE)
-_APPOSITIVE: Final = re.compile(
-    rf"\b(?P<who>(?i:my|our|his|her|their))\s+(?P<what>(?:[\w\-]+\s+){{0,2}}[\w\-]+),\s+"
-    rf"(?P<name>{_NAME})(?:,|[.!]?$)"
-)
-# "It's called Crumb & Co.": the name of the thing the clause before spoke of ("a bakery").
-_IT_CALLED: Final = re.compile(
-    r"^(?:it|it's|it is|it was)\s+(?:(?:is|was)\s+)?(?:called|named)\s+[`\"']?"
-    r"(?P<name>(?-i:[A-Z0-9])[\w&.'\-]*(?:\s+(?:&\s+)?(?-i:[A-Z0-9])[\w&.'\-]*){0,3})",
-    re.IGNORECASE,
-)
-_LAST_THING: Final = re.compile(
-    r"\b(?:a|an)\s+(?P<thing>(?:new\s+|small\s+|little\s+)?[a-z][a-z\-]+)(?=\s+(?:in|at|on|near|for|"
-    r"with|that|which|where)\b|[.!,]?$)"
-)
-_CALLED: Final = re.compile(
-    r"\b(?:(?P<det>(?i:a|an|the|our|my|their))\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
-    rf"(?:is\s+|was\s+)?(?:called|named)\s+[`\"']?(?P<name>{_THING})[`\"']?",
-)
-_IS_OUR: Final = re.compile(
-    r"^[`\"']?(?P<name>[A-Z][\w.\-/]*\w|[\w.\-]+/[\w.\-]+)[`\"']?\s+is\s+(?:our|my)\s+"
-    r"(?P<kind>(?:[\w\-]+\s+){0,3}[\w\-]+)"
-)
-_NAME_SUBJECT: Final = re.compile(
-    rf"^(?P<name>{_NAME})(?:,\s+(?:he|she|it|they)(?:'s|\s+is|\s+was)?\b|\s+(?:is|was|has|had|"
-    r"lives|lived|works|worked|loves|likes|hates|prefers|turned|turns|opened|runs|uses|can|"
-    r"speaks|plays|says|said|wants|needs|got|studies|teaches|moved)\b)"
-)
-_ABOUT_NAMED: Final = re.compile(
-    rf"^(?:my|our)\s+{_RELATIONS}(?:,?\s+|\s+(?:is|was)\s+(?:called|named)\s+)(?P<name>{_NAME})\b",
-    re.IGNORECASE,
-)
 # Someone in the user's life not named: "My wife works as a nurse", "My partner is vegetarian".
 _ABOUT_RELATIVE: Final = re.compile(
-    rf"^(?:my|our)\s+(?P<rel>{_RELATIONS})\s+(?!(?:is|was)\s+(?:called|named)\b)(?:is|was|works|"
+    rf"^(?:my|our)\s+(?P<rel>{RELATIONS})\s+(?!(?:is|was)\s+(?:called|named)\b)(?:is|was|works|"
     r"worked|lives|lived|has|loves|likes|hates|speaks|plays|studies|teaches|runs|owns|can't|"
     r"cannot|doesn't|never|always)\b",
     re.IGNORECASE,
@@ -154,31 +91,12 @@ _YEARLY: Final = re.compile(r"^(?:my|our)\s+(?:birthday|wedding anniversary|anni
 _SINCE_STATE: Final = re.compile(
     r"\b(?:'ve|have|has)\s+(?:been|lived|worked|known|had|owned|played|taught)\b", re.I
 )
-_MAY_NAME: Final = re.compile(r"(?<=\S)\s+[`\"']?[A-Z]|\b(?:called|named|is our|is my)\b")
-_PRONOUN_SUBJECT: Final = re.compile(r"^(?P<pro>he|she|it|they)(?P<rest>'s\b|\s+\w)", re.I)
-_IS_RELATION: Final = re.compile(rf"^{_RELATIONS}$", re.IGNORECASE)
-# What a "he"/"she"/"it" clause says about someone is kept when it lasts ("she loves
-# dinosaurs", "he's allergic to bees"), not a passing state ("she's fine, just tired", "he's
-# upset", "he cried", "he has a cast for six weeks").
-_LASTING: Final = re.compile(
-    r"^\s+(?:is|are)\s+(?!(?:\w+ly\s+|so\s+|very\s+|a bit\s+|just\s+|still\s+)*(?:fine|ok|okay|"
-    r"good|great|tired|upset|sad|happy|excited|nervous|better|worse|sick|ill|asleep|doing|"
-    r"feeling|going|getting|coming|back|home|here|there|in bed)\b)|"
-    r"^\s+(?:has|loves|likes|adores|hates|lives|works|studies|speaks|plays|prefers|wants|needs|"
-    r"owns|teaches|knows|can|can't|cannot|doesn't|never|always|usually)\b",
-    re.IGNORECASE,
-)
-_PASSING: Final = re.compile(
-    r"\bfor\s+(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|several)\s+"
-    r"(?:days?|weeks?|months?)\b",
-    re.IGNORECASE,
-)
 
 # Profile: who the user is.
 _MY_NAME: Final = re.compile(
-    rf"^(?:my name is|my name's|call me|i go by)\s+(?P<name>{_NAME})", re.IGNORECASE
+    rf"^(?:my name is|my name's|call me|i go by)\s+(?P<name>{NAME})", re.IGNORECASE
 )
-_IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{_NAME})\s*(?:,\s*(?P<rest>.+))?$")
+_IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{NAME})\s*(?:,\s*(?P<rest>.+))?$")
 _AGE: Final = re.compile(r"^i(?:'m| am)\s+(?P<age>\d{1,3})(?:\s+years?\s+old)?\b", re.I)
 _PROFILE_START: Final = re.compile(
     r"^i\s+(?:(?:just|also|really|currently|now|still|recently|actually)\s+)*(?:"
@@ -365,7 +283,7 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
         name = match.group("name")
         return [(f"The user's name is {name}", "name", {"name": name})]
     match = _IM_NAME.match(text)
-    if match and match.group("name").split()[0] not in _NOT_NAMES:
+    if match and match.group("name").split()[0] not in NOT_NAMES:
         name = match.group("name")
         found = [(f"The user's name is {name}", "name", {"name": name})]
         rest = match.group("rest") or ""
@@ -470,125 +388,6 @@ def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     return body, _CHOICE_VERB.sub("", choice), fields
 
 
-@dataclass
-class Talk:
-    """What the conversation has said so far that later turns refer to."""
-
-    last_name: str = ""  # the person or thing a "she" or "it" clause is about
-    last_person: bool | None = None  # whether last_name is someone (a "he"/"she"), if known
-    last_thing: str = ""  # what "it's called …" names: "a bakery" said just before
-    follow_on: bool = False  # the sentence opens with "And" / "Also": it goes on from the last
-    instructed: bool = False  # the user's last statement told the assistant how to work
-    last_place: str = ""  # where "there" is: "lives in Toronto", "In services/paygate."
-    last_relation: str = ""  # "my son": whose name "his name is Leo" gives
-    names: set[str] = field(default_factory=set)
-
-
-_PLACE: Final = re.compile(
-    rf"\b(?i:in|to|from|near|at)\s+(?P<place>{_NAME}|[\w.\-]+/[\w./\-]*\w)", re.IGNORECASE
-)
-_THERE: Final = re.compile(
-    r"(?<=\s)(?:(?P<motion>(?:go|going|goes|went|move|moving|moved|fly|flying|flew|travel\w*|"
-    r"drive|driving|drove|head\w*|come|coming|came|get|getting|got)\s+)there|there)\b",
-    re.IGNORECASE,
-)
-
-
-def _there(text: str, talk: Talk) -> str:
-    """The clause with its "there" as the last place named ("we're going there" → "going to
-    Toronto"), then that place noted for the next clause."""
-    if talk.last_place:
-        text = _THERE.sub(
-            lambda m: (
-                f"{m.group('motion')}to {talk.last_place}"
-                if m.group("motion")
-                else f"in {talk.last_place}"
-            ),
-            text,
-            count=1,
-        )
-    for match in _PLACE.finditer(text):
-        if match.group("place").split()[0] not in _NOT_NAMES:
-            talk.last_place = match.group("place")
-    return text
-
-
-_ASKED_RELATION: Final = re.compile(rf"\b(?:your|a|an)\s+(?P<rel>{_RELATIONS})\b[^.!]*\?", re.I)
-
-
-def note_question(text: str, talk: Talk) -> None:
-    """What an assistant's question tells the next turn: "Do you have a teacher?" makes the
-    answer's "her name is Mrs. Okafor" the teacher's name."""
-    found = sentences(text)
-    asked = _ASKED_RELATION.search(found[-1]) if found else None
-    if asked:
-        talk.last_relation = asked.group("rel").lower()
-
-
-def _named_facts(text: str, talk: Talk) -> list[tuple[str, str, dict[str, str]]]:
-    """Entities a user's clause names: (text, name, fields)."""
-    found: list[tuple[str, str, dict[str, str]]] = []
-
-    def add(name: str, body: str, kind: str) -> None:
-        if name.split()[0] in _NOT_NAMES or any(f[1] == name for f in found):
-            return
-        found.append((body, name, {"name": name, "kind": kind}))
-
-    if not _MAY_NAME.search(text):
-        return found  # no capitalised word past the first, no "called": nothing is named
-    for pattern in (_REL_CALLED, _A_REL_NAMED, _REL_NAME, _NAME_IS_MY):
-        for match in pattern.finditer(text):
-            rel = match.group("rel").lower()
-            name = match.group("name")
-            who = (match.groupdict().get("who") or "my").lower()
-            earlier = [f[1] for f in found] or [talk.last_name]
-            owner = "the user's" if who in ("my", "our") else f"{earlier[0] or who}'s"
-            add(name, f"{name} is {owner} {rel}", rel)
-    for match in _NAMES_LIST.finditer(text):
-        rel = match.group("rel").lower().rstrip("s")
-        rel = {"kid": "kid", "childre": "child", "childr": "child"}.get(rel, rel)
-        for name in (match.group("a"), match.group("b")):
-            add(name, f"{name} is the user's {rel}", rel)
-    for match in _APPOSITIVE.finditer(text):
-        owner = "the user's"
-        if match.group("who").lower() in ("his", "her", "their"):
-            if talk.last_name and talk.last_person:
-                owner = f"{talk.last_name}'s"
-            elif talk.last_relation:
-                owner = f"the user's {talk.last_relation}'s"
-            else:
-                continue
-        add(match.group("name"), f"{match.group('name')} is {owner} {match.group('what')}", "")
-    for match in _CALLED.finditer(text):
-        name = match.group("name").strip().rstrip(".")
-        kind = match.group("kind").lower()
-        det = (match.group("det") or "a").lower()
-        if kind in ("is", "was", "be"):
-            continue
-        owner = "the user's" if det in ("our", "my") else ("the" if det == "the" else det)
-        add(name, f"{name} is {owner} {kind}", kind)
-    ours = _IS_OUR.match(text)
-    if ours:
-        add(ours.group("name"), third_person(clean(text)), ours.group("kind").lower())
-    return found
-
-
-def _resolve_pronoun(text: str, talk: Talk) -> str | None:
-    match = _PRONOUN_SUBJECT.match(text)
-    if match is None or not talk.last_name:
-        return None
-    rest = text[match.end("pro") :]
-    if rest.startswith("'s"):
-        rest = " is" + rest[2:]
-    pro = match.group("pro").lower()
-    mismatch = talk.last_person is not None and (pro == "it") is talk.last_person
-    if pro == "they" or mismatch:
-        return None  # "it" is not the sister just named, "she" not the repo
-    if not re.search(r"\w", rest.strip().removeprefix("is").removeprefix("was")):
-        return None  # "It is, though …" says nothing about it
-    return talk.last_name + rest
-
-
 def _event_text(text: str, when: When | None, role: Role) -> str:
     body = text
     if when is not None and when.named:
@@ -610,7 +409,7 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     facts: list[Fact] = []
     user = role is Role.USER
     if user:
-        text = _there(text, talk)
+        text = resolve_there(text, talk)
     when = resolve_when(text, base)
     decision = _decision(text, role)
     if decision is not None:
@@ -618,29 +417,29 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
     if not user or _AWAY.search(text):
         return []  # "I'm going to lunch", "I have a meeting at 3, let's continue tomorrow"
-    their = _THEIR_NAME.match(text)
+    their = THEIR_NAME.match(text)
     if their and talk.last_relation:
         name = their.group("name")
         text = f"My {talk.last_relation} is named {name}{text[their.end() :]}"
-    it_called = _IT_CALLED.match(text)
+    it_called = IT_CALLED.match(text)
     if it_called and talk.last_thing:
         name = clean(it_called.group("name"))
         talk.last_name, talk.last_person = name, False
         return [Fact(MemoryType.ENTITY, f"{name} is the {talk.last_thing}", name, sentence, (),
                      {"name": name, "kind": talk.last_thing})]  # fmt: skip
-    thing = _LAST_THING.search(text)
+    thing = LAST_THING.search(text)
     talk.last_thing = thing.group("thing") if thing else ""
-    named = _named_facts(text, talk)
+    named = named_facts(text, talk)
     # the last one named, for a later "she" / "it" clause
     for _, name, name_fields in named:
         talk.names.add(name)
         talk.last_name = name
         kind = name_fields.get("kind", "")
-        talk.last_person = bool(_IS_RELATION.match(kind)) if kind else None
-    relation = _REL_MENTION.search(text)
+        talk.last_person = bool(IS_RELATION.match(kind)) if kind else None
+    relation = REL_MENTION.search(text)
     if relation and not named:
         talk.last_relation = relation.group("rel").lower()
-    about_named = _ABOUT_NAMED.match(text)
+    about_named = ABOUT_NAMED.match(text)
     if about_named is not None:
         name = about_named.group("name")
         talk.last_name = name
@@ -652,7 +451,7 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
                              sentence, (), {"when": when.label}, when)  # fmt: skip
             rest = named
         return [main_fact] + [Fact(MemoryType.ENTITY, b, n, sentence, (), f) for b, n, f in rest]
-    resolved = _resolve_pronoun(text, talk)
+    resolved = resolve_pronoun(text, talk)
     if resolved is not None:
         text = resolved
     whose = re.match(r"^i(?:'m| am)\s+(?P<pro>his|her)\s", text, re.IGNORECASE)
@@ -691,14 +490,14 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         for body, subject, fields in _profile(text):
             facts.append(Fact(MemoryType.PROFILE, body, subject, sentence, (), fields))
     if main is None and not facts:
-        subject_match = _NAME_SUBJECT.match(text)
+        subject_match = NAME_SUBJECT.match(text)
         about = ""
         said = text[len(talk.last_name) :]
-        if resolved is not None and (not _LASTING.match(said) or _PASSING.search(said)):
+        if resolved is not None and (not LASTING.match(said) or PASSING.search(said)):
             pass  # a passing state of someone named before is no memory
         elif (
             subject_match
-            and subject_match.group("name").split()[0] not in _NOT_NAMES
+            and subject_match.group("name").split()[0] not in NOT_NAMES
             and not any(f.get("kind", "").lower() == subject_match.group("name").lower()
                         for _, _, f in named)  # "Production is called osprey"
         ):  # fmt: skip
@@ -744,6 +543,6 @@ def pending_facts(texts: Sequence[str]) -> list[Fact]:
                 found.append(Fact(MemoryType.EVENT, _event_text(said, when, Role.SYSTEM),
                                   memory_key(said), sentence, (), {}, when))  # fmt: skip
             else:
-                for body, name, fields in _named_facts(said, Talk()):
+                for body, name, fields in named_facts(said, Talk()):
                     found.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
     return found
