@@ -104,8 +104,8 @@ def _asked_about_user(message: Message) -> str | None:
     you use?"), if any: a short answer to it is a fact about the user."""
     found = sentences(message.text())
     last = LEAD.sub("", found[-1]).strip() if found else ""
-    if _ASKED.match(last):
-        return last
+    if _ASKED.match(last) and not re.search(r"\b(?:did|was|were|had)\b", last, re.IGNORECASE):
+        return last  # the answer to a question about the past is no fact about the user now
     return None
 
 

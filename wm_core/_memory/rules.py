@@ -20,6 +20,8 @@ the order of turns:
 - ``entity``: named people, pets, places and things: "my sister Laura …", "a wrapper called
   paygate", "Amara is 8", and what a later "she"/"it" clause says about the last one named.
 
+Names, and what a later "she", "it" or "there" refers to, are read by ``names``.
+
 The module is pure: the message time is an argument, never a clock.
 """
 

@@ -159,6 +159,8 @@ def test_a_bare_answer_to_what_kind_is_kept_with_its_question() -> None:
         "U: Mostly children's books.",
         "A: What wood?",
         "U: Oak.",
+        "A: What kind of farm did your family have?",  # the past: no fact about the user now
+        "U: Corn and soybeans.",
     )
     assert _facts(ops)[1:] == [
         ("profile", "The user's answer to \"What kind of illustration?\": Mostly children's books.")
