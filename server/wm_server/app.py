@@ -61,6 +61,7 @@ from wm_server.services.paging import load_tokens
 from wm_server.services.recall import HybridRecall
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
+from wm_server.services.user_data import UserDataService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
@@ -353,6 +354,7 @@ async def start_application(
                 default_tokens=settings.phase2_default_input_tokens,
             ).for_provider,
         ),
+        user_data=UserDataService(database, on_deleted=maintenance.forgotten),
     )
     admission = Admission(
         Limits(
