@@ -29,7 +29,9 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from wm_core import MemoryOp, MemoryOpKind, MemoryRecord, supersessions
 from wm_server.errors import StorageConflict, invalid
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
@@ -39,7 +41,11 @@ from wm_server.storage.records import MemoryRow
 from wm_server.storage.text_index import words_of
 from wm_server.storage.unit_of_work import UnitOfWork
 
+if TYPE_CHECKING:
+    from wm_server.services.memories import MemoryOwner
+
 MAX_SUPERSEDES = 16
+SIMILAR_PER_FACT = 5  # the owner's memories a new fact of a subject is compared with
 THRESHOLD = 0.8  # token-set Jaccard at or above which two memories of a type are one
 MAX_CANDIDATES = 2000  # newest active memories of an owner compared per round
 MAX_OWNERS = 500  # owners consolidated per round (the rest wait for the next)
@@ -105,6 +111,40 @@ async def lifecycle_of_new(
         await supersede(uow, tenant, owner, row, supersedes, now)
     if expire_time is not None:
         await uow.memory_lifecycle.set_expiry(row.mid, expire_time)
+
+
+async def plan_supersessions(
+    uow: UnitOfWork, tenant: str, owner: MemoryOwner, ops: Sequence[MemoryOp]
+) -> tuple[Mapping[int, tuple[str, ...]], frozenset[int]]:
+    """Which of the owner's active memories the new facts of an extraction plan supersede
+    (``wm_core.supersessions``), judged against the plan's targets and, for each CREATE that
+    names a subject, the owner's memories most similar to it."""
+    from wm_server.services.memories import record_of, similar_memories  # (imports this)
+
+    ids = list(dict.fromkeys(t for op in ops for t in op.target_ids))
+    rows = await uow.memories.of_owner(tenant, owner.key, ids) if ids else []
+    known: dict[str, MemoryRecord] = {r.memory_id: record_of(r) for r in rows if r.active}
+    for op in ops:
+        subject = op.fields.get("subject", "") if op.fields else ""
+        if op.kind is MemoryOpKind.CREATE and subject:
+            for record in await similar_memories(
+                uow, tenant=tenant, owner=owner, text=f"{subject} {op.text}", limit=SIMILAR_PER_FACT
+            ):
+                known.setdefault(record.id, record)
+    found = supersessions(ops, list(known.values()))
+    return found.replacing, found.absorbed
+
+
+async def supersede_current(
+    uow: UnitOfWork, tenant: str, owner: str, new: MemoryRow, ids: Sequence[str], now: float
+) -> list[str]:
+    """Supersede by ``new`` those of ``ids`` still active (another op of the plan may have
+    retired one, or ``new`` turned out to be one of them); the ids superseded."""
+    rows = await uow.memories.of_owner(tenant, owner, list(ids))
+    current = [r.memory_id for r in rows if r.active and r.memory_id != new.memory_id]
+    if current:
+        await supersede(uow, tenant, owner, new, current, now)
+    return current
 
 
 def expired(row: MemoryRow, lifecycle: Lifecycle, at: float, retention: Retention) -> bool:
