@@ -56,6 +56,7 @@ from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
+from wm_server.services.memory_consolidation import VectorConsolidation
 from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.paging import load_tokens
 from wm_server.services.recall import HybridRecall
@@ -263,6 +264,11 @@ async def start_application(
         database,
         retention_days=settings.memory_retention,
         threshold=settings.memory_consolidation_threshold,
+        vectors=(
+            VectorConsolidation(embedder.model_id, settings.memory_vector_consolidation_threshold)
+            if embedder is not None
+            else None
+        ),
     )
     maintenance = Maintenance(
         database, retention_seconds=settings.request_id_retention_seconds, memories=upkeep

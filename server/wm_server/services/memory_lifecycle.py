@@ -43,6 +43,7 @@ from wm_server.storage.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
     from wm_server.services.memories import MemoryOwner
+    from wm_server.services.memory_consolidation import VectorConsolidation
 
 MAX_SUPERSEDES = 16
 SIMILAR_PER_FACT = 5  # the owner's memories a new fact of a subject is compared with
@@ -244,8 +245,12 @@ class MemoryUpkeep:
         threshold: float = THRESHOLD,
         similarity: Similarity | None = None,
         measure: str = "token-set",
+        vectors: VectorConsolidation | None = None,
     ) -> None:
         self._db = database
+        # By meaning too (memory_consolidation), after the text measure; None or 0: off.
+        self._vectors = vectors if vectors is not None and vectors.threshold > 0 else None
+        self._unembedded: set[tuple[str, str]] = set()  # owners to look at again
         self.retention: Retention = retention_of(retention_days or {})
         self._threshold = threshold
         self._similarity = similarity
@@ -274,37 +279,52 @@ class MemoryUpkeep:
     async def consolidate(self, now: float | None = None) -> list[Merge]:
         """Merge near-duplicates of the owners whose memories changed since the last round
         (none with a threshold of 0: consolidation off)."""
-        if self._threshold <= 0:
+        if self._threshold <= 0 and self._vectors is None:
             return []
         at = time.time() if now is None else now
         merges: list[Merge] = []
         after = ("", "")
+        waiting, self._unembedded = self._unembedded, set()
         while True:
             async with self._db.reader() as uow:
                 owners = await uow.memory_lifecycle.owners_changed(self._since, after, MAX_OWNERS)
             for tenant, owner in owners:
+                waiting.discard((tenant, owner))
                 merges.extend(await self._consolidate_owner(tenant, owner, at))
                 await asyncio.sleep(0)  # other work runs between owners
             if len(owners) < MAX_OWNERS:
                 break
             after = owners[-1]
+        for tenant, owner in sorted(waiting)[:MAX_OWNERS]:  # their vectors may be stored now
+            merges.extend(await self._consolidate_owner(tenant, owner, at))
+            await asyncio.sleep(0)
         self._since = at
         return merges
 
     async def _consolidate_owner(self, tenant: str, owner: str, at: float) -> list[Merge]:
         """Compare on a reader, then apply in a unit of work the merges whose memories are
         still as compared (an owner changed meanwhile is looked at again next round)."""
+        stored: dict[int, bytes] = {}
         async with self._db.reader() as uow:
             candidates = await uow.memory_lifecycle.candidates(
                 tenant, owner, at, self.retention, MAX_CANDIDATES
             )
-        merges = await asyncio.to_thread(  # CPU: off the event loop
-            near_duplicates,
-            candidates,
-            threshold=self._threshold,
-            similarity=self._similarity,
-            measure=self._measure,
-        )
+            if self._vectors is not None and len(candidates) > 1:
+                stored = await self._vectors.vectors(uow, candidates)
+                if len(stored) < len(candidates):  # not all embedded yet: again next round
+                    self._unembedded.add((tenant, owner))
+        merges: list[Merge] = []
+        if self._threshold > 0:
+            merges = await asyncio.to_thread(  # CPU: off the event loop
+                near_duplicates,
+                candidates,
+                threshold=self._threshold,
+                similarity=self._similarity,
+                measure=self._measure,
+            )
+        if self._vectors is not None and len(stored) > 1:
+            merged = frozenset(c.mid for m in merges for c in (m.kept, *(o for o, _ in m.absorbed)))
+            merges += await asyncio.to_thread(self._vectors.merges, candidates, stored, merged)
         return await self._merge(merges, at) if merges else []
 
     @retry_conflicts
