@@ -17,17 +17,25 @@
  * warning goes to the logger when the service is lost and one note when it is back. Any other
  * error (a bad request, an unknown session) is thrown as usual.
  */
-import { Code } from "@connectrpc/connect";
+
+import { create, toBinary } from "@bufbuild/protobuf";
 
 import { newRequestId, type MessageInit, type WmClient } from "./client.js";
 import { WmError } from "./errors.js";
-import { CommitStage, CommitState, Role, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
+import { CommitStage, CommitState, MessageSchema, Role, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
 import type { AssembleContextResponse } from "./gen/wm/v1/working_memory_service_pb.js";
+import {
+  ENGINE_UNREACHABLE,
+  MAX_KEEP_RECENT,
+  MAX_KEEP_TURNS,
+  MAX_TOKEN_BUDGET,
+  isBlank,
+} from "./rules.js";
 import type { CommitStream } from "./stream.js";
 
-export const MAX_TOKEN_BUDGET = 10_000_000; // the contract's largest AssembleContext budget
-export const MAX_KEEP_RECENT = 10_000;
-export const MAX_KEEP_TURNS = 1000;
+// The contract's largest AssembleContext budget and keep_recent_count, and the engine's own
+// bound on keepRecentTurns: generated from the rules both clients share (rules.ts).
+export { MAX_KEEP_RECENT, MAX_KEEP_TURNS, MAX_TOKEN_BUDGET } from "./rules.js";
 
 /** Where the engine reports what it did not raise (default: the console). */
 export interface Logger {
@@ -36,7 +44,7 @@ export interface Logger {
 }
 
 /** The errors that mean "the service cannot be reached now", not "the request was wrong". */
-const UNREACHABLE = new Set([Code.Unavailable, Code.DeadlineExceeded]);
+const UNREACHABLE = ENGINE_UNREACHABLE;
 
 export function isUnreachable(error: unknown): error is WmError {
   return error instanceof WmError && UNREACHABLE.has(error.code);
@@ -147,13 +155,20 @@ interface UnsentBatch {
   readonly requestId: string;
 }
 
-// What the fallback context counts a message as: its JSON size over this (as Python's
-// ContextEngine counts the encoded size).
+// What the fallback context counts a message as: its encoded size over this, as Python's
+// ContextEngine counts it (a runtime's own message shape: its JSON size).
 const CHARS_PER_TOKEN = 4;
 
+function isMessageInit(message: unknown): message is MessageInit {
+  const m = message as Partial<MessageInit> | null;
+  return typeof m === "object" && m !== null && typeof m.role === "number" && Array.isArray(m.parts);
+}
+
 function roughTokens(message: unknown): number {
-  const json = JSON.stringify(message, (_key, value) => (typeof value === "bigint" ? value.toString() : value));
-  return Math.max(1, Math.floor((json?.length ?? 0) / CHARS_PER_TOKEN));
+  const size = isMessageInit(message)
+    ? toBinary(MessageSchema, create(MessageSchema, message)).length
+    : (JSON.stringify(message, (_key, value) => (typeof value === "bigint" ? value.toString() : value))?.length ?? 0);
+  return Math.max(1, Math.floor(size / CHARS_PER_TOKEN));
 }
 
 /** A user message with non-blank text of its own (not only tool results) starts a turn: the
@@ -161,7 +176,7 @@ function roughTokens(message: unknown): number {
 export function isUserTurnStart(message: unknown): boolean {
   const m = message as Partial<MessageInit> | null;
   if (!m || m.role !== Role.USER || !Array.isArray(m.parts)) return false;
-  return m.parts.some((p) => p?.kind?.case === "text" && typeof p.kind.value === "string" && p.kind.value.trim() !== "");
+  return m.parts.some((p) => p?.kind?.case === "text" && typeof p.kind.value === "string" && !isBlank(p.kind.value));
 }
 
 /** The newest messages within `tokenBudget`, opening at a user turn when one fits (never on a
@@ -386,6 +401,7 @@ export class ContextEngine {
     options: AssembleOptions<M> = {},
   ): Promise<Assembled<M>> {
     try {
+      await this.flush(session); // turns waiting for the service first, so the context has them
       const response = await this.client.assembleContext(session, tokenBudget, {
         systemPrompt: options.systemPrompt,
         includeAnthropicJson: options.includeAnthropicJson,
@@ -428,6 +444,7 @@ export class ContextEngine {
       fallback: false,
     };
     try {
+      await this.flush(session); // turns waiting for the service are archived with the rest
       if (options.tokensBefore === undefined) {
         result.tokensBefore = Number((await this.client.assembleContext(session, tokenBudget)).estimatedTokens);
       }
