@@ -60,6 +60,8 @@ def test_the_python_client_has_the_shared_limits_and_defaults() -> None:
     assert engine.MAX_TOKEN_BUDGET == MAX_BUDGET  # the contract's, from the server
     assert engine.MAX_KEEP_RECENT == MAX_KEEP_RECENT
     assert RULES["engine"]["max_keep_turns"] == engine.MAX_KEEP_TURNS
+    assert RULES["engine"]["max_seen_messages"] == engine.MAX_SEEN_MESSAGES
+    assert RULES["engine"]["max_unsent_messages"] == engine.MAX_UNSENT_MESSAGES
     assert RULES["tools"]["max_chars"] == tools.DEFAULT_MAX_CHARS
     assert RULES["tools"]["read_lines"] == tools.READ_LINES
     policy = stream.ResumePolicy()

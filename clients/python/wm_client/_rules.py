@@ -8,8 +8,10 @@ import grpc
 # The wm.v1 contract's limits, as the server defines them.
 MAX_TOKEN_BUDGET = 10000000
 MAX_KEEP_RECENT = 10000
-# The ContextEngine's own limit.
+# The ContextEngine's own limits.
 MAX_KEEP_TURNS = 1000
+MAX_SEEN_MESSAGES = 5000
+MAX_UNSENT_MESSAGES = 10000
 # The ToolExecutor's defaults.
 DEFAULT_MAX_CHARS = 16000
 READ_LINES = 400

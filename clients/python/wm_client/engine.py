@@ -54,8 +54,8 @@ MAX_KEEP_TURNS = _rules.MAX_KEEP_TURNS
 # runtime's history; a runtime may pass its own instead) and the batches waiting for the
 # service. Past MAX_UNSENT_MESSAGES the oldest waiting batches are dropped with a warning
 # (they stay in the runtime's own history, not in the service's archives).
-MAX_SEEN_MESSAGES = 5000
-MAX_UNSENT_MESSAGES = 10_000
+MAX_SEEN_MESSAGES = _rules.MAX_SEEN_MESSAGES
+MAX_UNSENT_MESSAGES = _rules.MAX_UNSENT_MESSAGES
 # The service is unreachable (not: it refused the request): fall back, never raise.
 UNREACHABLE: tuple[type[WmError], ...] = tuple(
     sorted({error_class(code) for code in _rules.ENGINE_UNREACHABLE}, key=lambda c: c.__name__)

@@ -28,14 +28,22 @@ import {
   ENGINE_UNREACHABLE,
   MAX_KEEP_RECENT,
   MAX_KEEP_TURNS,
+  MAX_SEEN_MESSAGES,
   MAX_TOKEN_BUDGET,
+  MAX_UNSENT_MESSAGES,
   isBlank,
 } from "./rules.js";
 import type { CommitStream } from "./stream.js";
 
 // The contract's largest AssembleContext budget and keep_recent_count, and the engine's own
 // bound on keepRecentTurns: generated from the rules both clients share (rules.ts).
-export { MAX_KEEP_RECENT, MAX_KEEP_TURNS, MAX_TOKEN_BUDGET } from "./rules.js";
+export {
+  MAX_KEEP_RECENT,
+  MAX_KEEP_TURNS,
+  MAX_SEEN_MESSAGES,
+  MAX_TOKEN_BUDGET,
+  MAX_UNSENT_MESSAGES,
+} from "./rules.js";
 
 /** Where the engine reports what it did not raise (default: the console). */
 export interface Logger {
@@ -237,7 +245,8 @@ export interface AssembleOptions<M> {
   registeredTools?: readonly string[];
   /** Recall the long-term memories relevant to the newest user request (default true). */
   recallMemories?: boolean;
-  /** The runtime's own messages, handed back when the service cannot be reached. */
+  /** The runtime's own messages, handed back when the service cannot be reached (default: the
+   * messages this engine was given by afterTurn, as Python's engine does). */
   ownMessages?: readonly M[];
 }
 
@@ -250,6 +259,9 @@ export class ContextEngine {
   private readonly running = new Set<BackgroundCommit>();
   private readonly serverManaged = new Map<string, boolean>();
   private readonly unsent = new Map<string, UnsentBatch[]>();
+  // The messages of each session this engine was given (at most MAX_SEEN_MESSAGES, newest):
+  // the fallback context when the runtime passes no messages of its own.
+  private readonly seen = new Map<string, MessageInit[]>();
 
   constructor(
     readonly client: WmClient,
@@ -306,6 +318,7 @@ export class ContextEngine {
       throw new RangeError(`keepRecentTurns must be 1-${MAX_KEEP_TURNS}`);
     }
     const threshold = Math.floor(tokenBudget * commitRatio);
+    this.remember(session, newMessages);
     const batch: UnsentBatch | null = newMessages.length
       ? { messages: [...newMessages], requestId: newRequestId() }
       : null;
@@ -358,13 +371,31 @@ export class ContextEngine {
     } catch (error) {
       if (!isUnreachable(error)) throw error;
       this.unreachable(error);
-      if (batch !== null) this.unsent.set(session, [...(this.unsent.get(session) ?? []), batch]);
+      if (batch !== null) this.queue(session, batch);
       result.fallback = true;
       result.fallbackReason = error.message;
       result.unsentMessages = this.unsentMessages(session);
     }
     result.commit = commit;
     return result;
+  }
+
+  private remember(session: string, messages: readonly MessageInit[]): void {
+    const seen = [...(this.seen.get(session) ?? []), ...messages];
+    this.seen.set(session, seen.slice(Math.max(0, seen.length - MAX_SEEN_MESSAGES)));
+  }
+
+  /** Keeps a batch for the service; past MAX_UNSENT_MESSAGES the oldest batches are dropped
+   * with a warning (they stay in the runtime's own history, not in the service's archives). */
+  private queue(session: string, batch: UnsentBatch): void {
+    const waiting = [...(this.unsent.get(session) ?? []), batch];
+    this.unsent.set(session, waiting);
+    while (this.unsentMessages(session) > MAX_UNSENT_MESSAGES && waiting.length > 1) {
+      const dropped = waiting.shift() as UnsentBatch;
+      this.logger.warn(
+        `${session}: dropped ${dropped.messages.length} unsent messages (more than ${MAX_UNSENT_MESSAGES} waiting for the service)`,
+      );
+    }
   }
 
   /** Messages of `session` waiting for the service. */
@@ -393,7 +424,8 @@ export class ContextEngine {
 
   /**
    * The context for the next model call (AssembleContext). When the service is unreachable it
-   * is the runtime's own messages (`ownMessages`), marked `fallback`, so the turn goes on.
+   * is the runtime's own messages (`ownMessages`, else those afterTurn was given), newest within
+   * the budget, marked `fallback`, so the turn goes on.
    */
   async assemble<M = MessageInit>(
     session: string,
@@ -414,7 +446,8 @@ export class ContextEngine {
       if (!isUnreachable(error)) throw error;
       this.unreachable(error);
       // The newest of the runtime's own messages within the budget, as Python's engine does.
-      const messages = newestWithin(options.ownMessages ?? [], tokenBudget);
+      const own = options.ownMessages ?? ((this.seen.get(session) ?? []) as readonly unknown[] as readonly M[]);
+      const messages = newestWithin(own, tokenBudget);
       return { fallback: true, reason: error.message, error, messages };
     }
   }

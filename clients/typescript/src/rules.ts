@@ -6,8 +6,10 @@ import { Code } from "@connectrpc/connect";
 /** The wm.v1 contract's limits, as the server defines them. */
 export const MAX_TOKEN_BUDGET = 10000000;
 export const MAX_KEEP_RECENT = 10000;
-/** The ContextEngine's own limit. */
+/** The ContextEngine's own limits. */
 export const MAX_KEEP_TURNS = 1000;
+export const MAX_SEEN_MESSAGES = 5000;
+export const MAX_UNSENT_MESSAGES = 10000;
 /** The ToolExecutor's defaults. */
 export const DEFAULT_MAX_CHARS = 16000;
 export const READ_LINES = 400;

@@ -13,7 +13,9 @@ import {
   ERROR_DOMAIN,
   MAX_KEEP_RECENT,
   MAX_KEEP_TURNS,
+  MAX_SEEN_MESSAGES,
   MAX_TOKEN_BUDGET,
+  MAX_UNSENT_MESSAGES,
   READ_LINES,
   WmError,
   codeName,
@@ -41,7 +43,7 @@ interface ErrorCase {
 }
 
 interface Rules {
-  engine: { max_keep_turns: number };
+  engine: { max_keep_turns: number; max_seen_messages: number; max_unsent_messages: number };
   tools: { max_chars: number; read_lines: number };
   resume: {
     idle_timeout_ms: number;
@@ -98,6 +100,8 @@ describe("the limits and defaults are the rule set's (clients/rules.json)", () =
     assert.equal(MAX_TOKEN_BUDGET, 10_000_000);
     assert.equal(MAX_KEEP_RECENT, 10_000);
     assert.equal(MAX_KEEP_TURNS, d.engine.max_keep_turns);
+    assert.equal(MAX_SEEN_MESSAGES, d.engine.max_seen_messages);
+    assert.equal(MAX_UNSENT_MESSAGES, d.engine.max_unsent_messages);
   });
   test("tool executor defaults", () => {
     assert.equal(DEFAULT_MAX_CHARS, d.tools.max_chars);
