@@ -63,7 +63,9 @@ Long-term memory
     (:func:`memory_op_arguments`); :func:`guard_memory_ops` (by
     :func:`memory_key`, :func:`retire_supported` and :func:`missing_anchors`, the
     engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
-    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`).
+    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`);
+    :func:`supersessions` (:class:`Supersessions`): which existing memories a plan's new
+    facts supersede.
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -122,6 +124,7 @@ from wm_core._memory.model import (
     memory_key,
 )
 from wm_core._memory.safekeeping import KEPT_FROM_PENDING, safekeeping_ops
+from wm_core._memory.supersede import Supersessions, supersessions
 from wm_core._memory.tool import (
     MAX_MEMORY_OPS,
     MAX_MEMORY_TEXT_CHARS,
@@ -259,6 +262,7 @@ __all__ = [
     "SectionOp",
     "SessionSettings",
     "SplitRow",
+    "Supersessions",
     "TextPart",
     "ToolResultPart",
     "ToolUsePart",
@@ -312,6 +316,7 @@ __all__ = [
     "settle_pending",
     "split_boundary",
     "stamp_date",
+    "supersessions",
     "synopsis",
     "system_prompt_addition",
     "threshold_trigger",

@@ -27,6 +27,7 @@ from wm_server.api.reflection import enable_reflection
 from wm_server.api.registration import GenericOnly
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
+from wm_server.breaker import BreakerSettings
 from wm_server.config import ConfigurationError, Settings, parse_origins, split_host_port
 from wm_server.embedding.factory import build_embedder
 from wm_server.errors import InvalidArgument
@@ -42,7 +43,6 @@ from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
 from wm_server.observability import ACCESS_LOG
-from wm_server.phase2.breaker import BreakerSettings
 from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
 from wm_server.services.archives import ArchiveService
@@ -56,11 +56,13 @@ from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
+from wm_server.services.memory_consolidation import VectorConsolidation
 from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.paging import load_tokens
 from wm_server.services.recall import HybridRecall
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
+from wm_server.services.user_data import UserDataService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
@@ -262,6 +264,11 @@ async def start_application(
         database,
         retention_days=settings.memory_retention,
         threshold=settings.memory_consolidation_threshold,
+        vectors=(
+            VectorConsolidation(embedder.model_id, settings.memory_vector_consolidation_threshold)
+            if embedder is not None
+            else None
+        ),
     )
     maintenance = Maintenance(
         database, retention_seconds=settings.request_id_retention_seconds, memories=upkeep
@@ -353,6 +360,7 @@ async def start_application(
                 default_tokens=settings.phase2_default_input_tokens,
             ).for_provider,
         ),
+        user_data=UserDataService(database, on_deleted=maintenance.forgotten),
     )
     admission = Admission(
         Limits(

@@ -92,7 +92,8 @@ async def test_a_refused_fact_is_pending_or_found_by_search_memories(
             assert found, (i, [hit.memory.text for hit in hits])
             written = found[0]
             assert written.fields["kept_from"] == "pending_items"
-            assert written.fields["subject"] == KEY_FACTS
+            assert written.fields["section"] == KEY_FACTS
+            assert written.state == pb.MEMORY_STATE_ACTIVE  # no later item superseded it
             assert written.fields["refused_in_archive"] == str(i)
             assert written.type == pb.MEMORY_TYPE_DECISION
             assert [source.session_id for source in written.sources] == ["s"]

@@ -11,7 +11,10 @@ forgetful, can lose it. The op goes through the memory guards like any other (a 
 deduplicated, which keeps it reachable too).
 
 The memory says where it came from in its fields: the section that refused it
-(``subject``), ``kept_from: pending_items``, and the archive whose merge refused it.
+(``section``), ``kept_from: pending_items``, and the archive whose merge refused it. It names
+no ``subject``: each refused item is a fact of its own, and a subject would make a later item
+of the same section supersede it (``wm_core.supersessions``: a decision holds one value per
+subject) and take it out of the owner's active memories.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def safekeeping_ops(
         if not text or text.lower() in seen or held_in(held, text):
             continue
         seen.add(text.lower())
-        fields = {"subject": item.section or "pending item", "kept_from": KEPT_FROM_PENDING}
+        fields = {"section": item.section or "pending item", "kept_from": KEPT_FROM_PENDING}
         if item.archive_seq:
             fields["refused_in_archive"] = str(item.archive_seq)
         ops.append(

@@ -47,7 +47,7 @@ def test_every_dropped_item_not_already_held_becomes_one_memory_with_its_origin(
     assert [op.text for op in ops] == [ITEMS[0].text, ITEMS[3].text]
     assert all(op.kind is MemoryOpKind.CREATE and op.type is MemoryType.DECISION for op in ops)
     assert ops[0].fields == {
-        "subject": KEY_FACTS,
+        "section": KEY_FACTS,
         "kept_from": KEPT_FROM_PENDING,
         "refused_in_archive": "1",
     }
