@@ -8,7 +8,7 @@ RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
-.PHONY: install install-runtime run test lint format typecheck protos stubs-check buf-lint pytest node-test bench clean
+.PHONY: install install-runtime run test lint format typecheck protos stubs-check client-rules buf-lint pytest node-test bench clean
 
 # Two distributions, both editable: the light client (clients/python: wm_client, wm_proto, the
 # `wm` CLI) and the server, which depends on it. Given in one pip command, the local client
@@ -48,8 +48,15 @@ buf-lint: install
 		$(BIN)/buf breaking --against '.git#branch=main'; \
 	else echo "buf breaking: main has no protos yet, nothing to compare"; fi
 
+# The proto stubs, and the client rules generated from clients/rules.json (both clients).
 stubs-check: install
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/gen_client_rules.py --check
+
+# The rules both clients follow (clients/rules.json and the server's contract limits) as
+# clients/python/wm_client/_rules.py and clients/typescript/src/rules.ts.
+client-rules: install
+	$(BIN)/python scripts/gen_client_rules.py
 
 # The Python stubs, and (with Node) the TypeScript client's code from buf generate.
 protos: install

@@ -1449,7 +1449,11 @@ class WorkingMemoryStored(_message.Message):
     update until the working memory holds them).
     """
     pending_items_dropped: _builtins.int
-    """Pending items dropped by this commit to keep their number within its bound."""
+    """Pending items this commit dropped past their token bound and lost: only in a session
+    without memory extraction. Otherwise what leaves the list is written to the long-term
+    memory of the session's owner (fields kept_from "pending_items" and section), or
+    stays pending when the extraction failed.
+    """
     def __init__(
         self,
         *,
@@ -1690,8 +1694,8 @@ class WorkingMemory(_message.Message):
     pending_item_limit: _builtins.int
     """The bound on the number of pending items (server setting WM_PHASE2_MAX_PENDING_ITEMS).
     Beyond it the oldest items are folded into one overflow item (source "overflow"), and
-    only what exceeds the pending items' token budget is dropped (reported by the commit's
-    WorkingMemoryStored.pending_items_dropped). Set with pending_items.
+    what exceeds the pending items' token budget leaves the list for the owner's long-term
+    memory (see WorkingMemoryStored.pending_items_dropped). Set with pending_items.
     """
     @_builtins.property
     def sections(self) -> _containers.RepeatedCompositeFieldContainer[Global___SectionBody]:

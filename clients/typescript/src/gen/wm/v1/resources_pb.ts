@@ -1139,7 +1139,10 @@ export type WorkingMemoryStored = Message$1<"wm.v1.WorkingMemoryStored"> & {
   pendingItems: number;
 
   /**
-   * Pending items dropped by this commit to keep their number within its bound.
+   * Pending items this commit dropped past their token bound and lost: only in a session
+   * without memory extraction. Otherwise what leaves the list is written to the long-term
+   * memory of the session's owner (fields kept_from "pending_items" and section), or
+   * stays pending when the extraction failed.
    *
    * @generated from field: int32 pending_items_dropped = 5;
    */
@@ -1449,8 +1452,8 @@ export type WorkingMemory = Message$1<"wm.v1.WorkingMemory"> & {
   /**
    * The bound on the number of pending items (server setting WM_PHASE2_MAX_PENDING_ITEMS).
    * Beyond it the oldest items are folded into one overflow item (source "overflow"), and
-   * only what exceeds the pending items' token budget is dropped (reported by the commit's
-   * WorkingMemoryStored.pending_items_dropped). Set with pending_items.
+   * what exceeds the pending items' token budget leaves the list for the owner's long-term
+   * memory (see WorkingMemoryStored.pending_items_dropped). Set with pending_items.
    *
    * @generated from field: int32 pending_item_limit = 9;
    */
