@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Final
 
 # Code points that count 1.5: CJK ideographs (also the astral extensions B to F), kana, hangul,
 # full-width forms, CJK punctuation.
@@ -24,25 +25,36 @@ def estimate_tokens(text: str | None) -> int:
     """Estimated tokens of ``text``: the weighted code-point sum, rounded up."""
     if not text:
         return 0
-    if text.isascii():
-        return math.ceil(len(text) / 4)
-    if _none_heavy(text):
-        return math.ceil(len(text) / 4)  # accents, Greek, Cyrillic...: 0.25 each too
+    if text.isascii() or _none_heavy(text):
+        return math.ceil(len(text) / 4)  # accents, Greek, Cyrillic, dashes...: 0.25 each too
     # In quarter tokens, to stay in exact integer arithmetic: 1 per code point, 6 for CJK and
     # 8 for other astral ones. The heavy ones are counted by a regex scan, not a Python loop.
     quarters = len(text) + 5 * len(_CJK.findall(text)) + 7 * len(_OTHER_ASTRAL.findall(text))
     return -(-quarters // 4)
 
 
-def _none_heavy(text: str) -> bool:
-    """Whether ``text`` has no code point at U+0800 or above, so none weighs more than 0.25.
+# UTF-8 lead bytes of every code point that weighs more than 0.25 (U+1100 and up, see _CJK and
+# _OTHER_ASTRAL), and of some lighter ones beside them: E1 (U+1000 to U+1FFF), E3 to EF
+# (U+3000 to U+FFFF) and F0 to F4 (astral). Lead bytes never occur inside another code point's
+# encoding, so a text none of whose UTF-8 bytes is one of them has no heavy code point.
+_LIGHT_BYTES: Final = bytes(b for b in range(256) if not (b == 0xE1 or 0xE3 <= b <= 0xF4))
 
-    Two encodings (C speed) tell: UTF-8 adds one byte for each code point from U+0080 and a
-    second one from U+0800, and the ASCII ones are what survives an ASCII encoding. Several
-    times cheaper than the regex scans on the accented text of most European documents
-    (issue 36: they were most of a small APPEND near a section's bound)."""
-    extra = len(text.encode("utf-8", "surrogatepass")) - len(text)
-    return extra == len(text) - len(text.encode("ascii", "ignore"))
+
+def _none_heavy(text: str) -> bool:
+    """Whether ``text`` has no code point that weighs more than 0.25 (U+1100 and above).
+
+    Settled without a Python loop or a regex scan (issue 36: they were most of a small APPEND
+    near a section's bound). A text all below U+0100 (accented Latin: most European text) is
+    stored one byte a code point, and its Latin-1 encoding is a plain copy. Otherwise its
+    UTF-8 encoding, with every byte deleted that cannot lead a heavy code point, is empty
+    (dashes, arrows, quotes, Greek, Cyrillic...). False means "maybe": the caller weighs."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return True
+    return not text.encode("utf-8", "surrogatepass").translate(None, _LIGHT_BYTES)
 
 
 def exceeds_tokens(text: str, limit: int) -> bool:
@@ -62,8 +74,9 @@ def exceeds_tokens(text: str, limit: int) -> bool:
 
 def tokens_at_most(text: str) -> int:
     """An upper bound of ``estimate_tokens(text)`` without weighing every code point (see
-    ``exceeds_tokens``): a UTF-8 encoding (C speed) instead of two regex scans."""
-    if text.isascii():
+    ``exceeds_tokens``): exact for a text without heavy code points (``_none_heavy``),
+    else from its UTF-8 length, without the two regex scans."""
+    if text.isascii() or _none_heavy(text):
         return math.ceil(len(text) / 4)
     heavy_at_most = (len(text.encode("utf-8", "surrogatepass")) - len(text)) // 2
     return math.ceil(len(text) / 4 + 1.75 * heavy_at_most)  # each heavy adds <= 1.75
