@@ -25,12 +25,11 @@ def estimate_tokens(text: str | None) -> int:
     """Estimated tokens of ``text``: the weighted code-point sum, rounded up."""
     if not text:
         return 0
-    if text.isascii() or _none_heavy(text):
-        return math.ceil(len(text) / 4)  # accents, Greek, Cyrillic, dashes...: 0.25 each too
+    if text.isascii():
+        return math.ceil(len(text) / 4)
     # In quarter tokens, to stay in exact integer arithmetic: 1 per code point, 6 for CJK and
-    # 8 for other astral ones. The heavy ones are counted by a regex scan, not a Python loop.
-    quarters = len(text) + 5 * len(_CJK.findall(text)) + 7 * len(_OTHER_ASTRAL.findall(text))
-    return -(-quarters // 4)
+    # 8 for other astral ones.
+    return -(-_quarters(text) // 4)
 
 
 # UTF-8 lead bytes of every code point that weighs more than 0.25 (U+1100 and up, see _CJK and
@@ -38,23 +37,51 @@ def estimate_tokens(text: str | None) -> int:
 # (U+3000 to U+FFFF) and F0 to F4 (astral). Lead bytes never occur inside another code point's
 # encoding, so a text none of whose UTF-8 bytes is one of them has no heavy code point.
 _LIGHT_BYTES: Final = bytes(b for b in range(256) if not (b == 0xE1 or 0xE3 <= b <= 0xF4))
+# Up to this many code points that may be heavy are weighed one by one; more (CJK text) are
+# counted by two regex scans.
+_FEW_SUSPECTS: Final = 64
 
 
-def _none_heavy(text: str) -> bool:
-    """Whether ``text`` has no code point that weighs more than 0.25 (U+1100 and above).
+def _quarters(text: str) -> int:
+    """The weighted sum of a non-ASCII ``text`` in quarter tokens, without a Python loop over
+    its code points (issue 36: the regex scans were most of a small APPEND near a section's
+    bound, and of every merge once the Key Facts sentinel, whose emoji carries a variation
+    selector, stood in the section).
 
-    Settled without a Python loop or a regex scan (issue 36: they were most of a small APPEND
-    near a section's bound). A text all below U+0100 (accented Latin: most European text) is
-    stored one byte a code point, and its Latin-1 encoding is a plain copy. Otherwise its
-    UTF-8 encoding, with every byte deleted that cannot lead a heavy code point, is empty
-    (dashes, arrows, quotes, Greek, Cyrillic...). False means "maybe": the caller weighs."""
+    A text all below U+0100 (accented Latin: most European text) is stored one byte a code
+    point, and its Latin-1 encoding is a plain copy: nothing in it is heavy. Otherwise the
+    lead bytes in its UTF-8 encoding that may start a heavy code point are few (an emoji, a
+    sign) or none (dashes, arrows, quotes, Greek, Cyrillic...), and only those code points
+    are weighed."""
     try:
         text.encode("latin-1")
     except UnicodeEncodeError:
         pass
     else:
-        return True
-    return not text.encode("utf-8", "surrogatepass").translate(None, _LIGHT_BYTES)
+        return len(text)
+    utf8 = text.encode("utf-8", "surrogatepass")
+    suspects = utf8.translate(None, _LIGHT_BYTES)
+    if len(suspects) > _FEW_SUSPECTS:
+        return len(text) + 5 * len(_CJK.findall(text)) + 7 * len(_OTHER_ASTRAL.findall(text))
+    extra = 0
+    for lead in set(suspects):
+        size = 4 if lead >= 0xF0 else 3
+        position = utf8.find(lead)
+        while position != -1:
+            char = utf8[position : position + size].decode("utf-8", "surrogatepass")
+            extra += 5 if _CJK.match(char) else 7 if _OTHER_ASTRAL.match(char) else 0
+            position = utf8.find(lead, position + size)
+    return len(text) + extra
+
+
+def _none_heavy(text: str) -> bool:
+    """Whether ``text`` surely has no code point that weighs more than 0.25 (see
+    ``_quarters``); False means "maybe"."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return not text.encode("utf-8", "surrogatepass").translate(None, _LIGHT_BYTES)
+    return True
 
 
 def exceeds_tokens(text: str, limit: int) -> bool:
