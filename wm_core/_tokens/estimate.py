@@ -27,9 +27,15 @@ def estimate_tokens(text: str | None) -> int:
         return 0
     if text.isascii():
         return math.ceil(len(text) / 4)
-    # In quarter tokens, to stay in exact integer arithmetic: 1 per code point, 6 for CJK and
-    # 8 for other astral ones.
     return -(-_quarters(text) // 4)
+
+
+def quarter_tokens(text: str) -> int:
+    """The weighted code-point sum of ``text`` in quarter tokens (exact integer arithmetic: 1
+    per code point, 6 for CJK and 8 for other astral ones). It adds up over concatenation,
+    so the estimate of a text built from parts is ``-(-sum // 4)`` of theirs, without
+    building it: ``estimate_tokens(a + b) == -(-(quarter_tokens(a) + quarter_tokens(b)) // 4)``."""
+    return len(text) if text.isascii() else _quarters(text)
 
 
 # UTF-8 lead bytes of every code point that weighs more than 0.25 (U+1100 and up, see _CJK and
