@@ -9,6 +9,7 @@ travels with its result, so it can be sent to the Messages API as it is.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -190,22 +191,31 @@ class AssembledContext:
 
 def _units(messages: Sequence[Message]) -> list[list[int]]:
     """Indexes grouped so that a tool call and every message answering it stay together."""
-    # Parts are walked inline (not through Message.tool_*_ids): this runs on every message
-    # of every AssembleContext.
+    # Parts are walked once, inline (not through Message.tool_*_ids): this runs on every
+    # message of every AssembleContext.
     result_at: dict[str, int] = {}
+    uses: list[tuple[int, str]] = []
     for index, message in enumerate(messages):
         for part in message.parts:
-            if type(part) is ToolResultPart:
-                result_at.setdefault(part.tool_use_id, index)
+            kind = type(part)
+            if kind is ToolResultPart:
+                result_at.setdefault(part.tool_use_id, index)  # type: ignore[union-attr]
+            elif kind is ToolUsePart:
+                uses.append((index, part.id))  # type: ignore[union-attr]
+    # How far each message reaches: its own index, or the first answer to a call it makes.
+    reach = list(range(len(messages)))
+    for index, call in uses:
+        answer = result_at.get(call, index)
+        if answer > reach[index]:
+            reach[index] = answer
     units: list[list[int]] = []
     index = 0
     while index < len(messages):
-        end = index
-        cursor = index
+        end = reach[index]
+        cursor = index + 1
         while cursor <= end:
-            for part in messages[cursor].parts:
-                if type(part) is ToolUsePart:
-                    end = max(end, result_at.get(part.id, cursor))
+            if reach[cursor] > end:
+                end = reach[cursor]
             cursor += 1
         units.append(list(range(index, end + 1)))
         index = end + 1
@@ -226,15 +236,19 @@ def _current_turn(messages: Sequence[Message], units: Sequence[list[int]]) -> tu
     unit and everything from the latest assistant step on must stay; the steps in between
     are kept too while cutting can make room, and evicted oldest first when it cannot.
     (len(units), len(units)) when there is neither."""
-    unit_of = {i: u for u, unit in enumerate(units) for i in unit}
+    starts = [unit[0] for unit in units]  # units are runs of consecutive indexes
+
+    def unit_of(index: int) -> int:
+        return bisect.bisect_right(starts, index) - 1
+
     request = next((i for i in range(len(messages) - 1, -1, -1) if is_request(messages[i])), None)
     step = next(
         (i for i in range(len(messages) - 1, -1, -1) if messages[i].role is Role.ASSISTANT), None
     )
     if request is None and step is None:
         return len(units), len(units)
-    firsts = [unit_of[i] for i in (request, step) if i is not None]
-    last_step = unit_of[step] if step is not None else len(units)
+    firsts = [unit_of(i) for i in (request, step) if i is not None]
+    last_step = unit_of(step) if step is not None else len(units)
     return min(firsts), max(min(firsts), min(last_step, len(units)))
 
 
@@ -492,7 +506,9 @@ def assemble(
     wm = _Summary(working_memory, budget.working_memory) if working_memory else None
     costs = _Costs(messages, units)  # older units' costs never change
     shares: _Shares | None = None
-    if usable > 0 and costs.within(range(len(units) - 1, -1, -1), usable - _bounded(wm)):
+    # Whether every message fits beside the whole summary: the units' costs summed at once.
+    everything = sum(m.estimated_tokens for m in messages) + len(messages)
+    if usable > 0 and everything <= usable - _bounded(wm):
         whole = _Shares(list(messages), set(range(len(units))))  # nothing is trimmed
         if wm is not None:
             whole.give_summary(wm, wm.bound)
