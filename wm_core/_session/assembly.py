@@ -9,7 +9,6 @@ travels with its result, so it can be sent to the Messages API as it is.
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -236,10 +235,11 @@ def _current_turn(messages: Sequence[Message], units: Sequence[list[int]]) -> tu
     unit and everything from the latest assistant step on must stay; the steps in between
     are kept too while cutting can make room, and evicted oldest first when it cannot.
     (len(units), len(units)) when there is neither."""
-    starts = [unit[0] for unit in units]  # units are runs of consecutive indexes
 
     def unit_of(index: int) -> int:
-        return bisect.bisect_right(starts, index) - 1
+        # Units are runs of consecutive indexes, and the messages asked about are the newest:
+        # searched from the end, not mapped for every message.
+        return next(u for u in range(len(units) - 1, -1, -1) if units[u][0] <= index)
 
     request = next((i for i in range(len(messages) - 1, -1, -1) if is_request(messages[i])), None)
     step = next(
