@@ -505,21 +505,22 @@ def assemble(
     turn = _current_turn(messages, units)
     wm = _Summary(working_memory, budget.working_memory) if working_memory else None
     costs = _Costs(messages, units)  # older units' costs never change
-    shares: _Shares | None = None
+    fit: _Picked | None = None
     # Whether every message fits beside the whole summary: the units' costs summed at once.
     everything = sum(m.estimated_tokens for m in messages) + len(messages)
     if usable > 0 and everything <= usable - _bounded(wm):
-        whole = _Shares(list(messages), set(range(len(units))))  # nothing is trimmed
+        shares = _Shares(list(messages), set(range(len(units))))  # nothing is trimmed
         if wm is not None:
-            whole.give_summary(wm, wm.bound)
-        output = _normalize(whole.summary + whole.work)
+            shares.give_summary(wm, wm.bound)
+        output = _normalize(shares.summary + shares.work)
         if output and _total(output) <= usable:
-            shares = whole
-    if shares is None:
+            fit = _Picked(shares.work, list(range(len(units))), [], shares.work, output)
+    if fit is None:
         shares = _share(usable, wm, messages, units, costs, turn, pointers)
-        output = _normalize(shares.summary + shares.picked(units))
+        picked = shares.picked(units)
+        output = _normalize(shares.summary + picked)
+        fit = _Picked(shares.work, sorted(shares.keep), shares.cuts, picked, output)
     summary = shares.summary
-    fit = _Picked(shares.work, sorted(shares.keep), shares.cuts, shares.picked(units), output)
     while _total(fit.output) > usable and fit.order:
         fit.order.pop(0)
         fit.picked = [fit.work[i] for u in fit.order for i in units[u]]

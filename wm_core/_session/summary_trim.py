@@ -87,7 +87,6 @@ class SummaryTrim:
         self.floor_tokens = -(-(_HEADER_QUARTERS + _FRAME_QUARTERS + kept) // 4)
         # The rendered document's quarter tokens after 0, 1, 2... dropped bullets, so far.
         self._sizes = [_FRAME_QUARTERS + sum(self._parts.values())]
-        self._touched: set[str] = set()
 
     def _size(self, dropped: int) -> int:
         """The rendered document's quarter tokens with the first ``dropped`` bullets gone."""
@@ -96,7 +95,6 @@ class SummaryTrim:
             lines = self._lines[name]
             for index in range(start, end + 1):
                 lines[index] = _GONE
-            self._touched.add(name)
             body = "\n".join(line for line in lines if line != _GONE)
             before = self._parts[name]
             self._parts[name] = _section_quarters(name, body)
