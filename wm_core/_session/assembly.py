@@ -196,11 +196,10 @@ def _units(messages: Sequence[Message]) -> list[list[int]]:
     uses: list[tuple[int, str]] = []
     for index, message in enumerate(messages):
         for part in message.parts:
-            kind = type(part)
-            if kind is ToolResultPart:
-                result_at.setdefault(part.tool_use_id, index)  # type: ignore[union-attr]
-            elif kind is ToolUsePart:
-                uses.append((index, part.id))  # type: ignore[union-attr]
+            if type(part) is ToolResultPart:
+                result_at.setdefault(part.tool_use_id, index)
+            elif type(part) is ToolUsePart:
+                uses.append((index, part.id))
     # How far each message reaches: its own index, or the first answer to a call it makes.
     reach = list(range(len(messages)))
     for index, call in uses:
