@@ -12,7 +12,14 @@ from test_session_assembly import conversations
 from test_session_assembly_adaptive import working_memories
 
 from wm_core import SECTIONS, estimate_tokens, render_document
-from wm_core._messages import Message, Role, TextPart, message_tokens
+from wm_core._messages import (
+    Message,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    message_tokens,
+)
 from wm_core._session.assembly import SUMMARY_HEADER, AssembledContext, assemble
 from wm_core._session.summary_trim import SummaryTrim, trim_working_memory
 
@@ -36,7 +43,7 @@ def _assert_little_unused(result: AssembledContext) -> None:
     assert unused <= allowed, (unused, result.usable_tokens, result.parts)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     history=conversations(),
     wm=working_memories(),
@@ -94,3 +101,36 @@ def test_the_trim_is_worked_out_once_and_agrees_with_trimming_afresh() -> None:
         assert trim.summary_tokens(dropped) == tokens
         if trimmed and room >= trim.floor_tokens:
             assert estimate_tokens(text) + estimate_tokens(SUMMARY_HEADER + "\n") <= room
+
+
+def _msg(mid: str, role: Role, *parts: TextPart | ToolUsePart | ToolResultPart) -> Message:
+    return Message(mid, role, parts, message_tokens(parts))
+
+
+def _answered_call(n: int, output: str = "") -> list[Message]:
+    return [
+        _msg(
+            f"m{n}a", Role.ASSISTANT, TextPart("calling"), ToolUsePart(f"t{n}", "bash", '{"c": 1}')
+        ),
+        _msg(f"m{n}r", Role.USER, ToolResultPart(f"t{n}", output, False)),
+    ]
+
+
+def _dangling_call(n: int) -> Message:
+    return _msg(f"m{n}d", Role.ASSISTANT, ToolUsePart(f"t{n}", "bash", "{}"))
+
+
+def test_a_dropped_message_comes_back_when_the_room_held_for_notes_was_not_needed() -> None:
+    """Without a summary, the older messages fill the room newest first; the room held for an
+    omitted-note and for merging neighbours (a token a message) went unused while a 76-token
+    message stayed out: 106 of 506 usable tokens idle. It comes back: everything fits."""
+    sizes = (297, 1, 1, 65, 97, 153, 297, 349)
+    history = [_msg(f"m{i}", Role.USER, TextPart("w" * size)) for i, size in enumerate(sizes)]
+    history += _answered_call(8, "w" * 279)
+    history += [_dangling_call(9), *_answered_call(10), *_answered_call(11), _dangling_call(12)]
+    history += [*_answered_call(13), _msg("m14", Role.USER, TextPart(""))]
+    history += [*_answered_call(15), _msg("m16", Role.USER, TextPart("w" * 217))]
+    result = assemble(600, "You are helpful.", None, history, live_from=0)
+    assert result.usable_tokens == 506
+    assert sum(m.estimated_tokens for m in result.messages) <= result.usable_tokens
+    assert result.dropped_source_messages == 0, (_unused(result), result.parts)  # all fit
