@@ -62,7 +62,9 @@ Long-term memory
     (:func:`memory_op_arguments`); :func:`guard_memory_ops` (by
     :func:`memory_key`, :func:`retire_supported` and :func:`missing_anchors`, the
     engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
-    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`).
+    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`);
+    :func:`supersessions` (:class:`Supersessions`): which existing memories a plan's new
+    facts supersede.
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -119,6 +121,7 @@ from wm_core._memory.model import (
     fold_text,
     memory_key,
 )
+from wm_core._memory.supersede import Supersessions, supersessions
 from wm_core._memory.tool import (
     MAX_MEMORY_OPS,
     MAX_MEMORY_TEXT_CHARS,
@@ -255,6 +258,7 @@ __all__ = [
     "SectionOp",
     "SessionSettings",
     "SplitRow",
+    "Supersessions",
     "TextPart",
     "ToolResultPart",
     "ToolUsePart",
@@ -306,6 +310,7 @@ __all__ = [
     "sentences",
     "split_boundary",
     "stamp_date",
+    "supersessions",
     "synopsis",
     "system_prompt_addition",
     "threshold_trigger",

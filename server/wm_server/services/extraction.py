@@ -285,6 +285,7 @@ def diff_json(extraction: Extraction, diff: MemoryDiff | None) -> str:
             "merged": list(applied.merged),
             "retired": list(applied.retired),
             "deduplicated": list(applied.deduplicated),
+            "superseded": list(applied.superseded),
             "refused": refused[:MAX_LISTED],
             "message": extraction.message,
             "problems": list(extraction.problems[:MAX_LISTED]),
