@@ -102,6 +102,7 @@ node-test: install
 
 bench: install
 	$(BIN)/python bench/merge_bench.py
+	$(BIN)/python bench/assembly_bench.py
 
 clean:
 	rm -rf $(VENV) var build .pytest_cache .mypy_cache .ruff_cache
