@@ -48,6 +48,7 @@ import structlog
 from wm_core import (
     DEFAULT_LIMITS,
     MAX_PENDING_TOKENS,
+    PendingItem,
     WmLimits,
     abstract_of,
     estimate_tokens,
@@ -379,14 +380,25 @@ class Phase2Worker:
                 ("cache_write", generation.usage.cache_creation_input_tokens),
             ):
                 self._observer.tokens_used(kind, count)
+            lost: tuple[PendingItem, ...] = ()
             if dropped and extraction.state is MemoryState.FAILED:
                 # Not written anywhere: they stay pending, over the bound, until an extraction
-                # that works takes them (the next commit offers them again).
-                pending, dropped = (*dropped, *pending), ()
+                # that works takes them (the next commit offers them again) — up to a second
+                # bound's worth, so a model that keeps failing cannot grow the list (and every
+                # prompt that shows it) without end; past that the oldest are lost, counted.
+                pending, lost = settle_pending(
+                    (*dropped, *pending),
+                    (),
+                    generation.document,
+                    2 * self._settings.max_pending_items,
+                    2 * self._settings.max_pending_tokens,
+                )
+                dropped = ()
             if dropped and extraction.state is MemoryState.OFF:
-                # No long-term memory for this session: what the bound drops is gone.
+                lost = dropped  # no long-term memory for this session: what the bound drops
+            if lost:
                 log.warning(
-                    "phase2_pending_items_dropped", commit_id=job.commit_id, count=len(dropped)
+                    "phase2_pending_items_dropped", commit_id=job.commit_id, count=len(lost)
                 )
             completion = Phase2Completion(
                 document=generation.document,
@@ -396,7 +408,7 @@ class Phase2Worker:
                 usage_json=wire.usage_json(generation.usage),
                 covered_seqs=data.covered_seqs,
                 pending=pending,
-                pending_dropped=len(dropped) if extraction.state is MemoryState.OFF else 0,
+                pending_dropped=len(lost),
             )
             with span("wm.phase2.store"):
                 done = await self._jobs.complete(

@@ -47,7 +47,9 @@ class WorkingMemoryStored:
     estimated_tokens: int
     abstract: str
     pending_items: int = 0  # refused items the session keeps for the next update
-    pending_dropped: int = 0  # past their bound with nowhere to go (extraction off): lost
+    pending_dropped: int = (
+        0  # past their bound with nowhere to go (extraction off or failing): lost
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1449,10 +1449,11 @@ class WorkingMemoryStored(_message.Message):
     update until the working memory holds them).
     """
     pending_items_dropped: _builtins.int
-    """Pending items this commit dropped past their token bound and lost: only in a session
+    """Pending items this commit dropped past their token bound and lost: in a session
     without memory extraction. Otherwise what leaves the list is written to the long-term
-    memory of the session's owner (fields kept_from "pending_items" and section), or
-    stays pending when the extraction failed.
+    memory of the session's owner (fields kept_from "pending_items" and section), or,
+    when the extraction failed, stays pending up to twice the bound (items and tokens) until
+    an extraction that works takes it; past that the oldest are lost and counted here.
     """
     def __init__(
         self,
@@ -1711,7 +1712,8 @@ class WorkingMemory(_message.Message):
         the size bound, an item of a rejected consolidation) and the working memory does not hold
         yet. Phase 2 shows them to the model in every update until the document holds them.
         Filled by GetWorkingMemory of the latest version only (they belong to the session, not to
-        a version); empty elsewhere. At most pending_item_limit items, oldest first.
+        a version); empty elsewhere. At most pending_item_limit items, oldest first (twice that
+        while the session's memory extraction fails, see WorkingMemoryStored.pending_items_dropped).
         """
 
     @_builtins.property
