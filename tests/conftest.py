@@ -7,8 +7,13 @@ from collections.abc import Mapping
 
 import pytest
 
+from support.postgres import remove_orphans
+from support.workers import is_xdist_worker
 from wm_server.config import EventLoopName
 from wm_server.event_loop import LoopFactory, loop_factory
+
+# The storage port coverage check, over every xdist worker (support/port_coverage.py).
+pytest_plugins = ("support.port_coverage",)
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +43,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         report.longrepr = (
             f"skipped under CI=true, which requires every prerequisite: {report.longrepr}"
         )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before anything starts, the PostgreSQL test clusters of killed runs are stopped and
+    removed (support.postgres.remove_orphans; once per run, by the controller)."""
+    if is_xdist_worker(session.config):
+        return
+    removed = remove_orphans()
+    if removed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"removed {len(removed)} PostgreSQL test cluster(s) left by killed runs: "
+                + ", ".join(str(path) for path in removed)
+            )
