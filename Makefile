@@ -18,15 +18,23 @@ NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 # --no-compile: Python compiles the modules the server imports when it first imports them,
 # instead of pip compiling every module of every package (a quarter of the install's CPU and
 # 50 MB of the venv; bench/start_bench.py measures the start).
+#
+# Over an older venv, our own two distributions are uninstalled first: pip installs the client
+# before the server that depends on it and only then uninstalls the older server, whose file
+# list may still name a file that has moved to the client since (older servers carried the
+# `wm` script), so the client's new copy would be deleted. PIP_OPTIONS: extra options for
+# both pip installs (tests/ci/test_make_install.py passes --no-index).
 $(RUNTIME_STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile \
+	$(BIN)/python -m pip uninstall -qq --yes --disable-pip-version-check \
+		working-memory-service wm-client
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile $(PIP_OPTIONS) \
 		-e './clients/python[cli]' -e .
 	touch $(RUNTIME_STAMP)
 
 $(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e './clients/python[cli]' -e '.[dev]'
+	$(BIN)/python -m pip install --quiet $(PIP_OPTIONS) -e './clients/python[cli]' -e '.[dev]'
 	touch $(STAMP)
 
 install-runtime: $(RUNTIME_STAMP)
