@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,26 @@ from wm_server.event_loop import LoopFactory, loop_factory
 
 # The storage port coverage check, over every xdist worker (support/port_coverage.py).
 pytest_plugins = ("support.port_coverage",)
+
+
+TESTS = Path(__file__).resolve().parent
+# The slow tier (markers `slow` and `serial`, see the Makefile) holds, besides the tests marked
+# so, every test under these folders of tests/ and every test using these fixtures, the tests
+# written later included. Why each is slow:
+SLOW_FOLDERS = {
+    "browser": "drives Chromium",
+    "packaging": "builds wheels and installs them into new virtual environments",
+}
+SLOW_FIXTURES = {"browser": "starts Chromium"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
+        in_folder = len(parts) > 1 and parts[0] in SLOW_FOLDERS
+        if in_folder or not SLOW_FIXTURES.keys().isdisjoint(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
