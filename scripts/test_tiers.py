@@ -97,7 +97,9 @@ class Target:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            # SIGINT first: pytest stops as on Ctrl-C and still prints its summary (which
+            # tests failed so far); then SIGTERM, then SIGKILL for what is left.
+            for sig, wait in ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
                 try:
                     os.killpg(self.process.pid, sig)
                 except ProcessLookupError:
