@@ -90,6 +90,7 @@ protos: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: install
 	$(BIN)/ruff format .

@@ -27,6 +27,7 @@ from wm_server.api.reflection import enable_reflection
 from wm_server.api.registration import GenericOnly
 from wm_server.api.servicer import WorkingMemoryServicer
 from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
+from wm_server.breaker import BreakerSettings
 from wm_server.config import ConfigurationError, Settings, parse_origins, split_host_port
 from wm_server.embedding.factory import build_embedder
 from wm_server.errors import InvalidArgument
@@ -42,7 +43,6 @@ from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
 from wm_server.observability import ACCESS_LOG
-from wm_server.phase2.breaker import BreakerSettings
 from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
 from wm_server.services.archives import ArchiveService

@@ -222,6 +222,11 @@ def test_search_finds_archived_messages(wm: Run) -> None:
     nothing = wm("search", "no such words anywhere", "--all")
     assert nothing.returncode == 0 and "no match" in nothing.stdout
     assert wm("search", "x").returncode == 2  # --session or --all is required
+    hybrid = json.loads(
+        wm("search", "31.01.2025", "--session", "cli-q", "--hybrid", "--json").stdout
+    )  # the answer of SEARCH_MODE_HYBRID: it says how much was ranked by meaning
+    assert hybrid["semantic_recall"].startswith("SEMANTIC_RECALL_") and hybrid["hits"]
+    assert wm("search", "x", "--session", "cli-q", "--hybrid", "--ranked").returncode == 2
 
 
 def test_assemble_within_a_budget(wm: Run) -> None:

@@ -32,7 +32,10 @@ async def test_the_executor_runs_each_recall_tool_with_bounded_results(client: W
     await stream.wait()
     tools = ToolExecutor(client, "tools", max_chars=2000)
     found = await tools.run("archive_search", {"query": "HELIOTROPE"})
-    assert not found.is_error and "archive_001, message u1 (user)" in found.content
+    assert (
+        not found.is_error and "archive_001, message u1 (user; words and meaning)" in found.content
+    )
+    assert found.content.index("message u1") < found.content.index("message c1")  # best first
     expanded = await tools.run("archive_expand", json.dumps({"archive_id": "archive_001"}))
     assert expanded.content.startswith("archive_001: 4 message(s)")
     assert "[user u1]\nRemember the code word heliotrope" in expanded.content

@@ -119,6 +119,55 @@ async def test_a_written_memory_is_embedded_in_the_background(app: Application) 
         assert answer.hits[0].memory.text == "Started a pottery class"
         assert answer.hits[0].dense_score > 0
 
+        # AssembleContext recalls the same way and says how the memories were ranked.
+        await stub.AddMessages(_ask("s", "ceramics"))  # as the search above
+        context = await stub.AssembleContext(_recalling("s"))
+        assert context.semantic_recall == api.SEMANTIC_RECALL_FULL
+        assert answer.hits[0].memory.memory_id in context.recalled_memory_ids
+        plain = await stub.AssembleContext(
+            api.AssembleContextRequest(session_id="s", token_budget=8_000)
+        )
+        assert plain.semantic_recall == api.SEMANTIC_RECALL_UNSPECIFIED  # no recall asked
+
+
+def _ask(session: str, text: str) -> api.AddMessagesRequest:
+    return api.AddMessagesRequest(
+        session_id=session, messages=[pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text=text)])]
+    )
+
+
+def _recalling(session: str) -> api.AssembleContextRequest:
+    return api.AssembleContextRequest(
+        session_id=session,
+        token_budget=8_000,
+        memory_recall=api.MemoryRecall(enabled=True),
+    )
+
+
+async def test_a_query_of_symbols_only_is_matched_literally(app: Application) -> None:
+    async with grpc.aio.insecure_channel(app.address) as channel:
+        stub = Stub(channel)
+        await stub.CreateSession(api.CreateSessionRequest(session_id="s"))
+        texts = ['Then run grep {"pattern": "TODO"} over src/', "No braces in this one."]
+        await stub.AddMessages(
+            api.AddMessagesRequest(
+                session_id="s",
+                messages=[
+                    pb.Message(id=f"m{i}", role=pb.ROLE_USER, parts=[pb.Part(text=t)])
+                    for i, t in enumerate(texts)
+                ],
+            )
+        )
+        stages = [e.stage async for e in stub.Commit(api.CommitRequest(session_id="s"))]
+        assert stages[-1] == pb.COMMIT_STAGE_COMPLETED
+        answer = await stub.SearchArchives(_hybrid('{"'))  # no word for the index to rank
+        assert [h.message_id for h in answer.hits] == ["m0"] and answer.total_matches == 1
+        hit = answer.hits[0]
+        assert (hit.score, hit.lexical_score, hit.dense_score) == (1.0, 1.0, 0.0)
+        assert '{"pattern"' in hit.snippet
+        nothing = await stub.SearchArchives(_hybrid("}}}"))
+        assert not nothing.hits and nothing.total_matches == 0
+
 
 async def test_no_embedder_or_a_dead_one_answers_lexically_with_the_flag(tmp_path: Path) -> None:
     with socket.socket() as s:
@@ -145,6 +194,9 @@ async def test_no_embedder_or_a_dead_one_answers_lexically_with_the_flag(tmp_pat
                     api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), query="x")
                 )
                 assert memories.semantic_recall == flag
+                await stub.AddMessages(_ask("s", "what did we pick for the ledger?"))
+                context = await stub.AssembleContext(_recalling("s"))
+                assert context.semantic_recall == flag
             if flag == api.SEMANTIC_RECALL_DEGRADED:
                 assert app.metrics is not None
                 degraded = app.metrics.registry.get_sample_value(

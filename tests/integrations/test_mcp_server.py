@@ -64,9 +64,16 @@ async def test_the_tools_are_listed_with_descriptions_for_models(wm: WmMcp) -> N
 async def test_recall_tool_outputs_working_memory_and_context_in_process(wm: WmMcp) -> None:
     async with Client(wm.server) as mcp:
         recalled = _text(await mcp.call_tool("recall", {"query": "PostgreSQL ledger"}))
-        assert "archive_001 message u1 (user)" in recalled and "best first" in recalled
-        missing = _text(await mcp.call_tool("recall", {"query": "kubernetes"}))
-        assert missing == "nothing archived matches 'kubernetes'"
+        assert "archive_001, message u1 (user; words and meaning)" in recalled
+        assert "best first" in recalled
+        # Hybrid recall: a query no archived message has a word of finds only what is near it
+        # by meaning, and says so on every line; a query of symbols only is matched literally.
+        loose = _text(await mcp.call_tool("recall", {"query": "kubernetes"})).splitlines()
+        heads = [line.split("): ")[0] for line in loose if line.startswith("- archive_")]
+        assert heads and all(head.endswith(("; meaning", "; weak")) for head in heads)
+        assert any(head.endswith("; meaning") for head in heads)
+        missing = _text(await mcp.call_tool("recall", {"query": "%%%"}))
+        assert missing == "nothing archived matches '%%%'"
 
         expanded = _text(await mcp.call_tool("expand_archive", {"archive_id": "archive_001"}))
         assert "Plan: dump the SQLite ledger" in expanded
@@ -142,7 +149,7 @@ async def test_wm_mcp_over_stdio(server: ServerProcess, client: WmClient) -> Non
     )
     async with Client(params) as mcp:
         recalled = _text(await mcp.call_tool("recall", {"query": "rebuild ledger.o"}))
-        assert "archive_001 message a3 (assistant)" in recalled
+        assert "archive_001, message a3 (assistant; words and meaning)" in recalled
         resource = await mcp.read_resource("wm://sessions/mcp-stdio/working-memory")
         assert "## Session Title" in resource.contents[0].text
 
@@ -187,7 +194,7 @@ async def test_wm_mcp_over_streamable_http_with_an_api_key(
         await seeded_session(wm, "mcp-http", "cy")
     async with Client(url) as mcp:
         recalled = _text(await mcp.call_tool("recall", {"query": "COPY ledger"}))
-        assert "archive_001 message a1 (assistant)" in recalled
+        assert "archive_001, message a1 (assistant; words" in recalled
     # A request's own Authorization header wins over the configured key.
     wrong = httpx2.AsyncClient(headers={"Authorization": "Bearer not-the-key-0123456789"})
     async with wrong, Client(streamable_http_client(url, http_client=wrong)) as mcp:

@@ -187,7 +187,7 @@ def test_installed_alone_it_talks_to_a_real_server(
         "added": 2,
         "session": "light-1",
         "context_messages": 2,
-        "tool": ["no archived message contains 'parser'", False],
+        "tool": ["nothing archived matches 'parser'", False],
     }
 
     wm = target / "bin" / "wm"

@@ -492,10 +492,12 @@ async def test_assembly_reads_what_the_wm_does_not_cover(services: Services) -> 
     await services.jobs.complete(job, 0, _completion("# Working Memory\n", (1,)))
     await _add(services, "s", _text(5, "c"))
     await services.commits.phase1("s", 1, None)
-    result, wm, uncovered, budget = await services.context.assemble("s", 100_000, "")
-    assert budget == 100_000
-    assert wm is not None and wm.version == 1 and uncovered == [2]
-    assert result.included_source_messages == 2  # b (archive 2, uncovered) and c (live)
+    built = await services.context.assemble("s", 100_000, "")
+    assert built.budget == 100_000
+    wm = built.working_memory
+    assert wm is not None and wm.version == 1 and built.uncovered == [2]
+    assert built.context.included_source_messages == 2  # b (archive 2, uncovered) and c (live)
+    assert built.recall.semantic is None and not built.recall.ids  # no recall was asked
     live = await services.sessions.live_messages("s")
     assert [m.message.id for m in live] == ["c"]
 

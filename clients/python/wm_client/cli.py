@@ -237,7 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--all", action="store_true", help="search every session")
     p.add_argument("--archive", default="", help="only this archive (e.g. archive_002)")
     p.add_argument("--max-hits", type=int, default=0, help="at most this many hits (default 12)")
-    p.add_argument("--ranked", action="store_true", help="rank by the query's words (BM25)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--ranked", action="store_true", help="rank by the query's words (BM25)")
+    how.add_argument(
+        "--hybrid", action="store_true", help="rank by the query's words and meaning, fused"
+    )
     p.add_argument("--json", action="store_true", help="print the response as JSON")
     p.set_defaults(handler=commands.search)
 

@@ -274,6 +274,7 @@ async def search(client: WmClient, args: argparse.Namespace, out: Console) -> in
         max_hits=args.max_hits,
         all_sessions=args.all,
         ranked=args.ranked,
+        hybrid=args.hybrid,
     )
     if args.json:
         print(as_json(result))

@@ -77,6 +77,25 @@ class ToolRun:
         }
 
 
+def hit_basis(hit: api.SearchHit, hybrid: bool) -> str:
+    """What a hit of a hybrid answer matched, for the model that reads it: "words",
+    "meaning" or both (found by meaning alone, it may be only loosely related), or "weak"
+    (the least of the candidates, scored 0 by the fusion's scaling); empty for other modes."""
+    if not hybrid:
+        return ""
+    found = [n for n, part in (("words", hit.lexical_score), ("meaning", hit.dense_score)) if part]
+    return " and ".join(found) or "weak"
+
+
+def hit_line(hit: api.SearchHit, hybrid: bool, where: str = "") -> str:
+    """One hit of archive_search (and of the MCP server's recall): where it is, who said it,
+    what it matched, and its snippet."""
+    role = _ROLES.get(hit.role, "tool")
+    basis = hit_basis(hit, hybrid)
+    matched = f"; {basis}" if basis else ""
+    return f"- {where}{hit.archive_id}, message {hit.message_id} ({role}{matched}): {hit.snippet}"
+
+
 def _bounded(text: str, limit: int, more: str) -> str:
     if len(text) <= limit:
         return text
@@ -165,14 +184,13 @@ class ToolExecutor:
         if not isinstance(archive_id, str):
             return ToolRun("archive_id must be a string like archive_003", True)
         reply = await self.client.search_archives(
-            query, session_id=self.session_id, archive_id=archive_id
+            query, session_id=self.session_id, archive_id=archive_id, mode=api.SEARCH_MODE_HYBRID
         )
         if not reply.hits:
-            return ToolRun(f"no archived message contains {query!r}")
-        lines = [f"{reply.total_matches} matching message(s); newest archive first:"]
-        for hit in reply.hits:
-            role = _ROLES.get(hit.role, "tool")
-            lines.append(f"- {hit.archive_id}, message {hit.message_id} ({role}): {hit.snippet}")
+            return ToolRun(f"nothing archived matches {query!r}")
+        lines = [f"{reply.total_matches} matching message(s); best first:"]
+        hybrid = reply.semantic_recall != api.SEMANTIC_RECALL_UNSPECIFIED
+        lines.extend(hit_line(hit, hybrid) for hit in reply.hits)
         more = "narrow the query or expand an archive for the full text"
         return ToolRun(_bounded("\n".join(lines), self.max_chars, more))
 

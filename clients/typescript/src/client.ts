@@ -386,8 +386,9 @@ export class WmClient {
   }
 
   /** Search over archived messages: literal and case-insensitive (newest archive first), or
-   * `ranked` by BM25 (best first); across the tenant's sessions, or those of `userId` /
-   * `agentId`, with `allSessions`. */
+   * `ranked` by BM25 (best first), or any `mode` of the contract (wins over `ranked`; HYBRID
+   * fuses BM25 with recall by meaning, hits at or above `minScore`); across the tenant's
+   * sessions, or those of `userId` / `agentId`, with `allSessions`. */
   searchArchives(
     query: string,
     options: {
@@ -396,12 +397,15 @@ export class WmClient {
       maxHits?: number;
       allSessions?: boolean;
       ranked?: boolean;
+      mode?: SearchMode;
+      minScore?: number;
       userId?: string;
       agentId?: string;
     } = {},
   ): Promise<SearchArchivesResponse> {
     return this.unary("searchArchives", {
-      mode: options.ranked ? SearchMode.RANKED : SearchMode.UNSPECIFIED,
+      mode: options.mode ?? (options.ranked ? SearchMode.RANKED : SearchMode.UNSPECIFIED),
+      minScore: options.minScore ?? 0,
       userId: options.userId ?? "",
       agentId: options.agentId ?? "",
       query,

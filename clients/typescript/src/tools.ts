@@ -14,7 +14,12 @@ import { Code } from "@connectrpc/connect";
 import type { WmClient } from "./client.js";
 import { WmError } from "./errors.js";
 import { MemoryType, Role, type Message } from "./gen/wm/v1/resources_pb.js";
-import { ToolFormat } from "./gen/wm/v1/working_memory_service_pb.js";
+import {
+  SearchMode,
+  SemanticRecall,
+  ToolFormat,
+  type SearchHit,
+} from "./gen/wm/v1/working_memory_service_pb.js";
 
 export const ARCHIVE_SEARCH = "archive_search";
 export const ARCHIVE_EXPAND = "archive_expand";
@@ -52,6 +57,18 @@ const ROLES: Partial<Record<Role, string>> = {
 };
 
 /** What to send back as the tool_result. */
+/** What a hit of a hybrid answer matched, for the model that reads it: "words", "meaning" or
+ * both (found by meaning alone, it may be only loosely related), or "weak" (the least of the
+ * candidates, scored 0 by the fusion's scaling); empty for the other modes. As the Python
+ * client's `hit_basis`. */
+export function hitBasis(hit: SearchHit, hybrid: boolean): string {
+  if (!hybrid) return "";
+  const found: string[] = [];
+  if (hit.lexicalScore) found.push("words");
+  if (hit.denseScore) found.push("meaning");
+  return found.join(" and ") || "weak";
+}
+
 export class ToolRun {
   constructor(
     readonly content: string,
@@ -166,11 +183,18 @@ export class ToolExecutor {
     }
     const archiveId = args.archive_id ?? "";
     if (typeof archiveId !== "string") return new ToolRun("archive_id must be a string like archive_003", true);
-    const reply = await this.client.searchArchives(query, { sessionId: this.sessionId, archiveId });
-    if (!reply.hits.length) return new ToolRun(`no archived message contains '${query}'`);
-    const lines = [`${reply.totalMatches} matching message(s); newest archive first:`];
+    const reply = await this.client.searchArchives(query, {
+      sessionId: this.sessionId,
+      archiveId,
+      mode: SearchMode.HYBRID,
+    });
+    if (!reply.hits.length) return new ToolRun(`nothing archived matches '${query}'`);
+    const lines = [`${reply.totalMatches} matching message(s); best first:`];
+    const hybrid = reply.semanticRecall !== SemanticRecall.UNSPECIFIED;
     for (const hit of reply.hits) {
-      lines.push(`- ${hit.archiveId}, message ${hit.messageId} (${ROLES[hit.role] ?? "tool"}): ${hit.snippet}`);
+      const basis = hitBasis(hit, hybrid);
+      const role = `${ROLES[hit.role] ?? "tool"}${basis ? `; ${basis}` : ""}`;
+      lines.push(`- ${hit.archiveId}, message ${hit.messageId} (${role}): ${hit.snippet}`);
     }
     return new ToolRun(bounded(lines.join("\n"), this.maxChars, "narrow the query or expand an archive for the full text"));
   }

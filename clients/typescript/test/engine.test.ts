@@ -139,7 +139,7 @@ describe("the context engine and the tool executor", () => {
 
     const hit = await tools.run("archive_search", { query: "HELIOTROPE" });
     assert.equal(hit.isError, false);
-    assert.match(hit.content, /archive_001, message q1 \(user\)/);
+    assert.match(hit.content, /archive_001, message q1 \(user; words( and meaning)?\)/);
     const expanded = await tools.run("archive_expand", '{"archive_id": "archive_001"}');
     assert.equal(expanded.isError, false);
     assert.match(expanded.content, /^archive_001: 4 message\(s\)/);

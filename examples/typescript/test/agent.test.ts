@@ -86,7 +86,7 @@ test("the agent loop: afterTurn, assemble before each call, recall tools run by 
     const [call] = second.toolCalls;
     assert.equal(call?.name, "archive_search");
     assert.equal(call?.result.isError, false);
-    assert.match(call?.result.content ?? "", /archive_001, message .* \(user\): .*heliotrope/);
+    assert.match(call?.result.content ?? "", /archive_001, message .* \(user; words[a-z ]*\): .*heliotrope/);
     assert.equal(second.fallbacks, 0);
 
     const last = await engine.compact(session);

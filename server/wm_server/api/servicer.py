@@ -343,16 +343,21 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.memory_recall.max_memories,
         )
         fmt = context_format(request.format)
-        recalled: list[str] = []
-        result, wm, uncovered, budget = await self._context.assemble(
+        built = await self._context.assemble(
             request.session_id,
             request.token_budget,
             request.system_prompt,
             int(request.include_anthropic_json) + int(fmt is not ContextFormat.UNSPECIFIED),
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
             recall,
-            recalled,
         )
+        result, wm, uncovered, budget = (
+            built.context,
+            built.working_memory,
+            built.uncovered,
+            built.budget,
+        )
+        semantic = built.recall.semantic
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
             messages=self._messages_out.all(result.messages),
@@ -369,7 +374,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             dropped_message_count=result.dropped_source_messages,
             cut_parts=result.cut_parts,
             effective_token_budget=budget,
-            recalled_memory_ids=recalled,
+            recalled_memory_ids=built.recall.ids,
             memory_tokens=sum(p.kept_tokens for p in result.parts if p.part == RECALLED_MEMORIES),
             parts=[
                 api.ContextPartUsage(
@@ -384,6 +389,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             rendered_json=render(
                 fmt, result.messages, request.system_prompt, result.system_prompt_addition
             ),
+            semantic_recall=0 if semantic is None else int(semantic),  # type: ignore[arg-type]
         )
 
     async def GetToolDefinitions(

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import openai
 
+from wm_server.breaker import BreakerSettings, BreakerState, CircuitBreaker
 from wm_server.embedding.port import EmbedderUnavailable, TextRole, Vectors, normalized
-from wm_server.phase2.breaker import BreakerSettings, BreakerState, CircuitBreaker
 
 
 class OpenAIEmbedder:

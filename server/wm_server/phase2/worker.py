@@ -56,6 +56,7 @@ from wm_core import (
     unfold_pending,
 )
 from wm_server import wire
+from wm_server.breaker import BreakerSettings, CircuitBreaker, backoff_delay
 from wm_server.cancellation import cancel_and_wait, wait_set
 from wm_server.errors import ServiceError
 from wm_server.llm.chain import (
@@ -66,7 +67,6 @@ from wm_server.llm.chain import (
     LlmCallStarted,
 )
 from wm_server.llm.port import LlmError, LlmProvider
-from wm_server.phase2.breaker import BreakerSettings, CircuitBreaker, backoff_delay
 from wm_server.phase2.chunked import InputBudget, generate_in_chunks
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import GuardDecided

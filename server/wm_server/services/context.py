@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -145,6 +145,7 @@ class RecallBlock:
     ids: tuple[str, ...] = ()
     needed_tokens: int = 0  # the block of every memory found
     found: int = 0
+    semantic: Semantic | None = None  # how the memories were ranked (None: no recall ran)
 
     def usage(self) -> PartUsage:
         return PartUsage(
@@ -153,21 +154,37 @@ class RecallBlock:
         )  # fmt: skip
 
 
-def recall_block(rows: Sequence[MemoryRow], budget: int) -> RecallBlock:
+def recall_block(
+    rows: Sequence[MemoryRow], budget: int, semantic: Semantic | None = None
+) -> RecallBlock:
     """The memories as a Markdown block within ``budget`` tokens, best first (none fit: an
-    empty block), with the tokens the block of all of them would take."""
+    empty block; the first that does not fit ends the block, so it stays a best-first
+    prefix), with the tokens the block of all of them would take."""
     lines = [RECALL_HEADING]
     ids: list[str] = []
     fitted = ""
+    fitting = True
     for row in rows:
         dated = epoch_to_iso(row.event_time)
         when = f" ({dated[:10]})" if dated else ""
         lines.append(f"- [{row.type}] {row.text}{when} (memory {row.memory_id})")
-        if len(ids) == len(lines) - 2 and estimate_tokens("\n".join(lines)) <= budget:
+        fitting = fitting and estimate_tokens("\n".join(lines)) <= budget
+        if fitting:
             ids.append(row.memory_id)
             fitted = "\n".join(lines)
     needed = estimate_tokens("\n".join(lines)) if rows else 0
-    return RecallBlock(fitted if ids else "", tuple(ids), needed, len(rows))
+    return RecallBlock(fitted if ids else "", tuple(ids), needed, len(rows), semantic)
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """What ContextService.assemble built, for the API to answer with."""
+
+    context: AssembledContext
+    working_memory: WorkingMemoryRecord | None  # the version included, if any
+    uncovered: list[int]  # archives included raw (no completed WM covers them)
+    budget: int  # the budget the context was built for
+    recall: RecallBlock  # empty (semantic None) when no recall was asked
 
 
 def newest_request(messages: Sequence[Message]) -> str:
@@ -199,12 +216,11 @@ class ContextService:
         with_json: int = 0,
         tools: Sequence[str] | None = None,
         recall: Recall | None = None,
-        recalled: list[str] | None = None,
-    ) -> tuple[AssembledContext, WorkingMemoryRecord | None, list[int], int]:
-        """The context, the WM it includes, the uncovered archives and the budget used: the
-        asked one, or less when that context would not fit in one response (a 10M-token
+    ) -> Assembly:
+        """The context, the WM it includes, the uncovered archives, the budget used (the
+        asked one, or less when that context would not fit in one response: a 10M-token
         budget is 40 MB of text; the limit is MAX_CONTEXT_BYTES, shared with ``with_json``
-        JSON copies of the messages)."""
+        JSON copies of the messages) and the memories recalled."""
         sid = validation.session_id(session_id)
         if not 1 <= token_budget <= MAX_BUDGET:
             raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
@@ -226,8 +242,6 @@ class ContextService:
         found = RecallBlock()
         if recall is not None:
             found = await self._recall(sid, messages, recall, token_budget)
-            if recalled is not None:
-                recalled.extend(found.ids)
         block = found.text
         live_from = next((i for i, s in enumerate(stored) if s.archive_seq is None), len(stored))
         prompt = f"{system_prompt}\n\n{block}" if block else system_prompt
@@ -253,7 +267,8 @@ class ContextService:
             if size <= MAX_CONTEXT_BYTES or budget <= 1:
                 break
             budget = max(1, min(budget - 1, int(budget * MAX_CONTEXT_BYTES / size * 0.95)))
-        return result, wm if result.working_memory_included else None, uncovered, budget
+        included = wm if result.working_memory_included else None
+        return Assembly(result, included, uncovered, budget, found)
 
     async def _recall(
         self, session_id: str, messages: Sequence[Message], recall: Recall, token_budget: int
@@ -266,8 +281,10 @@ class ContextService:
         vector = await self._recall_search.embed_query(request[:MAX_QUERY])
         async with self._db.reader() as uow:
             row = await find_session(uow, session_id)
-            found = await self._memories.recall(uow, row, request, recall.max_memories, vector)
-        return recall_block(found, min(recall.token_budget, token_budget // 10))
+            found, status = await self._memories.recall(
+                uow, row, request, recall.max_memories, vector
+            )
+        return recall_block(found, min(recall.token_budget, token_budget // 10), status)
 
     async def search(
         self,
@@ -283,15 +300,9 @@ class ContextService:
         needle, limit = search_terms(query, max_hits)
         sid = None if all_sessions else validation.session_id(session_id)
         seq = archive_seq(archive_id) if archive_id else None
-        literal = Literal.of(needle, json_rows=True)
-
-        def matches(message: Message) -> bool:
-            return any(literal.folded in fold_text(c) for c in searchable_text(message))
-
-        found, total = await self._search(
-            sid, seq, matches, literal.prefilter, limit, owners(user_id, agent_id)
-        )
-        return [(m, snippet(m.message, literal)) for m in found], total
+        async with self._db.scanner() as uow:
+            names = dict(await self._sessions(uow, sid, owners(user_id, agent_id)))
+            return await self._matching(uow, names, seq, needle, limit)
 
     async def ranked(
         self,
@@ -347,6 +358,15 @@ class ContextService:
         async with self._db.scanner() as uow:
             names = dict(await self._sessions(uow, sid, scope))
             terms = uow.archives.terms(needle)
+            if not terms:  # only symbols or punctuation: nothing to rank, the literal answers
+                found, total = await self._matching(uow, names, seq, needle, limit)
+                whole = 1.0  # a literal hit matches all of the query, lexically
+                out = [
+                    (m, text, Fused((0, 0), whole, whole, 0.0))
+                    for m, text in found
+                    if whole >= min_score
+                ]
+                return HybridAnswer(out, total, vector.status, 0)
             hits, total, status, unembedded = await self._recall_search.archives(
                 uow, vector, list(names), terms, seq, limit, min_score
             )
@@ -392,28 +412,23 @@ class ContextService:
                 messages.extend(fresh)
             return wm, messages, sorted(s for s, _, _ in spans), spans
 
-    async def _search(
-        self,
-        session_id: str | None,
-        archive_seq: int | None,
-        matches: Callable[[Message], bool],
-        prefilter: str | None,
-        limit: int,
-        scope: tuple[str | None, str | None] = (None, None),
-    ) -> tuple[list[SearchMatch], int]:
-        """Archived messages that match, newest archive first, then in message order;
-        ``prefilter`` is a lowercase literal the raw row must contain."""
+    @staticmethod
+    async def _matching(
+        uow: UnitOfWork, names: dict[int, str], archive_seq: int | None, needle: str, limit: int
+    ) -> tuple[list[tuple[SearchMatch, str]], int]:
+        """Archived messages of the sessions ``names`` (key: name) that contain the literal
+        (``Literal``), newest archive first, then in message order, with their snippets."""
+        literal = Literal.of(needle, json_rows=True)
         found: list[SearchMatch] = []
         total = 0
-        async with self._db.scanner() as uow:
-            for sid, name in await self._sessions(uow, session_id, scope):
-                for seq, first, last in await uow.archives.listing(sid, archive_seq):
-                    for message in await uow.messages.containing(sid, first, last, prefilter):
-                        if matches(message):
-                            total += 1
-                            if len(found) < limit:
-                                found.append(SearchMatch(name, seq, message))
-        return found, total
+        for sid, name in names.items():
+            for seq, first, last in await uow.archives.listing(sid, archive_seq):
+                for message in await uow.messages.containing(sid, first, last, literal.prefilter):
+                    if any(literal.folded in fold_text(c) for c in searchable_text(message)):
+                        total += 1
+                        if len(found) < limit:
+                            found.append(SearchMatch(name, seq, message))
+        return [(m, snippet(m.message, literal)) for m in found], total
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,18 +586,20 @@ ARCHIVE_EXPAND: dict[str, Any] = {
 ARCHIVE_SEARCH: dict[str, Any] = {
     "name": "archive_search",
     "description": (
-        "Search the archived original messages of this session for a literal keyword or short "
-        "phrase (case-insensitive), newest archive first. Use it whenever the summary lacks a "
-        "detail the user asks about, before saying something was never mentioned: pick two or "
-        "three concrete words from the question (names, paths, numbers, dates) and search each "
-        "separately; conclude the information is absent only after at least two variants."
+        "Search the archived original messages of this session, best match first: by the "
+        "words of the query and by meaning, so a question in your own words finds a message "
+        "that says it differently (a query of symbols only, like a bracket, is matched "
+        "literally). Use it whenever the summary lacks a detail the user asks about, before "
+        "saying something was never mentioned: ask with the concrete words of the question "
+        "(names, paths, numbers, dates) and, if the first search misses, once more in other "
+        "words; conclude the information is absent only after at least two variants."
     ),
     "input_schema": {
         "type": "object",
         "properties": {
             "query": {
                 "type": "string",
-                "description": "A keyword or short phrase, matched literally.",
+                "description": "What you look for: key words, a short phrase or a question.",
             },
             "archive_id": {
                 "type": "string",

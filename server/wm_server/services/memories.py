@@ -489,13 +489,15 @@ class MemoryService:
         request: str,
         limit: int,
         vector: QueryVector | None = None,
-    ) -> list[MemoryRow]:
+    ) -> tuple[list[MemoryRow], Semantic]:
         """The session owner's memories ranked for a user request (AssembleContext), by the
-        fused search when the caller embedded the request (``vector``)."""
+        fused search when the caller embedded the request (``vector``), and how much of the
+        ranking was by meaning."""
         terms = uow.memories.terms(request[: MAX_QUERY * 4])
         where = self._filter(owner_of(session).key)
-        found, _, _ = await self.hybrid.memories(uow, vector or no_vector(), where, terms, limit)
-        return [f.row for f in found]
+        query = vector or no_vector()
+        found, status, _ = await self.hybrid.memories(uow, query, where, terms, limit)
+        return [f.row for f in found], status
 
     async def list(
         self, spec: OwnerSpec, types: Sequence[str], state: str, page_size: int, page_token: str

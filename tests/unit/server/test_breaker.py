@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from wm_server.phase2.breaker import (
+from wm_server.breaker import (
     BreakerSettings,
     BreakerState,
     CircuitBreaker,

@@ -12,13 +12,13 @@ import pytest
 
 from support.fake_embeddings import FakeEmbeddings
 from support.fake_http import Reply, slow
+from wm_server.breaker import BreakerSettings, BreakerState
 from wm_server.config import Settings
 from wm_server.embedding.embedded import WordLlamaEmbedder
 from wm_server.embedding.factory import build_embedder
 from wm_server.embedding.fusion import fuse, nearest, rrf
 from wm_server.embedding.openai_embeddings import OpenAIEmbedder
 from wm_server.embedding.port import EmbedderUnavailable, TextRole
-from wm_server.phase2.breaker import BreakerSettings, BreakerState
 
 
 async def test_the_embedded_default_embeds_offline_and_similar_texts_score_higher(

@@ -38,13 +38,14 @@ from wm_client.tools import (
     MEMORY_STORE,
     TOOL_OUTPUT_READ,
     ToolExecutor,
+    hit_line,
 )
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 
-# How `recall` searches the archives: today's ranked (BM25) mode. The one place to change when
-# the contract gains a better mode (hybrid recall by meaning).
-RECALL_MODE: api.SearchMode.ValueType = api.SEARCH_MODE_RANKED
+# How `recall` searches the archives: hybrid, the contract's best answer (words ranked by BM25
+# fused with recall by meaning; a query of symbols only is matched literally by the server).
+RECALL_MODE: api.SearchMode.ValueType = api.SEARCH_MODE_HYBRID
 API_KEY_VARIABLE = "WM_API_KEY"
 SESSION_VARIABLE = "WM_SESSION_ID"
 DEFAULT_TOKEN_BUDGET = 32_000
@@ -196,11 +197,9 @@ class WmMcp:
             if not reply.hits:
                 return f"nothing archived matches {query!r}"
             lines = [f"{len(reply.hits)} of {reply.total_matches} match(es), best first:"]
+            hybrid = reply.semantic_recall != api.SEMANTIC_RECALL_UNSPECIFIED
             for hit in reply.hits:
-                where = f"{hit.session_id}/" if all_sessions else ""
-                role = _ROLES.get(hit.role, "tool")
-                lines.append(f"- {where}{hit.archive_id} message {hit.message_id} ({role}):"
-                             f" {hit.snippet}")  # fmt: skip
+                lines.append(hit_line(hit, hybrid, f"{hit.session_id}/" if all_sessions else ""))
             return "\n".join(lines)
 
         @server.tool(annotations=_READ_ONLY)

@@ -133,6 +133,8 @@ class _SearchModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SearchMode
     with the messages nearest the query by meaning (cosine of the embedder's vectors), by
     normalized weighted scores. Each hit reports its fused score and each signal's part.
     Without a usable embedder the answer is the ranked one, and semantic_recall says why.
+    A query with no word the index keeps (only symbols or punctuation, e.g. `{"`) is matched
+    literally instead, as SEARCH_MODE_LITERAL; its hits score 1, all of it lexical.
     """
 
 class SearchMode(_SearchMode, metaclass=_SearchModeEnumTypeWrapper):
@@ -155,6 +157,8 @@ SEARCH_MODE_HYBRID: SearchMode.ValueType  # 3
 with the messages nearest the query by meaning (cosine of the embedder's vectors), by
 normalized weighted scores. Each hit reports its fused score and each signal's part.
 Without a usable embedder the answer is the ranked one, and semantic_recall says why.
+A query with no word the index keeps (only symbols or punctuation, e.g. `{"`) is matched
+literally instead, as SEARCH_MODE_LITERAL; its hits score 1, all of it lexical.
 """
 Global___SearchMode: _TypeAlias = SearchMode  # noqa: Y015
 
@@ -1092,6 +1096,7 @@ class AssembleContextResponse(_message.Message):
     PARTS_FIELD_NUMBER: _builtins.int
     USABLE_TOKENS_FIELD_NUMBER: _builtins.int
     RENDERED_JSON_FIELD_NUMBER: _builtins.int
+    SEMANTIC_RECALL_FIELD_NUMBER: _builtins.int
     system_prompt_addition: _builtins.str
     """Text to add to the system prompt: how to read the summary and recall archives, naming
     only the registered tools; empty when the context has no summary.
@@ -1126,6 +1131,11 @@ class AssembleContextResponse(_message.Message):
     rendered_json: _builtins.str
     """The context as JSON for the API the request's format names (a JSON array: that API's
     messages or input items); empty when format is unspecified.
+    """
+    semantic_recall: Global___SemanticRecall.ValueType
+    """How much of the memory recall was ranked by meaning (the memories were searched as
+    SearchMemories searches them, lexical and dense fused); unspecified when no recall was
+    asked or the request had no text to recall for.
     """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
@@ -1174,10 +1184,11 @@ class AssembleContextResponse(_message.Message):
         parts: _abc.Iterable[Global___ContextPartUsage] | None = ...,
         usable_tokens: _builtins.int = ...,
         rendered_json: _builtins.str = ...,
+        semantic_recall: Global___SemanticRecall.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "parts", b"parts", "recalled_memory_ids", b"recalled_memory_ids", "rendered_json", b"rendered_json", "reply_reserve_tokens", b"reply_reserve_tokens", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "usable_tokens", b"usable_tokens", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anthropic_messages_json", b"anthropic_messages_json", "cut_parts", b"cut_parts", "dropped_message_count", b"dropped_message_count", "effective_token_budget", b"effective_token_budget", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "memory_tokens", b"memory_tokens", "messages", b"messages", "parts", b"parts", "recalled_memory_ids", b"recalled_memory_ids", "rendered_json", b"rendered_json", "reply_reserve_tokens", b"reply_reserve_tokens", "semantic_recall", b"semantic_recall", "system_prompt_addition", b"system_prompt_addition", "trimmed_items", b"trimmed_items", "uncovered_archive_ids", b"uncovered_archive_ids", "usable_tokens", b"usable_tokens", "working_memory_tokens", b"working_memory_tokens", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1346,7 +1357,7 @@ class SearchArchivesRequest(_message.Message):
     owner).
     """
     mode: Global___SearchMode.ValueType
-    """Literal (the default) or ranked."""
+    """Literal (the default), ranked, or hybrid (ranked fused with recall by meaning)."""
     user_id: _builtins.str
     """With all_sessions: only the sessions of this user (1-128 characters of [A-Za-z0-9._:@-])."""
     agent_id: _builtins.str
