@@ -105,7 +105,7 @@ pytest: install
 	$(BIN)/python scripts/test_tiers.py pytest-fast pytest-slow
 
 pytest-fast: install
-	$(BIN)/pytest -m "$(FAST_TIER)" -n $(PYTEST_WORKERS) --dist loadgroup --durations=15
+	$(BIN)/pytest -m "$(FAST_TIER)" -n $(PYTEST_WORKERS) --durations=15
 
 pytest-slow: install
 	$(BIN)/pytest -m "$(SLOW_TIER)" --durations=15

@@ -25,6 +25,9 @@ from blocks import REPO, Block, all_blocks
 
 from support.server_process import ServerProcess, free_port
 
+# A reader runs the blocks of a page in order against one server, and later blocks read what
+# earlier ones made (a session, a commit): under xdist, `--dist loadfile` (pyproject.toml)
+# keeps them on one worker, in order.
 BLOCKS = all_blocks()
 TS_CLIENT = REPO / "clients" / "typescript"
 # Held while the checkout's TypeScript client is built or used; the Makefile's node-test takes
@@ -166,18 +169,11 @@ def test_every_block_is_run_or_says_why_not() -> None:
     assert not empty, f"a not-run mark needs its reason: {empty}"
 
 
-def _blocks_to_run() -> list[object]:
-    """Every block to run; those on the TypeScript client share one xdist worker (and so one
-    build of the client, under ``TS_LOCK``)."""
-    on_client = pytest.mark.xdist_group("typescript-client")
-    return [
-        pytest.param(b, marks=on_client) if b.runner in ("javascript", "typescript") else b
-        for b in BLOCKS
-        if b.runner and b.not_run is None
-    ]
-
-
-@pytest.mark.parametrize("block", _blocks_to_run(), ids=lambda b: b.name)
+@pytest.mark.parametrize(
+    "block",
+    [b for b in BLOCKS if b.runner and b.not_run is None],
+    ids=lambda b: b.name,
+)
 def test_the_block_runs(
     block: Block, server: ServerProcess, request: pytest.FixtureRequest
 ) -> None:
