@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
 .PHONY: install install-runtime run test test-fast checks lint format typecheck protos stubs-check \
-	buf-lint pytest pytest-fast pytest-slow node-test bench clean
+	client-rules buf-lint pytest pytest-fast pytest-slow node-test bench clean
 
 # Two distributions, both editable: the light client (clients/python: wm_client, wm_proto, the
 # `wm` CLI) and the server, which depends on it. Given in one pip command, the local client
@@ -75,8 +75,15 @@ buf-lint: install
 		$(BIN)/buf breaking --against '.git#branch=main'; \
 	else echo "buf breaking: main has no protos yet, nothing to compare"; fi
 
+# The proto stubs, and the client rules generated from clients/rules.json (both clients).
 stubs-check: install
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/gen_client_rules.py --check
+
+# The rules both clients follow (clients/rules.json and the server's contract limits) as
+# clients/python/wm_client/_rules.py and clients/typescript/src/rules.ts.
+client-rules: install
+	$(BIN)/python scripts/gen_client_rules.py
 
 # The Python stubs, and (with Node) the TypeScript client's code from buf generate.
 protos: install
@@ -136,6 +143,7 @@ node-test: install
 
 bench: install
 	$(BIN)/python bench/merge_bench.py
+	$(BIN)/python bench/assembly_bench.py
 
 clean:
 	rm -rf $(VENV) var build .pytest_cache .mypy_cache .ruff_cache

@@ -121,6 +121,10 @@ async def measure(args: argparse.Namespace, folder: Path) -> None:
     async with db.reader() as uow:
         sids = [sid for sid, _ in await uow.sessions.keys("default", OWNER, None)]
         started = time.perf_counter()
+        await recall.lexical.segments(uow, sids)
+        print(f"lexical index read once: {(time.perf_counter() - started) * 1000:.0f} ms "
+              f"for {len(rows):,} rows, {recall.lexical.weight / 1e6:.0f} MB")  # fmt: skip
+        started = time.perf_counter()
         await recall.archives(uow, await recall.embed_query("warm"), sids, [], None, 10)
         print(f"vector matrices read once: {(time.perf_counter() - started) * 1000:.0f} ms "
               f"for {len(rows):,} rows")  # fmt: skip

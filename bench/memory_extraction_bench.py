@@ -1,10 +1,10 @@
 """Memory extraction benchmark: what the offline extractor keeps, and what it costs per commit.
 
 Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--split dev`` while tuning
-the rules; ``heldout`` and ``heldout2`` are never tuned on: heldout2 was written after
-heldout's first run, before the last round of tuning on dev; ``--show`` to list misses and
-extras, ``--quality-only`` to skip the timings, ``--commits N`` to change the number of
-server commits). It prints figures and asserts nothing. Three tables:
+the rules, or ``heldout``/``heldout2``, which the second round tuned on too; ``heldout3`` is
+never tuned on: it was written before the second round changed any rule; ``--show`` to list
+misses and extras, ``--quality-only`` to skip the timings, ``--commits N`` to change the number
+of server commits). It prints figures and asserts nothing. Three tables:
 
 0. quality, per split of ``bench/memory_extraction/`` (see ``memory_extraction_sets`` for the
    file format and the matching rule: same type and every key term, words compared by their
@@ -59,7 +59,7 @@ from wm_server.config import Settings
 from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import MemoryRequest
 
-SPLITS = ("dev", "heldout", "heldout2")
+SPLITS = ("dev", "heldout", "heldout2", "heldout3")
 STATEMENTS = (
     "I prefer {x} over {y} for the {z} module.",
     "We decided to move the {z} store to {x} because {y} locks under load.",
@@ -212,7 +212,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--commits", type=int, default=40)
-    parser.add_argument("--split", choices=("dev", "heldout", "heldout2", "all"), default="all")
+    parser.add_argument("--split", choices=(*SPLITS, "all"), default="all")
     parser.add_argument("--show", action="store_true", help="list misses and extras")
     parser.add_argument("--quality-only", action="store_true")
     args = parser.parse_args()

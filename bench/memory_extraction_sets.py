@@ -1,9 +1,11 @@
 """The memory extraction sets and how an extraction is scored against them.
 
-The sets (``bench/memory_extraction/{dev,heldout,heldout2}.txt``) are conversations with the
-memories a reader expects from them. ``dev`` is the split the offline rules were tuned on;
-``heldout`` was written at the same time, before any tuning; ``heldout2`` after heldout's first
-run and before the last round of tuning on dev. Neither held-out split is tuned on.
+The sets (``bench/memory_extraction/{dev,heldout,heldout2,heldout3}.txt``) are conversations
+with the memories a reader expects from them. ``dev`` is the split the offline rules were first
+tuned on; ``heldout`` was written at the same time, before any tuning; ``heldout2`` after
+heldout's first run. Both had been seen by the second round, which tuned on all three;
+``heldout3`` was written and committed before that round changed any rule, and is the split
+never tuned on (its figure is the one to quote).
 
 File format: ``=== <id> <ISO date of the messages>`` opens a conversation; ``U: text`` and
 ``A: text`` are user and assistant turns; ``+ <type>: term | term | …`` is one expected

@@ -1,13 +1,18 @@
-"""What a memory's lifecycle costs (issue 35 point 3): SearchMemories with and without
-per-type retention (every read then leaves expired memories out), the maintenance loop's
-expiry pass, and one consolidation round over an owner's newest 2,000 memories.
+"""What a memory's lifecycle costs (issue 35 point 3) at 10,000 and 100,000 memories of one
+owner: SearchMemories p50/p95 with and without per-type retention (every read then leaves
+expired memories out), a supersession write (CreateMemory replacing an older memory), the
+maintenance loop's expiry sweep (1,000 of the owner's memories past their expire_time), and
+one consolidation round over the owner's newest 2,000 memories, by text and then by vectors.
 
 Usage: python bench/memory_lifecycle_bench.py [--engine sqlite|postgresql|both]
-       [--counts 10000] [--queries 200]
+       [--counts 10000,100000] [--queries 200]
 
-Memories are generated as in memory_search_bench.py (one owner, Zipf-like words), and a tenth
-of the newest 2,000 get a near-duplicate (one word added), which consolidation finds and
-merges. Figures are printed, never asserted.
+Memories are generated as in memory_search_bench.py (one owner, Zipf-like words) but written
+in bulk (one multi-row statement per 5,000, the index terms computed as the repository does),
+so 100,000 rows take seconds, not minutes. A tenth of the newest 2,000 get a near-duplicate
+(one word added), which the text measure merges; every one of the newest 2,000 gets a random
+256-d vector, and 100 more pairs get a near-copy of one (text unrelated), which the vector
+measure merges. Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from memory_search_bench import fill, vocabulary, zipf_pick  # noqa: E402
+import numpy as np  # noqa: E402
+from memory_search_bench import TYPES, vocabulary, zipf_pick  # noqa: E402
 
 from wm_core import MemoryType  # noqa: E402
-from wm_server.services.memories import MemoryService, OwnerSpec  # noqa: E402
+from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec  # noqa: E402
+from wm_server.services.memory_consolidation import VectorConsolidation  # noqa: E402
 from wm_server.services.memory_lifecycle import MemoryUpkeep  # noqa: E402
 from wm_server.storage.database import Database  # noqa: E402
 from wm_server.storage.memory_expiry import retention_of  # noqa: E402
@@ -37,6 +44,91 @@ from wm_server.tenancy import set_tenant  # noqa: E402
 
 RETENTION = {t.value: 3650.0 for t in MemoryType}  # every type named: the costliest filter
 TWINS = 200
+VECTOR_TWINS = 100
+EXPIRING = 1000
+SUPERSESSIONS = 200
+CHUNK = 5000
+MODEL = "bench-random-256"
+
+
+async def bulk_fill(database: Database, count: int, words: list[str], rng: random.Random) -> float:
+    """``count`` active memories of one owner, CHUNK rows per statement batch."""
+    started = time.perf_counter()
+    index = database.dialect.text_index
+    value = index.value("memories", ":search_again")  # positional: each name bound once
+    column, expression = (f", {value[0]}", f", {value[1]}") if value else ("", "")
+    sql = (
+        "INSERT INTO memories (memory_id, tenant, owner, type, text, search_text, memory_key,"
+        " fields_json, record_time, create_time, update_time, state, version"
+        f"{column}) VALUES (:memory_id, 'bench', 'user:bench', :type, :text, :search_text,"
+        f" :key, '{{}}', :now_a, :now_b, :now_c, 'active', 1{expression})"
+    )
+    made = 0
+    while made < count:
+        rows = []
+        now = time.time()
+        for n in range(made, min(count, made + CHUNK)):
+            text = " ".join(zipf_pick(words, rng) for _ in range(rng.randint(8, 20)))
+            indexed = index.indexed(text)
+            row = (f"mem_{n:020x}", rng.choice(TYPES), text, indexed, f"k{n}", now, now, now)
+            rows.append((*row, indexed) if value else row)
+        async with database.unit_of_work() as uow:
+            await uow._conn.many(sql, rows)
+            await uow.commit()
+        made += len(rows)
+    return time.perf_counter() - started
+
+
+async def plant_vectors(database: Database, rng: np.random.Generator) -> None:
+    """A random unit vector for each of the newest 2,000 memories; VECTOR_TWINS pairs of them
+    (texts unrelated) get near-copies, which the vector measure merges."""
+    async with database.unit_of_work() as uow:
+        rows = await uow.memory_lifecycle.candidates("bench", "user:bench", time.time(), (), 2000)
+        by_type: dict[str, list[int]] = {}
+        for row in rows:
+            by_type.setdefault(row.type, []).append(row.mid)
+        matrix = rng.standard_normal((len(rows), 256)).astype(np.float32)
+        at = {row.mid: n for n, row in enumerate(rows)}
+        paired = 0
+        for mids in by_type.values():
+            for a, b in zip(mids[0::2], mids[1::2], strict=False):
+                if paired == VECTOR_TWINS:
+                    break
+                matrix[at[b]] = matrix[at[a]] + 0.05 * rng.standard_normal(256).astype(np.float32)
+                paired += 1
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        await uow.vectors.store_memories(
+            [(row.mid, row.version, MODEL, 256, matrix[at[row.mid]].tobytes()) for row in rows]
+        )
+        await uow.commit()
+
+
+async def plant_expiring(database: Database, count: int, rng: random.Random) -> None:
+    """EXPIRING of the owner's memories (spread over all of them) expired an hour ago."""
+    past = time.time() - 3600
+    async with database.unit_of_work() as uow:
+        for mid in rng.sample(range(1, count - 2000), EXPIRING):  # not the newest 2,000
+            await uow.memory_lifecycle.set_expiry(mid, past)
+        await uow.commit()
+
+
+def _percentiles(timings: list[float]) -> str:
+    timings.sort()
+    p95 = timings[min(len(timings) - 1, int(len(timings) * 0.95))]
+    return f"p50 {statistics.median(timings):6.2f} ms, p95 {p95:6.2f} ms"
+
+
+async def supersessions(service: MemoryService, count: int) -> str:
+    """CreateMemory superseding an older memory, one after another (a unit of work each)."""
+    owner = OwnerSpec(user_id="bench")
+    timings = []
+    for n in range(SUPERSESSIONS):
+        older = f"mem_{(count // 2) + n:020x}"
+        content = MemoryContent(MemoryType.DECISION, f"the ledger now runs on engine {n}")
+        start = time.perf_counter()
+        await service.create(owner, content, "", "", supersedes=[older])
+        timings.append((time.perf_counter() - start) * 1000)
+    return _percentiles(timings)
 
 
 async def plant_twins(database: Database, count: int) -> None:
@@ -64,9 +156,7 @@ async def searches(service: MemoryService, words: list[str], queries: int, seed:
         start = time.perf_counter()
         await service.search(owner, query, [], None, None, 10)
         timings.append((time.perf_counter() - start) * 1000)
-    timings.sort()
-    p95 = timings[min(len(timings) - 1, int(len(timings) * 0.95))]
-    return f"p50 {statistics.median(timings):6.2f} ms, p95 {p95:6.2f} ms"
+    return _percentiles(timings)
 
 
 async def measure(database: Database, count: int, queries: int) -> None:
@@ -75,27 +165,39 @@ async def measure(database: Database, count: int, queries: int) -> None:
     await database.open()
     try:
         set_tenant("bench")
-        await fill(database, count, words, rng)
+        seconds = await bulk_fill(database, count, words, rng)
         await plant_twins(database, count)
+        await plant_vectors(database, np.random.default_rng(5))
+        await plant_expiring(database, count, rng)
         name = database.dialect.name
+        print(f"  {name:<10} {count:>7,} memories  generated in {seconds:.1f} s", flush=True)
         plain = await searches(MemoryService(database), words, queries, 11)
         kept = await searches(
             MemoryService(database, retention=retention_of(RETENTION)), words, queries, 11
         )
-        print(f"  {name:<10} {count:>7,} memories  SearchMemories, no retention:    {plain}")
+        print(f"  {name:<10} {'':>7}           SearchMemories, no retention:    {plain}")
         print(f"  {name:<10} {'':>7}           SearchMemories, 6 types retained: {kept}")
-        upkeep = MemoryUpkeep(database, retention_days=RETENTION)
+        written = await supersessions(MemoryService(database), count)
+        print(f"  {name:<10} {'':>7}           supersession write:              {written}")
+        upkeep = MemoryUpkeep(
+            database, retention_days=RETENTION, vectors=VectorConsolidation(MODEL, 0.9)
+        )
         start = time.perf_counter()
         expired = await upkeep.expire()
         took = (time.perf_counter() - start) * 1000
-        print(f"  {name:<10} {'':>7}           expiry pass: {took:7.1f} ms ({expired} expired)")
+        print(
+            f"  {name:<10} {'':>7}           expiry sweep: {took:7.1f} ms"
+            f" ({expired} of {count:,} expired, deleted)"
+        )
         start = time.perf_counter()
         merges = await upkeep.consolidate()
         took = (time.perf_counter() - start) * 1000
-        merged = sum(len(m.absorbed) for m in merges)
+        by_text = sum(len(m.absorbed) for m in merges if m.measure == "token-set")
+        by_vector = sum(len(m.absorbed) for m in merges if m.measure != "token-set")
         print(
             f"  {name:<10} {'':>7}           consolidation round: {took:7.1f} ms"
-            f" (2,000 newest compared; {merged} of {TWINS} planted twins merged)",
+            f" (2,000 newest compared; by text {by_text} of {TWINS} planted twins,"
+            f" by vectors {by_vector} of {VECTOR_TWINS})",
             flush=True,
         )
     finally:
@@ -105,7 +207,7 @@ async def measure(database: Database, count: int, queries: int) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description="memory lifecycle benchmark")
     parser.add_argument("--engine", choices=["sqlite", "postgresql", "both"], default="sqlite")
-    parser.add_argument("--counts", default="10000")
+    parser.add_argument("--counts", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]

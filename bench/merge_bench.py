@@ -8,7 +8,8 @@ rewrite rejected by its anchor layer (layer 2); a typical commit (state rewritte
 file annotated, an issue resolved and one opened); Key Facts at the emergency level (an APPEND,
 and a rejected UPDATE); and, from issue 36, one small APPEND into a section near its size
 bound, one APPEND to Key Facts at emergency size under the consolidation sentinel, and one
-Files & Context UPDATE the guard rejects.
+Files & Context UPDATE the guard rejects; then small APPENDs into every section while each is
+near its bound, and a Files & Context UPDATE that drops one path among 240.
 
 The reference engine was measured elsewhere at about 45 us for all KEEP and about 1,700 us for
 seven passing UPDATEs. Absolute numbers do not carry across machines, so each mix is also timed
@@ -30,7 +31,7 @@ import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from wm_core import SECTIONS, SectionOp, merge, render_document
+from wm_core import SECTIONS, SectionOp, estimate_tokens, merge, render_document
 
 PEOPLE = ("Caroline", "Melanie", "Marcus", "Priya", "Jonas", "Aiko", "Tomás", "Zoë")
 CITIES = ("Portland", "Lisbon", "Osaka", "Malmö", "Denver")
@@ -241,6 +242,79 @@ def one_rejected_update() -> Ops:
     }
 
 
+def _near_bound(line: Callable[[int], str], tokens: int) -> str:
+    """Bullets made by ``line`` until the body is just under ``tokens`` estimated tokens."""
+    lines: list[str] = []
+    while estimate_tokens("\n".join([*lines, line(len(lines))])) <= tokens:
+        lines.append(line(len(lines)))
+    return "\n".join(lines)
+
+
+# Every bounded section close to its bound at once: four at about 95 % of their 2,000-token
+# budget, Key Facts oversized (38 bullets: over 25, under 1,500 tokens), not at emergency.
+CROWDED_DOCUMENT = render_document(
+    {
+        **BODIES,
+        "Task & Goals": _near_bound(
+            lambda i: (
+                f"- Goal {i}: move invoice flow {i} off cron, p99 under {100 + i} ms, "
+                f"ship before {1 + i % 28} {MONTHS[i % len(MONTHS)]} 2025."
+            ),
+            1_900,
+        ),
+        "Key Facts & Decisions": _facts(38),
+        "Files & Context": _near_bound(
+            lambda i: f"- services/billing/ledger_{i}/handler.py — consumer of ledger.{i}",
+            1_900,
+        ),
+        "Errors & Corrections": _errors_near_bound(),
+        "Open Issues": _near_bound(
+            lambda i: (
+                f"- Issue {i}: reconcile duplicate events of account group {i} "
+                f"({PEOPLE[(i + 3) % 8]})"
+            ),
+            1_900,
+        ),
+    }
+)
+
+
+def appends_everywhere_near_bounds() -> Ops:
+    """Small APPENDs into every section while each is near its bound: a usual commit late in
+    a long session. Some items carry no number, so the duplicate check reads every body."""
+    return {
+        **all_keep(),
+        "Current State": SectionOp.append(["Replay of ledger_7 running."]),
+        "Task & Goals": SectionOp.append(["Keep the cut-over window short."]),
+        "Key Facts & Decisions": SectionOp.append(
+            ["Marcus chose Kafka over the outbox table.", "Retention stays at 7 years."]
+        ),
+        "Files & Context": SectionOp.append(["services/billing/replay/runner.py — replay driver"]),
+        "Errors & Corrections": SectionOp.append(["Assumed replay was idempotent; it is not."]),
+        "Open Issues": SectionOp.append(["Confirm the replay window with Priya"]),
+    }
+
+
+def _many_paths() -> str:
+    return "\n".join(
+        f"- {('src', 'lib', 'tests', 'docs')[i % 4]}/ledger_{i // 4}/part_{i}."
+        f"{('py', 'ts', 'md', 'sql')[i % 4]}"
+        for i in range(240)
+    )
+
+
+MANY_PATHS_DOCUMENT = render_document({**BODIES, "Files & Context": _many_paths()})
+
+
+def update_drops_one_path() -> Ops:
+    """A Files & Context rewrite that keeps 239 of 240 paths and annotates one: the guard
+    must find the one dropped path among hundreds and put its line back."""
+    lines = _many_paths().split("\n")
+    lines[17] = lines[17] + " (renamed in review)"
+    del lines[200]
+    return {**all_keep(), "Files & Context": SectionOp.update("\n".join(lines))}
+
+
 MIXES: tuple[tuple[str, str, Callable[[], Ops]], ...] = (
     ("all KEEP", DOCUMENT, all_keep),
     ("small APPENDs", DOCUMENT, small_appends),
@@ -253,6 +327,8 @@ MIXES: tuple[tuple[str, str, Callable[[], Ops]], ...] = (
     ("APPEND near a section bound", NEAR_BOUND_DOCUMENT, append_near_bound),
     ("Key Facts sentinel: APPEND", SENTINEL_DOCUMENT, append_under_sentinel),
     ("one UPDATE a guard rejects", DOCUMENT, one_rejected_update),
+    ("APPENDs, every section near", CROWDED_DOCUMENT, appends_everywhere_near_bounds),
+    ("UPDATE drops 1 of 240 paths", MANY_PATHS_DOCUMENT, update_drops_one_path),
 )
 
 

@@ -29,8 +29,9 @@ Ops and merging
     :func:`bound_document` applies that bound to a document made without a merge.
 Pending items
     :class:`PendingItem` (what a guard refused, kept for the next update), :func:`refused_items`,
-    :func:`carry_pending` (the bound: the overflow item ``PENDING_OVERFLOW``,
-    ``MAX_PENDING_TOKENS``), :func:`pending_reminder`.
+    :func:`carry_pending` and :func:`settle_pending` (the bound: the overflow item
+    ``PENDING_OVERFLOW``, ``MAX_PENDING_TOKENS``; what leaves the list is written to long-term
+    memory by :func:`safekeeping_ops`, marked :data:`KEPT_FROM_PENDING`), :func:`pending_reminder`.
 Model output
     :data:`UPDATE_TOOL`, :data:`CREATE_TOOL`, :func:`validate_update_arguments`,
     :func:`validate_create_arguments`, :func:`parse_tool_arguments` (:class:`ParsedOps`,
@@ -62,7 +63,9 @@ Long-term memory
     (:func:`memory_op_arguments`); :func:`guard_memory_ops` (by
     :func:`memory_key`, :func:`retire_supported` and :func:`missing_anchors`, the
     engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
-    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`).
+    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`);
+    :func:`supersessions` (:class:`Supersessions`): which existing memories a plan's new
+    facts supersede.
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -102,6 +105,7 @@ from wm_core._guards.pending import (
     carry_pending,
     pending_reminder,
     refused_items,
+    settle_pending,
     unfold_pending,
 )
 from wm_core._guards.pending import OVERFLOW as PENDING_OVERFLOW
@@ -119,6 +123,8 @@ from wm_core._memory.model import (
     fold_text,
     memory_key,
 )
+from wm_core._memory.safekeeping import KEPT_FROM_PENDING, safekeeping_ops
+from wm_core._memory.supersede import Supersessions, supersessions
 from wm_core._memory.tool import (
     MAX_MEMORY_OPS,
     MAX_MEMORY_TEXT_CHARS,
@@ -204,6 +210,7 @@ __all__ = [
     "ERRORS_CORRECTIONS",
     "FILES_CONTEXT",
     "KEEP",
+    "KEPT_FROM_PENDING",
     "KEY_FACTS",
     "LIVE_MESSAGES",
     "MAX_MEMORY_OPS",
@@ -255,6 +262,7 @@ __all__ = [
     "SectionOp",
     "SessionSettings",
     "SplitRow",
+    "Supersessions",
     "TextPart",
     "ToolResultPart",
     "ToolUsePart",
@@ -302,10 +310,13 @@ __all__ = [
     "refused_items",
     "render_document",
     "retire_supported",
+    "safekeeping_ops",
     "section_reminders",
     "sentences",
+    "settle_pending",
     "split_boundary",
     "stamp_date",
+    "supersessions",
     "synopsis",
     "system_prompt_addition",
     "threshold_trigger",

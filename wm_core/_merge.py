@@ -54,10 +54,12 @@ def merge(
     for name in SECTIONS:
         old = parsed.bodies.get(name, "")
         raw = requested.get(name)
-        bodies[name] = old if raw is None else _merge_section(name, old, raw, decisions)
-        normalized = normalize_op(raw) if raw is not None else None
-        if normalized is not None:
-            asked[name] = normalized.requested
+        normalized = normalize_op(raw) if raw is not None else None  # read once per section
+        if normalized is None:
+            bodies[name] = old
+            continue
+        bodies[name] = _merge_section(name, old, normalized, decisions)
+        asked[name] = normalized.requested
     bodies, cuts = bound_sections(parsed.bodies, bodies, asked, limits)
     decisions.extend(cuts)
     return MergeResult(assemble_document(bodies), tuple(decisions), bodies)
@@ -160,10 +162,7 @@ def _payload(normalized: NormalizedOp) -> tuple[str, ...]:
     return op.items + normalized.dropped
 
 
-def _merge_section(name: str, old: str, raw: object, decisions: list[Decision]) -> str:
-    normalized = normalize_op(raw)
-    if normalized is None:
-        return old
+def _merge_section(name: str, old: str, normalized: NormalizedOp, decisions: list[Decision]) -> str:
     requested = normalized.requested
     op = normalized.op
     if normalized.guard is not None:

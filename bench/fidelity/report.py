@@ -48,14 +48,15 @@ class Retention:
 
 
 def measure(
-    document: str, scenario: Scenario, commit: int, pending: Sequence[str] = ()
+    document: str, scenario: Scenario, commit: int, elsewhere: Sequence[str] = ()
 ) -> Retention:
     """Which facts planted up to ``commit`` (and not resolved) ``document`` still holds;
-    with ``pending`` (the session's pending items), key facts count as kept when they are
-    there instead: refused, but still shown to the model and readable by clients."""
+    with ``elsewhere`` (the session's pending items, and the owner's long-term memories),
+    key facts count as kept when they are there instead: refused, but still shown to the
+    model or found by the service's memory listing."""
     lowered = document.lower()
     title = parse_document(document).get(SECTIONS[0], "").lower()
-    reachable = "\n".join([lowered, *(text.lower() for text in pending)])
+    reachable = "\n".join([lowered, *(text.lower() for text in elsewhere)])
     result = Retention()
     for fact in scenario.planted_by(commit):
         haystack = {FactClass.TITLE: title, FactClass.KEY_FACT: reachable}.get(fact.cls, lowered)
@@ -91,21 +92,25 @@ class TargetCheck:
     misses: tuple[str, ...]
 
 
-def reached(record: CommitRecord, scenario: Scenario) -> Retention:
+def pending_only(record: CommitRecord, scenario: Scenario) -> Retention:
     """Retention after one commit, key facts in the WM or in the pending items."""
     return measure(record.document, scenario, record.index, record.pending)
 
 
+def reached(record: CommitRecord, scenario: Scenario) -> Retention:
+    """Retention after one commit, key facts in the WM, in the pending items or in the
+    owner's long-term memories (all that the service returns for the session)."""
+    return measure(record.document, scenario, record.index, (*record.pending, *record.memories))
+
+
 def check_targets(trace: Trace, ret: Retention) -> TargetCheck:
-    """``ret`` is the final retention with the pending items (:func:`reached`)."""
+    """``ret`` is the final retention with what is reachable elsewhere (:func:`reached`)."""
     misses: list[str] = []
     for cls in (FactClass.TITLE, FactClass.PATH, FactClass.ERROR, FactClass.ISSUE):
         if ret.ratio(cls) < 1:
             misses.append(f"{cls.value} {_cell(ret, cls)} < 100 %")
     if ret.ratio(FactClass.KEY_FACT) < KEY_FACT_TARGET:
-        misses.append(
-            f"key-fact anchors in the WM or pending {_cell(ret, FactClass.KEY_FACT)} < 95 %"
-        )
+        misses.append(f"key-fact anchors reachable {_cell(ret, FactClass.KEY_FACT)} < 95 %")
     peak = max(c.tokens for c in trace.commits)
     if peak >= TOKEN_LIMIT:
         misses.append(f"WM reached {peak} tokens (limit {TOKEN_LIMIT})")
@@ -121,15 +126,18 @@ def results_table(traces: Sequence[Trace]) -> str:
     labels = _labels()
     head = (
         "| Behavior | Strategy | Commits | Title | Paths | Errors | Open issues "
-        "| Key-fact anchors (WM) | Key-fact anchors (WM or pending) | Pending items "
+        "| Key-fact anchors (WM) | Key-fact anchors (WM or pending) "
+        "| Key-fact anchors reachable (WM, pending or memories) | Pending items | Memories "
         "| Final WM tokens | Peak WM tokens | Guard interventions |"
     )
-    rows = [head, "|" + "---|" * 13]
+    rows = [head, "|" + "---|" * 15]
     for trace in traces:
         last = len(trace.commits) - 1
         ret = measure(trace.final.document, trace.scenario, last)
-        both = reached(trace.final, trace.scenario)
+        both = pending_only(trace.final, trace.scenario)
+        everywhere = reached(trace.final, trace.scenario)
         pending = str(len(trace.final.pending)) if trace.strategy == GUARDED else "n/a"
+        memories = str(len(trace.final.memories)) if trace.strategy == GUARDED else "n/a"
         interventions = str(len(trace.notes)) if trace.strategy == GUARDED else "n/a"
         peak = max(c.tokens for c in trace.commits)
         cells = [
@@ -138,7 +146,9 @@ def results_table(traces: Sequence[Trace]) -> str:
             str(len(trace.commits)),
             *(_cell(ret, cls) for cls in CLASSES),
             _cell(both, FactClass.KEY_FACT),
+            _cell(everywhere, FactClass.KEY_FACT),
             pending,
+            memories,
             f"{trace.final.tokens:,}",
             f"{peak:,}",
             interventions,
@@ -222,7 +232,12 @@ def markdown(traces: Sequence[Trace], scenario: Scenario, command: str) -> str:
         "memory (key facts: anchors kept). Key-fact anchors (WM or pending) also counts the "
         "anchors found in the session's pending items, as GetWorkingMemory returns them: "
         "items a guard refused, kept by the server and shown to the model in every update "
-        "until the WM holds them; the key-fact target is measured this way. Tokens by "
+        "until the WM holds them. Key-fact anchors reachable also counts the anchors found "
+        "in the active long-term memories of the session's owner, as ListMemories returns "
+        "them: pending items that leave the list at its 4,000-token bound are written there "
+        "by the commit's memory extraction (the behaviors' own extraction answers propose "
+        "nothing, so what is found there is what the server wrote); the key-fact target is "
+        "measured this way. Memories = the owner's active memories at the end. Tokens by "
         "`wm_core.estimate_tokens`. Guard interventions = decision records of the guarded "
         "commits.",
         "",

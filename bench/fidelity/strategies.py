@@ -83,6 +83,10 @@ class CommitRecord:
     # The session's pending items after the commit, as GetWorkingMemory returns them
     # (guarded only: refused items the server keeps for the next update).
     pending: tuple[str, ...] = ()
+    # The texts of the session owner's active long-term memories after the commit, as
+    # ListMemories returns them (guarded only): where refused items go when they leave the
+    # pending items' bound, written by the commit's memory extraction.
+    memories: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -219,6 +223,7 @@ async def _guarded_turn(
         for problem in e.ops_parsed.problems
     )
     wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=session))
+    memories = await _memories(stub, session)
     state = "completed" if terminal.HasField("completed") else "failed"
     return CommitRecord(
         turn.index,
@@ -229,7 +234,24 @@ async def _guarded_turn(
         calls,
         problems,
         tuple(item.text for item in wm.pending_items),
+        memories,
     )
+
+
+async def _memories(stub: service_grpc.WorkingMemoryServiceStub, session: str) -> tuple[str, ...]:
+    """The texts of every active memory of the session's owner, page by page."""
+    texts: list[str] = []
+    token = ""
+    while True:
+        page = await stub.ListMemories(
+            api.ListMemoriesRequest(
+                owner=api.MemoryOwner(session_id=session), page_size=1000, page_token=token
+            )
+        )
+        texts.extend(memory.text for memory in page.memories)
+        token = page.next_page_token
+        if not token:
+            return tuple(texts)
 
 
 # -- naive: the same ops, no guards --------------------------------------------------------
@@ -322,6 +344,7 @@ def dump(traces: list[Trace], path: Path) -> None:
                     "llm_calls": list(c.llm_calls),
                     "problems": list(c.problems),
                     "pending": list(c.pending),
+                    "memories": list(c.memories),
                     "document": c.document,
                 }
                 for c in t.commits

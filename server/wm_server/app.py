@@ -56,11 +56,13 @@ from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
+from wm_server.services.memory_consolidation import VectorConsolidation
 from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.paging import load_tokens
 from wm_server.services.recall import HybridRecall
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
+from wm_server.services.user_data import UserDataService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
@@ -262,6 +264,11 @@ async def start_application(
         database,
         retention_days=settings.memory_retention,
         threshold=settings.memory_consolidation_threshold,
+        vectors=(
+            VectorConsolidation(embedder.model_id, settings.memory_vector_consolidation_threshold)
+            if embedder is not None
+            else None
+        ),
     )
     maintenance = Maintenance(
         database, retention_seconds=settings.request_id_retention_seconds, memories=upkeep
@@ -353,6 +360,7 @@ async def start_application(
                 default_tokens=settings.phase2_default_input_tokens,
             ).for_provider,
         ),
+        user_data=UserDataService(database, on_deleted=maintenance.forgotten),
     )
     admission = Admission(
         Limits(

@@ -194,6 +194,10 @@ class Settings(BaseSettings):
     # are merged by the maintenance loop, each merge recorded in the kept memory's history;
     # 0 turns consolidation off.
     memory_consolidation_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
+    # ... and by meaning: the cosine of their vectors (the embedder's; none: off) at or above
+    # this, for paraphrases the token-set measure misses. 0.55 is wordllama's (measured,
+    # services/memory_consolidation.py); another embedder has its own scale; 0 turns it off.
+    memory_vector_consolidation_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.55
     heartbeat_seconds: Seconds = 10.0
     # The language of the text analyzer of ranked search (memories and archived messages,
     # both engines): its Snowball stemmer, and English stop words when "english". A change

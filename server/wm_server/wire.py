@@ -487,6 +487,7 @@ def memory_diff_out(text: str, state: str | None = None) -> pb.MemoryDiff:
         merged_memory_ids=diff.get("merged", []),
         retired_memory_ids=diff.get("retired", []),
         deduplicated_memory_ids=diff.get("deduplicated", []),
+        superseded_memory_ids=diff.get("superseded", []),
         refused=[
             pb.MemoryOpRefusal(
                 op_index=r["op_index"],

@@ -1,10 +1,14 @@
-"""The rules both clients must share, from the fixtures the TypeScript suite reads too
+"""The rules both clients must share, from the files the TypeScript suite reads too
 (clients/typescript/test/conformance.test.ts): how a failed call is treated, by code and by
-who answered (error_handling.json), and the limits and defaults (client_defaults.json)."""
+who answered (error_handling.json), and the limits and defaults: written once in
+clients/rules.json (the contract's limits: the server's), generated into both clients by
+scripts/gen_client_rules.py, which must have nothing to change."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +20,12 @@ from google.rpc import error_details_pb2, status_pb2
 from wm_client import engine, stream, tools
 from wm_client.errors import ERROR_DOMAIN, WmError, error_class
 from wm_server.services.context import MAX_BUDGET
+from wm_server.services.validation import MAX_KEEP_RECENT
 
 HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
 CASES = json.loads((HERE / "error_handling.json").read_text())["cases"]
-DEFAULTS = json.loads((HERE / "client_defaults.json").read_text())
+RULES = json.loads((ROOT / "clients" / "rules.json").read_text())
 
 
 def _error(case: dict[str, Any]) -> WmError:
@@ -51,16 +57,47 @@ def test_the_python_client_treats_a_failure_as_the_fixture_says(case: dict[str, 
 
 
 def test_the_python_client_has_the_shared_limits_and_defaults() -> None:
-    limits = DEFAULTS["engine"]
-    assert engine.MAX_TOKEN_BUDGET == limits["max_token_budget"] == MAX_BUDGET  # the contract's
-    assert limits["max_keep_recent"] == engine.MAX_KEEP_RECENT
-    assert limits["max_keep_turns"] == engine.MAX_KEEP_TURNS
-    assert DEFAULTS["tools"]["max_chars"] == tools.DEFAULT_MAX_CHARS
-    assert DEFAULTS["tools"]["read_lines"] == tools.READ_LINES
+    assert engine.MAX_TOKEN_BUDGET == MAX_BUDGET  # the contract's, from the server
+    assert engine.MAX_KEEP_RECENT == MAX_KEEP_RECENT
+    assert RULES["engine"]["max_keep_turns"] == engine.MAX_KEEP_TURNS
+    assert RULES["engine"]["max_seen_messages"] == engine.MAX_SEEN_MESSAGES
+    assert RULES["engine"]["max_unsent_messages"] == engine.MAX_UNSENT_MESSAGES
+    assert RULES["tools"]["max_chars"] == tools.DEFAULT_MAX_CHARS
+    assert RULES["tools"]["read_lines"] == tools.READ_LINES
     policy = stream.ResumePolicy()
-    resume = DEFAULTS["resume"]
+    resume = RULES["resume"]
     assert policy.idle_timeout * 1000 == resume["idle_timeout_ms"]
     assert policy.give_up_after * 1000 == resume["give_up_after_ms"]
     assert policy.initial_backoff * 1000 == resume["initial_backoff_ms"]
     assert policy.max_backoff * 1000 == resume["max_backoff_ms"]
     assert policy.multiplier == resume["multiplier"]
+
+
+def test_the_generated_rules_are_up_to_date() -> None:
+    """Both clients' rule modules are what the generator writes now (as ``make stubs-check``)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_client_rules.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_codes_of_the_rules_are_the_ones_the_cases_describe() -> None:
+    """The rule set's code lists and the per-code cases say the same thing."""
+    codes = RULES["codes"]
+    service = {c["code"]: c for c in CASES if c["from_service"]}
+    transport = {c["code"]: c for c in CASES if not c["from_service"]}
+    assert set(codes["engine_unreachable"]["codes"]) == {
+        n for n, c in service.items() if c["engine_falls_back"]
+    }
+    assert set(codes["tool_transient"]["codes"]) == {
+        n for n, c in service.items() if c["tool_error_raised"]
+    }
+    assert set(codes["stream_always_resumable"]["codes"]) == {
+        n for n, c in service.items() if c["stream_resumes"]
+    }
+    assert set(codes["stream_resumable_from_transport"]["codes"]) == {
+        n for n, c in transport.items() if c["stream_resumes"]
+    } - set(codes["stream_always_resumable"]["codes"])

@@ -91,3 +91,51 @@ def test_deleted_memories_and_sessions_are_erased_from_the_files(tmp_path: Path)
     for marker in (memory_marker, session_marker):
         assert _holds(tmp_path, marker.encode()) == [], marker  # after a clean stop too
     assert _holds(tmp_path, kept_marker.encode())
+
+
+def test_a_purged_user_is_erased_from_the_files(tmp_path: Path) -> None:
+    """PurgeUserData: the user's memories and the archived messages of their sessions leave
+    the database file and its log; another user's stay."""
+    memory_marker = f"zq{secrets.token_hex(8)}usermemory"
+    session_marker = f"zq{secrets.token_hex(8)}usersession"
+    kept_marker = f"zq{secrets.token_hex(8)}otheruser"
+    server = ServerProcess(tmp_path).start(timeout=60)
+    try:
+        with grpc.insecure_channel(server.address) as channel:
+            stub = service_grpc.WorkingMemoryServiceStub(channel)
+            for user, marker in (("dana", memory_marker), ("kim", kept_marker)):
+                stub.CreateMemory(
+                    api.CreateMemoryRequest(
+                        owner=api.MemoryOwner(user_id=user),
+                        memory=pb.Memory(type=pb.MEMORY_TYPE_PROFILE, text=f"Code {marker}"),
+                    )
+                )
+            stub.CreateSession(api.CreateSessionRequest(session_id="dana-1", user_id="dana"))
+            messages = [
+                pb.Message(
+                    id=f"m{n}",
+                    role=pb.ROLE_USER if n % 2 == 0 else pb.ROLE_ASSISTANT,
+                    parts=[pb.Part(text=f"note {n}: the passphrase is {session_marker}")],
+                )
+                for n in range(4)
+            ]
+            stub.AddMessages(api.AddMessagesRequest(session_id="dana-1", messages=messages))
+            for event in stub.Commit(api.CommitRequest(session_id="dana-1", keep_recent_count=0)):
+                if event.terminal:
+                    break
+            for marker in (memory_marker, session_marker, kept_marker):
+                deadline = time.monotonic() + 20
+                while "wm.sqlite3" not in _holds(tmp_path, marker.encode()):
+                    assert time.monotonic() < deadline, marker
+                    time.sleep(0.1)
+
+            reply = stub.PurgeUserData(api.PurgeUserDataRequest(user_id="dana"))
+            assert (reply.purged_memory_count, reply.purged_session_count) == (1, 1)
+            assert _until_gone(tmp_path, memory_marker.encode()) == []
+            assert _until_gone(tmp_path, session_marker.encode()) == []
+            assert _holds(tmp_path, kept_marker.encode())
+    finally:
+        assert server.terminate() == 0
+    for marker in (memory_marker, session_marker):
+        assert _holds(tmp_path, marker.encode()) == [], marker
+    assert _holds(tmp_path, kept_marker.encode())

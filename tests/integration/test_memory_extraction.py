@@ -181,7 +181,7 @@ async def test_a_preference_is_searchable_when_the_commit_is_terminal(
     assert await _search(stub, "bob", "tabs spaces") == []
 
 
-async def test_a_later_session_updates_and_retires_with_history(
+async def test_a_later_session_supersedes_what_changed(
     start: Callable[..., Any],
 ) -> None:
     stub = await start()
@@ -207,16 +207,23 @@ async def test_a_later_session_updates_and_retires_with_history(
     )
     diff = _diff(await _commit(stub, second))
 
-    assert list(diff.updated_memory_ids) == [preference.memory_id]
-    assert list(diff.retired_memory_ids) == [cache.memory_id]
-    assert len(diff.created_memory_ids) == 1
-    updated = await stub.GetMemory(api.GetMemoryRequest(memory_id=preference.memory_id))
-    assert updated.text == "The user prefers spaces over tabs."
-    assert [v.text for v in updated.history] == ["The user prefers tabs over spaces."]
-    assert {s.session_id for s in updated.sources} == {first, second}
-    retired = await stub.GetMemory(api.GetMemoryRequest(memory_id=cache.memory_id))
-    assert retired.state == pb.MEMORY_STATE_RETIRED
-    assert "Redis for the cache" in retired.retire_reason
+    # A changed preference and a changed decision are new facts superseding the old ones
+    # (issue 35 point 3): the old memories stay as they were, SUPERSEDED, with their successor.
+    assert sorted(diff.superseded_memory_ids) == sorted([preference.memory_id, cache.memory_id])
+    assert list(diff.updated_memory_ids) == [] and list(diff.retired_memory_ids) == []
+    assert len(diff.created_memory_ids) == 2
+    [current] = await _search(stub, "ana", "tabs spaces")
+    assert current.text == "The user prefers spaces over tabs."
+    assert list(current.supersedes_memory_ids) == [preference.memory_id]
+    assert {s.session_id for s in current.sources} == {second}
+    old = await stub.GetMemory(api.GetMemoryRequest(memory_id=preference.memory_id))
+    assert (
+        old.state == pb.MEMORY_STATE_SUPERSEDED and old.superseded_by_memory_id == current.memory_id
+    )
+    assert old.text == "The user prefers tabs over spaces."
+    replaced = await stub.GetMemory(api.GetMemoryRequest(memory_id=cache.memory_id))
+    assert replaced.state == pb.MEMORY_STATE_SUPERSEDED
+    assert replaced.superseded_by_memory_id in diff.created_memory_ids
     assert [m.text for m in await _search(stub, "ana", "cache")] == [
         "The team will go with Redis for the cache since it is already deployed."
     ]

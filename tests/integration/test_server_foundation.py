@@ -19,7 +19,7 @@ EXPECTED_RPCS = {
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
     "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs", "SearchMemories",
     "ListMemories", "GetMemory", "CreateMemory", "UpdateMemory", "DeleteMemory", "RetireMemory", "RemoveRecentMessages",
-    "PreviewMemoryExtraction",
+    "PreviewMemoryExtraction", "PurgeUserData",
 }  # fmt: skip
 
 

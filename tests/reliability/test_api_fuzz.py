@@ -193,6 +193,8 @@ def _pools(target: Target) -> dict[str, list[str]]:
         "MemoryOwner.user_id": ["", "", "", "fz-user", "bad user!"],
         "MemoryOwner.agent_id": ["", "", "", "fz-agent"],
         "MemoryOwner.session_id": ["", "", MAIN, "missing"],
+        # A user of its own: forgetting it must not take the other RPCs' data with it.
+        "PurgeUserDataRequest.user_id": ["fz-purged", "", "bad user!", "u" * 129],
         "memory_id": ["mem_00000000000000000000", "mem_x", "", "m" * 1000],
         "text": ["Prefers tabs", "", " ", "x" * 2001],
     }

@@ -15,6 +15,7 @@ from storage_support import ENGINES, Services, build_services, make_database
 
 from wm_core import Message, Role, TextPart, ToolUsePart, message_tokens
 from wm_server.search.analyzer import analyze
+from wm_server.search.bm25 import BM25_B, BM25_K1
 from wm_server.storage.database import Database
 from wm_server.storage.postgres import PostgresDatabase
 from wm_server.storage.sqlite import SqliteDatabase
@@ -36,9 +37,17 @@ async def _archive(services: Services, session: str, *messages: Message) -> None
 
 
 async def _ranked(services: Services, session: str, query: str) -> list[str]:
-    found, total = await services.context.ranked(session, query, "", 10, False)
-    assert total == len(found)
-    return [m.message.parts[0].text for m, _ in found]  # type: ignore[union-attr]
+    return [text for text, _ in await _scored(services, session, query)]
+
+
+async def _scored(
+    services: Services, session: str, query: str, user: str = ""
+) -> list[tuple[str, float]]:
+    """The default ranked search (in-process BM25) of one session, or of every session of
+    ``user`` when ``session`` is empty: (text, score), best first."""
+    found, total = await services.context.ranked(session, query, "", 10, not session, user_id=user)
+    assert total == len(found) or len(found) == 10
+    return [(m.message.parts[0].text, m.score) for m, _ in found]  # type: ignore[union-attr]
 
 
 async def test_ranked_search_matches_stems_and_ignores_stop_words(services: Services) -> None:
@@ -61,7 +70,8 @@ _CORPUS = (
 
 
 def _bm25(query: str, corpus: tuple[str, ...]) -> list[tuple[str, float]]:
-    """Okapi BM25 (k1 1.2, b 0.75, idf ln(1 + (N - df + 0.5) / (df + 0.5))), best first."""
+    """Okapi BM25 (k1 ``BM25_K1``, b ``BM25_B``, idf ln(1 + (N - df + 0.5) / (df + 0.5))),
+    best first."""
     docs = [analyze(text) for text in corpus]
     terms = list(dict.fromkeys(analyze(query)))
     avgdl = sum(map(len, docs)) / len(docs)
@@ -73,7 +83,8 @@ def _bm25(query: str, corpus: tuple[str, ...]) -> list[tuple[str, float]]:
             tf = doc.count(term)
             if tf:
                 idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
-                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(doc) / avgdl))
+                norm = BM25_K1 * (1 - BM25_B + BM25_B * len(doc) / avgdl)
+                score += idf * tf * (BM25_K1 + 1) / (tf + norm)
         if score:
             scores.append((text, score))
     return sorted(scores, key=lambda pair: -pair[1])
@@ -95,23 +106,62 @@ async def test_both_engines_rank_a_fixed_corpus_as_bm25_does(
 ) -> None:
     await _archive(services, "s", *(_say(text) for text in _CORPUS))
     expected = _bm25(query, _CORPUS)
-    got = await _bm25_ranked(services, query, "s")
-    assert [t for t, _ in got] == [t for t, _ in expected]
-    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9)
-    # The default ranking (the engine's own score) finds the same rows.
-    assert sorted(await _ranked(services, "s", query)) == sorted(t for t, _ in expected)
+    # The default ranking (in process) and the SQL statement both compute it.
+    for got in (await _scored(services, "s", query), await _bm25_ranked(services, query, "s")):
+        assert [t for t, _ in got] == [t for t, _ in expected]
+        assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9, abs=1e-9)
 
 
 async def test_other_owners_rows_change_no_bm25_score(services: Services) -> None:
-    """BM25's statistics are those of the searched sessions: a crowd of another session's
-    (or tenant's) rows full of the query's words changes neither the order nor the scores."""
+    """BM25's statistics are those of the searched sessions: a crowd of another owner's (or
+    tenant's) rows full of the query's words changes neither the order nor the scores, in the
+    default search (an owner's sessions, one session) as in the SQL statement."""
+    await services.sessions.create("mine", "", user_id="u1")
     await _archive(services, "mine", *(_say(text) for text in _CORPUS))
-    before = await _bm25_ranked(services, "postgres ledger", "mine")
+    query = "postgres ledger"
+    before = await _bm25_ranked(services, query, "mine")
+    mine, session = await _scored(services, "", query, "u1"), await _scored(services, "mine", query)
+    assert mine == session
+    assert [t for t, _ in mine] == [t for t, _ in before]
+    assert [s for _, s in mine] == pytest.approx([s for _, s in before], abs=1e-9)
+    await services.sessions.create("theirs", "", user_id="u2")
     await _archive(services, "theirs", *(_say("postgres postgres notes") for _ in range(30)))
     set_tenant("other")
     await _archive(services, "elsewhere", *(_say("ledger postgres") for _ in range(30)))
     set_tenant("t")
-    assert await _bm25_ranked(services, "postgres ledger", "mine") == before
+    assert await _bm25_ranked(services, query, "mine") == before
+    assert await _scored(services, "", query, "u1") == mine
+    assert await _scored(services, "mine", query) == session
+    # Searched together, the other owner's rows do count (and change the scores).
+    together = await _scored(services, "", query)
+    assert "postgres postgres notes" in dict(together) and together[0] != mine[0]
+
+
+async def test_the_default_ranking_follows_new_and_re_indexed_archives(
+    services: Services,
+) -> None:
+    """The in-process index reads what changed since its last query: a new archive, an
+    archive Phase 2 finished indexing (its rows past the ones Phase 1 indexed), a deleted
+    session's rows."""
+    await _archive(services, "s", _say("ledger notes"), _say("lunch at noon"))
+    assert await _ranked(services, "s", "ledger") == ["ledger notes"]
+    await _archive(services, "s", _say("the ledger moved to postgres"))
+    assert await _ranked(services, "s", "ledger") == [
+        "ledger notes",
+        "the ledger moved to postgres",
+    ]
+    # A large archive: Phase 1 indexes its first messages, Phase 2 the rest.
+    many = services.database.dialect.indexed_at_commit + 5
+    filler = (_say(f"filler {i}") for i in range(many))
+    await _archive(services, "big", *filler, _say("zeppelin"))
+    assert await _ranked(services, "big", "zeppelin") == []  # past what Phase 1 indexed
+    while (job := await services.jobs.claim(30.0)) is not None and job.session_id != "big":
+        pass
+    assert job is not None
+    await services.jobs.index_archive(job)
+    assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]
+    await services.sessions.delete("s", "")
+    assert await _ranked(services, "", "ledger") == []
 
 
 async def test_literal_search_finds_a_literal_across_a_tool_calls_name_and_input(

@@ -26,6 +26,7 @@ from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec
 from wm_server.services.recall import HybridRecall, Semantic
 from wm_server.services.sessions import find_session
 from wm_server.storage.records import ClaimedJob
+from wm_server.storage.vectors import VectorRepository
 
 USER = OwnerSpec(user_id="u1")
 _ids = itertools.count()
@@ -154,6 +155,90 @@ async def test_a_model_change_re_embeds_in_the_background(
     models |= {m for m, _, _ in await _vector_rows(services, "memory_vectors")}
     assert models == {"wordllama/another"}
     assert (await context.hybrid("m", "ledger database", "", 3, False)).status is Semantic.FULL
+
+
+async def test_vectors_stored_by_the_loop_are_appended_to_the_cached_session(
+    services: Services, wordllama: WordLlamaEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's matrix is read once: the vectors the loop stores afterwards are appended
+    to it (a re-embedded position replaced), not read again from the database."""
+    await _archive(services, "h", CONVERSATION[:3])
+    recall = HybridRecall(wordllama)
+    indexer = EmbeddingIndexer(services.database, wordllama, on_stored=recall.cache.stored)
+    await indexer.round()
+    context = ContextService(services.database, recall=recall)
+    assert (await context.hybrid("h", "ledger", "", 3, False)).status is Semantic.FULL
+    reads = 0
+    real = VectorRepository.messages
+
+    async def counted(self: VectorRepository, *args: object) -> object:
+        nonlocal reads
+        reads += 1
+        return await real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(VectorRepository, "messages", counted)
+    await _archive(services, "h", CONVERSATION[3:])
+    await indexer.round()
+    answer = await context.hybrid("h", "when did she begin ceramics lessons", "", 3, False)
+    assert reads == 0
+    assert answer.status is Semantic.FULL and answer.unembedded == 0
+    assert "pottery" in answer.hits[0][0].message.parts[0].text  # type: ignore[union-attr]
+    async with services.database.reader() as uow:
+        row = await find_session(uow, "h")
+        stored = await real(uow.vectors, [row.sid], None, wordllama.model_id)
+    (item,) = [recall.cache._items[row.sid]]
+    assert sorted(item.positions.tolist()) == sorted(p for _, _, p, _ in stored)
+    held = dict(zip(item.positions.tolist(), item.matrix, strict=True))
+    for _, _, position, blob in stored:
+        assert np.array_equal(held[position], np.frombuffer(blob, dtype="<f4"))
+    # The same positions stored again (a retry): replaced, not doubled.
+    rows = [(row.sid, p, seq, wordllama.model_id, 256, b) for _, seq, p, b in stored]
+    recall.cache.stored(row.sid, rows[:2])
+    assert item.count == len(CONVERSATION)
+
+
+async def _marks(services: Services) -> list[str]:
+    async with services.database.reader() as uow:
+        rows = await uow._conn.all("SELECT embedded_model FROM archives ORDER BY sid, seq", {})
+    return [str(r[0]) for r in rows]
+
+
+async def test_the_backfill_counts_and_finds_what_is_missing_from_the_archives(
+    services: Services, wordllama: WordLlamaEmbedder
+) -> None:
+    """An archive is marked embedded once its every message has a vector of the model, so
+    the backfill's count (and its search for rows) reads the archives, not every archived
+    message; an archive embedded before the marks (or by another path) is marked by the next
+    round; a model change unmarks everything at once."""
+    model = wordllama.model_id
+    await _archive(services, "a", CONVERSATION[:2])
+    await _archive(services, "a", CONVERSATION[2:])
+    indexer = EmbeddingIndexer(services.database, wordllama)
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count(model) == len(CONVERSATION)
+    assert await indexer.embed_batch() == len(CONVERSATION)  # marks both archives
+    assert await _marks(services) == [model, model]
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count(model) == 0
+        assert await uow.vectors.missing_messages(model, 10) == []
+    # A mark wiped (a database from before the marks): the rows are not embedded again,
+    # the round marks the archive and the count is right.
+    async with services.database.unit_of_work() as uow:
+        await uow._conn.run("UPDATE archives SET embedded_model = ''", {})
+        await uow.commit()
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count(model) == len(CONVERSATION)  # an upper bound
+    counting = Renamed(wordllama, model)
+    await EmbeddingIndexer(services.database, counting).round()
+    assert counting.calls == 0 and await _marks(services) == [model, model]
+    # A third archive: counted until the round embeds it.
+    await _archive(services, "a", ["one more turn about the ledger"])
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count(model) == 1
+    await indexer.round()
+    assert await _marks(services) == [model] * 3
+    async with services.database.reader() as uow:
+        assert await uow.vectors.missing_count("wordllama/another") == len(CONVERSATION) + 1
 
 
 async def test_a_stored_vector_of_another_length_is_refused_at_start(

@@ -98,6 +98,16 @@ def _could_be_present(keys: list[str], haystack: str) -> bool:
     return False
 
 
+def _letterless_found(key: str, text: str) -> bool:
+    """Whether every word of ``key`` without an (ASCII) letter occurs in ``text`` as written:
+    only such words, all ASCII, are found in ``text.lower()`` exactly when found in ``text``
+    (no code point lower-cases to an ASCII digit, sign or punctuation mark but itself)."""
+    for word in key.split(" "):
+        if word.isascii() and word == word.upper() and word not in text:
+            return False
+    return True
+
+
 def fresh_items(
     candidates: Iterable[str], existing: str, lowered: str | None = None
 ) -> tuple[list[str], list[str]]:
@@ -112,8 +122,11 @@ def fresh_items(
     # Keying the whole body is most of an APPEND's cost; it is skipped when some word of every
     # candidate key is absent from the body, which makes every candidate new.
     if existing and keys:
-        haystack = existing.lower() if lowered is None else lowered
-        if _could_be_present(keys, haystack):
+        # Lower-casing a long body costs more than the rest of a small APPEND: a candidate
+        # with a word that has no letter ("62:", "2025-04-01") is looked up in the body as
+        # it is, since lower-casing never makes such a word appear.
+        maybe = keys if lowered is not None else [k for k in keys if _letterless_found(k, existing)]
+        if maybe and _could_be_present(maybe, existing.lower() if lowered is None else lowered):
             seen = set(item_keys(bullet_items(existing)))
     fresh: list[str] = []
     duplicates: list[str] = []

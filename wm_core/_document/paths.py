@@ -13,6 +13,7 @@ each token is several times cheaper than scanning a whole section with a path re
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Final
 
 _EXTENSION_TEXT: Final = (
@@ -166,10 +167,30 @@ def token_references(token: str) -> list[str]:
     return found
 
 
-def references(text: str) -> set[str]:
-    """The normalized paths and URLs mentioned in ``text``."""
-    found: set[str] = set()
-    for token in text.split():
-        if might_reference(token):
+# PLAIN_PATH with a known extension, over many tokens at once, one per line. The extension is
+# checked to be ASCII before the case-insensitive list is tried, as ``is_plain_path`` does.
+_PLAIN_LINES = re.compile(
+    r"^(\w[\w-]*(?:[./][\w-]+)*\.(?=[A-Za-z0-9]+$)(?i:" + "|".join(sorted(EXTENSIONS)) + r"))$",
+    re.MULTILINE,
+)
+
+
+def tokens_references(tokens: Collection[str]) -> set[str]:
+    """The normalized paths and URLs in whitespace-free ``tokens``: the union of their
+    ``token_references``. The plain paths among them (most tokens of a Files & Context
+    body), their own only references, are found by one regex scan over all of them instead
+    of a call each: several times faster on a body of 240 paths."""
+    text = "\n".join(tokens)
+    plain = frozenset(_PLAIN_LINES.findall(text))
+    if "www." in text:
+        plain = frozenset(token for token in plain if "www." not in token)
+    found = set(plain)
+    for token in tokens:
+        if token not in plain and might_reference(token):
             found.update(token_references(token))
     return found
+
+
+def references(text: str) -> set[str]:
+    """The normalized paths and URLs mentioned in ``text``."""
+    return tokens_references(text.split())

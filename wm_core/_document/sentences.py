@@ -12,7 +12,11 @@ import re
 from typing import Final
 
 _CODE_FENCE: Final = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[*A-Z0-9~/])")
+# A title's period ("Mrs. Okafor", "Dr. Lee") does not end a sentence.
+_SENTENCE_END: Final = re.compile(
+    r"(?<=[.!?])(?<!\bMr\.)(?<!\bMrs\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bProf\.)\s+"
+    r"(?=[\"'`(\[*A-Z0-9~/])"
+)
 _STAMP: Final = re.compile(r"^\[(\d{4}-\d{2}-\d{2})[^\]]{0,24}\]\s*")
 
 

@@ -146,6 +146,8 @@ def bound_sections(
     bodies = dict(new)
     decisions: list[Decision] = []
     changed = [name for name in SECTIONS if bodies.get(name, "") != old.get(name, "")]
+    if not changed:
+        return bodies, decisions  # only what this merge changed is ever cut
 
     def cut_to(name: str, budget: int, why: str) -> bool:
         body = bodies.get(name, "")

@@ -64,7 +64,8 @@ def _details(text: str) -> set[str]:
     return lexical_anchors(text, lowered) | {t for t in tokens if _SPECIFIC.search(t)}
 
 
-def _holds(document_lowered: str, text: str) -> bool:
+def held_in(document_lowered: str, text: str) -> bool:
+    """Whether a text (lowered) holds the item ``text``: the whole item, or every detail."""
     if text.lower().lstrip("- ").strip() in document_lowered:
         return True
     details = _details(text)
@@ -117,31 +118,53 @@ def carry_pending(
     max_tokens: int = MAX_PENDING_TOKENS,
 ) -> tuple[tuple[PendingItem, ...], int]:
     """The pending items after a merge, and how many were dropped to stay within
-    ``max_tokens``: earlier ones and the newly refused ones, without those the document now
-    holds, each once (per section); beyond ``limit`` items the oldest are folded into one
-    overflow item, which comes first (see the module text)."""
+    ``max_tokens`` (:func:`settle_pending`, counting what leaves the list)."""
+    kept, dropped = settle_pending(previous, refused, document, limit, max_tokens)
+    return kept, len(dropped)
+
+
+def settle_pending(
+    previous: Sequence[PendingItem],
+    refused: Sequence[PendingItem],
+    document: str,
+    limit: int,
+    max_tokens: int = MAX_PENDING_TOKENS,
+) -> tuple[tuple[PendingItem, ...], tuple[PendingItem, ...]]:
+    """The pending items after a merge, and the items that leave the list to keep it
+    within ``max_tokens``, oldest first: earlier ones and the newly refused ones, without
+    those the document now holds, each once (per section); beyond ``limit`` items the oldest
+    are folded into one overflow item, which comes first (see the module text). The caller
+    owes the dropped items a place outside the list (Phase 2 writes them to long-term memory,
+    ``wm_core.safekeeping_ops``): they leave the prompt, not the session's reach."""
     lowered = document.lower()
     seen: set[tuple[str, str]] = set()
     kept: list[PendingItem] = []
     for item in _unfold([*previous, *refused]):
         key = (item.section, item_key(item.text))
-        if key in seen or _holds(lowered, item.text):
+        if key in seen or held_in(lowered, item.text):
             continue
         seen.add(key)
         kept.append(item)
     if limit <= 0:
-        return (), len(kept)
+        return (), tuple(kept)
     folded_count = len(kept) - limit + 1 if len(kept) > limit else 0
-    lines = [_overflow_line(item) for item in kept[:folded_count]]
+    folded = kept[:folded_count]
     rest = kept[folded_count:]
-    used = sum(_cost(line) for line in lines) + sum(_cost(item.text) for item in rest)
-    dropped = 0
-    while used > max(max_tokens, 0) and (lines or rest):
-        used -= _cost(lines.pop(0)) if lines else _cost(rest.pop(0).text)
-        dropped += 1
-    if not lines:
-        return tuple(rest), dropped
-    return (PendingItem("", "\n".join(lines), OVERFLOW, 0), *rest), dropped
+    used = sum(_cost(_overflow_line(item)) for item in folded)
+    used += sum(_cost(item.text) for item in rest)
+    dropped: list[PendingItem] = []
+    while used > max(max_tokens, 0) and (folded or rest):
+        if folded:
+            item = folded.pop(0)
+            used -= _cost(_overflow_line(item))
+        else:
+            item = rest.pop(0)
+            used -= _cost(item.text)
+        dropped.append(item)
+    if not folded:
+        return tuple(rest), tuple(dropped)
+    overflow = "\n".join(_overflow_line(item) for item in folded)
+    return (PendingItem("", overflow, OVERFLOW, 0), *rest), tuple(dropped)
 
 
 def pending_reminder(items: Sequence[PendingItem]) -> str:

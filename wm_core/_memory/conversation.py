@@ -14,7 +14,8 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.model import MemoryType
-from wm_core._memory.rules import Fact, Talk, classify
+from wm_core._memory.names import Talk, note_question
+from wm_core._memory.rules import Fact, classify
 from wm_core._memory.speech import (
     LEAD,
     REASON,
@@ -28,7 +29,7 @@ from wm_core._memory.speech import (
 from wm_core._messages import Message, Role
 
 _PROPOSAL: Final = re.compile(
-    r"^(?:i\s+(?:would\s+|'d\s+)?(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
+    r"^(?:i(?:\s+would|'d)?\s+(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
     r"we\s+(?:could|should)\s+|how about\s+|what about\s+|i'd go with\s+|"
     r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+)(?P<what>.+)$",
     re.IGNORECASE,
@@ -41,14 +42,34 @@ _AGREE: Final = re.compile(
 )
 _DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
 _OPTIONS: Final = re.compile(
-    r"^(?:should (?:we|i)|do you want(?: me)? to|would you (?:like|prefer)(?: to)?|shall (?:we|i)|"
-    r"(?:do|would) you prefer)\s+(?P<body>.+?)\s+or\s+(?P<other>.+?)\?$",
+    r"^(?:should (?:we|i)|(?:do|would) you (?:want|like|prefer)(?: me)?(?: to)?|shall (?:we|i)|"
+    r"(?:do|would) you prefer|(?:which|what)\b[^?,]*,)\s+(?P<body>.+?)\s+or\s+(?P<other>.+?)\?$",
     re.IGNORECASE,
 )
 
 
-_ASKED: Final = re.compile(r"^(?:what|which|where)\b[^?]*\byou(?:r)?\b[^?]*\?$", re.IGNORECASE)
-_TASTE: Final = re.compile(r"\b(?:like|prefer|enjoy|love|favou?rite|fan of)\b", re.I)
+# A yes-or-no question the user answers "yes": "Should the keys expire?" is a decision (with
+# what the user adds: "Yes, set a TTL of 30 minutes"), "Do you want low-carb recipes?" a
+# preference, and so is "Should I summarize …?" when the answer is a habit ("… after each
+# call"). An offer of a one-off task ("Do you want me to …?", "Should I update it?") is none.
+_SHOULD: Final = re.compile(
+    r"^should\s+(?P<who>we|i|the|it|they|this|that|our|all|every)\b.+\?$", re.I
+)
+_HABIT: Final = re.compile(r"\b(?:each|every|always|never|from now on|whenever|by default)\b", re.I)
+_WANT: Final = re.compile(
+    r"^(?:do|would)\s+you\s+(?:want|like|prefer)\s+(?!me\b|to\b|it\b|that\b|this\b|help\b|"
+    r"a hand\b|anything\b|something\b|some help\b)(?P<what>[\w\-][^?]*)\?$",
+    re.IGNORECASE,
+)
+_YES: Final = re.compile(r"^(?:yes|yeah|yep|sure|definitely|absolutely|please do)\b[\s,.!]*", re.I)
+# An open question about the user ("What stack do you use?"), or about the kind of what the
+# user just said ("What kind of illustration?", "What style?", "Any favourite dishes?").
+_ASKED: Final = re.compile(
+    r"^(?:(?:what|which|where)\b[^?]*\byou(?:r)?\b[^?]*|(?:what|which)\s+(?:kind|sort|type|style)"
+    r"\b[^?]*|any\s+favou?rite\b[^?]*)\?$",
+    re.IGNORECASE,
+)
+_TASTE: Final = re.compile(r"\b(?:like|prefer|enjoy|love|favou?rite|fan of|style)\b", re.I)
 # A reply that starts like a sentence is read by the clause rules, not as a bare answer.
 _CLAUSE_START: Final = re.compile(
     r"^(?:i|i'm|i've|i'll|i'd|my|we|we're|our|it|it's|he|she|they|the|this|that|there|yes|no|"
@@ -83,8 +104,8 @@ def _asked_about_user(message: Message) -> str | None:
     you use?"), if any: a short answer to it is a fact about the user."""
     found = sentences(message.text())
     last = LEAD.sub("", found[-1]).strip() if found else ""
-    if _ASKED.match(last):
-        return last
+    if _ASKED.match(last) and not re.search(r"\b(?:did|was|were|had)\b", last, re.IGNORECASE):
+        return last  # the answer to a question about the past is no fact about the user now
     return None
 
 
@@ -104,6 +125,35 @@ def _answer(reply: Message, question: str) -> Fact | None:
     kind = MemoryType.PREFERENCE if _TASTE.search(question) else MemoryType.PROFILE
     text = f'The user\'s answer to "{question}": {clean(phrase)}'
     return Fact(kind, text, clean(phrase), found[0], (reply.id,), {"question": question})
+
+
+def _yes_to(previous: Message, reply: Message) -> Fact | None:
+    """A decision or a preference from a "yes" to the yes-or-no question an assistant's
+    message ends with (see ``_SHOULD`` and ``_WANT``)."""
+    found = sentences(previous.text())
+    question = LEAD.sub("", found[-1]).strip() if found else ""
+    yes = _YES.match(reply.text().strip())
+    if yes is None or _DISAGREE.search(clauses(reply.text().split(".")[0])[0]):
+        return None
+    ids = (previous.id, reply.id)
+    should = _SHOULD.match(question)
+    if should:
+        rest = clauses(reply.text().strip()[yes.end() :])
+        added = clean(rest[0]) if rest and not _CLAUSE_START.match(rest[0]) else ""
+        added = third_person(added, sentence=False)
+        if should.group("who").lower() == "i":
+            if not added or not _HABIT.search(added):
+                return None
+            text = f"The user wants the assistant to {added}"
+            return Fact(MemoryType.PREFERENCE, text, added, reply.text(), ids)
+        text = f'Asked "{question}", the user said yes' + (f": {added}" if added else "")
+        fields = {"decision": added or question, "decided_by": "user"}
+        return Fact(MemoryType.DECISION, text, fields["decision"], reply.text(), ids, fields)
+    want = _WANT.match(question)
+    if want and object_of(want.group("what")) is not None:
+        what = third_person(clean(want.group("what")), Role.ASSISTANT, sentence=False)
+        return Fact(MemoryType.PREFERENCE, f"The user wants {what}", what, reply.text(), ids)
+    return None
 
 
 def _options(message: Message) -> tuple[str, str] | None:
@@ -146,6 +196,8 @@ def conversation_facts(
     for message in messages:
         if message.role not in (Role.USER, Role.ASSISTANT) or not message.text().strip():
             continue
+        if message.role is Role.ASSISTANT:
+            note_question(message.text(), talk)
         agreed = _agreement(message.text())
         if agreed and last_decision is not None and previous is not None:
             fact = found[last_decision]
@@ -166,6 +218,11 @@ def conversation_facts(
             answer = _answer(message, question) if question else None
             if answer is not None:
                 found.append(answer)
+            said_yes = _yes_to(previous, message)
+            if said_yes is not None:
+                found.append(said_yes)
+                if said_yes.type is MemoryType.DECISION:
+                    last_decision = len(found) - 1
             options = _options(previous)
             picked = _pick(message.text(), options) if options else None
             if picked is not None and options is not None:
@@ -187,6 +244,7 @@ def conversation_facts(
                 said = statement(sentence)
                 if said is None:
                     continue
+                talk.follow_on = re.match(r"^\s*(?:and|also|plus)\b", sentence, re.I) is not None
                 for clause in clauses(said):
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):

@@ -20,6 +20,8 @@ the order of turns:
 - ``entity``: named people, pets, places and things: "my sister Laura …", "a wrapper called
   paygate", "Amara is 8", and what a later "she"/"it" clause says about the last one named.
 
+Names, and what a later "she", "it" or "there" refers to, are read by ``names``.
+
 The module is pure: the message time is an argument, never a clock.
 """
 
@@ -32,6 +34,24 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.model import MemoryType, memory_key
+from wm_core._memory.names import (
+    ABOUT_NAMED,
+    IS_RELATION,
+    IT_CALLED,
+    LAST_THING,
+    LASTING,
+    NAME,
+    NAME_SUBJECT,
+    NOT_NAMES,
+    PASSING,
+    REL_MENTION,
+    RELATIONS,
+    THEIR_NAME,
+    Talk,
+    named_facts,
+    resolve_pronoun,
+    resolve_there,
+)
 from wm_core._memory.speech import (
     REASON,
     VAGUE,
@@ -60,90 +80,40 @@ class Fact:
     when: When | None = None
 
 
-_NAME: Final = r"(?-i:[A-Z][a-z'\-]+(?:\s+[A-Z][a-z'\-]+){0,2})"
-_THING: Final = (
-    r"(?:The\s+)?[A-Z][\w&.'\-]*(?:\s+(?:&\s+)?[A-Z][\w&.'\-]*){0,3}|[a-z][\w]*[-_.][\w.\-]*\w|"
-    r"[a-z][a-z0-9]{2,}"
-)
-_NOT_NAMES_TEXT: Final = (
-    "The This That These Those It There Here What When Where Which Who How Why Yes No Okay "
-    "Ok Sure Thanks Thank Hi Hello Hey Mostly Mainly Also And But So Then Now Just Only Our "
-    "My Your His Her Their We You They He She I Not Sorry Fine Good Great Happy Done Back "
-    "Indoor Outdoor Once Twice Cold Hot Perfect Will Let Please Monday Tuesday Wednesday "
-    "Thursday Friday Saturday Sunday January February March April May June July August "
-    "September October November December Christmas Easter Sprint Grades Lentil Rarely "
-    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many"
-)
-_NOT_NAMES: Final = frozenset(_NOT_NAMES_TEXT.split())
-
-_RELATIONS: Final = (
-    r"(?:best\s+|older\s+|younger\s+|little\s+|big\s+|new\s+|old\s+|twin\s+|rescue\s+)?"
-    r"(?:wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|spouse|son|daughter|kid|child|"
-    r"baby|brother|sister|sibling|mother|mom|mum|father|dad|parent|grandmother|grandma|"
-    r"granny|grandfather|grandpa|grandson|granddaughter|aunt|uncle|cousin|nephew|niece|"
-    r"mother-in-law|father-in-law|friend|neighbou?r|roommate|flatmate|boss|manager|colleague|"
-    r"co-?worker|teammate|mentor|teacher|tutor|coach|doctor|therapist|physiotherapist|"
-    r"physio|dentist|vet|landlord|client|customer|assistant|lead|cto|ceo|dog|cat|puppy|"
-    r"kitten|parrot|bird|rabbit|bunny|hamster|horse|fish|turtle|tortoise|pet|cats|dogs|kids|"
-    r"children|sons|daughters)"
-)
-_REL_NAME: Final = re.compile(
-    rf"\b(?P<who>my|our|his|her|their)\s+(?P<rel>{_RELATIONS}),?\s+(?P<name>{_NAME})\b",
+# Someone in the user's life not named: "My wife works as a nurse", "My partner is vegetarian".
+_ABOUT_RELATIVE: Final = re.compile(
+    rf"^(?:my|our)\s+(?P<rel>{RELATIONS})\s+(?!(?:is|was)\s+(?:called|named)\b)(?:is|was|works|"
+    r"worked|lives|lived|has|loves|likes|hates|speaks|plays|studies|teaches|runs|owns|can't|"
+    r"cannot|doesn't|never|always)\b",
     re.IGNORECASE,
 )
-_REL_CALLED: Final = re.compile(
-    rf"\bmy\s+(?P<rel>{_RELATIONS})(?:'s name)?\s+(?:is\s+)?(?:called|named|is)\s+(?P<name>{_NAME})\b",
-    re.IGNORECASE,
+# A yearly date is who the user is, not an event: "My birthday is on March 3".
+_YEARLY: Final = re.compile(r"^(?:my|our)\s+(?:birthday|wedding anniversary|anniversary)\b", re.I)
+# "I've been working at IBM since 2015": a lasting state since then, not an event then.
+_SINCE_STATE: Final = re.compile(
+    r"\b(?:'ve|have|has)\s+(?:been|lived|worked|known|had|owned|played|taught)\b", re.I
 )
-_A_REL_NAMED: Final = re.compile(
-    rf"\b(?:a|an)\s+(?P<rel>{_RELATIONS})\s+(?:called|named)\s+(?P<name>{_NAME})\b", re.I
-)
-_NAME_IS_MY: Final = re.compile(rf"\b(?P<name>{_NAME})\s+is\s+my\s+(?P<rel>{_RELATIONS})\b")
-_THEIR_NAME: Final = re.compile(rf"\b(?:his|her|their)\s+name\s+is\s+(?P<name>{_NAME})\b", re.I)
-_NAMES_LIST: Final = re.compile(
-    rf"\b(?P<rel>{_RELATIONS}),\s+(?P<a>{_NAME})\s+and\s+(?P<b>{_NAME})\b", re.IGNORECASE
-)
-_REL_MENTION: Final = re.compile(rf"\bmy\s+(?P<rel>{_RELATIONS})\b", re.IGNORECASE)
-_APPOSITIVE: Final = re.compile(
-    rf"\b(?P<who>my|our)\s+(?P<what>(?:[\w\-]+\s+){{0,2}}[\w\-]+),\s+(?P<name>{_NAME}),"
-)
-_CALLED: Final = re.compile(
-    r"\b(?:(?P<det>a|an|the|our|my|their)\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
-    rf"(?:is\s+|was\s+)?(?:called|named)\s+[`\"']?(?P<name>{_THING})[`\"']?",
-)
-_IS_OUR: Final = re.compile(
-    r"^[`\"']?(?P<name>[A-Z][\w.\-/]*\w|[\w.\-]+/[\w.\-]+)[`\"']?\s+is\s+(?:our|my)\s+"
-    r"(?P<kind>(?:[\w\-]+\s+){0,3}[\w\-]+)"
-)
-_NAME_SUBJECT: Final = re.compile(
-    rf"^(?P<name>{_NAME})(?:,\s+(?:he|she|it|they)(?:'s|\s+is|\s+was)?\b|\s+(?:is|was|has|had|"
-    r"lives|lived|works|worked|loves|likes|hates|prefers|turned|turns|opened|runs|uses|can|"
-    r"speaks|plays|says|said|wants|needs|got|studies|teaches|moved)\b)"
-)
-_ABOUT_NAMED: Final = re.compile(
-    rf"^(?:my|our)\s+{_RELATIONS}(?:,?\s+|\s+(?:is|was)\s+(?:called|named)\s+)(?P<name>{_NAME})\b",
-    re.IGNORECASE,
-)
-_MAY_NAME: Final = re.compile(r"(?<=\S)\s+[`\"']?[A-Z]|\b(?:called|named|is our|is my)\b")
-_PRONOUN_SUBJECT: Final = re.compile(r"^(?P<pro>he|she|it|they)(?P<rest>'s\b|\s+\w)", re.I)
 
 # Profile: who the user is.
 _MY_NAME: Final = re.compile(
-    rf"^(?:my name is|my name's|call me|i go by)\s+(?P<name>{_NAME})", re.IGNORECASE
+    rf"^(?:my name is|my name's|call me|i go by)\s+(?P<name>{NAME})", re.IGNORECASE
 )
-_IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{_NAME})\s*(?:,\s*(?P<rest>.+))?$")
+_IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{NAME})\s*(?:,\s*(?P<rest>.+))?$")
 _AGE: Final = re.compile(r"^i(?:'m| am)\s+(?P<age>\d{1,3})(?:\s+years?\s+old)?\b", re.I)
 _PROFILE_START: Final = re.compile(
     r"^i\s+(?:(?:just|also|really|currently|now|still|recently|actually)\s+)*(?:"
-    r"(?:'m|am)\s+(?:a|an|the|allergic|vegetarian|vegan|pescatarian|lactose|gluten|diabetic|"
+    r"(?:'m|am)\s+(?:(?:finally|now|still|currently|also|really|just)\s+)*(?:a|an|the|allergic|vegetarian|vegan|pescatarian|lactose|gluten|diabetic|"
     r"pregnant|married|divorced|single|retired|based|from|originally|left-handed|"
     r"right-handed|colou?r-?blind|deaf|blind|\w+\s+intolerant|(?:running|training|learning|"
-    r"studying|working|doing)\s+(?:\d+|as|at|on|in|\w+\s+(?:twice|once|every|daily)))|"
+    r"studying|working|doing)\s+(?:\d+|as|at|on|in|\w+\s+(?:twice|once|every|daily))|"
+    r"(?:learning|picking up)\s+(?:to\s+)?[\w\-]+|(?-i:[A-Z])[\w\-]*'s\s+[\w\-]+)|"
     r"live|'ve lived|have lived|grew up|moved|work|'ve worked|have worked|teach|lead|manage|"
-    r"run\s+(?:a|my|\d)|speak|study|own|drive|play|was born|usually|often|always|normally|"
+    r"run\s+(?:a|my|\d)|speak|study|own|drive|play|volunteer|was born|usually|often|always|"
+    r"normally|"
     r"typically|go\s+(?:\w+\s+)?(?:every|\w+\s+times|twice|once)|need at least|"
     r"can't (?:have|eat|drink)|cannot (?:have|eat|drink)|"
-    r"have\s+(?:a|an|two|three|four|\d|type|asthma|diabetes|chronic|celiac|adhd|autism)|"
+    r"have\s+(?:a|an|two|three|four|\d|type|asthma|diabetes|chronic|c[o]?eliac|adhd|autism|"
+    r"(?:[\w\-]+\s+){0,2}(?:disease|syndrome|disorder|allergy|condition))|"
     r"'ve been\s+(?:a|an|vegan|vegetarian|having|suffering|diagnosed|married|working|living|"
     r"learning|playing|doing|running|teaching)|have been\s+\w+)\b",
     re.IGNORECASE,
@@ -153,10 +123,34 @@ _MY_IS: Final = re.compile(
     r"[\w\-]+(?:\s+[\w\-]+)?\s+(?:is|are)\s+my\s+)",
     re.IGNORECASE,
 )
+# How the user's team works ("Our team uses trunk-based development"): a fact about the user.
+_TEAM_USES: Final = re.compile(
+    r"^(?:(?:our|my)\s+(?:team|company|org|organi[sz]ation|shop)\s+(?:uses|works|follows|"
+    r"practi[cs]es|deploys|runs|ships)|we\s+(?:use|work|follow|practi[cs]e|deploy|ship))\b",
+    re.IGNORECASE,
+)
+_PROMOTED: Final = re.compile(
+    r"^i\s+(?:just\s+|finally\s+)?(?:got|was|have been|'ve been)\s+promoted\s+to\s+"
+    r"(?:a\s+|an\s+|the\s+)?(?P<role>[\w\- ]+?)(?=\s+(?:last|this|on|in|yesterday|today|at|"
+    r"after)\b|[.!,]|$)",
+    re.IGNORECASE,
+)
 _FREQUENCY: Final = re.compile(
     r"\b(?:once|twice|\w+\s+times)\s+(?:a|per)\s+(?:day|week|month|year)\b|"
-    r"\b(?:every|each)\s+(?:day|morning|evening|night|week|weekend|month)\b|\b(?:daily|weekly)\b",
+    r"\b(?:every|each)\s+(?:day|morning|evening|night|week|weekend|month|monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday)\b|\b(?:daily|weekly)\b|"
+    r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a few|several)\s+[a-z]+\s+"
+    r"(?:a|per)\s+(?:day|week|month)\b",
     re.I,
+)
+_STATE: Final = re.compile(
+    r"(?:still\s+|now\s+|currently\s+|again\s+)?(?:blocked|broken|down|failing|stuck|slow|red|"
+    r"green|done|ready|open|closed|merged|pending|waiting|running|up|fixed|missing|empty|full|"
+    r"late|busy)\b",
+    re.IGNORECASE,
+)
+_FOR_NOW: Final = re.compile(
+    r"\b(?:this week|today|tonight|this morning|this afternoon|this evening)\b", re.IGNORECASE
 )
 _PROFILE_NOT: Final = re.compile(
     r"^i(?:'m| am)\s+(?:a\s+(?:bit|little|fan|big fan|huge fan)|not sure|sorry|glad|happy|"
@@ -214,11 +208,15 @@ _CHOICE_VERB: Final = re.compile(
     re.IGNORECASE,
 )
 _DECIDED: Final = re.compile(
-    r"^(?:(?:we|i|the team|they)(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
-    r"(?:it was|it's been)\s+)?(?P<verb>decided|agreed|chose|chosen|settled on|went with|"
-    r"opted for|switched|moved|picked|committed to|ended up|voted)\b(?P<what>.*)$",
+    # "After discussing it, the team chose …": a short lead-in before the decision
+    r"^(?:(?:after|following|in the end|eventually|finally|ultimately)\b[^,]{0,40},\s+)?"
+    r"(?:(?:we|i|the team|they)(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
+    r"(?:it was|it's been)\s+)?"
+    r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|opted for|switched|moved|picked|"
+    r"committed to|ended up|voted|standardi[sz]ed on)\b(?P<what>.*)$",
     re.IGNORECASE,
 )
+_DECISION_IS: Final = re.compile(r"^(?:the|our) decision (?:is|was) to\s+(?P<what>\w.*)$", re.I)
 _WILL: Final = re.compile(
     r"^(?:we|the team)(?:'ll|\s+will|'re going to|\s+are going to|'re|\s+are|\s+should)\s+"
     r"(?P<what>(?:go(?:ing)? with|use|using|keep|keeping|stick(?:ing)? with|switch(?:ing)?|"
@@ -246,7 +244,37 @@ _PLAN: Final = re.compile(
     r"^(?:i|we)\s+(?:promised|told)\s+\w+|^i(?:'ve| have) (?:booked|signed up|registered)",
     re.IGNORECASE,
 )
-_EVENTFUL: Final = re.compile(r"\b[a-z]{3,}\b")
+# Something that happened to the user, said without a time ("We just got back from Iceland",
+# "I also cancelled my cards"): an event all the same, undated.
+_EXPERIENCE: Final = re.compile(
+    r"^(?:i|we)\s+(?:(?:just|finally|also|recently|already|even|both)\s+)*(?:got back from|"
+    r"came back from|returned from|went to|visited|travell?ed to|flew to|saw|met|lost|broke|"
+    r"cancell?ed|finished|passed|won|adopted|bought|sold|graduated|got married|got engaged|"
+    r"climbed|hiked|completed|launched|shipped|released)\s+"
+    # work talk is no experience: "I saw the warning", "I lost an hour on that bug"
+    r"(?!(?:(?:a|an|the|that|this|those|these|my|your|our|its|\d+)\s+)?(?:\w+\s+)?(?:error|"
+    r"warning|bug|test|build|log|message|issue|exception|trace|output|diff|pr|commit|failure|"
+    r"hour|minute|day|time|point|file|line|change|problem)s?\b)"
+    # nor is a moment of the day, nor someone unnamed: "I went to bed", "I met him once"
+    r"(?!(?:bed|sleep|lunch|dinner|breakfast|work|him|her|them|it|that|this|those|these)\b)\w",
+    re.IGNORECASE,
+)
+# A moment away is no plan: "I'm going to lunch", "back in an hour".
+_AWAY: Final = re.compile(
+    r"\b(?:going to|off to|heading to)\s+(?:lunch|dinner|breakfast|bed|sleep|grab|get (?:a|some)|"
+    r"(?:a|the)\s+(?:meeting|call|break|gym|standup|stand-up))\b|\bback in (?:an?|\d+|a few)\b|"
+    r"\b(?:brb|be right back|step away|take a break|let's continue|continue tomorrow|"
+    r"call it a day|pick (?:this|it) up)\b|"
+    # how the user feels right now: "I'm so tired today"
+    r"^i(?:'m| am)\s+(?:(?:so|very|really|a bit|pretty|super|just|kind of)\s+)*(?:tired|bored|"
+    r"sick|busy|exhausted|hungry|sleepy|stressed|happy|sad|fine|ok|okay|good|great|excited|"
+    r"nervous|confused|lost|stuck|annoyed|frustrated)\b",
+    re.IGNORECASE,
+)
+# An event says what happened besides when: "Twice, in 2016 and 2018" does not.
+_EVENTFUL: Final = re.compile(
+    r"\b(?!(?:and|the|but|for|twice|once|both|only|also|then|too|with)\b)[a-z]{3,}\b", re.I
+)
 
 
 def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
@@ -257,7 +285,7 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
         name = match.group("name")
         return [(f"The user's name is {name}", "name", {"name": name})]
     match = _IM_NAME.match(text)
-    if match and match.group("name").split()[0] not in _NOT_NAMES:
+    if match and match.group("name").split()[0] not in NOT_NAMES:
         name = match.group("name")
         found = [(f"The user's name is {name}", "name", {"name": name})]
         rest = match.group("rest") or ""
@@ -267,11 +295,22 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     match = _AGE.match(text)
     if match:
         age = match.group("age")
-        return [(f"The user is {age} years old", "age", {"age": age})]
+        found = [(f"The user is {age} years old", "age", {"age": age})]
+        more = re.match(r"^\s+and\s+(?P<more>\w.+)$", text[match.end() :], re.I)
+        if more:  # "I'm 52 and recently retired from teaching"
+            body = third_person(clean(f"I {more.group('more')}"))
+            found.append((body, memory_key(body), {}))
+        return found
     if _PROFILE_NOT.match(text):
         return []
     habit = re.match(r"^i\s", text, re.I) and _FREQUENCY.search(text)
-    if _PROFILE_START.match(text) or _MY_IS.match(text) or habit:
+    team = _TEAM_USES.match(text) and not REASON.search(text)
+    my_is = _MY_IS.match(text)
+    if my_is and _STATE.match(text[my_is.end() :]):
+        return []  # "My PR is blocked on review": a state of work, not who the user is
+    if _FOR_NOW.search(text):
+        return []  # "I'm working on the auth refactor this week"
+    if _PROFILE_START.match(text) or my_is or habit or team or _YEARLY.match(text):
         body = third_person(clean(original))
         lower = text.lower()
         subject = memory_key(body)
@@ -283,7 +322,10 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     return []
 
 
-def _preference(text: str) -> tuple[str, str] | None:
+def _preference(text: str, instructing: bool = False) -> tuple[str, str] | None:
+    """(text, subject) of a preference in a user's clause; ``instructing``: the clause goes on
+    from an instruction ("Use pytest for all new tests." "And keep test files next to …"),
+    so an imperative is one too."""
     if _NEVER_MIND.match(text):
         return None
     original, text = text, expanded(text)
@@ -313,7 +355,7 @@ def _preference(text: str) -> tuple[str, str] | None:
         when = (match.group("when") or "never").lower()
         return f"The user wants the assistant to {when} {third_person(what, sentence=False)}", what
     match = _IMPERATIVE.match(text)
-    if match and _GENERAL.search(text):
+    if match and (_GENERAL.search(text) or instructing):
         what = clean(match.group("what"))
         body = third_person(what, sentence=False)
         return f"The user wants the assistant to {body[:1].lower()}{body[1:]}", what
@@ -321,7 +363,9 @@ def _preference(text: str) -> tuple[str, str] | None:
 
 
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
-    match = _DECIDED.match(text) or _WILL.match(text) or _LETS.match(text)
+    match = (
+        _DECIDED.match(text) or _DECISION_IS.match(text) or _WILL.match(text) or _LETS.match(text)
+    )
     if match is None:
         return None
     personal = re.match(r"^i\b", text, re.I) is not None
@@ -346,72 +390,11 @@ def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     return body, _CHOICE_VERB.sub("", choice), fields
 
 
-@dataclass
-class Talk:
-    """What the conversation has said so far that later turns refer to."""
-
-    last_name: str = ""  # the person or thing a "she" or "it" clause is about
-    last_relation: str = ""  # "my son": whose name "his name is Leo" gives
-    names: set[str] = field(default_factory=set)
-
-
-def _named_facts(text: str, talk: Talk) -> list[tuple[str, str, dict[str, str]]]:
-    """Entities a user's clause names: (text, name, fields)."""
-    found: list[tuple[str, str, dict[str, str]]] = []
-
-    def add(name: str, body: str, kind: str) -> None:
-        if name.split()[0] in _NOT_NAMES or any(f[1] == name for f in found):
-            return
-        found.append((body, name, {"name": name, "kind": kind}))
-
-    if not _MAY_NAME.search(text):
-        return found  # no capitalised word past the first, no "called": nothing is named
-    for pattern in (_REL_CALLED, _A_REL_NAMED, _REL_NAME, _NAME_IS_MY):
-        for match in pattern.finditer(text):
-            rel = match.group("rel").lower()
-            name = match.group("name")
-            who = (match.groupdict().get("who") or "my").lower()
-            earlier = [f[1] for f in found] or [talk.last_name]
-            owner = "the user's" if who in ("my", "our") else f"{earlier[0] or who}'s"
-            add(name, f"{name} is {owner} {rel}", rel)
-    for match in _NAMES_LIST.finditer(text):
-        rel = match.group("rel").lower().rstrip("s")
-        rel = {"kid": "kid", "childre": "child", "childr": "child"}.get(rel, rel)
-        for name in (match.group("a"), match.group("b")):
-            add(name, f"{name} is the user's {rel}", rel)
-    for match in _APPOSITIVE.finditer(text):
-        owner = "the user's"
-        add(match.group("name"), f"{match.group('name')} is {owner} {match.group('what')}", "")
-    for match in _CALLED.finditer(text):
-        name = match.group("name").strip()
-        kind = match.group("kind").lower()
-        det = (match.group("det") or "a").lower()
-        if kind in ("is", "was", "be"):
-            continue
-        owner = "the user's" if det in ("our", "my") else ("the" if det == "the" else det)
-        add(name, f"{name} is {owner} {kind}", kind)
-    ours = _IS_OUR.match(text)
-    if ours:
-        add(ours.group("name"), third_person(clean(text)), ours.group("kind").lower())
-    return found
-
-
-def _resolve_pronoun(text: str, talk: Talk) -> str | None:
-    match = _PRONOUN_SUBJECT.match(text)
-    if match is None or not talk.last_name:
-        return None
-    rest = text[match.end("pro") :]
-    if rest.startswith("'s"):
-        rest = " is" + rest[2:]
-    pro = match.group("pro").lower()
-    if pro == "they":
-        return None
-    return talk.last_name + rest
-
-
 def _event_text(text: str, when: When | None, role: Role) -> str:
     body = text
-    if when is not None and not re.match(r"\d{4}-\d{2}-\d{2}$", text[when.start : when.end]):
+    if when is not None and when.named:
+        body = f"{text[: when.end]} ({when.label}){text[when.end :]}"
+    elif when is not None and not re.match(r"\d{4}-\d{2}-\d{2}$", text[when.start : when.end]):
         phrase = text[when.start : when.end]
         lead = re.match(r"^(?:on|by|in|until|since|during)\s+", phrase, re.I)
         prep = lead.group().strip().lower() if lead else ("on" if when.precision == "day" else "in")
@@ -427,26 +410,38 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     """The facts one clause states (without message ids)."""
     facts: list[Fact] = []
     user = role is Role.USER
+    if user:
+        text = resolve_there(text, talk)
     when = resolve_when(text, base)
     decision = _decision(text, role)
     if decision is not None:
         body, choice, fields = decision
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    if not user:
-        return []
-    their = _THEIR_NAME.match(text)
+    if not user or _AWAY.search(text):
+        return []  # "I'm going to lunch", "I have a meeting at 3, let's continue tomorrow"
+    their = THEIR_NAME.match(text)
     if their and talk.last_relation:
         name = their.group("name")
         text = f"My {talk.last_relation} is named {name}{text[their.end() :]}"
-    named = _named_facts(text, talk)
+    it_called = IT_CALLED.match(text)
+    if it_called and talk.last_thing:
+        name = clean(it_called.group("name"))
+        talk.last_name, talk.last_person = name, False
+        return [Fact(MemoryType.ENTITY, f"{name} is the {talk.last_thing}", name, sentence, (),
+                     {"name": name, "kind": talk.last_thing})]  # fmt: skip
+    thing = LAST_THING.search(text)
+    talk.last_thing = thing.group("thing") if thing else ""
+    named = named_facts(text, talk)
     # the last one named, for a later "she" / "it" clause
-    for _, name, _fields in named:
+    for _, name, name_fields in named:
         talk.names.add(name)
         talk.last_name = name
-    relation = _REL_MENTION.search(text)
+        kind = name_fields.get("kind", "")
+        talk.last_person = bool(IS_RELATION.match(kind)) if kind else None
+    relation = REL_MENTION.search(text)
     if relation and not named:
         talk.last_relation = relation.group("rel").lower()
-    about_named = _ABOUT_NAMED.match(text)
+    about_named = ABOUT_NAMED.match(text)
     if about_named is not None:
         name = about_named.group("name")
         talk.last_name = name
@@ -458,34 +453,56 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
                              sentence, (), {"when": when.label}, when)  # fmt: skip
             rest = named
         return [main_fact] + [Fact(MemoryType.ENTITY, b, n, sentence, (), f) for b, n, f in rest]
-    resolved = _resolve_pronoun(text, talk)
+    resolved = resolve_pronoun(text, talk)
     if resolved is not None:
         text = resolved
+    whose = re.match(r"^i(?:'m| am)\s+(?P<pro>his|her)\s", text, re.IGNORECASE)
+    if whose and talk.last_name and talk.last_person:  # "I'm her maid of honour"
+        text = f"{text[: whose.start('pro')]}{talk.last_name}'s{text[whose.end('pro') :]}"
     main: Fact | None = None
     vague_time = when is not None and re.match(
         r"this\s+(?:week|month|year)", text[when.start : when.end], re.I
     )
     if vague_time:
         when = None
+    if when is not None and (
+        _YEARLY.match(text)
+        or (text[when.start : when.end].lower().startswith("since") and _SINCE_STATE.search(text))
+    ):
+        when = None  # profile facts (below) that carry their date in the text
+    relative = _ABOUT_RELATIVE.match(text)
+    if when is None and relative and not named:
+        about = f"the user's {relative.group('rel').lower()}"
+        return [Fact(MemoryType.ENTITY, third_person(clean(text)), about, sentence, (),
+                     {"kind": relative.group("rel").lower()})]  # fmt: skip
     if when is not None and _EVENTFUL.search(text[: when.start] + text[when.end :]):
         main = Fact(MemoryType.EVENT, _event_text(text, when, role), memory_key(text), sentence,
                     (), {"when": when.label}, when)  # fmt: skip
-    elif _PLAN.match(text):
+    elif _PLAN.match(text) or (when is None and _EXPERIENCE.match(text)):
         main = Fact(MemoryType.EVENT, third_person(clean(text)), memory_key(text), sentence)
     if main is None and _PROCEDURE.search(text):
         main = Fact(MemoryType.PROCEDURE, third_person(clean(text), team=True),
                     memory_key(text), sentence)  # fmt: skip
     if main is None:
-        preference = _preference(text)
+        preference = _preference(text, talk.follow_on and talk.instructed)
         if preference is not None:
             main = Fact(MemoryType.PREFERENCE, preference[0], preference[1], sentence)
+    talk.instructed = main is not None and main.text.startswith("The user wants the assistant")
     if main is None:
         for body, subject, fields in _profile(text):
             facts.append(Fact(MemoryType.PROFILE, body, subject, sentence, (), fields))
     if main is None and not facts:
-        subject_match = _NAME_SUBJECT.match(text)
+        subject_match = NAME_SUBJECT.match(text)
         about = ""
-        if subject_match and subject_match.group("name").split()[0] not in _NOT_NAMES:
+        said = text[len(talk.last_name) :]
+        if resolved is not None and (not LASTING.match(said) or PASSING.search(said)):
+            pass  # a passing state of someone named before is no memory
+        elif (
+            subject_match
+            and subject_match.group("name").split()[0] not in NOT_NAMES
+            and not any(f.get("kind", "").lower() == subject_match.group("name").lower()
+                        for _, _, f in named)  # "Production is called osprey"
+        ):  # fmt: skip
             about = subject_match.group("name")
         elif resolved is not None:
             about = talk.last_name
@@ -499,6 +516,11 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
             named = [n for n in named if n[1] != about]
     if main is not None:
         facts.insert(0, main)
+    promoted = _PROMOTED.match(text)
+    if promoted:  # "I got promoted to senior designer": the event, and the user's role now
+        role_name = clean(promoted.group("role"))
+        facts.append(Fact(MemoryType.PROFILE, f"The user is a {role_name}", "role", sentence, (),
+                          {"role": role_name}))  # fmt: skip
     for body, name, fields in named:
         facts.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
     return facts
@@ -523,6 +545,6 @@ def pending_facts(texts: Sequence[str]) -> list[Fact]:
                 found.append(Fact(MemoryType.EVENT, _event_text(said, when, Role.SYSTEM),
                                   memory_key(said), sentence, (), {}, when))  # fmt: skip
             else:
-                for body, name, fields in _named_facts(said, Talk()):
+                for body, name, fields in named_facts(said, Talk()):
                     found.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
     return found

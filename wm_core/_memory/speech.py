@@ -44,6 +44,7 @@ _TRAILER: Final = re.compile(
 )
 _SUBJECT_AHEAD = (
     r"(?=(?:now\s+|also\s+|then\s+)?(?:i|i'm|i've|i'll|i'd|my|we|we're|we've|we'll|our|please|"
+    r"he|she|he's|she's|"
     r"they|they're|(?-i:[A-Z][a-z]+)\s+(?:is|was|has|had)\s)\b)"
 )
 _CLAUSE_SPLIT: Final = re.compile(
@@ -125,8 +126,17 @@ _PAST_FORMS_TEXT: Final = (
     "gave fell wrote spent found became grew flew drove ate told said"
 )
 _PAST_FORMS: Final = frozenset(_PAST_FORMS_TEXT.split())
+# Present verbs that end like a past ("I need" is "the user needs").
+_ED_PRESENT_TEXT: Final = "need feed bleed breed speed proceed succeed exceed heed embed shed wed"
+_ED_PRESENT: Final = frozenset(_ED_PRESENT_TEXT.split())
 _IRREGULAR: Final = {"am": "is", "have": "has", "do": "does", "go": "goes", "are": "is",
                      "don't": "doesn't", "haven't": "hasn't", "was": "was", "were": "was"}  # fmt: skip
+
+
+# Words after which the assistant's "you" is a subject, not an object.
+_SUBJECT_BEFORE: Final = frozenset(
+    {"", "since", "because", "as", "that", "when", "and", "if", "so"}
+)
 
 
 def _third_singular(verb: str) -> str:
@@ -161,7 +171,8 @@ def third_person(
                 out.append(word)
                 continue
             conjugate = False
-            if lower not in _NOT_VERBS and not lower.endswith("ed") and lower not in _PAST_FORMS:
+            past = lower.endswith("ed") and lower not in _ED_PRESENT
+            if lower not in _NOT_VERBS and not past and lower not in _PAST_FORMS:
                 word = word.replace(core, _third_singular(core), 1)
             out.append(word)
             continue
@@ -169,7 +180,12 @@ def third_person(
         if lower in table:
             replaced = table[lower]
             out.append(word.replace(core, replaced, 1))
-            conjugate = lower == "i"
+            # the verb after "I", and after the assistant's "you" as a subject ("since you
+            # already run Redis" → "since the user already runs Redis")
+            before = out[-2].lower().strip(",") if len(out) > 1 else ""
+            conjugate = lower == "i" or (
+                role is Role.ASSISTANT and lower == "you" and before in _SUBJECT_BEFORE
+            )
             continue
         if lower in ("don't",) and out and out[-1].lower().endswith(("user", "assistant")):
             word = word.replace(core, "doesn't", 1)
@@ -208,7 +224,7 @@ def object_of(text: str) -> str | None:
     first = what.lower().split(" ", 1)[0] if what else ""
     if not what or (first in VAGUE and len(what.split()) <= 2):
         return None
-    if what.lower().startswith(("you to", "it when you", "you ", "to know")):
+    if what.lower().startswith(("you to", "it when you", "you ", "to know", "your ")):
         return None
     return what
 

@@ -2,8 +2,8 @@
 
 Why it exists: a memory read in a later session must not say "yesterday". A sentence's time
 words are resolved against the time its message was written (passed in; wm_core reads no
-clock): "yesterday", "last Tuesday", "next Friday", "two weeks ago", "last May", "in
-September", "the 28th", "June 12", "2026-03-05", "5 March 2026".
+clock): "yesterday", "last night", "last Tuesday", "next Friday", "two weeks ago", "last May", "in
+September", "the 28th", "June 12", "2026-03-05", "5 March 2026", "at Christmas".
 
 The rules, stated once:
 
@@ -72,7 +72,8 @@ _PATTERNS: Final = (
     ("md", re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)", re.I)),
     ("dm", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.I)),
     ("word", re.compile(r"\b(today|tonight|this (?:morning|afternoon|evening)|yesterday|"
-                        r"tomorrow|the day before yesterday|the day after tomorrow)\b", re.I)),
+                        r"(?<!our )(?<!my )(?<!the )(?<!his )(?<!her )(?<!their )(?<!first )last night|tomorrow|the day before yesterday|the day after tomorrow)\b",
+                        re.I)),
     ("ago", re.compile(rf"\b({_NUM})\s+(day|week|month|year)s?\s+ago\b", re.I)),
     ("in_n", re.compile(rf"\bin\s+({_NUM})\s+(day|week|month|year)s?\b", re.I)),
     ("rel_unit", re.compile(r"\b(last|next|this)\s+(week|month|year|weekend)\b", re.I)),
@@ -81,7 +82,18 @@ _PATTERNS: Final = (
     ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until)\s+({_MONTH})\b(?!\s+\d)", re.I)),
     ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b", re.I)),
     ("year", re.compile(r"\b(?:in|since|during)\s+((?:19|20)\d{2})\b", re.I)),
+    ("holiday", re.compile(r"\b(christmas eve|christmas|new year's eve|new year's day|halloween|"
+                           r"valentine's day)\b", re.I)),
 )  # fmt: skip
+# Holidays on a fixed day: (month, day).
+_HOLIDAYS: Final = {
+    "christmas eve": (12, 24),
+    "christmas": (12, 25),
+    "new year's eve": (12, 31),
+    "new year's day": (1, 1),
+    "halloween": (10, 31),
+    "valentine's day": (2, 14),
+}
 
 _FUTURE: Final = re.compile(
     r"\b(?:will|'ll|shall|going to|gonna|plan(?:ning)? to|planned|scheduled|expecting|"
@@ -101,7 +113,7 @@ _PAST: Final = re.compile(
 # Every time the patterns know starts with a digit or one of these words.
 _ANY_TIME: Final = re.compile(
     rf"\d|\b(?:{_MONTH}|{_DAY}|today|tonight|this|yesterday|tomorrow|the day|ago|last|next|"
-    rf"in\s+(?:{_NUM}))\b",
+    rf"in\s+(?:{_NUM})|christmas|new year's|halloween|valentine's)\b",
     re.IGNORECASE,
 )
 _HAVE_GOT: Final = re.compile(r"\b(?:i've|we've|you've|i have|we have|has|have)\s+got\b", re.I)
@@ -115,6 +127,7 @@ class When:
     precision: str
     start: int  # where the time words are in the sentence
     end: int
+    named: bool = False  # a holiday: the text keeps its name ("Christmas (2026-12-25)")
 
     @property
     def iso(self) -> str:
@@ -184,7 +197,12 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
             found = _date(base.year - 1, month, day)
     elif kind == "word":
         word = g[0].lower()
-        offset = {"yesterday": -1, "tomorrow": 1, "the day before yesterday": -2}.get(word, 0)
+        offset = {
+            "yesterday": -1,
+            "last night": -1,
+            "tomorrow": 1,
+            "the day before yesterday": -2,
+        }.get(word, 0)
         offset = 2 if word == "the day after tomorrow" else offset
         found = base + datetime.timedelta(days=offset)
     elif kind in ("ago", "in_n"):
@@ -249,6 +267,14 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
             found = _date(nxt.year, nxt.month, day)
     elif kind == "year":
         found, precision = datetime.date(int(g[0]), 1, 1), "year"
+    elif kind == "holiday":
+        month, day = _HOLIDAYS[g[0].lower()]
+        found = datetime.date(base.year, month, day)  # this year's, or the nearest one ahead
+        if not past and found < base:  # or behind, in the sentence's direction
+            found = datetime.date(base.year + 1, month, day)
+        elif past and found > base:
+            found = datetime.date(base.year - 1, month, day)
+        return When(found, precision, start, end, named=True)
     if found is None:
         return None
     return When(found, precision, start, end)

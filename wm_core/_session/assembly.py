@@ -13,8 +13,8 @@ import json
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from wm_core._document.markdown import parse_document, render_document
 from wm_core._document.sections import SECTIONS
 from wm_core._messages import (
     Message,
@@ -25,9 +25,11 @@ from wm_core._messages import (
     ToolUsePart,
     message_tokens,
 )
+from wm_core._session.summary_trim import SUMMARY_HEADER as SUMMARY_HEADER
+from wm_core._session.summary_trim import SummaryTrim
+from wm_core._session.summary_trim import trim_working_memory as trim_working_memory
 from wm_core._tokens.estimate import estimate_tokens
 
-SUMMARY_HEADER = "[Session History Summary]"
 OMITTED_NOTE = "[Earlier conversation omitted to fit the context budget.]"
 WM_MAX_TOKENS = 8000
 # A part is never cut below this many characters: its head and tail must still say what it is.
@@ -119,16 +121,6 @@ def _memory_guide(names: set[str]) -> str:
 
 SYSTEM_PROMPT_ADDITION = system_prompt_addition(True)
 
-# Trimming order when the working memory exceeds its budget: first listed, first trimmed.
-# Session Title and Current State are never trimmed.
-TRIM_ORDER = (
-    "Files & Context",
-    "Errors & Corrections",
-    "Key Facts & Decisions",
-    "Task & Goals",
-    "Open Issues",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Budget:
@@ -196,59 +188,32 @@ class AssembledContext:
     usable_tokens: int = 0
 
 
-def _bullets(body: str) -> list[tuple[int, int]]:
-    """(start_line, end_line) of each bullet item, continuation lines included."""
-    lines = body.split("\n")
-    spans: list[tuple[int, int]] = []
-    for index, line in enumerate(lines):
-        stripped = line.lstrip()
-        if stripped.startswith(("- ", "* ", "+ ")) and len(line) - len(stripped) < 2:
-            spans.append((index, index))
-        elif spans and line.strip() and line.startswith((" ", "\t")):
-            start, _ = spans[-1]
-            spans[-1] = (start, index)
-    return spans
-
-
-def trim_working_memory(document: str, budget: int) -> tuple[str, list[str]]:
-    """Drop the oldest bullets of lower-priority sections until the summary fits."""
-    header_tokens = estimate_tokens(SUMMARY_HEADER + "\n")
-    if estimate_tokens(document) + header_tokens <= budget:
-        return document, []
-    bodies = parse_document(document)
-    trimmed: list[str] = []
-    for section in TRIM_ORDER:
-        lines = bodies.get(section, "").split("\n")
-        for start, end in _bullets(bodies.get(section, "")):
-            if estimate_tokens(render_document(bodies)) + header_tokens <= budget:
-                return render_document(bodies), trimmed
-            item = "\n".join(lines[start : end + 1]).strip()
-            trimmed.append(f"{section}: {item.lstrip('-*+ ').strip()}")
-            for i in range(start, end + 1):
-                lines[i] = "\x00"
-            bodies[section] = "\n".join(line for line in lines if line != "\x00")
-    rendered = render_document({s: bodies.get(s, "") for s in SECTIONS})
-    return rendered, trimmed
-
-
 def _units(messages: Sequence[Message]) -> list[list[int]]:
     """Indexes grouped so that a tool call and every message answering it stay together."""
-    # Parts are walked inline (not through Message.tool_*_ids): this runs on every message
-    # of every AssembleContext.
+    # Parts are walked once, inline (not through Message.tool_*_ids): this runs on every
+    # message of every AssembleContext.
     result_at: dict[str, int] = {}
+    uses: list[tuple[int, str]] = []
     for index, message in enumerate(messages):
         for part in message.parts:
             if type(part) is ToolResultPart:
                 result_at.setdefault(part.tool_use_id, index)
+            elif type(part) is ToolUsePart:
+                uses.append((index, part.id))
+    # How far each message reaches: its own index, or the first answer to a call it makes.
+    reach = list(range(len(messages)))
+    for index, call in uses:
+        answer = result_at.get(call, index)
+        if answer > reach[index]:
+            reach[index] = answer
     units: list[list[int]] = []
     index = 0
     while index < len(messages):
-        end = index
-        cursor = index
+        end = reach[index]
+        cursor = index + 1
         while cursor <= end:
-            for part in messages[cursor].parts:
-                if type(part) is ToolUsePart:
-                    end = max(end, result_at.get(part.id, cursor))
+            if reach[cursor] > end:
+                end = reach[cursor]
             cursor += 1
         units.append(list(range(index, end + 1)))
         index = end + 1
@@ -269,15 +234,20 @@ def _current_turn(messages: Sequence[Message], units: Sequence[list[int]]) -> tu
     unit and everything from the latest assistant step on must stay; the steps in between
     are kept too while cutting can make room, and evicted oldest first when it cannot.
     (len(units), len(units)) when there is neither."""
-    unit_of = {i: u for u, unit in enumerate(units) for i in unit}
+
+    def unit_of(index: int) -> int:
+        # Units are runs of consecutive indexes, and the messages asked about are the newest:
+        # searched from the end, not mapped for every message.
+        return next(u for u in range(len(units) - 1, -1, -1) if units[u][0] <= index)
+
     request = next((i for i in range(len(messages) - 1, -1, -1) if is_request(messages[i])), None)
     step = next(
         (i for i in range(len(messages) - 1, -1, -1) if messages[i].role is Role.ASSISTANT), None
     )
     if request is None and step is None:
         return len(units), len(units)
-    firsts = [unit_of[i] for i in (request, step) if i is not None]
-    last_step = unit_of[step] if step is not None else len(units)
+    firsts = [unit_of(i) for i in (request, step) if i is not None]
+    last_step = unit_of(step) if step is not None else len(units)
     return min(firsts), max(min(firsts), min(last_step, len(units)))
 
 
@@ -397,15 +367,22 @@ def cut_text(text: str, keep: int, pointer: str) -> str:
     return text[:head] + cut_marker(len(text) - keep, pointer) + (text[-tail:] if tail else "")
 
 
+class Cut(NamedTuple):
+    """A part cut to fit the budget: the message it belongs to and what was cut."""
+
+    message_id: str
+    note: str
+
+
 def _cut_to_fit(
     messages: list[Message],
     indexes: Sequence[int],
     room: int,
     pointers: Mapping[str, str],
-) -> list[tuple[str, str]]:
+) -> list[Cut]:
     """Cut the largest parts of ``messages[indexes]`` (in place) until they cost at most
     ``room`` tokens, each to no less than MIN_CUT_KEEP characters; returns what was cut."""
-    report: list[tuple[str, str]] = []
+    report: list[Cut] = []
     done: set[tuple[int, int]] = set()
     while _cost(messages, indexes) > room:
         best: tuple[int, int, int] | None = None  # (tokens, message index, part index)
@@ -436,7 +413,7 @@ def _cut_to_fit(
         frozen = tuple(parts)
         messages[i] = Message(message.id, message.role, frozen, message_tokens(frozen))
         report.append(
-            (message.id, f"message {message.id} part {j}: {len(text):,} → {keep:,} characters")
+            Cut(message.id, f"message {message.id} part {j}: {len(text):,} → {keep:,} characters")
         )
     return report
 
@@ -458,7 +435,7 @@ def _fit_turn(
     turn: tuple[int, int],
     room: int,
     pointers: Mapping[str, str],
-) -> tuple[list[Message], list[int], list[tuple[str, str]]]:
+) -> tuple[list[Message], list[int], list[Cut]]:
     """The messages with the current turn's largest parts cut so that it fits ``room``, the
     turn's units that stay, and what was cut. Middle steps are evicted oldest first only
     while even their cut forms do not fit; when the request and the latest step alone do
@@ -505,18 +482,18 @@ def assemble(
 
     The split is adaptive. The reply reserve and the instructions come off first; the parts
     share the rest (``usable``). When everything fits, everything goes in as it is (the
-    working memory up to its own bound, WM_MAX_TOKENS). Otherwise: the current turn (the
-    newest request and every step since) takes what it needs, its largest parts cut only
-    when it would not fit beside the smallest summary (title and state); then the working
-    memory takes all it needs when the older messages fit beside it, else at least half of
-    what is left, trimmed by section priority; the older messages fill the rest, newest
-    first; room a part leaves unused goes to the other (trimmed bullets come back; the newest
-    message that did not fit comes in cut). What each part needed, kept and lost is reported
-    (``parts``). Tool calls and results are kept or dropped as units and roles are
-    normalized, so the Messages API accepts the result as it is. ``messages`` from
-    ``live_from`` on are live (before: archived, not covered by the working memory); the
-    system-prompt addition names only the recall ``tools`` the runtime registered (None: all
-    of them)."""
+    working memory up to its own bound, WM_MAX_TOKENS). Otherwise one pass hands the room
+    out as a running budget (:func:`_share`): the current turn (the newest request and every
+    step since) takes what it needs, its largest parts cut only when it would not fit beside
+    the smallest summary (title and state); then the working memory takes all it needs when
+    the older messages fit beside it, else at least half of what is left, trimmed by section
+    priority; the older messages fill the rest, newest first; room a part leaves unused goes
+    to the other (trimmed bullets come back; the newest message that did not fit comes in
+    cut). What each part needed, kept and lost is reported (``parts``). Tool calls and
+    results are kept or dropped as units and roles are normalized, so the Messages API
+    accepts the result as it is. ``messages`` from ``live_from`` on are live (before:
+    archived, not covered by the working memory); the system-prompt addition names only the
+    recall ``tools`` the runtime registered (None: all of them)."""
     addition = system_prompt_addition(bool(working_memory), tools)
     instruction_tokens = estimate_tokens(system_prompt) + estimate_tokens(addition)
     budget = plan_budget(token_budget, instruction_tokens)
@@ -525,63 +502,73 @@ def assemble(
     pointers = pointers if pointers is not None else {}
     units = _units(messages)
     turn = _current_turn(messages, units)
-    wm_need = 0
-    whole: list[Message] = []
-    wm_trimmed: list[str] = []
-    if working_memory:
-        text, wm_trimmed = trim_working_memory(working_memory, budget.working_memory)
-        wm_need = _summary_tokens(text)
-        if wm_need <= budget.working_memory:
-            whole = [_summary_message(text, wm_need)]
-        else:
-            wm_trimmed = [f"{s}: (whole section)" for s in SECTIONS]
+    wm = _Summary(working_memory, budget.working_memory) if working_memory else None
     costs = _Costs(messages, units)  # older units' costs never change
-    work: list[Message] = list(messages)
-    output: list[Message] = []
-    if usable > 0 and costs.within(range(len(units) - 1, -1, -1), usable - _total(whole)):
-        output = _normalize(whole + work)
-    if usable > 0 and output and _total(output) <= usable:
-        keep = set(range(len(units)))  # everything fits: nothing is trimmed
-        summary, trimmed, cuts = whole, wm_trimmed, list[tuple[str, str]]()
-        order = sorted(keep)
-        picked = work
-    else:
-        summary, trimmed, work, keep, cuts = _share(
-            usable, budget.working_memory, working_memory, messages, units, costs, turn, pointers
-        )
-        order = sorted(keep)
-        picked = [work[i] for u in order for i in units[u]]
-        output = _normalize(summary + picked)
-    while _total(output) > usable and order:
-        order.pop(0)
-        picked = [work[i] for u in order for i in units[u]]
-        output = _normalize(summary + picked)
-    if cuts and order and order[0] >= turn[0]:
-        work, order, cuts, picked, output = _regrow_turn(
-            usable, summary, messages, units, turn, pointers, (work, order, cuts, picked, output)
-        )
-    kept_ids = {m.id for m in picked}
-    kept_units = set(order)
+    fit: _Picked | None = None
+    # Whether every message fits beside the whole summary: the units' costs summed at once.
+    everything = sum(m.estimated_tokens for m in messages) + len(messages)
+    if usable > 0 and everything <= usable - _bounded(wm):
+        shares = _Shares(list(messages), set(range(len(units))))  # nothing is trimmed
+        if wm is not None:
+            shares.give_summary(wm, wm.bound)
+        output = _normalize(shares.summary + shares.work)
+        if output and _total(output) <= usable:
+            fit = _Picked(shares.work, list(range(len(units))), [], shares.work, output)
+    if fit is None:
+        shares = _share(usable, wm, messages, units, costs, turn, pointers)
+        picked = shares.picked(units)
+        output = _normalize(shares.summary + picked)
+        fit = _Picked(shares.work, sorted(shares.keep), shares.cuts, picked, output)
+    summary = shares.summary
+    while _total(fit.output) > usable and fit.order:
+        fit.order.pop(0)
+        fit.picked = [fit.work[i] for u in fit.order for i in units[u]]
+        fit.output = _normalize(summary + fit.picked)
+    if fit.cuts and fit.order and fit.order[0] >= turn[0]:
+        fit = _regrow_turn(usable, summary, messages, units, turn, pointers, fit)
+    if wm is not None and summary and shares.trimmed:
+        fit = _regrow_summary(usable, wm, shares, fit)
+        summary = shares.summary
+    if not fit.cuts and fit.order and fit.order[0] > 0:
+        fit = _regrow_older(usable, summary, units, fit)
+    kept_ids = {m.id for m in fit.picked}
     parts = _usage(
-        messages, work, units, turn[0], kept_units, live_from, wm_need, _total(summary), trimmed
+        messages,
+        fit.work,
+        units,
+        turn[0],
+        set(fit.order),
+        live_from,
+        wm.need if wm is not None else 0,
+        _total(summary),
+        shares.trimmed,
     )
     return AssembledContext(
         system_prompt_addition=addition,
-        messages=output,
-        estimated_tokens=_total(output) + instruction_tokens,
+        messages=fit.output,
+        estimated_tokens=_total(fit.output) + instruction_tokens,
         reply_reserve=budget.reply_reserve,
         working_memory_tokens=_total(summary),
-        trimmed_items=trimmed,
-        included_source_messages=len(picked),
-        dropped_source_messages=len(messages) - len(picked),
+        trimmed_items=shares.trimmed,
+        included_source_messages=len(fit.picked),
+        dropped_source_messages=len(messages) - len(fit.picked),
         working_memory_included=bool(summary),
-        cut_parts=[text for mid, text in cuts if mid in kept_ids],
+        cut_parts=[cut.note for cut in fit.cuts if cut.message_id in kept_ids],
         parts=parts,
         usable_tokens=usable,
     )
 
 
-_Fit = tuple[list[Message], list[int], list[tuple[str, str]], list[Message], list[Message]]
+@dataclass(slots=True)
+class _Picked:
+    """Messages chosen for the context: ``work`` (the session's messages, some cut), the
+    units kept in ``order``, the ``cuts``, the kept messages and the normalized output."""
+
+    work: list[Message]
+    order: list[int]
+    cuts: list[Cut]
+    picked: list[Message]
+    output: list[Message]
 
 
 def _regrow_turn(
@@ -591,86 +578,187 @@ def _regrow_turn(
     units: Sequence[list[int]],
     turn: tuple[int, int],
     pointers: Mapping[str, str],
-    fit: _Fit,
-) -> _Fit:
+    fit: _Picked,
+) -> _Picked:
     """A cut current turn given back the room held for notes and merging that the context
     did not need (cut a little less), in a few passes that each stay within ``usable``: the
     cut is sized on estimates, so one pass can leave more than 5 % of a small budget idle."""
-    work, order, cuts, picked, output = fit
-    room = sum(_cost(work, units[u]) for u in order)
-    step = usable - _total(output) - len(picked)  # the room counts a token per message
+    room = sum(_cost(fit.work, units[u]) for u in fit.order)
+    step = usable - _total(fit.output) - len(fit.picked)  # the room counts a token per message
     for _ in range(5):
         if step <= 0:
             break
-        work2, chosen, cuts2 = _fit_turn(messages, units, turn, room + step, pointers)
-        picked2 = [work2[i] for u in chosen for i in units[u]]
-        retry = _normalize(summary + picked2)
-        if _total(output) < _total(retry) <= usable:
-            work, order, cuts, picked, output = work2, chosen, cuts2, picked2, retry
+        work, chosen, cuts = _fit_turn(messages, units, turn, room + step, pointers)
+        picked = [work[i] for u in chosen for i in units[u]]
+        retry = _normalize(summary + picked)
+        if _total(fit.output) < _total(retry) <= usable:
+            fit = _Picked(work, chosen, cuts, picked, retry)
             room += step
-            step = usable - _total(output) - len(picked)
+            step = usable - _total(fit.output) - len(fit.picked)
         else:
             step //= 2
-    return work, order, cuts, picked, output
+    return fit
+
+
+def _regrow_summary(usable: int, wm: _Summary, shares: _Shares, fit: _Picked) -> _Picked:
+    """A trimmed summary given back the room the context left unused, when that is over 5 %
+    of ``usable``: the room held for an omitted-note the context did not need, and a token a
+    message for merging neighbours, which merging the summary with the user messages after
+    it gives back (ten empty messages: 29 of 188 tokens idle). A few passes, each within
+    ``usable``."""
+    step = usable - _total(fit.output)
+    if step <= usable // 20:
+        return fit
+    for _ in range(4):
+        if step <= 0:
+            break
+        room = min(_total(shares.summary) + step, wm.bound)
+        dropped, tokens = wm.tokens_at(room)
+        if dropped is None or tokens <= _total(shares.summary):
+            break  # no bullet comes back within the room: nothing to gain
+        text, trimmed = wm.trim.render(dropped)
+        summary = [_summary_message(text, tokens)]
+        retry = _normalize(summary + fit.picked)
+        if _total(retry) <= usable:
+            shares.summary, shares.trimmed = summary, trimmed
+            fit.output = retry
+            step = usable - _total(retry)
+        else:
+            step //= 2
+    return fit
+
+
+def _regrow_older(
+    usable: int, summary: list[Message], units: Sequence[list[int]], fit: _Picked
+) -> _Picked:
+    """The newest dropped units taken back, one by one, while the context leaves over 5 % of
+    ``usable`` idle and each still fits once normalized: the room held for an omitted-note
+    and a token a message for merging neighbours is not always needed (without a summary, a
+    76-token message stayed out with 106 of 506 tokens idle). The kept units stay the
+    newest ones, in one run."""
+    while fit.order and fit.order[0] > 0:
+        idle = usable - _total(fit.output)
+        unit = fit.order[0] - 1
+        if idle <= usable // 20 or sum(fit.work[i].estimated_tokens for i in units[unit]) > idle:
+            break
+        order = [unit, *fit.order]
+        picked = [fit.work[i] for u in order for i in units[u]]
+        output = _normalize(summary + picked)
+        if _total(output) > usable:
+            break
+        fit = _Picked(fit.work, order, fit.cuts, picked, output)
+    return fit
+
+
+class _Summary:
+    """The working memory as the summary message, at whatever room the assembly gives it:
+    trimmed once (:class:`SummaryTrim`), each room a lookup, rendered when used."""
+
+    def __init__(self, document: str, bound: int) -> None:
+        self.trim = SummaryTrim(document)
+        self.bound = bound  # its own bound (WM_MAX_TOKENS within the usable tokens)
+        self.need = self.tokens_at(bound)[1]  # what it needs whole, within its bound
+
+    def tokens_at(self, room: int) -> tuple[int | None, int]:
+        """(bullets dropped, tokens) of the summary within ``room``; (None, need of the
+        smallest) when not even title and state fit."""
+        dropped = self.trim.fit(room)
+        tokens = self.trim.summary_tokens(dropped)
+        return (dropped if tokens <= room else None), tokens
+
+
+def _bounded(wm: _Summary | None) -> int:
+    """The summary's tokens when it gets all it needs (0 when even that is over its bound)."""
+    if wm is None:
+        return 0
+    return wm.need if wm.need <= wm.bound else 0
+
+
+@dataclass(slots=True)
+class _Shares:
+    """What the parts got: the messages (``work``, some cut) and the units kept, the cuts,
+    and the summary with the bullets it lost."""
+
+    work: list[Message]
+    keep: set[int] = field(default_factory=set)
+    cuts: list[Cut] = field(default_factory=list)
+    summary: list[Message] = field(default_factory=list)
+    trimmed: list[str] = field(default_factory=list)
+
+    def give_summary(self, wm: _Summary, room: int) -> None:
+        """The summary within ``room`` tokens (the trimmed bullets reported), or none (every
+        section reported trimmed) when even title and state do not fit."""
+        dropped, tokens = wm.tokens_at(room)
+        if dropped is None:
+            self.summary, self.trimmed = [], [f"{s}: (whole section)" for s in SECTIONS]
+            return
+        text, self.trimmed = wm.trim.render(dropped)
+        self.summary = [_summary_message(text, tokens)]
+
+    def picked(self, units: Sequence[list[int]]) -> list[Message]:
+        return [self.work[i] for u in sorted(self.keep) for i in units[u]]
 
 
 def _share(
     usable: int,
-    wm_bound: int,
-    working_memory: str | None,
+    wm: _Summary | None,
     messages: Sequence[Message],
     units: Sequence[list[int]],
     costs: _Costs,
     turn: tuple[int, int],
     pointers: Mapping[str, str],
-) -> tuple[list[Message], list[str], list[Message], set[int], list[tuple[str, str]]]:
-    """When the whole does not fit (see :func:`assemble`): the summary, what it lost, the
-    messages (some cut), the units kept and the cuts."""
+) -> _Shares:
+    """When the whole does not fit (see :func:`assemble`): the room handed out in one pass,
+    ``left`` the running budget. The summary's size at each room it is offered is a lookup;
+    it is rendered once, at the room it ends with."""
     overhead = estimate_tokens(OMITTED_NOTE) + 2  # the omitted-note and normalizing prefixes
     older = list(range(turn[0]))
-    floor = _floor_tokens(working_memory) if working_memory else 0
-    work: list[Message] = list(messages)
-    chosen: list[int] = []
-    cuts: list[tuple[str, str]] = []
+    floor = wm.trim.floor_tokens if wm is not None else 0
+    shares = _Shares(list(messages))
     room = usable - overhead - (floor if floor + overhead < usable else 0)
     if turn[0] < len(units) and room > 0:
-        work, chosen, cuts = _fit_turn(messages, units, turn, room, pointers)
-    keep = set(chosen)
-    left = usable - overhead - sum(_cost(work, units[u]) for u in chosen)
+        shares.work, chosen, shares.cuts = _fit_turn(messages, units, turn, room, pointers)
+        shares.keep.update(chosen)
+    left = usable - overhead - sum(_cost(shares.work, units[u]) for u in shares.keep)
     older_fits = costs.within(reversed(older), left)  # summed newest first, stops past left
     older_need = costs.summed
-    summary: list[Message] = []
-    trimmed: list[str] = []
-    if working_memory:
-        need = _summary_tokens(trim_working_memory(working_memory, wm_bound)[0])
+    spent = 0
+    summary_room = 0
+    trimmed = False
+    if wm is not None:
+        need = wm.need
         share = (
             need
             if older_fits and need + older_need <= left
             else max(min(need, left // 2), left - older_need)
         )
-        share = max(share, floor)  # title and state whenever they fit at all
-        summary, trimmed = _summary(working_memory, [], min(share, left, wm_bound))
-    spent = _total(summary)
+        summary_room = min(max(share, floor), left, wm.bound)  # title and state when they fit
+        dropped, tokens = wm.tokens_at(summary_room)
+        spent = tokens if dropped is not None else 0
+        summary_tokens = spent
+        trimmed = dropped is None or dropped > 0
     # A turn that had to be cut took the room: older units would only take it from it.
-    for index in [] if cuts else reversed(older):
+    for index in [] if shares.cuts else reversed(older):
         cost = costs[index]
         if spent + cost > left:
             break
         spent += cost
-        keep.add(index)
+        shares.keep.add(index)
     slack = left - spent
-    if working_memory and trimmed and slack > 0:  # the messages left room: the summary takes it
-        summary, trimmed = _summary(working_memory, [], min(_total(summary) + slack, wm_bound))
-        slack = left - _total(summary) - sum(costs[u] for u in keep if u < turn[0])
-    dropped = [u for u in older if u not in keep]
-    if dropped and not cuts and slack > usable // 20:
+    if wm is not None and trimmed and slack > 0:  # the messages left room: the summary takes it
+        summary_room = min(summary_tokens + slack, wm.bound)
+    if wm is not None:
+        shares.give_summary(wm, summary_room)
+        slack = left - _total(shares.summary) - sum(costs[u] for u in shares.keep if u < turn[0])
+    dropped_units = [u for u in older if u not in shares.keep]
+    if dropped_units and not shares.cuts and slack > usable // 20:
         # The newest older unit that did not fit comes in cut, when its cut form fits.
-        trial = list(work)
-        more = _cut_to_fit(trial, units[dropped[-1]], slack, pointers)
-        if _cost(trial, units[dropped[-1]]) <= slack:
-            work, cuts = trial, cuts + more
-            keep.add(dropped[-1])
-    return summary, trimmed, work, keep, cuts
+        trial = list(shares.work)
+        more = _cut_to_fit(trial, units[dropped_units[-1]], slack, pointers)
+        if _cost(trial, units[dropped_units[-1]]) <= slack:
+            shares.work, shares.cuts = trial, shares.cuts + more
+            shares.keep.add(dropped_units[-1])
+    return shares
 
 
 class _Costs:
@@ -699,29 +787,8 @@ class _Costs:
         return True
 
 
-def _floor_tokens(document: str) -> int:
-    """The summary with title and state only (the sections never trimmed)."""
-    bodies = parse_document(document)
-    kept = {s: bodies.get(s, "") if s not in TRIM_ORDER else "" for s in SECTIONS}
-    return _summary_tokens(render_document(kept))
-
-
 def _summary_message(text: str, tokens: int) -> Message:
     return Message("working-memory", Role.USER, (TextPart(f"{SUMMARY_HEADER}\n{text}"),), tokens)
-
-
-def _summary_tokens(text: str) -> int:
-    return message_tokens((TextPart(f"{SUMMARY_HEADER}\n{text}"),))
-
-
-def _summary(document: str, already: list[str], room: int) -> tuple[list[Message], list[str]]:
-    """The summary message trimmed to ``room`` tokens, and what was trimmed; none (every
-    section reported trimmed) when even title and state do not fit."""
-    text, trimmed = trim_working_memory(document, room)
-    tokens = _summary_tokens(text)
-    if tokens > room:
-        return [], [f"{s}: (whole section)" for s in SECTIONS]
-    return [_summary_message(text, tokens)], [*already, *trimmed]
 
 
 def _usage(

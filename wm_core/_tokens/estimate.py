@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Final
 
 # Code points that count 1.5: CJK ideographs (also the astral extensions B to F), kana, hangul,
 # full-width forms, CJK punctuation.
@@ -26,23 +27,67 @@ def estimate_tokens(text: str | None) -> int:
         return 0
     if text.isascii():
         return math.ceil(len(text) / 4)
-    if _none_heavy(text):
-        return math.ceil(len(text) / 4)  # accents, Greek, Cyrillic...: 0.25 each too
-    # In quarter tokens, to stay in exact integer arithmetic: 1 per code point, 6 for CJK and
-    # 8 for other astral ones. The heavy ones are counted by a regex scan, not a Python loop.
-    quarters = len(text) + 5 * len(_CJK.findall(text)) + 7 * len(_OTHER_ASTRAL.findall(text))
-    return -(-quarters // 4)
+    return -(-_quarters(text) // 4)
+
+
+def quarter_tokens(text: str) -> int:
+    """The weighted code-point sum of ``text`` in quarter tokens (exact integer arithmetic: 1
+    per code point, 6 for CJK and 8 for other astral ones). It adds up over concatenation,
+    so the estimate of a text built from parts is ``-(-sum // 4)`` of theirs, without
+    building it: ``estimate_tokens(a + b) == -(-(quarter_tokens(a) + quarter_tokens(b)) // 4)``."""
+    return len(text) if text.isascii() else _quarters(text)
+
+
+# UTF-8 lead bytes of every code point that weighs more than 0.25 (U+1100 and up, see _CJK and
+# _OTHER_ASTRAL), and of some lighter ones beside them: E1 (U+1000 to U+1FFF), E3 to EF
+# (U+3000 to U+FFFF) and F0 to F4 (astral). Lead bytes never occur inside another code point's
+# encoding, so a text none of whose UTF-8 bytes is one of them has no heavy code point.
+_LIGHT_BYTES: Final = bytes(b for b in range(256) if not (b == 0xE1 or 0xE3 <= b <= 0xF4))
+# Up to this many code points that may be heavy are weighed one by one; more (CJK text) are
+# counted by two regex scans.
+_FEW_SUSPECTS: Final = 64
+
+
+def _quarters(text: str) -> int:
+    """The weighted sum of a non-ASCII ``text`` in quarter tokens, without a Python loop over
+    its code points (issue 36: the regex scans were most of a small APPEND near a section's
+    bound, and of every merge once the Key Facts sentinel, whose emoji carries a variation
+    selector, stood in the section).
+
+    A text all below U+0100 (accented Latin: most European text) is stored one byte a code
+    point, and its Latin-1 encoding is a plain copy: nothing in it is heavy. Otherwise the
+    lead bytes in its UTF-8 encoding that may start a heavy code point are few (an emoji, a
+    sign) or none (dashes, arrows, quotes, Greek, Cyrillic...), and only those code points
+    are weighed."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return len(text)
+    utf8 = text.encode("utf-8", "surrogatepass")
+    suspects = utf8.translate(None, _LIGHT_BYTES)
+    if len(suspects) > _FEW_SUSPECTS:
+        return len(text) + 5 * len(_CJK.findall(text)) + 7 * len(_OTHER_ASTRAL.findall(text))
+    extra = 0
+    for lead in set(suspects):
+        size = 4 if lead >= 0xF0 else 3
+        position = utf8.find(lead)
+        while position != -1:
+            char = utf8[position : position + size].decode("utf-8", "surrogatepass")
+            extra += 5 if _CJK.match(char) else 7 if _OTHER_ASTRAL.match(char) else 0
+            position = utf8.find(lead, position + size)
+    return len(text) + extra
 
 
 def _none_heavy(text: str) -> bool:
-    """Whether ``text`` has no code point at U+0800 or above, so none weighs more than 0.25.
-
-    Two encodings (C speed) tell: UTF-8 adds one byte for each code point from U+0080 and a
-    second one from U+0800, and the ASCII ones are what survives an ASCII encoding. Several
-    times cheaper than the regex scans on the accented text of most European documents
-    (issue 36: they were most of a small APPEND near a section's bound)."""
-    extra = len(text.encode("utf-8", "surrogatepass")) - len(text)
-    return extra == len(text) - len(text.encode("ascii", "ignore"))
+    """Whether ``text`` surely has no code point that weighs more than 0.25 (see
+    ``_quarters``); False means "maybe"."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return not text.encode("utf-8", "surrogatepass").translate(None, _LIGHT_BYTES)
+    return True
 
 
 def exceeds_tokens(text: str, limit: int) -> bool:
@@ -62,8 +107,9 @@ def exceeds_tokens(text: str, limit: int) -> bool:
 
 def tokens_at_most(text: str) -> int:
     """An upper bound of ``estimate_tokens(text)`` without weighing every code point (see
-    ``exceeds_tokens``): a UTF-8 encoding (C speed) instead of two regex scans."""
-    if text.isascii():
+    ``exceeds_tokens``): exact for a text without heavy code points (``_none_heavy``),
+    else from its UTF-8 length, without the two regex scans."""
+    if text.isascii() or _none_heavy(text):
         return math.ceil(len(text) / 4)
     heavy_at_most = (len(text.encode("utf-8", "surrogatepass")) - len(text)) // 2
     return math.ceil(len(text) / 4 + 1.75 * heavy_at_most)  # each heavy adds <= 1.75

@@ -247,16 +247,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     memories = sub.add_parser(
         "memories",
-        help="search, list, show, retire or forget long-term memories",
+        help="search, list, show, add, expire, retire or forget long-term memories",
         parents=[common],
     )
     memories_sub = memories.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def owner_options(p: argparse.ArgumentParser) -> None:
+    def owner_group(p: argparse.ArgumentParser) -> None:
         who = p.add_mutually_exclusive_group(required=True)
         who.add_argument("--user", help="a user's memories")
         who.add_argument("--agent", help="an agent's memories")
         who.add_argument("--session", help="the memories of this session's owner")
+
+    def owner_options(p: argparse.ArgumentParser) -> None:
+        owner_group(p)
         p.add_argument(
             "--type", action="append", default=[], choices=commands.MEMORY_TYPE_NAMES,
             help="only this type (repeatable)",
@@ -267,10 +270,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query")
     owner_options(p)
     p.add_argument("--limit", type=int, default=0, help="at most this many (default 10, max 50)")
+    p.add_argument(
+        "--include-superseded", action="store_true",
+        help="also memories newer ones replaced (ranked below the current ones)",
+    )  # fmt: skip
     p.set_defaults(handler=commands.memories_search)
     p = memories_sub.add_parser("list", help="memories, newest first", parents=[common])
     owner_options(p)
-    p.add_argument("--retired", action="store_true", help="the retired ones instead")
+    state = p.add_mutually_exclusive_group()
+    state.add_argument("--retired", action="store_true", help="the retired ones instead")
+    state.add_argument(
+        "--superseded", action="store_true", help="the ones newer memories replaced instead"
+    )
     p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
     p.set_defaults(handler=commands.memories_list)
     p = memories_sub.add_parser("show", help="a memory with its history", parents=[common])
@@ -300,6 +311,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("memory")
     p.add_argument("--reason", required=True, help="why it no longer holds (1-500 characters)")
     p.set_defaults(handler=commands.memories_retire)
+    p = memories_sub.add_parser(
+        "add", help="store a memory (optionally replacing older ones)", parents=[common]
+    )
+    p.add_argument("text")
+    owner_group(p)
+    p.add_argument(
+        "--type", dest="memory_type", required=True, choices=commands.MEMORY_TYPE_NAMES,
+        help="the memory's type",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the response as JSON")
+    p.add_argument(
+        "--supersedes", action="append", default=[], metavar="MEMORY",
+        help="an active memory of the owner it replaces (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--expires", help="when to forget it: ISO 8601 date or date-time (UTC)")
+    p.set_defaults(handler=commands.memories_add)
+    p = memories_sub.add_parser("expire", help="set when a memory is forgotten", parents=[common])
+    p.add_argument("memory")
+    p.add_argument("--at", required=True, help="ISO 8601 date or date-time (UTC)")
+    p.set_defaults(handler=commands.memories_expire)
+
+    p = sub.add_parser(
+        "purge-user",
+        help="forget a user: their memories and sessions (messages, archives, tool outputs)",
+        parents=[common],
+    )
+    p.add_argument("user")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask (needed off a terminal)")
+    p.add_argument("--json", action="store_true", help="print the response as JSON")
+    p.set_defaults(handler=commands.purge_user)
 
     p = sub.add_parser(
         "assemble", help="the next model context within a token budget", parents=[common]

@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from google.protobuf import field_mask_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from wm_client.channel import default_address, open_channel, reachable_address
 from wm_client.errors import error_from_rpc
@@ -32,6 +34,15 @@ if TYPE_CHECKING:
 Response = TypeVar("Response")
 _TERMINAL_STATES = (pb.COMMIT_STATE_COMPLETED, pb.COMMIT_STATE_FAILED, pb.COMMIT_STATE_SKIPPED)
 Metadata = Sequence[tuple[str, str]]
+
+
+def _timestamp(moment: datetime) -> Timestamp:
+    """A datetime with a time zone as a Timestamp (a naive one would be ambiguous)."""
+    if moment.tzinfo is None:
+        raise ValueError("a datetime with a time zone (e.g. datetime.now(UTC))")
+    stamp = Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
 
 
 def new_request_id() -> str:
@@ -496,9 +507,17 @@ class WmClient:
         owner: api.MemoryOwner,
         types: Sequence[pb.MemoryType.ValueType] = (),
         limit: int = 0,
+        include_superseded: bool = False,
     ) -> api.SearchMemoriesResponse:
-        """An owner's active memories ranked against ``query``, best first."""
-        request = api.SearchMemoriesRequest(owner=owner, query=query, types=types, limit=limit)
+        """An owner's active memories ranked against ``query``, best first; with
+        ``include_superseded``, the memories newer ones replaced too, ranked below them."""
+        request = api.SearchMemoriesRequest(
+            owner=owner,
+            query=query,
+            types=types,
+            limit=limit,
+            include_superseded=include_superseded,
+        )
         return await self._unary(self._stub.SearchMemories, request)
 
     async def list_memories(
@@ -528,13 +547,20 @@ class WmClient:
         *,
         request_id: str | None = None,
         fields: Mapping[str, str] | None = None,
+        supersedes: Sequence[str] = (),
+        expire_time: datetime | None = None,
     ) -> api.CreateMemoryResponse:
         """Store a memory (or find the active one of the owner that says the same), with
-        structured ``fields`` if given."""
+        structured ``fields`` if given. ``supersedes``: ids of the owner's active memories it
+        replaces (they become SUPERSEDED, valid until this one); ``expire_time``: when to
+        forget it (a datetime with a time zone)."""
+        memory = pb.Memory(
+            type=memory_type, text=text, fields=fields, supersedes_memory_ids=supersedes
+        )
+        if expire_time is not None:
+            memory.expire_time.CopyFrom(_timestamp(expire_time))
         request = api.CreateMemoryRequest(
-            owner=owner,
-            memory=pb.Memory(type=memory_type, text=text, fields=fields),
-            request_id=request_id or new_request_id(),
+            owner=owner, memory=memory, request_id=request_id or new_request_id()
         )
         return await self._unary(self._stub.CreateMemory, request)
 
@@ -544,19 +570,24 @@ class WmClient:
         *,
         text: str | None = None,
         memory_type: pb.MemoryType.ValueType | None = None,
+        expire_time: datetime | None = None,
         reason: str = "",
         request_id: str | None = None,
     ) -> pb.Memory:
         """Correct a memory: write the fields given (the superseded version stays in its
-        history with ``reason``; empty: "user correction")."""
+        history with ``reason``; empty: "user correction"). ``expire_time`` alone sets when
+        to forget it and makes no new version."""
         memory = pb.Memory(memory_id=memory_id)
         paths: list[str] = []
         if text is not None:
             memory.text, paths = text, [*paths, "text"]
         if memory_type is not None:
             memory.type, paths = memory_type, [*paths, "type"]
+        if expire_time is not None:
+            memory.expire_time.CopyFrom(_timestamp(expire_time))
+            paths.append("expire_time")
         if not paths:
-            raise ValueError("update_memory needs text or memory_type")
+            raise ValueError("update_memory needs text, memory_type or expire_time")
         request = api.UpdateMemoryRequest(
             memory=memory,
             update_mask=field_mask_pb2.FieldMask(paths=paths),
@@ -595,6 +626,16 @@ class WmClient:
             memory_id=memory_id, reason=reason, request_id=request_id or new_request_id()
         )
         return await self._unary(self._stub.RetireMemory, request)
+
+    async def purge_user_data(
+        self, user_id: str, *, request_id: str | None = None
+    ) -> api.PurgeUserDataResponse:
+        """Forget a user: every memory they own and every session created with their
+        user_id (messages, archives, tool outputs); the counts removed."""
+        request = api.PurgeUserDataRequest(
+            user_id=user_id, request_id=request_id or new_request_id()
+        )
+        return await self._unary(self._stub.PurgeUserData, request)
 
     async def get_tool_definitions(
         self, tool_format: api.ToolFormat.ValueType = api.TOOL_FORMAT_UNSPECIFIED

@@ -10,6 +10,7 @@ import argparse
 import io
 import sys
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import json_format
@@ -493,14 +494,28 @@ def _type_name(number: int) -> str:
 
 
 def _memory_line(memory: pb.Memory) -> str:
-    state = "" if memory.state == pb.MEMORY_STATE_ACTIVE else " (retired)"
+    state = ""
+    if memory.state == pb.MEMORY_STATE_SUPERSEDED:
+        state = f" (superseded by {memory.superseded_by_memory_id})"
+    elif memory.state != pb.MEMORY_STATE_ACTIVE:
+        state = " (retired)"
     return f"{memory.memory_id}  [{_type_name(memory.type)}]{state}  {memory.text}"
+
+
+def _moment(value: str, option: str) -> datetime:
+    """An ISO 8601 date or date-time given on the command line (UTC when it names no zone)."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as error:
+        raise Refused(f"{option}: not an ISO 8601 date or date-time: {value!r}") from error
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 async def memories_search(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     reply = await client.search_memories(
-        args.query, owner=_owner(args), types=[_TYPES[t] for t in args.type], limit=args.limit
-    )
+        args.query, owner=_owner(args), types=[_TYPES[t] for t in args.type], limit=args.limit,
+        include_superseded=args.include_superseded,
+    )  # fmt: skip
     if args.json:
         print(as_json(reply))
         return 0
@@ -512,7 +527,11 @@ async def memories_search(client: WmClient, args: argparse.Namespace, out: Conso
 
 
 async def memories_list(client: WmClient, args: argparse.Namespace, out: Console) -> int:
-    state = pb.MEMORY_STATE_RETIRED if args.retired else pb.MEMORY_STATE_ACTIVE
+    state = pb.MEMORY_STATE_ACTIVE
+    if args.retired:
+        state = pb.MEMORY_STATE_RETIRED
+    elif args.superseded:
+        state = pb.MEMORY_STATE_SUPERSEDED
     shown, token = 0, ""
     while shown < args.limit:
         page = await client.list_memories(
@@ -539,6 +558,12 @@ async def memories_show(client: WmClient, args: argparse.Namespace, out: Console
     owner = memory.user_id or memory.agent_id or memory.session_id
     out.print(_memory_line(memory), markup=False)
     out.print(f"owner {owner}, version {memory.version}", markup=False)
+    if memory.supersedes_memory_ids:
+        out.print(f"  replaces {' '.join(memory.supersedes_memory_ids)}", markup=False)
+    if memory.HasField("valid_until"):
+        out.print(f"  held until {render.when(memory.valid_until)}", markup=False)
+    if memory.HasField("expire_time"):
+        out.print(f"  expires {render.when(memory.expire_time)}", markup=False)
     for key, value in sorted(memory.fields.items()):
         out.print(f"  {key}: {value}", markup=False)
     for source in memory.sources:
@@ -585,6 +610,46 @@ async def memories_forget(client: WmClient, args: argparse.Namespace, out: Conso
         raise Refused(f"memory {args.memory} not forgotten: confirm at the prompt, or pass --yes")
     await client.delete_memory(args.memory)
     out.print(f"forgot {args.memory}", markup=False)
+    return 0
+
+
+async def memories_add(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    expires = _moment(args.expires, "--expires") if args.expires else None
+    reply = await client.create_memory(
+        _owner(args), _TYPES[args.memory_type], args.text, supersedes=args.supersedes,
+        expire_time=expires,
+    )  # fmt: skip
+    if args.json:
+        print(as_json(reply))
+        return 0
+    memory = reply.memory
+    verb = "already known as" if reply.deduplicated else "stored as"
+    out.print(f"{verb} {memory.memory_id}", markup=False)
+    for old in memory.supersedes_memory_ids:
+        out.print(f"  supersedes {old}", markup=False)
+    return 0
+
+
+async def memories_expire(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    memory = await client.update_memory(args.memory, expire_time=_moment(args.at, "--at"))
+    out.print(f"{memory.memory_id} expires {render.when(memory.expire_time)}", markup=False)
+    return 0
+
+
+async def purge_user(client: WmClient, args: argparse.Namespace, out: Console) -> int:
+    if not args.yes and not confirm(
+        f"forget user {args.user}: every memory they own and every session of theirs?"
+    ):
+        raise Refused(f"user {args.user} not forgotten: confirm at the prompt, or pass --yes")
+    reply = await client.purge_user_data(args.user)
+    if args.json:
+        print(as_json(reply))
+        return 0
+    out.print(
+        f"forgot user {args.user}: {reply.purged_memory_count} memories,"
+        f" {reply.purged_session_count} sessions",
+        markup=False,
+    )
     return 0
 
 

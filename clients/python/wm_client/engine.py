@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import TracebackType
 
+from wm_client import _rules
 from wm_client.client import WmClient, new_request_id
-from wm_client.errors import DeadlineExceededError, UnavailableError
+from wm_client.errors import WmError, error_class
 from wm_client.jsonl import is_user_turn_start
 from wm_client.stream import CommitStream
 from wm_proto.v1 import resources_pb2 as pb
@@ -44,17 +45,21 @@ from wm_proto.v1 import working_memory_service_pb2 as api
 
 log = logging.getLogger("wm_client.engine")
 
-MAX_TOKEN_BUDGET = 10_000_000  # the contract's largest AssembleContext budget
-MAX_KEEP_RECENT = 10_000
-MAX_KEEP_TURNS = 1000
+# The contract's largest AssembleContext budget and keep_recent_count, and the engine's own
+# bound on keep_recent_turns: generated from the rules both clients share (_rules.py).
+MAX_TOKEN_BUDGET = _rules.MAX_TOKEN_BUDGET
+MAX_KEEP_RECENT = _rules.MAX_KEEP_RECENT
+MAX_KEEP_TURNS = _rules.MAX_KEEP_TURNS
 # Bounds of what the engine holds for a fallback, per session: the messages it has seen (the
 # runtime's history; a runtime may pass its own instead) and the batches waiting for the
 # service. Past MAX_UNSENT_MESSAGES the oldest waiting batches are dropped with a warning
 # (they stay in the runtime's own history, not in the service's archives).
-MAX_SEEN_MESSAGES = 5000
-MAX_UNSENT_MESSAGES = 10_000
+MAX_SEEN_MESSAGES = _rules.MAX_SEEN_MESSAGES
+MAX_UNSENT_MESSAGES = _rules.MAX_UNSENT_MESSAGES
 # The service is unreachable (not: it refused the request): fall back, never raise.
-UNREACHABLE = (UnavailableError, DeadlineExceededError)
+UNREACHABLE: tuple[type[WmError], ...] = tuple(
+    sorted({error_class(code) for code in _rules.ENGINE_UNREACHABLE}, key=lambda c: c.__name__)
+)
 # A rough token estimate for a fallback (the service's own estimate is not at hand).
 _CHARS_PER_TOKEN = 4
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from wm_client import _rules
 from wm_proto.v1 import resources_pb2 as pb
 
 _ROLES = {
@@ -199,7 +200,7 @@ def is_user_turn_start(message: pb.Message) -> bool:
     turn: the service's rule (``wm_core.is_request``), which the TypeScript client's
     ``isUserTurnStart`` follows too."""
     return message.role == pb.ROLE_USER and any(
-        p.WhichOneof("kind") == "text" and p.text.strip() for p in message.parts
+        p.WhichOneof("kind") == "text" and p.text.strip(_rules.BLANK) for p in message.parts
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import grpc
 
+from wm_client import _rules
 from wm_client.errors import ERROR_DOMAIN, UnavailableError, WmError, error_from_rpc
 from wm_proto.v1 import resources_pb2 as pb
 
@@ -34,12 +35,8 @@ Opener = Callable[[str | None, int], Any]
 # Whether a commit has ended with no stored event after the given sequence (GetCommit).
 Finished = Callable[[str, int], Awaitable[bool]]
 
-_ALWAYS_RESUMABLE = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-}
-_RESUMABLE_FROM_TRANSPORT = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+_ALWAYS_RESUMABLE = _rules.STREAM_ALWAYS_RESUMABLE
+_RESUMABLE_FROM_TRANSPORT = _rules.STREAM_RESUMABLE_FROM_TRANSPORT
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +50,11 @@ class ResumePolicy:
     by ``multiplier`` up to ``max_backoff`` between attempts.
     """
 
-    idle_timeout: float = 45.0
-    give_up_after: float = 120.0
-    initial_backoff: float = 0.1
-    max_backoff: float = 2.0
-    multiplier: float = 2.0
+    idle_timeout: float = _rules.RESUME_IDLE_TIMEOUT
+    give_up_after: float = _rules.RESUME_GIVE_UP_AFTER
+    initial_backoff: float = _rules.RESUME_INITIAL_BACKOFF
+    max_backoff: float = _rules.RESUME_MAX_BACKOFF
+    multiplier: float = _rules.RESUME_MULTIPLIER
 
 
 def is_resumable(error: WmError) -> bool:

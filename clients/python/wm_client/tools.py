@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-
+from wm_client import _rules
 from wm_client.client import WmClient
 from wm_client.errors import InvalidArgumentError, NotFoundError, WmError
 from wm_proto.v1 import resources_pb2 as pb
@@ -40,15 +39,11 @@ _MEMORY_TYPES = {
 }
 # The default bound of one tool result: below the server's 20,000-character inline
 # threshold, so a recalled text is never itself externalized when the runtime stores it.
-DEFAULT_MAX_CHARS = 16_000
-READ_LINES = 400  # lines tool_output_read returns when the model gives no count
+DEFAULT_MAX_CHARS = _rules.DEFAULT_MAX_CHARS
+READ_LINES = _rules.READ_LINES  # lines tool_output_read returns when the model gives no count
 
 # The service could not answer now: the runtime's retry or backoff decides, not the model.
-_TRANSIENT = (
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-)
+_TRANSIENT = _rules.TOOL_TRANSIENT
 
 
 def is_transient(error: WmError) -> bool:

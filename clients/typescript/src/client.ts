@@ -11,6 +11,7 @@
 import { randomUUID } from "node:crypto";
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createClient, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 
@@ -43,6 +44,7 @@ import {
   type CreateMemoryResponse,
   type GetToolOutputResponse,
   type ListMemoriesResponse,
+  type PurgeUserDataResponse,
   type MemoryOwnerSchema,
   type SearchMemoriesResponse,
   type ListArchivesResponse,
@@ -417,16 +419,18 @@ export class WmClient {
   }
 
   // --- long-term memories ----------------------------------------------------------------------
-  /** An owner's active memories ranked against `query`, best first. */
+  /** An owner's active memories ranked against `query`, best first; with
+   * `includeSuperseded`, the memories newer ones replaced too, ranked below them. */
   searchMemories(
     query: string,
-    options: { owner: MemoryOwnerInit; types?: MemoryType[]; limit?: number },
+    options: { owner: MemoryOwnerInit; types?: MemoryType[]; limit?: number; includeSuperseded?: boolean },
   ): Promise<SearchMemoriesResponse> {
     return this.unary("searchMemories", {
       owner: options.owner,
       query,
       types: options.types ?? [],
       limit: options.limit ?? 0,
+      includeSuperseded: options.includeSuperseded ?? false,
     });
   }
 
@@ -452,30 +456,43 @@ export class WmClient {
     return this.unary("getMemory", { memoryId });
   }
 
-  /** Stores a memory (or finds the owner's active one that says the same). */
+  /** Stores a memory (or finds the owner's active one that says the same). `supersedes`: ids
+   * of the owner's active memories it replaces (they become SUPERSEDED, valid until this one);
+   * `expireTime`: when to forget it. */
   createMemory(
     owner: MemoryOwnerInit,
     type: MemoryType,
     text: string,
-    options: { requestId?: string } = {},
+    options: { requestId?: string; supersedes?: string[]; expireTime?: Date } = {},
   ): Promise<CreateMemoryResponse> {
-    return this.unary("createMemory", { owner, memory: { type, text }, requestId: options.requestId ?? newRequestId() });
+    return this.unary("createMemory", {
+      owner,
+      memory: {
+        type,
+        text,
+        supersedesMemoryIds: options.supersedes ?? [],
+        ...(options.expireTime ? { expireTime: timestampFromDate(options.expireTime) } : {}),
+      },
+      requestId: options.requestId ?? newRequestId(),
+    });
   }
 
   /** Corrects a memory: writes the fields given (the superseded version stays in its history
    * with `reason`; empty: "user correction"). */
   updateMemory(
     memoryId: string,
-    changes: { text?: string; type?: MemoryType },
+    changes: { text?: string; type?: MemoryType; expireTime?: Date },
     options: { reason?: string; requestId?: string } = {},
   ): Promise<Memory> {
     const paths = [
       ...(changes.text !== undefined ? ["text"] : []),
       ...(changes.type !== undefined ? ["type"] : []),
+      ...(changes.expireTime !== undefined ? ["expire_time"] : []),
     ];
-    if (!paths.length) throw new RangeError("updateMemory needs text or type");
+    if (!paths.length) throw new RangeError("updateMemory needs text, type or expireTime");
+    const { expireTime, ...content } = changes;
     return this.unary("updateMemory", {
-      memory: { memoryId, ...changes },
+      memory: { memoryId, ...content, ...(expireTime ? { expireTime: timestampFromDate(expireTime) } : {}) },
       updateMask: { paths },
       reason: options.reason ?? "",
       requestId: options.requestId ?? newRequestId(),
@@ -485,6 +502,17 @@ export class WmClient {
   /** Forgets a memory: store, index and history. */
   async deleteMemory(memoryId: string, options: { requestId?: string } = {}): Promise<void> {
     await this.unary("deleteMemory", { memoryId, requestId: options.requestId ?? newRequestId() });
+  }
+
+  /** Retires a memory that no longer holds: kept with `reason`, no longer recalled. */
+  retireMemory(memoryId: string, reason: string, options: { requestId?: string } = {}): Promise<Memory> {
+    return this.unary("retireMemory", { memoryId, reason, requestId: options.requestId ?? newRequestId() });
+  }
+
+  /** Forgets a user: every memory they own and every session created with their userId
+   * (messages, archives, tool outputs); the counts removed. */
+  purgeUserData(userId: string, options: { requestId?: string } = {}): Promise<PurgeUserDataResponse> {
+    return this.unary("purgeUserData", { userId, requestId: options.requestId ?? newRequestId() });
   }
 
   // --- tool outputs -----------------------------------------------------------------------------

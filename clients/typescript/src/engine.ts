@@ -17,17 +17,33 @@
  * warning goes to the logger when the service is lost and one note when it is back. Any other
  * error (a bad request, an unknown session) is thrown as usual.
  */
-import { Code } from "@connectrpc/connect";
+
+import { create, toBinary } from "@bufbuild/protobuf";
 
 import { newRequestId, type MessageInit, type WmClient } from "./client.js";
 import { WmError } from "./errors.js";
-import { CommitStage, CommitState, Role, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
+import { CommitStage, CommitState, MessageSchema, Role, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
 import type { AssembleContextResponse } from "./gen/wm/v1/working_memory_service_pb.js";
+import {
+  ENGINE_UNREACHABLE,
+  MAX_KEEP_RECENT,
+  MAX_KEEP_TURNS,
+  MAX_SEEN_MESSAGES,
+  MAX_TOKEN_BUDGET,
+  MAX_UNSENT_MESSAGES,
+  isBlank,
+} from "./rules.js";
 import type { CommitStream } from "./stream.js";
 
-export const MAX_TOKEN_BUDGET = 10_000_000; // the contract's largest AssembleContext budget
-export const MAX_KEEP_RECENT = 10_000;
-export const MAX_KEEP_TURNS = 1000;
+// The contract's largest AssembleContext budget and keep_recent_count, and the engine's own
+// bound on keepRecentTurns: generated from the rules both clients share (rules.ts).
+export {
+  MAX_KEEP_RECENT,
+  MAX_KEEP_TURNS,
+  MAX_SEEN_MESSAGES,
+  MAX_TOKEN_BUDGET,
+  MAX_UNSENT_MESSAGES,
+} from "./rules.js";
 
 /** Where the engine reports what it did not raise (default: the console). */
 export interface Logger {
@@ -36,7 +52,7 @@ export interface Logger {
 }
 
 /** The errors that mean "the service cannot be reached now", not "the request was wrong". */
-const UNREACHABLE = new Set([Code.Unavailable, Code.DeadlineExceeded]);
+const UNREACHABLE = ENGINE_UNREACHABLE;
 
 export function isUnreachable(error: unknown): error is WmError {
   return error instanceof WmError && UNREACHABLE.has(error.code);
@@ -147,13 +163,20 @@ interface UnsentBatch {
   readonly requestId: string;
 }
 
-// What the fallback context counts a message as: its JSON size over this (as Python's
-// ContextEngine counts the encoded size).
+// What the fallback context counts a message as: its encoded size over this, as Python's
+// ContextEngine counts it (a runtime's own message shape: its JSON size).
 const CHARS_PER_TOKEN = 4;
 
+function isMessageInit(message: unknown): message is MessageInit {
+  const m = message as Partial<MessageInit> | null;
+  return typeof m === "object" && m !== null && typeof m.role === "number" && Array.isArray(m.parts);
+}
+
 function roughTokens(message: unknown): number {
-  const json = JSON.stringify(message, (_key, value) => (typeof value === "bigint" ? value.toString() : value));
-  return Math.max(1, Math.floor((json?.length ?? 0) / CHARS_PER_TOKEN));
+  const size = isMessageInit(message)
+    ? toBinary(MessageSchema, create(MessageSchema, message)).length
+    : (JSON.stringify(message, (_key, value) => (typeof value === "bigint" ? value.toString() : value))?.length ?? 0);
+  return Math.max(1, Math.floor(size / CHARS_PER_TOKEN));
 }
 
 /** A user message with non-blank text of its own (not only tool results) starts a turn: the
@@ -161,7 +184,7 @@ function roughTokens(message: unknown): number {
 export function isUserTurnStart(message: unknown): boolean {
   const m = message as Partial<MessageInit> | null;
   if (!m || m.role !== Role.USER || !Array.isArray(m.parts)) return false;
-  return m.parts.some((p) => p?.kind?.case === "text" && typeof p.kind.value === "string" && p.kind.value.trim() !== "");
+  return m.parts.some((p) => p?.kind?.case === "text" && typeof p.kind.value === "string" && !isBlank(p.kind.value));
 }
 
 /** The newest messages within `tokenBudget`, opening at a user turn when one fits (never on a
@@ -222,7 +245,8 @@ export interface AssembleOptions<M> {
   registeredTools?: readonly string[];
   /** Recall the long-term memories relevant to the newest user request (default true). */
   recallMemories?: boolean;
-  /** The runtime's own messages, handed back when the service cannot be reached. */
+  /** The runtime's own messages, handed back when the service cannot be reached (default: the
+   * messages this engine was given by afterTurn, as Python's engine does). */
   ownMessages?: readonly M[];
 }
 
@@ -235,6 +259,9 @@ export class ContextEngine {
   private readonly running = new Set<BackgroundCommit>();
   private readonly serverManaged = new Map<string, boolean>();
   private readonly unsent = new Map<string, UnsentBatch[]>();
+  // The messages of each session this engine was given (at most MAX_SEEN_MESSAGES, newest):
+  // the fallback context when the runtime passes no messages of its own.
+  private readonly seen = new Map<string, MessageInit[]>();
 
   constructor(
     readonly client: WmClient,
@@ -291,6 +318,7 @@ export class ContextEngine {
       throw new RangeError(`keepRecentTurns must be 1-${MAX_KEEP_TURNS}`);
     }
     const threshold = Math.floor(tokenBudget * commitRatio);
+    this.remember(session, newMessages);
     const batch: UnsentBatch | null = newMessages.length
       ? { messages: [...newMessages], requestId: newRequestId() }
       : null;
@@ -343,13 +371,31 @@ export class ContextEngine {
     } catch (error) {
       if (!isUnreachable(error)) throw error;
       this.unreachable(error);
-      if (batch !== null) this.unsent.set(session, [...(this.unsent.get(session) ?? []), batch]);
+      if (batch !== null) this.queue(session, batch);
       result.fallback = true;
       result.fallbackReason = error.message;
       result.unsentMessages = this.unsentMessages(session);
     }
     result.commit = commit;
     return result;
+  }
+
+  private remember(session: string, messages: readonly MessageInit[]): void {
+    const seen = [...(this.seen.get(session) ?? []), ...messages];
+    this.seen.set(session, seen.slice(Math.max(0, seen.length - MAX_SEEN_MESSAGES)));
+  }
+
+  /** Keeps a batch for the service; past MAX_UNSENT_MESSAGES the oldest batches are dropped
+   * with a warning (they stay in the runtime's own history, not in the service's archives). */
+  private queue(session: string, batch: UnsentBatch): void {
+    const waiting = [...(this.unsent.get(session) ?? []), batch];
+    this.unsent.set(session, waiting);
+    while (this.unsentMessages(session) > MAX_UNSENT_MESSAGES && waiting.length > 1) {
+      const dropped = waiting.shift() as UnsentBatch;
+      this.logger.warn(
+        `${session}: dropped ${dropped.messages.length} unsent messages (more than ${MAX_UNSENT_MESSAGES} waiting for the service)`,
+      );
+    }
   }
 
   /** Messages of `session` waiting for the service. */
@@ -378,7 +424,8 @@ export class ContextEngine {
 
   /**
    * The context for the next model call (AssembleContext). When the service is unreachable it
-   * is the runtime's own messages (`ownMessages`), marked `fallback`, so the turn goes on.
+   * is the runtime's own messages (`ownMessages`, else those afterTurn was given), newest within
+   * the budget, marked `fallback`, so the turn goes on.
    */
   async assemble<M = MessageInit>(
     session: string,
@@ -386,6 +433,7 @@ export class ContextEngine {
     options: AssembleOptions<M> = {},
   ): Promise<Assembled<M>> {
     try {
+      await this.flush(session); // turns waiting for the service first, so the context has them
       const response = await this.client.assembleContext(session, tokenBudget, {
         systemPrompt: options.systemPrompt,
         includeAnthropicJson: options.includeAnthropicJson,
@@ -398,7 +446,8 @@ export class ContextEngine {
       if (!isUnreachable(error)) throw error;
       this.unreachable(error);
       // The newest of the runtime's own messages within the budget, as Python's engine does.
-      const messages = newestWithin(options.ownMessages ?? [], tokenBudget);
+      const own = options.ownMessages ?? ((this.seen.get(session) ?? []) as readonly unknown[] as readonly M[]);
+      const messages = newestWithin(own, tokenBudget);
       return { fallback: true, reason: error.message, error, messages };
     }
   }
@@ -428,6 +477,7 @@ export class ContextEngine {
       fallback: false,
     };
     try {
+      await this.flush(session); // turns waiting for the service are archived with the rest
       if (options.tokensBefore === undefined) {
         result.tokensBefore = Number((await this.client.assembleContext(session, tokenBudget)).estimatedTokens);
       }

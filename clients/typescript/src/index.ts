@@ -5,6 +5,7 @@ export * from "./engine.js";
 export * from "./errors.js";
 export * from "./stream.js";
 export * from "./tools.js";
+export { BLANK, isBlank } from "./rules.js";
 export * from "./gen/wm/v1/resources_pb.js";
 export * from "./gen/wm/v1/working_memory_service_pb.js";
 export * as errorDetails from "./gen/google/rpc/error_details_pb.js";

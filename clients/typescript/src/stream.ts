@@ -17,6 +17,7 @@ import { Code } from "@connectrpc/connect";
 
 import { ERROR_DOMAIN, WmError, toWmError } from "./errors.js";
 import { CommitStage, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
+import { RESUME, STREAM_ALWAYS_RESUMABLE, STREAM_RESUMABLE_FROM_TRANSPORT } from "./rules.js";
 
 /** Opens one attempt: the commit id (undefined before the first event), the last sequence. */
 export type Opener = (
@@ -41,16 +42,10 @@ export interface ResumePolicy {
   multiplier: number;
 }
 
-export const DEFAULT_RESUME_POLICY: Readonly<ResumePolicy> = Object.freeze({
-  idleTimeoutMs: 45_000,
-  giveUpAfterMs: 120_000,
-  initialBackoffMs: 100,
-  maxBackoffMs: 2_000,
-  multiplier: 2,
-});
+export const DEFAULT_RESUME_POLICY: Readonly<ResumePolicy> = RESUME;
 
-const ALWAYS_RESUMABLE = new Set([Code.Unavailable, Code.Canceled, Code.DeadlineExceeded]);
-const RESUMABLE_FROM_TRANSPORT = new Set([Code.Internal, Code.Unknown]);
+const ALWAYS_RESUMABLE = STREAM_ALWAYS_RESUMABLE;
+const RESUMABLE_FROM_TRANSPORT = STREAM_RESUMABLE_FROM_TRANSPORT;
 
 /** True for a failure of the connection rather than an answer of the service. */
 export function isResumable(error: WmError): boolean {

@@ -9,10 +9,10 @@
  * (an unknown archive, a bad id) come back as an error result the model can read and correct;
  * only transport trouble throws. The same behaviour as the Python client's tools.py.
  */
-import { Code } from "@connectrpc/connect";
 
 import type { WmClient } from "./client.js";
 import { WmError } from "./errors.js";
+import { DEFAULT_MAX_CHARS, READ_LINES, TOOL_TRANSIENT } from "./rules.js";
 import { MemoryType, Role, type Message } from "./gen/wm/v1/resources_pb.js";
 import {
   SearchMode,
@@ -39,11 +39,10 @@ const MEMORY_TYPES = new Map<string, MemoryType>(
 );
 /** Below the server's 20,000-character inline threshold: a recalled text is never itself
  * externalized when the runtime stores the tool result. */
-export const DEFAULT_MAX_CHARS = 16_000;
-export const READ_LINES = 400; // lines tool_output_read returns when the model gives no count
+export { DEFAULT_MAX_CHARS, READ_LINES } from "./rules.js"; // READ_LINES: when the model gives no count
 
 /** The service could not answer now: the runtime's retry or backoff decides, not the model. */
-const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.ResourceExhausted]);
+const TRANSIENT = TOOL_TRANSIENT;
 
 /** True when the service could not answer now: the executor throws it (the runtime's retry or
  * backoff decides) instead of telling the model the tool failed. */

@@ -13,7 +13,9 @@ import {
   ERROR_DOMAIN,
   MAX_KEEP_RECENT,
   MAX_KEEP_TURNS,
+  MAX_SEEN_MESSAGES,
   MAX_TOKEN_BUDGET,
+  MAX_UNSENT_MESSAGES,
   READ_LINES,
   WmError,
   codeName,
@@ -40,8 +42,8 @@ interface ErrorCase {
   tool_error_raised: boolean;
 }
 
-interface Defaults {
-  engine: { max_token_budget: number; max_keep_recent: number; max_keep_turns: number };
+interface Rules {
+  engine: { max_keep_turns: number; max_seen_messages: number; max_unsent_messages: number };
   tools: { max_chars: number; read_lines: number };
   resume: {
     idle_timeout_ms: number;
@@ -92,12 +94,14 @@ describe("failures are treated as the Python client treats them", () => {
   }
 });
 
-describe("the limits and defaults are the Python client's", () => {
-  const d = fixture("client_defaults.json") as Defaults;
-  test("engine limits", () => {
-    assert.equal(MAX_TOKEN_BUDGET, d.engine.max_token_budget);
-    assert.equal(MAX_KEEP_RECENT, d.engine.max_keep_recent);
+describe("the limits and defaults are the rule set's (clients/rules.json)", () => {
+  const d = JSON.parse(readFileSync(new URL("../../../rules.json", import.meta.url), "utf8")) as Rules;
+  test("engine limits (the contract's are the server's, checked by the drift check)", () => {
+    assert.equal(MAX_TOKEN_BUDGET, 10_000_000);
+    assert.equal(MAX_KEEP_RECENT, 10_000);
     assert.equal(MAX_KEEP_TURNS, d.engine.max_keep_turns);
+    assert.equal(MAX_SEEN_MESSAGES, d.engine.max_seen_messages);
+    assert.equal(MAX_UNSENT_MESSAGES, d.engine.max_unsent_messages);
   });
   test("tool executor defaults", () => {
     assert.equal(DEFAULT_MAX_CHARS, d.tools.max_chars);

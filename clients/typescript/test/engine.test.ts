@@ -8,6 +8,7 @@ import {
   ContextEngine,
   ContextFormat,
   MEMORY_TOOLS,
+  MemoryState,
   MemoryType,
   RECALL_TOOLS,
   Role,
@@ -201,7 +202,41 @@ describe("the context engine and the tool executor", () => {
     const retyped = await client.updateMemory(memoryId, { type: MemoryType.PROFILE });
     assert.equal(retyped.text, "Cy likes green tea");
     assert.equal(retyped.type, MemoryType.PROFILE);
-    assert.throws(() => client.updateMemory(memoryId, {}), /needs text or type/);
+    assert.throws(() => client.updateMemory(memoryId, {}), /needs text, type or expireTime/);
+  });
+
+  test("a memory's lifecycle: supersedes, expireTime, includeSuperseded, retire, purgeUserData", async () => {
+    const owner = { userId: "dee" };
+    const old = (await client.createMemory(owner, MemoryType.DECISION, "The ledger uses MySQL")).memory!;
+    const later = new Date(Date.now() + 30 * 86_400_000);
+    const made = await client.createMemory(owner, MemoryType.DECISION, "The ledger uses CockroachDB", {
+      supersedes: [old.memoryId],
+      expireTime: later,
+    });
+    const current = made.memory!;
+    assert.deepEqual(current.supersedesMemoryIds, [old.memoryId]);
+    assert.equal(current.expireTime?.seconds, BigInt(Math.floor(later.getTime() / 1000)));
+    const found = await client.searchMemories("ledger uses", { owner });
+    assert.deepEqual(found.hits.map((h) => h.memory?.memoryId), [current.memoryId]);
+    const both = await client.searchMemories("ledger uses", { owner, includeSuperseded: true });
+    assert.deepEqual(both.hits.map((h) => [h.memory?.memoryId, h.memory?.state]), [
+      [current.memoryId, MemoryState.ACTIVE],
+      [old.memoryId, MemoryState.SUPERSEDED],
+    ]);
+    const sooner = new Date(Date.now() + 86_400_000);
+    const expiring = await client.updateMemory(current.memoryId, { expireTime: sooner });
+    assert.equal(expiring.expireTime?.seconds, BigInt(Math.floor(sooner.getTime() / 1000)));
+    assert.equal(expiring.version, 1n);
+    const retired = await client.retireMemory(current.memoryId, "the ledger moved again");
+    assert.equal(retired.state, MemoryState.RETIRED);
+    assert.equal(retired.retireReason, "the ledger moved again");
+
+    await client.createSession("dee-1", { userId: "dee" });
+    const purged = await client.purgeUserData("dee", { requestId: "purge-dee" });
+    assert.deepEqual([purged.purgedMemoryCount, purged.purgedSessionCount], [2, 1]);
+    const again = await client.purgeUserData("dee", { requestId: "purge-dee" });
+    assert.deepEqual([again.purgedMemoryCount, again.purgedSessionCount], [2, 1]);
+    assert.equal((await client.listMemories({ owner })).memories.length, 0);
   });
 
   test("assembleContext renders the context for the API the format names", async () => {

@@ -49,6 +49,7 @@ from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, cont
 from wm_server.services.memory_lifecycle import supersedes_in
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
+from wm_server.services.user_data import UserDataService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.records import UNCONFIGURED
 
@@ -72,8 +73,10 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         default_config: SessionSettings = UNCONFIGURED,
         check_model: session_config.ModelCheck = lambda provider, model: None,
         preview: ExtractionPreviewService,
+        user_data: UserDataService,
     ) -> None:
         self._preview = preview
+        self._user_data = user_data
         self._default_config = default_config
         self._check_model = check_model
         self._tool_outputs = tool_outputs
@@ -571,6 +574,16 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
         )
         return wire.memory_out(view)
+
+    async def PurgeUserData(
+        self, request: api.PurgeUserDataRequest, context: Context
+    ) -> api.PurgeUserDataResponse:
+        purged = await self._user_data.purge(
+            request.user_id, request.request_id, convert.fingerprint(request)
+        )
+        return api.PurgeUserDataResponse(
+            purged_memory_count=purged.memories, purged_session_count=purged.sessions
+        )
 
 
 _CONTEXT_PARTS = {

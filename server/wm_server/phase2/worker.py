@@ -50,9 +50,9 @@ from wm_core import (
     MAX_PENDING_TOKENS,
     WmLimits,
     abstract_of,
-    carry_pending,
     estimate_tokens,
     refused_items,
+    settle_pending,
     unfold_pending,
 )
 from wm_server import wire
@@ -315,6 +315,16 @@ class Phase2Worker:
                 with span("wm.phase2.post_steps"):
                     for step in self._post_steps:
                         await step(job, generation.document)
+                # What leaves the pending items (their bound) is written to long-term memory
+                # by this commit's extraction (wm_core.safekeeping_ops), so compute it first.
+                refused = refused_items(generation.decisions, job.archive_seq)
+                pending, dropped = settle_pending(
+                    data.pending,
+                    refused,
+                    generation.document,
+                    self._settings.max_pending_items,
+                    self._settings.max_pending_tokens,
+                )
                 with span("wm.phase2.extract_memories", **{"wm.provider": provider.name}):
                     context = await self._jobs.memory_context(
                         job, data.messages, enabled_by_server=self._settings.memory_extraction
@@ -328,6 +338,7 @@ class Phase2Worker:
                         input_tokens=self._settings.input.for_provider(provider),
                         on_event=on_event,
                         message_dates=data.message_dates,
+                        dropped=dropped,
                     )
             except LlmError as error:
                 if error.transient:
@@ -368,16 +379,15 @@ class Phase2Worker:
                 ("cache_write", generation.usage.cache_creation_input_tokens),
             ):
                 self._observer.tokens_used(kind, count)
-            refused = refused_items(generation.decisions, job.archive_seq)
-            pending, dropped = carry_pending(
-                data.pending,
-                refused,
-                generation.document,
-                self._settings.max_pending_items,
-                self._settings.max_pending_tokens,
-            )
-            if dropped:
-                log.warning("phase2_pending_items_dropped", commit_id=job.commit_id, count=dropped)
+            if dropped and extraction.state is MemoryState.FAILED:
+                # Not written anywhere: they stay pending, over the bound, until an extraction
+                # that works takes them (the next commit offers them again).
+                pending, dropped = (*dropped, *pending), ()
+            if dropped and extraction.state is MemoryState.OFF:
+                # No long-term memory for this session: what the bound drops is gone.
+                log.warning(
+                    "phase2_pending_items_dropped", commit_id=job.commit_id, count=len(dropped)
+                )
             completion = Phase2Completion(
                 document=generation.document,
                 estimated_tokens=estimate_tokens(generation.document),
@@ -386,7 +396,7 @@ class Phase2Worker:
                 usage_json=wire.usage_json(generation.usage),
                 covered_seqs=data.covered_seqs,
                 pending=pending,
-                pending_dropped=dropped,
+                pending_dropped=len(dropped) if extraction.state is MemoryState.OFF else 0,
             )
             with span("wm.phase2.store"):
                 done = await self._jobs.complete(

@@ -325,7 +325,9 @@ class ContextService:
             sessions = await self._sessions(uow, sid, scope)
             names = dict(sessions)
             terms = uow.archives.terms(needle)
-            found, total = await uow.archives.ranked(list(names), terms, seq, limit)
+            found, total = await self._recall_search.lexical.ranked(
+                uow, list(names), terms, seq, limit
+            )
         out = [
             (
                 SearchMatch(names[key], number, item.message, score),
@@ -370,10 +372,12 @@ class ContextService:
             hits, total, status, unembedded = await self._recall_search.archives(
                 uow, vector, list(names), terms, seq, limit, min_score
             )
+            # The hits' messages, all in one statement.
+            read = await uow.messages.at([(h.sid, h.position) for h in hits if h.stored is None])
             for hit in hits:
-                item = hit.stored
-                if item is None:  # found by meaning alone
-                    (item,) = await uow.messages.between(hit.sid, hit.position, hit.position, 1)
+                item = hit.stored or read.get((hit.sid, hit.position))
+                if item is None:  # its session is being purged
+                    continue
                 match = SearchMatch(names[hit.sid], hit.seq, item.message, hit.fused.score)
                 out.append((match, ranked_snippet(item.message, words), hit.fused))
         return HybridAnswer(out, total, status, unembedded)

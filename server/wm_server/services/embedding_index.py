@@ -72,7 +72,7 @@ class EmbeddingIndexer(BackgroundLoop):
         observer: EmbeddingObserver | None = None,
         interval_seconds: float = 30.0,
         batch: int = BATCH,
-        on_stored: Callable[[int], None] | None = None,
+        on_stored: Callable[[int, list[tuple[int, int, int, str, int, bytes]]], None] | None = None,
     ) -> None:
         super().__init__(interval_seconds)
         self._db = database
@@ -80,8 +80,9 @@ class EmbeddingIndexer(BackgroundLoop):
         self._observer = observer or _NoObserver()
         self._batch = batch
         self._cursor = (0, 0)  # the backfill's place: (sid, position) done up to
-        # Told the session whose message vectors changed (the search's VectorCache).
-        self._on_stored = on_stored or (lambda sid: None)
+        # Told the session whose message vectors were stored, and them (the search's
+        # VectorCache appends them).
+        self._on_stored = on_stored or (lambda sid, rows: None)
 
     @property
     def model(self) -> str:
@@ -127,14 +128,32 @@ class EmbeddingIndexer(BackgroundLoop):
             for i, v in zip(items, vectors, strict=True)
         ]
         await self._write_messages(rows)
-        self._on_stored(sid)
+        self._on_stored(sid, rows)
         self._observer.rows_embedded("message", len(rows))
 
     @retry_conflicts
     async def _write_messages(self, rows: list[tuple[int, int, int, str, int, bytes]]) -> None:
         async with self._db.unit_of_work() as uow:
             await uow.vectors.store_messages(rows)
+            # An archive whose messages all have their vector now is marked: the backfill's
+            # count and search read the archives instead of every archived message.
+            for sid in sorted({row[0] for row in rows}):
+                await uow.vectors.mark_embedded(self.model, sid)
             await uow.commit()
+
+    @retry_conflicts
+    async def _backlog(self) -> int:
+        """What is left to embed, after marking the archives embedded by other paths
+        (before the archives were marked, or by another replica)."""
+        async with self._db.reader() as uow:
+            backlog = await uow.vectors.missing_count(self.model)
+        if not backlog:
+            return 0
+        async with self._db.unit_of_work() as uow:
+            await uow.vectors.mark_embedded(self.model)
+            backlog = await uow.vectors.missing_count(self.model)
+            await uow.commit()
+        return backlog
 
     # -- the backfill (and memory writes) --------------------------------------------------
 
@@ -142,8 +161,7 @@ class EmbeddingIndexer(BackgroundLoop):
         """Embed everything missing, a batch at a time, logging progress."""
         started = time.monotonic()
         done = 0
-        async with self._db.reader() as uow:
-            backlog = await uow.vectors.missing_count(self.model)
+        backlog = await self._backlog()
         self._observer.embedding_backlog(backlog)
         if backlog:
             self._log.info("embedding_backfill_started", model=self.model, rows=backlog)

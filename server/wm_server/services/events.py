@@ -47,7 +47,7 @@ class WorkingMemoryStored:
     estimated_tokens: int
     abstract: str
     pending_items: int = 0  # refused items the session keeps for the next update
-    pending_dropped: int = 0  # pending items dropped to stay within their bound
+    pending_dropped: int = 0  # past their bound with nowhere to go (extraction off): lost
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from wm_core import (
     chunk_messages,
     guard_memory_ops,
     parse_memory_ops,
+    safekeeping_ops,
 )
 from wm_server.llm.chain import ChainEvent, LlmCallFinished, LlmCallStarted
 from wm_server.llm.port import LlmError, LlmProvider, MemoryRequest, Purpose, Usage
@@ -182,14 +183,21 @@ async def extract(
     input_tokens: int,
     on_event: EventSink | None = None,
     message_dates: Mapping[str, str] | None = None,
+    dropped: Sequence[PendingItem] = (),
 ) -> Extraction:
     """The plan for the archive's (and the backlog's) messages; see the module docstring.
+
+    ``dropped`` are the pending items this commit takes off the session's list (its bound):
+    the model is shown them with the others, and each one its accepted ops do not hold is
+    written as a memory all the same (``wm_core.safekeeping_ops``), so that what a guard
+    refused stays reachable.
 
     Raises the provider's :class:`LlmError` only for an outage (``transient``).
     """
     if not context.enabled:
         return Extraction(MemoryState.OFF, message=context.off_reason)
     everything = [*context.backlog, *messages]
+    shown = [*pending, *(item for item in dropped if item not in pending)]
     budget = max(min(input_tokens // 2, MAX_CHUNK_TOKENS), 1_000)
     chunks = chunk_messages(everything, budget) if everything else ((),)
     ops: list[MemoryOp] = []
@@ -201,7 +209,7 @@ async def extract(
         request = MemoryRequest(
             messages=chunk,
             existing=context.existing,
-            pending=pending if index == len(chunks) - 1 else (),
+            pending=shown if index == len(chunks) - 1 else (),
             archive_id=archive_id,
             message_dates={**context.backlog_dates, **(message_dates or {})},
         )
@@ -244,7 +252,11 @@ async def extract(
             usage=usage,
             no_tool_call=tool_calls == 0,
         )
-    plan = guard_memory_ops(ops, context.existing, archive_text(everything, pending))
+    judged_against = archive_text(everything, shown)
+    plan = guard_memory_ops(ops, context.existing, judged_against)
+    kept = safekeeping_ops(dropped, plan.ops, context.existing)
+    if kept:  # judged with the model's ops, so a duplicate of one of them is deduplicated
+        plan = guard_memory_ops([*ops, *kept], context.existing, judged_against)
     return Extraction(
         MemoryState.EXTRACTED,
         context.owner,
@@ -285,6 +297,7 @@ def diff_json(extraction: Extraction, diff: MemoryDiff | None) -> str:
             "merged": list(applied.merged),
             "retired": list(applied.retired),
             "deduplicated": list(applied.deduplicated),
+            "superseded": list(applied.superseded),
             "refused": refused[:MAX_LISTED],
             "message": extraction.message,
             "problems": list(extraction.problems[:MAX_LISTED]),

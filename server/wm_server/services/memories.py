@@ -41,7 +41,12 @@ from wm_core import (
 )
 from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
 from wm_server.services import idempotency, paging, validation
-from wm_server.services.memory_lifecycle import expired, lifecycle_of_new
+from wm_server.services.memory_lifecycle import (
+    expired,
+    lifecycle_of_new,
+    plan_supersessions,
+    supersede_current,
+)
 from wm_server.services.recall import HybridRecall, QueryVector, Semantic, no_vector
 from wm_server.services.sessions import find_session
 from wm_server.services.transactions import retry_conflicts
@@ -106,6 +111,7 @@ class MemoryDiff:
     retired: tuple[str, ...] = ()  # RETIRE targets and the memories a MERGE absorbed
     deduplicated: tuple[str, ...] = ()  # existing memories a CREATE turned out to repeat
     skipped: tuple[tuple[int, str], ...] = ()  # (op index, why) of ops not applied
+    superseded: tuple[str, ...] = ()  # memories a new fact replaced (memory_lifecycle)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +312,8 @@ async def apply_plan(
 ) -> MemoryDiff:
     """Apply ``plan`` in the caller's unit of work (see the module docstring)."""
     now = time.time() if now is None else now
+    replacing, folded = await plan_supersessions(uow, tenant, owner, plan.ops)
+    superseded: list[str] = []
     created: list[str] = []
     updated: list[str] = []
     merged: list[str] = []
@@ -320,6 +328,19 @@ async def apply_plan(
         missing = [t for t in op.target_ids if t not in targets or not targets[t].active]
         if missing:
             skipped.append((index, f"not an active memory of the owner: {', '.join(missing)}"))
+            continue
+        if index in folded:
+            continue  # its target is superseded by the CREATE that replaces it
+        if index in replacing:  # a new fact: stored as a new memory superseding the old ones
+            fallback = targets.get(op.target_ids[0]) if op.target_ids else None
+            content = _content_of(op, None)
+            if fallback is not None and op.type is None:
+                content = replace(content, type=MemoryType(fallback.type))
+            row, existed = await _store(uow, tenant, owner, content, source, now)
+            (deduplicated if existed else created).append(row.memory_id)
+            superseded.extend(
+                await supersede_current(uow, tenant, owner.key, row, replacing[index], now)
+            )
             continue
         if op.kind is MemoryOpKind.CREATE:
             if not op.text.strip():
@@ -355,7 +376,7 @@ async def apply_plan(
         (merged if absorbed else updated).append(first.memory_id)
     return MemoryDiff(
         tuple(created), tuple(updated), tuple(merged), tuple(retired), tuple(deduplicated),
-        tuple(skipped),
+        tuple(skipped), tuple(superseded),
     )  # fmt: skip
 
 

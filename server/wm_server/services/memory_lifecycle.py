@@ -29,7 +29,9 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from wm_core import MemoryOp, MemoryOpKind, MemoryRecord, supersessions
 from wm_server.errors import StorageConflict, invalid
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
@@ -39,7 +41,12 @@ from wm_server.storage.records import MemoryRow
 from wm_server.storage.text_index import words_of
 from wm_server.storage.unit_of_work import UnitOfWork
 
+if TYPE_CHECKING:
+    from wm_server.services.memories import MemoryOwner
+    from wm_server.services.memory_consolidation import VectorConsolidation
+
 MAX_SUPERSEDES = 16
+SIMILAR_PER_FACT = 5  # the owner's memories a new fact of a subject is compared with
 THRESHOLD = 0.8  # token-set Jaccard at or above which two memories of a type are one
 MAX_CANDIDATES = 2000  # newest active memories of an owner compared per round
 MAX_OWNERS = 500  # owners consolidated per round (the rest wait for the next)
@@ -105,6 +112,40 @@ async def lifecycle_of_new(
         await supersede(uow, tenant, owner, row, supersedes, now)
     if expire_time is not None:
         await uow.memory_lifecycle.set_expiry(row.mid, expire_time)
+
+
+async def plan_supersessions(
+    uow: UnitOfWork, tenant: str, owner: MemoryOwner, ops: Sequence[MemoryOp]
+) -> tuple[Mapping[int, tuple[str, ...]], frozenset[int]]:
+    """Which of the owner's active memories the new facts of an extraction plan supersede
+    (``wm_core.supersessions``), judged against the plan's targets and, for each CREATE that
+    names a subject, the owner's memories most similar to it."""
+    from wm_server.services.memories import record_of, similar_memories  # (imports this)
+
+    ids = list(dict.fromkeys(t for op in ops for t in op.target_ids))
+    rows = await uow.memories.of_owner(tenant, owner.key, ids) if ids else []
+    known: dict[str, MemoryRecord] = {r.memory_id: record_of(r) for r in rows if r.active}
+    for op in ops:
+        subject = op.fields.get("subject", "") if op.fields else ""
+        if op.kind is MemoryOpKind.CREATE and subject:
+            for record in await similar_memories(
+                uow, tenant=tenant, owner=owner, text=f"{subject} {op.text}", limit=SIMILAR_PER_FACT
+            ):
+                known.setdefault(record.id, record)
+    found = supersessions(ops, list(known.values()))
+    return found.replacing, found.absorbed
+
+
+async def supersede_current(
+    uow: UnitOfWork, tenant: str, owner: str, new: MemoryRow, ids: Sequence[str], now: float
+) -> list[str]:
+    """Supersede by ``new`` those of ``ids`` still active (another op of the plan may have
+    retired one, or ``new`` turned out to be one of them); the ids superseded."""
+    rows = await uow.memories.of_owner(tenant, owner, list(ids))
+    current = [r.memory_id for r in rows if r.active and r.memory_id != new.memory_id]
+    if current:
+        await supersede(uow, tenant, owner, new, current, now)
+    return current
 
 
 def expired(row: MemoryRow, lifecycle: Lifecycle, at: float, retention: Retention) -> bool:
@@ -204,8 +245,12 @@ class MemoryUpkeep:
         threshold: float = THRESHOLD,
         similarity: Similarity | None = None,
         measure: str = "token-set",
+        vectors: VectorConsolidation | None = None,
     ) -> None:
         self._db = database
+        # By meaning too (memory_consolidation), after the text measure; None or 0: off.
+        self._vectors = vectors if vectors is not None and vectors.threshold > 0 else None
+        self._unembedded: set[tuple[str, str]] = set()  # owners to look at again
         self.retention: Retention = retention_of(retention_days or {})
         self._threshold = threshold
         self._similarity = similarity
@@ -234,37 +279,52 @@ class MemoryUpkeep:
     async def consolidate(self, now: float | None = None) -> list[Merge]:
         """Merge near-duplicates of the owners whose memories changed since the last round
         (none with a threshold of 0: consolidation off)."""
-        if self._threshold <= 0:
+        if self._threshold <= 0 and self._vectors is None:
             return []
         at = time.time() if now is None else now
         merges: list[Merge] = []
         after = ("", "")
+        waiting, self._unembedded = self._unembedded, set()
         while True:
             async with self._db.reader() as uow:
                 owners = await uow.memory_lifecycle.owners_changed(self._since, after, MAX_OWNERS)
             for tenant, owner in owners:
+                waiting.discard((tenant, owner))
                 merges.extend(await self._consolidate_owner(tenant, owner, at))
                 await asyncio.sleep(0)  # other work runs between owners
             if len(owners) < MAX_OWNERS:
                 break
             after = owners[-1]
+        for tenant, owner in sorted(waiting)[:MAX_OWNERS]:  # their vectors may be stored now
+            merges.extend(await self._consolidate_owner(tenant, owner, at))
+            await asyncio.sleep(0)
         self._since = at
         return merges
 
     async def _consolidate_owner(self, tenant: str, owner: str, at: float) -> list[Merge]:
         """Compare on a reader, then apply in a unit of work the merges whose memories are
         still as compared (an owner changed meanwhile is looked at again next round)."""
+        stored: dict[int, bytes] = {}
         async with self._db.reader() as uow:
             candidates = await uow.memory_lifecycle.candidates(
                 tenant, owner, at, self.retention, MAX_CANDIDATES
             )
-        merges = await asyncio.to_thread(  # CPU: off the event loop
-            near_duplicates,
-            candidates,
-            threshold=self._threshold,
-            similarity=self._similarity,
-            measure=self._measure,
-        )
+            if self._vectors is not None and len(candidates) > 1:
+                stored = await self._vectors.vectors(uow, candidates)
+                if len(stored) < len(candidates):  # not all embedded yet: again next round
+                    self._unembedded.add((tenant, owner))
+        merges: list[Merge] = []
+        if self._threshold > 0:
+            merges = await asyncio.to_thread(  # CPU: off the event loop
+                near_duplicates,
+                candidates,
+                threshold=self._threshold,
+                similarity=self._similarity,
+                measure=self._measure,
+            )
+        if self._vectors is not None and len(stored) > 1:
+            merged = frozenset(c.mid for m in merges for c in (m.kept, *(o for o, _ in m.absorbed)))
+            merges += await asyncio.to_thread(self._vectors.merges, candidates, stored, merged)
         return await self._merge(merges, at) if merges else []
 
     @retry_conflicts

@@ -2,7 +2,8 @@
 
 SearchArchives (hybrid mode), SearchMemories, AssembleContext's recall and the recall tools
 all come here. The query is embedded first (before any connection is held); then, in the
-caller's unit of work, the lexical ranking (the engines' full-text index, a list of (key,
+caller's unit of work, the lexical ranking (BM25: in process for archived messages,
+``services/lexical_index.py``; the engines' full-text index for memories; a list of (key,
 score)) and the dense ranking (brute-force cosine over the scope's stored vectors) each give
 their candidates and :func:`wm_server.embedding.fusion.fuse` merges them.
 
@@ -28,6 +29,8 @@ from threadpoolctl import threadpool_limits
 
 from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
+from wm_server.search import bm25
+from wm_server.services.lexical_index import LexicalIndex, row_count
 from wm_server.storage.records import MemoryRow, StoredMessage
 from wm_server.storage.repositories import MemoryFilter
 from wm_server.storage.unit_of_work import UnitOfWork
@@ -62,28 +65,68 @@ class _NoObserver:
         return None
 
 
-@dataclass(frozen=True, slots=True)
 class _Session:
-    """One session's archived-message vectors of one model, as one matrix."""
+    """One session's archived-message vectors of one model, as one matrix; rows appended in
+    place (the buffers grow by doubling), so an embedded commit costs its own rows."""
 
-    model: str
-    matrix: Vectors
-    seqs: np.ndarray
-    positions: np.ndarray
-    loaded: float
+    __slots__ = ("_matrix", "_positions", "_seqs", "count", "loaded", "model")
+
+    def __init__(
+        self, model: str, matrix: Vectors, seqs: np.ndarray, positions: np.ndarray, loaded: float
+    ) -> None:
+        self.model = model
+        self._matrix, self._seqs, self._positions = matrix, seqs, positions
+        self.count = int(matrix.shape[0])
+        self.loaded = loaded
+
+    @property
+    def matrix(self) -> Vectors:
+        return self._matrix[: self.count]
+
+    @property
+    def seqs(self) -> np.ndarray:
+        return self._seqs[: self.count]
+
+    @property
+    def positions(self) -> np.ndarray:
+        return self._positions[: self.count]
 
     @property
     def weight(self) -> int:
-        return int(self.matrix.nbytes + self.seqs.nbytes + self.positions.nbytes)
+        return int(self._matrix.nbytes + self._seqs.nbytes + self._positions.nbytes)
+
+    def append(self, matrix: Vectors, seqs: np.ndarray, positions: np.ndarray) -> None:
+        """Add rows; a position held already takes its new vector."""
+        again = np.isin(positions, self.positions)
+        if again.any():
+            keep = ~np.isin(self.positions, positions)
+            self._matrix = np.concatenate([self.matrix[keep], matrix])
+            self._seqs = np.concatenate([self.seqs[keep], seqs])
+            self._positions = np.concatenate([self.positions[keep], positions])
+            self.count = int(self._matrix.shape[0])
+            return
+        need = self.count + int(matrix.shape[0])
+        if need > self._matrix.shape[0]:
+            size = max(need, 2 * self._matrix.shape[0], 64)
+            grown = np.empty((size, matrix.shape[1]), dtype=matrix.dtype)
+            grown[: self.count] = self.matrix
+            self._matrix = grown
+            self._seqs = np.resize(self._seqs, size)
+            self._positions = np.resize(self._positions, size)
+        self._matrix[self.count : need] = matrix
+        self._seqs[self.count : need] = seqs
+        self._positions[self.count : need] = positions
+        self.count = need
 
 
 class VectorCache:
     """Sessions' vector matrices, least recently used out past ``max_bytes``.
 
     Reading 100,000 stored vectors back from the database costs far more than the cosine over
-    them, so each session's matrix is kept once read. This process's embedding loop drops a
-    session when it stores vectors for it (``stored``); what another replica stores is seen
-    after ``ttl`` seconds at most (the entry is read again).
+    them, so each session's matrix is kept once read. This process's embedding loop hands
+    the vectors it stores to ``stored``, which appends them to a session held (a session of
+    100,000 rows is not read again for each commit embedded); what another replica stores is
+    seen after ``ttl`` seconds at most (the entry is read again).
     """
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024, ttl: float = 60.0) -> None:
@@ -92,10 +135,26 @@ class VectorCache:
         self._max = max_bytes
         self._ttl = ttl
 
-    def stored(self, sid: int) -> None:
-        item = self._items.pop(sid, None)
-        if item is not None:
+    def stored(
+        self, sid: int, rows: Sequence[tuple[int, int, int, str, int, bytes]] | None = None
+    ) -> None:
+        """Vectors of session ``sid`` were stored: ``rows`` as ``VectorRepository.
+        store_messages`` takes them (appended to the session held), or None (it is read
+        again at its next search)."""
+        item = self._items.get(sid)
+        if item is None:
+            return
+        if not rows or any(r[3] != item.model or r[4] != item.matrix.shape[1] for r in rows):
+            self._items.pop(sid)
             self._weight -= item.weight
+            return
+        before = item.weight
+        item.append(
+            from_blobs([r[5] for r in rows], rows[0][4]),
+            np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
+            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+        )
+        self._weight += item.weight - before
 
     async def session(self, uow: UnitOfWork, sid: int, model: str, dims: int) -> _Session:
         item = self._items.get(sid)
@@ -132,7 +191,7 @@ class ArchiveHit:
     seq: int
     position: int
     fused: Fused[tuple[int, int]]
-    stored: StoredMessage | None = None  # read by the lexical statement already
+    stored: StoredMessage | None = None  # the message, when the search read it already
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +208,14 @@ class HybridRecall:
         observer: RecallObserver | None = None,
         timeout: float = QUERY_TIMEOUT,
         cache: VectorCache | None = None,
+        lexical: LexicalIndex | None = None,
     ) -> None:
         self._embedder = embedder
         self._observer = observer or _NoObserver()
         self._timeout = timeout
         self.cache = cache or VectorCache()
+        # The lexical ranking of archived messages (in-process BM25 per searched sessions).
+        self.lexical = lexical or LexicalIndex()
         if embedder is not None:
             # The cosine runs on the event loop between other requests: OpenBLAS's own
             # threads only fight the loop for the cores (5,000 x 256 product: 13.5 ms with
@@ -196,21 +258,20 @@ class HybridRecall:
         """(hits best first, candidates that passed ``min_score``, status, rows searched
         lexically only) of the archived messages of ``sids``."""
         want = candidates(limit)
-        lexical, _ = await uow.archives.ranked(sids, terms, only, want) if terms else ([], 0)
-        seqs = {(sid, item.position): seq for sid, seq, item, _ in lexical}
-        read = {(sid, item.position): item for sid, _, item, _ in lexical}
-        lexical_list = [((sid, item.position), score) for sid, _, item, score in lexical]
+        segments = await self.lexical.segments(uow, sids)
+        # The candidates' messages are not read here: the caller reads its hits' at once.
+        lexical, _ = bm25.rank(segments, terms, only, want)
+        seqs = {(h.key, h.position): h.seq for h in lexical}
+        lexical_list = [((h.key, h.position), h.score) for h in lexical]
         dense_list: list[tuple[tuple[int, int], float]] = []
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
             dense_list, held = await self._dense_messages(uow, query.vector, sids, only, want, seqs)
-            archived = await uow.vectors.archived_counts(sids, only)
-            unembedded = max(sum(archived.values()) - held, 0)
+            # The rows the lexical index holds are the archived rows searched.
+            unembedded = max(row_count(segments, only) - held, 0)
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
         fused = fuse(lexical_list, dense_list, want, min_score=min_score)
-        hits = [
-            ArchiveHit(f.key[0], seqs[f.key], f.key[1], f, read.get(f.key)) for f in fused[:limit]
-        ]
+        hits = [ArchiveHit(f.key[0], seqs[f.key], f.key[1], f) for f in fused[:limit]]
         self.empty("archives", len(hits))
         return hits, len(fused), status, unembedded
 

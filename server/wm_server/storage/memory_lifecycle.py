@@ -139,3 +139,12 @@ class LifecycleRepository(_Repository):
             "UPDATE memories SET version = :version, update_time = :now WHERE mid = :mid",
             {"version": version, "now": now, "mid": mid},
         )
+
+    async def mids_of_owner(self, tenant: str, owner: str, limit: int) -> list[int]:
+        """Up to ``limit`` memories of an owner, in any state (PurgeUserData deletes them)."""
+        rows = await self._conn.all(
+            "SELECT mid FROM memories WHERE tenant = :tenant AND owner = :owner"
+            " ORDER BY mid LIMIT :limit",
+            {"tenant": tenant, "owner": owner, "limit": limit},
+        )
+        return [int(r[0]) for r in rows]

@@ -244,7 +244,7 @@ class Phase2Completion:
     usage_json: str
     covered_seqs: tuple[int, ...]
     pending: tuple[PendingItem, ...] | None = None  # the session's new pending items; None: as is
-    pending_dropped: int = 0  # pending items dropped to stay within the bound
+    pending_dropped: int = 0  # past the bound with nowhere to go (extraction off): lost
 
 
 @dataclass(frozen=True, slots=True)

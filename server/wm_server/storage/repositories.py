@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wm_core import ExternalOutput, Message, PendingItem, SessionSettings, Trigger
+from wm_server.search.bm25 import BM25_B, BM25_K1
 from wm_server.storage.codec import message_body, message_from_row, parts_to_json
 from wm_server.storage.memory_expiry import Retention, alive
 from wm_server.storage.records import (
@@ -30,11 +31,8 @@ from wm_server.storage.records import (
 )
 from wm_server.storage.statements import Row, Write
 from wm_server.storage.text_index import (
-    BM25_B,
-    BM25_K1,
     CANDIDATES,
     ENOUGH,
-    SCORED,
     term_count,
 )
 
@@ -471,6 +469,20 @@ class MessageRepository(_Repository):
         )  # fmt: skip
         return [_stored_message(r) for r in rows]
 
+    async def at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], StoredMessage]:
+        """The messages at these (sid, position) keys, in one statement (a search's hits)."""
+        if not keys:
+            return {}
+        params: dict[str, Any] = {}
+        terms = []
+        for i, (sid, position) in enumerate(keys):
+            terms.append(f"(sid = :s{i} AND position = :p{i})")
+            params.update({f"s{i}": sid, f"p{i}": position})
+        rows = await self._conn.all(
+            f"SELECT sid, {_MESSAGE} FROM messages WHERE {' OR '.join(terms)}", params
+        )
+        return {(int(r[0]), int(r[1])): _stored_message(r[1:]) for r in rows}
+
     async def user_texts_before(
         self, sid: int, first: int, before: int, limit: int
     ) -> list[StoredMessage]:
@@ -811,6 +823,11 @@ class ArchiveRepository(_Repository):
             " AND position BETWEEN :first AND :last",
             chunk,
         )
+        # The in-process BM25 index reads the archive again (services/lexical_index.py).
+        await self._conn.run(
+            "UPDATE archives SET text_version = text_version + 1 WHERE sid = :sid AND seq = :seq",
+            {"sid": sid, "seq": seq},
+        )
         rows = await self._conn.all(
             "SELECT m.position, a.create_time, m.message_id, m.role, m.parts_json"
             " FROM messages m JOIN archives a ON a.sid = m.sid AND a.seq = :seq"
@@ -827,51 +844,14 @@ class ArchiveRepository(_Repository):
             ],
         )
 
-    async def ranked(
-        self, sids: Sequence[int], terms: list[str], only: int | None, limit: int
-    ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:
-        """(sid, seq, message, score) of the best ``limit`` archived messages of the sessions
-        ``sids`` (of archive ``only`` if given) that have any of the analyzed ``terms``, best
-        first, newest first among equal scores; and how many match (of the rows the chosen
-        terms select, ``_match_queries``; the newest ``SCORED`` of them are scored, so a
-        query of common words costs little more at any size: counting is cheaper than
-        scoring). The messages and the count come with the ranking, in one statement (on SQLite after the terms' row counts, from the index's
-        vocabulary, and again with every term when the rarest select too few rows). The
-        score is the engine's own (FTS5 bm25, PostgreSQL ts_rank_cd): ``bm25_ranked``
-        computes one BM25 on both engines with the searched sessions' statistics, but reads
-        every posting of every term (0.5-0.7 s for common words at 100,000 rows of one
-        owner), so it is not the default yet."""
-        if not sids or not terms:
-            return [], 0
-        index = self._dialect.text_index
-        members, values = self._dialect.in_list("sids", sids)
-        params: dict[str, Any] = {"only": only, "limit": limit, **values}
-        for query in await self._match_queries("archived", terms):
-            params["query"] = query
-            matching = (
-                f" FROM archived_texts x{index.source('archived')} WHERE"
-                f" {index.match('archived')} AND x.sid {members}"
-                " AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)"
-            )
-            rows = await self._conn.all(
-                f"SELECT r.sid, r.seq, r.score, (SELECT COUNT(*){matching}),"
-                f" {', '.join('m.' + c for c in _MESSAGE.split(', '))} FROM"
-                " (SELECT x.sid, x.seq, x.position, x.archive_time,"
-                f" {index.score('archived')} AS score{matching}"
-                f" ORDER BY {index.newest('archived')} DESC LIMIT {SCORED}) r"
-                " JOIN messages m ON m.sid = r.sid AND m.position = r.position"
-                " ORDER BY r.score DESC, r.archive_time DESC, r.position DESC LIMIT :limit",
-                params,
-            )
-            if len(rows) >= limit:
-                break
-        total = int(rows[0][3]) if rows else 0
-        return [(int(r[0]), int(r[1]), _stored_message(r[4:]), float(r[2])) for r in rows], total
-
     async def bm25_ranked(
         self, sids: Sequence[int], terms: list[str], only: int | None, limit: int
     ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:
-        """As ``ranked``, scored by BM25 on both engines alike.
+        """(sid, seq, message, score) of the best ``limit`` archived messages of ``sids`` (of
+        archive ``only`` if given) with any of ``terms``, best first, and how many match:
+        the SQL statement of what the search computes in process
+        (``services/lexical_index.py``, which the tests compare with it; this reads every
+        posting of every term: 0.5-0.7 s for common words at 100,000 rows of one owner).
 
         One statement, the same on both engines: BM25 (``BM25_K1``, ``BM25_B``, idf
         ln(1 + (N - df + 0.5) / (df + 0.5))) computed from the engine's postings

@@ -374,4 +374,12 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         );
         """,
     ),
+    (
+        15,
+        # Recall speed (issue 34): as SQLite's version 14.
+        """
+        ALTER TABLE archives ADD COLUMN text_version BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE archives ADD COLUMN embedded_model TEXT NOT NULL DEFAULT ''
+        """,
+    ),
 )

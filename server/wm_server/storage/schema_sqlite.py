@@ -382,4 +382,17 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        14,
+        # Recall speed (issue 34): an archive's text_version changes whenever its rows of the
+        # full-text index are written (Phase 1, Phase 2's chunks, a re-index), so the search's
+        # in-process BM25 index (services/lexical_index.py) sees what to read again from the
+        # archives alone; embedded_model names the model that embedded every one of its
+        # messages, so the embedding backfill counts and finds what is missing from the
+        # archives instead of an anti-join over every archived message.
+        (
+            "ALTER TABLE archives ADD COLUMN text_version INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE archives ADD COLUMN embedded_model TEXT NOT NULL DEFAULT ''",
+        ),
+    ),
 )

@@ -28,13 +28,7 @@ MAX_QUERY_WORDS = 32
 # Rows a ranked query scores at most when it can choose (see ``TextIndex.frequencies``):
 # scoring is the cost of a ranked search, and a word in most rows adds little to any score.
 CANDIDATES = 2000
-# BM25's parameters (the usual ones, as FTS5's bm25() and rank_bm25 default to).
-BM25_K1 = 1.2
-BM25_B = 0.75
 ENOUGH = 100  # ... unless the rarest words select fewer rows than this
-# Archived rows a ranked query scores at most, the newest of those its terms select: what
-# bounds a query of common words (bench/recall_bench.py: p50 at 100,000 rows of one owner).
-SCORED = 500
 
 
 def query_words(query: str) -> list[str]:
@@ -83,11 +77,6 @@ class TextIndex(ABC):
         return None
 
     @abstractmethod
-    def newest(self, index: str) -> str:
-        """The row key to take the newest matches by: scoring stops at ``CANDIDATES`` rows
-        read in this order, which the engine can give without reading every match."""
-
-    @abstractmethod
     def source(self, index: str) -> str:
         """What follows the content table in FROM (the index joined, or the query)."""
 
@@ -104,6 +93,12 @@ class TextIndex(ABC):
         """A SELECT of (id, term, tf) of the archived rows that satisfy ``where`` (over alias
         ``x``) for each analyzed term (``term {members}``) they hold: what BM25 is computed
         from, in the same statement on both engines (``ArchiveRepository.ranked``)."""
+
+    @abstractmethod
+    def stored_terms(self) -> str:
+        """The analyzed terms an archived row (alias ``x``) is indexed with, space-separated,
+        each repeated as often as it occurs: what the in-process BM25 index reads
+        (``services/lexical_index.py``)."""
 
     @abstractmethod
     def value(self, index: str, text: str) -> tuple[str, str] | None:
@@ -142,9 +137,6 @@ class Fts5Index(TextIndex):
             " GROUP BY v.doc, v.term"
         )
 
-    def newest(self, index: str) -> str:
-        return f"{self._TABLES[index]}.rowid"  # FTS5 walks its doclists backwards
-
     def source(self, index: str) -> str:
         table = self._TABLES[index]
         return f" JOIN {table} ON {table}.rowid = {_ALIAS[index]}.rowid"
@@ -154,6 +146,9 @@ class Fts5Index(TextIndex):
 
     def score(self, index: str) -> str:
         return f"(-bm25({self._TABLES[index]}))"
+
+    def stored_terms(self) -> str:
+        return "x.body"  # the external content: the analyzer's terms as they were
 
     def value(self, index: str, text: str) -> tuple[str, str] | None:
         if index == "archived":
@@ -179,9 +174,6 @@ class TsvectorIndex(TextIndex):
             f" AND {where}"
         )
 
-    def newest(self, index: str) -> str:
-        return f"{_ALIAS[index]}.id" if index == "archived" else f"{_ALIAS[index]}.mid"
-
     def source(self, index: str) -> str:
         return f" CROSS JOIN to_tsquery('{self.config}', :query) q"
 
@@ -190,6 +182,13 @@ class TsvectorIndex(TextIndex):
 
     def score(self, index: str) -> str:
         return f"ts_rank_cd({_ALIAS[index]}.search, q)"
+
+    def stored_terms(self) -> str:
+        # A lexeme's positions are its occurrences (PostgreSQL keeps up to 256 of them).
+        return (
+            "COALESCE((SELECT string_agg(repeat(u.lexeme || ' ',"
+            " GREATEST(cardinality(u.positions), 1)), '') FROM unnest(x.search) u), '')"
+        )
 
     def value(self, index: str, text: str) -> tuple[str, str] | None:
         return "search", f"to_tsvector('{self.config}', {text})"

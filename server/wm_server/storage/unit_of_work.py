@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from wm_server.storage.lexical_rows import LexicalRowRepository
 from wm_server.storage.memory_lifecycle import LifecycleRepository
 from wm_server.storage.repositories import (
     ArchiveRepository,
@@ -53,6 +54,7 @@ class Repositories:
         self.memories = MemoryRepository(conn, dialect)
         self.memory_lifecycle = LifecycleRepository(conn, dialect)
         self.vectors = VectorRepository(conn, dialect)
+        self.lexical = LexicalRowRepository(conn, dialect)
 
 
 class UnitOfWork:
@@ -80,6 +82,7 @@ class UnitOfWork:
         self.memories = repositories.memories
         self.memory_lifecycle = repositories.memory_lifecycle
         self.vectors = repositories.vectors
+        self.lexical = repositories.lexical
 
     async def write(self, *writes: Write) -> None:
         """Run data-modifying statements that do not read each other's rows: the engine may

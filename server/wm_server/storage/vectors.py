@@ -27,11 +27,21 @@ _UPSERT_MEMORY = (
     " ON CONFLICT (mid) DO UPDATE SET version = excluded.version, model = excluded.model,"
     " dims = excluded.dims, vector = excluded.vector"
 )
-# Archived messages whose vector is missing or was made by another model.
+# Archived messages whose vector is missing or was made by another model, in the archives
+# not marked embedded by the model (``mark_embedded``): once everything is embedded, finding
+# nothing reads the archives only, not every archived message.
 _MISSING_MESSAGES = (
-    " FROM archived_texts x LEFT JOIN message_vectors v"
-    " ON v.sid = x.sid AND v.position = x.position"
-    " WHERE (v.sid IS NULL OR v.model <> :model)"
+    " FROM archives a JOIN archived_texts x ON x.sid = a.sid AND x.seq = a.seq"
+    " LEFT JOIN message_vectors v ON v.sid = x.sid AND v.position = x.position"
+    " WHERE a.embedded_model <> :model AND (v.sid IS NULL OR v.model <> :model)"
+)
+# Archives not marked embedded by the model whose every message has its vector (a range of
+# the vectors' key per archive).
+_EMBEDDED = (
+    "embedded_model <> :model AND (SELECT COUNT(*) FROM message_vectors v"
+    " WHERE v.sid = archives.sid AND v.position BETWEEN archives.first_position"
+    " AND archives.last_position AND v.model = :model)"
+    " = archives.last_position - archives.first_position + 1"
 )
 # Active memories whose vector is missing, stale (an older version) or of another model.
 _MISSING_MEMORIES = (
@@ -83,21 +93,6 @@ class VectorRepository:
         )
         return int(row[0]) if row else 0
 
-    async def archived_counts(self, sids: Sequence[int], only: int | None) -> dict[int, int]:
-        """How many archived messages each session has (in archive ``only`` if given), from
-        the archives' bounds: what the search compares with the vectors it holds, instead of
-        counting rows without a vector (an anti-join over every archived message)."""
-        if not sids:
-            return {}
-        members, values = self._dialect.in_list("sids", sids)
-        rows = await self._conn.all(
-            "SELECT sid, SUM(last_position - first_position + 1) FROM archives"
-            f" WHERE sid {members} AND (CAST(:only AS BIGINT) IS NULL OR seq = :only)"
-            " GROUP BY sid",
-            {"only": only, **values},
-        )
-        return {int(a): int(b) for a, b in rows}
-
     async def missing_messages(
         self, model: str, limit: int, after: tuple[int, int] = (0, 0)
     ) -> list[tuple[int, int, int]]:
@@ -119,10 +114,27 @@ class VectorRepository:
         )
         return [(int(a), int(b), str(c)) for a, b, c in rows]
 
+    async def mark_embedded(self, model: str, sid: int | None = None) -> int:
+        """Mark the archives (of session ``sid`` if given) whose every message has a vector
+        of ``model``; how many were marked. A model change unmarks them all at once (they
+        name the old one)."""
+        changed = await self._conn.run(
+            f"UPDATE archives SET embedded_model = :model WHERE {_EMBEDDED}"
+            " AND (CAST(:sid AS BIGINT) IS NULL OR sid = :sid)",
+            {"model": model, "sid": sid},
+        )
+        return int(changed)
+
     async def missing_count(self, model: str) -> int:
-        """Rows of both kinds still to embed with ``model`` (the backfill's progress)."""
+        """Rows of both kinds still to embed with ``model`` (the backfill's progress): the
+        messages of the archives not marked embedded (an upper bound while one is half
+        done), from the archives alone, and the memories without a current vector."""
         params: dict[str, Any] = {"model": model}
-        a = await self._conn.one(f"SELECT COUNT(*){_MISSING_MESSAGES}", params)
+        a = await self._conn.one(
+            "SELECT COALESCE(SUM(last_position - first_position + 1), 0) FROM archives"
+            " WHERE embedded_model <> :model",
+            params,
+        )
         b = await self._conn.one(f"SELECT COUNT(*){_MISSING_MEMORIES}", params)
         return (int(a[0]) if a else 0) + (int(b[0]) if b else 0)
 

@@ -1449,7 +1449,11 @@ class WorkingMemoryStored(_message.Message):
     update until the working memory holds them).
     """
     pending_items_dropped: _builtins.int
-    """Pending items dropped by this commit to keep their number within its bound."""
+    """Pending items this commit dropped past their token bound and lost: only in a session
+    without memory extraction. Otherwise what leaves the list is written to the long-term
+    memory of the session's owner (fields kept_from "pending_items" and section), or
+    stays pending when the extraction failed.
+    """
     def __init__(
         self,
         *,
@@ -1690,8 +1694,8 @@ class WorkingMemory(_message.Message):
     pending_item_limit: _builtins.int
     """The bound on the number of pending items (server setting WM_PHASE2_MAX_PENDING_ITEMS).
     Beyond it the oldest items are folded into one overflow item (source "overflow"), and
-    only what exceeds the pending items' token budget is dropped (reported by the commit's
-    WorkingMemoryStored.pending_items_dropped). Set with pending_items.
+    what exceeds the pending items' token budget leaves the list for the owner's long-term
+    memory (see WorkingMemoryStored.pending_items_dropped). Set with pending_items.
     """
     @_builtins.property
     def sections(self) -> _containers.RepeatedCompositeFieldContainer[Global___SectionBody]:
@@ -1939,6 +1943,7 @@ class MemoryDiff(_message.Message):
     RECOVERED_ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     EMPTY_REASON_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
     state: Global___MemoryExtractionState.ValueType
     """How extraction ended."""
     message: _builtins.str
@@ -1985,6 +1990,12 @@ class MemoryDiff(_message.Message):
         working memory's).
         """
 
+    @_builtins.property
+    def superseded_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories a new fact replaced: each is SUPERSEDED by one of created_memory_ids (or of
+        deduplicated_memory_ids), valid until it (see Memory.superseded_by_memory_id).
+        """
+
     def __init__(
         self,
         *,
@@ -2000,10 +2011,11 @@ class MemoryDiff(_message.Message):
         recovered_archive_ids: _abc.Iterable[_builtins.str] | None = ...,
         usage: Global___TokenUsage | None = ...,
         empty_reason: Global___MemoryExtractionEmptyReason.ValueType = ...,
+        superseded_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memory_ids", b"created_memory_ids", "deduplicated_memory_ids", b"deduplicated_memory_ids", "empty_reason", b"empty_reason", "merged_memory_ids", b"merged_memory_ids", "message", b"message", "problems", b"problems", "recovered_archive_ids", b"recovered_archive_ids", "refused", b"refused", "retired_memory_ids", b"retired_memory_ids", "state", b"state", "updated_memory_ids", b"updated_memory_ids", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memory_ids", b"created_memory_ids", "deduplicated_memory_ids", b"deduplicated_memory_ids", "empty_reason", b"empty_reason", "merged_memory_ids", b"merged_memory_ids", "message", b"message", "problems", b"problems", "recovered_archive_ids", b"recovered_archive_ids", "refused", b"refused", "retired_memory_ids", b"retired_memory_ids", "state", b"state", "superseded_memory_ids", b"superseded_memory_ids", "updated_memory_ids", b"updated_memory_ids", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -2418,3 +2418,57 @@ class DeleteMemoryRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteMemoryRequest: _TypeAlias = DeleteMemoryRequest  # noqa: Y015
+
+@_typing.final
+class PurgeUserDataRequest(_message.Message):
+    """Request of PurgeUserData."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """The user to forget: 1-128 characters of [A-Za-z0-9._:@-] (as CreateSession's user_id)."""
+    request_id: _builtins.str
+    """Idempotency key: see the request_id rules on the service (same request → the stored
+    outcome; a different request → FAILED_PRECONDITION REQUEST_ID_REUSED; kept 24 h).
+    """
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeUserDataRequest: _TypeAlias = PurgeUserDataRequest  # noqa: Y015
+
+@_typing.final
+class PurgeUserDataResponse(_message.Message):
+    """Response of PurgeUserData."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURGED_MEMORY_COUNT_FIELD_NUMBER: _builtins.int
+    PURGED_SESSION_COUNT_FIELD_NUMBER: _builtins.int
+    purged_memory_count: _builtins.int
+    """The user's memories deleted (any state), with their history and sources."""
+    purged_session_count: _builtins.int
+    """The user's sessions deleted, with their messages, archives and tool outputs."""
+    def __init__(
+        self,
+        *,
+        purged_memory_count: _builtins.int = ...,
+        purged_session_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["purged_memory_count", b"purged_memory_count", "purged_session_count", b"purged_session_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeUserDataResponse: _TypeAlias = PurgeUserDataResponse  # noqa: Y015

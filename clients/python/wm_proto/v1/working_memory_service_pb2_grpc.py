@@ -227,6 +227,11 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_resources__pb2.Memory.FromString,
                 _registered_method=True)
+        self.PurgeUserData = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/PurgeUserData',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.PurgeUserDataRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.PurgeUserDataResponse.FromString,
+                _registered_method=True)
 
 
 class WorkingMemoryServiceServicer:
@@ -548,6 +553,20 @@ class WorkingMemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PurgeUserData(self, request, context):
+        """Forgets a user (a custom method, AIP-136; the criteria-based delete of AIP-165 for one
+        user): every memory the user owns, and every session created with that user_id with all
+        it holds (messages, archives, tool outputs, commits, working memories). Gone from every
+        read path when it answers, and erased from the database files soon after (on SQLite;
+        PostgreSQL keeps dead tuples until VACUUM). Memories owned by an agent are not the
+        user's and stay, whatever session they were learned in. A user with nothing stored
+        answers success with zero counts. A retry with the same request_id returns the first
+        answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkingMemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -705,6 +724,11 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.RetireMemory,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.FromString,
                     response_serializer=wm_dot_v1_dot_resources__pb2.Memory.SerializeToString,
+            ),
+            'PurgeUserData': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeUserData,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.PurgeUserDataRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_working__memory__service__pb2.PurgeUserDataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1580,6 +1604,33 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/RetireMemory',
             wm_dot_v1_dot_working__memory__service__pb2.RetireMemoryRequest.SerializeToString,
             wm_dot_v1_dot_resources__pb2.Memory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeUserData(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/PurgeUserData',
+            wm_dot_v1_dot_working__memory__service__pb2.PurgeUserDataRequest.SerializeToString,
+            wm_dot_v1_dot_working__memory__service__pb2.PurgeUserDataResponse.FromString,
             options,
             channel_credentials,
             insecure,

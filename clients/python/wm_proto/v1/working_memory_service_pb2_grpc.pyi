@@ -219,6 +219,16 @@ class WorkingMemoryServiceStub:
     sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
     no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
     """
+    PurgeUserData: _grpc.UnaryUnaryMultiCallable[_working_memory_service_pb2.PurgeUserDataRequest, _working_memory_service_pb2.PurgeUserDataResponse]
+    """Forgets a user (a custom method, AIP-136; the criteria-based delete of AIP-165 for one
+    user): every memory the user owns, and every session created with that user_id with all
+    it holds (messages, archives, tool outputs, commits, working memories). Gone from every
+    read path when it answers, and erased from the database files soon after (on SQLite;
+    PostgreSQL keeps dead tuples until VACUUM). Memories owned by an agent are not the
+    user's and stay, whatever session they were learned in. A user with nothing stored
+    answers success with zero counts. A retry with the same request_id returns the first
+    answer.
+    """
 
 @_typing.type_check_only
 class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
@@ -406,6 +416,16 @@ class WorkingMemoryServiceAsyncStub(WorkingMemoryServiceStub):
     """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
     sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
     no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+    """
+    PurgeUserData: _aio.UnaryUnaryMultiCallable[_working_memory_service_pb2.PurgeUserDataRequest, _working_memory_service_pb2.PurgeUserDataResponse]  # type: ignore[assignment]
+    """Forgets a user (a custom method, AIP-136; the criteria-based delete of AIP-165 for one
+    user): every memory the user owns, and every session created with that user_id with all
+    it holds (messages, archives, tool outputs, commits, working memories). Gone from every
+    read path when it answers, and erased from the database files soon after (on SQLite;
+    PostgreSQL keeps dead tuples until VACUUM). Memories owned by an agent are not the
+    user's and stay, whatever session they were learned in. A user with nothing stored
+    answers success with zero counts. A retry with the same request_id returns the first
+    answer.
     """
 
 class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -777,6 +797,22 @@ class WorkingMemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Retires a memory (a custom method, AIP-136): it stays readable, with its reason, its
         sources and its history, but is no longer recalled (SearchMemories, AssembleContext) and
         no longer counts as a duplicate. Retiring a retired memory changes nothing and returns it.
+        """
+
+    @_abc_1.abstractmethod
+    def PurgeUserData(
+        self,
+        request: _working_memory_service_pb2.PurgeUserDataRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_working_memory_service_pb2.PurgeUserDataResponse, _abc.Awaitable[_working_memory_service_pb2.PurgeUserDataResponse]]:
+        """Forgets a user (a custom method, AIP-136; the criteria-based delete of AIP-165 for one
+        user): every memory the user owns, and every session created with that user_id with all
+        it holds (messages, archives, tool outputs, commits, working memories). Gone from every
+        read path when it answers, and erased from the database files soon after (on SQLite;
+        PostgreSQL keeps dead tuples until VACUUM). Memories owned by an agent are not the
+        user's and stay, whatever session they were learned in. A user with nothing stored
+        answers success with zero counts. A retry with the same request_id returns the first
+        answer.
         """
 
 def add_WorkingMemoryServiceServicer_to_server(servicer: WorkingMemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

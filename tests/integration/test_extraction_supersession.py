@@ -1,0 +1,184 @@
+"""Extraction uses supersession (issue 35 point 3) through real commits on a real server
+(SQLite file and PostgreSQL): a later conversation that changes a decision or a preference
+stores the new fact as a new memory linked to the old one, which becomes SUPERSEDED with a
+validity interval; search prefers the current one; the commit's diff names what it
+superseded. A model provider's RETIRE-and-CREATE of one fact is stored the same way."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from integration.conftest import make_settings
+
+from support import builders as b
+from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from wm_core import MemoryOp, MemoryOpKind, MemoryType, memory_tool_arguments
+from wm_proto.v1 import resources_pb2 as pb
+from wm_proto.v1 import working_memory_service_pb2 as api
+from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.app import Application, start_application
+from wm_server.llm.offline import OfflineProvider
+from wm_server.llm.port import MemoryRequest, ModelReply, Usage
+
+Stub = service_grpc.WorkingMemoryServiceStub
+ENGINES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+USER = api.MemoryOwner(user_id="dana")
+
+
+class Answering(OfflineProvider):
+    """The offline provider, whose memory answer a test can replace (a model's)."""
+
+    def __init__(self) -> None:
+        self.answer: ModelReply | None = None
+
+    async def extract_memories(self, request: MemoryRequest) -> ModelReply:
+        if self.answer is not None:
+            return self.answer
+        return await super().extract_memories(request)
+
+
+@pytest.fixture(params=ENGINES)
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return None
+
+
+@pytest.fixture
+def provider() -> Answering:
+    return Answering()
+
+
+@pytest.fixture
+async def stub(
+    tmp_path: Path, database_url: str | None, provider: Answering
+) -> AsyncIterator[Stub]:
+    settings = make_settings(tmp_path, database_url=database_url, heartbeat_seconds=0.5)
+    app: Application = await start_application(settings, provider=provider)
+    try:
+        async with grpc.aio.insecure_channel(app.address) as channel:
+            yield Stub(channel)
+    finally:
+        await app.stop(grace=0.5)
+
+
+async def _conversation(stub: Stub, *turns: pb.Message) -> pb.MemoryDiff:
+    """A new session of the user with these turns, committed; its memory diff."""
+    session = f"s-{uuid.uuid4().hex[:10]}"
+    await stub.CreateSession(api.CreateSessionRequest(session_id=session, user_id="dana"))
+    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=list(turns)))
+    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
+    diff = None
+    async for event in call:
+        if event.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED:
+            diff = event.memories_extracted
+        if event.terminal:
+            break
+    assert diff is not None
+    return diff
+
+
+async def _by_type(stub: Stub, state: int = pb.MEMORY_STATE_ACTIVE) -> dict[int, pb.Memory]:
+    found = await stub.ListMemories(api.ListMemoriesRequest(owner=USER, state=state))
+    return {m.type: m for m in found.memories}
+
+
+async def test_a_changed_decision_and_preference_supersede_the_old_ones(stub: Stub) -> None:
+    await _conversation(
+        stub,
+        b.user("We decided to use PostgreSQL for the ledger because of logical replication.", "a1"),
+        b.assistant("Good, let's go with that.", "a2"),
+        b.user("I prefer tabs over spaces.", "a3"),
+    )
+    before = await _by_type(stub)
+    old_decision, old_preference = (
+        before[pb.MEMORY_TYPE_DECISION],
+        before[pb.MEMORY_TYPE_PREFERENCE],
+    )
+
+    diff = await _conversation(
+        stub,
+        b.user(
+            "We switched the ledger from PostgreSQL to CockroachDB because it scales writes.", "b1"
+        ),
+        b.assistant("Understood.", "b2"),
+        b.user("I now prefer spaces over tabs.", "b3"),
+    )
+    current = await _by_type(stub)
+    decision, preference = current[pb.MEMORY_TYPE_DECISION], current[pb.MEMORY_TYPE_PREFERENCE]
+    assert (
+        "CockroachDB" in decision.text
+        and preference.text == "The user now prefers spaces over tabs."
+    )
+    assert sorted(diff.superseded_memory_ids) == sorted(
+        [old_decision.memory_id, old_preference.memory_id]
+    )
+    assert {decision.memory_id, preference.memory_id} <= set(diff.created_memory_ids)
+    for new, old in ((decision, old_decision), (preference, old_preference)):
+        assert list(new.supersedes_memory_ids) == [old.memory_id]
+        then = await stub.GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
+        assert then.state == pb.MEMORY_STATE_SUPERSEDED
+        assert then.superseded_by_memory_id == new.memory_id
+        assert then.text == old.text and then.version == 1  # kept as it was, not rewritten
+        assert then.HasField("valid_until") and then.valid_until.seconds >= then.valid_from.seconds
+    superseded = await _by_type(stub, pb.MEMORY_STATE_SUPERSEDED)
+    assert {m.memory_id for m in superseded.values()} == {
+        old_decision.memory_id, old_preference.memory_id,
+    }  # fmt: skip
+
+    hits = await stub.SearchMemories(
+        api.SearchMemoriesRequest(owner=USER, query="which database does the ledger use")
+    )
+    assert [h.memory.memory_id for h in hits.hits][:1] == [decision.memory_id]
+    assert old_decision.memory_id not in [h.memory.memory_id for h in hits.hits]
+    history = await stub.SearchMemories(
+        api.SearchMemoriesRequest(
+            owner=USER, query="PostgreSQL ledger replication", include_superseded=True
+        )
+    )
+    ranked = [h.memory.memory_id for h in history.hits]
+    assert ranked.index(decision.memory_id) < ranked.index(old_decision.memory_id)
+
+    # Saying the current thing again changes nothing.
+    again = await _conversation(stub, b.user("I now prefer spaces over tabs.", "c1"))
+    assert list(again.superseded_memory_ids) == [] and list(again.created_memory_ids) == []
+
+
+async def test_a_models_retire_and_create_of_one_fact_is_a_supersession(
+    stub: Stub, provider: Answering
+) -> None:
+    await _conversation(stub, b.user("My name is Dana Whitfield.", "a1"))
+    old = (await _by_type(stub))[pb.MEMORY_TYPE_PROFILE]
+    provider.answer = ModelReply(
+        memory_tool_arguments(
+            [
+                MemoryOp(
+                    MemoryOpKind.RETIRE, target_ids=(old.memory_id,),
+                    reason="the user said their name is now Dana Brooks",
+                    source_message_ids=("b1",),
+                ),
+                MemoryOp(
+                    MemoryOpKind.CREATE, type=MemoryType.PROFILE,
+                    text="The user's name is Dana Brooks.", fields={"name": "Dana Brooks"},
+                    source_message_ids=("b1",),
+                ),
+            ]
+        ),
+        "tool_use",
+        Usage(llm_calls=1),
+    )  # fmt: skip
+    diff = await _conversation(stub, b.user("I married: my name is now Dana Brooks.", "b1"))
+    assert list(diff.superseded_memory_ids) == [old.memory_id]
+    assert list(diff.retired_memory_ids) == []  # superseded, not retired
+    new = (await _by_type(stub))[pb.MEMORY_TYPE_PROFILE]
+    assert new.text == "The user's name is Dana Brooks."
+    assert list(new.supersedes_memory_ids) == [old.memory_id]
+    then = await stub.GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
+    assert (
+        then.state == pb.MEMORY_STATE_SUPERSEDED and then.superseded_by_memory_id == new.memory_id
+    )
