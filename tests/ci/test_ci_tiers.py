@@ -44,6 +44,7 @@ def _selected(marker: str, *paths: str) -> set[str]:
     return {line for line in result.stdout.splitlines() if "::" in line}
 
 
+@pytest.mark.slow  # collects part of the suite twice in child processes (~40 s under CI)
 def test_folders_fixtures_and_marks_put_tests_in_the_slow_tier() -> None:
     paths = ("tests/browser", "tests/packaging", "tests/reliability/test_soak.py",
              "tests/deploy", "tests/unit/server/test_config.py")  # fmt: skip
