@@ -8,7 +8,8 @@ RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
-.PHONY: install install-runtime run test lint format typecheck protos stubs-check client-rules buf-lint pytest node-test bench clean
+.PHONY: install install-runtime run test test-fast checks lint format typecheck protos stubs-check \
+	client-rules buf-lint pytest pytest-fast pytest-slow node-test bench clean
 
 # Two distributions, both editable: the light client (clients/python: wm_client, wm_proto, the
 # `wm` CLI) and the server, which depends on it. Given in one pip command, the local client
@@ -18,15 +19,23 @@ NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 # --no-compile: Python compiles the modules the server imports when it first imports them,
 # instead of pip compiling every module of every package (a quarter of the install's CPU and
 # 50 MB of the venv; bench/start_bench.py measures the start).
+#
+# Over an older venv, our own two distributions are uninstalled first: pip installs the client
+# before the server that depends on it and only then uninstalls the older server, whose file
+# list may still name a file that has moved to the client since (older servers carried the
+# `wm` script), so the client's new copy would be deleted. PIP_OPTIONS: extra options for
+# both pip installs (tests/ci/test_make_install.py passes --no-index).
 $(RUNTIME_STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile \
+	$(BIN)/python -m pip uninstall -qq --yes --disable-pip-version-check \
+		working-memory-service wm-client
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile $(PIP_OPTIONS) \
 		-e './clients/python[cli]' -e .
 	touch $(RUNTIME_STAMP)
 
 $(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e './clients/python[cli]' -e '.[dev]'
+	$(BIN)/python -m pip install --quiet $(PIP_OPTIONS) -e './clients/python[cli]' -e '.[dev]'
 	touch $(STAMP)
 
 install-runtime: $(RUNTIME_STAMP)
@@ -39,7 +48,25 @@ run: install-runtime
 	WM_INSPECTOR_ADDRESS=$${WM_INSPECTOR_ADDRESS-127.0.0.1:8080} \
 	WM_HTTP_ADDRESS=$${WM_HTTP_ADDRESS-127.0.0.1:8081} $(BIN)/wm-server
 
-test: install buf-lint stubs-check lint typecheck pytest node-test
+# `make test` runs everything, in tiers side by side (scripts/test_tiers.py: each tier's output
+# whole as it ends, a summary, a failure if any tier fails): the checks (buf, stub drift, ruff,
+# mypy), the fast pytest tier on PYTEST_WORKERS xdist workers, the slow pytest tier in one
+# process, and the node tests. The tiers are pytest markers (pyproject.toml; tests/conftest.py
+# puts whole folders in the slow tier): `slow` (container build, soak, packaging, PostgreSQL
+# restarts, process kills, the browser) and `serial` (measures time or memory: never on a
+# shared worker) make the slow tier, everything else the fast one, so together they are the
+# whole suite. `make test-fast` is a developer's loop: ruff, mypy and the fast tier.
+PYTEST_WORKERS ?= 2
+FAST_TIER := not slow and not serial
+SLOW_TIER := slow or serial
+
+test: install
+	$(BIN)/python scripts/test_tiers.py checks pytest-fast pytest-slow node-test
+
+test-fast: install
+	$(BIN)/python scripts/test_tiers.py lint typecheck pytest-fast
+
+checks: buf-lint stubs-check lint typecheck
 
 buf-lint: install
 	$(BIN)/buf lint
@@ -79,15 +106,29 @@ format: install
 typecheck: install
 	$(BIN)/mypy  # the files of [tool.mypy] in pyproject.toml, strict
 
+# Both pytest tiers side by side; `$(BIN)/pytest` alone still runs the whole suite in one
+# process, and `$(BIN)/pytest -n 2` on two workers.
 pytest: install
-	$(BIN)/pytest
+	$(BIN)/python scripts/test_tiers.py pytest-fast pytest-slow
+
+pytest-fast: install
+	$(BIN)/pytest -m "$(FAST_TIER)" -n $(PYTEST_WORKERS) --durations=15
+
+pytest-slow: install
+	$(BIN)/pytest -m "$(SLOW_TIER)" --durations=15
 
 # The polyglot proof: the TypeScript client (clients/typescript) and its agent example
 # (examples/typescript) against the real Python server: npm ci, the drift check of the code
 # buf generates from protos/, tsc, then node --test. Without Node it is skipped with a
 # message, except under CI=true, where a missing node fails.
+#
+# It reinstalls and rebuilds clients/typescript (npm ci, tsc, also from the example's prebuild),
+# which tests/docs uses too while the pytest tiers run beside it: both hold var/typescript.lock
+# (flock; without flock(1) it runs unlocked).
 node-test: install
-	@if command -v node >/dev/null 2>&1; then \
+	@mkdir -p var; exec 9>var/typescript.lock; \
+	if command -v flock >/dev/null 2>&1; then flock 9; fi; \
+	if command -v node >/dev/null 2>&1; then \
 		cd clients/typescript && $(NPM_CI) && \
 		BUF=$(CURDIR)/$(BIN)/buf node scripts/check-generated.mjs && \
 		npm run --silent build && \

@@ -4,11 +4,37 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
+from support.postgres import remove_orphans
+from support.workers import is_xdist_worker
 from wm_server.config import EventLoopName
 from wm_server.event_loop import LoopFactory, loop_factory
+
+# The storage port coverage check, over every xdist worker (support/port_coverage.py).
+pytest_plugins = ("support.port_coverage",)
+
+
+TESTS = Path(__file__).resolve().parent
+# The slow tier (markers `slow` and `serial`, see the Makefile) holds, besides the tests marked
+# so, every test under these folders of tests/ and every test using these fixtures, the tests
+# written later included. Why each is slow:
+SLOW_FOLDERS = {
+    "browser": "drives Chromium",
+    "packaging": "builds wheels and installs them into new virtual environments",
+}
+SLOW_FIXTURES = {"browser": "starts Chromium"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
+        in_folder = len(parts) > 1 and parts[0] in SLOW_FOLDERS
+        if in_folder or not SLOW_FIXTURES.keys().isdisjoint(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +64,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         report.longrepr = (
             f"skipped under CI=true, which requires every prerequisite: {report.longrepr}"
         )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before anything starts, the PostgreSQL test clusters of killed runs are stopped and
+    removed (support.postgres.remove_orphans; once per run, by the controller)."""
+    if is_xdist_worker(session.config):
+        return
+    removed = remove_orphans()
+    if removed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"removed {len(removed)} PostgreSQL test cluster(s) left by killed runs: "
+                + ", ".join(str(path) for path in removed)
+            )

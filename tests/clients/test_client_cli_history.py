@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from client_support import WM, Run, creation_input, run_wm, scripted_server
 
 from support.server_process import ServerProcess, free_port
@@ -261,6 +262,7 @@ def test_an_address_without_a_port_means_the_default_port() -> None:
         assert "at 127.0.0.1:50051" in result.stderr
 
 
+@pytest.mark.serial  # times a process start against the 5 s default: no shared worker
 def test_a_refused_connection_fails_at_once() -> None:
     address = f"127.0.0.1:{free_port()}"
     started = time.monotonic()

@@ -10,11 +10,13 @@ line before its fence: ``<!-- not-run: REASON -->``. See tests/docs/blocks.py.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +25,14 @@ from blocks import REPO, Block, all_blocks
 
 from support.server_process import ServerProcess, free_port
 
+# A reader runs the blocks of a page in order against one server, and later blocks read what
+# earlier ones made (a session, a commit): under xdist, `--dist loadfile` (pyproject.toml)
+# keeps them on one worker, in order.
 BLOCKS = all_blocks()
 TS_CLIENT = REPO / "clients" / "typescript"
+# Held while the checkout's TypeScript client is built or used; the Makefile's node-test takes
+# the same file (flock).
+TS_LOCK = REPO / "var" / "typescript.lock"
 PYTHON_RUNNER = """
 import ast, asyncio, sys
 source = sys.stdin.read()
@@ -56,12 +64,30 @@ def _localized(code: str, server: ServerProcess) -> str:
     )
 
 
-def _environment(server: ServerProcess) -> dict[str, str]:
+def _environment(server: ServerProcess, first: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WM_", "ANTHROPIC_"))}
     env.pop("OPENAI_API_KEY", None)
     env.update(WM_ADDRESS=server.address, NO_COLOR="1", TERM="dumb", COLUMNS="200")
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    path = [str(p) for p in (first, Path(sys.executable).parent) if p is not None]
+    env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
     return env
+
+
+@pytest.fixture(scope="module")
+def shell_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of ``python`` and ``pip`` for the shell blocks: a venv of their own that
+    sees the suite's packages (a .pth file) but installs into itself. A block's ``pip install
+    ./clients/python[...]`` must not replace the suite's editable client with a copy while
+    other tests (other xdist workers too) import it, nor leave the developer's venv with a copy
+    that no longer follows the checkout."""
+    venv = tmp_path_factory.mktemp("shell-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    site = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    (Path(site) / "zz_suite_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv / "bin"
 
 
 def _node() -> str:
@@ -74,14 +100,25 @@ def _node() -> str:
 
 
 @pytest.fixture(scope="module")
-def ts_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def ts_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A project outside the repository that depends on the built client, as a reader's would
-    (``npm install <path>/clients/typescript`` links it the same way)."""
+    (``npm install <path>/clients/typescript`` links it the same way).
+
+    It builds clients/typescript and compiles against its node_modules, which `make node-test`
+    reinstalls (npm ci) and rebuilds, maybe at the same time (make test runs the tiers side by
+    side): both hold ``TS_LOCK`` while they use the checkout's client."""
     _node()
     npm = shutil.which("npm") or "npm"
-    if not (TS_CLIENT / "node_modules").is_dir():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=TS_CLIENT, check=True)
-    subprocess.run([npm, "run", "--silent", "build"], cwd=TS_CLIENT, check=True)
+    TS_LOCK.parent.mkdir(exist_ok=True)
+    with TS_LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (TS_CLIENT / "node_modules").is_dir():
+            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=TS_CLIENT, check=True)
+        subprocess.run([npm, "run", "--silent", "build"], cwd=TS_CLIENT, check=True)
+        yield _reader_project(tmp_path_factory)
+
+
+def _reader_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     project = tmp_path_factory.mktemp("ts-reader")
     (project / "package.json").write_text(json.dumps({"type": "module", "private": True}))
     scope = project / "node_modules" / "@working-memory"
@@ -104,12 +141,18 @@ def ts_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return project
 
 
-def _run(command: list[str], block: Block, server: ServerProcess, **kwargs: object) -> None:
+def _run(
+    command: list[str],
+    block: Block,
+    server: ServerProcess,
+    first: Path | None = None,
+    **kwargs: object,
+) -> None:
     result = subprocess.run(
         command,
         capture_output=True,
         text=True,
-        env=_environment(server),
+        env=_environment(server, first),
         timeout=180,
         **kwargs,  # type: ignore[arg-type]
     )
@@ -138,7 +181,8 @@ def test_the_block_runs(
     if block.runner == "python":
         _run([sys.executable, "-c", PYTHON_RUNNER, block.name], block, server, input=code, cwd=REPO)
     elif block.runner == "shell":
-        _run(["bash", "-e", "-o", "pipefail", "-c", code], block, server, cwd=REPO)
+        shell_venv: Path = request.getfixturevalue("shell_venv")
+        _run(["bash", "-e", "-o", "pipefail", "-c", code], block, server, shell_venv, cwd=REPO)
     elif block.runner == "javascript":
         project: Path = request.getfixturevalue("ts_project")
         (project / "block.mjs").write_text(code)

@@ -5,7 +5,7 @@ SQLite and PostgreSQL alike. PostgreSQL runs on a throwaway server (``support.po
 fresh database per test; its parameter carries the ``postgres`` marker.
 
 Every public method of every repository and of the engine is wrapped to record that it ran,
-per engine; ``test_zz_coverage`` (always collected last) fails when one was never exercised.
+per engine; the session fails when one was never exercised (support.port_coverage).
 """
 
 from __future__ import annotations
@@ -19,13 +19,6 @@ from storage_support import ENGINES, Services, build_services, make_database
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from wm_server.storage.database import Database
 from wm_server.tenancy import set_tenant
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the coverage check after every other storage test."""
-    last = [i for i in items if i.name.startswith("test_every_port_method")]
-    rest = [i for i in items if i not in last]
-    items[:] = rest + last
 
 
 @pytest.fixture(params=ENGINES)

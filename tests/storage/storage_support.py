@@ -1,11 +1,11 @@
 """What the storage suite shares: the engines, the services over them, and the record of
-which repository and engine methods ran (checked by the last test of the suite)."""
+which repository and engine methods ran (checked at the end of the session by
+support.port_coverage, across xdist workers)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from support.port_coverage import EXERCISED, register_expected
 from wm_server.api.events import encode_event
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
@@ -39,9 +40,6 @@ REPOSITORIES = [
 ]
 ENGINE_METHODS = ("open", "close", "unit_of_work", "reader", "scanner", "subscribe_events")
 
-# engine name → "Class.method" names that ran during this test session.
-EXERCISED: dict[str, set[str]] = defaultdict(set)
-
 
 def public_methods() -> set[str]:
     names = {f"Database.{m}" for m in ENGINE_METHODS}
@@ -62,6 +60,8 @@ def _record_repository(cls: type, name: str, fn: Callable[..., Awaitable[Any]]) 
 
     setattr(cls, name, recorded)
 
+
+register_expected(public_methods)
 
 for _cls in REPOSITORIES:
     for _name, _fn in list(vars(_cls).items()):

@@ -6,6 +6,13 @@ listens on a free loopback port (plus a unix socket in that folder) with trust
 authentication, tuned for speed (no fsync: nothing here must survive a power cut), and stop
 it at the end of the test session.
 
+A test run that is killed (SIGKILL, a CI timeout) cannot stop its clusters: ``pg_ctl`` starts
+each server as a daemon that outlives the run. So every cluster folder records its owner (the
+pytest process and its start time, since a pid alone may be reused), and the next run's start
+(``remove_orphans``, called from tests/conftest.py) stops the servers and removes the folders
+whose owner is gone. Clusters of live runs, including other checkouts' runs on this machine,
+are left alone.
+
 Without the binaries the tests that need them are skipped with a message saying how to
 install them, except under ``CI=true`` where a missing prerequisite is a failure.
 
@@ -18,9 +25,11 @@ from __future__ import annotations
 import contextlib
 import glob
 import itertools
+import json
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -72,6 +81,100 @@ def find_bindir() -> Path | None:
     return None
 
 
+PREFIX = "wm-pg-"
+OWNER_FILE = "owner.json"
+# A folder without an owner record (made before the record existed) is removed only when no
+# server runs in it and nobody has touched it for this long: until then it may be a cluster
+# still being created.
+LEGACY_AGE_SECONDS = 3600.0
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux ``/proc``), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _owner_alive(record: dict[str, object]) -> bool:
+    pid = record.get("pid")
+    if not isinstance(pid, int) or not _alive(pid):
+        return False
+    started = record.get("start")
+    return started is None or _process_start(pid) in (None, started)
+
+
+def _postmaster(data: Path) -> int | None:
+    """The pid of the server running on ``data``, checked against the process's working
+    folder (the postmaster runs in its data folder), so a reused pid is never signalled."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except (OSError, ValueError):
+        return None
+    return pid if Path(cwd) == data.resolve() else None
+
+
+def _stop_postmaster(pid: int, timeout: float = 10.0) -> None:
+    """Immediate shutdown (SIGQUIT: the server's children exit, nothing is flushed: the
+    cluster is thrown away), then SIGKILL if it is still there."""
+    for sig in (signal.SIGQUIT, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _alive(pid):
+            return
+
+
+def remove_orphans(tmp: Path | None = None) -> list[Path]:
+    """Stop and remove the test clusters left by runs that were killed; returns their folders.
+
+    A folder is an orphan when the process named in its owner record is gone (or its pid now
+    belongs to a later process). A folder without a record is removed only when no server
+    runs in it and it is older than ``LEGACY_AGE_SECONDS``."""
+    removed: list[Path] = []
+    for base in sorted(Path(tmp or tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        if not base.is_dir():
+            continue
+        data = base / "data"
+        try:
+            record = json.loads((base / OWNER_FILE).read_text())
+        except FileNotFoundError:
+            record = None
+        except (OSError, ValueError):
+            record = {}  # a record cut short by the kill: its owner died writing it
+        if record is not None and _owner_alive(record):
+            continue
+        postmaster = _postmaster(data)
+        if record is None:
+            try:
+                age = time.time() - base.stat().st_mtime
+            except OSError:
+                continue
+            if postmaster is not None or age < LEGACY_AGE_SECONDS:
+                continue
+        if postmaster is not None:
+            _stop_postmaster(postmaster)
+        shutil.rmtree(base, ignore_errors=True)
+        removed.append(base)
+    return removed
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -90,7 +193,11 @@ class PostgresServer:
                 self._owner = pwd.getpwnam("postgres")
             except KeyError:
                 self._owner = pwd.getpwnam("nobody")
-        self.base = Path(tempfile.mkdtemp(prefix="wm-pg-"))
+        self.base = Path(tempfile.mkdtemp(prefix=PREFIX))
+        owner = {"pid": os.getpid(), "start": _process_start(os.getpid())}
+        partial = self.base / f"{OWNER_FILE}.partial"  # renamed whole: never read half-written
+        partial.write_text(json.dumps(owner))
+        partial.replace(self.base / OWNER_FILE)
         if self._owner is not None:
             os.chown(self.base, self._owner.pw_uid, self._owner.pw_gid)
         self.data = self.base / "data"
