@@ -93,6 +93,11 @@ class Checkpointer:
                 if self._stopping.wait(self._period):  # gather a period's commits into one
                     return
                 self._pending.clear()
+                # stop() may have set both flags between the wait above and the clear: its
+                # wake-up is gone with the clear, so look at the stop flag once more (a lost
+                # wake-up here left stop() joining a thread that waited for ever).
+                if self._stopping.is_set():
+                    return
                 self._checkpoint(conn)
         finally:
             conn.close()
