@@ -39,6 +39,8 @@ def _selected(marker: str, *paths: str) -> set[str]:
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-m", marker, *paths],
         cwd=REPO, capture_output=True, text=True, timeout=300,
+        # The listing is read line by line: a caller's PYTEST_ADDOPTS (-v) would change it.
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},
     )  # fmt: skip
     assert result.returncode in (0, 5), result.stdout + result.stderr  # 5: nothing selected
     return {line for line in result.stdout.splitlines() if "::" in line}
