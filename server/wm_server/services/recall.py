@@ -333,6 +333,13 @@ class HybridRecall:
         dense_list: list[tuple[int, float]] = []
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
+            # Counted before the vectors are read: the embedding loop only adds vectors, so
+            # FULL then means every vector read was there (counted after, on PostgreSQL's
+            # read-committed statements, a vector stored between the two reads made a FULL
+            # answer that had not searched it).
+            unembedded = await uow.vectors.unembedded_memories(
+                where.tenant, where.owner, self.model
+            )
             stored = await uow.vectors.owner_memories(where.tenant, where.owner, self.model)
             matrix = from_blobs([v for _, v in stored], query.vector.shape[0])
             floor = self._embedder.relevance_floor if self._embedder else 0.0
@@ -340,9 +347,6 @@ class HybridRecall:
             admitted = await uow.memories.among(where, [mid for mid, _ in near if mid not in rows])
             rows.update((row.mid, row) for row in admitted)
             dense_list = [(mid, c) for mid, c in near if mid in rows]
-            unembedded = await uow.vectors.unembedded_memories(
-                where.tenant, where.owner, self.model
-            )
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
         fused = fuse(
             [(row.mid, score) for row, score in lexical], dense_list, limit, min_score=min_score
