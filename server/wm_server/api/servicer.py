@@ -354,13 +354,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
             recall,
         )
-        result, wm, uncovered, budget = (
-            built.context,
-            built.working_memory,
-            built.uncovered,
-            built.budget,
-        )
-        semantic = built.recall.semantic
+        result, wm, semantic = built.context, built.working_memory, built.recall.semantic
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
             messages=self._messages_out.all(result.messages),
@@ -372,11 +366,11 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             working_memory_version=wm.version if wm else 0,
             working_memory_tokens=result.working_memory_tokens,
             trimmed_items=result.trimmed_items,
-            uncovered_archive_ids=[wire.archive_id(s) for s in uncovered],
+            uncovered_archive_ids=[wire.archive_id(s) for s in built.uncovered],
             included_message_count=result.included_source_messages,
             dropped_message_count=result.dropped_source_messages,
             cut_parts=result.cut_parts,
-            effective_token_budget=budget,
+            effective_token_budget=built.budget,
             recalled_memory_ids=built.recall.ids,
             memory_tokens=sum(p.kept_tokens for p in result.parts if p.part == RECALLED_MEMORIES),
             parts=[

@@ -362,20 +362,16 @@ class ContextService:
             terms = uow.archives.terms(needle)
             if not terms:  # only symbols or punctuation: nothing to rank, the literal answers
                 found, total = await self._matching(uow, names, seq, needle, limit)
-                whole = 1.0  # a literal hit matches all of the query, lexically
-                out = [
-                    (m, text, Fused((0, 0), whole, whole, 0.0))
-                    for m, text in found
-                    if whole >= min_score
-                ]
+                # A literal hit matches all of the query, lexically: score 1 (min_score <= 1).
+                out = [(m, text, Fused((0, 0), 1.0, 1.0, 0.0)) for m, text in found]
                 return HybridAnswer(out, total, vector.status, 0)
             hits, total, status, unembedded = await self._recall_search.archives(
                 uow, vector, list(names), terms, seq, limit, min_score
             )
             # The hits' messages, all in one statement.
-            read = await uow.messages.at([(h.sid, h.position) for h in hits if h.stored is None])
+            read = await uow.messages.at([(h.sid, h.position) for h in hits])
             for hit in hits:
-                item = hit.stored or read.get((hit.sid, hit.position))
+                item = read.get((hit.sid, hit.position))
                 if item is None:  # its session is being purged
                     continue
                 match = SearchMatch(names[hit.sid], hit.seq, item.message, hit.fused.score)

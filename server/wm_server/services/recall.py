@@ -31,7 +31,7 @@ from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, near
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
 from wm_server.search import bm25
 from wm_server.services.lexical_index import LexicalIndex, row_count
-from wm_server.storage.records import MemoryRow, StoredMessage
+from wm_server.storage.records import MemoryRow
 from wm_server.storage.repositories import MemoryFilter
 from wm_server.storage.unit_of_work import UnitOfWork
 
@@ -191,7 +191,6 @@ class ArchiveHit:
     seq: int
     position: int
     fused: Fused[tuple[int, int]]
-    stored: StoredMessage | None = None  # the message, when the search read it already
 
 
 @dataclass(frozen=True, slots=True)
