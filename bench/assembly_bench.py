@@ -9,7 +9,8 @@ summary: the common case), 20,000 tokens (the older messages are dropped, the su
 and 8,000 tokens (the summary is trimmed too: dozens of bullets).
 
 With ``--against REV`` (a git revision, e.g. ``HEAD~3``), the assembly module of that revision
-(``wm_core/_session/assembly.py``, loaded from git beside the current one, on today's wm_core)
+(``wm_core/_session/assembly.py`` and the modules it was split into, loaded from git beside the
+current ones, on today's wm_core)
 is timed too, in alternating batches on the same inputs, so that a slow spell of this shared
 machine falls on both sides: the A/B of a change to the assembly.
 """
@@ -78,25 +79,39 @@ def session(turns: int = 500) -> tuple[list[Message], dict[str, str]]:
     return messages, pointers
 
 
+# The modules the assembly was split into (issue 39); a revision that has them loads them too.
+_ASSEMBLY_MODULES = ("turns", "cutting", "prompt", "assembly")
+
+
 def _load(revision: str) -> ModuleType:
-    """The assembly module of ``revision``, loaded from git under a name of its own."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:wm_core/_session/assembly.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
-        handle.write(source)
-    name = "wm_core._session._assembly_" + revision.replace("~", "_").replace("^", "_")
-    spec = importlib.util.spec_from_file_location(name, handle.name)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    Path(handle.name).unlink()
-    return module
+    """The assembly module of ``revision``, loaded from git under a name of its own, with
+    the modules it was split into (each under a name of its own too, its imports of them
+    rewritten); the rest of wm_core is today's."""
+    prefix = "wm_core._session._at_" + revision.replace("~", "_").replace("^", "_")
+    loaded: dict[str, ModuleType] = {}
+    for stem in _ASSEMBLY_MODULES:
+        shown = subprocess.run(
+            ["git", "show", f"{revision}:wm_core/_session/{stem}.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        if shown.returncode != 0:
+            continue  # not a module of that revision
+        source = shown.stdout
+        for other in loaded:
+            source = source.replace(f"wm_core._session.{other} ", f"{prefix}_{other} ")
+        name = f"{prefix}_{stem}"
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
+            handle.write(source)
+        spec = importlib.util.spec_from_file_location(name, handle.name)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        Path(handle.name).unlink()
+        loaded[stem] = module
+    return loaded["assembly"]
 
 
 def _batch_ms(run: Callable[[], object], calls: int) -> float:

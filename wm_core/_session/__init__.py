@@ -23,7 +23,6 @@ from wm_core._session.assembly import (
     anthropic_json,
     assemble,
     cut_text,
-    is_request,
     plan_budget,
     system_prompt_addition,
     trim_working_memory,
@@ -49,6 +48,7 @@ from wm_core._session.synopsis import (
     output_ids,
     synopsis,
 )
+from wm_core._session.turns import is_request
 from wm_core._session.window import pending_delta, rebuild_rule
 
 __all__ = [

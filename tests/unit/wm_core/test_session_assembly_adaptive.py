@@ -18,9 +18,9 @@ from wm_core._session.assembly import (
     LIVE_MESSAGES,
     UNCOVERED_ARCHIVES,
     WORKING_MEMORY,
-    _units,
     assemble,
 )
+from wm_core._session.turns import tool_units
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -80,7 +80,7 @@ def _smallest_unit(history: list[Message]) -> int:
     """The largest unit that cannot be split: a message, or a tool call with its results
     (kept or dropped together), each part no longer than the cut floor can make it."""
     return max(
-        (sum(history[i].estimated_tokens + 1 for i in u) for u in _units(history)), default=0
+        (sum(history[i].estimated_tokens + 1 for i in u) for u in tool_units(history)), default=0
     )
 
 

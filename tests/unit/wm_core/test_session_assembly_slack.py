@@ -32,3 +32,48 @@ def test_a_cut_turn_takes_back_the_room_held_for_notes() -> None:
         used = sum(m.estimated_tokens for m in result.messages)
         assert used <= result.usable_tokens
         assert result.usable_tokens - used <= result.usable_tokens * 0.05, (budget, used)
+
+
+def _call(i: int, chars: int) -> list[Message]:
+    return [
+        _msg(f"a{i}", Role.ASSISTANT, TextPart("ok"), ToolUsePart(f"t{i}", "bash", "{}")),
+        _msg(f"r{i}", Role.USER, ToolResultPart(f"t{i}", "x" * chars, False)),
+    ]
+
+
+def test_the_newest_dropped_older_unit_comes_in_cut_when_whole_it_does_not_fit() -> None:
+    """Older messages dropped, nothing cut: the room for the next older unit was sized before
+    normalizing (a token a message for merging, the omitted-note), so a 2,003-token tool unit
+    stayed out with 512 of 9,877 usable tokens idle (found by a random search over sessions).
+    It comes in cut, and the context stays within its budget."""
+    counts = (11, 20, 12, 4, 28, 2, 7)
+    summary = render_document(
+        {
+            s: "\n".join(f"- {s} item {j} with words" for j in range(k))
+            for s, k in zip(SECTIONS, counts, strict=True)
+        }
+    )
+    session = [
+        *_call(0, 1600),
+        _msg("u1", Role.USER, TextPart("word " * 20)),
+        *_call(2, 1600),
+        _msg("a3", Role.ASSISTANT, TextPart("ans " * 20)),
+        _msg("u4", Role.USER, TextPart("word " * 20)),
+        *_call(5, 400),
+        _msg("a6", Role.ASSISTANT, TextPart("ans " * 5)),
+        _msg("a7", Role.ASSISTANT, TextPart("ans " * 8000)),
+        _msg("a8", Role.ASSISTANT, TextPart("ans " * 100)),
+        *_call(9, 8000),
+        *_call(10, 80),
+        _msg("a11", Role.ASSISTANT, TextPart("ans " * 8000)),
+        _msg("a12", Role.ASSISTANT, TextPart("ans " * 20)),
+        *_call(13, 20),
+        _msg("u14", Role.USER, TextPart("word " * 400)),
+        _msg("u15", Role.USER, TextPart("word " * 20)),
+    ]
+    result = assemble(12_000, "You are an agent.", summary, session)
+    used = sum(m.estimated_tokens for m in result.messages)
+    assert used <= result.usable_tokens
+    assert [c.split(" part")[0] for c in result.cut_parts] == ["message r9"]
+    assert result.dropped_source_messages == 12  # units 0-8 (a0 to a8)
+    assert result.usable_tokens - used <= result.usable_tokens * 0.05, (used, result.usable_tokens)
