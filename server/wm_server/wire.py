@@ -36,16 +36,14 @@ from wm_server.llm.port import Usage
 
 if TYPE_CHECKING:
     from wm_server.services.memories import MemoryView
+from wm_core import CommitState, SkipReason, archive_name
 from wm_server.services.validation import clamped, in_timestamp_range
 from wm_server.storage.records import (
     CommitRecord,
-    CommitState,
     SessionRecord,
-    SkipReason,
     ToolOutputRecord,
     WorkingMemoryRecord,
     WorkingMemoryView,
-    archive_name,
 )
 
 ROLE_OUT = {

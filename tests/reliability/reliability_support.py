@@ -16,12 +16,12 @@ from pathlib import Path
 import grpc
 
 from support import builders as b
+from wm_core import CommitState
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.app import Application
 from wm_server.services.sessions import SessionService
-from wm_server.storage.records import CommitState
 from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.tenancy import set_tenant
 

@@ -26,10 +26,10 @@ from reliability_support import FRESH, Stub, check_store_invariants, settle, tur
 
 from support import builders as b
 from support.server_process import ServerProcess
+from wm_core import CommitState
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
-from wm_server.storage.records import CommitState
 
 SESSIONS = [f"load-{i}" for i in range(4)]
 SECONDS = 4.0  # wall-clock bound of the run

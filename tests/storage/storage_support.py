@@ -27,17 +27,21 @@ from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
-from wm_server.storage import repositories
+from wm_server.storage import unit_of_work
 from wm_server.storage.database import Database
 from wm_server.storage.postgres import PostgresDatabase
+from wm_server.storage.repository import Repository
 from wm_server.storage.sqlite import SqliteDatabase
 
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-REPOSITORIES = [
-    cls
-    for _, cls in inspect.getmembers(repositories, inspect.isclass)
-    if issubclass(cls, repositories._Repository) and cls is not repositories._Repository
-]
+# Every repository a unit of work binds (importing unit_of_work imports each one's module),
+# but the memory lifecycle's, whose statements its own suites drive through the services
+# (tests/integration/test_memory_lifecycle.py, tests/unit/services).
+assert unit_of_work.Repositories
+REPOSITORIES = sorted(
+    (cls for cls in Repository.__subclasses__() if cls.__name__ != "LifecycleRepository"),
+    key=lambda cls: cls.__name__,
+)
 ENGINE_METHODS = ("open", "close", "unit_of_work", "reader", "scanner", "subscribe_events")
 
 

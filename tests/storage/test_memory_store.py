@@ -311,10 +311,10 @@ async def test_common_words_score_without_selecting_and_sparse_results_fall_back
 ) -> None:
     """Where the engine counts rows per word, a ranked query selects by its rarest words only
     (common ones still score); when those select fewer rows than asked, all words select."""
-    from wm_server.storage import repositories
+    from wm_server.storage import memories
 
-    monkeypatch.setattr(repositories, "CANDIDATES", 3)
-    monkeypatch.setattr(repositories, "ENOUGH", 1)
+    monkeypatch.setattr(memories, "CANDIDATES", 3)
+    monkeypatch.setattr(memories, "ENOUGH", 1)
     for n in range(6):
         await _create(services, f"common filler {n}", MemoryType.ENTITY)
     both = await _create(services, "common rare", MemoryType.ENTITY)

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator
 import pytest
 from storage_support import Services, build_services
 
-from wm_core import Message, Role, TextPart, message_tokens
+from wm_core import CommitState, Message, Role, TextPart, message_tokens
 from wm_server.services.events import Phase2Started
 from wm_server.services.jobs import LeaseLost
 from wm_server.storage.postgres import PostgresDatabase
-from wm_server.storage.records import CommitState, Phase2Completion
+from wm_server.storage.records import Phase2Completion
 from wm_server.tenancy import set_tenant
 
 pytestmark = pytest.mark.postgres

@@ -21,6 +21,7 @@ from storage_support import ENGINES, Services, build_services, make_database
 
 from wm_core import (
     AutoCommitPolicy,
+    CommitState,
     Message,
     OpKind,
     PendingItem,
@@ -45,7 +46,7 @@ from wm_server.services import paging
 from wm_server.services.events import EventLog, Phase2Started
 from wm_server.services.jobs import JobService, LeaseLost
 from wm_server.storage.database import Database
-from wm_server.storage.records import ClaimedJob, CommitState, Phase2Completion
+from wm_server.storage.records import ClaimedJob, Phase2Completion
 from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.storage.statements import Write
 from wm_server.tenancy import set_tenant

@@ -28,6 +28,7 @@ from wm_core._session.assembly import (
     trim_working_memory,
 )
 from wm_core._session.chunks import chunk_messages, cut_message
+from wm_core._session.commits import CommitState, SkipReason, archive_name
 from wm_core._session.config import (
     DEFAULT_AUTO_KEEP,
     AutoCommitPolicy,
@@ -64,16 +65,19 @@ __all__ = [
     "AssembledContext",
     "AutoCommitPolicy",
     "Budget",
+    "CommitState",
     "ExternalOutput",
     "NeedRows",
     "OutputFormat",
     "OutputKind",
     "PartUsage",
     "SessionSettings",
+    "SkipReason",
     "SplitRow",
     "Trigger",
     "abstract_of",
     "anthropic_json",
+    "archive_name",
     "assemble",
     "chunk_messages",
     "cut_message",

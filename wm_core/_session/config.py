@@ -107,6 +107,13 @@ class SessionSettings:
     provider: str | None = None
     model: str | None = None
 
+    @property
+    def initial_keep(self) -> int:
+        """The keep window a session counts pending tokens with before its first commit: the
+        one its auto-commit policy will use, so that the threshold means what that commit
+        archives (no policy: 0, every live message counts)."""
+        return self.auto_commit.keep if self.auto_commit.active else 0
+
     def to_json(self) -> str:
         """Only what is set, in a stable order: the stored form."""
         policy = {k: v for k, v in asdict(self.auto_commit).items() if v is not None}

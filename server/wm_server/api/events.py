@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from wm_core import CommitState, SkipReason, archive_name
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.llm.chain import LlmCallFinished, LlmCallStarted, OpsParsed
 from wm_server.services.events import (
@@ -25,7 +26,7 @@ from wm_server.services.events import (
     WorkingMemoryStored,
     is_terminal,
 )
-from wm_server.storage.records import CommitRecord, CommitState, SkipReason, archive_name
+from wm_server.storage.records import CommitRecord
 from wm_server.wire import (
     commit_out,
     commit_summary_out,

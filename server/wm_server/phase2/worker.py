@@ -51,6 +51,7 @@ from wm_core import (
     PendingItem,
     WmLimits,
     abstract_of,
+    archive_name,
     estimate_tokens,
     refused_items,
     settle_pending,
@@ -74,7 +75,7 @@ from wm_server.services.events import GuardDecided
 from wm_server.services.extraction import MemoryState, extract
 from wm_server.services.jobs import JobService, LeaseLost
 from wm_server.storage import codec
-from wm_server.storage.records import ClaimedJob, Phase2Completion, archive_name
+from wm_server.storage.records import ClaimedJob, Phase2Completion
 from wm_server.tracing import NO_TRACING, ModelCall, Tracing
 
 log = structlog.get_logger("wm_server.phase2")

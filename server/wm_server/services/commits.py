@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from wm_core import Trigger, idle_due
+from wm_core import CommitState, Trigger, archive_name, idle_due
 from wm_server.cancellation import wait_set
 from wm_server.errors import FailedPrecondition, OutOfRange, Unavailable, invalid
 from wm_server.services import idempotency, paging, validation
@@ -28,12 +28,7 @@ from wm_server.services.phase1 import MAX_KEEP_TURNS, archive, session_commit
 from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
-from wm_server.storage.records import (
-    CommitRecord,
-    CommitState,
-    StoredEvent,
-    archive_name,
-)
+from wm_server.storage.records import CommitRecord, StoredEvent
 
 # A stream yields stored event bytes, or a heartbeat it encodes itself.
 EventStream = AsyncIterator[bytes]

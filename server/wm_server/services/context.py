@@ -17,6 +17,7 @@ from wm_core import (
     PartUsage,
     Role,
     TextPart,
+    archive_name,
     assemble,
     estimate_tokens,
     fold_text,
@@ -32,13 +33,7 @@ from wm_server.services.recall import HybridRecall, Semantic
 from wm_server.services.sessions import find_session
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database
-from wm_server.storage.records import (
-    MemoryRow,
-    SearchMatch,
-    StoredMessage,
-    WorkingMemoryRecord,
-    archive_name,
-)
+from wm_server.storage.records import MemoryRow, SearchMatch, StoredMessage, WorkingMemoryRecord
 from wm_server.storage.text_index import query_words
 from wm_server.storage.unit_of_work import UnitOfWork
 from wm_server.tenancy import current_tenant

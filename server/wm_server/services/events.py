@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wm_core import Decision
+from wm_core import CommitState, Decision
 from wm_server.errors import StorageConflict
 from wm_server.llm.chain import LlmCallFinished, LlmCallStarted, OpsParsed
-from wm_server.storage.records import CommitRecord, CommitState
+from wm_server.storage.records import CommitRecord
 from wm_server.storage.unit_of_work import UnitOfWork
 
 

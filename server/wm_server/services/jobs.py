@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import replace
 
-from wm_core import Message
+from wm_core import CommitState, Message
 from wm_server.services.events import (
     CommitEvent,
     Completed,
@@ -37,7 +37,6 @@ from wm_server.storage.database import Database
 from wm_server.storage.records import (
     ClaimedJob,
     CommitRecord,
-    CommitState,
     Phase2Completion,
     Phase2Input,
     WorkingMemoryRecord,

@@ -18,7 +18,7 @@ from wm_server.services.background import BackgroundLoop
 from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
-from wm_server.storage.repositories import PURGE_ORDER
+from wm_server.storage.sessions import PURGE_ORDER
 
 CHUNK = 2000
 

@@ -51,10 +51,11 @@ from wm_server.services.recall import HybridRecall, QueryVector, Semantic, no_ve
 from wm_server.services.sessions import find_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
+from wm_server.storage.memories import MemoryFilter
 from wm_server.storage.memory_expiry import Retention
 from wm_server.storage.memory_lifecycle import NO_LIFECYCLE, Lifecycle
 from wm_server.storage.records import MemoryRow, MemorySourceRow, MemoryVersionRow
-from wm_server.storage.repositories import MemoryFilter, SessionRow
+from wm_server.storage.sessions import SessionRow
 from wm_server.storage.text_index import query_words
 from wm_server.storage.unit_of_work import UnitOfWork
 from wm_server.tenancy import current_tenant

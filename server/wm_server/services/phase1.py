@@ -11,7 +11,9 @@ import time
 from dataclasses import replace
 
 from wm_core import (
+    CommitState,
     NeedRows,
+    SkipReason,
     SplitRow,
     Trigger,
     is_request,
@@ -23,8 +25,8 @@ from wm_core import (
 from wm_server.errors import NotFound
 from wm_server.services import validation
 from wm_server.services.events import EventLog, Phase1Finished
-from wm_server.storage.records import CommitRecord, CommitState, SkipReason
-from wm_server.storage.repositories import SessionRow
+from wm_server.storage.records import CommitRecord
+from wm_server.storage.sessions import SessionRow
 from wm_server.storage.unit_of_work import UnitOfWork
 
 

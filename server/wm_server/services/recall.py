@@ -31,8 +31,8 @@ from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, near
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
 from wm_server.search import bm25
 from wm_server.services.lexical_index import LexicalIndex, row_count
+from wm_server.storage.memories import MemoryFilter
 from wm_server.storage.records import MemoryRow
-from wm_server.storage.repositories import MemoryFilter
 from wm_server.storage.unit_of_work import UnitOfWork
 
 log = structlog.get_logger("wm_server.recall")

@@ -26,7 +26,7 @@ from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.codec import message_from_row, parts_to_json
 from wm_server.storage.database import Database
 from wm_server.storage.records import UNCONFIGURED, AddResult, SessionRecord, StoredMessage
-from wm_server.storage.repositories import SessionRow, remembered_keep
+from wm_server.storage.sessions import SessionRow
 from wm_server.storage.unit_of_work import UnitOfWork
 from wm_server.tenancy import current_tenant
 
@@ -179,7 +179,7 @@ class SessionService:
             row = await locked_session(uow, sid)
             config = change(row.record.config)
             await uow.sessions.set_config(row.sid, config, time.time())
-            keep = remembered_keep(config)
+            keep = config.initial_keep
             if row.record.keep_recent_count != keep and config.auto_commit.active:
                 # Pending tokens now count outside the window the policy's commits keep.
                 tokens = await uow.messages.tokens_from(row.sid, row.first_live)

@@ -15,13 +15,10 @@ import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from wm_server.errors import ServiceError
-from wm_server.storage.statements import Params, Row, Write
-from wm_server.storage.text_index import TextIndex
+from wm_server.storage.connection import Connection, Dialect
 from wm_server.storage.unit_of_work import Repositories, UnitOfWork
 
 # A ``:name`` parameter (not a ``::type`` cast).
@@ -41,72 +38,10 @@ def positional(sql: str, mark: str) -> str:
     return NAMED.sub(mark, sql.replace("%", "%%") if mark == "%s" else sql)
 
 
-class Connection(ABC):
-    """One engine connection, as the repositories see it."""
-
-    repositories: Repositories | None = None
-
-    @abstractmethod
-    async def one(self, sql: str, params: Params) -> Row | None: ...
-
-    @abstractmethod
-    async def all(self, sql: str, params: Params) -> list[Row]: ...
-
-    @abstractmethod
-    async def run(self, sql: str, params: Params) -> int:
-        """Execute; return the number of rows changed."""
-
-    @abstractmethod
-    async def many(self, sql: str, rows: Sequence[Row]) -> None:
-        """Execute once per row; each row holds the values of the names in order."""
-
-    async def chain(self, writes: Sequence[Write], last: Write) -> Row | None:
-        """Run ``writes``, then ``last``; return ``last``'s first row.
-
-        None of them may read what another one of them writes: an engine is free to send
-        them all as one statement, over one snapshot (PostgreSQL does, which saves a round
-        trip and a statement's client work per write on the ingest path).
-        """
-        for write in writes:
-            if write.rows is not None:
-                await self.many(write.sql, write.rows)
-            else:
-                await self.run(write.sql, write.params or {})
-        return await self.one(last.sql, last.params or {})
-
-
 class Kind(Enum):
     WRITE = "write"
     READ = "read"
     SCAN = "scan"
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """The statement fragments that differ between the engines (and nothing else)."""
-
-    name: str
-    lock_row: str  # suffix of a SELECT that serializes writers of one session
-    lock_job: str  # suffix of a SELECT that holds the job row ``j`` until commit
-    skip_locked: str  # suffix of the job claim
-    now: str  # the database clock, epoch seconds: leases compare against one clock
-    commit_order: str  # a stable tie-break for commits created in the same instant
-    # Membership in a list of values: (the "IN …" fragment, its parameters), for a name.
-    in_list: Callable[[str, Sequence[Any]], tuple[str, dict[str, Any]]]
-    contains: str  # "<column> contains the lowercase literal", with {column} and {param}
-    non_ascii: str  # "<column> has a character beyond ASCII", with {column}
-    lock_key: str | None  # a transaction lock on a string key
-    # Each statement is a round trip to a server (fold reads into writes, writes together),
-    # rather than a call into an embedded library (where RETURNING costs more than a read).
-    round_trips: bool
-    # The full-text index (FTS5 or tsvector) and the searchable text of a message row's
-    # parts (with {column}), for ranked search over memories and archived messages.
-    text_index: TextIndex
-    message_text: str
-    # How many archived messages a commit's Phase 1 puts into the full-text index itself (the
-    # rest wait for Phase 2): FTS5 indexes a message in ~10 µs, PostgreSQL's to_tsvector and
-    # GIN in ~70 µs, and Phase 1 at 5,000 archived messages is to stay within 30 ms.
-    indexed_at_commit: int
 
 
 class Database(ABC):
@@ -166,9 +101,10 @@ class Database(ABC):
         return _Unit(self, Kind.SCAN)
 
     def _repositories(self, conn: Connection) -> Repositories:
-        if conn.repositories is None:
-            conn.repositories = Repositories(conn, self.dialect)
-        return conn.repositories
+        bound = conn.repositories
+        if not isinstance(bound, Repositories):
+            bound = conn.repositories = Repositories(conn, self.dialect)
+        return bound
 
     def _translate(self, error: Exception) -> Exception:
         if isinstance(error, ServiceError):

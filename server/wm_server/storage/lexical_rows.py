@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wm_server.search.bm25 import Row
 
 if TYPE_CHECKING:
-    from wm_server.storage.database import Connection, Dialect
+    from wm_server.storage.connection import Connection, Dialect
 
 # (archives, newest, sum of their versions) of a session: changes when any archive does.
 State = tuple[int, int, int]

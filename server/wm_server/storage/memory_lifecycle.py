@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wm_server.storage.memory_expiry import Retention, alive, expiry
-from wm_server.storage.repositories import _Repository
+from wm_server.storage.repository import Repository
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class Candidate:
     create_time: float
 
 
-class LifecycleRepository(_Repository):
+class LifecycleRepository(Repository):
     async def of(self, mids: Sequence[int]) -> dict[int, Lifecycle]:
         if not mids:
             return {}

@@ -41,15 +41,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from wm_server.cancellation import cancel_and_wait
 from wm_server.errors import ServiceError, StorageConflict, StorageFull, StorageUnavailable
-from wm_server.storage.database import (
-    NAMED,
-    Connection,
-    Database,
-    Dialect,
-    Kind,
-    positional,
-    pyformat,
-)
+from wm_server.storage.connection import Connection, Dialect
+from wm_server.storage.database import NAMED, Database, Kind, positional, pyformat
 from wm_server.storage.schema_postgres import MESSAGE_TEXT, MIGRATIONS
 from wm_server.storage.statements import Params, Row, Write
 from wm_server.storage.text_index import TsvectorIndex

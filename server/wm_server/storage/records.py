@@ -4,33 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from wm_core import Message, PendingItem, SessionSettings, Trigger
+from wm_core import (
+    CommitState,
+    Message,
+    PendingItem,
+    SessionSettings,
+    SkipReason,
+    Trigger,
+    archive_name,
+)
 
 # A session that never set anything (what records built without a config carry).
 UNCONFIGURED = SessionSettings()
-
-
-class CommitState(StrEnum):
-    """Lifecycle of a commit (mirrors wm.v1.CommitState)."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (CommitState.COMPLETED, CommitState.FAILED, CommitState.SKIPPED)
-
-
-class SkipReason(StrEnum):
-    """Why a commit archived nothing."""
-
-    NO_MESSAGES = "no_messages"
-    WITHIN_KEEP_WINDOW = "within_keep_window"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +90,6 @@ class CommitRecord:
     @property
     def archive_id(self) -> str:
         return archive_name(self.archive_seq) if self.archive_seq is not None else ""
-
-
-def archive_name(seq: int) -> str:
-    """archive_001 … archive_999, archive_1000 …: zero-padded to three digits, growing."""
-    return f"archive_{seq:03d}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,8 @@ from typing import Any, TypeVar
 import structlog
 
 from wm_server.errors import ServiceError, StorageFull, StorageUnavailable
-from wm_server.storage.database import Connection, Database, Dialect, Kind, positional
+from wm_server.storage.connection import Connection, Dialect
+from wm_server.storage.database import Database, Kind, positional
 from wm_server.storage.schema_sqlite import MESSAGE_TEXT, MIGRATIONS
 from wm_server.storage.sqlite_checkpoint import Checkpointer
 from wm_server.storage.statements import Params, Row

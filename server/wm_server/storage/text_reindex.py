@@ -15,7 +15,7 @@ import structlog
 
 from wm_server.search.analyzer import analyzer_id
 from wm_server.storage.codec import message_body
-from wm_server.storage.database import Connection
+from wm_server.storage.connection import Connection
 from wm_server.storage.text_index import TextIndex, term_count
 
 log = structlog.get_logger(__name__)

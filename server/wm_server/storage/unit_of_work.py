@@ -10,27 +10,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from wm_server.storage.archives import ArchiveRepository
+from wm_server.storage.commits import CommitRepository, EventRepository
+from wm_server.storage.jobs import JobRepository
 from wm_server.storage.lexical_rows import LexicalRowRepository
+from wm_server.storage.memories import MemoryRepository
 from wm_server.storage.memory_lifecycle import LifecycleRepository
-from wm_server.storage.repositories import (
-    ArchiveRepository,
-    CommitRepository,
-    EventRepository,
-    JobRepository,
-    MemoryRepository,
-    MessageRepository,
-    PendingItemRepository,
-    RequestRepository,
-    SecretRepository,
-    SessionRepository,
-    ToolCallRepository,
-    ToolOutputRepository,
-    WorkingMemoryRepository,
-)
+from wm_server.storage.messages import MessageRepository, ToolCallRepository
+from wm_server.storage.requests import RequestRepository, SecretRepository
+from wm_server.storage.sessions import SessionRepository
+from wm_server.storage.tool_outputs import ToolOutputRepository
 from wm_server.storage.vectors import VectorRepository
+from wm_server.storage.working_memories import PendingItemRepository, WorkingMemoryRepository
 
 if TYPE_CHECKING:
-    from wm_server.storage.database import Connection, Dialect
+    from wm_server.storage.connection import Connection, Dialect
     from wm_server.storage.statements import Write
 
 

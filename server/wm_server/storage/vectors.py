@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wm_server.storage.database import Connection, Dialect
+    from wm_server.storage.connection import Connection, Dialect
 
 _UPSERT_MESSAGE = (
     "INSERT INTO message_vectors (sid, position, seq, model, dims, vector)"

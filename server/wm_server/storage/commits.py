@@ -1,0 +1,233 @@
+"""Commits and the events each one streams."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from wm_core import (
+    CommitState,
+    SkipReason,
+    Trigger,
+)
+from wm_server.storage.records import (
+    CommitRecord,
+    StoredEvent,
+)
+from wm_server.storage.repository import Repository
+from wm_server.storage.statements import Row, Write
+
+if TYPE_CHECKING:
+    pass
+
+
+_COMMIT = (
+    "c.commit_id, s.tenant, s.session_id, c.state, c.keep_recent_count, c.archive_seq,"
+    " c.archived_message_count, c.kept_message_count, c.archived_tokens, c.skip_reason,"
+    " c.request_id, c.attempt_count, c.error_reason, c.error_message, c.covered_by_seq,"
+    " (SELECT x.commit_id FROM commits x WHERE x.sid = c.sid AND x.archive_seq = c.covered_by_seq),"
+    " COALESCE(a.abstract, ''), c.wm_version, c.usage_json, c.decisions_json, c.last_sequence,"
+    " c.create_time, c.complete_time, c.commit_trigger, c.memory_diff_json, c.memory_state"
+    " FROM commits c JOIN sessions s ON s.sid = c.sid"
+    " LEFT JOIN archives a ON a.sid = c.sid AND a.seq = c.archive_seq"
+)
+
+
+def _commit(row: Row) -> CommitRecord:
+    values = list(row)
+    values[3] = CommitState(values[3])
+    values[9] = SkipReason(values[9]) if values[9] else None
+    values[23] = Trigger(values[23]) if values[23] else None
+    return CommitRecord(*values)
+
+
+class CommitRepository(Repository):
+    async def insert(
+        self,
+        commit_id: str,
+        sid: int,
+        *,
+        state: CommitState,
+        keep: int,
+        archive_seq: int | None,
+        archived: int,
+        kept: int,
+        archived_tokens: int,
+        skip_reason: SkipReason | None,
+        request_id: str | None,
+        trigger: Trigger,
+        now: float,
+    ) -> None:
+        await self._conn.run(
+            "INSERT INTO commits (commit_id, sid, state, keep_recent_count, archive_seq,"
+            " archived_message_count, kept_message_count, archived_tokens, skip_reason,"
+            " request_id, commit_trigger, create_time, complete_time) VALUES (:id, :sid,"
+            " :state, :keep, :seq, :archived, :kept, :tokens, :skip, :request_id, :trigger,"
+            " :now, :done)",
+            {
+                "id": commit_id,
+                "sid": sid,
+                "state": state.value,
+                "keep": keep,
+                "seq": archive_seq,
+                "archived": archived,
+                "kept": kept,
+                "tokens": archived_tokens,
+                "skip": skip_reason.value if skip_reason else None,
+                "request_id": request_id,
+                "trigger": trigger.value,
+                "now": now,
+                "done": now if state.terminal else None,
+            },
+        )
+
+    async def get(self, commit_id: str, sid: int | None = None) -> CommitRecord | None:
+        """The commit; with ``sid``, only when it belongs to that session."""
+        row = await self._conn.one(
+            f"SELECT {_COMMIT} WHERE c.commit_id = :id AND (CAST(:sid AS BIGINT) IS NULL OR c.sid = :sid)",
+            {"id": commit_id, "sid": sid},
+        )
+        return _commit(row) if row else None
+
+    async def page(self, sid: int, limit: int, offset: int) -> list[CommitRecord]:
+        rows = await self._conn.all(
+            f"SELECT {_COMMIT} WHERE c.sid = :sid"
+            f" ORDER BY c.create_time DESC, {self._dialect.commit_order} DESC"
+            " LIMIT :limit OFFSET :offset",
+            {"sid": sid, "limit": limit, "offset": offset},
+        )
+        return [_commit(r) for r in rows]
+
+    async def archived_after(self, sid: int, after_seq: int, limit: int) -> list[CommitRecord]:
+        rows = await self._conn.all(
+            f"SELECT {_COMMIT} WHERE c.sid = :sid AND c.archive_seq > :after"
+            " ORDER BY c.archive_seq LIMIT :limit",
+            {"sid": sid, "after": after_seq, "limit": limit},
+        )
+        return [_commit(r) for r in rows]
+
+    async def failed_uncovered_before(self, sid: int, seq: int) -> list[int]:
+        rows = await self._conn.all(
+            "SELECT archive_seq FROM commits WHERE sid = :sid AND state = :failed"
+            " AND covered_by_seq IS NULL AND archive_seq < :seq ORDER BY archive_seq",
+            {"sid": sid, "failed": CommitState.FAILED.value, "seq": seq},
+        )
+        return [int(s) for (s,) in rows]
+
+    async def set_state(
+        self,
+        commit_id: str,
+        state: CommitState,
+        attempts: int,
+        *,
+        error: tuple[str, str] | None = None,
+        now: float | None = None,
+    ) -> None:
+        """Move to ``state``; ``error`` (reason, message) is kept, else cleared; ``now`` is
+        the completion time of a terminal state."""
+        await self._conn.run(
+            "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = :reason,"
+            " error_message = :message, complete_time = :now WHERE commit_id = :id",
+            {
+                "state": state.value,
+                "attempts": attempts,
+                "reason": error[0] if error else None,
+                "message": error[1][:2000] if error else None,
+                "now": now,
+                "id": commit_id,
+            },
+        )
+
+    def completing(
+        self,
+        commit_id: str,
+        attempts: int,
+        *,
+        version: int,
+        usage_json: str,
+        decisions_json: str,
+        now: float,
+        memory_diff_json: str = "",
+        memory_state: str = "",
+    ) -> Write:
+        """COMPLETED with what Phase 2 produced (the error of an earlier attempt cleared),
+        and what its memory extraction did (``memory_state`` "failed" offers the archive to
+        the next commit's extraction, see ``memory_failed_before``)."""
+        return Write(
+            "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = NULL,"
+            " error_message = NULL, complete_time = :now, wm_version = :version,"
+            " usage_json = :usage, decisions_json = :decisions, memory_diff_json = :diff,"
+            " memory_state = :memory WHERE commit_id = :id",
+            {
+                "state": CommitState.COMPLETED.value,
+                "attempts": attempts,
+                "now": now,
+                "version": version,
+                "usage": usage_json,
+                "decisions": decisions_json,
+                "diff": memory_diff_json,
+                "memory": memory_state,
+                "id": commit_id,
+            },
+        )
+
+    async def memory_failed_before(self, sid: int, seq: int, limit: int) -> list[int]:
+        """The newest ``limit`` archives before ``seq`` whose memory extraction failed and
+        that no later extraction has covered, oldest first."""
+        rows = await self._conn.all(
+            "SELECT archive_seq FROM commits WHERE sid = :sid AND memory_state = 'failed'"
+            " AND archive_seq < :seq ORDER BY archive_seq DESC LIMIT :limit",
+            {"sid": sid, "seq": seq, "limit": limit},
+        )
+        return sorted(int(s) for (s,) in rows)
+
+    def memory_recovering(self, sid: int, seqs: Sequence[int]) -> Write:
+        """The archives ``seqs`` had their memories extracted by a later commit (whose diff
+        names them); their own diff keeps why their extraction failed."""
+        members, values = self._dialect.in_list("seqs", seqs)
+        return Write(
+            "UPDATE commits SET memory_state = 'recovered' WHERE sid = :sid"
+            f" AND memory_state = 'failed' AND archive_seq {members}",
+            {"sid": sid, **values},
+        )
+
+    def covering(self, sid: int, seqs: Sequence[int], by_seq: int) -> Write:
+        members, values = self._dialect.in_list("seqs", seqs)
+        return Write(
+            f"UPDATE commits SET covered_by_seq = :by WHERE sid = :sid AND archive_seq {members}",
+            {"by": by_seq, "sid": sid, **values},
+        )
+
+    async def extend_events(
+        self, commit_id: str, after: int, last: int, *, storing: Sequence[Write]
+    ) -> bool:
+        """Move the commit's last event number from ``after`` to ``last`` with ``storing``,
+        the writes that store those events; False (and nothing to commit) when it was not
+        ``after`` any more."""
+        row = await self._conn.chain(
+            storing,
+            Write(
+                "UPDATE commits SET last_sequence = :last WHERE commit_id = :id"
+                " AND last_sequence = :after RETURNING last_sequence",
+                {"last": last, "id": commit_id, "after": after},
+            ),
+        )
+        return row is not None
+
+
+class EventRepository(Repository):
+    def inserting(self, commit_id: str, events: Sequence[tuple[int, bytes, bool]]) -> Write:
+        """The write that stores events (for ``CommitRepository.extend_events``)."""
+        return Write(
+            "INSERT INTO commit_events (commit_id, sequence, terminal, payload)"
+            " VALUES (:id, :sequence, :terminal, :payload)",
+            rows=[(commit_id, s, t, p) for s, p, t in events],
+        )
+
+    async def after(self, commit_id: str, after_sequence: int) -> list[StoredEvent]:
+        rows = await self._conn.all(
+            "SELECT sequence, payload, terminal FROM commit_events WHERE commit_id = :id"
+            " AND sequence > :after ORDER BY sequence",
+            {"id": commit_id, "after": after_sequence},
+        )
+        return [StoredEvent(commit_id, int(s), bytes(p), bool(t)) for s, p, t in rows]

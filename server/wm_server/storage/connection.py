@@ -1,0 +1,82 @@
+"""What a repository talks to: a connection that runs named-parameter SQL, and the few
+statement fragments that differ between SQLite and PostgreSQL (``Dialect``).
+
+Its own module, imported by every repository and by the engines, so that the repositories
+do not import the ``Database`` that builds them (``database`` → ``unit_of_work`` →
+the repositories → ``database`` was a cycle).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wm_server.storage.statements import Params, Row, Write
+from wm_server.storage.text_index import TextIndex
+
+
+class Connection(ABC):
+    """One engine connection, as the repositories see it."""
+
+    # The repositories bound to this connection (``storage.unit_of_work.Repositories``), built
+    # once by the ``Database`` that hands it out; typed loosely so that this module, which
+    # every repository imports, imports none of them.
+    repositories: object | None = None
+
+    @abstractmethod
+    async def one(self, sql: str, params: Params) -> Row | None: ...
+
+    @abstractmethod
+    async def all(self, sql: str, params: Params) -> list[Row]: ...
+
+    @abstractmethod
+    async def run(self, sql: str, params: Params) -> int:
+        """Execute; return the number of rows changed."""
+
+    @abstractmethod
+    async def many(self, sql: str, rows: Sequence[Row]) -> None:
+        """Execute once per row; each row holds the values of the names in order."""
+
+    async def chain(self, writes: Sequence[Write], last: Write) -> Row | None:
+        """Run ``writes``, then ``last``; return ``last``'s first row.
+
+        None of them may read what another one of them writes: an engine is free to send
+        them all as one statement, over one snapshot (PostgreSQL does, which saves a round
+        trip and a statement's client work per write on the ingest path).
+        """
+        for write in writes:
+            if write.rows is not None:
+                await self.many(write.sql, write.rows)
+            else:
+                await self.run(write.sql, write.params or {})
+        return await self.one(last.sql, last.params or {})
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The statement fragments that differ between the engines (and nothing else)."""
+
+    name: str
+    lock_row: str  # suffix of a SELECT that serializes writers of one session
+    lock_job: str  # suffix of a SELECT that holds the job row ``j`` until commit
+    skip_locked: str  # suffix of the job claim
+    now: str  # the database clock, epoch seconds: leases compare against one clock
+    commit_order: str  # a stable tie-break for commits created in the same instant
+    # Membership in a list of values: (the "IN …" fragment, its parameters), for a name.
+    in_list: Callable[[str, Sequence[Any]], tuple[str, dict[str, Any]]]
+    contains: str  # "<column> contains the lowercase literal", with {column} and {param}
+    non_ascii: str  # "<column> has a character beyond ASCII", with {column}
+    lock_key: str | None  # a transaction lock on a string key
+    # Each statement is a round trip to a server (fold reads into writes, writes together),
+    # rather than a call into an embedded library (where RETURNING costs more than a read).
+    round_trips: bool
+    # The full-text index (FTS5 or tsvector) and the searchable text of a message row's
+    # parts (with {column}), for ranked search over memories and archived messages.
+    text_index: TextIndex
+    message_text: str
+    # How many archived messages a commit's Phase 1 puts into the full-text index itself (the
+    # rest wait for Phase 2): FTS5 indexes a message in ~10 µs, PostgreSQL's to_tsvector and
+    # GIN in ~70 µs, and Phase 1 at 5,000 archived messages is to stay within 30 ms.
+    indexed_at_commit: int
