@@ -3,7 +3,10 @@
 PostgreSQL may pick a transaction as a deadlock victim (two writers locking the same rows in
 different orders: a session delete against a finishing Phase 2 job). Its unit of work left
 nothing behind, so the whole use case runs again, a few times, before the caller sees
-UNAVAILABLE. A use case may only publish or wake anything after its unit of work committed.
+ABORTED with RetryInfo (``errors.StorageConflict``): re-sending that request is safe. The
+clients' service config retries UNAVAILABLE only, since ABORTED also answers a working-memory
+VERSION_MISMATCH, which a re-sent request would meet again (it needs a fresh read first).
+A use case may only publish or wake anything after its unit of work committed.
 """
 
 from __future__ import annotations
