@@ -88,7 +88,7 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, S
         WM_SCRIPTED_RESPONSES=str(script),
         WM_API_KEYS=f"acme:{KEY}",
         WM_INSPECTOR_ADDRESS=f"127.0.0.1:{port}",
-    ).start(timeout=60)
+    ).start()
     try:
         for n in (1, 2):
             _wm(server.address, "add", "ins", "-", stdin=_pair(n))

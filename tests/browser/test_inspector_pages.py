@@ -96,7 +96,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
         WM_INSPECTOR_ADDRESS=f"127.0.0.1:{port}",
         WM_MEMORY_EXTRACTION="false",
         WM_DEFAULT_SESSION_CONFIG=json.dumps({"toolOutputInlineChars": 5000}),
-    ).start(timeout=60)
+    ).start()
     try:
         with grpc.insecure_channel(server.address) as channel:
             stub = rpc.WorkingMemoryServiceStub(channel)

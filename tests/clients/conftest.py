@@ -52,7 +52,7 @@ async def client(app: Application) -> AsyncIterator[WmClient]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One offline-provider server for a whole test module."""
-    process = ServerProcess(tmp_path_factory.mktemp("server")).start(timeout=60)
+    process = ServerProcess(tmp_path_factory.mktemp("server")).start()
     yield process
     process.terminate()
 

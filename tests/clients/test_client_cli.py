@@ -123,7 +123,7 @@ def test_commit_follow_shows_guard_decisions_and_a_failure_exits_5(tmp_path: Pat
         },
         {"error": {"message": "model refused the request", "retryable": False}},
     ]
-    server = scripted_server(tmp_path, answers).start(timeout=60)
+    server = scripted_server(tmp_path, answers).start()
     try:
         run = lambda *a, stdin=None: run_wm(server.address, *a, stdin=stdin)  # noqa: E731
         assert run("add", "g", "-", stdin=TWO_MESSAGES).returncode == 0
@@ -165,7 +165,7 @@ def test_commit_views_report_cache_reads_and_writes(tmp_path: Path) -> None:
     answers: list[dict[str, object]] = [
         {"tool_input": creation_input(session_title="Fix the CLI"), "usage": usage}
     ]
-    server = scripted_server(tmp_path, answers).start(timeout=60)
+    server = scripted_server(tmp_path, answers).start()
     try:
         run = lambda *a, stdin=None: run_wm(server.address, *a, stdin=stdin)  # noqa: E731
         assert run("add", "c", "-", stdin=TWO_MESSAGES).returncode == 0
@@ -364,7 +364,7 @@ def test_help(wm: Run, args: tuple[str, ...]) -> None:
 
 def test_api_keys_are_sent_and_a_refusal_is_exit_6(tmp_path: Path) -> None:
     key = "k-" + "7" * 40
-    server = ServerProcess(tmp_path, WM_API_KEYS=f"acme:{key}").start(timeout=60)
+    server = ServerProcess(tmp_path, WM_API_KEYS=f"acme:{key}").start()
     try:
         refused = run_wm(server.address, "sessions", "list")
         assert refused.returncode == 6 and "not authenticated" in refused.stderr

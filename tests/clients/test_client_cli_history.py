@@ -75,7 +75,7 @@ def test_history_of_a_session_commits_decisions_diff_failure_and_retry(tmp_path:
         {"error": {"message": "model refused the request", "retryable": False}},
         _keep_all_but(**{"Open Issues": {"op": "UPDATE", "content": "- retry worked"}}),
     ]
-    server = scripted_server(tmp_path, answers).start(timeout=60)
+    server = scripted_server(tmp_path, answers).start()
     try:
 
         def run(*a: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
@@ -314,7 +314,7 @@ def test_client_applied_ops_keep_their_guard_decisions_like_a_commit(tmp_path: P
     answers: list[dict[str, object]] = [
         {"tool_input": creation_input(session_title="Fix the CLI", files_context=FILES)}
     ]
-    server = scripted_server(tmp_path, answers).start(timeout=60)
+    server = scripted_server(tmp_path, answers).start()
     try:
         assert run_wm(server.address, "add", "c", "-", stdin=_pair(1)).returncode == 0
         assert run_wm(server.address, "commit", "c", "--keep", "0", "--follow").returncode == 0

@@ -33,7 +33,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     port = free_port()
     server = ServerProcess(
         tmp_path_factory.mktemp("audit"), WM_INSPECTOR_ADDRESS=f"127.0.0.1:{port}"
-    ).start(timeout=60)
+    ).start()
     try:
         demo = run_wm(server.address, "demo", "--session", "d")
         assert demo.returncode == 0, demo.stdout + demo.stderr

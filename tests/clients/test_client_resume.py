@@ -35,7 +35,7 @@ def _server(data_dir: Path) -> ServerProcess:
 
 @pytest.mark.parametrize("stop", ["kill", "terminate"])
 async def test_stream_resumes_after_a_restart_mid_phase2(tmp_path: Path, stop: str) -> None:
-    server = _server(tmp_path).start(timeout=60)
+    server = _server(tmp_path).start()
     try:
         async with WmClient(server.address) as client:
             await client.add_messages(

@@ -28,7 +28,7 @@ def test_connect_timeout_waits_for_a_server_still_starting(tmp_path: Path) -> No
     try:
         time.sleep(2.0)  # every attempt so far was refused
         assert waiting.poll() is None, waiting.communicate()[1].decode()
-        server = ServerProcess(tmp_path, port=port).start(timeout=60)
+        server = ServerProcess(tmp_path, port=port).start()
         try:
             out, err = waiting.communicate(timeout=60)
             assert waiting.returncode == 0, err.decode()

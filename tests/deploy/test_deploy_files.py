@@ -134,7 +134,7 @@ def _probe(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_probe_says_serving_for_a_real_server_and_fails_without_one(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path).start(timeout=60) as server:
+    with ServerProcess(tmp_path).start() as server:
         overall = _probe("--address", server.address)
         assert overall.returncode == 0, overall.stderr
         assert overall.stdout.strip() == f"{server.address} (overall): SERVING"

@@ -50,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         tmp_path_factory.mktemp("docs"),
         WM_HTTP_ADDRESS=f"127.0.0.1:{http}",
         WM_INSPECTOR_ADDRESS=f"127.0.0.1:{inspector}",
-    ).start(timeout=60)
+    ).start()
     process.http_port, process.inspector_port = http, inspector  # type: ignore[attr-defined]
     yield process
     process.terminate()

@@ -69,7 +69,7 @@ def test_the_client_tests_build_first(tmp_path: Path) -> None:
 def test_the_example_starts_with_the_documented_command(tmp_path: Path) -> None:
     npm = _npm()
     root = _fresh_checkout(tmp_path / "checkout")
-    server = ServerProcess(tmp_path / "server").start(timeout=60)
+    server = ServerProcess(tmp_path / "server").start()
     try:
         with FakeAnthropic() as fake:
             fake.set_default(text_only("Nothing to change: the tests pass."))

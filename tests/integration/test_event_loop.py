@@ -43,7 +43,7 @@ async def _exercise(address: str) -> None:
 @pytest.mark.parametrize(("setting", "expected"), [("", "uvloop"), ("asyncio", "asyncio")])
 def test_the_server_runs_on_the_chosen_loop(tmp_path: Path, setting: str, expected: str) -> None:
     env = {"WM_EVENT_LOOP": setting} if setting else {}
-    server = ServerProcess(tmp_path, **env).start(timeout=60)
+    server = ServerProcess(tmp_path, **env).start()
     try:
         asyncio.run(_exercise(server.address))
     finally:

@@ -35,7 +35,7 @@ def test_deleted_memories_and_sessions_are_erased_from_the_files(tmp_path: Path)
     memory_marker = f"zq{secrets.token_hex(8)}memory"
     session_marker = f"zq{secrets.token_hex(8)}session"
     kept_marker = f"zq{secrets.token_hex(8)}kept"
-    server = ServerProcess(tmp_path).start(timeout=60)
+    server = ServerProcess(tmp_path).start()
     try:
         with grpc.insecure_channel(server.address) as channel:
             stub = service_grpc.WorkingMemoryServiceStub(channel)
@@ -99,7 +99,7 @@ def test_a_purged_user_is_erased_from_the_files(tmp_path: Path) -> None:
     memory_marker = f"zq{secrets.token_hex(8)}usermemory"
     session_marker = f"zq{secrets.token_hex(8)}usersession"
     kept_marker = f"zq{secrets.token_hex(8)}otheruser"
-    server = ServerProcess(tmp_path).start(timeout=60)
+    server = ServerProcess(tmp_path).start()
     try:
         with grpc.insecure_channel(server.address) as channel:
             stub = service_grpc.WorkingMemoryServiceStub(channel)

@@ -27,7 +27,7 @@ def test_auto_means_console_on_a_terminal_and_json_elsewhere() -> None:
 
 
 def test_off_a_terminal_every_line_is_json_with_the_listening_line(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path).start(timeout=60)
+    server = ServerProcess(tmp_path).start()
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and HINT not in server.log_path.read_text():
@@ -42,7 +42,7 @@ def test_off_a_terminal_every_line_is_json_with_the_listening_line(tmp_path: Pat
 
 
 def test_console_format_is_readable(tmp_path: Path) -> None:
-    server = ServerProcess(tmp_path, WM_LOG_FORMAT="console").start(timeout=60)
+    server = ServerProcess(tmp_path, WM_LOG_FORMAT="console").start()
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and HINT not in server.log_path.read_text():

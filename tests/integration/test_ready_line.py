@@ -19,7 +19,7 @@ def test_the_ready_line_names_the_grpc_http_and_inspector_addresses(tmp_path: Pa
         WM_HTTP_ADDRESS=f"127.0.0.1:{http}",
         WM_INSPECTOR_ADDRESS=f"127.0.0.1:{inspector}",
         WM_LOG_FORMAT="json",
-    ).start(timeout=60)
+    ).start()
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and HINT not in server.log_path.read_text():

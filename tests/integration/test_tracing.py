@@ -151,7 +151,7 @@ def test_with_the_endpoint_set_a_server_process_exports_by_otlp(
         OTEL_EXPORTER_OTLP_INSECURE="true",
         OTEL_BSP_SCHEDULE_DELAY="50",
         OTEL_SERVICE_NAME="wm-under-test",
-    ).start(timeout=60)
+    ).start()
     try:
         channel = grpc.insecure_channel(process.address)
         create = channel.unary_unary(CREATE_SESSION)

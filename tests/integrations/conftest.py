@@ -13,7 +13,7 @@ from wm_client import WmClient
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("integrations")).start(timeout=60)
+    process = ServerProcess(tmp_path_factory.mktemp("integrations")).start()
     yield process
     process.terminate()
 

@@ -164,7 +164,7 @@ def _free_port() -> int:
 def http_mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
     """A server that requires API keys, and ``wm-mcp --transport http`` configured with one."""
     secured = ServerProcess(tmp_path_factory.mktemp("secured"), WM_API_KEYS=f"acme:{KEY}")
-    secured.start(timeout=60)
+    secured.start()
     port = _free_port()
     child = subprocess.Popen(
         [WM_MCP, "--transport", "http", "--port", str(port), "--session", "mcp-http"],

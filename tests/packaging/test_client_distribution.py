@@ -115,7 +115,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("server")).start(timeout=60)
+    process = ServerProcess(tmp_path_factory.mktemp("server")).start()
     yield process
     process.terminate()
 

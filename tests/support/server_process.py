@@ -29,7 +29,10 @@ class ServerProcess:
         self.log_path = data_dir / f"server-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 20.0) -> ServerProcess:
+    def start(self, timeout: float = 90.0) -> ServerProcess:
+        """Start the server and wait until it accepts connections. The bound is generous: it
+        only turns a server that never starts into a failure, and on a loaded CI machine (the
+        tiers side by side) importing the server alone has taken over 10 s."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("WM_", "ANTHROPIC_"))}
         env.update(
             WM_ADDRESS=self.address,
