@@ -11,7 +11,8 @@ private subpackages grouped by concern:
 - ``_merge``: applying ops to a document, recording every intervention;
 - ``_tokens``: the token estimate, the thresholds and the size reminders;
 - ``_messages``: the conversation as the domain sees it;
-- ``_memory``: long-term memories, the ops that change them and their guards.
+- ``_memory``: long-term memories, the ops that change them and their guards;
+- ``_summary``: the offline summarizer (a working memory written by rules, no model).
 
 What is here:
 
@@ -66,6 +67,11 @@ Long-term memory
     extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`);
     :func:`supersessions` (:class:`Supersessions`): which existing memories a plan's new
     facts supersede.
+Offline summarizer
+    :func:`summarize` (:class:`Summary`: the messages sorted into the sections, each item in
+    one section; titles by :func:`summary_title`, paths spelled one way by
+    :class:`PathSpellings`), :func:`summary_update_ops` (the update tool's arguments against
+    an earlier document) and :func:`summary_bodies` (the bodies of a new document).
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -201,6 +207,10 @@ from wm_core._session import (
     turn_aligned,
     turn_start,
 )
+from wm_core._summary.extract import Summary, summarize
+from wm_core._summary.ops import summary_bodies, summary_update_ops
+from wm_core._summary.spellings import PathSpellings
+from wm_core._summary.text import summary_title
 from wm_core._tokens.estimate import estimate_tokens
 from wm_core._tokens.reminders import section_reminders
 
@@ -260,6 +270,7 @@ __all__ = [
     "ParsedOps",
     "Part",
     "PartUsage",
+    "PathSpellings",
     "PendingItem",
     "ReadMethod",
     "Role",
@@ -267,6 +278,7 @@ __all__ = [
     "SessionSettings",
     "SkipReason",
     "SplitRow",
+    "Summary",
     "Supersessions",
     "TextPart",
     "ToolResultPart",
@@ -322,6 +334,10 @@ __all__ = [
     "settle_pending",
     "split_boundary",
     "stamp_date",
+    "summarize",
+    "summary_bodies",
+    "summary_title",
+    "summary_update_ops",
     "supersessions",
     "synopsis",
     "system_prompt_addition",

@@ -58,8 +58,9 @@ from wm_core import (
     parse_document,
     render_document,
     section_reminders,
+    summary_bodies,
 )
-from wm_server.llm.offline import OfflineProvider, create_bodies
+from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import (
     CreateRequest,
     MemoryRequest,
@@ -692,7 +693,7 @@ class Offline(Behavior):
 
     def rewrite_text(self, previous_document: str, messages: Sequence[Message]) -> str:
         """A creation from the messages with the previous document as context, stored as is."""
-        return render_document(create_bodies(messages, previous_document or None))
+        return render_document(summary_bodies(messages, previous_document or None))
 
 
 BEHAVIORS: Final[tuple[type[Behavior], ...]] = (

@@ -13,7 +13,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from wm_client.channel import reachable_address
-from wm_core import SessionSettings, WmLimits
+from wm_core import SessionSettings, WmLimits, summary_update_ops
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server import wire
@@ -39,7 +39,6 @@ from wm_server.llm.factory import (
     build_registry,
     check_choice,
 )
-from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
 from wm_server.observability import ACCESS_LOG
@@ -306,7 +305,7 @@ async def start_application(
         ),
         observer=metrics,
         post_steps=[EmbedArchiveStep(database, indexer)] if indexer else (),
-        backfill=update_ops,
+        backfill=summary_update_ops,
         provider_for=lambda name: _session_provider(providers, name),
         tracing=tracing or NO_TRACING,
     )

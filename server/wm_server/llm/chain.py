@@ -78,7 +78,7 @@ from wm_server.llm.port import (
 
 Mode = Literal["create", "update"]
 # The deterministic extractor's update arguments for (previous document, messages): what a
-# section the model left unread is backfilled from (the offline provider's ``update_ops``).
+# section the model left unread is backfilled from (``wm_core.summary_update_ops``).
 Backfill = Callable[[str, Sequence[Message]], Mapping[str, Any]]
 # Only what can be appended is backfilled: the extractor's guesses never replace text.
 _BACKFILLED = (TASK_GOALS, KEY_FACTS, FILES_CONTEXT, ERRORS_CORRECTIONS, OPEN_ISSUES)

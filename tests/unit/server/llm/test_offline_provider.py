@@ -14,7 +14,7 @@ from wm_core import (
     validate_update_arguments,
 )
 from wm_server.llm.chain import generate_working_memory
-from wm_server.llm.offline import OfflineProvider, extract, title_from
+from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import CreateRequest, Purpose, UpdateRequest
 
 # Written by hand from wm_client/data/coding_session.jsonl, not computed by the code under test.
@@ -192,29 +192,6 @@ async def test_fallback_creation_with_previous_document_keeps_it(conversation: l
     assert "Should pending (Vorgemerkt) rows be imported?" in reply.tool_input["Open Issues"]
 
 
-def test_title_skips_greetings_and_request_phrasing():
-    assert title_from("Hello! Could you please add CSV export to the report page?") == (
-        "Add CSV export to the report page?".rstrip("?")
-    )
-    assert title_from("hi, can you migrate the billing service to Postgres 16") == (
-        "Migrate the billing service to Postgres 16"
-    )
-    assert len(title_from(" ".join(["word"] * 30)).split()) == 10
-
-
-def test_extraction_of_a_small_exchange(conversation: list[Message]):
-    found = extract(conversation[:6])
-
-    assert found.title == "Fix the CSV importer in ledgerline"
-    assert found.errors[0].startswith(
-        "bash failed (python -m ledgerline import samples/dkb_2025-01.csv --account giro): "
-        "ValueError: time data"
-    )
-    assert "next: Reproduced: `parse_date` uses a fixed `%Y-%m-%d` format." in found.errors[0]
-    assert found.files[0] == "samples/dkb_2025-01.csv — mentioned by user, in bash command"
-    assert found.files[1].startswith("ledgerline/importers/csv_importer.py — read")
-
-
 async def test_answered_open_question_is_marked_resolved_not_deleted(
     conversation: list[Message],
 ):
@@ -235,32 +212,6 @@ async def test_answered_open_question_is_marked_resolved_not_deleted(
     assert issues[1] == "- Which currency should foreign card payments be booked in?"
     assert generation.ops is not None and generation.ops["Open Issues"].kind == "UPDATE"
     assert not [d for d in generation.decisions if d.section == "Open Issues"]  # nothing restored
-
-
-def test_edge_messages_are_handled():
-    from wm_core import Role, TextPart, ToolResultPart
-
-    messages = [
-        Message("s", Role.SYSTEM, (TextPart("You must always answer in French. TODO: none"),)),
-        Message("u", Role.USER, (TextPart("Ok"),)),
-        Message("r", Role.USER, (ToolResultPart("toolu_old", "PermissionError: /etc/shadow"),)),
-        Message("r2", Role.USER, (ToolResultPart("toolu_old2", "boom", is_error=True),)),
-        Message("a", Role.ASSISTANT, (TextPart("Shall I retry with sudo? Or skip it?"),)),
-    ]
-
-    found = extract(messages)
-
-    assert found.title == ""  # "Ok" is no title
-    assert found.facts == ()  # nothing from the system prompt
-    assert not any("French" in issue or "none" in issue for issue in found.open_issues)
-    assert "PermissionError: /etc/shadow (in tool output)" in found.errors
-    assert "tool call toolu_old2 failed: boom — next: Shall I retry with sudo?" in found.errors
-    assert found.goals == ()  # "Ok" is no task either
-    assert found.open_issues == (
-        "Waiting for the user: Shall I retry with sudo?",
-        "Waiting for the user: Or skip it?",
-    )
-    assert found.current_state == "Shall I retry with sudo? Or skip it?"
 
 
 async def test_messages_without_structure_still_make_a_working_memory():
@@ -318,35 +269,6 @@ async def test_absolute_and_bare_spellings_fold_into_the_relative_path(
     [db] = [line for line in files.splitlines() if "db.py" in line]
     assert db.startswith("- ledgerline/db.py — ")
     assert "in bash error output" in db and "read" in db
-
-
-def test_a_bare_name_with_two_candidates_and_paths_outside_the_root_stay_as_written():
-    from wm_server.llm.paths import PathSpellings
-
-    spellings = PathSpellings(
-        [
-            "/srv/app/src/a/cli.py",
-            "src/a/cli.py",
-            "src/b/cli.py",
-            "cli.py",
-            "./src/b/util.py",
-            "util.py",
-            "/etc/hosts.conf",
-            "~/.config/app/settings.toml",
-            "https://example.com/a/cli.py",
-        ]
-    )
-
-    assert spellings.root == "/srv/app"
-    assert spellings.canonical("/srv/app/src/a/cli.py") == "src/a/cli.py"
-    assert spellings.canonical("cli.py") == "cli.py"  # two files of that name
-    assert spellings.canonical("util.py") == "src/b/util.py"
-    assert spellings.canonical("./src/b/util.py") == "src/b/util.py"
-    assert spellings.canonical("/etc/hosts.conf") == "/etc/hosts.conf"
-    assert spellings.canonical("~/.config/app/settings.toml") == "~/.config/app/settings.toml"
-    assert spellings.canonical("https://example.com/a/cli.py") == "https://example.com/a/cli.py"
-    assert PathSpellings(["/opt/x/y.py", "z/y.py"]).root is None  # no evidence, no root
-    assert PathSpellings(["/w/p/y.py"], workdirs=["/w/p"]).canonical("/w/p/y.py") == "y.py"
 
 
 async def test_paths_of_the_previous_document_keep_their_spelling(conversation: list[Message]):
@@ -432,15 +354,3 @@ async def test_an_archive_without_assistant_text_adds_its_open_work_to_the_state
     after = parse_document(second.document)["Current State"]
     assert after.startswith(before)
     assert after.endswith("unrecognized arguments: --dry-run")
-
-
-def test_a_path_under_a_home_folder_is_spelled_home_relative_and_a_projects_is_not() -> None:
-    from wm_server.llm.paths import PathSpellings
-
-    spellings = PathSpellings(
-        [".local/share/app/x.db", "~/.local/share/app/x.db", ".github/workflows/ci.yml"]
-    )
-    assert spellings.canonical(".local/share/app/x.db") == "~/.local/share/app/x.db"
-    assert spellings.canonical("~/.local/share/app/x.db") == "~/.local/share/app/x.db"
-    assert spellings.canonical(".github/workflows/ci.yml") == ".github/workflows/ci.yml"
-    assert spellings.canonical("./.config/tool.toml") == "~/.config/tool.toml"

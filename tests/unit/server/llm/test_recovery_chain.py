@@ -14,7 +14,15 @@ import pytest
 from llm_samples import PREVIOUS_WM, short_messages, valid_update_input
 
 from support.fake_anthropic import FakeAnthropic, Reply, error, slow, text_only, tool_use
-from wm_core import KEEP, SECTIONS, Guard, SectionOp, is_working_memory, parse_document
+from wm_core import (
+    KEEP,
+    SECTIONS,
+    Guard,
+    SectionOp,
+    is_working_memory,
+    parse_document,
+    summary_update_ops,
+)
 from wm_server.llm.anthropic_provider import AnthropicProvider
 from wm_server.llm.chain import (
     ChainEvent,
@@ -26,7 +34,6 @@ from wm_server.llm.chain import (
     backfill_sections,
     generate_working_memory,
 )
-from wm_server.llm.offline import update_ops
 from wm_server.llm.port import LlmError, Purpose, Usage
 
 Factory = Callable[..., AnthropicProvider]
@@ -251,7 +258,7 @@ async def test_sections_left_unread_after_the_repair_are_backfilled_by_the_extra
         make_provider(),
         previous_document=PREVIOUS_WM,
         messages=short_messages(),
-        backfill=update_ops,
+        backfill=summary_update_ops,
     )
     sections = parse_document(generation.document)
     assert "sqlite3.IntegrityError: UNIQUE constraint failed" in sections["Errors & Corrections"]

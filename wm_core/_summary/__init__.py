@@ -1,0 +1,1 @@
+"""The offline summarizer: deterministic rules that write a working memory from messages."""
