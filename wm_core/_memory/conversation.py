@@ -2,7 +2,9 @@
 
 Why it exists: a decision is often made across turns ("I suggest we pin pydantic" — "Agreed,
 pin it"; "Should we use local disk or object storage?" — "Object storage, since we run
-replicas"), and "who agreed" is the next turn's "Good, let's go with that". This module walks
+replicas"), and "who agreed" is the next turn's "Good, let's go with that" or a later "Marta
+signed off on it"; a short answer to a question about something named ("What queue does ferry
+use?" — "NATS") is a fact about it. This module walks
 the turns in order, reads each clause with ``rules`` and adds those agreements and choices.
 """
 
@@ -14,7 +16,7 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.model import MemoryType
-from wm_core._memory.names import Talk, note_question
+from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
 from wm_core._memory.rules import Fact, classify
 from wm_core._memory.speech import (
     LEAD,
@@ -31,6 +33,9 @@ from wm_core._messages import Message, Role
 _PROPOSAL: Final = re.compile(
     r"^(?:i(?:\s+would|'d)?\s+(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
     r"we\s+(?:could|should)\s+|how about\s+|what about\s+|i'd go with\s+|"
+    # "I'd move them to a background job": what the assistant would do, offered
+    r"i(?:'d|\s+would)\s+(?:probably\s+|just\s+)?(?=(?!(?:like|love|say|think|guess|rather|be|"
+    r"have|need|want|prefer|suggest|recommend|propose|go with)\b)[a-z]+\s)|"
     r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+)(?P<what>.+)$",
     re.IGNORECASE,
 )
@@ -38,6 +43,13 @@ _AGREE: Final = re.compile(
     r"^(?:yes|yeah|yep|sure|ok(?:ay)?|agreed|agree|sounds good|sounds great|good|great|"
     r"perfect|fine|deal|do it|go ahead|let's do (?:it|that)|let's go with (?:it|that|this)|"
     r"makes sense|exactly|correct|works for me|that works|lgtm|approved)\b",
+    re.IGNORECASE,
+)
+# Someone else agrees to the latest decision: "Our CTO, Hana, approved it", "Marta signed off".
+_SIGN_OFF: Final = re.compile(
+    r"^(?!(?:i|we|you|it|this|that)\b)(?P<who>.{1,60}?)\s+(?:has\s+|have\s+|already\s+|also\s+)*"
+    r"(?:signed off|approved|okayed|ok'd|green-?lit|gave (?:it|us|the team) the go-ahead|"
+    r"(?:is|are) on board with)\b",
     re.IGNORECASE,
 )
 _DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
@@ -78,6 +90,24 @@ _CLAUSE_START: Final = re.compile(
 )
 
 
+def _signer(clause: str) -> str | None:
+    """Who a clause says agreed to the decision before it, by name when it names one."""
+    match = _SIGN_OFF.match(clause)
+    if match is None:
+        return None
+    who = match.group("who")
+    names = [n for n in re.findall(NAME, who) if n.split()[0] not in NOT_NAMES]
+    return names[-1] if names else clean(who)
+
+
+def _last_question(message: Message) -> str:
+    """The last sentence of a message without what leads up to a colon ("Before I refactor:
+    should the API keep XML?" asks "should the API keep XML?")."""
+    found = sentences(message.text())
+    last = LEAD.sub("", found[-1]).strip() if found else ""
+    return last.rsplit(": ", 1)[-1] if last.endswith("?") else last
+
+
 def _agreement(text: str) -> bool:
     first = LEAD.sub("", text.strip()) if not _AGREE.match(text.strip()) else text.strip()
     return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not _DISAGREE.search(
@@ -87,15 +117,20 @@ def _agreement(text: str) -> bool:
 
 def _proposal(message: Message) -> str | None:
     """What an assistant's message proposes ("I suggest we pin pydantic"), if anything."""
-    for sentence in reversed(sentences(message.text())):
-        text = LEAD.sub("", sentence).strip()
+    found = sentences(message.text())
+    for index in range(len(found) - 1, -1, -1):
+        text = LEAD.sub("", found[index]).strip()
         if text.endswith("?"):
             continue
         match = _PROPOSAL.match(text)
         if match and object_of(match.group("what")) is not None:
-            return third_person(
+            what = third_person(
                 clean(match.group("what")), Role.ASSISTANT, sentence=False, team=True
             )
+            if index and re.search(r"\b(?:it|them|this|that|these|those)\b", what, re.I):
+                # "I'd move them to a background job": what "them" is, the sentence before says
+                what += f" ({clean(found[index - 1])})"
+            return what
     return None
 
 
@@ -109,7 +144,22 @@ def _asked_about_user(message: Message) -> str | None:
     return None
 
 
-def _answer(reply: Message, question: str) -> Fact | None:
+def _asked_about_named(message: Message, talk: Talk) -> tuple[str, str] | None:
+    """(question, name) when an assistant's message ends with an open question about someone
+    or something named before ("What storage does ferry use?"): a short answer that names
+    something ("MinIO in each region") is a fact about them."""
+    last = _last_question(message)
+    if not re.match(r"^(?:what|which)\b[^?]*\?$", last, re.I) or re.search(
+        r"\b(?:you|your|did|was|were|had)\b", last, re.I
+    ):
+        return None
+    for name in sorted(talk.names | {talk.last_name}):
+        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", last, re.IGNORECASE):
+            return last, name
+    return None
+
+
+def _answer(reply: Message, question: str, name: str = "") -> Fact | None:
     """A fact from a reply that answers a question about the user with a bare phrase
     ("Mostly Go and gRPC"): the phrase states nothing alone, so the memory quotes the question."""
     found = sentences(reply.text())
@@ -122,6 +172,12 @@ def _answer(reply: Message, question: str) -> Fact | None:
     ):
         return None
     phrase = clauses(phrase)[0]  # "Mostly science fiction, but I can't stand horror"
+    if name and not re.search(r"[A-Z]", phrase[1:]):
+        return None  # "Four days.": a bare amount, no name of a thing
+    if name:
+        text = f'Asked "{question}", the user said: {clean(phrase)}'
+        fields = {"question": question, "name": name}
+        return Fact(MemoryType.ENTITY, text, name, found[0], (reply.id,), fields)
     kind = MemoryType.PREFERENCE if _TASTE.search(question) else MemoryType.PROFILE
     text = f'The user\'s answer to "{question}": {clean(phrase)}'
     return Fact(kind, text, clean(phrase), found[0], (reply.id,), {"question": question})
@@ -130,8 +186,7 @@ def _answer(reply: Message, question: str) -> Fact | None:
 def _yes_to(previous: Message, reply: Message) -> Fact | None:
     """A decision or a preference from a "yes" to the yes-or-no question an assistant's
     message ends with (see ``_SHOULD`` and ``_WANT``)."""
-    found = sentences(previous.text())
-    question = LEAD.sub("", found[-1]).strip() if found else ""
+    question = _last_question(previous)
     yes = _YES.match(reply.text().strip())
     if yes is None or _DISAGREE.search(clauses(reply.text().split(".")[0])[0]):
         return None
@@ -216,6 +271,9 @@ def conversation_facts(
                 last_decision = len(found) - 1
             question = _asked_about_user(previous)
             answer = _answer(message, question) if question else None
+            about = _asked_about_named(previous, talk) if question is None else None
+            if about is not None:
+                answer = _answer(message, *about)
             if answer is not None:
                 found.append(answer)
             said_yes = _yes_to(previous, message)
@@ -249,7 +307,15 @@ def conversation_facts(
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):
                         continue
+                    signer = _signer(text) if last_decision is not None else None
+                    if signer is not None and last_decision is not None:
+                        fact = found[last_decision]
+                        found[last_decision] = Fact(fact.type, fact.text, fact.subject,
+                            fact.source, (*fact.message_ids, message.id),
+                            {**fact.fields, "agreed_by": signer}, fact.when)  # fmt: skip
                     for fact in classify(text, sentence, message.role, base, talk):
+                        if signer is not None and fact.type is not MemoryType.ENTITY:
+                            continue  # the sign-off itself is the decision's, not an event
                         found.append(Fact(fact.type, fact.text, fact.subject, fact.source,
                                           (message.id,), fact.fields, fact.when))  # fmt: skip
                         if fact.type is MemoryType.DECISION:

@@ -91,9 +91,13 @@ _IS_OUR: Final = re.compile(
     r"(?P<kind>(?:[\w\-]+\s+){0,3}[\w\-]+)"
 )
 NAME_SUBJECT: Final = re.compile(
-    rf"^(?P<name>{NAME})(?:,\s+(?:he|she|it|they)(?:'s|\s+is|\s+was)?\b|\s+(?:is|was|has|had|"
+    # a number or a preposition opening a bare answer is no name ("Four days", "In services/…")
+    r"^(?!(?:One|Two|Three|Four|Five|Six|Seven|Eight|Nine|Ten|In|On|At|For|With|From|By|Of)\s)"
+    rf"(?P<name>{NAME})(?:,\s+(?:he|she|it|they)(?:'s|\s+is|\s+was)?\b|\s+(?:is|was|has|had|"
     r"lives|lived|works|worked|loves|likes|hates|prefers|turned|turns|opened|runs|uses|can|"
-    r"speaks|plays|says|said|wants|needs|got|studies|teaches|moved)\b)"
+    r"speaks|plays|says|said|wants|needs|got|studies|teaches|moved|grew up|was born|"
+    # any other verb in the third person, with what it does: "Tariq repairs motorbikes"
+    r"(?-i:[a-z]{3,}(?<![su]s)s)(?=\s+\w))\b)"
 )
 ABOUT_NAMED: Final = re.compile(
     rf"^(?:my|our)\s+{RELATIONS}(?:,?\s+|\s+(?:is|was)\s+(?:called|named)\s+)(?P<name>{NAME})\b",

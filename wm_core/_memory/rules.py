@@ -14,7 +14,8 @@ the order of turns:
 - ``decision`` (either role): "we decided / agreed / chose / switched …", "we'll use …",
   "let's use …", with the reason ("because", "since") in its fields, and who agreed: the other
   role's "Good, let's go with that" right after, or the user's "Agreed" to an assistant's
-  proposal ("I suggest …"), or the user's pick among the options an assistant asked about;
+  proposal ("I suggest …", "I'd batch them …"), or the user's pick among the options an
+  assistant asked about, or someone named signing off ("Our CTO, Hana, approved it");
 - ``event``: a clause with a time, resolved against its message's date (``when``); plans and
   commitments ("I'm planning to …", "I promised …") are events too, dated when they say when;
 - ``entity``: named people, pets, places and things: "my sister Laura …", "a wrapper called
@@ -99,6 +100,16 @@ _MY_NAME: Final = re.compile(
     rf"^(?:my name is|my name's|call me|i go by)\s+(?P<name>{NAME})", re.IGNORECASE
 )
 _IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{NAME})\s*(?:,\s*(?P<rest>.+))?$")
+# A self-introduction without "I'm": "Quick intro: Beatriz Moreno, staff engineer at Quillsoft".
+_INTRO: Final = re.compile(
+    rf"^(?:(?:quick|short|a quick|brief)\s+)?(?i:intro(?:duction)?|about me)\s*:\s*(?P<name>{NAME})"
+    r"\s*(?:,\s*(?P<rest>.+))?$"
+)
+# What follows a name in an introduction: a role ("(a) staff engineer at Quillsoft") or a home.
+_ROLE_AT: Final = re.compile(r"^(?:(?:a|an|the)\s+\w|[\w\- ]+?\s+(?:at|for)\s+(?-i:[A-Z]))", re.I)
+_HOME_AT: Final = re.compile(
+    r"^(?:based|living|located)\s+in\s+(?P<place>.+)$|^from\s+(?P<from>.+)$", re.I
+)
 _AGE: Final = re.compile(r"^i(?:'m| am)\s+(?P<age>\d{1,3})(?:\s+years?\s+old)?\b", re.I)
 _PROFILE_START: Final = re.compile(
     r"^i\s+(?:(?:just|also|really|currently|now|still|recently|actually)\s+)*(?:"
@@ -164,7 +175,8 @@ _ADV = r"(?:(?:really|strongly|generally|usually|always|definitely|much|still|no
 _PREFER: Final = re.compile(
     rf"^i\s+{_ADV}(?P<verb>prefer|like|love|enjoy|adore|hate|dislike|detest|loathe|avoid|"
     r"can't stand|cannot stand|don't like|do not like|don't enjoy|don't eat|don't drink|"
-    r"never eat|never drink|drink|eat|take)\s+(?P<what>.+)$",
+    r"never eat|never drink|only (?:use|do|write|read|drink|eat|work with)|drink|eat|take)"
+    r"\s+(?P<what>.+)$",
     re.IGNORECASE,
 )
 _RATHER: Final = re.compile(
@@ -183,7 +195,22 @@ _FAVOURITE: Final = re.compile(
 _ALWAYS: Final = re.compile(
     r"^(?:please\s+)?(?P<when>always|never)\s+(?P<what>.+)$|"
     r"^(?:please\s+)?(?:don't|do not)\s+(?:ever\s+)?(?P<what2>(?!worry|know|understand|forget "
-    r"to)\w.+)$",
+    r"to)\w.+)$|^(?:please\s+)?stop\s+(?P<what3>\w+ing\b.+)$",
+    re.IGNORECASE,
+)
+# What bothers the user ("Emojis in comments drive me crazy") and how they find something ("I
+# find dark mode easier on my eyes"): a taste, said about the thing.
+_BOTHERS: Final = re.compile(
+    r"^(?!(?:it|this|that|he|she|they|you)\b)(?P<what>[\w\-].{1,60}?)\s+(?:really\s+|always\s+)?"
+    r"(?:drives?\s+me\s+(?:crazy|nuts|mad|insane)|makes?\s+me\s+(?:crazy|mad|cringe)|"
+    r"(?:annoys?|bugs?|irritates?|frustrates?)\s+me)\b",
+    re.IGNORECASE,
+)
+_FIND: Final = re.compile(
+    r"^i\s+(?:really\s+|always\s+)?find\s+(?P<what>.+?)\s+(?:(?:a lot|much|far|really|so|too|very|"
+    r"quite|a bit)\s+)?(?:distracting|annoying|irritating|confusing|tedious|noisy|unreadable|"
+    r"easier|harder|nicer|better|worse|cleaner|clearer|more\s+\w+|less\s+\w+|(?:easy|hard)\s+"
+    r"to\s+\w+)\b",
     re.IGNORECASE,
 )
 _NEVER_MIND: Final = re.compile(r"^(?:never\s*mind|nevermind|never again)\b", re.I)
@@ -210,10 +237,17 @@ _CHOICE_VERB: Final = re.compile(
 _DECIDED: Final = re.compile(
     # "After discussing it, the team chose …": a short lead-in before the decision
     r"^(?:(?:after|following|in the end|eventually|finally|ultimately)\b[^,]{0,40},\s+)?"
-    r"(?:(?:we|i|the team|they)(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
+    r"(?:(?:we|i|they|(?:the|our)\s+(?:[\w\-]+\s+){0,3}(?:team|group|board|committee|leads|"
+    r"leadership|management))(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
     r"(?:it was|it's been)\s+)?"
     r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|opted for|switched|moved|picked|"
     r"committed to|ended up|voted|standardi[sz]ed on)\b(?P<what>.*)$",
+    re.IGNORECASE,
+)
+# A rule the speaker sets for themselves from now on: "From now on I'll keep notes in git".
+_FROM_NOW: Final = re.compile(
+    r"^(?:from now on|going forward|from today on|in future|in the future),?\s+(?:i|we)(?:'ll|"
+    r"\s+will|'re going to|\s+are going to|'m going to|\s+am going to)\s+(?P<what>\w.+)$",
     re.IGNORECASE,
 )
 _DECISION_IS: Final = re.compile(r"^(?:the|our) decision (?:is|was) to\s+(?P<what>\w.*)$", re.I)
@@ -284,13 +318,18 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     if match:
         name = match.group("name")
         return [(f"The user's name is {name}", "name", {"name": name})]
-    match = _IM_NAME.match(text)
+    match = _IM_NAME.match(text) or _INTRO.match(text)
     if match and match.group("name").split()[0] not in NOT_NAMES:
         name = match.group("name")
         found = [(f"The user's name is {name}", "name", {"name": name})]
-        rest = match.group("rest") or ""
-        if re.match(r"^(?:a|an|the)\s+\w", rest):
-            found.append((f"The user is {clean(rest)}", "role", {"role": clean(rest)}))
+        for part in re.split(r",\s+|\s+and\s+", match.group("rest") or ""):
+            part = clean(part)
+            home = _HOME_AT.match(part)
+            if home:
+                place = home.group("place") or home.group("from")
+                found.append((f"The user is {part}", "home", {"home": clean(place)}))
+            elif _ROLE_AT.match(part):
+                found.append((f"The user is {part}", "role", {"role": part}))
         return found
     match = _AGE.match(text)
     if match:
@@ -343,16 +382,24 @@ def _preference(text: str, instructing: bool = False) -> tuple[str, str] | None:
             ):
                 return None
             return third_person(clean(original)), what
+    match = _BOTHERS.match(text)
+    if match:
+        what = object_of(match.group("what"))
+        return (f"The user dislikes {what[:1].lower()}{what[1:]}", what) if what else None
+    match = _FIND.match(text)
+    if match:
+        what = object_of(match.group("what"))
+        return (third_person(clean(original)), what) if what else None
     match = _FAVOURITE.match(text)
     if match:
         what = object_of(match.group("what"))
         return (third_person(clean(original)), what) if what else None
     match = _ALWAYS.match(text)
     if match:
-        what = object_of(match.group("what") or match.group("what2") or "")
+        what = object_of(match.group("what") or match.group("what2") or match.group("what3") or "")
         if what is None:
             return None
-        when = (match.group("when") or "never").lower()
+        when = (match.group("when") or ("stop" if match.group("what3") else "never")).lower()
         return f"The user wants the assistant to {when} {third_person(what, sentence=False)}", what
     match = _IMPERATIVE.match(text)
     if match and (_GENERAL.search(text) or instructing):
@@ -364,7 +411,11 @@ def _preference(text: str, instructing: bool = False) -> tuple[str, str] | None:
 
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     match = (
-        _DECIDED.match(text) or _DECISION_IS.match(text) or _WILL.match(text) or _LETS.match(text)
+        _DECIDED.match(text)
+        or _DECISION_IS.match(text)
+        or _WILL.match(text)
+        or _LETS.match(text)
+        or _FROM_NOW.match(text)
     )
     if match is None:
         return None

@@ -43,7 +43,8 @@ _TRAILER: Final = re.compile(
     re.IGNORECASE,
 )
 _SUBJECT_AHEAD = (
-    r"(?=(?:now\s+|also\s+|then\s+)?(?:i|i'm|i've|i'll|i'd|my|we|we're|we've|we'll|our|please|"
+    r"(?=(?:now\s+|also\s+|then\s+|(?:last|next|this|in|on)\s+[\w\-]+,?\s+|"
+    r"(?:yesterday|today|tomorrow),?\s+)?(?:i|i'm|i've|i'll|i'd|my|we|we're|we've|we'll|our|please|"
     r"he|she|he's|she's|"
     r"they|they're|(?-i:[A-Z][a-z]+)\s+(?:is|was|has|had)\s)\b)"
 )
