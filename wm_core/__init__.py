@@ -66,7 +66,7 @@ Long-term memory
     engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
     extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`);
     :func:`supersessions` (:class:`Supersessions`): which existing memories a plan's new
-    facts supersede.
+    facts supersede, among those found by :func:`supersession_query`.
 Offline summarizer
     :func:`summarize` (:class:`Summary`: the messages sorted into the sections, each item in
     one section; titles by :func:`summary_title`, paths spelled one way by
@@ -130,7 +130,7 @@ from wm_core._memory.model import (
     memory_key,
 )
 from wm_core._memory.safekeeping import KEPT_FROM_PENDING, safekeeping_ops
-from wm_core._memory.supersede import Supersessions, supersessions
+from wm_core._memory.supersede import Supersessions, supersession_query, supersessions
 from wm_core._memory.tool import (
     MAX_MEMORY_OPS,
     MAX_MEMORY_TEXT_CHARS,
@@ -338,6 +338,7 @@ __all__ = [
     "summary_bodies",
     "summary_title",
     "summary_update_ops",
+    "supersession_query",
     "supersessions",
     "synopsis",
     "system_prompt_addition",

@@ -2,7 +2,8 @@
 (SQLite file and PostgreSQL): a later conversation that changes a decision or a preference
 stores the new fact as a new memory linked to the old one, which becomes SUPERSEDED with a
 validity interval; search prefers the current one; the commit's diff names what it
-superseded. A model provider's RETIRE-and-CREATE of one fact is stored the same way."""
+superseded. A model provider's RETIRE-and-CREATE of one fact is stored the same way, and so
+is the user's change of their name, home or taste told later in one session."""
 
 from __future__ import annotations
 
@@ -182,3 +183,79 @@ async def test_a_models_retire_and_create_of_one_fact_is_a_supersession(
     assert (
         then.state == pb.MEMORY_STATE_SUPERSEDED and then.superseded_by_memory_id == new.memory_id
     )
+
+
+async def _commit(stub: Stub, session: str, *turns: pb.Message) -> pb.MemoryDiff:
+    """These turns added to ``session`` and committed; the commit's memory diff."""
+    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=list(turns)))
+    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
+    diff = None
+    async for event in call:
+        if event.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED:
+            diff = event.memories_extracted
+        if event.terminal:
+            break
+    assert diff is not None
+    return diff
+
+
+async def test_the_user_changing_their_name_home_and_taste_supersedes_the_old_facts(
+    stub: Stub,
+) -> None:
+    await stub.CreateSession(api.CreateSessionRequest(session_id="s-life", user_id="dana"))
+    await _commit(
+        stub, "s-life",
+        b.user("My name is Dana Whitfield. I live in Berlin.", "a1"),
+        b.assistant("Nice to meet you, Dana.", "a2"),
+        b.user("I prefer tabs over spaces.", "a3"),
+    )  # fmt: skip
+    before = {
+        m.text: m for m in (await stub.ListMemories(api.ListMemoriesRequest(owner=USER))).memories
+    }
+    old_name = before["The user's name is Dana Whitfield."]
+    old_home = before["The user lives in Berlin."]
+    old_taste = before["The user prefers tabs over spaces."]
+
+    diff = await _commit(
+        stub, "s-life",
+        b.user("Some news: I got married, so my name is now Dana Brooks.", "b1"),
+        b.assistant("Congratulations, Dana!", "b2"),
+        b.user("I've moved to Lisbon. And I don't prefer tabs any more, I now prefer 4-space indents.", "b3"),
+    )  # fmt: skip
+    assert sorted(diff.superseded_memory_ids) == sorted(
+        [old_name.memory_id, old_home.memory_id, old_taste.memory_id]
+    )
+    assert list(diff.retired_memory_ids) == []
+    current = {
+        m.text: m for m in (await stub.ListMemories(api.ListMemoriesRequest(owner=USER))).memories
+    }
+    replaced = {
+        "The user's name is Dana Brooks.": old_name,
+        "The user has moved to Lisbon.": old_home,
+        "The user now prefers 4-space indents.": old_taste,
+    }
+    assert set(current) == set(replaced)  # only the current facts are active
+    for text, old in replaced.items():
+        new = current[text]
+        assert new.memory_id in diff.created_memory_ids
+        assert list(new.supersedes_memory_ids) == [old.memory_id]
+        then = await stub.GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
+        assert then.state == pb.MEMORY_STATE_SUPERSEDED, text
+        assert then.superseded_by_memory_id == new.memory_id
+        assert then.text == old.text and then.version == old.version  # kept as it was
+        assert then.HasField("valid_until") and then.valid_until.seconds >= then.valid_from.seconds
+        assert then.valid_until.seconds <= new.valid_from.seconds + 1
+
+    name = current["The user's name is Dana Brooks."]
+    hits = await stub.SearchMemories(
+        api.SearchMemoriesRequest(owner=USER, query="what is the user's name")
+    )
+    found = [h.memory.memory_id for h in hits.hits]
+    assert found[:1] == [name.memory_id] and old_name.memory_id not in found
+    history = await stub.SearchMemories(
+        api.SearchMemoriesRequest(
+            owner=USER, query="what is the user's name", include_superseded=True
+        )
+    )
+    ranked = [h.memory.memory_id for h in history.hits]
+    assert ranked.index(name.memory_id) < ranked.index(old_name.memory_id)

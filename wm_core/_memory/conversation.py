@@ -4,14 +4,16 @@ Why it exists: a decision is often made across turns ("I suggest we pin pydantic
 pin it"; "Should we use local disk or object storage?" — "Object storage, since we run
 replicas"), and "who agreed" is the next turn's "Good, let's go with that" or a later "Marta
 signed off on it"; a short answer to a question about something named ("What queue does ferry
-use?" — "NATS") is a fact about it. This module walks
-the turns in order, reads each clause with ``rules`` and adds those agreements and choices.
+use?" — "NATS") is a fact about it; "I don't prefer tabs any more, I now prefer spaces" is one
+new preference that replaces the one about tabs (``_fold_given_up``). This module walks the
+turns in order, reads each clause with ``rules`` and adds those agreements and choices.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
@@ -28,6 +30,7 @@ from wm_core._memory.speech import (
     statement,
     third_person,
 )
+from wm_core._memory.subjects import REPLACES
 from wm_core._messages import Message, Role
 
 _PROPOSAL: Final = re.compile(
@@ -235,6 +238,26 @@ def _pick(reply: str, options: tuple[str, str]) -> tuple[str, str] | None:
     return chosen, (clean(why[1]) if len(why) > 1 else "")
 
 
+def _fold_given_up(found: Sequence[Fact]) -> list[Fact]:
+    """A preference given up ("I don't prefer tabs any more": its ``replaces`` is its own
+    subject) and followed in its message by a new one ("I now prefer spaces"): the new one
+    replaces the thing given up, and the giving up is no memory of its own."""
+    kept: list[Fact] = []
+    for fact in found:
+        before = kept[-1] if kept else None
+        if (
+            before is not None
+            and before.type is MemoryType.PREFERENCE is fact.type
+            and before.fields.get(REPLACES) == before.subject
+            and REPLACES not in fact.fields
+            and before.message_ids == fact.message_ids
+        ):
+            kept[-1] = replace(fact, fields={**fact.fields, REPLACES: before.subject})
+            continue
+        kept.append(fact)
+    return kept
+
+
 def conversation_facts(
     messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
 ) -> list[Fact]:
@@ -321,4 +344,4 @@ def conversation_facts(
                         if fact.type is MemoryType.DECISION:
                             last_decision = len(found) - 1
         previous = message
-    return found
+    return _fold_given_up(found)

@@ -10,20 +10,20 @@ and things; one fact per memory, in the third person, with the ids of the messag
 it). This module turns those facts into ops against the owner's existing memories.
 
 A profile attribute that holds one value (name, age, home, role), a preference and a decision
-are about a *subject* (stored in the ``subject`` field): a new statement about the subject of an existing
-memory is an UPDATE of it, or, when the new text would drop a name, date or number of the old
+are about a *subject* (stored in the ``subject`` field): a new statement that replaces an
+existing memory (``subjects.replaces``: about the same subject, or naming it as the value a
+change replaces, "we switched from PostgreSQL to …") is an UPDATE of it, or, when the new text would drop a name, date or number of the old
 one (which the guards refuse in an UPDATE), a RETIRE of the old one with the statement as its
-reason and a CREATE. Within one archive the last statement about such a subject wins. Other
+reason and a CREATE. Within one archive the last statement about such a subject wins (the
+same rule). Other
 facts (events, entities, other profile facts) are many per subject: each is its
 own memory, and an equal one is left to the guards' deduplication.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
 
 from wm_core._guards.key_facts import missing_anchors
 from wm_core._guards.pending import PendingItem
@@ -31,11 +31,9 @@ from wm_core._memory.conversation import conversation_facts
 from wm_core._memory.guard import retire_supported
 from wm_core._memory.model import MemoryOp, MemoryOpKind, MemoryRecord, MemoryType, memory_key
 from wm_core._memory.rules import Fact, pending_facts
+from wm_core._memory.subjects import replaces, replaces_memory, single_valued
 from wm_core._memory.tool import MAX_MEMORY_TEXT_CHARS
 from wm_core._messages import Message
-
-# Profile attributes that hold one value at a time: a new one replaces the old.
-SINGLE_VALUED: Final = frozenset({"name", "age", "home", "role", "organization"})
 
 
 def _clean(text: str) -> str:
@@ -47,32 +45,6 @@ def _finish(text: str) -> str:
     if len(text) > MAX_MEMORY_TEXT_CHARS - 1:
         text = text[: MAX_MEMORY_TEXT_CHARS - 2].rsplit(" ", 1)[0] + "…"
     return text + "."
-
-
-# -- subjects ----------------------------------------------------------------------------------
-
-_SUBJECT_STOP_TEXT: Final = (
-    "the a an to of for in on at with and or my our your their it this that these those be "
-    "is are was were use using when over than instead rather always never please do not "
-    "don't user user's team team's"
-)
-_SUBJECT_STOP: Final = frozenset(_SUBJECT_STOP_TEXT.split())
-
-
-def subject_words(text: str) -> frozenset[str]:
-    """The content words a subject is compared by (normalized, cut to six characters)."""
-    words = re.findall(r"[\w'.\-]+", memory_key(text))
-    return frozenset(w.strip(".'-")[:6] for w in words if w.strip(".'-") not in _SUBJECT_STOP)
-
-
-def _same_subject(a: str, b: str) -> bool:
-    """Subjects match when they are equal, or share at least half of their words."""
-    if memory_key(a) == memory_key(b):
-        return True
-    left, right = subject_words(a), subject_words(b)
-    if not left or not right:
-        return False
-    return len(left & right) * 2 >= max(len(left), len(right))
 
 
 # -- candidates --------------------------------------------------------------------------------
@@ -91,9 +63,7 @@ class _Candidate:
     @property
     def replaces(self) -> bool:
         """Whether a later statement about its subject replaces it (see the docstring)."""
-        if self.type in (MemoryType.PREFERENCE, MemoryType.DECISION):
-            return True
-        return self.type is MemoryType.PROFILE and self.subject in SINGLE_VALUED
+        return single_valued(self.type, self.subject)
 
 
 def _candidate(fact: Fact) -> _Candidate:
@@ -125,10 +95,11 @@ def _latest_per_subject(found: Iterable[_Candidate]) -> list[_Candidate]:
     for candidate in found:
         for index, earlier in enumerate(kept):
             same = (
-                _same_subject(earlier.subject, candidate.subject)
+                replaces(candidate.type, candidate.subject, candidate.fields, earlier.type,
+                         earlier.subject)
                 if candidate.replaces and earlier.replaces
                 else memory_key(earlier.text) == memory_key(candidate.text)
-            )
+            )  # fmt: skip
             if earlier.type is candidate.type and same:
                 ids = tuple(dict.fromkeys((*earlier.message_ids, *candidate.message_ids)))
                 kept[index] = _Candidate(
@@ -141,25 +112,11 @@ def _latest_per_subject(found: Iterable[_Candidate]) -> list[_Candidate]:
     return kept
 
 
-def _subject_of(memory: MemoryRecord) -> str:
-    subject = memory.fields.get("subject")
-    if subject:
-        return subject
-    text = re.sub(
-        r"^(?:the\s+)?user(?:'s)?\s+(?:prefers|likes|loves|hates|does not \w+|wants the assistant to|"
-        r"works (?:at|on)|is|name is)\s+",
-        "",
-        memory.text,
-        flags=re.IGNORECASE,
-    )
-    return text
-
-
 def _matching(candidate: _Candidate, existing: Sequence[MemoryRecord]) -> MemoryRecord | None:
     if not candidate.replaces:
         return None  # many per subject; equal ones are deduplicated by the guards
     for memory in existing:
-        if memory.type is candidate.type and _same_subject(_subject_of(memory), candidate.subject):
+        if replaces_memory(candidate.type, candidate.subject, candidate.fields, memory):
             return memory
     return None
 

@@ -21,7 +21,9 @@ the order of turns:
 - ``entity``: named people, pets, places and things: "my sister Laura …", "a wrapper called
   paygate", "Amara is 8", and what a later "she"/"it" clause says about the last one named.
 
-Names, and what a later "she", "it" or "there" refers to, are read by ``names``.
+Names, and what a later "she", "it" or "there" refers to, are read by ``names``; a change of
+a fact stated before ("my name is now …", "I moved to …", "I don't prefer A any more", "we
+switched from A to B") by ``changes``.
 
 The module is pure: the message time is an argument, never a clock.
 """
@@ -34,6 +36,14 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
+from wm_core._memory.changes import (
+    MOVED,
+    given_up,
+    home_of,
+    new_name,
+    organization_of,
+    switch,
+)
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import (
     ABOUT_NAMED,
@@ -62,6 +72,7 @@ from wm_core._memory.speech import (
     statement,
     third_person,
 )
+from wm_core._memory.subjects import REPLACES
 from wm_core._memory.when import When, resolve_when
 from wm_core._messages import Role
 
@@ -118,7 +129,8 @@ _PROFILE_START: Final = re.compile(
     r"right-handed|colou?r-?blind|deaf|blind|\w+\s+intolerant|(?:running|training|learning|"
     r"studying|working|doing)\s+(?:\d+|as|at|on|in|\w+\s+(?:twice|once|every|daily))|"
     r"(?:learning|picking up)\s+(?:to\s+)?[\w\-]+|(?-i:[A-Z])[\w\-]*'s\s+[\w\-]+)|"
-    r"live|'ve lived|have lived|grew up|moved|work|'ve worked|have worked|teach|lead|manage|"
+    r"live|'ve lived|have lived|grew up|moved|relocated|have\s+(?:just\s+|recently\s+|finally\s+)?"
+    r"(?:moved|relocated)|work|'ve worked|have worked|teach|lead|manage|"
     r"run\s+(?:a|my|\d)|speak|study|own|drive|play|volunteer|was born|usually|often|always|"
     r"normally|"
     r"typically|go\s+(?:\w+\s+)?(?:every|\w+\s+times|twice|once)|need at least|"
@@ -315,8 +327,8 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     """(text, subject, fields) of identity statements in a user's clause."""
     original, text = text, expanded(text)
     match = _MY_NAME.match(text)
-    if match:
-        name = match.group("name")
+    name = new_name(text) or (match.group("name") if match else None)
+    if name:
         return [(f"The user's name is {name}", "name", {"name": name})]
     match = _IM_NAME.match(text) or _INTRO.match(text)
     if match and match.group("name").split()[0] not in NOT_NAMES:
@@ -353,11 +365,17 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
         body = third_person(clean(original))
         lower = text.lower()
         subject = memory_key(body)
+        fields: dict[str, str] = {}
+        organization = organization_of(text)
         if re.match(r"^i am (?:a|an|the)\s.+\s(?:at|for)\s+[A-Z]", text, re.I):
             subject = "role"
-        elif re.search(r"\b(?:live|based|moved to|grew up)\b", lower):
+        elif home_of(text) or re.search(r"\b(?:live|based|moved to|relocated to|grew up)\b", lower):
             subject = "home" if "grew up" not in lower else "origin"
-        return [(body, subject, {})]
+            place = home_of(text) if subject == "home" else None
+            fields = {"home": place} if place else {}
+        elif organization:
+            subject, fields = "organization", {"organization": organization}
+        return [(body, subject, fields)]
     return []
 
 
@@ -438,6 +456,10 @@ def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     if why:
         fields["reason"] = third_person(why, role, sentence=False, team=True)
     body = third_person(clean(text), role, team=True)
+    change = switch(choice)
+    if change is not None:  # "switched the ledger from PostgreSQL to CockroachDB"
+        fields[REPLACES] = change[1]
+        return body, change[0], fields
     return body, _CHOICE_VERB.sub("", choice), fields
 
 
@@ -534,6 +556,10 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if main is None and _PROCEDURE.search(text):
         main = Fact(MemoryType.PROCEDURE, third_person(clean(text), team=True),
                     memory_key(text), sentence)  # fmt: skip
+    dropped = given_up(expanded(text)) if main is None else None
+    if dropped is not None:  # "I don't prefer tabs any more": replaces the one about tabs
+        main = Fact(MemoryType.PREFERENCE, dropped[0], dropped[1], sentence, (),
+                    {REPLACES: dropped[1]})  # fmt: skip
     if main is None:
         preference = _preference(text, talk.follow_on and talk.instructed)
         if preference is not None:
@@ -572,6 +598,11 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         role_name = clean(promoted.group("role"))
         facts.append(Fact(MemoryType.PROFILE, f"The user is a {role_name}", "role", sentence, (),
                           {"role": role_name}))  # fmt: skip
+    place = home_of(text) if MOVED.match(expanded(text)) else None
+    if place and main is not None and main.type is MemoryType.EVENT:
+        # "I moved to Utrecht last month": the event, and where the user lives now
+        facts.append(Fact(MemoryType.PROFILE, f"The user lives in {place}", "home", sentence, (),
+                          {"home": place}))  # fmt: skip
     for body, name, fields in named:
         facts.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
     return facts

@@ -4,9 +4,10 @@ one of the same owner is stored as a new memory linked to the old one, which bec
 SUPERSEDED with a validity interval, instead of being rewritten in place or retired.
 
 A fact replaces another when both are about one *subject* that holds one value at a time: a
-preference, a decision, or a profile attribute such as the name (``SINGLE_VALUED``); subjects
-are compared as the extractor compares them (``_same_subject``: equal, or sharing half their
-content words). Three shapes of a plan say so:
+preference, a decision, or a profile attribute such as the name (``SINGLE_VALUED``), or when
+it names the other's value as the one it replaces (its ``replaces`` field: "switched from
+PostgreSQL to CockroachDB"); the rule is the extractor's (``subjects.replaces``). Three shapes
+of a plan say so:
 
 - an UPDATE of such a memory whose op names the same subject (the ``subject`` field) and says
   something else: the new text becomes a new memory superseding the target (an UPDATE with no
@@ -26,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from wm_core._memory.extract import SINGLE_VALUED, _same_subject, _subject_of
 from wm_core._memory.model import MemoryOp, MemoryOpKind, MemoryRecord, MemoryType, memory_key
+from wm_core._memory.subjects import REPLACES, replaces_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,22 +45,19 @@ def _subject(op: MemoryOp) -> str:
     return op.fields.get("subject", "") if op.fields else ""
 
 
-def single_valued(kind: MemoryType | None, subject: str) -> bool:
-    """Whether a later fact about ``subject`` replaces an earlier one (see the docstring)."""
+def supersession_query(op: MemoryOp) -> str:
+    """The text the older memories a new fact may supersede are looked up by (the caller's
+    most similar ones): its subject, the value it replaces, its text; empty when it names no
+    subject, so supersedes nothing by itself."""
+    subject = _subject(op)
     if not subject:
-        return False
-    if kind in (MemoryType.PREFERENCE, MemoryType.DECISION):
-        return True
-    return kind is MemoryType.PROFILE and subject in SINGLE_VALUED
+        return ""
+    replaced = op.fields.get(REPLACES, "") if op.fields else ""
+    return " ".join(part for part in (subject, replaced, op.text) if part)
 
 
 def _about_the_same(op: MemoryOp, kind: MemoryType | None, memory: MemoryRecord) -> bool:
-    subject = _subject(op)
-    return (
-        memory.type is kind
-        and single_valued(kind, subject)
-        and _same_subject(_subject_of(memory), subject)
-    )
+    return replaces_memory(kind, _subject(op), op.fields or {}, memory)
 
 
 def supersessions(ops: Sequence[MemoryOp], existing: Sequence[MemoryRecord]) -> Supersessions:

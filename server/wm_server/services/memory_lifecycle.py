@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wm_core import MemoryOp, MemoryOpKind, MemoryRecord, supersessions
+from wm_core import MemoryOp, MemoryOpKind, MemoryRecord, supersession_query, supersessions
 from wm_server.errors import StorageConflict, invalid
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
@@ -119,17 +119,18 @@ async def plan_supersessions(
 ) -> tuple[Mapping[int, tuple[str, ...]], frozenset[int]]:
     """Which of the owner's active memories the new facts of an extraction plan supersede
     (``wm_core.supersessions``), judged against the plan's targets and, for each CREATE that
-    names a subject, the owner's memories most similar to it."""
+    names a subject, the owner's memories most similar to it (its subject, the value it
+    replaces and its text: ``wm_core.supersession_query``)."""
     from wm_server.services.memories import record_of, similar_memories  # (imports this)
 
     ids = list(dict.fromkeys(t for op in ops for t in op.target_ids))
     rows = await uow.memories.of_owner(tenant, owner.key, ids) if ids else []
     known: dict[str, MemoryRecord] = {r.memory_id: record_of(r) for r in rows if r.active}
     for op in ops:
-        subject = op.fields.get("subject", "") if op.fields else ""
-        if op.kind is MemoryOpKind.CREATE and subject:
+        query = supersession_query(op) if op.kind is MemoryOpKind.CREATE else ""
+        if query:
             for record in await similar_memories(
-                uow, tenant=tenant, owner=owner, text=f"{subject} {op.text}", limit=SIMILAR_PER_FACT
+                uow, tenant=tenant, owner=owner, text=query, limit=SIMILAR_PER_FACT
             ):
                 known.setdefault(record.id, record)
     found = supersessions(ops, list(known.values()))
