@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 from client_support import Run
 
@@ -121,6 +122,18 @@ def test_wm_memories_preview_prints_what_would_be_kept(wm: Run) -> None:
     shown = wm("memories", "preview", "cli-preview")
     assert shown.returncode == 0, shown.stderr
     assert "keep  create decision: The team decided to use PostgreSQL 16" in shown.stdout
+    # Once kept, a later switch shows the decision it would supersede.
+    assert wm("commit", "cli-preview", "--keep", "0", "--follow").returncode == 0
+    said = "We switched the ledger from PostgreSQL 16 to CockroachDB because it scales writes."
+    add = json.dumps({"id": "q3", "role": "user", "parts": [{"type": "text", "text": said}]})
+    assert wm("add", "cli-preview", "-", stdin=add).returncode == 0
+    switched = wm("memories", "preview", "cli-preview")
+    assert switched.returncode == 0, switched.stderr
+    assert re.search(
+        r"keep  create decision: The team switched the ledger from PostgreSQL 16 to CockroachDB"
+        r".*\n\s+supersedes mem_\w+: The team decided to use PostgreSQL 16 for the ledger",
+        switched.stdout,
+    ), switched.stdout
     chat = json.dumps({"id": "q2", "role": "user", "parts": [{"type": "text", "text": "Hello!"}]})
     assert wm("add", "cli-quiet", "-", stdin=chat).returncode == 0
     quiet = wm("memories", "preview", "cli-quiet")

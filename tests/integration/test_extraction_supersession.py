@@ -259,3 +259,49 @@ async def test_the_user_changing_their_name_home_and_taste_supersedes_the_old_fa
     )
     ranked = [h.memory.memory_id for h in history.hits]
     assert ranked.index(name.memory_id) < ranked.index(old_name.memory_id)
+
+
+async def test_the_extraction_preview_shows_what_each_new_fact_would_supersede(
+    stub: Stub,
+) -> None:
+    await _conversation(
+        stub,
+        b.user("My name is Dana Whitfield. I live in Berlin.", "a1"),
+        b.user("I prefer tabs over spaces.", "a2"),
+    )
+    before = await stub.ListMemories(api.ListMemoriesRequest(owner=USER))
+    old = {m.text: m for m in before.memories}
+    await stub.CreateSession(api.CreateSessionRequest(session_id="s-next", user_id="dana"))
+    preview = await stub.PreviewMemoryExtraction(
+        api.PreviewMemoryExtractionRequest(
+            session_id="s-next",
+            messages=[
+                b.user("My name is now Dana Brooks.", "b1"),
+                b.user("I've moved to Lisbon. My sister Laura lives in Toronto.", "b2"),
+            ],
+        )
+    )
+    shown = {
+        op.text: [(m.memory_id, m.text) for m in op.supersedes]
+        for op in preview.ops
+        if op.kind == pb.MEMORY_OP_KIND_CREATE
+    }
+    name, home = old["The user's name is Dana Whitfield."], old["The user lives in Berlin."]
+    assert shown["The user's name is Dana Brooks."] == [(name.memory_id, name.text)]
+    assert shown["The user has moved to Lisbon."] == [(home.memory_id, home.text)]
+    assert [t for t, found in shown.items() if not found] == [
+        "The user's sister Laura lives in Toronto."
+    ]  # a fact about someone else supersedes nothing
+    retire = [op for op in preview.ops if op.kind == pb.MEMORY_OP_KIND_RETIRE]
+    # The offline extractor retires each old fact too (a changed name): that RETIRE is not
+    # applied on its own (the memory is superseded) and supersedes nothing itself.
+    assert sorted(op.target_memory_ids[0] for op in retire) == sorted(
+        [name.memory_id, home.memory_id]
+    )
+    assert [list(op.supersedes) for op in retire] == [[], []]
+
+    # A dry run: nothing superseded, nothing written.
+    after = await stub.ListMemories(api.ListMemoriesRequest(owner=USER))
+    assert [(m.memory_id, m.state, m.version) for m in after.memories] == [
+        (m.memory_id, m.state, m.version) for m in before.memories
+    ]

@@ -593,6 +593,8 @@ async def memories_preview(client: WmClient, args: argparse.Namespace, out: Cons
         if op.verdict != pb.MEMORY_OP_VERDICT_ACCEPTED:
             line += f"  ({op.verdict_reason})"
         out.print(line, markup=False)
+        for old in op.supersedes:
+            out.print(f"{'':>11}supersedes {old.memory_id}: {old.text}", markup=False)
     if reply.empty_reason:
         why = pb.MemoryExtractionEmptyReason.Name(reply.empty_reason)
         detail = f": {reply.message}" if reply.message else ""

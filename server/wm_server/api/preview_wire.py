@@ -49,6 +49,10 @@ def preview_out(preview: Preview) -> api.PreviewMemoryExtractionResponse:
             source_message_ids=list(op.source_message_ids),
             verdict=_VERDICTS[decision.verdict],
             verdict_reason=decision.reason,
+            supersedes=[
+                api.SupersededMemory(memory_id=m.memory_id, text=m.text)
+                for m in preview.supersedes.get(decision.op_index, ())
+            ],
         )
         stamp = wire.timestamp(iso_to_epoch(op.event_time))
         if stamp is not None:

@@ -5,17 +5,19 @@ extraction makes of a conversation, and why each proposed op would be accepted, 
 found a duplicate, before committing it. The preview runs the same step as Phase 2
 (``services.extraction.extract``: the session's provider, the owner's most similar memories,
 the guards) over the session's live messages, some of its archives, or given messages, and
-returns the plan. It only reads: no memory, commit or event is written, and nothing is sent to
-a provider when extraction is off for the session (the answer says so, as a commit would).
+returns the plan, with the owner's current memories each accepted op would supersede (found
+by ``memory_lifecycle.plan_supersessions``, as the commit's apply step finds them). It only
+reads: no memory, commit or event is written, and nothing is sent to a provider when
+extraction is off for the session (the answer says so, as a commit would).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from wm_core import Message, archive_text
+from wm_core import MemoryPlan, MemoryVerdict, Message, archive_text
 from wm_server.errors import NotFound, Unavailable, invalid
 from wm_server.llm.port import LlmError, LlmProvider
 from wm_server.services.archives import archive_seq
@@ -29,7 +31,8 @@ from wm_server.services.extraction import (
     extract,
     message_dates,
 )
-from wm_server.services.memories import owner_of, similar_memories
+from wm_server.services.memories import MemoryOwner, owner_of, similar_memories
+from wm_server.services.memory_lifecycle import plan_supersessions
 from wm_server.services.sessions import find_session
 from wm_server.storage.database import Database
 from wm_server.storage.records import StoredMessage
@@ -41,13 +44,23 @@ MAX_LIVE_MESSAGES = 2000
 
 
 @dataclass(frozen=True, slots=True)
+class Superseded:
+    """An existing memory an op would supersede."""
+
+    memory_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Preview:
     """The outcome of a dry run: the extraction (its plan has every op and verdict), why it
-    would write nothing, and how many messages were read."""
+    would write nothing, how many messages were read, and what each accepted op would
+    supersede (by the op's index in the provider's answer, ``MemoryDecision.op_index``)."""
 
     extraction: Extraction
     empty_reason: EmptyReason | None
     message_count: int
+    supersedes: Mapping[int, tuple[Superseded, ...]] = field(default_factory=dict)
 
 
 class ExtractionPreviewService:
@@ -119,4 +132,25 @@ class ExtractionPreviewService:
             raise Unavailable(
                 f"the model provider is unreachable: {error}", reason="LLM_UNAVAILABLE"
             ) from None
-        return Preview(extraction, empty_reason(extraction, None), len(messages))
+        supersedes = await self._supersessions(owner, extraction.plan)
+        return Preview(extraction, empty_reason(extraction, None), len(messages), supersedes)
+
+    async def _supersessions(
+        self, owner: MemoryOwner, plan: MemoryPlan
+    ) -> dict[int, tuple[Superseded, ...]]:
+        """The current memories the plan's new facts would supersede, by the op's index in
+        the provider's answer."""
+        if not plan.ops:
+            return {}
+        # The guards add each accepted op to plan.ops, in the order of the answer.
+        accepted = [d.op_index for d in plan.decisions if d.verdict is MemoryVerdict.ACCEPTED]
+        tenant = current_tenant()
+        async with self._db.scanner() as uow:
+            replacing, _ = await plan_supersessions(uow, tenant, owner, plan.ops)
+            ids = list(dict.fromkeys(i for found in replacing.values() for i in found))
+            rows = await uow.memories.of_owner(tenant, owner.key, ids) if ids else []
+        text = {r.memory_id: r.text for r in rows if r.active}
+        return {
+            accepted[index]: tuple(Superseded(i, text[i]) for i in found if i in text)
+            for index, found in replacing.items()
+        }

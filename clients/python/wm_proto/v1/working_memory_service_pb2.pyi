@@ -2285,6 +2285,7 @@ class MemoryOpPreview(_message.Message):
     SOURCE_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
     VERDICT_FIELD_NUMBER: _builtins.int
     VERDICT_REASON_FIELD_NUMBER: _builtins.int
+    SUPERSEDES_FIELD_NUMBER: _builtins.int
     op_index: _builtins.int
     """The op's position in the provider's answer, from 0."""
     kind: _resources_pb2.MemoryOpKind.ValueType
@@ -2315,6 +2316,16 @@ class MemoryOpPreview(_message.Message):
     def source_message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The messages that state it."""
 
+    @_builtins.property
+    def supersedes(self) -> _containers.RepeatedCompositeFieldContainer[Global___SupersededMemory]:
+        """The owner's current memories the new fact of an accepted op would supersede: a commit
+        stores it as a new memory linked to them, and they become SUPERSEDED, holding until it
+        (a CREATE or UPDATE about a subject that holds one value at a time: the user's name or
+        home, a preference about one thing, a decision about one thing). A RETIRE of one of them
+        in the same answer is then not applied on its own: that memory is superseded, not
+        retired. Empty when it supersedes nothing, and for a refused or deduplicated op.
+        """
+
     def __init__(
         self,
         *,
@@ -2329,14 +2340,41 @@ class MemoryOpPreview(_message.Message):
         source_message_ids: _abc.Iterable[_builtins.str] | None = ...,
         verdict: _resources_pb2.MemoryOpVerdict.ValueType = ...,
         verdict_reason: _builtins.str = ...,
+        supersedes: _abc.Iterable[Global___SupersededMemory] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "fields", b"fields", "kind", b"kind", "op_index", b"op_index", "reason", b"reason", "source_message_ids", b"source_message_ids", "target_memory_ids", b"target_memory_ids", "text", b"text", "type", b"type", "verdict", b"verdict", "verdict_reason", b"verdict_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "fields", b"fields", "kind", b"kind", "op_index", b"op_index", "reason", b"reason", "source_message_ids", b"source_message_ids", "supersedes", b"supersedes", "target_memory_ids", b"target_memory_ids", "text", b"text", "type", b"type", "verdict", b"verdict", "verdict_reason", b"verdict_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MemoryOpPreview: _TypeAlias = MemoryOpPreview  # noqa: Y015
+
+@_typing.final
+class SupersededMemory(_message.Message):
+    """An existing memory that a previewed op would supersede."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    """The memory."""
+    text: _builtins.str
+    """Its text now."""
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SupersededMemory: _TypeAlias = SupersededMemory  # noqa: Y015
 
 @_typing.final
 class PreviewMemoryExtractionResponse(_message.Message):
