@@ -9,8 +9,8 @@ the order of turns:
   preference and a profile fact); a question, a hypothetical or a tentative opening states
   nothing;
 - ``profile``: who the user is (name, age, home, work, health, diet, languages, habits);
-- ``preference``: what the user likes, dislikes, prefers, and what they want the assistant to
-  always or never do;
+- ``preference`` (read by ``preferences``): what the user likes, dislikes, prefers, and what
+  they want the assistant to always or never do;
 - ``decision`` (either role): "we decided / agreed / chose / switched …", "we'll use …",
   "let's use …", with the reason ("because", "since") in its fields, and who agreed: the other
   role's "Good, let's go with that" right after, or the user's "Agreed" to an assistant's
@@ -63,12 +63,12 @@ from wm_core._memory.names import (
     resolve_pronoun,
     resolve_there,
 )
+from wm_core._memory.preferences import read_preference
 from wm_core._memory.speech import (
     REASON,
     VAGUE,
     clean,
     expanded,
-    object_of,
     statement,
     third_person,
 )
@@ -179,61 +179,6 @@ _PROFILE_NOT: Final = re.compile(
     r"^i(?:'m| am)\s+(?:a\s+(?:bit|little|fan|big fan|huge fan)|not sure|sorry|glad|happy|"
     r"trying|looking|thinking|wondering|done|back|going to|planning)\b|^i need (?:help|you)|"
     r"^i have (?:a|an) (?:question|idea|problem|issue|bug|error)",
-    re.IGNORECASE,
-)
-
-# Preferences.
-_ADV = r"(?:(?:really|strongly|generally|usually|always|definitely|much|still|now|also|truly|absolutely|totally)\s+)*"
-_PREFER: Final = re.compile(
-    rf"^i\s+{_ADV}(?P<verb>prefer|like|love|enjoy|adore|hate|dislike|detest|loathe|avoid|"
-    r"can't stand|cannot stand|don't like|do not like|don't enjoy|don't eat|don't drink|"
-    r"never eat|never drink|only (?:use|do|write|read|drink|eat|work with)|drink|eat|take)"
-    r"\s+(?P<what>.+)$",
-    re.IGNORECASE,
-)
-_RATHER: Final = re.compile(
-    r"^i(?:'d| would)\s+(?:much\s+)?(?P<verb>rather|prefer|love to|love)\s+"
-    r"(?P<what>.+)$",
-    re.IGNORECASE,
-)
-_INTO: Final = re.compile(
-    rf"^i(?:'m| am)\s+{_ADV}(?P<verb>into|a (?:big |huge )?fan of|passionate about|obsessed "
-    r"with|not a fan of|crazy about|keen on|fond of)\s+(?P<what>.+)$",
-    re.IGNORECASE,
-)
-_FAVOURITE: Final = re.compile(
-    r"^my\s+(?:absolute\s+)?favou?rite\s+(?P<kind>[\w\s\-]+?)\s+(?:is|are)\s+(?P<what>.+)$", re.I
-)
-_ALWAYS: Final = re.compile(
-    r"^(?:please\s+)?(?P<when>always|never)\s+(?P<what>.+)$|"
-    r"^(?:please\s+)?(?:don't|do not)\s+(?:ever\s+)?(?P<what2>(?!worry|know|understand|forget "
-    r"to)\w.+)$|^(?:please\s+)?stop\s+(?P<what3>\w+ing\b.+)$",
-    re.IGNORECASE,
-)
-# What bothers the user ("Emojis in comments drive me crazy") and how they find something ("I
-# find dark mode easier on my eyes"): a taste, said about the thing.
-_BOTHERS: Final = re.compile(
-    r"^(?!(?:it|this|that|he|she|they|you)\b)(?P<what>[\w\-].{1,60}?)\s+(?:really\s+|always\s+)?"
-    r"(?:drives?\s+me\s+(?:crazy|nuts|mad|insane)|makes?\s+me\s+(?:crazy|mad|cringe)|"
-    r"(?:annoys?|bugs?|irritates?|frustrates?)\s+me)\b",
-    re.IGNORECASE,
-)
-_FIND: Final = re.compile(
-    r"^i\s+(?:really\s+|always\s+)?find\s+(?P<what>.+?)\s+(?:(?:a lot|much|far|really|so|too|very|"
-    r"quite|a bit)\s+)?(?:distracting|annoying|irritating|confusing|tedious|noisy|unreadable|"
-    r"easier|harder|nicer|better|worse|cleaner|clearer|more\s+\w+|less\s+\w+|(?:easy|hard)\s+"
-    r"to\s+\w+)\b",
-    re.IGNORECASE,
-)
-_NEVER_MIND: Final = re.compile(r"^(?:never\s*mind|nevermind|never again)\b", re.I)
-_IMPERATIVE: Final = re.compile(
-    r"^(?:please,?\s+)?(?P<what>(?:use|keep|write|add|put|format|name|prefer|avoid|send|give|"
-    r"answer|reply|respond|call|address|show|include|sort|indent|stick to)\b.+)$",
-    re.IGNORECASE,
-)
-_GENERAL: Final = re.compile(
-    r"\b(?:for all|in all|all new|every|each|whenever|from now on|by default|in general|"
-    r"always|never|,\s*not\s+\w)",
     re.IGNORECASE,
 )
 
@@ -379,54 +324,6 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     return []
 
 
-def _preference(text: str, instructing: bool = False) -> tuple[str, str] | None:
-    """(text, subject) of a preference in a user's clause; ``instructing``: the clause goes on
-    from an instruction ("Use pytest for all new tests." "And keep test files next to …"),
-    so an imperative is one too."""
-    if _NEVER_MIND.match(text):
-        return None
-    original, text = text, expanded(text)
-    for pattern in (_PREFER, _RATHER, _INTO):
-        match = pattern.match(text)
-        if match:
-            what = object_of(match.group("what"))
-            if what is None:
-                return None
-            verb = match.group("verb").lower()
-            if (
-                pattern is _PREFER
-                and verb in ("drink", "eat", "take")
-                and not re.search(r"\b(?:my|no|without|with|only|black|every)\b", what, re.I)
-            ):
-                return None
-            return third_person(clean(original)), what
-    match = _BOTHERS.match(text)
-    if match:
-        what = object_of(match.group("what"))
-        return (f"The user dislikes {what[:1].lower()}{what[1:]}", what) if what else None
-    match = _FIND.match(text)
-    if match:
-        what = object_of(match.group("what"))
-        return (third_person(clean(original)), what) if what else None
-    match = _FAVOURITE.match(text)
-    if match:
-        what = object_of(match.group("what"))
-        return (third_person(clean(original)), what) if what else None
-    match = _ALWAYS.match(text)
-    if match:
-        what = object_of(match.group("what") or match.group("what2") or match.group("what3") or "")
-        if what is None:
-            return None
-        when = (match.group("when") or ("stop" if match.group("what3") else "never")).lower()
-        return f"The user wants the assistant to {when} {third_person(what, sentence=False)}", what
-    match = _IMPERATIVE.match(text)
-    if match and (_GENERAL.search(text) or instructing):
-        what = clean(match.group("what"))
-        body = third_person(what, sentence=False)
-        return f"The user wants the assistant to {body[:1].lower()}{body[1:]}", what
-    return None
-
-
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     match = (
         _DECIDED.match(text)
@@ -561,7 +458,7 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         main = Fact(MemoryType.PREFERENCE, dropped[0], dropped[1], sentence, (),
                     {REPLACES: dropped[1]})  # fmt: skip
     if main is None:
-        preference = _preference(text, talk.follow_on and talk.instructed)
+        preference = read_preference(text, talk.follow_on and talk.instructed)
         if preference is not None:
             main = Fact(MemoryType.PREFERENCE, preference[0], preference[1], sentence)
     talk.instructed = main is not None and main.text.startswith("The user wants the assistant")
