@@ -30,6 +30,7 @@ from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
 from wm_server.breaker import BreakerSettings
 from wm_server.config import ConfigurationError, Settings, parse_origins, split_host_port
 from wm_server.embedding.factory import build_embedder
+from wm_server.embedding.port import Embedder
 from wm_server.errors import InvalidArgument
 from wm_server.event_loop import running_loop_name
 from wm_server.inspector import ConfigDefaults, Inspector, start_inspector
@@ -57,7 +58,7 @@ from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
 from wm_server.services.memory_consolidation import VectorConsolidation
 from wm_server.services.memory_lifecycle import MemoryUpkeep
-from wm_server.services.paging import load_tokens
+from wm_server.services.paging import PageTokens, load_tokens
 from wm_server.services.recall import HybridRecall
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
@@ -133,9 +134,21 @@ class Application:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        await self._drain()
+        await self._stop_work()
+        await self._stop_servers(self.settings.shutdown_grace_seconds if grace is None else grace)
+        await self._release()
+        log.info("server_stopped")
+
+    async def _drain(self) -> None:
+        """Health NOT_SERVING, then the drain delay, so load balancers stop sending calls."""
         await self.health.enter_graceful_shutdown()
         if self.settings.shutdown_drain_seconds:
             await asyncio.sleep(self.settings.shutdown_drain_seconds)
+
+    async def _stop_work(self) -> None:
+        """The inspector, then the loops that start work (the sweeper, the Phase 2 worker,
+        maintenance, the embedding indexer), then the event bus, which ends open streams."""
         if self.inspector is not None:
             await self.inspector.stop()
         if self.sweeper is not None:
@@ -147,11 +160,17 @@ class Application:
             await self.embedding.stop()
         if self.bus is not None:
             self.bus.close()
-        grace = self.settings.shutdown_grace_seconds if grace is None else grace
+
+    async def _stop_servers(self, grace: float) -> None:
+        """The gRPC server and the HTTP door, side by side, within ``grace`` seconds."""
         if self.http is not None:
             await asyncio.gather(self.server.stop(grace), self.http.stop(grace))
         else:
             await self.server.stop(grace)
+
+    async def _release(self) -> None:
+        """What outlives the servers: the metrics endpoint, the model providers, the
+        database, the trace exporter (its last spans) and the access log (its last lines)."""
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop)
         if self.providers is not None:
@@ -162,7 +181,6 @@ class Application:
         if self.tracing is not None:
             await asyncio.to_thread(self.tracing.shutdown)  # the last spans exported
         ACCESS_LOG.flush()  # the access lines of the last RPCs
-        log.info("server_stopped")
 
 
 def _model_check(providers: ProviderRegistry, settings: Settings) -> session_config.ModelCheck:
@@ -211,41 +229,100 @@ async def start_application(
     """Build and start everything; the returned application is serving. ``provider``
     replaces the configured model (tests drive Phase 2 with prepared answers this way);
     ``tracing`` the OTLP tracing ``OTEL_EXPORTER_OTLP_ENDPOINT`` would install (tests
-    export to memory that way)."""
+    export to memory that way).
+
+    The steps, in order: the settings that must hold before anything opens (keys, TLS),
+    the model providers, the storage, the services, the gRPC server with its port bound;
+    then the server and the loops start, the inspector and the HTTP door open, and the
+    start is logged. A failure before the server starts closes what was opened; after,
+    the application stops."""
     tracing = tracing or otlp_tracing()
     keyring = load_keyring(settings)
     check_bind_safety(settings, keyring)
     credentials = server_credentials(settings)
     metrics = Metrics()
-    # Providers first: a missing key or an unknown model stops the start before anything opens.
-    providers = (
-        ProviderRegistry.single(provider)
-        if provider is not None
-        else await build_registry(settings)
-    )
-    provider = providers.default
+    providers = await _build_providers(settings, provider)
     database = build_database(settings)
     try:
-        await database.open()
-        configured_key = settings.page_token_key
-        tokens = await load_tokens(
-            database, configured_key.get_secret_value() if configured_key else None
+        storage = await _open_storage(database, settings, metrics)
+        services = _build_services(settings, providers, storage, metrics, tracing)
+        door = _build_grpc_server(
+            settings, services.servicer, keyring, credentials, metrics, tracing
         )
-        # Recall by meaning: the embedder loads now (no download: a missing model stops the
-        # start), and stored vectors of another length than it makes are refused.
-        embedder = build_embedder(settings)
-        recall = HybridRecall(embedder, observer=metrics)
-        indexer = (
-            EmbeddingIndexer(database, embedder, observer=metrics, on_stored=recall.cache.stored)
-            if embedder
-            else None
-        )
-        if indexer is not None:
-            await indexer.check_dimensions()
     except BaseException:
         await providers.aclose()
         await database.close()
         raise
+    app = await _start_serving(settings, providers, storage, services, door, metrics, tracing)
+    await _open_web_doors(app, settings, services, door, keyring, metrics)
+    _log_started(app, providers, keyring)
+    return app
+
+
+async def _build_providers(settings: Settings, provider: LlmProvider | None) -> ProviderRegistry:
+    """Every configured model provider, first of all: a missing key or an unknown model stops
+    the start before anything opens. ``provider``, when given, is the only one."""
+    if provider is not None:
+        return ProviderRegistry.single(provider)
+    return await build_registry(settings)
+
+
+@dataclass
+class _Storage:
+    """The open database and what reads it from the start: the page-token keys and recall by
+    meaning (the embedder, the recall that caches its vectors, the indexer that stores them)."""
+
+    database: Database
+    tokens: PageTokens
+    embedder: Embedder | None
+    recall: HybridRecall
+    indexer: EmbeddingIndexer | None
+
+
+async def _open_storage(database: Database, settings: Settings, metrics: Metrics) -> _Storage:
+    """Open the database (its schema migrated) and load what the services read from it."""
+    await database.open()
+    configured_key = settings.page_token_key
+    tokens = await load_tokens(
+        database, configured_key.get_secret_value() if configured_key else None
+    )
+    # Recall by meaning: the embedder loads now (no download: a missing model stops the
+    # start), and stored vectors of another length than it makes are refused.
+    embedder = build_embedder(settings)
+    recall = HybridRecall(embedder, observer=metrics)
+    indexer = (
+        EmbeddingIndexer(database, embedder, observer=metrics, on_stored=recall.cache.stored)
+        if embedder
+        else None
+    )
+    if indexer is not None:
+        await indexer.check_dimensions()
+    return _Storage(database, tokens, embedder, recall, indexer)
+
+
+@dataclass
+class _Services:
+    """The composition: the use cases behind the servicer, and the loops that run beside it."""
+
+    servicer: WorkingMemoryServicer
+    default_config: SessionSettings
+    bus: EventBus
+    jobs: JobService
+    worker: Phase2Worker
+    maintenance: Maintenance
+    sweeper: IdleSweeper
+
+
+def _build_services(
+    settings: Settings,
+    providers: ProviderRegistry,
+    storage: _Storage,
+    metrics: Metrics,
+    tracing: OtelTracing | None,
+) -> _Services:
+    """Build every service over the storage and the providers; nothing runs yet."""
+    database, tokens, embedder = storage.database, storage.tokens, storage.embedder
+    recall, indexer, provider = storage.recall, storage.indexer, providers.default
     bus = EventBus()
     database.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
     log_ = EventLog(encode_event)
@@ -255,8 +332,6 @@ async def start_application(
             settings.default_session_config, check_model
         )
     except (ValueError, InvalidArgument) as error:
-        await providers.aclose()
-        await database.close()
         raise ConfigurationError(f"WM_DEFAULT_SESSION_CONFIG: {error}") from None
     jobs = JobService(database, log_)
     upkeep = MemoryUpkeep(
@@ -361,6 +436,20 @@ async def start_application(
         ),
         user_data=UserDataService(database, on_deleted=maintenance.forgotten),
     )
+    return _Services(
+        servicer=servicer,
+        default_config=default_config,
+        bus=bus,
+        jobs=jobs,
+        worker=worker,
+        maintenance=maintenance,
+        sweeper=sweeper,
+    )
+
+
+def _build_admission(settings: Settings, metrics: Metrics) -> Admission:
+    """The per-tenant budgets both doors admit calls by (watched by the metrics); a warning
+    when gRPC's own process cap is reached before them."""
     admission = Admission(
         Limits(
             tenant_rpcs=settings.tenant_max_concurrent_rpcs,
@@ -383,6 +472,31 @@ async def start_application(
             max_concurrent_rpcs=settings.max_concurrent_rpcs,
             one_tenant_and_anonymous=one_tenant,
         )
+    return admission
+
+
+@dataclass
+class _GrpcDoor:
+    """The gRPC server, bound to its port but not started, and what the HTTP door shares
+    with it (the health servicer, the admission budgets)."""
+
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    port: int
+    admission: Admission
+
+
+def _build_grpc_server(
+    settings: Settings,
+    servicer: WorkingMemoryServicer,
+    keyring: ApiKeyring | None,
+    credentials: grpc.ServerCredentials | None,
+    metrics: Metrics,
+    tracing: OtelTracing | None,
+) -> _GrpcDoor:
+    """The gRPC server with its interceptors, the service, health and reflection, bound to
+    WM_ADDRESS (an address it cannot listen on is a configuration error)."""
+    admission = _build_admission(settings, metrics)
     interceptors: list[grpc.aio.ServerInterceptor] = [_interceptor(keyring, metrics, admission)]
     if tracing is not None:  # outermost: the server span covers admission and auth too
         interceptors.insert(0, tracing.server_interceptor())
@@ -403,60 +517,72 @@ async def start_application(
         else:
             port = server.add_secure_port(settings.address, credentials)
     except RuntimeError as exc:  # in use (port reuse is off) or not an address of this host
-        await providers.aclose()
-        await database.close()
         message = f"WM_ADDRESS: cannot listen on {settings.address}: {exc}"
         raise ConfigurationError(message) from None
-    await server.start()
-    metrics.watch_queue(jobs.open_count)
+    return _GrpcDoor(server, health_servicer, port, admission)
+
+
+async def _start_serving(
+    settings: Settings,
+    providers: ProviderRegistry,
+    storage: _Storage,
+    services: _Services,
+    door: _GrpcDoor,
+    metrics: Metrics,
+    tracing: OtelTracing | None,
+) -> Application:
+    """Start the gRPC server, the metrics endpoint and the background loops, then report
+    SERVING; the application owns them all from here."""
+    await door.server.start()
+    metrics.watch_queue(services.jobs.open_count)
     metrics_port = metrics.serve(settings.metrics_address) if settings.metrics_address else None
-    await worker.start()
-    maintenance.start()
-    sweeper.start()
-    if indexer is not None:
-        indexer.start()  # the backfill: rows stored without a vector of this model
+    await services.worker.start()
+    services.maintenance.start()
+    services.sweeper.start()
+    if storage.indexer is not None:
+        storage.indexer.start()  # the backfill: rows stored without a vector of this model
     for name in ("", SERVICE_NAME):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    app = Application(
+        await door.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return Application(
         settings=settings,
-        server=server,
-        health=health_servicer,
-        port=port,
-        database=database,
-        worker=worker,
-        provider=provider,
+        server=door.server,
+        health=door.health,
+        port=door.port,
+        database=storage.database,
+        worker=services.worker,
+        provider=providers.default,
         providers=providers,
-        maintenance=maintenance,
-        embedding=indexer,
-        sweeper=sweeper,
-        bus=bus,
+        maintenance=services.maintenance,
+        embedding=storage.indexer,
+        sweeper=services.sweeper,
+        bus=services.bus,
         metrics=metrics,
         metrics_port=metrics_port,
         tracing=tracing,
     )
+
+
+async def _open_web_doors(
+    app: Application,
+    settings: Settings,
+    services: _Services,
+    door: _GrpcDoor,
+    keyring: ApiKeyring | None,
+    metrics: Metrics,
+) -> None:
+    """The inspector and the HTTP door, each when its address is set (one that cannot open
+    stops the application)."""
     if settings.inspector_address:
         app.inspector = await _start_inspector(
-            app, settings, keys_required=keyring is not None, default_config=default_config
+            app, settings, keys_required=keyring is not None, default_config=services.default_config
         )
     if settings.http_address:
-        registrations: list[tuple[Callable[..., None], object]] = [
-            (service_grpc.add_WorkingMemoryServiceServicer_to_server, servicer),
-            (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
-        ]
-        try:
-            app.http = await start_http_door(
-                settings.http_address,
-                _interceptor(keyring, metrics, admission),
-                registrations,
-                max_body_bytes=max_receive_bytes(settings),
-                ssl_context=server_ssl_context(settings),
-                cors=Cors(parse_origins(settings.http_cors_origins)),
-            )
-        except OSError as exc:
-            await app.stop(0)
-            raise ConfigurationError(
-                f"WM_HTTP_ADDRESS: cannot listen on {settings.http_address}: {exc}"
-            ) from None
+        app.http = await _start_http_door(app, settings, services.servicer, door, keyring, metrics)
+
+
+def _log_started(app: Application, providers: ProviderRegistry, keyring: ApiKeyring | None) -> None:
+    """The ``server_started`` line: where the server listens and how it is configured."""
+    provider = providers.default
     log.info(
         "server_started",
         address=app.address,
@@ -466,12 +592,11 @@ async def start_application(
         providers=list(providers.names),
         auth="api_keys" if keyring else "off",
         tenants=len(keyring.tenants) if keyring else 0,
-        tls=tls_mode(settings).value,
-        metrics_port=metrics_port,
+        tls=tls_mode(app.settings).value,
+        metrics_port=app.metrics_port,
         inspector_port=app.inspector.port if app.inspector is not None else None,
         http_port=app.http.port if app.http is not None else None,
     )
-    return app
 
 
 def _interceptor(
@@ -517,6 +642,37 @@ async def _start_inspector(
         await app.stop(0)
         raise ConfigurationError(
             f"WM_INSPECTOR_ADDRESS: cannot listen on {settings.inspector_address}: {exc}"
+        ) from None
+
+
+async def _start_http_door(
+    app: Application,
+    settings: Settings,
+    servicer: WorkingMemoryServicer,
+    door: _GrpcDoor,
+    keyring: ApiKeyring | None,
+    metrics: Metrics,
+) -> HttpDoor:
+    """The Connect door (HTTP/JSON) over the same servicer, health and budgets as gRPC, with
+    its own interceptor; an address it cannot listen on stops the application."""
+    assert settings.http_address
+    registrations: list[tuple[Callable[..., None], object]] = [
+        (service_grpc.add_WorkingMemoryServiceServicer_to_server, servicer),
+        (health_pb2_grpc.add_HealthServicer_to_server, door.health),
+    ]
+    try:
+        return await start_http_door(
+            settings.http_address,
+            _interceptor(keyring, metrics, door.admission),
+            registrations,
+            max_body_bytes=max_receive_bytes(settings),
+            ssl_context=server_ssl_context(settings),
+            cors=Cors(parse_origins(settings.http_cors_origins)),
+        )
+    except OSError as exc:
+        await app.stop(0)
+        raise ConfigurationError(
+            f"WM_HTTP_ADDRESS: cannot listen on {settings.http_address}: {exc}"
         ) from None
 
 

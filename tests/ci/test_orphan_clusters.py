@@ -35,10 +35,12 @@ TESTS = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def tmp() -> Iterator[Path]:
     """A folder the ``postgres`` user can enter too (pytest's own tmp_path is private to root,
-    and as root the cluster runs as ``postgres``)."""
+    and as root the cluster runs as ``postgres``); the killed runs' servers in it are stopped
+    at the end, whatever the test found."""
     folder = Path(tempfile.mkdtemp(prefix="wm-orphans-"))
     folder.chmod(0o755)
     yield folder
+    remove_orphans(folder)  # a test that failed midway leaves no server running
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -77,10 +79,9 @@ def test_only_folders_whose_owner_is_gone_are_removed(tmp: Path) -> None:
     assert not any(path.exists() for path in removed)
 
 
-@pytest.mark.postgres
-def test_the_server_of_a_killed_run_is_stopped_and_its_folder_removed(tmp: Path) -> None:
-    """A child starts a cluster the way the fixtures do and is killed with SIGKILL: its server
-    keeps running (pg_ctl made it a daemon) until the next run's cleanup."""
+def _killed_run(tmp: Path) -> tuple[Path, int]:
+    """A child starts a cluster in ``tmp`` the way the fixtures do and is killed with SIGKILL:
+    its server keeps running (pg_ctl made it a daemon). Returns its folder and server pid."""
     code = (
         "import sys, time\n"
         f"sys.path.insert(0, {str(TESTS)!r})\n"
@@ -103,8 +104,36 @@ def test_the_server_of_a_killed_run_is_stopped_and_its_folder_removed(tmp: Path)
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-
     assert _alive(postmaster)  # the orphan
+    return base, postmaster
+
+
+@pytest.mark.postgres
+def test_the_server_of_a_killed_run_is_stopped_and_its_folder_removed(tmp: Path) -> None:
+    base, postmaster = _killed_run(tmp)
+
     assert remove_orphans(tmp) == [base]
+    assert not _alive(postmaster)
+    assert not base.exists()
+
+
+@pytest.mark.postgres
+def test_the_next_pytest_run_removes_the_orphan_at_its_start(tmp: Path) -> None:
+    """The whole path: a new pytest run over this suite (tests/conftest.py's session start),
+    with the killed run's temporary folder as its own, stops the orphan before its tests."""
+    base, postmaster = _killed_run(tmp)
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    selected = f"{Path(__file__)}::test_only_folders_whose_owner_is_gone_are_removed"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", selected],
+        cwd=TESTS.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"removed 1 PostgreSQL test cluster(s) left by killed runs: {base}" in run.stdout
     assert not _alive(postmaster)
     assert not base.exists()

@@ -9,8 +9,8 @@ from rich.console import Console
 from support import builders as b
 from support.providers import Answer, ProgrammableProvider, creation, ops
 from wm_client import WmClient
+from wm_client.describe import memory_diff_text
 from wm_client.progress import CommitProgress
-from wm_client.render import memory_diff_text
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.llm.port import LlmError
 

@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from rich.console import Console, RenderableType
 from rich.markdown import Markdown
 
-from wm_client import history, render
+from wm_client import describe, history, render
 from wm_client.client import WmClient
 from wm_client.jsonl import read_jsonl
 from wm_client.jsonout import dumps, plain
@@ -220,7 +220,7 @@ def _outcome(terminal: pb.CommitEvent) -> str:
         return (
             f"commit {c.commit_id} completed: working memory v{c.working_memory_version},"
             f" {c.archived_message_count} message(s) archived into {c.archive_id},"
-            f" {len(c.decisions)} guard decision(s); tokens: {render.commit_usage(c.token_usage)}"
+            f" {len(c.decisions)} guard decision(s); tokens: {describe.commit_usage(c.token_usage)}"
         )
     if terminal.stage == pb.COMMIT_STAGE_FAILED:
         c = terminal.failed
@@ -377,7 +377,7 @@ async def commits_retry(client: WmClient, args: argparse.Namespace, out: Console
 
 
 def state_text(commit: pb.Commit) -> str:
-    return f"{render.state_name(commit.state)}, {commit.attempt_count} attempt(s) so far"
+    return f"{describe.state_name(commit.state)}, {commit.attempt_count} attempt(s) so far"
 
 
 async def compact(client: WmClient, args: argparse.Namespace, out: Console) -> int:
@@ -561,9 +561,9 @@ async def memories_show(client: WmClient, args: argparse.Namespace, out: Console
     if memory.supersedes_memory_ids:
         out.print(f"  replaces {' '.join(memory.supersedes_memory_ids)}", markup=False)
     if memory.HasField("valid_until"):
-        out.print(f"  held until {render.when(memory.valid_until)}", markup=False)
+        out.print(f"  held until {describe.when(memory.valid_until)}", markup=False)
     if memory.HasField("expire_time"):
-        out.print(f"  expires {render.when(memory.expire_time)}", markup=False)
+        out.print(f"  expires {describe.when(memory.expire_time)}", markup=False)
     for key, value in sorted(memory.fields.items()):
         out.print(f"  {key}: {value}", markup=False)
     for source in memory.sources:
@@ -634,7 +634,7 @@ async def memories_add(client: WmClient, args: argparse.Namespace, out: Console)
 
 async def memories_expire(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     memory = await client.update_memory(args.memory, expire_time=_moment(args.at, "--at"))
-    out.print(f"{memory.memory_id} expires {render.when(memory.expire_time)}", markup=False)
+    out.print(f"{memory.memory_id} expires {describe.when(memory.expire_time)}", markup=False)
     return 0
 
 

@@ -18,7 +18,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from wm_client.render import decision_text, event_detail, event_line, is_failure
+from wm_client.describe import event_detail, is_failure
+from wm_client.render import decision_text, event_line
 from wm_proto.v1 import resources_pb2 as pb
 
 # The checklist: (label, stages that advance it).

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from wm_client.render import stage_name
+from wm_client.describe import stage_name
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.inspector.layout import escape as _e
 

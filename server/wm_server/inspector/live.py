@@ -17,8 +17,7 @@ from aiohttp import web
 
 from wm_client import history
 from wm_client.client import WmClient
-from wm_client.errors import WmError
-from wm_client.render import (
+from wm_client.describe import (
     event_detail,
     is_failure,
     memory_diff_text,
@@ -26,6 +25,7 @@ from wm_client.render import (
     state_name,
     when,
 )
+from wm_client.errors import WmError
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.inspector.charts import stage_bars
 from wm_server.inspector.layout import escape as _e

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlencode
 from aiohttp import web
 
 from wm_client.client import WmClient
-from wm_client.render import when
+from wm_client.describe import when
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.inspector.csrf import FIELD, FormGuard

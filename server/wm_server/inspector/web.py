@@ -27,9 +27,9 @@ from aiohttp import web
 from wm_client import history
 from wm_client.channel import open_channel
 from wm_client.client import WmClient
+from wm_client.describe import commit_usage, state_name, when
 from wm_client.errors import WmError
 from wm_client.jsonl import role_name
-from wm_client.render import commit_usage, state_name, when
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.inspector import live, memories, overview
 from wm_server.inspector.charts import session_series, tokens_over_time
