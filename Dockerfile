@@ -20,10 +20,12 @@ COPY wm_core/ wm_core/
 COPY server/ server/
 # Both distributions in one command, so the local wm-client satisfies the server's
 # requirement on it (it is never looked up on an index). The [otel] extra is in: traces cost
-# nothing until OTEL_EXPORTER_OTLP_ENDPOINT is set.
+# nothing until OTEL_EXPORTER_OTLP_ENDPOINT is set. The client's [cli] extra too: the server
+# does not need it (its inspector renders without rich), but an operator inside the container
+# expects `wm sessions list` to work.
 RUN python3 -m venv /opt/wm \
-    && /opt/wm/bin/pip install --no-cache-dir --disable-pip-version-check ./clients/python ".[otel]" \
-    && /opt/wm/bin/python -c "import wm_server.app, wm_client"
+    && /opt/wm/bin/pip install --no-cache-dir --disable-pip-version-check "./clients/python[cli]" ".[otel]" \
+    && /opt/wm/bin/python -c "import wm_server.app, wm_client, wm_client.cli"
 
 FROM ${PYTHON_IMAGE}
 RUN groupadd --system --gid 10001 wm \

@@ -62,6 +62,8 @@ if "${PODMAN[@]}" exec "$NAME" /opt/wm/bin/python -c 'import pytest' 2>/dev/null
     exit 1
 fi
 WM_ADDRESS="127.0.0.1:$PORT" .venv/bin/wm demo >/dev/null && echo "wm demo against the container: ok"
+"${PODMAN[@]}" exec -e WM_ADDRESS="127.0.0.1:$PORT" "$NAME" wm sessions list | grep -q demo \
+    && echo "wm inside the container lists the demo session"
 "${PODMAN[@]}" stop -t 30 "$NAME" >/dev/null
 CODE=$("${PODMAN[@]}" inspect "$NAME" --format '{{.State.ExitCode}}')
 [ "$CODE" = 0 ] && echo "stopped by SIGTERM, exit code 0"

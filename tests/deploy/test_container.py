@@ -28,6 +28,7 @@ CHECKS = (
     "runs as uid 10001",
     "SQLite file on the volume",
     "wm demo against the container: ok",
+    "wm inside the container lists the demo session",
     "stopped by SIGTERM, exit code 0",
     "container smoke test passed",
 )
