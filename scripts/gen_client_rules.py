@@ -32,7 +32,7 @@ _TS_CODE_NAMES = {"CANCELLED": "Canceled"}
 
 def contract_limits() -> dict[str, int]:
     """The limits of the wm.v1 contract a client checks before sending, from the server."""
-    from wm_server.services.context import MAX_BUDGET
+    from wm_server.services.context_assembly import MAX_BUDGET
     from wm_server.services.validation import MAX_KEEP_RECENT
 
     return {"max_token_budget": MAX_BUDGET, "max_keep_recent": MAX_KEEP_RECENT}

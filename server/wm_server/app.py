@@ -44,10 +44,11 @@ from wm_server.metrics import Metrics
 from wm_server.observability import ACCESS_LOG
 from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
+from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.archives import ArchiveService
 from wm_server.services.auto_commit import IdleSweeper
 from wm_server.services.commits import CommitService
-from wm_server.services.context import ContextService
+from wm_server.services.context_assembly import ContextService
 from wm_server.services.embedding_index import EmbedArchiveStep, EmbeddingIndexer
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
@@ -345,6 +346,7 @@ async def start_application(
         ),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database, memories=memories, recall=recall),
+        archive_search=ArchiveSearchService(database, recall),
         tool_outputs=ToolOutputService(database, tokens=tokens),
         memories=memories,
         max_message_bytes=settings.max_message_bytes,

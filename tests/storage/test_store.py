@@ -475,14 +475,14 @@ async def test_search_is_literal_and_newest_archive_first(services: Services) ->
     await services.commits.phase1("s", 0, None)
     await _add(services, "s", Message("m2", Role.USER, (TextPart("COST IS $5.00 (APPROX) again"),), 5))  # fmt: skip
     await services.commits.phase1("s", 0, None)
-    found, total = await services.context.search("s", "$5.00 (approx)", "", 10, False)
+    found, total = await services.archive_search.search("s", "$5.00 (approx)", "", 10, False)
     assert total == 2 and [(m.archive_seq, m.message.id) for m, _ in found] == [
         (2, "m2"),
         (1, "m1"),
     ]
-    everywhere, _ = await services.context.search("", "again", "", 10, True)
+    everywhere, _ = await services.archive_search.search("", "again", "", 10, True)
     assert [m.message.id for m, _ in everywhere] == ["m2"]
-    only, _ = await services.context.search("s", "cost", "archive_001", 10, False)
+    only, _ = await services.archive_search.search("s", "cost", "archive_001", 10, False)
     assert [m.message.id for m, _ in only] == ["m1"]
 
 

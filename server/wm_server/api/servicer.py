@@ -22,7 +22,6 @@ from wm_core import (
     UNCOVERED_ARCHIVES,
     WORKING_MEMORY,
     SessionSettings,
-    anthropic_json,
 )
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -32,21 +31,17 @@ from wm_server.api import convert, session_config
 from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
+from wm_server.services.agent_tools import as_json, openai_shape, tool_definitions
+from wm_server.services.archive_search import ArchiveSearchService, HybridAnswer
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
-from wm_server.services.context import (
-    CACHED_FROM,
-    ContextService,
-    HybridAnswer,
-    as_json,
-    openai_shape,
-    recall_options,
-    tool_definitions,
-)
-from wm_server.services.context_formats import ContextFormat, context_format, render
+from wm_server.services.context_assembly import ContextService
+from wm_server.services.context_formats import context_format
+from wm_server.services.context_recall import recall_options
 from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
 from wm_server.services.memory_lifecycle import supersedes_in
+from wm_server.services.message_cache import CACHED_FROM
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.user_data import UserDataService
@@ -67,6 +62,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         memory: WorkingMemoryService,
         archives: ArchiveService,
         context: ContextService,
+        archive_search: ArchiveSearchService,
         tool_outputs: ToolOutputService,
         memories: MemoryService,
         max_message_bytes: int,
@@ -83,6 +79,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self._memories = memories
         self._archives = archives
         self._context = context
+        self._archive_search = archive_search
         self._sessions = sessions
         self._commits = commits
         self._memory = memory
@@ -298,7 +295,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             raise invalid("mode", f"unknown search mode {request.mode}", "UNKNOWN_VALUE")
         if request.mode == api.SEARCH_MODE_HYBRID:
             return _hybrid_out(
-                await self._context.hybrid(
+                await self._archive_search.hybrid(
                     request.session_id,
                     request.query,
                     request.archive_id,
@@ -309,9 +306,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                     request.min_score,
                 )
             )
-        search = (
-            self._context.ranked if request.mode == api.SEARCH_MODE_RANKED else self._context.search
-        )
+        searches = self._archive_search
+        search = searches.ranked if request.mode == api.SEARCH_MODE_RANKED else searches.search
         hits, total = await search(
             request.session_id,
             request.query,
@@ -345,22 +341,20 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.memory_recall.token_budget,
             request.memory_recall.max_memories,
         )
-        fmt = context_format(request.format)
         built = await self._context.assemble(
             request.session_id,
             request.token_budget,
             request.system_prompt,
-            int(request.include_anthropic_json) + int(fmt is not ContextFormat.UNSPECIFIED),
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
             recall,
+            with_anthropic_json=request.include_anthropic_json,
+            fmt=context_format(request.format),
         )
         result, wm, semantic = built.context, built.working_memory, built.recall.semantic
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
             messages=self._messages_out.all(result.messages),
-            anthropic_messages_json=(
-                anthropic_json(result.messages) if request.include_anthropic_json else ""
-            ),
+            anthropic_messages_json=built.anthropic_json,
             estimated_tokens=result.estimated_tokens,
             reply_reserve_tokens=result.reply_reserve,
             working_memory_version=wm.version if wm else 0,
@@ -372,7 +366,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             cut_parts=result.cut_parts,
             effective_token_budget=built.budget,
             recalled_memory_ids=built.recall.ids,
-            memory_tokens=sum(p.kept_tokens for p in result.parts if p.part == RECALLED_MEMORIES),
+            memory_tokens=built.memory_tokens,
             parts=[
                 api.ContextPartUsage(
                     part=_CONTEXT_PARTS[p.part],
@@ -383,9 +377,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 for p in result.parts
             ],
             usable_tokens=result.usable_tokens,
-            rendered_json=render(
-                fmt, result.messages, request.system_prompt, result.system_prompt_addition
-            ),
+            rendered_json=built.rendered_json,
             semantic_recall=0 if semantic is None else int(semantic),  # type: ignore[arg-type]
         )
 
