@@ -8,6 +8,7 @@ RPC (``api.interceptors``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,6 +23,8 @@ from wm_core import (
     UNCOVERED_ARCHIVES,
     WORKING_MEMORY,
     SessionSettings,
+    agent_tools,
+    openai_tool,
 )
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -31,7 +34,6 @@ from wm_server.api import convert, session_config
 from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
-from wm_server.services.agent_tools import as_json, openai_shape, tool_definitions
 from wm_server.services.archive_search import ArchiveSearchService, HybridAnswer
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
@@ -385,16 +387,16 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self, request: api.GetToolDefinitionsRequest, context: Context
     ) -> api.GetToolDefinitionsResponse:
         tools = []
-        for tool in tool_definitions():
+        for tool in agent_tools():
             definition = api.ToolDefinition(
                 name=tool["name"],
                 description=tool["description"],
-                input_schema_json=as_json(tool["input_schema"]),
+                input_schema_json=_json(tool["input_schema"]),
             )
             if request.format in (api.TOOL_FORMAT_UNSPECIFIED, api.TOOL_FORMAT_ANTHROPIC):
-                definition.anthropic_json = as_json(tool)
+                definition.anthropic_json = _json(tool)
             if request.format in (api.TOOL_FORMAT_UNSPECIFIED, api.TOOL_FORMAT_OPENAI):
-                definition.openai_json = as_json(openai_shape(tool))
+                definition.openai_json = _json(openai_tool(tool))
             tools.append(definition)
         return api.GetToolDefinitionsResponse(tools=tools)
 
@@ -579,6 +581,11 @@ _CONTEXT_PARTS = {
     LIVE_MESSAGES: api.CONTEXT_PART_LIVE_MESSAGES,
     CURRENT_TURN: api.CONTEXT_PART_CURRENT_TURN,
 }
+
+
+def _json(value: object) -> str:
+    """A tool definition's JSON on the wire: stable (sorted keys), characters as they are."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _owner(owner: api.MemoryOwner) -> OwnerSpec:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from wm_core import (
+    AGENT_TOOL_NAMES,
     AssembledContext,
     Message,
     anthropic_json,
@@ -21,7 +22,6 @@ from wm_core import (
 )
 from wm_server.errors import invalid
 from wm_server.services import validation
-from wm_server.services.agent_tools import TOOL_NAMES
 from wm_server.services.archives import message_bytes
 from wm_server.services.context_formats import ContextFormat, render
 from wm_server.services.context_recall import Recall, RecallBlock, newest_request, recall_block
@@ -94,11 +94,11 @@ class ContextService:
         if len(system_prompt.encode()) > MAX_SYSTEM_PROMPT:
             raise invalid("system_prompt", "at most 1 MiB", "TOO_LARGE")
         if tools is not None:
-            unknown = sorted(set(tools) - TOOL_NAMES)
+            unknown = sorted(set(tools) - AGENT_TOOL_NAMES)
             if len(tools) > MAX_TOOLS or unknown:
                 raise invalid(
                     "registered_tools.names",
-                    f"at most {MAX_TOOLS} of {', '.join(sorted(TOOL_NAMES))}"
+                    f"at most {MAX_TOOLS} of {', '.join(sorted(AGENT_TOOL_NAMES))}"
                     + (f"; unknown: {', '.join(unknown)[:200]}" if unknown else ""),
                     "UNKNOWN_TOOL",
                 )
@@ -134,11 +134,9 @@ class ContextService:
                 break
             budget = max(1, min(budget - 1, int(budget * MAX_CONTEXT_BYTES / size * 0.95)))
         included = wm if result.working_memory_included else None
-        return Assembly(
-            result, included, uncovered, budget, found,
-            anthropic_json(result.messages) if with_anthropic_json else "",
-            render(fmt, result.messages, system_prompt, result.system_prompt_addition),
-        )  # fmt: skip
+        rendered = render(fmt, result.messages, system_prompt, result.system_prompt_addition)
+        copy = anthropic_json(result.messages) if with_anthropic_json else ""
+        return Assembly(result, included, uncovered, budget, found, copy, rendered)
 
     async def _recall(
         self, session_id: str, messages: Sequence[Message], recall: Recall, token_budget: int

@@ -67,10 +67,8 @@ class RecallBlock:
     semantic: Semantic | None = None  # how the memories were ranked (None: no recall ran)
 
     def usage(self) -> PartUsage:
-        return PartUsage(
-            RECALLED_MEMORIES, self.needed_tokens, estimate_tokens(self.text) if self.text else 0,
-            self.found - len(self.ids),
-        )  # fmt: skip
+        kept = estimate_tokens(self.text) if self.text else 0
+        return PartUsage(RECALLED_MEMORIES, self.needed_tokens, kept, self.found - len(self.ids))
 
 
 def recall_block(

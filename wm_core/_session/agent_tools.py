@@ -1,14 +1,39 @@
-"""The tools a runtime registers with its model (GetToolDefinitions serves them)."""
+"""The tools a runtime registers with its model so that it can recall what the working
+memory condensed, read a stored tool output whole, and keep or forget long-term memories.
+
+GetToolDefinitions serves these definitions (Anthropic's shape, and OpenAI's through
+:func:`openai_tool`), AssembleContext accepts only their names in ``registered_tools``, and
+the system-prompt addition (``prompt.py``) names the same tools. The limits a schema states
+are the ones the service enforces, written once here: the service's checks import them.
+"""
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import copy
+from typing import Any, Final
 
-from wm_core import MEMORY_TYPES, UPDATE_TOOL
+from wm_core._memory.model import MEMORY_TYPES
+from wm_core._ops.schema import UPDATE_TOOL
+from wm_core._session.commits import ARCHIVE_ID_PATTERN
+from wm_core._session.prompt import (
+    ARCHIVE_EXPAND,
+    ARCHIVE_SEARCH,
+    MEMORY_FORGET,
+    MEMORY_SEARCH,
+    MEMORY_STORE,
+    TOOL_OUTPUT_READ,
+)
 
-ARCHIVE_EXPAND: dict[str, Any] = {
-    "name": "archive_expand",
+# A memory's text, at most, however it is written (CreateMemory, UpdateMemory, memory_store);
+# the extractor's own ops are held shorter (MAX_MEMORY_TEXT_CHARS).
+MAX_STORED_MEMORY_CHARS: Final = 2000
+# The memories one search returns, at most (SearchMemories' limit, memory_search's).
+MAX_MEMORY_HITS: Final = 50
+# What a memory id looks like (a regular expression, matched whole).
+MEMORY_ID_PATTERN: Final = "mem_[0-9a-f]{20}"
+
+_ARCHIVE_EXPAND: Final[dict[str, Any]] = {
+    "name": ARCHIVE_EXPAND,
     "description": (
         "Fetch the original, verbatim messages of one archive of this session. Use it when the "
         "[Session History Summary] mentions something but lacks the exact detail you need "
@@ -21,7 +46,7 @@ ARCHIVE_EXPAND: dict[str, Any] = {
             "archive_id": {
                 "type": "string",
                 "description": "The archive to expand, e.g. archive_002.",
-                "pattern": "^archive_[0-9]{3,}$",
+                "pattern": f"^{ARCHIVE_ID_PATTERN}$",
             }
         },
         "required": ["archive_id"],
@@ -29,8 +54,8 @@ ARCHIVE_EXPAND: dict[str, Any] = {
     },
 }
 
-ARCHIVE_SEARCH: dict[str, Any] = {
-    "name": "archive_search",
+_ARCHIVE_SEARCH: Final[dict[str, Any]] = {
+    "name": ARCHIVE_SEARCH,
     "description": (
         "Search the archived original messages of this session, best match first: by the "
         "words of the query and by meaning, so a question in your own words finds a message "
@@ -57,9 +82,8 @@ ARCHIVE_SEARCH: dict[str, Any] = {
     },
 }
 
-
-TOOL_OUTPUT_READ: dict[str, Any] = {
-    "name": "tool_output_read",
+_TOOL_OUTPUT_READ: Final[dict[str, Any]] = {
+    "name": TOOL_OUTPUT_READ,
     "description": (
         "Read a tool output that was too large to show: the conversation has its synopsis, "
         "headed [Tool output ID stored in full ...]. Give that id and the lines you need "
@@ -89,9 +113,8 @@ TOOL_OUTPUT_READ: dict[str, Any] = {
     },
 }
 
-
-MEMORY_SEARCH: dict[str, Any] = {
-    "name": "memory_search",
+_MEMORY_SEARCH: Final[dict[str, Any]] = {
+    "name": MEMORY_SEARCH,
     "description": (
         "Search the user's long-term memories: what earlier sessions learned about them, "
         "their preferences, the entities, events, decisions and procedures of their work. "
@@ -107,15 +130,15 @@ MEMORY_SEARCH: dict[str, Any] = {
                 "items": {"type": "string", "enum": list(MEMORY_TYPES)},
                 "description": "Optional: only memories of these types.",
             },
-            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_MEMORY_HITS},
         },
         "required": ["query"],
         "additionalProperties": False,
     },
 }
 
-MEMORY_STORE: dict[str, Any] = {
-    "name": "memory_store",
+_MEMORY_STORE: Final[dict[str, Any]] = {
+    "name": MEMORY_STORE,
     "description": (
         "Keep a lasting fact for later sessions: one short sentence the user stated or "
         "confirmed (a preference, who they are, a decision and its reason, a dated event, a "
@@ -125,7 +148,7 @@ MEMORY_STORE: dict[str, Any] = {
         "type": "object",
         "properties": {
             "type": {"type": "string", "enum": list(MEMORY_TYPES)},
-            "text": {"type": "string", "maxLength": 2000},
+            "text": {"type": "string", "maxLength": MAX_STORED_MEMORY_CHARS},
             "event_time": {
                 "type": "string",
                 "description": "Optional: when it happened, ISO 8601 (2026-03-01).",
@@ -136,29 +159,34 @@ MEMORY_STORE: dict[str, Any] = {
     },
 }
 
-MEMORY_FORGET: dict[str, Any] = {
-    "name": "memory_forget",
+_MEMORY_FORGET: Final[dict[str, Any]] = {
+    "name": MEMORY_FORGET,
     "description": (
         "Forget a long-term memory for good, when the user asks you to or it is wrong: give "
         "its id (memory_search results and recalled memories name it, e.g. mem_0123...)."
     ),
     "input_schema": {
         "type": "object",
-        "properties": {"memory_id": {"type": "string", "pattern": "^mem_[0-9a-f]{20}$"}},
+        "properties": {"memory_id": {"type": "string", "pattern": f"^{MEMORY_ID_PATTERN}$"}},
         "required": ["memory_id"],
         "additionalProperties": False,
     },
 }
 
-
-def tool_definitions() -> list[dict[str, Any]]:
-    return [
-        ARCHIVE_EXPAND, ARCHIVE_SEARCH, TOOL_OUTPUT_READ, dict(UPDATE_TOOL), MEMORY_SEARCH,
-        MEMORY_STORE, MEMORY_FORGET,
-    ]  # fmt: skip
+_TOOLS: Final = (_ARCHIVE_EXPAND, _ARCHIVE_SEARCH, _TOOL_OUTPUT_READ, UPDATE_TOOL)
+_TOOLS_ALL: Final = (*_TOOLS, _MEMORY_SEARCH, _MEMORY_STORE, _MEMORY_FORGET)
+# The names a runtime may register (AssembleContext's registered_tools).
+AGENT_TOOL_NAMES: Final = frozenset(str(tool["name"]) for tool in _TOOLS_ALL)
 
 
-def openai_shape(tool: dict[str, Any]) -> dict[str, Any]:
+def agent_tools() -> list[dict[str, Any]]:
+    """Every tool's definition in Anthropic's shape (name, description, input_schema), in
+    the order GetToolDefinitions serves them; a copy the caller may change."""
+    return copy.deepcopy(list(_TOOLS_ALL))
+
+
+def openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A definition of :func:`agent_tools` in OpenAI's function-calling shape."""
     return {
         "type": "function",
         "function": {
@@ -167,10 +195,3 @@ def openai_shape(tool: dict[str, Any]) -> dict[str, Any]:
             "parameters": tool["input_schema"],
         },
     }
-
-
-def as_json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-TOOL_NAMES = frozenset(t["name"] for t in tool_definitions())
