@@ -25,8 +25,9 @@ Items and references
     :func:`references` (the file paths and URLs a text mentions).
 Ops and merging
     :class:`SectionOp` (:class:`OpKind`; :data:`KEEP` is ``SectionOp.keep()``), :func:`merge`
-    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`), within
-    :class:`WmLimits` (:data:`DEFAULT_LIMITS`: the hard size bound of the document);
+    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`; stored
+    as a :class:`DecisionDict`), within :class:`WmLimits` (:data:`DEFAULT_LIMITS`: the hard
+    size bound of the document);
     :func:`bound_document` applies that bound to a document made without a merge.
 Pending items
     :class:`PendingItem` (what a guard refused, kept for the next update), :func:`refused_items`,
@@ -87,7 +88,7 @@ Tool outputs
 
 from __future__ import annotations
 
-from wm_core._decisions import Decision, Guard
+from wm_core._decisions import Decision, DecisionDict, Guard
 from wm_core._document.items import bullet_items, item_key
 from wm_core._document.markdown import (
     ParsedDocument,
@@ -269,6 +270,7 @@ __all__ = [
     "CreationRejected",
     "CreationResult",
     "Decision",
+    "DecisionDict",
     "ExternalOutput",
     "Guard",
     "MemoryDecision",

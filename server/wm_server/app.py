@@ -16,8 +16,7 @@ from wm_client.channel import reachable_address
 from wm_core import SessionSettings, WmLimits, summary_update_ops
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
-from wm_server import wire
-from wm_server.api import session_config
+from wm_server.api import session_config, stored_wire
 from wm_server.api.admission import Admission, Limits
 from wm_server.api.connect import HttpDoor, start_http_door
 from wm_server.api.cors import Cors
@@ -503,7 +502,7 @@ async def _start_inspector(
             reachable_address(app.address),
             keys_required=keys_required,
             config_defaults=ConfigDefaults(
-                server_default=wire.config_out(default_config),
+                server_default=stored_wire.config_out(default_config),
                 unset={
                     "memory_extraction": f"on (WM_MEMORY_EXTRACTION={settings.memory_extraction})"
                     if settings.memory_extraction

@@ -29,8 +29,7 @@ from wm_core import (
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
-from wm_server import wire
-from wm_server.api import convert, session_config
+from wm_server.api import commit_wire, convert, session_config, stored_wire
 from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
@@ -86,7 +85,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self._commits = commits
         self._memory = memory
         self._max_message_bytes = max_message_bytes
-        self._messages_out = wire.MessagesOut(CACHED_FROM)
+        self._messages_out = stored_wire.MessagesOut(CACHED_FROM)
 
     # --- sessions --------------------------------------------------------------------------
     async def CreateSession(
@@ -100,7 +99,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.request_id, convert.fingerprint(request), config,
             request.user_id, request.agent_id,
         )  # fmt: skip
-        return wire.session_out(record)
+        return stored_wire.session_out(record)
 
     async def UpdateSession(
         self, request: api.UpdateSessionRequest, context: Context
@@ -120,17 +119,17 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         record = await self._sessions.update_config(
             request.session.session_id, change, request.request_id, convert.fingerprint(request)
         )
-        return wire.session_out(record)
+        return stored_wire.session_out(record)
 
     async def GetSession(self, request: api.GetSessionRequest, context: Context) -> pb.Session:
-        return wire.session_out(await self._sessions.get(request.session_id))
+        return stored_wire.session_out(await self._sessions.get(request.session_id))
 
     async def ListSessions(
         self, request: api.ListSessionsRequest, context: Context
     ) -> api.ListSessionsResponse:
         records, token = await self._sessions.list(request.page_size, request.page_token)
         return api.ListSessionsResponse(
-            sessions=[wire.session_out(r) for r in records], next_page_token=token
+            sessions=[stored_wire.session_out(r) for r in records], next_page_token=token
         )
 
     async def DeleteSession(
@@ -169,7 +168,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         page = await self._archives.live(request.session_id, request.page_size, request.page_token)
         return api.ListMessagesResponse(
             messages=[
-                wire.message_out(m.message, m.position, m.create_time) for m in page.messages
+                stored_wire.message_out(m.message, m.position, m.create_time) for m in page.messages
             ],
             next_page_token=page.next_page_token,
         )
@@ -183,7 +182,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )  # fmt: skip
         return api.RemoveRecentMessagesResponse(
             session_id=removed.session.session_id,
-            messages=[wire.message_out(m.message, m.position, m.create_time)
+            messages=[stored_wire.message_out(m.message, m.position, m.create_time)
                       for m in removed.messages],
             message_count=removed.session.message_count,
             pending_tokens=removed.session.pending_tokens,
@@ -223,7 +222,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             yield pb.CommitEvent.FromString(payload)
 
     async def GetCommit(self, request: api.GetCommitRequest, context: Context) -> pb.Commit:
-        return wire.commit_out(await self._commits.get(request.session_id, request.commit_id))
+        return commit_wire.commit_out(
+            await self._commits.get(request.session_id, request.commit_id)
+        )
 
     async def ListCommits(
         self, request: api.ListCommitsRequest, context: Context
@@ -232,21 +233,21 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.page_size, request.page_token
         )
         return api.ListCommitsResponse(
-            commits=[wire.commit_out(r) for r in records], next_page_token=token
+            commits=[commit_wire.commit_out(r) for r in records], next_page_token=token
         )
 
     async def RetryCommit(self, request: api.RetryCommitRequest, context: Context) -> pb.Commit:
         record = await self._commits.retry(
             request.session_id, request.commit_id, request.request_id, convert.fingerprint(request)
         )
-        return wire.commit_out(record)
+        return commit_wire.commit_out(record)
 
     # --- working memory --------------------------------------------------------------------
     async def GetWorkingMemory(
         self, request: api.GetWorkingMemoryRequest, context: Context
     ) -> pb.WorkingMemory:
         view = await self._memory.get(request.session_id, request.version)
-        return wire.working_memory_view_out(view)
+        return commit_wire.working_memory_view_out(view)
 
     async def ApplyWorkingMemoryOps(
         self, request: api.ApplyWorkingMemoryOpsRequest, context: Context
@@ -261,8 +262,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             convert.fingerprint(request),
         )
         return api.ApplyWorkingMemoryOpsResponse(
-            working_memory=wire.working_memory_out(record),
-            decisions=[wire.decision_out(d.to_dict()) for d in decisions],
+            working_memory=commit_wire.working_memory_out(record),
+            decisions=[commit_wire.decision_out(d.to_dict()) for d in decisions],
         )
 
     # --- archives --------------------------------------------------------------------------
@@ -273,21 +274,21 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.page_size, request.page_token
         )
         return api.ListArchivesResponse(
-            archives=[wire.archive_out(r) for r in records], next_page_token=token
+            archives=[commit_wire.archive_out(r) for r in records], next_page_token=token
         )
 
     async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
         record, page, wm = await self._archives.get(
             request.session_id, request.archive_id, request.page_size, request.page_token
         )
-        archive = wire.archive_out(record)
+        archive = commit_wire.archive_out(record)
         archive.messages.extend(
-            wire.message_out(m.message, m.position, m.create_time) for m in page.messages
+            stored_wire.message_out(m.message, m.position, m.create_time) for m in page.messages
         )
         archive.next_messages_page_token = page.next_page_token
         archive.messages_start_position = page.messages[0].position if page.messages else 0
         if wm is not None:
-            archive.working_memory.CopyFrom(wire.working_memory_out(wm))
+            archive.working_memory.CopyFrom(commit_wire.working_memory_out(wm))
         return archive
 
     async def SearchArchives(
@@ -323,9 +324,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             hits=[
                 api.SearchHit(
                     session_id=match.session_id,
-                    archive_id=wire.archive_id(match.archive_seq),
+                    archive_id=stored_wire.archive_id(match.archive_seq),
                     message_id=match.message.id,
-                    role=wire.role_out(match.message.role),
+                    role=stored_wire.role_out(match.message.role),
                     snippet=text,
                     score=match.score,
                 )
@@ -362,7 +363,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             working_memory_version=wm.version if wm else 0,
             working_memory_tokens=result.working_memory_tokens,
             trimmed_items=result.trimmed_items,
-            uncovered_archive_ids=[wire.archive_id(s) for s in built.uncovered],
+            uncovered_archive_ids=[stored_wire.archive_id(s) for s in built.uncovered],
             included_message_count=result.included_source_messages,
             dropped_message_count=result.dropped_source_messages,
             cut_parts=result.cut_parts,
@@ -413,7 +414,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.output_id, which, start, count, request.page_token
         )
         return api.GetToolOutputResponse(
-            output=wire.tool_output_out(page.output),
+            output=stored_wire.tool_output_out(page.output),
             content=page.content,
             start_line=page.start_line,
             line_count=page.line_count,
@@ -455,7 +456,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         return api.SearchMemoriesResponse(
             hits=[
                 api.MemoryHit(
-                    memory=wire.memory_out(h.view),
+                    memory=stored_wire.memory_out(h.view),
                     score=h.score,
                     snippet=h.snippet,
                     lexical_score=h.lexical,
@@ -470,28 +471,28 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def ListMemories(
         self, request: api.ListMemoriesRequest, context: Context
     ) -> api.ListMemoriesResponse:
-        if request.state not in (pb.MEMORY_STATE_UNSPECIFIED, *wire.MEMORY_STATES_IN):
+        if request.state not in (pb.MEMORY_STATE_UNSPECIFIED, *stored_wire.MEMORY_STATES_IN):
             raise invalid("state", "unknown state")
         views, token = await self._memories.list(
             _owner(request.owner),
             _types(request.types),
-            wire.MEMORY_STATES_IN.get(request.state, "active"),
+            stored_wire.MEMORY_STATES_IN.get(request.state, "active"),
             request.page_size,
             request.page_token,
         )
         return api.ListMemoriesResponse(
-            memories=[wire.memory_out(v) for v in views], next_page_token=token
+            memories=[stored_wire.memory_out(v) for v in views], next_page_token=token
         )
 
     async def GetMemory(self, request: api.GetMemoryRequest, context: Context) -> pb.Memory:
-        return wire.memory_out(await self._memories.get(request.memory_id))
+        return stored_wire.memory_out(await self._memories.get(request.memory_id))
 
     async def CreateMemory(
         self, request: api.CreateMemoryRequest, context: Context
     ) -> api.CreateMemoryResponse:
         memory = request.memory
         content = content_in(
-            wire.MEMORY_TYPES_IN.get(memory.type, ""),
+            stored_wire.MEMORY_TYPES_IN.get(memory.type, ""),
             memory.text,
             dict(memory.fields),
             _seconds(memory, "event_time", "memory.event_time"),
@@ -501,7 +502,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             supersedes=supersedes_in(memory.supersedes_memory_ids),
             expire_time=_seconds(memory, "expire_time", "memory.expire_time"),
         )  # fmt: skip
-        return api.CreateMemoryResponse(memory=wire.memory_out(view), deduplicated=existed)
+        return api.CreateMemoryResponse(memory=stored_wire.memory_out(view), deduplicated=existed)
 
     async def UpdateMemory(self, request: api.UpdateMemoryRequest, context: Context) -> pb.Memory:
         if not request.HasField("memory"):
@@ -514,7 +515,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         if unknown:
             raise invalid("update_mask", f"only {', '.join(MASKABLE)}; not {', '.join(unknown)}")
         checked = content_in(
-            wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
+            stored_wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
             memory.text if "text" in paths else "placeholder",
             dict(memory.fields) if "fields" in paths else {},
             _seconds(memory, "event_time", "memory.event_time"),
@@ -535,7 +536,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             memory.memory_id, given, request.reason, request.request_id,
             convert.fingerprint(request),
         )  # fmt: skip
-        return wire.memory_out(view)
+        return stored_wire.memory_out(view)
 
     async def DeleteMemory(
         self, request: api.DeleteMemoryRequest, context: Context
@@ -561,7 +562,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         view = await self._memories.retire(
             request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
         )
-        return wire.memory_out(view)
+        return stored_wire.memory_out(view)
 
     async def PurgeUserData(
         self, request: api.PurgeUserDataRequest, context: Context
@@ -596,9 +597,9 @@ def _types(values: Any) -> list[str]:
     """Memory types of a filter; an unknown number is INVALID_ARGUMENT."""
     names = []
     for value in values:
-        if value not in wire.MEMORY_TYPES_IN:
+        if value not in stored_wire.MEMORY_TYPES_IN:
             raise invalid("types", f"unknown memory type {value}")
-        names.append(wire.MEMORY_TYPES_IN[value])
+        names.append(stored_wire.MEMORY_TYPES_IN[value])
     return names
 
 
@@ -622,9 +623,9 @@ def _hybrid_out(answer: HybridAnswer) -> api.SearchArchivesResponse:
         hits=[
             api.SearchHit(
                 session_id=match.session_id,
-                archive_id=wire.archive_id(match.archive_seq),
+                archive_id=stored_wire.archive_id(match.archive_seq),
                 message_id=match.message.id,
-                role=wire.role_out(match.message.role),
+                role=stored_wire.role_out(match.message.role),
                 snippet=text,
                 score=fused.score,
                 lexical_score=fused.lexical,
