@@ -8,7 +8,7 @@ facts; each copy numbered so no two rows are equal), stored through the services
 AddMessages in batches of 500 and a Phase 1 commit after each (so everything is in the
 full-text index), all in sessions of one user. Then the embedding loop (the same code as the
 server's backfill) embeds every row, timed: turns/s including the database writes. Queries
-are the generator's questions run through ``ContextService.hybrid`` over all the owner's
+are the generator's questions run through ``ArchiveSearchService.hybrid`` over all the owner's
 sessions (and, for comparison, ``ranked``, lexical only), each timed end to end: query
 embedding, lexical statement, vector read, cosine, fusion, snippets. RSS: a real
 ``python -m wm_server`` process on the same database, after its start (embedder loaded) and
@@ -38,8 +38,8 @@ from wm_core import Message, Role, TextPart, message_tokens  # noqa: E402
 from wm_server.api.events import encode_event  # noqa: E402
 from wm_server.embedding.embedded import WordLlamaEmbedder  # noqa: E402
 from wm_server.embedding.port import TextRole  # noqa: E402
+from wm_server.services.archive_search import ArchiveSearchService  # noqa: E402
 from wm_server.services.commits import CommitService  # noqa: E402
-from wm_server.services.context import ContextService  # noqa: E402
 from wm_server.services.embedding_index import EmbeddingIndexer  # noqa: E402
 from wm_server.services.event_bus import EventBus  # noqa: E402
 from wm_server.services.events import EventLog  # noqa: E402
@@ -116,7 +116,7 @@ async def measure(args: argparse.Namespace, folder: Path) -> None:
           "(backfill incl. reads and writes)")  # fmt: skip
 
     recall = HybridRecall(embedder)
-    context = ContextService(db, recall=recall)
+    context = ArchiveSearchService(db, recall)
     questions = [q.text for q in generate(777, users=6, sessions_per_user=6).questions]
     async with db.reader() as uow:
         sids = [sid for sid, _ in await uow.sessions.keys("default", OWNER, None)]

@@ -32,10 +32,17 @@ _TS_CODE_NAMES = {"CANCELLED": "Canceled"}
 
 def contract_limits() -> dict[str, int]:
     """The limits of the wm.v1 contract a client checks before sending, from the server."""
-    from wm_server.services.context import MAX_BUDGET
+    from wm_core import MAX_MEMORY_HITS
+    from wm_server.services.context_assembly import MAX_BUDGET
+    from wm_server.services.literal_search import MAX_HITS
     from wm_server.services.validation import MAX_KEEP_RECENT
 
-    return {"max_token_budget": MAX_BUDGET, "max_keep_recent": MAX_KEEP_RECENT}
+    return {
+        "max_token_budget": MAX_BUDGET,
+        "max_keep_recent": MAX_KEEP_RECENT,
+        "max_search_hits": MAX_HITS,
+        "max_memory_hits": MAX_MEMORY_HITS,
+    }
 
 
 def blank_characters() -> str:
@@ -70,6 +77,8 @@ def python_module(rules: dict[str, Any]) -> str:
         "# The wm.v1 contract's limits, as the server defines them.",
         f"MAX_TOKEN_BUDGET = {contract['max_token_budget']}",
         f"MAX_KEEP_RECENT = {contract['max_keep_recent']}",
+        f"MAX_SEARCH_HITS = {contract['max_search_hits']}",
+        f"MAX_MEMORY_HITS = {contract['max_memory_hits']}",
         "# The ContextEngine's own limits.",
         f"MAX_KEEP_TURNS = {engine['max_keep_turns']}",
         f"MAX_SEEN_MESSAGES = {engine['max_seen_messages']}",
@@ -108,6 +117,8 @@ def typescript_module(rules: dict[str, Any]) -> str:
         "/** The wm.v1 contract's limits, as the server defines them. */",
         f"export const MAX_TOKEN_BUDGET = {contract['max_token_budget']};",
         f"export const MAX_KEEP_RECENT = {contract['max_keep_recent']};",
+        f"export const MAX_SEARCH_HITS = {contract['max_search_hits']};",
+        f"export const MAX_MEMORY_HITS = {contract['max_memory_hits']};",
         "/** The ContextEngine's own limits. */",
         f"export const MAX_KEEP_TURNS = {engine['max_keep_turns']};",
         f"export const MAX_SEEN_MESSAGES = {engine['max_seen_messages']};",

@@ -25,8 +25,9 @@ Items and references
     :func:`references` (the file paths and URLs a text mentions).
 Ops and merging
     :class:`SectionOp` (:class:`OpKind`; :data:`KEEP` is ``SectionOp.keep()``), :func:`merge`
-    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`), within
-    :class:`WmLimits` (:data:`DEFAULT_LIMITS`: the hard size bound of the document);
+    (:class:`MergeResult`, one :class:`Decision` per intervention, by :class:`Guard`; stored
+    as a :class:`DecisionDict`), within :class:`WmLimits` (:data:`DEFAULT_LIMITS`: the hard
+    size bound of the document);
     :func:`bound_document` applies that bound to a document made without a merge.
 Pending items
     :class:`PendingItem` (what a guard refused, kept for the next update), :func:`refused_items`,
@@ -72,6 +73,12 @@ Offline summarizer
     one section; titles by :func:`summary_title`, paths spelled one way by
     :class:`PathSpellings`), :func:`summary_update_ops` (the update tool's arguments against
     an earlier document) and :func:`summary_bodies` (the bodies of a new document).
+Agent tools
+    :func:`agent_tools` (the recall and memory tools a runtime registers, GetToolDefinitions'
+    definitions; :data:`AGENT_TOOL_NAMES`; :func:`openai_tool` in OpenAI's shape), with the
+    limits their schemas state and the service enforces: :data:`MAX_STORED_MEMORY_CHARS`,
+    :data:`MAX_MEMORY_HITS`, :data:`MEMORY_ID_PATTERN`, :data:`ARCHIVE_ID_PATTERN` (an id of
+    :func:`archive_name`; :func:`archive_number` reads one back).
 Tool outputs
     :func:`externalize` (:class:`ExternalOutput`, :class:`OutputKind`) replaces outputs over
     a threshold by their :func:`synopsis` (by :func:`detect_format`, :class:`OutputFormat`;
@@ -81,7 +88,7 @@ Tool outputs
 
 from __future__ import annotations
 
-from wm_core._decisions import Decision, Guard
+from wm_core._decisions import Decision, DecisionDict, Guard
 from wm_core._document.items import bullet_items, item_key
 from wm_core._document.markdown import (
     ParsedDocument,
@@ -161,9 +168,14 @@ from wm_core._ops.schema import (
 )
 from wm_core._ops.section_ops import KEEP, OpKind, SectionOp
 from wm_core._session import (
+    AGENT_TOOL_NAMES,
+    ARCHIVE_ID_PATTERN,
     CURRENT_TURN,
     DEFAULT_AUTO_KEEP,
     LIVE_MESSAGES,
+    MAX_MEMORY_HITS,
+    MAX_STORED_MEMORY_CHARS,
+    MEMORY_ID_PATTERN,
     MEMORY_TOOLS,
     RECALL_TOOLS,
     RECALLED_MEMORIES,
@@ -184,8 +196,10 @@ from wm_core._session import (
     SplitRow,
     Trigger,
     abstract_of,
+    agent_tools,
     anthropic_json,
     archive_name,
+    archive_number,
     assemble,
     chunk_messages,
     cut_message,
@@ -195,6 +209,7 @@ from wm_core._session import (
     idle_due,
     is_request,
     line_count,
+    openai_tool,
     output_ids,
     pending_delta,
     plan_budget,
@@ -215,6 +230,8 @@ from wm_core._tokens.estimate import estimate_tokens
 from wm_core._tokens.reminders import section_reminders
 
 __all__ = [
+    "AGENT_TOOL_NAMES",
+    "ARCHIVE_ID_PATTERN",
     "CREATE_TOOL",
     "CURRENT_STATE",
     "CURRENT_TURN",
@@ -226,9 +243,12 @@ __all__ = [
     "KEPT_FROM_PENDING",
     "KEY_FACTS",
     "LIVE_MESSAGES",
+    "MAX_MEMORY_HITS",
     "MAX_MEMORY_OPS",
     "MAX_MEMORY_TEXT_CHARS",
     "MAX_PENDING_TOKENS",
+    "MAX_STORED_MEMORY_CHARS",
+    "MEMORY_ID_PATTERN",
     "MEMORY_TOOL",
     "MEMORY_TOOLS",
     "MEMORY_TYPES",
@@ -250,6 +270,7 @@ __all__ = [
     "CreationRejected",
     "CreationResult",
     "Decision",
+    "DecisionDict",
     "ExternalOutput",
     "Guard",
     "MemoryDecision",
@@ -286,8 +307,10 @@ __all__ = [
     "Trigger",
     "WmLimits",
     "abstract_of",
+    "agent_tools",
     "anthropic_json",
     "archive_name",
+    "archive_number",
     "archive_text",
     "assemble",
     "bound_document",
@@ -315,6 +338,7 @@ __all__ = [
     "message_tokens",
     "missing_anchors",
     "normalize_creation",
+    "openai_tool",
     "output_ids",
     "parse_document",
     "parse_document_detailed",

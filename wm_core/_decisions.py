@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NotRequired, TypedDict
 
 
 class Guard(StrEnum):
@@ -25,6 +26,20 @@ class Guard(StrEnum):
     STRUCTURE = "structure"  # headings inside content, foreign sections, preamble
     BOUND = "bound"  # the hard size bound of a section or of the whole document
     BACKFILL = "backfill"  # a section the model left unread, filled by the extractor
+
+
+class DecisionDict(TypedDict):
+    """A decision as the server stores it (a JSON object; ``Decision.to_dict`` writes it).
+    The item lists are always written; rows stored before a list existed lack it."""
+
+    section: str
+    requested: str
+    applied: str
+    guard: str
+    reason: str
+    items_dropped: NotRequired[list[str]]
+    items_restored: NotRequired[list[str]]
+    items_refused: NotRequired[list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +60,7 @@ class Decision:
     items_restored: tuple[str, ...] = ()
     items_refused: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> DecisionDict:
         """A JSON-ready form, for storage next to the archive."""
         return {
             "section": self.section,

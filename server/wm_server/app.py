@@ -16,8 +16,7 @@ from wm_client.channel import reachable_address
 from wm_core import SessionSettings, WmLimits, summary_update_ops
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
-from wm_server import wire
-from wm_server.api import session_config
+from wm_server.api import session_config, stored_wire
 from wm_server.api.admission import Admission, Limits
 from wm_server.api.connect import HttpDoor, start_http_door
 from wm_server.api.cors import Cors
@@ -45,10 +44,11 @@ from wm_server.metrics import Metrics
 from wm_server.observability import ACCESS_LOG
 from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.worker import Phase2Worker, WorkerSettings
+from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.archives import ArchiveService
 from wm_server.services.auto_commit import IdleSweeper
 from wm_server.services.commits import CommitService
-from wm_server.services.context import ContextService
+from wm_server.services.context_assembly import ContextService
 from wm_server.services.embedding_index import EmbedArchiveStep, EmbeddingIndexer
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
@@ -420,6 +420,7 @@ def _build_services(
         ),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database, memories=memories, recall=recall),
+        archive_search=ArchiveSearchService(database, recall),
         tool_outputs=ToolOutputService(database, tokens=tokens),
         memories=memories,
         max_message_bytes=settings.max_message_bytes,
@@ -626,7 +627,7 @@ async def _start_inspector(
             reachable_address(app.address),
             keys_required=keys_required,
             config_defaults=ConfigDefaults(
-                server_default=wire.config_out(default_config),
+                server_default=stored_wire.config_out(default_config),
                 unset={
                     "memory_extraction": f"on (WM_MEMORY_EXTRACTION={settings.memory_extraction})"
                     if settings.memory_extraction

@@ -19,7 +19,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from wm_client import engine, stream, tools
 from wm_client.errors import ERROR_DOMAIN, WmError, error_class
-from wm_server.services.context import MAX_BUDGET
+from wm_server.services.context_assembly import MAX_BUDGET
 from wm_server.services.validation import MAX_KEEP_RECENT
 
 HERE = Path(__file__).parent

@@ -112,11 +112,13 @@ async def test_a_users_memory_is_found_and_recalled_in_their_next_session_only(
     context = await _assemble(stub, "s2")
     assert list(context.recalled_memory_ids) == [memory.memory_id]
     assert "Prefers answers in Portuguese" in context.system_prompt_addition
-    assert context.memory_tokens > 0
+    recalled = [p for p in context.parts if p.part == api.CONTEXT_PART_RECALLED_MEMORIES]
+    assert context.memory_tokens > 0 and context.memory_tokens == recalled[0].kept_tokens
     off = await stub.AssembleContext(
         api.AssembleContextRequest(session_id="s2", token_budget=50_000), metadata=ALPHA
     )
     assert "Portuguese" not in off.system_prompt_addition and not off.recalled_memory_ids
+    assert off.memory_tokens == 0
     # Another user's session, and another tenant's session of the same user id: nothing.
     await _session(stub, "other", "u2")
     await stub.AddMessages(

@@ -15,9 +15,10 @@ import pytest
 
 from support.port_coverage import EXERCISED, register_expected
 from wm_server.api.events import encode_event
+from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
-from wm_server.services.context import ContextService
+from wm_server.services.context_assembly import ContextService
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
 from wm_server.services.jobs import JobService
@@ -101,6 +102,7 @@ class Services:
     memory: WorkingMemoryService
     archives: ArchiveService
     context: ContextService
+    archive_search: ArchiveSearchService
     maintenance: Maintenance
     tool_outputs: ToolOutputService
     memories: MemoryService
@@ -123,6 +125,7 @@ def build_services(
         memory=WorkingMemoryService(database),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),
+        archive_search=ArchiveSearchService(database),
         maintenance=maintenance,
         tool_outputs=ToolOutputService(database),
         memories=MemoryService(database, tokens=tokens),

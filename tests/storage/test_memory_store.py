@@ -189,26 +189,28 @@ async def test_ranked_archive_search_finds_keywords_that_literal_search_misses(
         "a", [_say("live", "ledger Postgres decided live")], create_if_missing=False,
         request_id="", fingerprint="",
     )  # fmt: skip
-    literal, _ = await services.context.search("a", "ledger Postgres decided", "", 10, False)
+    literal, _ = await services.archive_search.search("a", "ledger Postgres decided", "", 10, False)
     assert literal == []
-    ranked, total = await services.context.ranked("a", "ledger Postgres decided", "", 10, False)
+    ranked, total = await services.archive_search.ranked(
+        "a", "ledger Postgres decided", "", 10, False
+    )
     assert total == 2  # archived messages only: the live one is not indexed
     assert ranked[0][0].message.parts[0].text.startswith("we decided")  # type: ignore[union-attr]
     assert ranked[0][0].score > ranked[1][0].score and ranked[0][0].archive_seq == 1
     await services.sessions.create("b", "", user_id="u2")
     await _archive(services, "b", "the ledger of u2")
-    mine, _ = await services.context.ranked("", "ledger", "", 10, True, user_id="u1")
+    mine, _ = await services.archive_search.ranked("", "ledger", "", 10, True, user_id="u1")
     assert {m.session_id for m, _ in mine} == {"a"}
-    everyone, _ = await services.context.ranked("", "ledger", "", 10, True)
+    everyone, _ = await services.archive_search.ranked("", "ledger", "", 10, True)
     assert {m.session_id for m, _ in everyone} == {"a", "b"}
-    only, _ = await services.context.ranked("a", "ledger", "archive_002", 10, False)
+    only, _ = await services.archive_search.ranked("a", "ledger", "archive_002", 10, False)
     assert [m.archive_seq for m, _ in only] == [2]
 
 
 async def test_equal_scores_come_newest_first(services: Services) -> None:
     await _archive(services, "s", "alpha beta")
     await _archive(services, "s", "alpha beta")
-    ranked, _ = await services.context.ranked("s", "alpha", "", 10, False)
+    ranked, _ = await services.archive_search.ranked("s", "alpha", "", 10, False)
     assert [m.archive_seq for m, _ in ranked] == [2, 1]
 
 
@@ -227,14 +229,14 @@ async def test_literal_search_folds_case_and_compatibility_forms(
     services: Services, stored: str, query: str
 ) -> None:
     await _archive(services, "s", stored)
-    found, total = await services.context.search("s", query, "", 10, False)
+    found, total = await services.archive_search.search("s", query, "", 10, False)
     assert total == 1 and found[0][1] == stored
 
 
 async def test_a_long_message_snippet_is_centred_on_a_folded_match(services: Services) -> None:
     text = "x" * 3000 + " Straße " + "y" * 3000
     await _archive(services, "s", text)
-    found, _ = await services.context.search("s", "STRASSE", "", 10, False)
+    found, _ = await services.archive_search.search("s", "STRASSE", "", 10, False)
     assert len(found[0][1]) <= 1500 and "Straße" in found[0][1]
 
 
@@ -287,7 +289,7 @@ async def test_archives_made_before_the_index_are_indexed_by_the_upgrade(
     try:
         set_tenant("t")
         services = build_services(database)
-        ranked, total = await services.context.ranked("old", "ledger", "", 10, False)
+        ranked, total = await services.archive_search.ranked("old", "ledger", "", 10, False)
         assert total == 1 and ranked[0][0].message.id.startswith("old-")
     finally:
         await database.close()

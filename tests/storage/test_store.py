@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import itertools
+import json
 import sqlite3
 import time
 import uuid
@@ -32,6 +33,7 @@ from wm_core import (
     ToolResultPart,
     ToolUsePart,
     Trigger,
+    anthropic_json,
     message_tokens,
 )
 from wm_server.errors import (
@@ -43,6 +45,7 @@ from wm_server.errors import (
     StorageUnavailable,
 )
 from wm_server.services import paging
+from wm_server.services.context_formats import ContextFormat
 from wm_server.services.events import EventLog, Phase2Started
 from wm_server.services.jobs import JobService, LeaseLost
 from wm_server.storage.database import Database
@@ -475,14 +478,14 @@ async def test_search_is_literal_and_newest_archive_first(services: Services) ->
     await services.commits.phase1("s", 0, None)
     await _add(services, "s", Message("m2", Role.USER, (TextPart("COST IS $5.00 (APPROX) again"),), 5))  # fmt: skip
     await services.commits.phase1("s", 0, None)
-    found, total = await services.context.search("s", "$5.00 (approx)", "", 10, False)
+    found, total = await services.archive_search.search("s", "$5.00 (approx)", "", 10, False)
     assert total == 2 and [(m.archive_seq, m.message.id) for m, _ in found] == [
         (2, "m2"),
         (1, "m1"),
     ]
-    everywhere, _ = await services.context.search("", "again", "", 10, True)
+    everywhere, _ = await services.archive_search.search("", "again", "", 10, True)
     assert [m.message.id for m, _ in everywhere] == ["m2"]
-    only, _ = await services.context.search("s", "cost", "archive_001", 10, False)
+    only, _ = await services.archive_search.search("s", "cost", "archive_001", 10, False)
     assert [m.message.id for m, _ in only] == ["m1"]
 
 
@@ -501,6 +504,14 @@ async def test_assembly_reads_what_the_wm_does_not_cover(services: Services) -> 
     assert built.recall.semantic is None and not built.recall.ids  # no recall was asked
     live = await services.sessions.live_messages("s")
     assert [m.message.id for m in live] == ["c"]
+    assert built.anthropic_json == built.rendered_json == "" and built.memory_tokens == 0
+    copies = await services.context.assemble(
+        "s", 100_000, "Be brief.", with_anthropic_json=True, fmt=ContextFormat.OPENAI_RESPONSES
+    )
+    assert json.loads(copies.anthropic_json) == json.loads(anthropic_json(copies.context.messages))
+    items = json.loads(copies.rendered_json)
+    assert items[0]["role"] == "system" and "Be brief." in items[0]["content"]
+    assert copies.context.messages == built.context.messages
 
 
 async def test_delete_unlinks_at_once_and_purges_in_the_background(services: Services) -> None:

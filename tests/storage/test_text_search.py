@@ -45,7 +45,9 @@ async def _scored(
 ) -> list[tuple[str, float]]:
     """The default ranked search (in-process BM25) of one session, or of every session of
     ``user`` when ``session`` is empty: (text, score), best first."""
-    found, total = await services.context.ranked(session, query, "", 10, not session, user_id=user)
+    found, total = await services.archive_search.ranked(
+        session, query, "", 10, not session, user_id=user
+    )
     assert total == len(found) or len(found) == 10
     return [(m.message.parts[0].text, m.score) for m, _ in found]  # type: ignore[union-attr]
 
@@ -171,9 +173,9 @@ async def test_literal_search_finds_a_literal_across_a_tool_calls_name_and_input
     call = Message("call", Role.ASSISTANT, parts, message_tokens(parts))
     await _archive(services, "s", call, _say("grep is a tool"))
     for literal in ("grep {", 'grep {"', 'grep {"pattern": "todo"}', "GREP {"):
-        found, total = await services.context.search("s", literal, "", 10, False)
+        found, total = await services.archive_search.search("s", literal, "", 10, False)
         assert total == 1 and found[0][0].message.id == "call", literal
-    found, total = await services.context.search("s", "grep }", "", 10, False)
+    found, total = await services.archive_search.search("s", "grep }", "", 10, False)
     assert total == 0 and found == []
 
 

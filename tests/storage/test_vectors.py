@@ -20,7 +20,7 @@ from wm_server.embedding.fusion import to_blob
 from wm_server.embedding.openai_embeddings import OpenAIEmbedder
 from wm_server.embedding.port import TextRole, Vectors
 from wm_server.errors import InvalidArgument
-from wm_server.services.context import ContextService
+from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.embedding_index import EmbedArchiveStep, EmbeddingIndexer
 from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec
 from wm_server.services.recall import HybridRecall, Semantic
@@ -95,7 +95,7 @@ async def test_backfill_stores_float32_vectors_with_model_and_dimensions_and_hyb
 ) -> None:
     await _archive(services, "s", CONVERSATION)
     recall = HybridRecall(wordllama)
-    context = ContextService(services.database, recall=recall)
+    context = ArchiveSearchService(services.database, recall)
     before = await context.hybrid("s", "which database did we choose for the ledger", "", 5, False)
     assert before.status is Semantic.PARTIAL and before.unembedded == len(CONVERSATION)
 
@@ -144,13 +144,13 @@ async def test_a_model_change_re_embeds_in_the_background(
     await services.memories.create(USER, MemoryContent(MemoryType.PREFERENCE, "Likes tea"), "", "")
     await EmbeddingIndexer(services.database, wordllama).round()
     other = Renamed(wordllama, "wordllama/another")
-    context = ContextService(services.database, recall=HybridRecall(other))
+    context = ArchiveSearchService(services.database, HybridRecall(other))
     answer = await context.hybrid("m", "ledger database", "", 3, False)
     assert answer.status is Semantic.PARTIAL and answer.unembedded == len(CONVERSATION)
     assert answer.hits  # still found, lexically
     recall = HybridRecall(other)
     await EmbeddingIndexer(services.database, other, on_stored=recall.cache.stored).round()
-    context = ContextService(services.database, recall=recall)
+    context = ArchiveSearchService(services.database, recall)
     models = {m for m, _, _ in await _vector_rows(services, "message_vectors")}
     models |= {m for m, _, _ in await _vector_rows(services, "memory_vectors")}
     assert models == {"wordllama/another"}
@@ -166,7 +166,7 @@ async def test_vectors_stored_by_the_loop_are_appended_to_the_cached_session(
     recall = HybridRecall(wordllama)
     indexer = EmbeddingIndexer(services.database, wordllama, on_stored=recall.cache.stored)
     await indexer.round()
-    context = ContextService(services.database, recall=recall)
+    context = ArchiveSearchService(services.database, recall)
     assert (await context.hybrid("h", "ledger", "", 3, False)).status is Semantic.FULL
     reads = 0
     real = VectorRepository.messages
@@ -301,11 +301,11 @@ async def test_an_embedder_that_fails_degrades_to_lexical_with_the_flag(
         def recall_empty(self, kind: str) -> None:
             return None
 
-    context = ContextService(services.database, recall=HybridRecall(down, observer=Observer()))
+    context = ArchiveSearchService(services.database, HybridRecall(down, observer=Observer()))
     answer = await context.hybrid("f", "ledger PostgreSQL", "", 3, False)
     assert answer.status is Semantic.DEGRADED and degraded == ["unavailable"]
     assert "ledger" in answer.hits[0][0].message.parts[0].text  # type: ignore[union-attr]
     assert answer.hits[0][2].dense == 0
-    off = await ContextService(services.database).hybrid("f", "ledger", "", 3, False)
+    off = await ArchiveSearchService(services.database).hybrid("f", "ledger", "", 3, False)
     assert off.status is Semantic.OFF and off.hits
     await down.close()

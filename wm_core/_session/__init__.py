@@ -9,6 +9,14 @@ pure, they are tested without a database. Import them from the ``wm_core`` facad
 from __future__ import annotations
 
 from wm_core._session.abstract import abstract_of
+from wm_core._session.agent_tools import (
+    AGENT_TOOL_NAMES,
+    MAX_MEMORY_HITS,
+    MAX_STORED_MEMORY_CHARS,
+    MEMORY_ID_PATTERN,
+    agent_tools,
+    openai_tool,
+)
 from wm_core._session.assembly import (
     CURRENT_TURN,
     LIVE_MESSAGES,
@@ -28,7 +36,13 @@ from wm_core._session.assembly import (
     trim_working_memory,
 )
 from wm_core._session.chunks import chunk_messages, cut_message
-from wm_core._session.commits import CommitState, SkipReason, archive_name
+from wm_core._session.commits import (
+    ARCHIVE_ID_PATTERN,
+    CommitState,
+    SkipReason,
+    archive_name,
+    archive_number,
+)
 from wm_core._session.config import (
     DEFAULT_AUTO_KEEP,
     AutoCommitPolicy,
@@ -53,9 +67,14 @@ from wm_core._session.turns import is_request
 from wm_core._session.window import pending_delta, rebuild_rule
 
 __all__ = [
+    "AGENT_TOOL_NAMES",
+    "ARCHIVE_ID_PATTERN",
     "CURRENT_TURN",
     "DEFAULT_AUTO_KEEP",
     "LIVE_MESSAGES",
+    "MAX_MEMORY_HITS",
+    "MAX_STORED_MEMORY_CHARS",
+    "MEMORY_ID_PATTERN",
     "MEMORY_TOOLS",
     "RECALLED_MEMORIES",
     "RECALL_TOOLS",
@@ -76,8 +95,10 @@ __all__ = [
     "SplitRow",
     "Trigger",
     "abstract_of",
+    "agent_tools",
     "anthropic_json",
     "archive_name",
+    "archive_number",
     "assemble",
     "chunk_messages",
     "cut_message",
@@ -87,6 +108,7 @@ __all__ = [
     "idle_due",
     "is_request",
     "line_count",
+    "openai_tool",
     "output_ids",
     "pending_delta",
     "plan_budget",

@@ -8,6 +8,8 @@ import grpc
 # The wm.v1 contract's limits, as the server defines them.
 MAX_TOKEN_BUDGET = 10000000
 MAX_KEEP_RECENT = 10000
+MAX_SEARCH_HITS = 50
+MAX_MEMORY_HITS = 50
 # The ContextEngine's own limits.
 MAX_KEEP_TURNS = 1000
 MAX_SEEN_MESSAGES = 5000

@@ -33,7 +33,7 @@ from enum import IntEnum
 import grpc
 from rich.console import Console
 
-from wm_client import commands, demo
+from wm_client import _rules, commands, demo
 from wm_client.channel import ADDRESS_VARIABLE, default_address
 from wm_client.client import WmClient
 from wm_client.errors import WmError
@@ -269,7 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = memories_sub.add_parser("search", help="ranked search of memories", parents=[common])
     p.add_argument("query")
     owner_options(p)
-    p.add_argument("--limit", type=int, default=0, help="at most this many (default 10, max 50)")
+    p.add_argument(
+        "--limit", type=int, default=0,
+        help=f"at most this many (default 10, max {_rules.MAX_MEMORY_HITS})",
+    )  # fmt: skip
     p.add_argument(
         "--include-superseded", action="store_true",
         help="also memories newer ones replaced (ranked below the current ones)",

@@ -6,6 +6,8 @@ import { Code } from "@connectrpc/connect";
 /** The wm.v1 contract's limits, as the server defines them. */
 export const MAX_TOKEN_BUDGET = 10000000;
 export const MAX_KEEP_RECENT = 10000;
+export const MAX_SEARCH_HITS = 50;
+export const MAX_MEMORY_HITS = 50;
 /** The ContextEngine's own limits. */
 export const MAX_KEEP_TURNS = 1000;
 export const MAX_SEEN_MESSAGES = 5000;

@@ -12,6 +12,16 @@ from typing import Any
 
 from wm_core import CommitState, SkipReason, archive_name
 from wm_proto.v1 import resources_pb2 as pb
+from wm_server.api.commit_wire import (
+    commit_out,
+    commit_summary_out,
+    decision_out,
+    memory_diff_out,
+    op_out,
+    state_out,
+    usage_out,
+)
+from wm_server.api.stored_wire import timestamp
 from wm_server.llm.chain import LlmCallFinished, LlmCallStarted, OpsParsed
 from wm_server.services.events import (
     CommitEvent,
@@ -27,16 +37,6 @@ from wm_server.services.events import (
     is_terminal,
 )
 from wm_server.storage.records import CommitRecord
-from wm_server.wire import (
-    commit_out,
-    commit_summary_out,
-    decision_out,
-    memory_diff_out,
-    op_out,
-    state_out,
-    timestamp,
-    usage_out,
-)
 
 
 def encode_event(commit_id: str, sequence: int, event: CommitEvent) -> bytes:

@@ -1,7 +1,7 @@
 """PreviewMemoryExtraction's answer on the wire: every proposed op with the guards' verdict.
 
-Kept apart from ``wire`` (the resources) because it is one RPC's shape, built from the
-preview service's result (``services.extraction_preview.Preview``).
+Kept apart from ``stored_wire`` and ``commit_wire`` (the resources) because it is one RPC's
+shape, built from the preview service's result (``services.extraction_preview.Preview``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from wm_core import MemoryOpKind, MemoryVerdict
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
-from wm_server import wire
+from wm_server.api import commit_wire, stored_wire
 from wm_server.services.extraction import MemoryState
 from wm_server.services.extraction_preview import Preview
 from wm_server.services.memories import iso_to_epoch
@@ -41,7 +41,9 @@ def preview_out(preview: Preview) -> api.PreviewMemoryExtractionResponse:
         out = api.MemoryOpPreview(
             op_index=decision.op_index,
             kind=_KINDS[op.kind],
-            type=wire.MEMORY_TYPES_OUT[op.type.value] if op.type else pb.MEMORY_TYPE_UNSPECIFIED,
+            type=stored_wire.MEMORY_TYPES_OUT[op.type.value]
+            if op.type
+            else pb.MEMORY_TYPE_UNSPECIFIED,
             text=op.text,
             fields=dict(op.fields),
             target_memory_ids=list(op.target_ids),
@@ -54,7 +56,7 @@ def preview_out(preview: Preview) -> api.PreviewMemoryExtractionResponse:
                 for m in preview.supersedes.get(decision.op_index, ())
             ],
         )
-        stamp = wire.timestamp(iso_to_epoch(op.event_time))
+        stamp = stored_wire.timestamp(iso_to_epoch(op.event_time))
         if stamp is not None:
             out.event_time.CopyFrom(stamp)
         ops.append(out)
@@ -62,11 +64,11 @@ def preview_out(preview: Preview) -> api.PreviewMemoryExtractionResponse:
     return api.PreviewMemoryExtractionResponse(
         ops=ops,
         state=_STATES.get(extraction.state, pb.MEMORY_EXTRACTION_STATE_UNSPECIFIED),
-        empty_reason=wire.EMPTY_REASONS[reason.value]
+        empty_reason=commit_wire.EMPTY_REASONS[reason.value]
         if reason
         else pb.MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED,
         message=extraction.message,
         problems=list(extraction.problems[:MAX_PROBLEMS]),
-        usage=wire.usage_out(extraction.usage),
+        usage=commit_wire.usage_out(extraction.usage),
         message_count=preview.message_count,
     )

@@ -8,6 +8,7 @@ RPC (``api.interceptors``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,31 +23,26 @@ from wm_core import (
     UNCOVERED_ARCHIVES,
     WORKING_MEMORY,
     SessionSettings,
-    anthropic_json,
+    agent_tools,
+    openai_tool,
 )
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
-from wm_server import wire
-from wm_server.api import convert, session_config
+from wm_server.api import commit_wire, convert, session_config, stored_wire
 from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
+from wm_server.services.archive_search import ArchiveSearchService, HybridAnswer
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
-from wm_server.services.context import (
-    CACHED_FROM,
-    ContextService,
-    HybridAnswer,
-    as_json,
-    openai_shape,
-    recall_options,
-    tool_definitions,
-)
-from wm_server.services.context_formats import ContextFormat, context_format, render
+from wm_server.services.context_assembly import ContextService
+from wm_server.services.context_formats import context_format
+from wm_server.services.context_recall import recall_options
 from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
 from wm_server.services.memory_lifecycle import supersedes_in
+from wm_server.services.message_cache import CACHED_FROM
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.user_data import UserDataService
@@ -67,6 +63,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         memory: WorkingMemoryService,
         archives: ArchiveService,
         context: ContextService,
+        archive_search: ArchiveSearchService,
         tool_outputs: ToolOutputService,
         memories: MemoryService,
         max_message_bytes: int,
@@ -83,11 +80,12 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self._memories = memories
         self._archives = archives
         self._context = context
+        self._archive_search = archive_search
         self._sessions = sessions
         self._commits = commits
         self._memory = memory
         self._max_message_bytes = max_message_bytes
-        self._messages_out = wire.MessagesOut(CACHED_FROM)
+        self._messages_out = stored_wire.MessagesOut(CACHED_FROM)
 
     # --- sessions --------------------------------------------------------------------------
     async def CreateSession(
@@ -101,7 +99,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.request_id, convert.fingerprint(request), config,
             request.user_id, request.agent_id,
         )  # fmt: skip
-        return wire.session_out(record)
+        return stored_wire.session_out(record)
 
     async def UpdateSession(
         self, request: api.UpdateSessionRequest, context: Context
@@ -121,17 +119,17 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         record = await self._sessions.update_config(
             request.session.session_id, change, request.request_id, convert.fingerprint(request)
         )
-        return wire.session_out(record)
+        return stored_wire.session_out(record)
 
     async def GetSession(self, request: api.GetSessionRequest, context: Context) -> pb.Session:
-        return wire.session_out(await self._sessions.get(request.session_id))
+        return stored_wire.session_out(await self._sessions.get(request.session_id))
 
     async def ListSessions(
         self, request: api.ListSessionsRequest, context: Context
     ) -> api.ListSessionsResponse:
         records, token = await self._sessions.list(request.page_size, request.page_token)
         return api.ListSessionsResponse(
-            sessions=[wire.session_out(r) for r in records], next_page_token=token
+            sessions=[stored_wire.session_out(r) for r in records], next_page_token=token
         )
 
     async def DeleteSession(
@@ -170,7 +168,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         page = await self._archives.live(request.session_id, request.page_size, request.page_token)
         return api.ListMessagesResponse(
             messages=[
-                wire.message_out(m.message, m.position, m.create_time) for m in page.messages
+                stored_wire.message_out(m.message, m.position, m.create_time) for m in page.messages
             ],
             next_page_token=page.next_page_token,
         )
@@ -184,7 +182,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )  # fmt: skip
         return api.RemoveRecentMessagesResponse(
             session_id=removed.session.session_id,
-            messages=[wire.message_out(m.message, m.position, m.create_time)
+            messages=[stored_wire.message_out(m.message, m.position, m.create_time)
                       for m in removed.messages],
             message_count=removed.session.message_count,
             pending_tokens=removed.session.pending_tokens,
@@ -224,7 +222,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             yield pb.CommitEvent.FromString(payload)
 
     async def GetCommit(self, request: api.GetCommitRequest, context: Context) -> pb.Commit:
-        return wire.commit_out(await self._commits.get(request.session_id, request.commit_id))
+        return commit_wire.commit_out(
+            await self._commits.get(request.session_id, request.commit_id)
+        )
 
     async def ListCommits(
         self, request: api.ListCommitsRequest, context: Context
@@ -233,21 +233,21 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.page_size, request.page_token
         )
         return api.ListCommitsResponse(
-            commits=[wire.commit_out(r) for r in records], next_page_token=token
+            commits=[commit_wire.commit_out(r) for r in records], next_page_token=token
         )
 
     async def RetryCommit(self, request: api.RetryCommitRequest, context: Context) -> pb.Commit:
         record = await self._commits.retry(
             request.session_id, request.commit_id, request.request_id, convert.fingerprint(request)
         )
-        return wire.commit_out(record)
+        return commit_wire.commit_out(record)
 
     # --- working memory --------------------------------------------------------------------
     async def GetWorkingMemory(
         self, request: api.GetWorkingMemoryRequest, context: Context
     ) -> pb.WorkingMemory:
         view = await self._memory.get(request.session_id, request.version)
-        return wire.working_memory_view_out(view)
+        return commit_wire.working_memory_view_out(view)
 
     async def ApplyWorkingMemoryOps(
         self, request: api.ApplyWorkingMemoryOpsRequest, context: Context
@@ -262,8 +262,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             convert.fingerprint(request),
         )
         return api.ApplyWorkingMemoryOpsResponse(
-            working_memory=wire.working_memory_out(record),
-            decisions=[wire.decision_out(d.to_dict()) for d in decisions],
+            working_memory=commit_wire.working_memory_out(record),
+            decisions=[commit_wire.decision_out(d.to_dict()) for d in decisions],
         )
 
     # --- archives --------------------------------------------------------------------------
@@ -274,21 +274,21 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.page_size, request.page_token
         )
         return api.ListArchivesResponse(
-            archives=[wire.archive_out(r) for r in records], next_page_token=token
+            archives=[commit_wire.archive_out(r) for r in records], next_page_token=token
         )
 
     async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
         record, page, wm = await self._archives.get(
             request.session_id, request.archive_id, request.page_size, request.page_token
         )
-        archive = wire.archive_out(record)
+        archive = commit_wire.archive_out(record)
         archive.messages.extend(
-            wire.message_out(m.message, m.position, m.create_time) for m in page.messages
+            stored_wire.message_out(m.message, m.position, m.create_time) for m in page.messages
         )
         archive.next_messages_page_token = page.next_page_token
         archive.messages_start_position = page.messages[0].position if page.messages else 0
         if wm is not None:
-            archive.working_memory.CopyFrom(wire.working_memory_out(wm))
+            archive.working_memory.CopyFrom(commit_wire.working_memory_out(wm))
         return archive
 
     async def SearchArchives(
@@ -298,7 +298,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             raise invalid("mode", f"unknown search mode {request.mode}", "UNKNOWN_VALUE")
         if request.mode == api.SEARCH_MODE_HYBRID:
             return _hybrid_out(
-                await self._context.hybrid(
+                await self._archive_search.hybrid(
                     request.session_id,
                     request.query,
                     request.archive_id,
@@ -309,9 +309,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                     request.min_score,
                 )
             )
-        search = (
-            self._context.ranked if request.mode == api.SEARCH_MODE_RANKED else self._context.search
-        )
+        searches = self._archive_search
+        search = searches.ranked if request.mode == api.SEARCH_MODE_RANKED else searches.search
         hits, total = await search(
             request.session_id,
             request.query,
@@ -325,9 +324,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             hits=[
                 api.SearchHit(
                     session_id=match.session_id,
-                    archive_id=wire.archive_id(match.archive_seq),
+                    archive_id=stored_wire.archive_id(match.archive_seq),
                     message_id=match.message.id,
-                    role=wire.role_out(match.message.role),
+                    role=stored_wire.role_out(match.message.role),
                     snippet=text,
                     score=match.score,
                 )
@@ -345,34 +344,32 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.memory_recall.token_budget,
             request.memory_recall.max_memories,
         )
-        fmt = context_format(request.format)
         built = await self._context.assemble(
             request.session_id,
             request.token_budget,
             request.system_prompt,
-            int(request.include_anthropic_json) + int(fmt is not ContextFormat.UNSPECIFIED),
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
             recall,
+            with_anthropic_json=request.include_anthropic_json,
+            fmt=context_format(request.format),
         )
         result, wm, semantic = built.context, built.working_memory, built.recall.semantic
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
             messages=self._messages_out.all(result.messages),
-            anthropic_messages_json=(
-                anthropic_json(result.messages) if request.include_anthropic_json else ""
-            ),
+            anthropic_messages_json=built.anthropic_json,
             estimated_tokens=result.estimated_tokens,
             reply_reserve_tokens=result.reply_reserve,
             working_memory_version=wm.version if wm else 0,
             working_memory_tokens=result.working_memory_tokens,
             trimmed_items=result.trimmed_items,
-            uncovered_archive_ids=[wire.archive_id(s) for s in built.uncovered],
+            uncovered_archive_ids=[stored_wire.archive_id(s) for s in built.uncovered],
             included_message_count=result.included_source_messages,
             dropped_message_count=result.dropped_source_messages,
             cut_parts=result.cut_parts,
             effective_token_budget=built.budget,
             recalled_memory_ids=built.recall.ids,
-            memory_tokens=sum(p.kept_tokens for p in result.parts if p.part == RECALLED_MEMORIES),
+            memory_tokens=built.memory_tokens,
             parts=[
                 api.ContextPartUsage(
                     part=_CONTEXT_PARTS[p.part],
@@ -383,9 +380,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 for p in result.parts
             ],
             usable_tokens=result.usable_tokens,
-            rendered_json=render(
-                fmt, result.messages, request.system_prompt, result.system_prompt_addition
-            ),
+            rendered_json=built.rendered_json,
             semantic_recall=0 if semantic is None else int(semantic),  # type: ignore[arg-type]
         )
 
@@ -393,16 +388,16 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self, request: api.GetToolDefinitionsRequest, context: Context
     ) -> api.GetToolDefinitionsResponse:
         tools = []
-        for tool in tool_definitions():
+        for tool in agent_tools():
             definition = api.ToolDefinition(
                 name=tool["name"],
                 description=tool["description"],
-                input_schema_json=as_json(tool["input_schema"]),
+                input_schema_json=_json(tool["input_schema"]),
             )
             if request.format in (api.TOOL_FORMAT_UNSPECIFIED, api.TOOL_FORMAT_ANTHROPIC):
-                definition.anthropic_json = as_json(tool)
+                definition.anthropic_json = _json(tool)
             if request.format in (api.TOOL_FORMAT_UNSPECIFIED, api.TOOL_FORMAT_OPENAI):
-                definition.openai_json = as_json(openai_shape(tool))
+                definition.openai_json = _json(openai_tool(tool))
             tools.append(definition)
         return api.GetToolDefinitionsResponse(tools=tools)
 
@@ -419,7 +414,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             request.session_id, request.output_id, which, start, count, request.page_token
         )
         return api.GetToolOutputResponse(
-            output=wire.tool_output_out(page.output),
+            output=stored_wire.tool_output_out(page.output),
             content=page.content,
             start_line=page.start_line,
             line_count=page.line_count,
@@ -461,7 +456,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         return api.SearchMemoriesResponse(
             hits=[
                 api.MemoryHit(
-                    memory=wire.memory_out(h.view),
+                    memory=stored_wire.memory_out(h.view),
                     score=h.score,
                     snippet=h.snippet,
                     lexical_score=h.lexical,
@@ -476,28 +471,28 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def ListMemories(
         self, request: api.ListMemoriesRequest, context: Context
     ) -> api.ListMemoriesResponse:
-        if request.state not in (pb.MEMORY_STATE_UNSPECIFIED, *wire.MEMORY_STATES_IN):
+        if request.state not in (pb.MEMORY_STATE_UNSPECIFIED, *stored_wire.MEMORY_STATES_IN):
             raise invalid("state", "unknown state")
         views, token = await self._memories.list(
             _owner(request.owner),
             _types(request.types),
-            wire.MEMORY_STATES_IN.get(request.state, "active"),
+            stored_wire.MEMORY_STATES_IN.get(request.state, "active"),
             request.page_size,
             request.page_token,
         )
         return api.ListMemoriesResponse(
-            memories=[wire.memory_out(v) for v in views], next_page_token=token
+            memories=[stored_wire.memory_out(v) for v in views], next_page_token=token
         )
 
     async def GetMemory(self, request: api.GetMemoryRequest, context: Context) -> pb.Memory:
-        return wire.memory_out(await self._memories.get(request.memory_id))
+        return stored_wire.memory_out(await self._memories.get(request.memory_id))
 
     async def CreateMemory(
         self, request: api.CreateMemoryRequest, context: Context
     ) -> api.CreateMemoryResponse:
         memory = request.memory
         content = content_in(
-            wire.MEMORY_TYPES_IN.get(memory.type, ""),
+            stored_wire.MEMORY_TYPES_IN.get(memory.type, ""),
             memory.text,
             dict(memory.fields),
             _seconds(memory, "event_time", "memory.event_time"),
@@ -507,7 +502,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             supersedes=supersedes_in(memory.supersedes_memory_ids),
             expire_time=_seconds(memory, "expire_time", "memory.expire_time"),
         )  # fmt: skip
-        return api.CreateMemoryResponse(memory=wire.memory_out(view), deduplicated=existed)
+        return api.CreateMemoryResponse(memory=stored_wire.memory_out(view), deduplicated=existed)
 
     async def UpdateMemory(self, request: api.UpdateMemoryRequest, context: Context) -> pb.Memory:
         if not request.HasField("memory"):
@@ -520,7 +515,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         if unknown:
             raise invalid("update_mask", f"only {', '.join(MASKABLE)}; not {', '.join(unknown)}")
         checked = content_in(
-            wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
+            stored_wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
             memory.text if "text" in paths else "placeholder",
             dict(memory.fields) if "fields" in paths else {},
             _seconds(memory, "event_time", "memory.event_time"),
@@ -541,7 +536,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             memory.memory_id, given, request.reason, request.request_id,
             convert.fingerprint(request),
         )  # fmt: skip
-        return wire.memory_out(view)
+        return stored_wire.memory_out(view)
 
     async def DeleteMemory(
         self, request: api.DeleteMemoryRequest, context: Context
@@ -567,7 +562,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         view = await self._memories.retire(
             request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
         )
-        return wire.memory_out(view)
+        return stored_wire.memory_out(view)
 
     async def PurgeUserData(
         self, request: api.PurgeUserDataRequest, context: Context
@@ -589,6 +584,11 @@ _CONTEXT_PARTS = {
 }
 
 
+def _json(value: object) -> str:
+    """A tool definition's JSON on the wire: stable (sorted keys), characters as they are."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
 def _owner(owner: api.MemoryOwner) -> OwnerSpec:
     return OwnerSpec(owner.user_id, owner.agent_id, owner.session_id)
 
@@ -597,9 +597,9 @@ def _types(values: Any) -> list[str]:
     """Memory types of a filter; an unknown number is INVALID_ARGUMENT."""
     names = []
     for value in values:
-        if value not in wire.MEMORY_TYPES_IN:
+        if value not in stored_wire.MEMORY_TYPES_IN:
             raise invalid("types", f"unknown memory type {value}")
-        names.append(wire.MEMORY_TYPES_IN[value])
+        names.append(stored_wire.MEMORY_TYPES_IN[value])
     return names
 
 
@@ -623,9 +623,9 @@ def _hybrid_out(answer: HybridAnswer) -> api.SearchArchivesResponse:
         hits=[
             api.SearchHit(
                 session_id=match.session_id,
-                archive_id=wire.archive_id(match.archive_seq),
+                archive_id=stored_wire.archive_id(match.archive_seq),
                 message_id=match.message.id,
-                role=wire.role_out(match.message.role),
+                role=stored_wire.role_out(match.message.role),
                 snippet=text,
                 score=fused.score,
                 lexical_score=fused.lexical,

@@ -7,8 +7,9 @@ so that every provider, real or scripted, goes through the same checks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -33,6 +34,24 @@ class Usage:
             self.cache_creation_input_tokens + other.cache_creation_input_tokens,
             self.llm_calls + other.llm_calls,
         )
+
+
+def usage_record(usage: Usage) -> dict[str, int]:
+    """A Usage as the store keeps it (a commit's usage column, a memory diff's ``usage``): its
+    field names as keys, so ``Usage(**record)`` reads it back. Written here, beside the
+    dataclass, because the shape is the dataclass's; Phase 2 and the extraction write it,
+    the API reads it."""
+    return asdict(usage)
+
+
+def usage_json(usage: Usage) -> str:
+    """``usage_record`` as JSON text, as a commit's usage column holds it."""
+    return json.dumps(usage_record(usage))
+
+
+def usage_of(record: Mapping[str, int] | None) -> Usage:
+    """The Usage a stored record holds (None or empty: none)."""
+    return Usage(**record) if record else Usage()
 
 
 class Purpose(StrEnum):

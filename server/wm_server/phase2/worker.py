@@ -57,7 +57,6 @@ from wm_core import (
     settle_pending,
     unfold_pending,
 )
-from wm_server import wire
 from wm_server.breaker import BreakerSettings, CircuitBreaker, backoff_delay
 from wm_server.cancellation import cancel_and_wait, wait_set
 from wm_server.errors import ServiceError
@@ -68,7 +67,7 @@ from wm_server.llm.chain import (
     LlmCallFinished,
     LlmCallStarted,
 )
-from wm_server.llm.port import LlmError, LlmProvider
+from wm_server.llm.port import LlmError, LlmProvider, usage_json
 from wm_server.phase2.chunked import InputBudget, generate_in_chunks
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import GuardDecided
@@ -406,7 +405,7 @@ class Phase2Worker:
                 estimated_tokens=estimate_tokens(generation.document),
                 abstract=abstract_of(generation.document),
                 decisions_json=codec.decisions_json(generation.decisions),
-                usage_json=wire.usage_json(generation.usage),
+                usage_json=usage_json(generation.usage),
                 covered_seqs=data.covered_seqs,
                 pending=pending,
                 pending_dropped=len(lost),

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wm_core import Message, TextPart, ToolUsePart
+from wm_core import Message, TextPart, ToolUsePart, archive_number
 from wm_server.errors import NotFound, invalid
 from wm_server.services import paging, validation
 from wm_server.services.sessions import find_session
@@ -14,16 +13,12 @@ from wm_server.storage.database import Database
 from wm_server.storage.records import CommitRecord, StoredMessage, WorkingMemoryRecord
 from wm_server.storage.unit_of_work import UnitOfWork
 
-# ASCII digits only (\d would accept other scripts' digits), and at most 18 of them so the
-# number fits the store's 64-bit integers (longer ids once made int() or SQLite raise).
-ARCHIVE_ID = re.compile(r"archive_([0-9]{3,18})")
-
 
 def archive_seq(archive_id: str, field: str = "archive_id") -> int:
-    match = ARCHIVE_ID.fullmatch(archive_id)
-    if not match or int(match.group(1)) == 0:
+    seq = archive_number(archive_id)
+    if seq is None:
         raise invalid(field, "must look like archive_001", "INVALID_FORMAT")
-    return int(match.group(1))
+    return seq
 
 
 # The content of one page of messages: half of the 16 MiB response limit, leaving room for

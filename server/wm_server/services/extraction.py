@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from wm_core import (
     MemoryDecision,
@@ -42,7 +42,7 @@ from wm_core import (
     safekeeping_ops,
 )
 from wm_server.llm.chain import ChainEvent, LlmCallFinished, LlmCallStarted
-from wm_server.llm.port import LlmError, LlmProvider, MemoryRequest, Purpose, Usage
+from wm_server.llm.port import LlmError, LlmProvider, MemoryRequest, Purpose, Usage, usage_record
 from wm_server.services.memories import MemoryDiff, MemoryOwner, owner_of, similar_memories
 from wm_server.storage.records import StoredMessage
 from wm_server.storage.unit_of_work import UnitOfWork
@@ -267,7 +267,38 @@ async def extract(
     )
 
 
-def _refusal(decision: MemoryDecision) -> dict[str, Any]:
+class StoredRefusal(TypedDict):
+    """One op the guards refused (or the store could not apply: ``op_index`` -1), as a
+    stored diff lists it."""
+
+    op_index: int
+    op: str
+    text: str
+    target_ids: list[str]
+    reason: str
+    duplicate: NotRequired[bool]  # written for the guards' refusals only
+
+
+class StoredDiff(TypedDict, total=False):
+    """A commit's memory diff as ``diff_json`` stores it (its memory_diff_json column). Every
+    key is written; a row stored before a key existed lacks it, so readers default it."""
+
+    state: str  # a MemoryState value
+    created: list[str]
+    updated: list[str]
+    merged: list[str]
+    retired: list[str]
+    deduplicated: list[str]
+    superseded: list[str]
+    refused: list[StoredRefusal]
+    message: str
+    problems: list[str]
+    recovered_seqs: list[int]
+    usage: dict[str, int]  # llm.port.usage_record
+    empty_reason: str | None  # an EmptyReason value
+
+
+def _refusal(decision: MemoryDecision) -> StoredRefusal:
     op = decision.op
     return {
         "op_index": decision.op_index,
@@ -279,31 +310,37 @@ def _refusal(decision: MemoryDecision) -> dict[str, Any]:
     }
 
 
+def read_diff(text: str) -> StoredDiff:
+    """A stored diff (empty text: none, every key absent)."""
+    diff: StoredDiff = json.loads(text) if text else {}
+    return diff
+
+
 def diff_json(extraction: Extraction, diff: MemoryDiff | None) -> str:
-    """The commit's stored memory diff: what changed, what was refused, how it ended."""
+    """The commit's stored memory diff (``StoredDiff``): what changed, what was refused, how
+    it ended."""
     applied = diff or MemoryDiff()
     refused = [
         _refusal(d) for d in extraction.plan.decisions if d.verdict is not MemoryVerdict.ACCEPTED
     ]
     refused.extend(
-        {"op_index": -1, "op": "", "text": "", "target_ids": [], "reason": f"not applied: {why}"}
+        StoredRefusal(op_index=-1, op="", text="", target_ids=[], reason=f"not applied: {why}")
         for _, why in applied.skipped
     )
-    return json.dumps(
-        {
-            "state": extraction.state.value,
-            "created": list(applied.created),
-            "updated": list(applied.updated),
-            "merged": list(applied.merged),
-            "retired": list(applied.retired),
-            "deduplicated": list(applied.deduplicated),
-            "superseded": list(applied.superseded),
-            "refused": refused[:MAX_LISTED],
-            "message": extraction.message,
-            "problems": list(extraction.problems[:MAX_LISTED]),
-            "recovered_seqs": list(extraction.recovered_seqs),
-            "usage": asdict(extraction.usage),
-            "empty_reason": (reason := empty_reason(extraction, applied)) and reason.value,
-        },
-        ensure_ascii=False,
-    )
+    reason = empty_reason(extraction, applied)
+    stored: StoredDiff = {
+        "state": extraction.state.value,
+        "created": list(applied.created),
+        "updated": list(applied.updated),
+        "merged": list(applied.merged),
+        "retired": list(applied.retired),
+        "deduplicated": list(applied.deduplicated),
+        "superseded": list(applied.superseded),
+        "refused": refused[:MAX_LISTED],
+        "message": extraction.message,
+        "problems": list(extraction.problems[:MAX_LISTED]),
+        "recovered_seqs": list(extraction.recovered_seqs),
+        "usage": usage_record(extraction.usage),
+        "empty_reason": reason and reason.value,
+    }
+    return json.dumps(stored, ensure_ascii=False)

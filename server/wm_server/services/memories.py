@@ -31,6 +31,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from wm_core import (
+    MAX_MEMORY_HITS,
+    MAX_STORED_MEMORY_CHARS,
+    MEMORY_ID_PATTERN,
     MEMORY_TYPES,
     MemoryOp,
     MemoryOpKind,
@@ -60,18 +63,18 @@ from wm_server.storage.text_index import query_words
 from wm_server.storage.unit_of_work import UnitOfWork
 from wm_server.tenancy import current_tenant
 
-MAX_TEXT = 2000
+MAX_TEXT = MAX_STORED_MEMORY_CHARS  # wm_core's: memory_store's schema states it too
 MAX_FIELDS = 16
 MAX_FIELD_VALUE = 500
 MAX_REASON = 500
 MAX_QUERY = 1000
 DEFAULT_LIMIT = 10
-MAX_LIMIT = 50
+MAX_LIMIT = MAX_MEMORY_HITS  # wm_core's: memory_search's schema states it too
 SNIPPET = 300
 SOURCES_SHOWN = 20
 MAX_SOURCE_MESSAGES = 50
 FIELD_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-MEMORY_ID = re.compile(r"mem_[0-9a-f]{20}")
+MEMORY_ID = re.compile(MEMORY_ID_PATTERN)
 MASKABLE = ("text", "type", "fields", "event_time", "expire_time")
 CORRECTION = "user correction"
 

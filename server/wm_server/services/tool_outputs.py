@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from wm_server.errors import NotFound, invalid
 from wm_server.services import paging, validation
-from wm_server.services.context import Literal, centred, search_terms
+from wm_server.services.literal_search import Literal, search_terms
 from wm_server.services.sessions import find_session
+from wm_server.services.snippets import centred
 from wm_server.storage.database import Database
 from wm_server.storage.records import ToolOutputRecord
 

@@ -6,7 +6,16 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from wm_core import Decision, Message, Part, Role, TextPart, ToolResultPart, ToolUsePart
+from wm_core import (
+    Decision,
+    DecisionDict,
+    Message,
+    Part,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+)
 
 _encode_string = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -64,5 +73,12 @@ def message_body(message_id: str, role: str, parts_json: str) -> str:
 
 
 def decisions_json(decisions: Iterable[Decision]) -> str:
-    """Guard decisions as a commit and a working-memory version keep them."""
+    """Guard decisions as a commit and a working-memory version keep them: a JSON list of
+    ``wm_core.DecisionDict`` (``Decision.to_dict``); ``read_decisions`` reads it back."""
     return json.dumps([d.to_dict() for d in decisions], ensure_ascii=False)
+
+
+def read_decisions(text: str) -> list[DecisionDict]:
+    """The decisions ``decisions_json`` wrote (empty text: none)."""
+    decisions: list[DecisionDict] = json.loads(text or "[]")
+    return decisions

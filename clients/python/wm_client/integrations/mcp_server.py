@@ -28,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from wm_client import _rules
 from wm_client.channel import default_address, open_channel, reachable_address
 from wm_client.client import WmClient
 from wm_client.errors import WmError
@@ -178,7 +179,7 @@ class WmMcp:
         async def recall(
             query: Query, ctx: Context, session_id: Session = "",
             all_sessions: Annotated[bool, Field(description="Search every session of the user or tenant.")] = False,
-            max_hits: Annotated[int, Field(description="At most this many snippets (1-50).")] = 8,
+            max_hits: Annotated[int, Field(description=f"At most this many snippets (1-{_rules.MAX_SEARCH_HITS}).")] = 8,
         ) -> str:  # fmt: skip
             """Search the archived (older, summarized-away) messages of the session for words,
             best match first, and return snippets with their archive and message ids. Use it
@@ -189,8 +190,8 @@ class WmMcp:
             try:
                 reply = await self.client(ctx).search_archives(
                     query, session_id="" if all_sessions else self.session(session_id),
-                    all_sessions=all_sessions, max_hits=max(1, min(max_hits, 50)),
-                    mode=RECALL_MODE,
+                    all_sessions=all_sessions, mode=RECALL_MODE,
+                    max_hits=max(1, min(max_hits, _rules.MAX_SEARCH_HITS)),
                 )  # fmt: skip
             except WmError as exc:
                 raise ToolError(f"recall failed: {exc.message}") from exc
@@ -216,7 +217,7 @@ class WmMcp:
         async def read_tool_output(
             output_id: OutputId, ctx: Context,
             start_line: Annotated[int, Field(description="The first line to read, from 1.")] = 1,
-            line_count: Annotated[int, Field(description="How many lines to read.")] = 400,
+            line_count: Annotated[int, Field(description="How many lines to read.")] = _rules.READ_LINES,
             session_id: Session = "",
         ) -> str:  # fmt: skip
             """Read lines of a large tool output stored whole (its id, like out.m42.0, is named
@@ -234,7 +235,10 @@ class WmMcp:
                 raise ToolError("search_tool_outputs needs a non-empty query")
             try:
                 reply = await self.client(ctx).search_tool_outputs(
-                    self.session(session_id), query, output_id=output_id, max_hits=50
+                    self.session(session_id),
+                    query,
+                    output_id=output_id,
+                    max_hits=_rules.MAX_SEARCH_HITS,
                 )
             except WmError as exc:
                 raise ToolError(f"search_tool_outputs failed: {exc.message}") from exc

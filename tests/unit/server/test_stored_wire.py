@@ -4,7 +4,7 @@ independent of each other (the rendering of a configuration is cached)."""
 from __future__ import annotations
 
 from wm_core import AutoCommitPolicy, SessionSettings
-from wm_server import wire
+from wm_server.api import stored_wire as wire
 from wm_server.storage.records import SessionRecord
 
 POLICY = SessionSettings(

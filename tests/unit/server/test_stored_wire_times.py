@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from wm_server import wire
+from wm_server.api import stored_wire as wire
 
 
 @pytest.mark.parametrize(

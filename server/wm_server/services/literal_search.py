@@ -1,0 +1,67 @@
+"""What every literal search (archived messages, stored tool outputs) compares and returns:
+the query's limits and the folded literal, with the prefilter a database may apply first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wm_core import fold_text
+from wm_server.errors import invalid
+
+MAX_QUERY = 1000
+DEFAULT_HITS = 12
+MAX_HITS = 50
+_JSON_ESCAPED = {'"', "\\"}
+
+
+def search_terms(query: str, max_hits: int) -> tuple[str, int]:
+    """The literal a search looks for and how many hits it returns; the same limits for
+    every literal search (archives, tool outputs)."""
+    needle = query.strip()
+    if not needle:
+        raise invalid("query", "required", "REQUIRED")
+    if len(needle) > MAX_QUERY:
+        raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
+    if max_hits < 0:
+        raise invalid("max_hits", "must not be negative", "OUT_OF_RANGE")
+    return needle, min(max_hits or DEFAULT_HITS, MAX_HITS)
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A literal as every literal search compares it: folded (``wm_core.fold_text``), with
+    the ASCII text rows may be prefiltered by in the database (None: no prefilter)."""
+
+    folded: str
+    prefilter: str | None
+
+    @classmethod
+    def of(cls, needle: str, *, json_rows: bool) -> Literal:
+        folded = fold_text(needle)
+        usable = folded.isascii() and folded.isprintable()
+        if json_rows:  # rows hold JSON, where quotes and backslashes are escaped
+            usable = usable and not (_JSON_ESCAPED & set(folded))
+            # A tool call is searched as "name input" but stored as two JSON fields, so a
+            # literal may span the space between them ("grep {"); none of its space-separated
+            # pieces can: the row must hold the longest one.
+            piece = max(folded.split(" "), key=len)
+            return cls(folded, piece if usable and piece else None)
+        return cls(folded, folded if usable else None)
+
+    def find(self, text: str) -> tuple[int, int] | None:
+        """(start, length) in ``text`` of the first match, or None: found on the folded text,
+        then mapped back character by character (folding may change lengths: "ß" is "ss")."""
+        folded = fold_text(text)
+        at = folded.find(self.folded)
+        if at < 0:
+            return None
+        if len(folded) == len(text):
+            return at, len(self.folded)
+        start, seen = -1, 0
+        for index, char in enumerate(text):
+            if start < 0 and seen + len(fold_text(char)) > at:
+                start = index
+            seen += len(fold_text(char))
+            if start >= 0 and seen >= at + len(self.folded):
+                return start, index + 1 - start
+        return max(start, 0), len(text) - max(start, 0)
