@@ -138,8 +138,7 @@ class EmbeddingIndexer(BackgroundLoop):
         self._observer.embedding_failed(where)
 
     def stored(self, rows: Sequence[VectorRow]) -> None:
-        """Message vectors were committed: the search's cache and the metrics learn it, and
-        the loop is woken for what else is missing (the memories a commit wrote)."""
+        """Message vectors were committed: the search's cache and the metrics learn it."""
         for sid in sorted({row[0] for row in rows}):
             self._on_stored(sid, [row for row in rows if row[0] == sid])
         if rows:
