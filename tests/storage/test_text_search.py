@@ -49,9 +49,8 @@ async def _archive(
         bounds = await uow.archives.bounds(row.sid, seq)
         assert bounds is not None
         rows = await uow.archives.search_rows(row.sid, seq, *bounds)
-        await uow.write(
-            *uow.archives.indexing(row.sid, seq, rows), uow.archives.indexed(row.sid, seq)
-        )
+        await uow.write(*uow.archives.indexing(row.sid, seq, rows))
+        await uow.write(uow.archives.indexed(row.sid, seq))
         await uow.commit()
 
 

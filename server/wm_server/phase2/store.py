@@ -67,6 +67,18 @@ from wm_server.storage.unit_of_work import UnitOfWork
 INDEX_CHUNK = 500
 
 
+async def _index(
+    uow: UnitOfWork, sid: int, seq: int, rows: Sequence[SearchRow], *, whole: bool
+) -> None:
+    """Write ``rows`` of archive ``seq`` (in place of an earlier attempt's), and with the
+    last of them (``whole``) mark the archive indexed. Statements of their own: one
+    statement may not write a row twice (PostgreSQL runs a chain as one)."""
+    if rows:
+        await uow.write(*uow.archives.indexing(sid, seq, rows))
+    if whole:
+        await uow.write(uow.archives.indexed(sid, seq))
+
+
 class LeaseLost(Exception):
     """This worker no longer holds the job's lease (it expired and another took it)."""
 
@@ -224,8 +236,7 @@ class JobStore:
         completion writes the last chunk."""
         async with self._db.unit_of_work() as uow:
             await _hold(uow, job)
-            for write in uow.archives.indexing(sid, job.archive_seq, text):
-                await uow.write(write)
+            await _index(uow, sid, job.archive_seq, text, whole=False)
             if vectors:
                 await store_message_vectors(uow, model, vectors)
             await uow.commit()
@@ -271,13 +282,13 @@ class JobStore:
                         )
                 diff_text, memory_state = diff_json(extraction, applied), extraction.state.value
                 memory_events = (MemoriesExtracted(diff_text),)
-            if index is not None and index.vectors:
-                await store_message_vectors(uow, index.model, index.vectors)
+            if index is not None:
+                await _index(uow, row.sid, job.archive_seq, index.text, whole=True)
+                if index.vectors:
+                    await store_message_vectors(uow, index.model, index.vectors)
             version = job.previous_version + 1
             earlier = [s for s in completion.covered_seqs if s != job.archive_seq]
             await uow.write(
-                *(uow.archives.indexing(row.sid, job.archive_seq, index.text) if index else ()),
-                *([uow.archives.indexed(row.sid, job.archive_seq)] if index else []),
                 uow.working_memories.inserting(
                     row.sid, version, completion.document, archive_seq=job.archive_seq,
                     covered_seq=job.archive_seq, commit_id=job.commit_id,
@@ -358,10 +369,7 @@ class JobStore:
             bounds = await uow.archives.bounds(row.sid, job.archive_seq) if row else None
             if row is not None and bounds is not None:
                 rows = await uow.archives.search_rows(row.sid, job.archive_seq, *bounds)
-                await uow.write(
-                    *uow.archives.indexing(row.sid, job.archive_seq, rows),
-                    uow.archives.indexed(row.sid, job.archive_seq),
-                )
+                await _index(uow, row.sid, job.archive_seq, rows, whole=True)
             await uow.commits.set_state(
                 job.commit_id, CommitState.FAILED, job.attempts, error=(reason, message),
                 now=time.time(),
