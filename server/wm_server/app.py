@@ -43,17 +43,18 @@ from wm_server.llm.port import LlmProvider
 from wm_server.metrics import Metrics
 from wm_server.observability import ACCESS_LOG
 from wm_server.phase2.chunked import InputBudget
-from wm_server.phase2.worker import Phase2Worker, WorkerSettings
+from wm_server.phase2.settings import WorkerSettings
+from wm_server.phase2.store import JobStore
+from wm_server.phase2.worker import Phase2Worker
 from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.archives import ArchiveService
 from wm_server.services.auto_commit import IdleSweeper
 from wm_server.services.commits import CommitService
 from wm_server.services.context_assembly import ContextService
-from wm_server.services.embedding_index import EmbedArchiveStep, EmbeddingIndexer
+from wm_server.services.embedding_index import EmbeddingIndexer
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
 from wm_server.services.extraction_preview import ExtractionPreviewService
-from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
 from wm_server.services.memory_consolidation import VectorConsolidation
@@ -307,7 +308,7 @@ class _Services:
     servicer: WorkingMemoryServicer
     default_config: SessionSettings
     bus: EventBus
-    jobs: JobService
+    jobs: JobStore
     worker: Phase2Worker
     maintenance: Maintenance
     sweeper: IdleSweeper
@@ -333,7 +334,7 @@ def _build_services(
         )
     except (ValueError, InvalidArgument) as error:
         raise ConfigurationError(f"WM_DEFAULT_SESSION_CONFIG: {error}") from None
-    jobs = JobService(database, log_)
+    jobs = JobStore(database, log_)
     upkeep = MemoryUpkeep(
         database,
         retention_days=settings.memory_retention,
@@ -371,6 +372,7 @@ def _build_services(
             max_pending_items=settings.phase2_max_pending_items,
             max_pending_tokens=settings.phase2_max_pending_tokens,
             max_chunks=settings.phase2_max_chunks,
+            progress_seconds=settings.phase2_progress_seconds,
             memory_extraction=settings.memory_extraction,
             limits=limits,
             input=InputBudget(
@@ -379,7 +381,7 @@ def _build_services(
             ),
         ),
         observer=metrics,
-        post_steps=[EmbedArchiveStep(database, indexer)] if indexer else (),
+        indexer=indexer,
         backfill=summary_update_ops,
         provider_for=lambda name: _session_provider(providers, name),
         tracing=tracing or NO_TRACING,

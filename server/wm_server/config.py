@@ -173,6 +173,9 @@ class Settings(BaseSettings):
     # Chunks one commit's input (its archive and the failed ones folded in) may take; over
     # that every message is cut to head and tail in proportion.
     phase2_max_chunks: Annotated[int, Field(ge=1, le=1_000)] = 16
+    # While a commit's model calls go on, their progress events are written at a request at
+    # most this often (the first request of an attempt always).
+    phase2_progress_seconds: Seconds = 1.0
     # The hard bound on a stored working memory (estimated tokens): in all, per section,
     # and for Key Facts (whose consolidation is only asked for above 3,000 tokens).
     working_memory_max_tokens: Annotated[int, Field(ge=1_000)] = 12_000

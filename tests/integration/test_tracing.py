@@ -31,12 +31,11 @@ from wm_server.tracing import ENDPOINT_VARIABLE, OtelTracing, otlp_tracing
 
 CREATE_SESSION = "/wm.v1.WorkingMemoryService/CreateSession"
 STAGES = [
-    "wm.phase2.read_input",
-    "wm.phase2.index_archive",
-    "wm.phase2.generate",
-    "wm.phase2.post_steps",
+    "wm.phase2.bound_input",
+    "wm.phase2.update_working_memory",
     "wm.phase2.extract_memories",
-    "wm.phase2.store",
+    "wm.phase2.embed_and_index",
+    "wm.phase2.complete",
 ]
 
 
@@ -83,7 +82,7 @@ async def test_an_rpc_is_a_server_span_and_a_commit_traces_phase2(
     stages = sorted((s for s in spans if s.parent and s.parent.span_id == job.context.span_id),
                     key=lambda s: s.start_time or 0)  # fmt: skip
     assert [s.name for s in stages] == STAGES
-    (generate,) = _named(spans, "wm.phase2.generate")
+    (generate,) = _named(spans, "wm.phase2.update_working_memory")
     (call,) = _named(spans, "model_call create")  # a first working memory is created
     assert call.parent is not None and call.parent.span_id == generate.context.span_id
     assert call.kind is SpanKind.CLIENT

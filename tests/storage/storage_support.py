@@ -15,13 +15,13 @@ import pytest
 
 from support.port_coverage import EXERCISED, register_expected
 from wm_server.api.events import encode_event
+from wm_server.phase2.store import JobStore
 from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.archives import ArchiveService
 from wm_server.services.commits import CommitService
 from wm_server.services.context_assembly import ContextService
 from wm_server.services.event_bus import EventBus
 from wm_server.services.events import EventLog
-from wm_server.services.jobs import JobService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
 from wm_server.services.paging import PageTokens
@@ -98,7 +98,7 @@ class Services:
     log: EventLog
     sessions: SessionService
     commits: CommitService
-    jobs: JobService
+    jobs: JobStore
     memory: WorkingMemoryService
     archives: ArchiveService
     context: ContextService
@@ -121,7 +121,7 @@ def build_services(
         log=log,
         sessions=SessionService(database, log=log, on_deleted=maintenance.wake, tokens=tokens),
         commits=CommitService(database, bus, log, heartbeat_seconds=1.0, tokens=tokens),
-        jobs=JobService(database, log),
+        jobs=JobStore(database, log),
         memory=WorkingMemoryService(database),
         archives=ArchiveService(database, tokens=tokens),
         context=ContextService(database),

@@ -12,10 +12,10 @@ import pytest
 from storage_support import Services, build_services
 
 from wm_core import CommitState, Message, Role, TextPart, message_tokens
+from wm_server.phase2.state import Phase2Completion
+from wm_server.phase2.store import LeaseLost
 from wm_server.services.events import Phase2Started
-from wm_server.services.jobs import LeaseLost
 from wm_server.storage.postgres import PostgresDatabase
-from wm_server.storage.records import Phase2Completion
 from wm_server.tenancy import set_tenant
 
 pytestmark = pytest.mark.postgres
@@ -139,9 +139,9 @@ async def test_claims_across_replicas_run_each_job_once_in_session_order(
             running[job.session_id] = job.archive_seq
             await asyncio.sleep(0.005)
             data = await side.jobs.read_input(job)
+            assert job.previous_version == (data.previous.version if data.previous else 0)
             done = await side.jobs.complete(
                 job,
-                data.previous.version if data.previous else 0,
                 Phase2Completion(
                     f"doc {job.archive_seq}", 2, "abs", "[]", "{}", (job.archive_seq,)
                 ),
@@ -173,11 +173,11 @@ async def test_a_lease_taken_by_another_replica_fences_the_first(
     with pytest.raises(LeaseLost):
         await a.jobs.record(held, Phase2Started(1, True, 0, (1,)))
     with pytest.raises(LeaseLost):
-        await a.jobs.complete(held, 0, Phase2Completion("doc", 1, "a", "[]", "{}", (1,)))
+        await a.jobs.complete(held, Phase2Completion("doc", 1, "a", "[]", "{}", (1,)))
     assert not await a.jobs.renew(held, 30)
     await b.jobs.record(taken, Phase2Started(2, True, 0, (1,)))
-    async with a.database.reader() as uow:
-        assert [e.sequence for e in await uow.events.after(commit.commit_id, 0)] == [1, 2]
+    async with a.database.reader() as uow:  # Phase 1, each claim's start, b's record
+        assert [e.sequence for e in await uow.events.after(commit.commit_id, 0)] == [1, 2, 3, 4]
 
 
 async def test_stored_events_notify_every_replica(

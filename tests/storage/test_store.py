@@ -44,12 +44,12 @@ from wm_server.errors import (
     StorageFull,
     StorageUnavailable,
 )
+from wm_server.phase2.state import ClaimedJob, Phase2Completion
+from wm_server.phase2.store import JobStore, LeaseLost
 from wm_server.services import paging
 from wm_server.services.context_formats import ContextFormat
 from wm_server.services.events import EventLog, Phase2Started
-from wm_server.services.jobs import JobService, LeaseLost
 from wm_server.storage.database import Database
-from wm_server.storage.records import ClaimedJob, Phase2Completion
 from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.storage.statements import Write
 from wm_server.tenancy import set_tenant
@@ -342,10 +342,10 @@ async def test_jobs_run_in_archive_order_per_session(services: Services) -> None
     assert again.commit_id == names[0] and again.attempts == 1  # a release is not an attempt
     data = await services.jobs.read_input(again)
     assert data.previous is None and data.covered_seqs == (1,) and len(data.messages) == 1
-    await services.jobs.start(again, data)
-    done = await services.jobs.complete(again, 0, _completion("# Working Memory\n", (1,)))
+    done = await services.jobs.complete(again, _completion("# Working Memory\n", (1,)))
     assert done is not None and done[1].version == 1 and done[0].state is CommitState.COMPLETED
-    assert done[0].last_sequence == 4 == len(await _sequences(services, names[0]))
+    # Phase 1, each claim's Phase2Started (the released one's too), stored, completed.
+    assert done[0].last_sequence == 5 == len(await _sequences(services, names[0]))
     with pytest.raises(LeaseLost):
         await services.jobs.record(again, Phase2Started(1, True, 0, (1,)))
     nxt = await _claim(services)
@@ -364,7 +364,7 @@ async def test_expired_lease_is_claimed_again(services: Services) -> None:
     assert second.commit_id == first.commit_id and second.attempts == 2
     assert not await services.jobs.renew(first, 60)
     with pytest.raises(LeaseLost):
-        await services.jobs.complete(first, 0, _completion("doc", (1,)))
+        await services.jobs.complete(first, _completion("doc", (1,)))
 
 
 async def test_wm_conflict_is_detected(services: Services) -> None:
@@ -376,7 +376,7 @@ async def test_wm_conflict_is_detected(services: Services) -> None:
     assert applied.version == 1
     replayed, _ = await services.memory.apply("s", {"Current State": op}, 0, "w", "fp")
     assert replayed.version == 1  # the request id's stored outcome, not a second version
-    assert await services.jobs.complete(job, 0, _completion("doc", (1,))) is None
+    assert await services.jobs.complete(job, _completion("doc", (1,))) is None
     assert (await services.memory.get("s", 0)).record.version == 1
 
 
@@ -388,11 +388,12 @@ async def test_retry_and_coverage_of_failed_commits(services: Services) -> None:
     job = await _claim(services)
     assert job.attempts == 2
     record = await services.jobs.fail(job, "LLM_UNAVAILABLE", "still away")
-    assert record.state is CommitState.FAILED and record.last_sequence == 3
+    # Phase 1, started, retry scheduled, started again, failed.
+    assert record.state is CommitState.FAILED and record.last_sequence == 5
     retried = await services.commits.retry("s", failed.commit_id, "r1", "fp")
     again = await services.commits.retry("s", failed.commit_id, "r1", "fp")
     assert retried.state is CommitState.PENDING and again.commit_id == retried.commit_id
-    assert await _sequences(services, failed.commit_id) == [1, 2, 3, 4]  # one retry event
+    assert await _sequences(services, failed.commit_id) == [1, 2, 3, 4, 5, 6]  # one retry event
     with pytest.raises(FailedPrecondition) as not_failed:
         await services.commits.retry("s", failed.commit_id, "", "")
     assert not_failed.value.reason == "COMMIT_NOT_FAILED"
@@ -403,7 +404,7 @@ async def test_retry_and_coverage_of_failed_commits(services: Services) -> None:
     job = await _claim(services)
     data = await services.jobs.read_input(job)
     assert data.covered_seqs == (1, 2) and [m.id for m in data.messages] == ["a", "b"]
-    await services.jobs.complete(job, 0, _completion("doc", data.covered_seqs))
+    await services.jobs.complete(job, _completion("doc", data.covered_seqs))
     covered = await services.commits.get("s", failed.commit_id)
     assert covered.covered_by_commit_id == later.commit_id
     with pytest.raises(FailedPrecondition) as already:
@@ -429,7 +430,7 @@ async def test_pending_items_are_replaced_by_each_completion_and_read_in_order(
         job = await _claim(services)
         data = await services.jobs.read_input(job)
         completion = replace(_completion(f"doc {step}", data.covered_seqs), pending=pending)
-        done = await services.jobs.complete(job, step - 1, completion)
+        done = await services.jobs.complete(job, completion)
         assert done is not None
         async with services.database.reader() as uow:
             row = await uow.sessions.find(job.tenant, "s")
@@ -456,18 +457,17 @@ async def test_a_failed_event_write_leaves_no_gap(database: Database) -> None:
             raise OSError("the encoder broke")
         return normal.log.encode(commit_id, sequence, event)  # type: ignore[arg-type]
 
-    jobs = JobService(database, EventLog(encode))
+    jobs = JobStore(database, EventLog(encode))
     await _add(normal, "s", _text(1))
     commit, _ = await normal.commits.phase1("s", 0, None)
-    job = await _claim(normal)
-    data = await jobs.read_input(job)
-    await jobs.start(job, data)
     fail_next["on"] = True
     with pytest.raises(OSError):
-        await jobs.start(job, data)
+        await jobs.claim(60)  # its Phase2Started could not be stored: no lease either
     fail_next["on"] = False
+    job = await jobs.claim(60)
+    assert job is not None and job.attempts == 1
     await jobs.record(job, Phase2Started(job.attempts, True, 0, (1,)))
-    await jobs.complete(job, 0, _completion("doc", (1,)))
+    await jobs.complete(job, _completion("doc", (1,)))
     assert await _sequences(normal, commit.commit_id) == [1, 2, 3, 4, 5]
     stored = await normal.commits.get("s", commit.commit_id)
     assert stored.last_sequence == 5 and stored.state is CommitState.COMPLETED
@@ -493,7 +493,7 @@ async def test_assembly_reads_what_the_wm_does_not_cover(services: Services) -> 
     await _add(services, "s", _text(5, "a"), _text(5, "b"))
     await services.commits.phase1("s", 1, None)
     job = await _claim(services)
-    await services.jobs.complete(job, 0, _completion("# Working Memory\n", (1,)))
+    await services.jobs.complete(job, _completion("# Working Memory\n", (1,)))
     await _add(services, "s", _text(5, "c"))
     await services.commits.phase1("s", 1, None)
     built = await services.context.assemble("s", 100_000, "")

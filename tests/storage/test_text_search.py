@@ -14,6 +14,8 @@ import pytest
 from storage_support import ENGINES, Services, build_services, make_database
 
 from wm_core import Message, Role, TextPart, ToolUsePart, message_tokens
+from wm_server.phase2.state import ArchiveIndex, Phase2Completion
+from wm_server.phase2.store import INDEX_CHUNK
 from wm_server.search.analyzer import analyze
 from wm_server.search.bm25 import BM25_B, BM25_K1
 from wm_server.storage.database import Database
@@ -29,11 +31,27 @@ def _say(text: str) -> Message:
     return Message(f"m{next(_ids)}", Role.USER, parts, message_tokens(parts))
 
 
-async def _archive(services: Services, session: str, *messages: Message) -> None:
+async def _archive(
+    services: Services, session: str, *messages: Message, written: bool = True
+) -> None:
+    """Archive ``messages``; ``written``: with the archive's full-text rows, as Phase 2's
+    completion writes them (Phase 1 writes none: the search reads the messages until then)."""
     await services.sessions.add_messages(
         session, list(messages), create_if_missing=True, request_id="", fingerprint=""
     )
     await services.commits.phase1(session, 0, None)
+    if not written:
+        return
+    async with services.database.unit_of_work() as uow:
+        row = await uow.sessions.find(current_tenant(), session)
+        assert row is not None
+        seq = row.record.archive_count
+        bounds = await uow.archives.bounds(row.sid, seq)
+        assert bounds is not None
+        rows = await uow.archives.search_rows(row.sid, seq, *bounds)
+        await uow.write(*uow.archives.indexing(row.sid, seq, rows))
+        await uow.write(uow.archives.indexed(row.sid, seq))
+        await uow.commit()
 
 
 async def _ranked(services: Services, session: str, query: str) -> list[str]:
@@ -152,16 +170,28 @@ async def test_the_default_ranking_follows_new_and_re_indexed_archives(
         "ledger notes",
         "the ledger moved to postgres",
     ]
-    # A large archive: Phase 1 indexes its first messages, Phase 2 the rest.
-    many = services.database.dialect.indexed_at_commit + 5
+    # A large archive: found from its messages at once, from its rows once Phase 2 wrote
+    # them (in chunks, the archive indexed with the last).
+    many = INDEX_CHUNK + 5
     filler = (_say(f"filler {i}") for i in range(many))
-    await _archive(services, "big", *filler, _say("zeppelin"))
-    assert await _ranked(services, "big", "zeppelin") == []  # past what Phase 1 indexed
+    await _archive(services, "big", *filler, _say("zeppelin"), written=False)
+    assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]
     while (job := await services.jobs.claim(30.0)) is not None and job.session_id != "big":
         pass
     assert job is not None
-    await services.jobs.index_archive(job)
+    data = await services.jobs.read_input(job)
+    rows = await services.jobs.search_rows(data.sid, job.archive_seq)
+    assert len(rows) == many + 1
+    await services.jobs.index_chunk(job, data.sid, rows[:INDEX_CHUNK], "", [])
+    assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]  # still read whole
+    _, total = await services.context.ranked("big", "filler", "", 10, False)
+    assert total == many  # the chunk written is not counted twice
+    completion = Phase2Completion("# Working Memory\n", 3, "a", "[]", "{}", (job.archive_seq,))
+    index = ArchiveIndex(tuple(rows[INDEX_CHUNK:]))
+    assert await services.jobs.complete(job, completion, index=index) is not None
     assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]
+    _, total = await services.context.ranked("big", "filler", "", 10, False)
+    assert total == many  # each row once: the written ones, no longer the messages read
     await services.sessions.delete("s", "")
     assert await _ranked(services, "", "ledger") == []
 

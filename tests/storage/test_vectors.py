@@ -21,11 +21,10 @@ from wm_server.embedding.openai_embeddings import OpenAIEmbedder
 from wm_server.embedding.port import TextRole, Vectors
 from wm_server.errors import InvalidArgument
 from wm_server.services.archive_search import ArchiveSearchService
-from wm_server.services.embedding_index import EmbedArchiveStep, EmbeddingIndexer
+from wm_server.services.embedding_index import EmbeddingIndexer, store_message_vectors
 from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec
 from wm_server.services.recall import HybridRecall, Semantic
 from wm_server.services.sessions import find_session
-from wm_server.storage.records import ClaimedJob
 from wm_server.storage.vectors import VectorRepository
 
 USER = OwnerSpec(user_id="u1")
@@ -123,15 +122,21 @@ async def test_backfill_stores_float32_vectors_with_model_and_dimensions_and_hyb
         await context.hybrid("s", "ceramics", "", 3, False, min_score=1.5)
 
 
-async def test_phase2_step_embeds_the_archive(
+async def test_phase2_embeds_the_archive_in_its_completions_unit_of_work(
     services: Services, wordllama: WordLlamaEmbedder
 ) -> None:
     await _archive(services, "p", CONVERSATION[:3])
     indexer = EmbeddingIndexer(services.database, wordllama)
-    async with services.database.reader() as uow:
+    async with services.database.scanner() as uow:
         row = await find_session(uow, "p")
-    job = ClaimedJob("c", "t", "p", archive_seq=1, attempts=1, lease_token="x")
-    await EmbedArchiveStep(services.database, indexer)(job, "")
+        bounds = await uow.archives.bounds(row.sid, 1)
+        assert bounds is not None
+        archive = await uow.messages.between(row.sid, *bounds)
+    rows = await indexer.message_vectors(row.sid, 1, archive)
+    assert [r[1] for r in rows] == [m.position for m in archive]
+    async with services.database.unit_of_work() as uow:
+        await store_message_vectors(uow, indexer.model, rows)
+        await uow.commit()
     assert len(await _vector_rows(services, "message_vectors")) == 3
     async with services.database.reader() as uow:
         assert await uow.vectors.unembedded_messages([row.sid], None, wordllama.model_id) == 0

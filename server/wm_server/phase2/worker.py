@@ -1,9 +1,16 @@
-"""The Phase 2 worker: claims archived commits in order and folds them into the WM.
+"""The Phase 2 worker: claims archived commits in order and runs each through the pipeline.
+
+One attempt is the stages of ``phase2/stages.py`` in order over an immutable ``State``
+(bound the input → update the working memory → extract memories → embed and index →
+complete); everything around them lives here, once: the lease a side task renews, the
+breaker, the retries, the events, the spans and the metrics. The transactions are
+``phase2/store.py``'s: three for a commit that completes at the first try (claim, the
+events at the first model request, completion), written so that a crash anywhere leaves a
+state the next attempt resumes from.
 
 It runs inside the server process but outside every RPC handler, so no client can cancel it.
-Each job is claimed with a lease that a side task renews; a crash leaves the lease to expire
-and the job is claimed again (here after a restart, or by another replica). A graceful stop
-hands running jobs back to the queue at once.
+A crash leaves the lease to expire and the job is claimed again (here after a restart, or by
+another replica). A graceful stop hands running jobs back to the queue at once.
 
 A provider outage (connection, timeout, 429, 5xx, 529) is waited out: the job backs off
 exponentially with jitter until its age reaches ``max_wait_seconds``, and a circuit breaker
@@ -13,51 +20,27 @@ Only then, or for an error that no retry can fix, is the commit FAILED with its 
 previous working memory stays current, and the archive's messages remain uncovered until a
 later Phase 2 or RetryCommit covers them.
 
-Long-term memory extraction runs after the working memory is generated and before it is
-stored (``services.extraction``): the owner's most similar memories are read, the provider
-proposes memory ops, the guards make a plan, and ``JobService.complete`` applies the plan in
-the transaction that stores the working memory and completes the commit. So a Phase 2 that
-crashes or loses its lease before that transaction applied nothing, and its re-run reads
-the memories afresh (a CREATE of what exists is a duplicate, not a second memory). What can
-go wrong, and what we chose:
-
-- a provider outage during extraction (transient) is waited out exactly like one during the
-  working-memory call: the breaker counts it and the whole job backs off (the working memory
-  is generated again on the next attempt; nothing was stored);
-- any other failure (the provider refuses the call, or its answer has nothing readable)
-  does not hold the working memory back: the commit COMPLETES with the working memory stored
-  and a memory diff in state FAILED saying why, and the next commit of the session offers
-  that archive to its own extraction again (up to three such archives), marking it RECOVERED
-  once extracted. The commit is never FAILED, and the archive is never silently skipped;
-- extraction off (``WM_MEMORY_EXTRACTION=false``, or the session's ``memory_extraction``
-  false) makes no model call and stores a diff in state OFF.
+Memory extraction (the third stage) fails softly. A provider outage during it is waited out
+exactly like one during the working-memory call (nothing was stored; the working memory is
+generated again next time). Any other failure (the provider refuses the call, or its answer
+has nothing readable) does not hold the working memory back: the commit COMPLETES with the
+working memory stored and a memory diff in state FAILED saying why, and the next commit of
+the session offers that archive to its own extraction again (up to three such archives),
+marking it RECOVERED once extracted. Extraction off (``WM_MEMORY_EXTRACTION=false``, or the
+session's ``memory_extraction`` false) makes no model call and stores a diff in state OFF.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import structlog
 
-from wm_core import (
-    DEFAULT_LIMITS,
-    MAX_PENDING_TOKENS,
-    PendingItem,
-    WmLimits,
-    abstract_of,
-    archive_name,
-    estimate_tokens,
-    refused_items,
-    settle_pending,
-    unfold_pending,
-)
-from wm_server.breaker import BreakerSettings, CircuitBreaker, backoff_delay
+from wm_server.breaker import CircuitBreaker, backoff_delay
 from wm_server.cancellation import cancel_and_wait, wait_set
 from wm_server.errors import ServiceError
 from wm_server.llm.chain import (
@@ -67,23 +50,20 @@ from wm_server.llm.chain import (
     LlmCallFinished,
     LlmCallStarted,
 )
-from wm_server.llm.port import LlmError, LlmProvider, usage_json
-from wm_server.phase2.chunked import InputBudget, generate_in_chunks
+from wm_server.llm.port import LlmError, LlmProvider
+from wm_server.phase2 import stages
+from wm_server.phase2.settings import WorkerSettings
+from wm_server.phase2.state import ClaimedJob, State
+from wm_server.phase2.store import JobStore, LeaseLost
+from wm_server.services.embedding_index import EmbeddingIndexer
 from wm_server.services.event_bus import EventBus
-from wm_server.services.events import GuardDecided
-from wm_server.services.extraction import MemoryState, extract
-from wm_server.services.jobs import JobService, LeaseLost
-from wm_server.storage import codec
-from wm_server.storage.records import ClaimedJob, Phase2Completion
+from wm_server.services.events import CommitEvent
+from wm_server.services.extraction import MemoryState
 from wm_server.tracing import NO_TRACING, ModelCall, Tracing
 
+__all__ = ["Phase2Observer", "Phase2Worker", "WorkerSettings"]
+
 log = structlog.get_logger("wm_server.phase2")
-
-
-class PostStep(Protocol):
-    """A step that must finish before a commit counts as completed (e.g. indexing)."""
-
-    async def __call__(self, job: ClaimedJob, document: str) -> None: ...
 
 
 class Phase2Observer(Protocol):
@@ -114,46 +94,67 @@ class _NoObserver:
         pass
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
-    concurrency: int = 4
-    max_attempts: int = 3
-    retry_base_delay: float = 1.0
-    lease_seconds: float = 60.0
-    poll_seconds: float = 1.0
-    max_wait_seconds: float = 3600.0  # how long a job waits out a provider outage
-    retry_max_delay: float = 300.0  # the backoff's ceiling
-    breaker: BreakerSettings = field(default_factory=BreakerSettings)
-    input: InputBudget = field(default_factory=InputBudget)
-    limits: WmLimits = DEFAULT_LIMITS
-    max_pending_items: int = 30  # refused items a session keeps for the next update
-    max_pending_tokens: int = MAX_PENDING_TOKENS  # what they may take in all
-    max_chunks: int = 16  # chunks of one commit's input before its messages are cut
-    memory_extraction: bool = True  # the server's switch (sessions can turn it off too)
+# The stages of an attempt before its completion, in order, with their span names.
+STAGES: tuple[tuple[str, Callable[[State, stages.Tools], Awaitable[State]]], ...] = (
+    ("wm.phase2.bound_input", stages.bound_input),
+    ("wm.phase2.update_working_memory", stages.update_working_memory),
+    ("wm.phase2.extract_memories", stages.extract_memories),
+    ("wm.phase2.embed_and_index", stages.embed_and_index),
+)
+
+
+class _Journal:
+    """The attempt's events not written yet: the model calls' (the chain's) and what the
+    worker adds. They are written at the first model request, then at a request only when
+    the last write is ``progress_seconds`` old, and the rest with whatever ends the
+    attempt (completion, retry, failure, release), in the order they came."""
+
+    def __init__(self, store: JobStore, job: ClaimedJob, progress_seconds: float) -> None:
+        self._store = store
+        self.job = job
+        self._every = progress_seconds
+        self._events: list[CommitEvent] = []
+        self._written: float | None = None  # monotonic time of the last write
+
+    async def add(self, event: CommitEvent) -> bool:
+        """Keep ``event``; True when the events were written now."""
+        self._events.append(event)
+        if not isinstance(event, LlmCallStarted):
+            return False
+        now = time.monotonic()
+        if self._written is not None and now - self._written < self._every:
+            return False
+        await self._store.record(self.job, *self.take())
+        self._written = now
+        return True
+
+    def take(self) -> tuple[CommitEvent, ...]:
+        events, self._events = tuple(self._events), []
+        return events
 
 
 class Phase2Worker:
     def __init__(
         self,
-        jobs: JobService,
+        store: JobStore,
         provider: LlmProvider,
         bus: EventBus,
         settings: WorkerSettings,
         *,
-        post_steps: Sequence[PostStep] = (),
+        indexer: EmbeddingIndexer | None = None,
         observer: Phase2Observer | None = None,
         backfill: Backfill | None = None,
         provider_for: Callable[[str | None], LlmProvider] | None = None,
         tracing: Tracing = NO_TRACING,
     ) -> None:
-        self._jobs = jobs
+        self._store = store
         self._tracing = tracing  # spans of the stages and model calls (no-ops when off)
         self._provider = provider
         # The provider a session chose in its config (None: ``provider``, the default).
         self._provider_for = provider_for or (lambda name: provider)
         self._bus = bus
         self._settings = settings
-        self._post_steps = tuple(post_steps)
+        self._indexer = indexer  # the archive's vectors (None: no embedder)
         self._backfill = backfill  # fills sections a model left unread (chain.py)
         self._observer = observer or _NoObserver()
         self._wake = asyncio.Event()
@@ -189,7 +190,7 @@ class Phase2Worker:
         while not self._stopping:
             probe = await self.breaker.admit()
             try:
-                job = await self._jobs.claim(self._settings.lease_seconds)
+                job = await self._store.claim(self._settings.lease_seconds)
                 backoff = 0.0
             except asyncio.CancelledError:
                 if probe:
@@ -212,6 +213,7 @@ class Phase2Worker:
                 await wait_set(self._wake, self._settings.poll_seconds)
                 continue
             self._wake.set()  # another loop may find more work
+            self._bus.publish(job.commit_id)  # its Phase2Started is stored
             try:
                 await self._run_with_lease(job)
             finally:
@@ -219,8 +221,9 @@ class Phase2Worker:
                     self.breaker.probe_unused()
 
     async def _run_with_lease(self, job: ClaimedJob) -> None:
-        runner = asyncio.create_task(self._traced_run(job))
-        renewer = asyncio.create_task(self._renew(job, runner))
+        journal = _Journal(self._store, job, self._settings.progress_seconds)
+        runner = asyncio.create_task(self._traced_run(journal), name=f"phase2-job-{job.commit_id}")
+        renewer = asyncio.create_task(self._renew(journal, runner))
         current = asyncio.current_task()
         try:
             await runner
@@ -232,7 +235,7 @@ class Phase2Worker:
             with contextlib.suppress(BaseException):  # best effort: give the lease back
                 await cancel_and_wait(runner)
             with contextlib.suppress(Exception):
-                await self._jobs.release(job)
+                await self._store.release(journal.job, journal.take())
                 log.info("phase2_released", commit_id=job.commit_id)
             raise
         except LeaseLost:
@@ -246,12 +249,13 @@ class Phase2Worker:
             await cancel_and_wait(renewer)
             self._bus.publish(job.commit_id)
 
-    async def _renew(self, job: ClaimedJob, runner: asyncio.Task[None]) -> None:
+    async def _renew(self, journal: _Journal, runner: asyncio.Task[None]) -> None:
         interval = self._settings.lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
+            job = journal.job
             try:
-                renewed = await self._jobs.renew(job, self._settings.lease_seconds)
+                renewed = await self._store.renew(job, self._settings.lease_seconds)
             except Exception as error:  # an outage: try again before the lease runs out
                 log.warning("phase2_renew_failed", commit_id=job.commit_id, error=str(error))
                 continue
@@ -260,96 +264,42 @@ class Phase2Worker:
                 runner.cancel()
                 return
 
-    async def _traced_run(self, job: ClaimedJob) -> None:
+    async def _traced_run(self, journal: _Journal) -> None:
         """One attempt of a job under its span (the stages' and model calls' parent)."""
+        job = journal.job
         attributes: dict[str, str | int] = {
             "wm.commit_id": job.commit_id,
             "wm.session_id": job.session_id,
             "wm.phase2.attempt": job.attempts,
         }
         with self._tracing.span("wm.phase2", **attributes):
-            await self._run(job)
+            await self._run(journal)
 
-    async def _run(self, job: ClaimedJob) -> None:
+    async def _run(self, journal: _Journal) -> None:
+        """The stages in order, then the completion; a working memory changed under the
+        attempt (ApplyWorkingMemoryOps) runs them again on the newer one."""
         started = time.monotonic()
         span = self._tracing.span
-        for _ in range(5):  # re-run on a WM changed under us (ApplyWorkingMemoryOps)
-            with span("wm.phase2.read_input"):
-                data = await self._jobs.read_input(job)
-            previous = data.previous
-            await self._jobs.start(job, data)
-            with span("wm.phase2.index_archive"):
-                await self._jobs.index_archive(job)
-            self._bus.publish(job.commit_id)
-            provider = self._provider_for(data.provider)
-            breaker = self.breaker_for(provider)
-
-            calls: list[ModelCall] = []  # the model call in flight (calls are sequential)
-
-            async def on_event(
-                event: ChainEvent,
-                breaker: CircuitBreaker = breaker,
-                calls: list[ModelCall] = calls,
-            ) -> None:
-                if isinstance(event, LlmCallStarted):
-                    calls.append(self._tracing.model_call(event))
-                elif isinstance(event, LlmCallFinished) and calls:
-                    calls.pop().finish(event)
-                if isinstance(event, LlmCallFinished) and not event.error:
-                    breaker.succeeded()  # the provider answers: no outage
-                await self._jobs.record(job, event)
-                self._bus.publish(job.commit_id)
-
+        for _ in range(5):
+            job = journal.job
+            state = State(job)
+            tools: stages.Tools | None = None
             try:
-                with span("wm.phase2.generate", **{"wm.provider": provider.name}):
-                    generation = await generate_in_chunks(
-                        provider,
-                        previous_document=previous.document if previous else None,
-                        messages=data.messages,
-                        input_tokens=self._settings.input.for_provider(provider),
-                        on_event=on_event,
-                        limits=self._settings.limits,
-                        backfill=self._backfill,
-                        pending=data.pending,
-                        max_chunks=self._settings.max_chunks,
-                    )
-                with span("wm.phase2.post_steps"):
-                    for step in self._post_steps:
-                        await step(job, generation.document)
-                # What leaves the pending items (their bound) is written to long-term memory
-                # by this commit's extraction (wm_core.safekeeping_ops), so compute it first.
-                refused = refused_items(generation.decisions, job.archive_seq)
-                pending, dropped = settle_pending(
-                    data.pending,
-                    refused,
-                    generation.document,
-                    self._settings.max_pending_items,
-                    self._settings.max_pending_tokens,
-                )
-                with span("wm.phase2.extract_memories", **{"wm.provider": provider.name}):
-                    context = await self._jobs.memory_context(
-                        job, data.messages, enabled_by_server=self._settings.memory_extraction
-                    )
-                    extraction = await extract(
-                        provider,
-                        context,
-                        messages=data.messages,
-                        pending=unfold_pending(data.pending),  # each refused item on its own
-                        archive_id=archive_name(job.archive_seq),
-                        input_tokens=self._settings.input.for_provider(provider),
-                        on_event=on_event,
-                        message_dates=data.message_dates,
-                        dropped=dropped,
-                    )
+                # The session's provider is known once the input is read.
+                state = await self._stage(STAGES[0], state, self._tools(journal, None))
+                tools = self._tools(journal, state.data.provider)
+                for stage in STAGES[1:]:
+                    state = await self._stage(stage, state, tools)
             except LlmError as error:
+                breaker = self.breaker_for(tools.provider if tools else self._provider)
                 if error.transient:
                     breaker.failed()
-                    await self._wait_out(job, str(error), breaker)
+                    await self._wait_out(journal, str(error), breaker)
                     self._observer.job_finished("retry", time.monotonic() - started)
                     return
                 breaker.succeeded()  # the provider answered, if only to refuse
                 await self._fail_or_retry(
-                    job, "LLM_UNAVAILABLE" if error.retryable else "LLM_REJECTED",
+                    journal, "LLM_UNAVAILABLE" if error.retryable else "LLM_REJECTED",
                     str(error), error.retryable,
                 )  # fmt: skip
                 self._observer.job_finished(
@@ -358,7 +308,7 @@ class Phase2Worker:
                 return
             except GenerationFailed as error:
                 retryable = error.retryable
-                await self._fail_or_retry(job, "GENERATION_FAILED", str(error), retryable)
+                await self._fail_or_retry(journal, "GENERATION_FAILED", str(error), retryable)
                 self._observer.job_finished(
                     "retry" if retryable else "failed", time.monotonic() - started
                 )
@@ -367,67 +317,19 @@ class Phase2Worker:
                 raise  # storage errors: the lease expires and the job runs again
             except Exception as error:
                 log.exception("phase2_error", commit_id=job.commit_id)
-                await self._fail_or_retry(job, "INTERNAL", repr(error), True)
+                await self._fail_or_retry(journal, "INTERNAL", repr(error), True)
                 self._observer.job_finished("error", time.monotonic() - started)
                 return
 
-            for decision in generation.decisions:
-                self._observer.guard_intervened(decision.section, decision.guard.value)
-            for kind, count in (
-                ("input", generation.usage.input_tokens),
-                ("output", generation.usage.output_tokens),
-                ("cache_read", generation.usage.cache_read_input_tokens),
-                ("cache_write", generation.usage.cache_creation_input_tokens),
-            ):
-                self._observer.tokens_used(kind, count)
-            lost: tuple[PendingItem, ...] = ()
-            if dropped and extraction.state is MemoryState.FAILED:
-                # Not written anywhere: they stay pending, over the bound, until an extraction
-                # that works takes them (the next commit offers them again) — up to a second
-                # bound's worth, so a model that keeps failing cannot grow the list (and every
-                # prompt that shows it) without end; past that the oldest are lost, counted.
-                pending, lost = settle_pending(
-                    (*dropped, *pending),
-                    (),
-                    generation.document,
-                    2 * self._settings.max_pending_items,
-                    2 * self._settings.max_pending_tokens,
-                )
-                dropped = ()
-            if dropped and extraction.state is MemoryState.OFF:
-                lost = dropped  # no long-term memory for this session: what the bound drops
-            if lost:
-                log.warning(
-                    "phase2_pending_items_dropped", commit_id=job.commit_id, count=len(lost)
-                )
-            completion = Phase2Completion(
-                document=generation.document,
-                estimated_tokens=estimate_tokens(generation.document),
-                abstract=abstract_of(generation.document),
-                decisions_json=codec.decisions_json(generation.decisions),
-                usage_json=usage_json(generation.usage),
-                covered_seqs=data.covered_seqs,
-                pending=pending,
-                pending_dropped=len(lost),
-            )
-            with span("wm.phase2.store"):
-                done = await self._jobs.complete(
-                    job,
-                    previous.version if previous else 0,
-                    completion,
-                    tuple(GuardDecided(d) for d in generation.decisions),
-                    extraction,
-                )
+            self._observe(state)
+            with span("wm.phase2.complete"):
+                done = await stages.complete(state, tools, journal.take())
             if done is not None:
-                empty = json.loads(done[0].memory_diff_json or "{}").get("empty_reason")
-                if empty:
+                if self._indexer is not None and state.index is not None:
+                    self._indexer.stored(state.index.vectors)
+                    self._indexer.wake()  # the memories this commit wrote get their vectors
+                if empty := stages.empty_reason(done):
                     self._observer.memory_extraction_empty(empty)
-                if extraction.state is MemoryState.FAILED:
-                    log.warning(
-                        "phase2_memory_extraction_failed",
-                        commit_id=job.commit_id,
-                        error=extraction.message,
-                    )
                 log.info(
                     "phase2_completed",
                     commit_id=job.commit_id,
@@ -438,17 +340,74 @@ class Phase2Worker:
                 self._observer.job_finished("completed", time.monotonic() - started)
                 return
             log.info("phase2_rerun_on_newer_wm", commit_id=job.commit_id)
-        await self._fail_or_retry(job, "INTERNAL", "working memory kept changing", True)
+            journal.job = await self._store.restart(job, journal.take())
+            self._bus.publish(job.commit_id)
+        await self._fail_or_retry(journal, "INTERNAL", "working memory kept changing", True)
 
-    async def _wait_out(self, job: ClaimedJob, message: str, breaker: CircuitBreaker) -> None:
+    async def _stage(
+        self,
+        stage: tuple[str, Callable[[State, stages.Tools], Awaitable[State]]],
+        state: State,
+        tools: stages.Tools,
+    ) -> State:
+        name, run = stage
+        with self._tracing.span(name, **{"wm.provider": tools.provider.name}):
+            return await run(state, tools)
+
+    def _tools(self, journal: _Journal, provider_name: str | None) -> stages.Tools:
+        """What the stages use; the events of the model calls go through the journal, and
+        tell the breaker and the tracing what the provider does."""
+        provider = self._provider_for(provider_name)
+        breaker = self.breaker_for(provider)
+        calls: list[ModelCall] = []  # the model call in flight (calls are sequential)
+
+        async def on_event(event: ChainEvent) -> None:
+            if isinstance(event, LlmCallStarted):
+                calls.append(self._tracing.model_call(event))
+            elif isinstance(event, LlmCallFinished) and calls:
+                calls.pop().finish(event)
+            if isinstance(event, LlmCallFinished) and not event.error:
+                breaker.succeeded()  # the provider answers: no outage
+            if await journal.add(event):
+                self._bus.publish(journal.job.commit_id)
+
+        return stages.Tools(
+            self._store, provider, self._settings, on_event, self._backfill, self._indexer
+        )
+
+    def _observe(self, state: State) -> None:
+        """Metrics and logs of an attempt about to complete."""
+        generation, job = state.generated, state.job
+        for decision in generation.decisions:
+            self._observer.guard_intervened(decision.section, decision.guard.value)
+        for kind, count in (
+            ("input", generation.usage.input_tokens),
+            ("output", generation.usage.output_tokens),
+            ("cache_read", generation.usage.cache_read_input_tokens),
+            ("cache_write", generation.usage.cache_creation_input_tokens),
+        ):
+            self._observer.tokens_used(kind, count)
+        if state.lost:
+            log.warning(
+                "phase2_pending_items_dropped", commit_id=job.commit_id, count=len(state.lost)
+            )
+        if state.extracted.state is MemoryState.FAILED:
+            log.warning(
+                "phase2_memory_extraction_failed",
+                commit_id=job.commit_id,
+                error=state.extracted.message,
+            )
+
+    async def _wait_out(self, journal: _Journal, message: str, breaker: CircuitBreaker) -> None:
         """A provider outage: back off (at least until the breaker lets a probe through),
         or fail once the job is older than the maximum wait."""
+        job = journal.job
         now = time.time()
         remaining = self._settings.max_wait_seconds - (now - job.queued_at)
         if remaining <= 0:
             waited = f"provider unavailable for {self._settings.max_wait_seconds:g}s"
             log.error("phase2_failed", commit_id=job.commit_id, reason="LLM_UNAVAILABLE")
-            await self._jobs.fail(job, "LLM_UNAVAILABLE", f"{waited}: {message}")
+            await self._store.fail(job, "LLM_UNAVAILABLE", f"{waited}: {message}", journal.take())
             return
         delay = backoff_delay(
             job.attempts, self._settings.retry_base_delay, self._settings.retry_max_delay
@@ -463,13 +422,15 @@ class Phase2Worker:
             wait_remaining=round(remaining, 1),
             error=message,
         )
-        await self._jobs.schedule_retry(
-            job, delay, message, next_attempt_at=now + delay, wait_remaining=remaining
-        )
+        await self._store.schedule_retry(
+            job, delay, message, events=journal.take(), next_attempt_at=now + delay,
+            wait_remaining=remaining,
+        )  # fmt: skip
 
     async def _fail_or_retry(
-        self, job: ClaimedJob, reason: str, message: str, retryable: bool
+        self, journal: _Journal, reason: str, message: str, retryable: bool
     ) -> None:
+        job = journal.job
         if retryable and job.attempts < self._settings.max_attempts:
             delay = self._settings.retry_base_delay * (2 ** (job.attempts - 1))
             log.warning(
@@ -479,7 +440,7 @@ class Phase2Worker:
                 delay=delay,
                 error=message,
             )
-            await self._jobs.schedule_retry(job, delay, message)
+            await self._store.schedule_retry(job, delay, message, events=journal.take())
             return
         log.error("phase2_failed", commit_id=job.commit_id, reason=reason, error=message)
-        await self._jobs.fail(job, reason, message)
+        await self._store.fail(job, reason, message, journal.take())

@@ -3,9 +3,10 @@
 Three doors lead here, and one loop does the work so the rule "a row is embedded once per
 model" lives in one place:
 
-- Phase 2 (``embed_archive``) embeds the archive it indexes, before the commit completes, so
-  a completed commit is retrievable by meaning too. An embedder fault there never fails the
-  commit: the rows stay to the backfill and the search ranks them lexically meanwhile.
+- Phase 2 (``message_vectors``, stored by ``store_message_vectors`` in its completion's
+  transaction) embeds the archive it indexes, so a completed commit is retrievable by
+  meaning too. An embedder fault there never fails the commit: the rows stay to the
+  backfill and the search ranks them lexically meanwhile.
 - Memory writes (``wake``): the loop embeds memories whose vector is missing or older than
   their current version (an UPDATE bumps the version), so AddMessages never waits on a model.
 - The backfill (``round``): whatever an existing database holds without a vector of the
@@ -30,7 +31,8 @@ from wm_server.services.background import BackgroundLoop
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.codec import searchable_text
 from wm_server.storage.database import Database
-from wm_server.storage.records import ClaimedJob, StoredMessage
+from wm_server.storage.records import StoredMessage
+from wm_server.storage.unit_of_work import UnitOfWork
 
 BATCH = 64
 # What one text contributes to its vector, at most: the models read a few hundred tokens.
@@ -54,6 +56,19 @@ class _NoObserver:
 
     def embedding_failed(self, where: str) -> None:
         return None
+
+
+# (sid, position, seq, model, dims, vector): a stored message vector.
+VectorRow = tuple[int, int, int, str, int, bytes]
+
+
+async def store_message_vectors(uow: UnitOfWork, model: str, rows: Sequence[VectorRow]) -> None:
+    """Store message vectors of ``model`` in ``uow``; an archive whose messages all have their
+    vector now is marked, so the backfill's count and search read the archives instead of
+    every archived message."""
+    await uow.vectors.store_messages(rows)
+    for sid in sorted({row[0] for row in rows}):
+        await uow.vectors.mark_embedded(model, sid)
 
 
 def message_text(item: StoredMessage) -> str:
@@ -100,45 +115,44 @@ class EmbeddingIndexer(BackgroundLoop):
                 " dimensions), or choose another model id so they are re-embedded"
             )
 
-    # -- Phase 2 -------------------------------------------------------------------------
+    # -- Phase 2 and the backfill: messages ---------------------------------------------
 
-    async def embed_archive(self, sid: int, seq: int) -> int:
-        """Embed one archive's messages (Phase 2); the number embedded, 0 when the embedder
-        is down (the backfill takes them later)."""
-        async with self._db.scanner() as uow:
-            bounds = await uow.archives.bounds(sid, seq)
-            items = await uow.messages.between(sid, *bounds) if bounds else []
-        done = 0
+    async def message_vectors(
+        self, sid: int, seq: int, items: Sequence[StoredMessage]
+    ) -> list[VectorRow]:
+        """The vectors of archive ``seq``'s messages ``items``, a batch per embedder call;
+        raises ``EmbedderUnavailable`` (counted, with ``where``) when the embedder is down."""
+        model, dims = self._embedder.model_id, self._embedder.dimensions
+        rows: list[VectorRow] = []
         for start in range(0, len(items), self._batch):
             chunk = items[start : start + self._batch]
-            try:
-                await self._store_messages(sid, seq, chunk)
-            except EmbedderUnavailable as error:
-                self._observer.embedding_failed("phase2")
-                self._log.warning("phase2_embedding_failed", sid=sid, seq=seq, error=str(error))
-                return done
-            done += len(chunk)
-        return done
+            vectors = await self._embedder.embed([message_text(i) for i in chunk], TextRole.PASSAGE)
+            rows.extend(
+                (sid, i.position, seq, model, dims, to_blob(v))
+                for i, v in zip(chunk, vectors, strict=True)
+            )
+        return rows
+
+    def failed(self, where: str) -> None:
+        """The embedder failed on ``where``'s rows (they stay to the backfill)."""
+        self._observer.embedding_failed(where)
+
+    def stored(self, rows: Sequence[VectorRow]) -> None:
+        """Message vectors were committed: the search's cache and the metrics learn it."""
+        for sid in sorted({row[0] for row in rows}):
+            self._on_stored(sid, [row for row in rows if row[0] == sid])
+        if rows:
+            self._observer.rows_embedded("message", len(rows))
 
     async def _store_messages(self, sid: int, seq: int, items: Sequence[StoredMessage]) -> None:
-        vectors = await self._embedder.embed([message_text(i) for i in items], TextRole.PASSAGE)
-        model, dims = self._embedder.model_id, self._embedder.dimensions
-        rows = [
-            (sid, i.position, seq, model, dims, to_blob(v))
-            for i, v in zip(items, vectors, strict=True)
-        ]
+        rows = await self.message_vectors(sid, seq, items)
         await self._write_messages(rows)
-        self._on_stored(sid, rows)
-        self._observer.rows_embedded("message", len(rows))
+        self.stored(rows)
 
     @retry_conflicts
-    async def _write_messages(self, rows: list[tuple[int, int, int, str, int, bytes]]) -> None:
+    async def _write_messages(self, rows: list[VectorRow]) -> None:
         async with self._db.unit_of_work() as uow:
-            await uow.vectors.store_messages(rows)
-            # An archive whose messages all have their vector now is marked: the backfill's
-            # count and search read the archives instead of every archived message.
-            for sid in sorted({row[0] for row in rows}):
-                await uow.vectors.mark_embedded(self.model, sid)
+            await store_message_vectors(uow, self.model, rows)
             await uow.commit()
 
     @retry_conflicts
@@ -223,20 +237,3 @@ class EmbeddingIndexer(BackgroundLoop):
         async with self._db.unit_of_work() as uow:
             await uow.vectors.store_memories(rows)
             await uow.commit()
-
-
-class EmbedArchiveStep:
-    """Phase 2's post step: the archive's messages get their vectors before the commit
-    completes (a fault leaves them to the backfill, never fails the commit); the loop is
-    woken for the memories that extraction writes next."""
-
-    def __init__(self, database: Database, indexer: EmbeddingIndexer) -> None:
-        self._db = database
-        self._indexer = indexer
-
-    async def __call__(self, job: ClaimedJob, document: str) -> None:
-        async with self._db.reader() as uow:
-            row = await uow.sessions.find(job.tenant, job.session_id)
-        if row is not None:
-            await self._indexer.embed_archive(row.sid, job.archive_seq)
-        self._indexer.wake()

@@ -12,7 +12,7 @@ The step has three parts, split by what they touch:
   call); any other failure, or an answer with nothing readable, is an extraction that FAILED,
   with its reason: the working memory is stored all the same;
 - the plan is applied by ``services.memories.apply_plan`` inside the completion's unit of
-  work (``JobService.complete``), so the memories, their index and the completed commit are
+  work (``phase2.store.JobStore.complete``), so the memories, their index and the completed commit are
   one transaction: a retried or re-claimed Phase 2 never applies a plan twice, and a commit
   seen terminal has its memories searchable.
 """

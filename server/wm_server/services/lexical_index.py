@@ -9,6 +9,12 @@ written again (a Phase 2 chunk, a re-index), as a segment of their own; a sessio
 are merged when they pass ``MAX_SEGMENTS``. So a replica sees another's commits at its next
 query, and a long session's commit costs reading that commit's rows, not the session's.
 Sessions are evicted least recently used past ``max_bytes``.
+
+An archive whose full-text rows are not written yet (``text_version`` 0: Phase 1 writes
+none, Phase 2 writes them with its completion) is read from its messages, analyzed here by
+the rule that writes the rows (``ArchiveRepository.search_rows``), so a message is found
+from the moment it is archived; its version changes when its rows are written, and the
+segment is read again from them.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from wm_server.search import bm25
 from wm_server.storage.lexical_rows import State
 from wm_server.storage.records import StoredMessage
+from wm_server.storage.text_index import term_count
 from wm_server.storage.unit_of_work import UnitOfWork
 
 # A session's segments beyond this are merged into one (a query visits each segment).
@@ -104,7 +111,8 @@ class LexicalIndex:
         versions = await uow.lexical.versions(sid)
         state = (len(versions), max(versions, default=0), sum(versions.values()))
         if item is None:
-            segments: tuple[bm25.Segment, ...] = (await _built(await uow.lexical.rows(sid, None)),)
+            rows = await _rows(uow, sid, versions, None)
+            segments: tuple[bm25.Segment, ...] = (await _built(rows),)
             return _Session(state, versions, segments)
         held = item.versions
         changed = frozenset(s for s, v in held.items() if versions.get(s) != v)
@@ -112,7 +120,7 @@ class LexicalIndex:
         kept = [bm25.without(s, changed) if changed else s for s in item.segments]
         segments = tuple(s for s in kept if s.size)
         if fresh:
-            segments = (*segments, await _built(await uow.lexical.rows(sid, fresh)))
+            segments = (*segments, await _built(await _rows(uow, sid, versions, fresh)))
         if len(segments) > MAX_SEGMENTS:
             segments = (bm25.merge(segments),)
         return _Session(state, versions, segments)
@@ -129,6 +137,27 @@ class LexicalIndex:
         old = self._items.pop(sid, None)
         if old is not None:
             self._weight -= old.weight
+
+
+async def _rows(
+    uow: UnitOfWork, sid: int, versions: dict[int, int], seqs: Sequence[int] | None
+) -> list[bm25.Row]:
+    """The analyzed rows of the session's archives ``seqs`` (None: all): the written ones,
+    and those of archives not indexed yet (version 0) analyzed from their messages."""
+    wanted = versions if seqs is None else {s: versions[s] for s in seqs}
+    unindexed = sorted(s for s, v in wanted.items() if v == 0)
+    # Rows written under an archive still at version 0 (Phase 2's earlier chunks) are left
+    # out: its messages are read whole.
+    written = None if seqs is None and not unindexed else [s for s in wanted if wanted[s]]
+    rows = await uow.lexical.rows(sid, written)
+    for seq in unindexed:
+        bounds = await uow.archives.bounds(sid, seq)
+        if bounds is not None:
+            rows.extend(
+                bm25.Row(seq, r.position, r.archive_time, r.body, term_count(r.body))
+                for r in await uow.archives.search_rows(sid, seq, *bounds)
+            )
+    return rows
 
 
 async def _built(rows: list[bm25.Row]) -> bm25.Segment:

@@ -147,12 +147,9 @@ async def archive(
             row.sid, archives, commit_id, message_count=archived, tokens=archived_tokens,
             first=first, last=boundary - 1, now=now,
         )  # fmt: skip
-        # Ranked search finds archived messages only (never live ones): the first ones are
-        # indexed here (``indexed_at_commit``), so a usual commit is searchable at once;
-        # the rest of a larger archive is indexed by Phase 2 in chunks before the commit
-        # completes (JobService.index_archive), keeping this transaction short.
-        last_indexed = min(boundary - 1, first + uow.archives.indexed_at_commit - 1)
-        await uow.archives.index_messages(row.sid, archives, first, last_indexed)
+        # No full-text rows here: Phase 2 writes them with its completion, and the search
+        # reads an archive not indexed yet from its messages (services/lexical_index.py), so
+        # a message is found the moment it is archived and this transaction stays short.
         await uow.commits.insert(
             commit_id, row.sid, state=CommitState.PENDING, keep=keep,
             archive_seq=archives, archived=archived, kept=total - archived,

@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING
 from wm_server.search.bm25 import BM25_B, BM25_K1
 from wm_server.storage.codec import message_body
 from wm_server.storage.messages import MESSAGE_COLUMNS, stored_message
-from wm_server.storage.records import (
-    StoredMessage,
-)
+from wm_server.storage.records import SearchRow, StoredMessage
 from wm_server.storage.repository import Repository
 from wm_server.storage.statements import Write
 from wm_server.storage.text_index import term_count
@@ -21,11 +19,6 @@ if TYPE_CHECKING:
 
 
 class ArchiveRepository(Repository):
-    @property
-    def indexed_at_commit(self) -> int:
-        """How many archived messages Phase 1 indexes itself (``Dialect.indexed_at_commit``)."""
-        return self._dialect.indexed_at_commit
-
     async def insert(
         self,
         sid: int,
@@ -70,39 +63,54 @@ class ArchiveRepository(Repository):
         )
         return [(int(s), int(f), int(last)) for s, f, last in rows]
 
-    async def index_messages(self, sid: int, seq: int, first: int, last: int) -> None:
-        """Put the messages at positions first..last of archive ``seq`` into the archive's
-        full-text index, in place of what an earlier attempt put there: their text analyzed
-        here (``TextIndex.indexed``), then written in one batch (live messages are never
-        indexed)."""
-        index = self._dialect.text_index
-        value = index.value("archived", ":body")
-        assert value is not None  # the archive index always has its own column
-        chunk = {"sid": sid, "seq": seq, "first": first, "last": last}
-        await self._conn.run(
-            "DELETE FROM archived_texts WHERE sid = :sid AND seq = :seq"
-            " AND position BETWEEN :first AND :last",
-            chunk,
-        )
-        # The in-process BM25 index reads the archive again (services/lexical_index.py).
-        await self._conn.run(
-            "UPDATE archives SET text_version = text_version + 1 WHERE sid = :sid AND seq = :seq",
-            {"sid": sid, "seq": seq},
-        )
+    async def search_rows(self, sid: int, seq: int, first: int, last: int) -> list[SearchRow]:
+        """The full-text rows of archive ``seq``'s messages at positions first..last: their
+        text analyzed here (``TextIndex.indexed``), the one rule of what a row holds, read
+        by Phase 2 before it writes them (``indexing``) and by the search for an archive
+        whose rows are not written yet (``LexicalRowRepository.unindexed``)."""
         rows = await self._conn.all(
             "SELECT m.position, a.create_time, m.message_id, m.role, m.parts_json"
             " FROM messages m JOIN archives a ON a.sid = m.sid AND a.seq = :seq"
-            " WHERE m.sid = :sid AND m.position BETWEEN :first AND :last",
-            chunk,
+            " WHERE m.sid = :sid AND m.position BETWEEN :first AND :last ORDER BY m.position",
+            {"sid": sid, "seq": seq, "first": first, "last": last},
         )
-        bodies = [index.indexed(message_body(mid, role, parts)) for _, _, mid, role, parts in rows]
-        await self._conn.many(
-            f"INSERT INTO archived_texts (sid, seq, position, archive_time, terms, {value[0]})"
-            f" VALUES (:sid, :seq, :position, :time, :terms, {value[1]})",
-            [
-                (sid, seq, int(row[0]), row[1], term_count(body), body)
-                for row, body in zip(rows, bodies, strict=True)
-            ],
+        index = self._dialect.text_index
+        return [
+            SearchRow(int(position), float(time), index.indexed(message_body(mid, role, parts)))
+            for position, time, mid, role, parts in rows
+        ]
+
+    def indexing(self, sid: int, seq: int, rows: Sequence[SearchRow]) -> list[Write]:
+        """Put ``rows`` of archive ``seq`` into the archive's full-text index, in place of
+        what an earlier attempt put at their positions (live messages are never indexed).
+        The archive counts as indexed only once ``indexed`` is written too."""
+        value = self._dialect.text_index.value("archived", ":body")
+        assert value is not None  # the archive index always has its own column
+        if not rows:
+            return []
+        chunk = {"sid": sid, "seq": seq, "first": rows[0].position, "last": rows[-1].position}
+        return [
+            Write(
+                "DELETE FROM archived_texts WHERE sid = :sid AND seq = :seq"
+                " AND position BETWEEN :first AND :last",
+                chunk,
+            ),
+            Write(
+                f"INSERT INTO archived_texts (sid, seq, position, archive_time, terms, {value[0]})"
+                f" VALUES (:sid, :seq, :position, :time, :terms, {value[1]})",
+                rows=[
+                    (sid, seq, r.position, r.archive_time, term_count(r.body), r.body) for r in rows
+                ],
+            ),
+        ]
+
+    def indexed(self, sid: int, seq: int) -> Write:
+        """Mark archive ``seq``'s full-text rows written: its ``text_version`` leaves 0 (not
+        indexed: the search reads its messages) and changes, so the in-process BM25 index
+        reads the archive again (services/lexical_index.py)."""
+        return Write(
+            "UPDATE archives SET text_version = text_version + 1 WHERE sid = :sid AND seq = :seq",
+            {"sid": sid, "seq": seq},
         )
 
     async def bm25_ranked(

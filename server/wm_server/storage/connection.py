@@ -76,7 +76,3 @@ class Dialect:
     # parts (with {column}), for ranked search over memories and archived messages.
     text_index: TextIndex
     message_text: str
-    # How many archived messages a commit's Phase 1 puts into the full-text index itself (the
-    # rest wait for Phase 2): FTS5 indexes a message in ~10 µs, PostgreSQL's to_tsvector and
-    # GIN in ~70 µs, and Phase 1 at 5,000 archived messages is to stay within 30 ms.
-    indexed_at_commit: int

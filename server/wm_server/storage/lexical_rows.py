@@ -2,9 +2,10 @@
 archives changed, from the archives alone, and the analyzed rows of the archives that did.
 
 An archive's ``text_version`` changes with every write of its rows to the full-text index
-(``ArchiveRepository.index_messages``: Phase 1, then Phase 2's chunks; a re-index at
-start), so a query learns what it must read again with one aggregate over the searched
-sessions' archives (one row per commit, not per message).
+(``ArchiveRepository.indexed``: Phase 2's completion; a re-index at start), and is 0 until
+the first (the search then reads its messages), so a query learns what it must read again
+with one aggregate over the searched sessions' archives (one row per commit, not per
+message).
 """
 
 from __future__ import annotations

@@ -71,7 +71,6 @@ DIALECT = Dialect(
     round_trips=True,
     text_index=TsvectorIndex(),
     message_text=MESSAGE_TEXT,
-    indexed_at_commit=100,
 )
 
 Conn = AsyncConnection[Row]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from wm_core import (
     CommitState,
@@ -134,29 +133,13 @@ class WorkingMemoryView:
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimedJob:
-    """A Phase 2 job this worker holds the lease of."""
+class SearchRow:
+    """An archived message's row of the full-text index: where it is, when its archive was
+    made, and the analyzer's terms of its text (space-separated)."""
 
-    commit_id: str
-    tenant: str
-    session_id: str
-    archive_seq: int
-    attempts: int
-    lease_token: str
-    queued_at: float = 0.0  # epoch seconds: the job's age bounds how long an outage is waited out
-
-
-@dataclass(frozen=True, slots=True)
-class Phase2Input:
-    """What Phase 2 of one archive reads: the previous WM and the messages to cover."""
-
-    previous: WorkingMemoryRecord | None
-    messages: tuple[Message, ...]
-    covered_seqs: tuple[int, ...]  # the archive itself plus earlier failed, uncovered ones
-    provider: str | None = None  # the session's choice of model provider (None: the default)
-    pending: tuple[PendingItem, ...] = ()  # refused earlier, shown in the update prompt
-    # message id → ISO date the server stored it ("yesterday" in it is resolved against it)
-    message_dates: Mapping[str, str] = field(default_factory=dict)
+    position: int
+    archive_time: float
+    body: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,20 +195,6 @@ class MemorySourceRow:
     archive_seq: int | None
     message_ids: tuple[str, ...]
     create_time: float
-
-
-@dataclass(frozen=True, slots=True)
-class Phase2Completion:
-    """Everything Phase 2 stores at the end, in one transaction."""
-
-    document: str
-    estimated_tokens: int
-    abstract: str
-    decisions_json: str
-    usage_json: str
-    covered_seqs: tuple[int, ...]
-    pending: tuple[PendingItem, ...] | None = None  # the session's new pending items; None: as is
-    pending_dropped: int = 0  # past the bound with nowhere to go (extraction off or failing): lost
 
 
 @dataclass(frozen=True, slots=True)

@@ -382,4 +382,9 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         ALTER TABLE archives ADD COLUMN embedded_model TEXT NOT NULL DEFAULT ''
         """,
     ),
+    (
+        16,
+        # One Phase 2 pipeline (issue 39): as SQLite's version 15.
+        "UPDATE archives SET text_version = 1 WHERE text_version = 0",
+    ),
 )

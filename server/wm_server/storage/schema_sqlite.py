@@ -395,4 +395,12 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             "ALTER TABLE archives ADD COLUMN embedded_model TEXT NOT NULL DEFAULT ''",
         ),
     ),
+    (
+        15,
+        # One Phase 2 pipeline (issue 39): Phase 1 writes no full-text rows, Phase 2 writes
+        # an archive's rows with its completion, and text_version 0 means "not indexed yet"
+        # (the search reads the archive's messages). Archives made before were indexed, in
+        # part or whole, by Phase 1 already.
+        "UPDATE archives SET text_version = 1 WHERE text_version = 0",
+    ),
 )

@@ -77,7 +77,6 @@ DIALECT = Dialect(
     round_trips=False,
     text_index=Fts5Index(),
     message_text=MESSAGE_TEXT,
-    indexed_at_commit=500,
 )
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}

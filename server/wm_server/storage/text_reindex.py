@@ -60,7 +60,8 @@ async def reindex(conn: Connection, index: TextIndex, since: int) -> int:
             [(term_count(body), body, key) for body, key in bodies],
         )
     done += len(rows)
-    await conn.run("UPDATE archives SET text_version = text_version + 1", {})
+    # Archives not indexed yet (version 0) stay so: the search reads them from their messages.
+    await conn.run("UPDATE archives SET text_version = text_version + 1 WHERE text_version > 0", {})
     memories = await conn.all("SELECT mid, text, fields_json FROM memories", {})
     memory = index.value("memories", ":search_text")
     extra = f", {memory[0]} = {memory[1]}" if memory else ""

@@ -29,9 +29,11 @@ _UPSERT_MEMORY = (
 )
 # Archived messages whose vector is missing or was made by another model, in the archives
 # not marked embedded by the model (``mark_embedded``): once everything is embedded, finding
-# nothing reads the archives only, not every archived message.
+# nothing reads the archives only, not every archived message. The messages are an archive's
+# range of the messages' key (its full-text rows come only with its Phase 2's completion).
 _MISSING_MESSAGES = (
-    " FROM archives a JOIN archived_texts x ON x.sid = a.sid AND x.seq = a.seq"
+    " FROM archives a JOIN messages x ON x.sid = a.sid"
+    " AND x.position BETWEEN a.first_position AND a.last_position"
     " LEFT JOIN message_vectors v ON v.sid = x.sid AND v.position = x.position"
     " WHERE a.embedded_model <> :model AND (v.sid IS NULL OR v.model <> :model)"
 )
@@ -88,7 +90,7 @@ class VectorRepository:
         members, values = self._dialect.in_list("sids", sids)
         row = await self._conn.one(
             f"SELECT COUNT(*){_MISSING_MESSAGES} AND x.sid {members}"
-            " AND (CAST(:only AS BIGINT) IS NULL OR x.seq = :only)",
+            " AND (CAST(:only AS BIGINT) IS NULL OR a.seq = :only)",
             {"model": model, "only": only, **values},
         )
         return int(row[0]) if row else 0
@@ -99,7 +101,7 @@ class VectorRepository:
         """(sid, seq, position) of archived messages to embed, in key order after ``after``
         (the caller's cursor, so a long backfill never rescans what it has done)."""
         rows = await self._conn.all(
-            f"SELECT x.sid, x.seq, x.position{_MISSING_MESSAGES}"
+            f"SELECT x.sid, a.seq, x.position{_MISSING_MESSAGES}"
             " AND (x.sid > :sid OR (x.sid = :sid AND x.position > :position))"
             " ORDER BY x.sid, x.position LIMIT :limit",
             {"model": model, "limit": limit, "sid": after[0], "position": after[1]},

@@ -1,18 +1,38 @@
-"""The Phase 2 job use cases the worker runs: claim, renew, release, read the input, record
-progress, complete, schedule a retry, fail.
+"""The Phase 2 job's transactions and reads: the pipeline's only door to the database.
 
-Every write of a job holder first checks, in its own unit of work, that this worker still
-holds the lease (``LeaseLost`` otherwise: another worker took the expired lease), and stores
-its events through the one event log in that same unit of work.
+A commit's Phase 2 writes three transactions when it completes at the first try:
+
+1. ``claim``: the lease, the commit RUNNING, and ``Phase2Started`` saying what it covers;
+2. ``record`` at the model boundary: the events up to the first model request, so a watcher
+   sees the request go out and a crash during the call loses no event it saw (the worker
+   writes again at a later request only when the last write is over a second old);
+3. ``complete``: the working memory, the memory plan, the archive's full-text rows and
+   vectors, the pending items and every event since, with the commit COMPLETED.
+
+An archive over ``INDEX_CHUNK`` messages adds one short write per further chunk of its
+search rows (``index_chunk``), so SQLite's one writer is never held long. An attempt that
+does not complete ends with ``schedule_retry``, ``fail`` or ``release`` instead. Every
+write first checks, in its own unit of work, that this worker still holds the lease
+(``LeaseLost`` otherwise: another worker took the expired lease), and stores its events
+through the one event log in that same unit of work; whatever an attempt has not written
+when it crashes is made again by the next one.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 
 from wm_core import CommitState, Message
+from wm_server.phase2.state import (
+    ArchiveIndex,
+    ClaimedJob,
+    Phase2Completion,
+    Phase2Input,
+)
+from wm_server.services.embedding_index import VectorRow, store_message_vectors
 from wm_server.services.events import (
     CommitEvent,
     Completed,
@@ -35,17 +55,28 @@ from wm_server.services.memories import MemorySources, apply_plan
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
-    ClaimedJob,
     CommitRecord,
-    Phase2Completion,
-    Phase2Input,
+    SearchRow,
+    StoredMessage,
     WorkingMemoryRecord,
 )
 from wm_server.storage.unit_of_work import UnitOfWork
 
-# Archived messages Phase 2 puts into the full-text index per transaction (Phase 1 has
-# indexed the first ``ArchiveRepository.indexed_at_commit``): tens of microseconds a message.
+# Archived messages per write of search rows (full-text rows and vectors): tens of
+# microseconds a message, so a 5,000-message archive never holds SQLite's writer long.
 INDEX_CHUNK = 500
+
+
+async def _index(
+    uow: UnitOfWork, sid: int, seq: int, rows: Sequence[SearchRow], *, whole: bool
+) -> None:
+    """Write ``rows`` of archive ``seq`` (in place of an earlier attempt's), and with the
+    last of them (``whole``) mark the archive indexed. Statements of their own: one
+    statement may not write a row twice (PostgreSQL runs a chain as one)."""
+    if rows:
+        await uow.write(*uow.archives.indexing(sid, seq, rows))
+    if whole:
+        await uow.write(uow.archives.indexed(sid, seq))
 
 
 class LeaseLost(Exception):
@@ -60,14 +91,17 @@ async def _hold(uow: UnitOfWork, job: ClaimedJob) -> int:
     return held[1]
 
 
-class JobService:
+class JobStore:
     def __init__(self, database: Database, log: EventLog) -> None:
         self._db = database
         self._log = log
 
+    # -- the lease -------------------------------------------------------------------------
+
     @retry_conflicts
     async def claim(self, lease_seconds: float) -> ClaimedJob | None:
-        """The oldest runnable job whose session has no earlier unfinished archive."""
+        """The oldest runnable job whose session has no earlier unfinished archive, leased,
+        its commit RUNNING and ``Phase2Started`` stored: one transaction."""
         async with self._db.unit_of_work() as uow:
             found = await uow.jobs.next_claimable()
             if found is None:
@@ -75,13 +109,42 @@ class JobService:
             session = await uow.sessions.by_sid(found.sid)
             assert session is not None
             token = uuid.uuid4().hex
-            await uow.jobs.lease(found.commit_id, found.attempts + 1, token, lease_seconds)
+            attempts = found.attempts + 1
+            await uow.jobs.lease(found.commit_id, attempts, token, lease_seconds)
+            record = session.record
+            job = ClaimedJob(
+                found.commit_id, record.tenant, record.session_id, found.seq, attempts, token,
+                found.create_time,
+            )  # fmt: skip
+            job = await self._started(uow, job, found.sid, record.wm_version)
             await uow.commit()
-        record = session.record
-        return ClaimedJob(
-            found.commit_id, record.tenant, record.session_id, found.seq, found.attempts + 1,
-            token, found.create_time,
-        )  # fmt: skip
+        return job
+
+    async def _started(
+        self, uow: UnitOfWork, job: ClaimedJob, sid: int, wm_version: int
+    ) -> ClaimedJob:
+        """Mark the commit running and say what this attempt covers (in ``uow``)."""
+        after = await _hold(uow, job)
+        seqs = await uow.commits.failed_uncovered_before(sid, job.archive_seq)
+        job = replace(job, previous_version=wm_version, covered_seqs=(*seqs, job.archive_seq))
+        started = Phase2Started(job.attempts, wm_version == 0, wm_version, job.covered_seqs)
+        await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
+        await self._log.append(uow, job.commit_id, after, started)
+        return job
+
+    @retry_conflicts
+    async def restart(self, job: ClaimedJob, events: Sequence[CommitEvent]) -> ClaimedJob:
+        """The working memory changed under the attempt (ApplyWorkingMemoryOps): store its
+        events and start over from the current one."""
+        async with self._db.unit_of_work() as uow:
+            row = await uow.sessions.find(job.tenant, job.session_id)
+            if row is None:
+                raise LeaseLost(job.commit_id)
+            after = await _hold(uow, job)
+            await self._log.append(uow, job.commit_id, after, *events)
+            job = await self._started(uow, job, row.sid, row.record.wm_version)
+            await uow.commit()
+        return job
 
     @retry_conflicts
     async def renew(self, job: ClaimedJob, lease_seconds: float) -> bool:
@@ -91,9 +154,11 @@ class JobService:
         return renewed
 
     @retry_conflicts
-    async def release(self, job: ClaimedJob) -> None:
+    async def release(self, job: ClaimedJob, events: Sequence[CommitEvent] = ()) -> None:
         """Give the job back to the queue (shutdown) without counting an attempt."""
         async with self._db.unit_of_work() as uow:
+            after = await _hold(uow, job)
+            await self._log.append(uow, job.commit_id, after, *events)
             await uow.jobs.release(job.commit_id, job.lease_token)
             await uow.commit()
 
@@ -101,53 +166,32 @@ class JobService:
         async with self._db.reader() as uow:
             return await uow.jobs.open_count()
 
+    # -- reads -----------------------------------------------------------------------------
+
     async def read_input(self, job: ClaimedJob) -> Phase2Input:
-        """The previous WM and the messages to cover: this archive and earlier failed,
-        uncovered ones, in order."""
+        """The working memory the claim named and the messages to cover: this archive and
+        the earlier failed, uncovered ones, in order."""
         async with self._db.scanner() as uow:
             row = await uow.sessions.find(job.tenant, job.session_id)
             if row is None:
                 raise LeaseLost(job.commit_id)
-            previous = await uow.working_memories.get(row, row.record.wm_version)
+            previous = await uow.working_memories.get(row, job.previous_version)
             pending = await uow.pending_items.of_session(row.sid)
-            seqs = await uow.commits.failed_uncovered_before(row.sid, job.archive_seq)
-            seqs.append(job.archive_seq)
             messages: list[Message] = []
             dates: dict[str, str] = {}
-            for seq in seqs:
+            archive: list[StoredMessage] = []
+            for seq in job.covered_seqs:
                 bounds = await uow.archives.bounds(row.sid, seq)
                 if bounds is not None:
                     stored = await uow.messages.between(row.sid, *bounds)
                     messages.extend(m.message for m in stored)
                     dates.update(message_dates(stored))
+                    if seq == job.archive_seq:
+                        archive = stored
         return Phase2Input(
-            previous, tuple(messages), tuple(seqs), row.record.config.provider, tuple(pending),
-            dates,
+            previous, tuple(messages), job.covered_seqs, row.record.config.provider,
+            tuple(pending), dates, row.sid, tuple(archive),
         )  # fmt: skip
-
-    @retry_conflicts
-    async def index_archive(self, job: ClaimedJob, chunk: int = INDEX_CHUNK) -> None:
-        """Put what Phase 1 left of the job's archive into the ranked search index (Phase 1
-        indexes the first ``indexed_at_commit``), ``chunk`` messages per transaction,
-        before the commit can complete: completed means searchable. SQLite has one writer,
-        so one transaction indexing a 5,000-message archive would hold every session's
-        writes for a fifth of a second. Each chunk replaces what an earlier attempt put
-        there, under the lease."""
-        async with self._db.reader() as uow:
-            row = await uow.sessions.find(job.tenant, job.session_id)
-            if row is None:
-                raise LeaseLost(job.commit_id)
-            bounds = await uow.archives.bounds(row.sid, job.archive_seq)
-            indexed = uow.archives.indexed_at_commit
-        if bounds is None:
-            return
-        first, last = bounds
-        for start in range(first + indexed, last + 1, chunk):
-            async with self._db.unit_of_work() as uow:
-                await _hold(uow, job)
-                end = min(start + chunk - 1, last)
-                await uow.archives.index_messages(row.sid, job.archive_seq, start, end)
-                await uow.commit()
 
     async def memory_context(
         self, job: ClaimedJob, messages: tuple[Message, ...], *, enabled_by_server: bool
@@ -162,18 +206,13 @@ class JobService:
             raise LeaseLost(job.commit_id)
         return context
 
-    @retry_conflicts
-    async def start(self, job: ClaimedJob, data: Phase2Input) -> None:
-        """Mark the commit running and say what this attempt covers."""
-        previous = data.previous
-        started = Phase2Started(
-            job.attempts, previous is None, previous.version if previous else 0, data.covered_seqs
-        )
-        async with self._db.unit_of_work() as uow:
-            after = await _hold(uow, job)
-            await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
-            await self._log.append(uow, job.commit_id, after, started)
-            await uow.commit()
+    async def search_rows(self, sid: int, seq: int) -> list[SearchRow]:
+        """The full-text rows of archive ``seq``, analyzed (``ArchiveRepository.search_rows``)."""
+        async with self._db.scanner() as uow:
+            bounds = await uow.archives.bounds(sid, seq)
+            return await uow.archives.search_rows(sid, seq, *bounds) if bounds else []
+
+    # -- writes of a job holder ------------------------------------------------------------
 
     @retry_conflicts
     async def record(self, job: ClaimedJob, *events: CommitEvent) -> None:
@@ -184,27 +223,47 @@ class JobService:
             await uow.commit()
 
     @retry_conflicts
+    async def index_chunk(
+        self,
+        job: ClaimedJob,
+        sid: int,
+        text: Sequence[SearchRow],
+        model: str,
+        vectors: Sequence[VectorRow],
+    ) -> None:
+        """Write one chunk of a long archive's search rows before its completion. The
+        archive still counts as not indexed (the search reads its messages) until the
+        completion writes the last chunk."""
+        async with self._db.unit_of_work() as uow:
+            await _hold(uow, job)
+            await _index(uow, sid, job.archive_seq, text, whole=False)
+            if vectors:
+                await store_message_vectors(uow, model, vectors)
+            await uow.commit()
+
+    @retry_conflicts
     async def complete(
         self,
         job: ClaimedJob,
-        expected_previous_version: int,
         completion: Phase2Completion,
-        events: tuple[CommitEvent, ...] = (),
+        events: Sequence[CommitEvent] = (),
         extraction: Extraction | None = None,
+        index: ArchiveIndex | None = None,
     ) -> tuple[CommitRecord, WorkingMemoryRecord] | None:
         """Store the WM and mark the commit completed, with ``events`` before the closing
-        ones. None when the WM changed since Phase 2 read it (run again on the newer one).
+        ones. None when the WM changed since the claim (run again on the newer one).
 
         ``extraction``'s plan is applied to the owner's memories in this same transaction
         (memories, versions, sources and their full-text index), and its diff is stored on
-        the commit and streamed before the closing events: the commit is terminal only with
-        its memories searchable, and a run that loses its lease here applies nothing."""
+        the commit and streamed before the closing events; ``index``'s rows make the
+        archive searchable, by its words and by meaning. So the commit is terminal only
+        when it is retrievable, and a run that loses its lease here applies nothing."""
         async with self._db.unit_of_work() as uow:
             after = await _hold(uow, job)
             row = await uow.sessions.lock(job.tenant, job.session_id)
             if row is None:
                 raise LeaseLost(job.commit_id)
-            if row.record.wm_version != expected_previous_version:
+            if row.record.wm_version != job.previous_version:
                 return None
             now = time.time()
             memory_writes = []
@@ -223,7 +282,11 @@ class JobService:
                         )
                 diff_text, memory_state = diff_json(extraction, applied), extraction.state.value
                 memory_events = (MemoriesExtracted(diff_text),)
-            version = expected_previous_version + 1
+            if index is not None:
+                await _index(uow, row.sid, job.archive_seq, index.text, whole=True)
+                if index.vectors:
+                    await store_message_vectors(uow, index.model, index.vectors)
+            version = job.previous_version + 1
             earlier = [s for s in completion.covered_seqs if s != job.archive_seq]
             await uow.write(
                 uow.working_memories.inserting(
@@ -271,11 +334,13 @@ class JobService:
         delay_seconds: float,
         reason: str,
         *,
+        events: Sequence[CommitEvent] = (),
         next_attempt_at: float | None = None,
         wait_remaining: float | None = None,
     ) -> None:
-        """Queue the job again after ``delay_seconds``; ``wait_remaining`` (seconds before
-        the job's maximum age) marks the wait for a provider outage."""
+        """Queue the job again after ``delay_seconds``, with the attempt's ``events`` first;
+        ``wait_remaining`` (seconds before the job's maximum age) marks the wait for a
+        provider outage."""
         event = RetryScheduled(
             job.attempts,
             delay_seconds,
@@ -288,13 +353,23 @@ class JobService:
             after = await _hold(uow, job)
             await uow.jobs.requeue(job.commit_id, delay_seconds, reset_attempts=False)
             await uow.commits.set_state(job.commit_id, CommitState.PENDING, job.attempts)
-            await self._log.append(uow, job.commit_id, after, event)
+            await self._log.append(uow, job.commit_id, after, *events, event)
             await uow.commit()
 
     @retry_conflicts
-    async def fail(self, job: ClaimedJob, reason: str, message: str) -> CommitRecord:
+    async def fail(
+        self, job: ClaimedJob, reason: str, message: str, events: Sequence[CommitEvent] = ()
+    ) -> CommitRecord:
+        """Mark the commit FAILED, with the attempt's ``events`` first. Its archive is made
+        searchable all the same (its messages stay in assembled context until a later
+        Phase 2 covers them, and a search finds them)."""
         async with self._db.unit_of_work() as uow:
             after = await _hold(uow, job)
+            row = await uow.sessions.find(job.tenant, job.session_id)
+            bounds = await uow.archives.bounds(row.sid, job.archive_seq) if row else None
+            if row is not None and bounds is not None:
+                rows = await uow.archives.search_rows(row.sid, job.archive_seq, *bounds)
+                await _index(uow, row.sid, job.archive_seq, rows, whole=True)
             await uow.commits.set_state(
                 job.commit_id, CommitState.FAILED, job.attempts, error=(reason, message),
                 now=time.time(),
@@ -302,7 +377,7 @@ class JobService:
             await uow.write(uow.jobs.finishing(job.commit_id))
             record = await uow.commits.get(job.commit_id)
             assert record is not None
-            last = await self._log.append(uow, job.commit_id, after, Failed(record))
+            last = await self._log.append(uow, job.commit_id, after, *events, Failed(record))
             await uow.commit()
         return _with_last(record, last)
 
