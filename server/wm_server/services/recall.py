@@ -2,8 +2,8 @@
 
 SearchArchives (hybrid mode), SearchMemories, AssembleContext's recall and the recall tools
 all come here. The query is embedded first (before any connection is held); then, in the
-caller's unit of work, the lexical ranking (BM25: in process for archived messages,
-``services/lexical_index.py``; the engines' full-text index for memories; a list of (key,
+caller's unit of work, the lexical ranking (BM25 in process: for archived messages
+``services/lexical_index.py``, for memories ``services/memory_index.py``; a list of (key,
 score)) and the dense ranking (brute-force cosine over the scope's stored vectors) each give
 their candidates and :func:`wm_server.embedding.fusion.fuse` merges them.
 
@@ -27,10 +27,11 @@ import numpy as np
 import structlog
 from threadpoolctl import threadpool_limits
 
-from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
+from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest_scores
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
 from wm_server.search import bm25
 from wm_server.services.lexical_index import LexicalIndex, row_count
+from wm_server.services.memory_index import MemoryIndex
 from wm_server.storage.memories import MemoryFilter
 from wm_server.storage.records import MemoryRow
 from wm_server.storage.unit_of_work import UnitOfWork
@@ -208,6 +209,7 @@ class HybridRecall:
         timeout: float = QUERY_TIMEOUT,
         cache: VectorCache | None = None,
         lexical: LexicalIndex | None = None,
+        memory_index: MemoryIndex | None = None,
     ) -> None:
         self._embedder = embedder
         self._observer = observer or _NoObserver()
@@ -215,6 +217,12 @@ class HybridRecall:
         self.cache = cache or VectorCache()
         # The lexical ranking of archived messages (in-process BM25 per searched sessions).
         self.lexical = lexical or LexicalIndex()
+        # Owners' memories: in-process BM25 per owner and their vectors.
+        self.memory_index = memory_index or (
+            MemoryIndex(embedder.model_id, embedder.dimensions)
+            if embedder is not None
+            else MemoryIndex()
+        )
         if embedder is not None:
             # The cosine runs on the event loop between other requests: OpenBLAS's own
             # threads only fight the loop for the cores (5,000 x 256 product: 13.5 ms with
@@ -325,44 +333,47 @@ class HybridRecall:
         limit: int,
         min_score: float = 0.0,
     ) -> tuple[list[MemoryFound], Semantic, int]:
-        """(memories best first, status, memories ranked lexically only) for ``where``."""
+        """(memories best first, status, memories searched lexically only) for ``where``:
+        BM25 over the memories ``where`` admits (their statistics only) and the cosine of
+        their vectors, from the owner's in-process index, one snapshot of both."""
         want = candidates(limit)
-        lexical = await uow.memories.ranked(where, terms, want) if terms else []
-        rows = {row.mid: row for row, _ in lexical}
+        held = await self.memory_index.owner(uow, where.tenant, where.owner)
+        if held is None:
+            self.empty("memories", 0)
+            return [], query.status, 0
+        masks = held.admitted(where)
+        lexical = held.lexical(terms, masks, want) if terms else []
         dense_list: list[tuple[int, float]] = []
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
-            # Counted before the vectors are read: the embedding loop only adds vectors, so
-            # FULL then means every vector read was there (counted after, on PostgreSQL's
-            # read-committed statements, a vector stored between the two reads made a FULL
-            # answer that had not searched it).
-            unembedded = await uow.vectors.unembedded_memories(
-                where.tenant, where.owner, self.model
-            )
-            stored = await uow.vectors.owner_memories(where.tenant, where.owner, self.model)
-            matrix = from_blobs([v for _, v in stored], query.vector.shape[0])
+            near, unembedded = held.nearest(query.vector, masks, want)
             floor = self._embedder.relevance_floor if self._embedder else 0.0
-            near = [(stored[i][0], c) for i, c in nearest(query.vector, matrix, want) if c >= floor]
-            admitted = await uow.memories.among(where, [mid for mid, _ in near if mid not in rows])
-            rows.update((row.mid, row) for row in admitted)
-            dense_list = [(mid, c) for mid, c in near if mid in rows]
+            dense_list = [(mid, c) for mid, c in near if c >= floor]
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
+        # The rows themselves, read once (the filter applied again by the database).
+        wanted = dict.fromkeys([mid for mid, _ in lexical] + [mid for mid, _ in dense_list])
+        rows = {row.mid: row for row in await uow.memories.among(where, list(wanted))}
         fused = fuse(
-            [(row.mid, score) for row, score in lexical], dense_list, limit, min_score=min_score
+            [(mid, s) for mid, s in lexical if mid in rows],
+            [(mid, c) for mid, c in dense_list if mid in rows],
+            limit,
+            min_score=min_score,
         )
         found = [MemoryFound(rows[f.key], f) for f in fused]
         self.empty("memories", len(found))
         return found, status, unembedded
 
-
-def nearest_scores(scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
-    """(index, score) of the ``limit`` best finite scores, best first."""
-    take = min(limit, scores.shape[0])
-    if take <= 0:
-        return []
-    best = np.argpartition(-scores, take - 1)[:take]
-    best = best[np.argsort(-scores[best], kind="stable")]
-    return [(int(i), float(scores[i])) for i in best if np.isfinite(scores[i])]
+    async def ranked_memories(
+        self, uow: UnitOfWork, where: MemoryFilter, terms: list[str], limit: int
+    ) -> list[tuple[MemoryRow, float]]:
+        """The best ``limit`` memories ``where`` admits with any of ``terms`` by BM25 alone,
+        best first, newest first among equal scores."""
+        held = await self.memory_index.owner(uow, where.tenant, where.owner) if terms else None
+        if held is None:
+            return []
+        lexical = held.lexical(terms, held.admitted(where), limit)
+        rows = {row.mid: row for row in await uow.memories.among(where, [m for m, _ in lexical])}
+        return [(rows[mid], score) for mid, score in lexical if mid in rows]
 
 
 def no_vector() -> QueryVector:
