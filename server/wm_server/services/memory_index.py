@@ -199,6 +199,15 @@ class MemoryIndex:
         """Owners held."""
         return len(self._items)
 
+    @property
+    def filled(self) -> bool:
+        """Three quarters of ``max_bytes`` held: warming more would evict what it warmed."""
+        return self._weight * 4 >= self._max * 3
+
+    def holds(self, tenant: str, owner: str) -> bool:
+        """The owner's memories are held (as of some state)."""
+        return (tenant, owner) in self._items
+
     async def owner(self, uow: UnitOfWork, tenant: str, owner: str) -> OwnerMemories | None:
         """The owner's memories as of ``uow`` (None: they have none)."""
         key = (tenant, owner)

@@ -136,6 +136,11 @@ class VectorCache:
         self._max = max_bytes
         self._ttl = ttl
 
+    @property
+    def filled(self) -> bool:
+        """Three quarters of ``max_bytes`` held: warming more would evict what it warmed."""
+        return self._weight * 4 >= self._max * 3
+
     def stored(
         self, sid: int, rows: Sequence[tuple[int, int, int, str, int, bytes]] | None = None
     ) -> None:
@@ -232,6 +237,10 @@ class HybridRecall:
     @property
     def model(self) -> str | None:
         return self._embedder.model_id if self._embedder else None
+
+    @property
+    def dimensions(self) -> int:
+        return self._embedder.dimensions if self._embedder else 0
 
     async def embed_query(self, text: str) -> QueryVector:
         """The query's vector, or why there is none (counted)."""

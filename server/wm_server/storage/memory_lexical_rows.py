@@ -82,3 +82,12 @@ class MemoryIndexRowRepository:
             {"tenant": tenant, "owner": owner},
         )
         return [int(r[0]) for r in rows]
+
+    async def recent_owners(self, limit: int) -> list[tuple[str, str]]:
+        """(tenant, owner) of the ``limit`` owners whose memories were written last (the
+        versions come from one clock), newest first: what a start warms first."""
+        rows = await self._conn.all(
+            "SELECT tenant, owner FROM memory_owners ORDER BY version DESC LIMIT :limit",
+            {"limit": limit},
+        )
+        return [(str(t), str(o)) for t, o in rows]
