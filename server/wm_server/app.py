@@ -294,11 +294,7 @@ async def _open_storage(database: Database, settings: Settings, metrics: Metrics
     # start), and stored vectors of another length than it makes are refused.
     embedder = build_embedder(settings)
     recall = HybridRecall(embedder, observer=metrics)
-    indexer = (
-        EmbeddingIndexer(database, embedder, observer=metrics, on_stored=recall.cache.stored)
-        if embedder
-        else None
-    )
+    indexer = EmbeddingIndexer(database, embedder, observer=metrics) if embedder else None
     if indexer is not None:
         await indexer.check_dimensions()
     return _Storage(database, tokens, embedder, recall, indexer)

@@ -20,7 +20,7 @@ rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from wm_server.config import ConfigurationError
@@ -72,7 +72,6 @@ class EmbeddingIndexer(BackgroundLoop):
         observer: EmbeddingObserver | None = None,
         interval_seconds: float = 30.0,
         batch: int = BATCH,
-        on_stored: Callable[[int, list[tuple[int, int, int, str, int, bytes]]], None] | None = None,
     ) -> None:
         super().__init__(interval_seconds)
         self._db = database
@@ -80,9 +79,6 @@ class EmbeddingIndexer(BackgroundLoop):
         self._observer = observer or _NoObserver()
         self._batch = batch
         self._cursor = (0, 0)  # the backfill's place: (sid, position) done up to
-        # Told the session whose message vectors were stored, and them (the search's
-        # VectorCache appends them).
-        self._on_stored = on_stored or (lambda sid, rows: None)
 
     @property
     def model(self) -> str:
@@ -128,7 +124,6 @@ class EmbeddingIndexer(BackgroundLoop):
             for i, v in zip(items, vectors, strict=True)
         ]
         await self._write_messages(rows)
-        self._on_stored(sid, rows)
         self._observer.rows_embedded("message", len(rows))
 
     @retry_conflicts

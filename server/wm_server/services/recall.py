@@ -16,7 +16,6 @@ lexically; the answer says how many there are.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,15 +69,20 @@ class _Session:
     """One session's archived-message vectors of one model, as one matrix; rows appended in
     place (the buffers grow by doubling), so an embedded commit costs its own rows."""
 
-    __slots__ = ("_matrix", "_positions", "_seqs", "count", "loaded", "model")
+    __slots__ = ("_matrix", "_positions", "_seqs", "count", "model", "versions")
 
     def __init__(
-        self, model: str, matrix: Vectors, seqs: np.ndarray, positions: np.ndarray, loaded: float
+        self,
+        model: str,
+        matrix: Vectors,
+        seqs: np.ndarray,
+        positions: np.ndarray,
+        versions: dict[int, int],
     ) -> None:
         self.model = model
         self._matrix, self._seqs, self._positions = matrix, seqs, positions
         self.count = int(matrix.shape[0])
-        self.loaded = loaded
+        self.versions = versions  # {seq: vector_version} of the archives as read
 
     @property
     def matrix(self) -> Vectors:
@@ -124,65 +128,77 @@ class VectorCache:
     """Sessions' vector matrices, least recently used out past ``max_bytes``.
 
     Reading 100,000 stored vectors back from the database costs far more than the cosine over
-    them, so each session's matrix is kept once read. This process's embedding loop hands
-    the vectors it stores to ``stored``, which appends them to a session held (a session of
-    100,000 rows is not read again for each commit embedded); what another replica stores is
-    seen after ``ttl`` seconds at most (the entry is read again).
+    them, so each session's matrix is kept once read, with the ``vector_version`` of each of
+    its archives (which changes whenever vectors of the archive are stored, by any replica:
+    ``VectorRepository.store_messages``). A search compares them (one statement over the
+    searched sessions' archives) and reads again only the archives whose vectors changed,
+    appended in place (a session of 100,000 rows is not read again for each commit embedded),
+    so a replica searches what another one embedded at its next query.
     """
 
-    def __init__(self, max_bytes: int = 256 * 1024 * 1024, ttl: float = 60.0) -> None:
+    # More changed archives than this in one session: the session is read again whole.
+    MAX_CHANGED = 8
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self._items: OrderedDict[int, _Session] = OrderedDict()
         self._weight = 0
         self._max = max_bytes
-        self._ttl = ttl
 
     @property
     def filled(self) -> bool:
         """Three quarters of ``max_bytes`` held: warming more would evict what it warmed."""
         return self._weight * 4 >= self._max * 3
 
-    def stored(
-        self, sid: int, rows: Sequence[tuple[int, int, int, str, int, bytes]] | None = None
-    ) -> None:
-        """Vectors of session ``sid`` were stored: ``rows`` as ``VectorRepository.
-        store_messages`` takes them (appended to the session held), or None (it is read
-        again at its next search)."""
+    async def session(
+        self,
+        uow: UnitOfWork,
+        sid: int,
+        model: str,
+        dims: int,
+        versions: dict[int, int] | None = None,
+    ) -> _Session:
+        """The session's vectors of ``model`` as of ``versions`` (its archives' vector
+        versions, read here when not given)."""
+        if versions is None:
+            versions = (await uow.vectors.vector_versions([sid]))[sid]
         item = self._items.get(sid)
-        if item is None:
-            return
-        if not rows or any(r[3] != item.model or r[4] != item.matrix.shape[1] for r in rows):
-            self._items.pop(sid)
-            self._weight -= item.weight
-            return
-        before = item.weight
-        item.append(
-            from_blobs([r[5] for r in rows], rows[0][4]),
-            np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
-            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
-        )
-        self._weight += item.weight - before
-
-    async def session(self, uow: UnitOfWork, sid: int, model: str, dims: int) -> _Session:
-        item = self._items.get(sid)
-        now = time.monotonic()
-        if item is not None and item.model == model and now - item.loaded < self._ttl:
-            self._items.move_to_end(sid)
-            return item
-        self.stored(sid)
+        if item is not None and item.model == model and item.versions.keys() <= versions.keys():
+            changed = [seq for seq, v in versions.items() if item.versions.get(seq) != v]
+            if len(changed) <= self.MAX_CHANGED:
+                before = item.weight
+                for seq in changed:
+                    rows = await uow.vectors.messages([sid], seq, model)
+                    if rows:
+                        item.append(*_matrix(rows, dims))
+                item.versions = dict(versions)
+                self._weight += item.weight - before
+                self._items.move_to_end(sid)
+                return item
+        self._drop(sid)
         rows = await uow.vectors.messages([sid], None, model)
-        item = _Session(
-            model,
-            from_blobs([r[3] for r in rows], dims),
-            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
-            np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
-            now,
-        )
+        item = _Session(model, *_matrix(rows, dims), dict(versions))
         self._items[sid] = item
         self._weight += item.weight
         while self._weight > self._max and len(self._items) > 1:
             _, old = self._items.popitem(last=False)
             self._weight -= old.weight
         return item
+
+    def _drop(self, sid: int) -> None:
+        old = self._items.pop(sid, None)
+        if old is not None:
+            self._weight -= old.weight
+
+
+def _matrix(
+    rows: Sequence[tuple[int, int, int, bytes]], dims: int
+) -> tuple[Vectors, np.ndarray, np.ndarray]:
+    """(vectors, seqs, positions) of ``VectorRepository.messages`` rows."""
+    return (
+        from_blobs([r[3] for r in rows], dims),
+        np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+        np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,8 +322,9 @@ class HybridRecall:
         assert self.model is not None
         parts: list[tuple[int, _Session, np.ndarray]] = []
         held = 0
+        versions = await uow.vectors.vector_versions(sids)
         for sid in sids:
-            item = await self.cache.session(uow, sid, self.model, vector.shape[0])
+            item = await self.cache.session(uow, sid, self.model, vector.shape[0], versions[sid])
             if item.matrix.shape[0]:
                 scores = item.matrix @ vector
                 if only is not None:

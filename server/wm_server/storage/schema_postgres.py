@@ -430,6 +430,7 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             " RETURN NULL; END $$",
             "CREATE TRIGGER memory_vector_stored AFTER INSERT OR UPDATE ON memory_vectors"
             " FOR EACH ROW EXECUTE FUNCTION wm_memory_vector_stored()",
+            "ALTER TABLE archives ADD COLUMN vector_version BIGINT NOT NULL DEFAULT 0",
         ),
     ),
 )

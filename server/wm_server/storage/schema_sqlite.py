@@ -445,6 +445,10 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             " UPDATE memories SET change_version = change_version WHERE mid = new.mid; END",
             "CREATE TRIGGER memory_vector_restored AFTER UPDATE ON memory_vectors BEGIN"
             " UPDATE memories SET change_version = change_version WHERE mid = new.mid; END",
+            # An archive's vector_version changes whenever vectors of its messages are
+            # stored (VectorRepository.store_messages), so every replica's VectorCache
+            # reads again only the archives whose vectors another one stored.
+            "ALTER TABLE archives ADD COLUMN vector_version INTEGER NOT NULL DEFAULT 0",
         ),
     ),
 )
