@@ -1,7 +1,8 @@
 """Memories ranked by BM25 per owner (issue 34), on every engine: the statistics are the
 owner's memories' only, so another owner's or tenant's memories never change a ranking; the
 owner's in-process index follows every write (create, update, retire, delete, supersede,
-expiry, purge) at the next search; and a writer's rows that roll back are never kept."""
+expiry, purge) at the next search; a writer's rows that roll back are never kept; and the
+warm-up after a start reads the owners written and the sessions archived last."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import time
 
 from storage_support import Services
 
-from wm_core import MemoryType
+from wm_core import MemoryType, Message, Role, TextPart
 from wm_server.services.memories import MemoryContent, OwnerSpec
-from wm_server.services.recall import no_vector
+from wm_server.services.recall import HybridRecall, no_vector
+from wm_server.services.recall_warmup import RecallWarmup
 from wm_server.services.user_data import UserDataService
 from wm_server.tenancy import set_tenant
 
@@ -130,3 +132,29 @@ async def test_a_writers_rows_that_roll_back_are_never_kept(services: Services) 
     kept = await _create(services, "Bought a green tent")
     assert await _found(services, "kayak") == []
     assert await _found(services, "tent") == [kept]
+
+
+async def test_the_warm_up_reads_the_owners_written_and_sessions_archived_last(
+    services: Services,
+) -> None:
+    for user in ("u1", "u2", "u3"):
+        await _create(services, f"A fact of {user}", OwnerSpec(user_id=user))
+    await _create(services, "Another fact of u1")  # u1 written last now
+    for session in ("s1", "s2", "s3"):
+        messages = [Message(f"{session}-m", Role.USER, (TextPart("hello"),), 1)]
+        await services.sessions.add_messages(
+            session, messages, create_if_missing=True, request_id="", fingerprint=""
+        )
+        await services.commits.phase1(session, 0, None)
+    async with services.database.reader() as uow:
+        assert await uow.memory_rows.recent_owners(2) == [("t", "user:u1"), ("t", "user:u3")]
+        sids = await uow.lexical.recent(3)
+        rows = [await uow.sessions.by_sid(sid) for sid in sids]
+    names = [r.record.session_id for r in rows if r is not None]
+    assert names == ["s3", "s2", "s1"]
+    recall = HybridRecall(None)
+    warmup = RecallWarmup(services.database, recall, owners=2, sessions=2)
+    assert await warmup.run() == (2, 2)
+    assert recall.memory_index.holds("t", "user:u1") and recall.memory_index.holds("t", "user:u3")
+    assert not recall.memory_index.holds("t", "user:u2")
+    assert [recall.lexical.holds(sid) for sid in sids] == [True, True, False]
