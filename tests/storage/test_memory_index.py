@@ -12,6 +12,7 @@ from storage_support import Services
 
 from wm_core import MemoryType, Message, Role, TextPart
 from wm_server.services.memories import MemoryContent, OwnerSpec
+from wm_server.services.memory_index import MemoryIndex
 from wm_server.services.recall import HybridRecall, no_vector
 from wm_server.services.recall_warmup import RecallWarmup
 from wm_server.services.user_data import UserDataService
@@ -158,3 +159,19 @@ async def test_the_warm_up_reads_the_owners_written_and_sessions_archived_last(
     assert recall.memory_index.holds("t", "user:u1") and recall.memory_index.holds("t", "user:u3")
     assert not recall.memory_index.holds("t", "user:u2")
     assert [recall.lexical.holds(sid) for sid in sids] == [True, True, False]
+
+
+async def test_an_owner_read_in_pages_ranks_as_when_read_at_once(services: Services) -> None:
+    for n in range(7):
+        await _create(services, f"Note {n} about the {'kiwi' if n % 3 else 'zebra'} orchard")
+    where = services.memories._filter("user:u1")
+    paged = HybridRecall(None, memory_index=MemoryIndex(page=2))
+    whole = HybridRecall(None)
+    async with services.database.reader() as uow:
+        terms = uow.memories.terms("zebra orchard")
+        a, _, _ = await paged.memories(uow, no_vector(), where, terms, 10)
+        b, _, _ = await whole.memories(uow, no_vector(), where, terms, 10)
+        held = await paged.memory_index.owner(uow, "t", "user:u1")
+    assert held is not None and held.size == 7 and len(held.parts) == 1  # pages merged
+    assert [(f.row.mid, f.fused.score) for f in a] == [(f.row.mid, f.fused.score) for f in b]
+    assert len(a) == 7

@@ -211,7 +211,7 @@ def rank(
             length += float(segment.lengths.sum())
         else:
             rows += int(np.count_nonzero(inside))
-            length += float(segment.lengths[inside].sum())
+            length += float(np.sum(segment.lengths, where=inside))
         vocabulary = segment.vocabulary
         if vocabulary.shape[0] == 0:
             continue
@@ -241,14 +241,16 @@ def rank(
         segment = match.segment
         norm = BM25_K1 * (1 - BM25_B + BM25_B * segment.lengths[match.docs] / average)
         weights = idf[match.terms] * match.tfs * (BM25_K1 + 1) / (match.tfs + norm)
-        scores = np.round(np.bincount(match.docs, weights=weights, minlength=segment.size), _DIGITS)
-        hit = np.flatnonzero(scores > 0)
+        sums = np.bincount(match.docs, weights=weights, minlength=segment.size)
+        hit = np.flatnonzero(sums > 0)
+        scores = np.round(sums[hit], _DIGITS)  # only the rows hit: no pass over every row
         total += int(hit.shape[0])
         if hit.shape[0] > limit:
             # Every row as good as the limit-th best stays: a tie falls to the newest.
-            floor = np.partition(scores[hit], hit.shape[0] - limit)[hit.shape[0] - limit]
-            hit = hit[scores[hit] >= floor]
-        parts.append((match.key, segment, hit, scores[hit]))
+            floor = np.partition(scores, hit.shape[0] - limit)[hit.shape[0] - limit]
+            keep = scores >= floor
+            hit, scores = hit[keep], scores[keep]
+        parts.append((match.key, segment, hit, scores))
     scores = np.concatenate([p[3] for p in parts])
     times = np.concatenate([p[1].times[p[2]] for p in parts])
     positions = np.concatenate([p[1].positions[p[2]] for p in parts])

@@ -376,16 +376,8 @@ class HybridRecall:
             floor = self._embedder.relevance_floor if self._embedder else 0.0
             dense_list = [(mid, c) for mid, c in near if c >= floor]
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
-        # The rows themselves, read once (the filter applied again by the database).
-        wanted = dict.fromkeys([mid for mid, _ in lexical] + [mid for mid, _ in dense_list])
-        rows = {row.mid: row for row in await uow.memories.among(where, list(wanted))}
-        fused = fuse(
-            [(mid, s) for mid, s in lexical if mid in rows],
-            [(mid, c) for mid, c in dense_list if mid in rows],
-            limit,
-            min_score=min_score,
-        )
-        found = [MemoryFound(rows[f.key], f) for f in fused]
+        fused = fuse(lexical, dense_list, want, min_score=min_score)
+        found = await _rows(uow, where, fused, limit)
         self.empty("memories", len(found))
         return found, status, unembedded
 
@@ -398,8 +390,25 @@ class HybridRecall:
         if held is None:
             return []
         lexical = held.lexical(terms, held.admitted(where), limit)
-        rows = {row.mid: row for row in await uow.memories.among(where, [m for m, _ in lexical])}
-        return [(rows[mid], score) for mid, score in lexical if mid in rows]
+        found = await _rows(uow, where, fuse(lexical, [], limit, weight=0.0), limit)
+        scores = dict(lexical)
+        return [(f.row, scores[f.row.mid]) for f in found]
+
+
+async def _rows(
+    uow: UnitOfWork, where: MemoryFilter, fused: list[Fused[int]], limit: int
+) -> list[MemoryFound]:
+    """The rows of the best ``limit`` of ``fused`` (keys of memories), read only for those:
+    the database applies the filter again, and a memory it no longer admits (written since
+    the index's snapshot) gives its place to the next one."""
+    found: list[MemoryFound] = []
+    start = 0
+    while len(found) < limit and start < len(fused):
+        chunk = fused[start : start + limit - len(found)]
+        start += len(chunk)
+        rows = {row.mid: row for row in await uow.memories.among(where, [f.key for f in chunk])}
+        found.extend(MemoryFound(rows[f.key], f) for f in chunk if f.key in rows)
+    return found
 
 
 def no_vector() -> QueryVector:

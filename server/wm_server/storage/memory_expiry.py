@@ -49,10 +49,12 @@ def alive_mask(
 ) -> np.ndarray:
     """``alive`` for many memories held in arrays (expire_time NaN for NULL; ``kinds`` the
     index of each memory's type in ``names``): True for those not expired at ``at``."""
-    keep = dict(retention)
-    seconds = np.array([keep.get(n, np.nan) for n in names] or [np.nan], dtype=np.float64)
-    when = np.where(np.isnan(expire_times), create_times + seconds[kinds], expire_times)
-    return np.asarray(np.isnan(when) | (when > at))
+    when = expire_times
+    if retention:
+        keep = dict(retention)
+        seconds = np.array([keep.get(n, np.nan) for n in names] or [np.nan], dtype=np.float64)
+        when = np.where(np.isnan(expire_times), create_times + seconds[kinds], expire_times)
+    return np.asarray(~(when <= at))  # NaN (never) compares false
 
 
 def alive(at: float, retention: Retention, alias: str = "m") -> tuple[str, dict[str, Any]]:

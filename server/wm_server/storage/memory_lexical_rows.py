@@ -50,10 +50,18 @@ class MemoryIndexRowRepository:
         return (int(row[0]), int(row[1])) if row else None
 
     async def written_since(
-        self, tenant: str, owner: str, after: int, model: str | None
+        self,
+        tenant: str,
+        owner: str,
+        after: int,
+        model: str | None,
+        after_mid: int = 0,
+        limit: int = 1 << 62,
     ) -> list[IndexedMemory]:
         """The owner's memories (any state) written after version ``after``, with the vector
-        of ``model`` of their current version (None: not embedded yet, or no model)."""
+        of ``model`` of their current version (None: not embedded yet, or no model): the
+        first ``limit`` in key order after ``after_mid`` (a page: the caller holds a page's
+        vectors at a time, not every one of 100,000 as bytes at once)."""
         vector = "v.vector" if model is not None else "NULL"
         join = (
             " LEFT JOIN memory_vectors v ON v.mid = m.mid AND v.model = :model"
@@ -64,8 +72,16 @@ class MemoryIndexRowRepository:
         rows = await self._conn.all(
             "SELECT m.mid, m.state, m.type, COALESCE(m.event_time, m.record_time),"
             f" m.expire_time, m.create_time, m.search_text, {vector} FROM memories m{join}"
-            " WHERE m.tenant = :tenant AND m.owner = :owner AND m.change_version > :after",
-            {"tenant": tenant, "owner": owner, "after": after, "model": model},
+            " WHERE m.tenant = :tenant AND m.owner = :owner AND m.change_version > :after"
+            " AND m.mid > :after_mid ORDER BY m.mid LIMIT :limit",
+            {
+                "tenant": tenant,
+                "owner": owner,
+                "after": after,
+                "model": model,
+                "after_mid": after_mid,
+                "limit": limit,
+            },
         )
         return [
             IndexedMemory(
