@@ -201,6 +201,7 @@ class MemoryIndex:
         self._weight = 0
         self._max = max_bytes
         self._codes: dict[str, int] = {}
+        self._building: dict[tuple[str, str], asyncio.Lock] = {}
 
     @property
     def weight(self) -> int:
@@ -232,10 +233,23 @@ class MemoryIndex:
         if item is not None and item.state == state:
             self._items.move_to_end(key)
             return item
-        fresh = await self._refresh(uow, tenant, owner, state, item)
-        if uow.read_only:
-            self._put(key, fresh)
-        return fresh
+        if not uow.read_only:  # a writer's own rows could still roll back: never kept
+            return await self._refresh(uow, tenant, owner, state, item)
+        # One build per owner at a time: a search that comes while the warm-up (or another
+        # search) reads the owner waits for it, then reads only what changed since (two
+        # builds of 100,000 memories at once doubled their transient memory).
+        lock = self._building.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                item = self._items.get(key)
+                if item is not None and item.state == state:
+                    return item
+                fresh = await self._refresh(uow, tenant, owner, state, item)
+                self._put(key, fresh)
+                return fresh
+        finally:
+            if not lock.locked():
+                self._building.pop(key, None)
 
     async def _refresh(
         self,
