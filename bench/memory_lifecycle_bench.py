@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import numpy as np  # noqa: E402
-from memory_search_bench import TYPES, vocabulary, zipf_pick  # noqa: E402
+from memory_search_bench import bulk_fill, vocabulary, zipf_pick  # noqa: E402
 
 from wm_core import MemoryType  # noqa: E402
 from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec  # noqa: E402
@@ -49,34 +49,6 @@ EXPIRING = 1000
 SUPERSESSIONS = 200
 CHUNK = 5000
 MODEL = "bench-random-256"
-
-
-async def bulk_fill(database: Database, count: int, words: list[str], rng: random.Random) -> float:
-    """``count`` active memories of one owner, CHUNK rows per statement batch."""
-    started = time.perf_counter()
-    index = database.dialect.text_index
-    value = index.value("memories", ":search_again")  # positional: each name bound once
-    column, expression = (f", {value[0]}", f", {value[1]}") if value else ("", "")
-    sql = (
-        "INSERT INTO memories (memory_id, tenant, owner, type, text, search_text, memory_key,"
-        " fields_json, record_time, create_time, update_time, state, version"
-        f"{column}) VALUES (:memory_id, 'bench', 'user:bench', :type, :text, :search_text,"
-        f" :key, '{{}}', :now_a, :now_b, :now_c, 'active', 1{expression})"
-    )
-    made = 0
-    while made < count:
-        rows = []
-        now = time.time()
-        for n in range(made, min(count, made + CHUNK)):
-            text = " ".join(zipf_pick(words, rng) for _ in range(rng.randint(8, 20)))
-            indexed = index.indexed(text)
-            row = (f"mem_{n:020x}", rng.choice(TYPES), text, indexed, f"k{n}", now, now, now)
-            rows.append((*row, indexed) if value else row)
-        async with database.unit_of_work() as uow:
-            await uow._conn.many(sql, rows)
-            await uow.commit()
-        made += len(rows)
-    return time.perf_counter() - started
 
 
 async def plant_vectors(database: Database, rng: np.random.Generator) -> None:

@@ -61,6 +61,7 @@ from wm_server.services.memory_consolidation import VectorConsolidation
 from wm_server.services.memory_lifecycle import MemoryUpkeep
 from wm_server.services.paging import PageTokens, load_tokens
 from wm_server.services.recall import HybridRecall
+from wm_server.services.recall_warmup import RecallWarmup
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.user_data import UserDataService
@@ -112,6 +113,7 @@ class Application:
     maintenance: Maintenance | None = None
     embedding: EmbeddingIndexer | None = None
     sweeper: IdleSweeper | None = None
+    warmup: RecallWarmup | None = None  # the recall indexes read in after start
     bus: EventBus | None = None
     metrics: Metrics | None = None
     metrics_port: int | None = None
@@ -154,6 +156,8 @@ class Application:
             await self.inspector.stop()
         if self.sweeper is not None:
             await self.sweeper.stop()
+        if self.warmup is not None:
+            await self.warmup.stop()
         await self.worker.stop()
         if self.maintenance is not None:
             await self.maintenance.stop()
@@ -291,11 +295,7 @@ async def _open_storage(database: Database, settings: Settings, metrics: Metrics
     # start), and stored vectors of another length than it makes are refused.
     embedder = build_embedder(settings)
     recall = HybridRecall(embedder, observer=metrics)
-    indexer = (
-        EmbeddingIndexer(database, embedder, observer=metrics, on_stored=recall.cache.stored)
-        if embedder
-        else None
-    )
+    indexer = EmbeddingIndexer(database, embedder, observer=metrics) if embedder else None
     if indexer is not None:
         await indexer.check_dimensions()
     return _Storage(database, tokens, embedder, recall, indexer)
@@ -544,6 +544,8 @@ async def _start_serving(
     services.sweeper.start()
     if storage.indexer is not None:
         storage.indexer.start()  # the backfill: rows stored without a vector of this model
+    warmup = RecallWarmup(storage.database, storage.recall, observer=metrics)
+    warmup.start()  # the first search after a restart need not read its index
     for name in ("", SERVICE_NAME):
         await door.health.set(name, health_pb2.HealthCheckResponse.SERVING)
     return Application(
@@ -558,6 +560,7 @@ async def _start_serving(
         maintenance=services.maintenance,
         embedding=storage.indexer,
         sweeper=services.sweeper,
+        warmup=warmup,
         bus=services.bus,
         metrics=metrics,
         metrics_port=metrics_port,

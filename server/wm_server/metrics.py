@@ -18,7 +18,9 @@ Series (label values are bounded: only registered methods and canonical codes re
   ``wm_embedding_backlog`` (rows the backfill has still to embed),
   ``wm_embedding_failures_total{where}`` (phase2, backfill),
   ``wm_recall_degraded_total{reason}`` (a hybrid search answered lexically: unavailable,
-  timeout) and ``wm_recall_empty_total{kind}`` (searches that found nothing: archives, memories)
+  timeout), ``wm_recall_empty_total{kind}`` (searches that found nothing: archives, memories)
+  and ``wm_recall_warmed_total{kind}`` (memories: owners, sessions: their archived rows, read
+  into the search's indexes by the warm-up after a start)
 - per tenant (``(anonymous)`` for health and reflection callers), read from the admission
   budgets at scrape time, so a call pays nothing for them:
   ``wm_tenant_rpcs_total{tenant,code}``, ``wm_tenant_active_calls{tenant,kind}`` (kind
@@ -292,6 +294,12 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self.recall_warmed_total = Counter(
+            "wm_recall_warmed",
+            "Owners' memories and sessions' archived rows the warm-up after start read in.",
+            ["kind"],
+            registry=self.registry,
+        )
         self._queue: _QueueDepth | None = None
         self._tenants: _Tenants | None = None
         self._http: WSGIServer | None = None
@@ -344,6 +352,9 @@ class Metrics:
 
     def recall_empty(self, kind: str) -> None:
         self.recall_empty_total.labels(kind).inc()
+
+    def recall_warmed(self, kind: str, count: int) -> None:
+        self.recall_warmed_total.labels(kind).inc(count)
 
     # --- queue depth and the HTTP endpoint -------------------------------------------------
     def watch_queue(self, depth: Callable[[], Awaitable[int]]) -> None:

@@ -432,3 +432,63 @@ def _retry_info(error: grpc.aio.AioRpcError) -> bool:
     return status is not None and any(
         d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details
     )
+
+
+async def _commit_on(stub: Stub, session: str, first: int, texts: list[str]) -> None:
+    await stub.AddMessages(
+        api.AddMessagesRequest(
+            session_id=session,
+            messages=[
+                pb.Message(id=f"m{first + n}", role=pb.ROLE_USER, parts=[pb.Part(text=t)])
+                for n, t in enumerate(texts)
+            ],
+        )
+    )
+    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
+    stages = [e.stage async for e in call if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
+    assert stages[-1] == pb.COMMIT_STAGE_COMPLETED
+
+
+async def test_a_replica_searches_what_another_one_embedded_at_its_next_query(
+    tmp_path: Path,
+    base_env: dict[str, str],
+    processes: list[ServerProcess],
+    channels: list[grpc.aio.Channel],
+) -> None:
+    """Replica B holds a session's vectors once it searched it; the next commit, embedded by
+    replica A's Phase 2 (A's worker is woken by its own commit, B's polls), is found by
+    meaning on B at once (its cache compares the archives' vector versions), not after an
+    expiry; a memory A writes and embeds is found by meaning on B at once too."""
+    one, two = await _start(
+        processes, (tmp_path / "a", dict(base_env)), (tmp_path / "b", dict(base_env))
+    )
+    a, b = _stub(channels, one), _stub(channels, two)
+    await a.CreateSession(api.CreateSessionRequest(session_id="r", user_id="u1"))
+    await _commit_on(a, "r", 0, ["We settled on PostgreSQL for the ledger service."])
+
+    def hybrid(query: str) -> api.SearchArchivesRequest:
+        return api.SearchArchivesRequest(session_id="r", query=query, mode=api.SEARCH_MODE_HYBRID)
+
+    held = await b.SearchArchives(hybrid("which database for the ledger"))
+    assert held.hits and held.hits[0].message_id == "m0"  # B holds the session's vectors now
+    await _commit_on(a, "r", 1, ["My sister just started a pottery class on Tuesdays."])
+    answer = await b.SearchArchives(hybrid("when did she begin ceramics lessons"))
+    assert answer.semantic_recall == api.SEMANTIC_RECALL_FULL and answer.unembedded_rows == 0
+    assert answer.hits[0].message_id == "m1"  # no word in common: by meaning
+    assert answer.hits[0].dense_score > 0 and answer.hits[0].lexical_score == 0
+
+    owner = api.MemoryOwner(user_id="u1")
+    await b.SearchMemories(api.SearchMemoriesRequest(owner=owner, query="ledger"))  # held
+    await a.CreateMemory(
+        api.CreateMemoryRequest(
+            owner=owner, memory=pb.Memory(type=pb.MEMORY_TYPE_EVENT, text="Started pottery")
+        )
+    )
+    request = api.SearchMemoriesRequest(owner=owner, query="ceramics", limit=1)
+    for _ in range(200):  # A's embedding loop stores the vector just after the write
+        found = await b.SearchMemories(request)
+        if found.semantic_recall == api.SEMANTIC_RECALL_FULL:
+            break
+        await asyncio.sleep(0.05)
+    assert found.semantic_recall == api.SEMANTIC_RECALL_FULL
+    assert found.hits[0].memory.text == "Started pottery" and found.hits[0].dense_score > 0

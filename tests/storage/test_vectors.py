@@ -98,7 +98,7 @@ async def test_backfill_stores_float32_vectors_with_model_and_dimensions_and_hyb
     before = await context.hybrid("s", "which database did we choose for the ledger", "", 5, False)
     assert before.status is Semantic.PARTIAL and before.unembedded == len(CONVERSATION)
 
-    indexer = EmbeddingIndexer(services.database, wordllama, on_stored=recall.cache.stored)
+    indexer = EmbeddingIndexer(services.database, wordllama)
     await indexer.round()
     rows = await _vector_rows(services, "message_vectors")
     assert rows == [(wordllama.model_id, 256, 256 * 4)] * len(CONVERSATION)
@@ -154,7 +154,7 @@ async def test_a_model_change_re_embeds_in_the_background(
     assert answer.status is Semantic.PARTIAL and answer.unembedded == len(CONVERSATION)
     assert answer.hits  # still found, lexically
     recall = HybridRecall(other)
-    await EmbeddingIndexer(services.database, other, on_stored=recall.cache.stored).round()
+    await EmbeddingIndexer(services.database, other).round()
     context = ArchiveSearchService(services.database, recall)
     models = {m for m, _, _ in await _vector_rows(services, "message_vectors")}
     models |= {m for m, _, _ in await _vector_rows(services, "memory_vectors")}
@@ -162,30 +162,30 @@ async def test_a_model_change_re_embeds_in_the_background(
     assert (await context.hybrid("m", "ledger database", "", 3, False)).status is Semantic.FULL
 
 
-async def test_vectors_stored_by_the_loop_are_appended_to_the_cached_session(
+async def test_vectors_stored_later_are_read_for_their_archive_only(
     services: Services, wordllama: WordLlamaEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A session's matrix is read once: the vectors the loop stores afterwards are appended
-    to it (a re-embedded position replaced), not read again from the database."""
+    """A session's matrix is read once: vectors stored afterwards (by this process's loop or
+    any other replica's) are read for their archive only, by its vector version, and
+    appended to it (a re-embedded position replaced), not read again whole."""
     await _archive(services, "h", CONVERSATION[:3])
     recall = HybridRecall(wordllama)
-    indexer = EmbeddingIndexer(services.database, wordllama, on_stored=recall.cache.stored)
+    indexer = EmbeddingIndexer(services.database, wordllama)
     await indexer.round()
     context = ArchiveSearchService(services.database, recall)
     assert (await context.hybrid("h", "ledger", "", 3, False)).status is Semantic.FULL
-    reads = 0
+    reads: list[object] = []
     real = VectorRepository.messages
 
     async def counted(self: VectorRepository, *args: object) -> object:
-        nonlocal reads
-        reads += 1
+        reads.append(args[1])  # the archive read (None: the whole session)
         return await real(self, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(VectorRepository, "messages", counted)
     await _archive(services, "h", CONVERSATION[3:])
     await indexer.round()
     answer = await context.hybrid("h", "when did she begin ceramics lessons", "", 3, False)
-    assert reads == 0
+    assert reads == [2]  # the second archive's vectors, once
     assert answer.status is Semantic.FULL and answer.unembedded == 0
     assert "pottery" in answer.hits[0][0].message.parts[0].text  # type: ignore[union-attr]
     async with services.database.reader() as uow:
@@ -198,8 +198,12 @@ async def test_vectors_stored_by_the_loop_are_appended_to_the_cached_session(
         assert np.array_equal(held[position], np.frombuffer(blob, dtype="<f4"))
     # The same positions stored again (a retry): replaced, not doubled.
     rows = [(row.sid, p, seq, wordllama.model_id, 256, b) for _, seq, p, b in stored]
-    recall.cache.stored(row.sid, rows[:2])
-    assert item.count == len(CONVERSATION)
+    async with services.database.unit_of_work() as uow:
+        await uow.vectors.store_messages(rows[:2])
+        await uow.commit()
+    await context.hybrid("h", "ledger", "", 3, False)
+    assert recall.cache._items[row.sid].count == len(CONVERSATION)
+    assert reads == [2, 1]
 
 
 async def _marks(services: Services) -> list[str]:

@@ -101,6 +101,16 @@ def nearest(query: Vectors, matrix: Vectors, limit: int) -> list[tuple[int, floa
     return [(int(i), float(scores[i])) for i in best]
 
 
+def nearest_scores(scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    """(index, score) of the ``limit`` best finite scores, best first."""
+    take = min(limit, scores.shape[0])
+    if take <= 0:
+        return []
+    best = np.argpartition(-scores, take - 1)[:take]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return [(int(i), float(scores[i])) for i in best if np.isfinite(scores[i])]
+
+
 def to_blob(vector: Vectors) -> bytes:
     """A vector as stored: little-endian float32."""
     return np.asarray(vector, dtype="<f4").tobytes()

@@ -1,4 +1,5 @@
-"""BM25 over analyzed rows, in process: the default lexical ranking of archived messages.
+"""BM25 over analyzed rows, in process: the lexical ranking of archived messages and of
+memories (``services/memory_index.py`` holds an owner's memories as segments too).
 
 Why in process rather than in the engines' full-text indexes (measured on
 bench/recall_bench.py at 100,000 archived messages of one user, SQLite): FTS5's bm25() scores
@@ -181,12 +182,17 @@ class _Matches(Generic[K]):
 
 
 def rank(
-    segments: Sequence[tuple[K, Segment]], terms: Sequence[str], only: int | None, limit: int
+    segments: Sequence[tuple[K, Segment]],
+    terms: Sequence[str],
+    only: int | None,
+    limit: int,
+    masks: Sequence[np.ndarray] | None = None,
 ) -> tuple[list[Hit[K]], int]:
-    """The best ``limit`` rows of ``segments`` (of archive ``only`` if given) with any of
-    ``terms`` (distinct), best first, newest first among equal scores; and how many rows have
-    any of them. BM25 with ``BM25_K1``, ``BM25_B`` and idf ln(1 + (N - df + 0.5) / (df + 0.5))
-    over the statistics of those rows only (as ``ArchiveRepository.bm25_ranked``)."""
+    """The best ``limit`` rows of ``segments`` (of archive ``only`` if given; of the rows
+    each segment's mask in ``masks`` admits, if given) with any of ``terms`` (distinct), best
+    first, newest first among equal scores; and how many rows have any of them. BM25 with
+    ``BM25_K1``, ``BM25_B`` and idf ln(1 + (N - df + 0.5) / (df + 0.5)) over the statistics
+    of those rows only (as ``ArchiveRepository.bm25_ranked``)."""
     if not terms or limit <= 0:
         return [], 0
     wanted = np.fromiter((hash(t) for t in terms), dtype=np.int64, count=len(terms))
@@ -194,14 +200,18 @@ def rank(
     rows = 0
     length = 0.0
     found: list[_Matches[K]] = []
-    for key, segment in segments:
-        if only is None:
+    for n, (key, segment) in enumerate(segments):
+        inside: np.ndarray | None = None
+        if only is not None:
+            inside = segment.seqs == only
+        if masks is not None:
+            inside = masks[n] if inside is None else inside & masks[n]
+        if inside is None:
             rows += segment.size
             length += float(segment.lengths.sum())
         else:
-            inside = segment.seqs == only
             rows += int(np.count_nonzero(inside))
-            length += float(segment.lengths[inside].sum())
+            length += float(np.sum(segment.lengths, where=inside))
         vocabulary = segment.vocabulary
         if vocabulary.shape[0] == 0:
             continue
@@ -216,8 +226,8 @@ def rank(
         docs = segment.docs[take]
         tfs = segment.tfs[take]
         which = np.repeat(present, counts)
-        if only is not None:
-            keep = segment.seqs[docs] == only
+        if inside is not None:
+            keep = inside[docs]
             docs, tfs, which = docs[keep], tfs[keep], which[keep]
         df += np.bincount(which, minlength=len(terms))
         found.append(_Matches(key, segment, docs, tfs, which))
@@ -231,14 +241,16 @@ def rank(
         segment = match.segment
         norm = BM25_K1 * (1 - BM25_B + BM25_B * segment.lengths[match.docs] / average)
         weights = idf[match.terms] * match.tfs * (BM25_K1 + 1) / (match.tfs + norm)
-        scores = np.round(np.bincount(match.docs, weights=weights, minlength=segment.size), _DIGITS)
-        hit = np.flatnonzero(scores > 0)
+        sums = np.bincount(match.docs, weights=weights, minlength=segment.size)
+        hit = np.flatnonzero(sums > 0)
+        scores = np.round(sums[hit], _DIGITS)  # only the rows hit: no pass over every row
         total += int(hit.shape[0])
         if hit.shape[0] > limit:
             # Every row as good as the limit-th best stays: a tie falls to the newest.
-            floor = np.partition(scores[hit], hit.shape[0] - limit)[hit.shape[0] - limit]
-            hit = hit[scores[hit] >= floor]
-        parts.append((match.key, segment, hit, scores[hit]))
+            floor = np.partition(scores, hit.shape[0] - limit)[hit.shape[0] - limit]
+            keep = scores >= floor
+            hit, scores = hit[keep], scores[keep]
+        parts.append((match.key, segment, hit, scores))
     scores = np.concatenate([p[3] for p in parts])
     times = np.concatenate([p[1].times[p[2]] for p in parts])
     positions = np.concatenate([p[1].positions[p[2]] for p in parts])

@@ -21,7 +21,7 @@ rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from wm_server.config import ConfigurationError
@@ -87,7 +87,6 @@ class EmbeddingIndexer(BackgroundLoop):
         observer: EmbeddingObserver | None = None,
         interval_seconds: float = 30.0,
         batch: int = BATCH,
-        on_stored: Callable[[int, list[tuple[int, int, int, str, int, bytes]]], None] | None = None,
     ) -> None:
         super().__init__(interval_seconds)
         self._db = database
@@ -95,9 +94,6 @@ class EmbeddingIndexer(BackgroundLoop):
         self._observer = observer or _NoObserver()
         self._batch = batch
         self._cursor = (0, 0)  # the backfill's place: (sid, position) done up to
-        # Told the session whose message vectors were stored, and them (the search's
-        # VectorCache appends them).
-        self._on_stored = on_stored or (lambda sid, rows: None)
 
     @property
     def model(self) -> str:
@@ -138,9 +134,8 @@ class EmbeddingIndexer(BackgroundLoop):
         self._observer.embedding_failed(where)
 
     def stored(self, rows: Sequence[VectorRow]) -> None:
-        """Message vectors were committed: the search's cache and the metrics learn it."""
-        for sid in sorted({row[0] for row in rows}):
-            self._on_stored(sid, [row for row in rows if row[0] == sid])
+        """Message vectors were committed: the metrics learn it (the search's caches learn
+        it from the archives' vector_version, on every replica alike)."""
         if rows:
             self._observer.rows_embedded("message", len(rows))
 

@@ -57,6 +57,15 @@ class LexicalIndex:
         """Bytes of the segments held."""
         return self._weight
 
+    @property
+    def filled(self) -> bool:
+        """Three quarters of ``max_bytes`` held: warming more would evict what it warmed."""
+        return self._weight * 4 >= self._max * 3
+
+    def holds(self, sid: int) -> bool:
+        """The session's rows are held (as of some state)."""
+        return sid in self._items
+
     async def ranked(
         self, uow: UnitOfWork, sids: Sequence[int], terms: list[str], only: int | None, limit: int
     ) -> tuple[list[tuple[int, int, StoredMessage, float]], int]:

@@ -496,8 +496,8 @@ class MemoryService:
             rows = [(f.row, f.fused.score, f.fused.lexical, f.fused.dense) for f in found]
             if include_superseded and len(rows) < (limit or DEFAULT_LIMIT):  # ranked below
                 where = self._filter(owner.key, kinds, "superseded", start, end)
-                older = await uow.memories.ranked(
-                    where, terms, (limit or DEFAULT_LIMIT) - len(rows)
+                older = await self.hybrid.ranked_memories(
+                    uow, where, terms, (limit or DEFAULT_LIMIT) - len(rows)
                 )
                 rows += [(row, 0.0, 0.0, 0.0) for row, _ in older]
             views = await _views(uow, [r[0] for r in rows])

@@ -2,8 +2,8 @@
 
 SearchArchives (hybrid mode), SearchMemories, AssembleContext's recall and the recall tools
 all come here. The query is embedded first (before any connection is held); then, in the
-caller's unit of work, the lexical ranking (BM25: in process for archived messages,
-``services/lexical_index.py``; the engines' full-text index for memories; a list of (key,
+caller's unit of work, the lexical ranking (BM25 in process: for archived messages
+``services/lexical_index.py``, for memories ``services/memory_index.py``; a list of (key,
 score)) and the dense ranking (brute-force cosine over the scope's stored vectors) each give
 their candidates and :func:`wm_server.embedding.fusion.fuse` merges them.
 
@@ -16,7 +16,6 @@ lexically; the answer says how many there are.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,10 +26,11 @@ import numpy as np
 import structlog
 from threadpoolctl import threadpool_limits
 
-from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest
+from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest_scores
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
 from wm_server.search import bm25
 from wm_server.services.lexical_index import LexicalIndex, row_count
+from wm_server.services.memory_index import MemoryIndex
 from wm_server.storage.memories import MemoryFilter
 from wm_server.storage.records import MemoryRow
 from wm_server.storage.unit_of_work import UnitOfWork
@@ -69,15 +69,20 @@ class _Session:
     """One session's archived-message vectors of one model, as one matrix; rows appended in
     place (the buffers grow by doubling), so an embedded commit costs its own rows."""
 
-    __slots__ = ("_matrix", "_positions", "_seqs", "count", "loaded", "model")
+    __slots__ = ("_matrix", "_positions", "_seqs", "count", "model", "versions")
 
     def __init__(
-        self, model: str, matrix: Vectors, seqs: np.ndarray, positions: np.ndarray, loaded: float
+        self,
+        model: str,
+        matrix: Vectors,
+        seqs: np.ndarray,
+        positions: np.ndarray,
+        versions: dict[int, int],
     ) -> None:
         self.model = model
         self._matrix, self._seqs, self._positions = matrix, seqs, positions
         self.count = int(matrix.shape[0])
-        self.loaded = loaded
+        self.versions = versions  # {seq: vector_version} of the archives as read
 
     @property
     def matrix(self) -> Vectors:
@@ -123,60 +128,77 @@ class VectorCache:
     """Sessions' vector matrices, least recently used out past ``max_bytes``.
 
     Reading 100,000 stored vectors back from the database costs far more than the cosine over
-    them, so each session's matrix is kept once read. This process's embedding loop hands
-    the vectors it stores to ``stored``, which appends them to a session held (a session of
-    100,000 rows is not read again for each commit embedded); what another replica stores is
-    seen after ``ttl`` seconds at most (the entry is read again).
+    them, so each session's matrix is kept once read, with the ``vector_version`` of each of
+    its archives (which changes whenever vectors of the archive are stored, by any replica:
+    ``VectorRepository.store_messages``). A search compares them (one statement over the
+    searched sessions' archives) and reads again only the archives whose vectors changed,
+    appended in place (a session of 100,000 rows is not read again for each commit embedded),
+    so a replica searches what another one embedded at its next query.
     """
 
-    def __init__(self, max_bytes: int = 256 * 1024 * 1024, ttl: float = 60.0) -> None:
+    # More changed archives than this in one session: the session is read again whole.
+    MAX_CHANGED = 8
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self._items: OrderedDict[int, _Session] = OrderedDict()
         self._weight = 0
         self._max = max_bytes
-        self._ttl = ttl
 
-    def stored(
-        self, sid: int, rows: Sequence[tuple[int, int, int, str, int, bytes]] | None = None
-    ) -> None:
-        """Vectors of session ``sid`` were stored: ``rows`` as ``VectorRepository.
-        store_messages`` takes them (appended to the session held), or None (it is read
-        again at its next search)."""
-        item = self._items.get(sid)
-        if item is None:
-            return
-        if not rows or any(r[3] != item.model or r[4] != item.matrix.shape[1] for r in rows):
-            self._items.pop(sid)
-            self._weight -= item.weight
-            return
-        before = item.weight
-        item.append(
-            from_blobs([r[5] for r in rows], rows[0][4]),
-            np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
-            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
-        )
-        self._weight += item.weight - before
+    @property
+    def filled(self) -> bool:
+        """Three quarters of ``max_bytes`` held: warming more would evict what it warmed."""
+        return self._weight * 4 >= self._max * 3
 
-    async def session(self, uow: UnitOfWork, sid: int, model: str, dims: int) -> _Session:
+    async def session(
+        self,
+        uow: UnitOfWork,
+        sid: int,
+        model: str,
+        dims: int,
+        versions: dict[int, int] | None = None,
+    ) -> _Session:
+        """The session's vectors of ``model`` as of ``versions`` (its archives' vector
+        versions, read here when not given)."""
+        if versions is None:
+            versions = (await uow.vectors.vector_versions([sid]))[sid]
         item = self._items.get(sid)
-        now = time.monotonic()
-        if item is not None and item.model == model and now - item.loaded < self._ttl:
-            self._items.move_to_end(sid)
-            return item
-        self.stored(sid)
+        if item is not None and item.model == model and item.versions.keys() <= versions.keys():
+            changed = [seq for seq, v in versions.items() if item.versions.get(seq) != v]
+            if len(changed) <= self.MAX_CHANGED:
+                before = item.weight
+                for seq in changed:
+                    rows = await uow.vectors.messages([sid], seq, model)
+                    if rows:
+                        item.append(*_matrix(rows, dims))
+                item.versions = dict(versions)
+                self._weight += item.weight - before
+                self._items.move_to_end(sid)
+                return item
+        self._drop(sid)
         rows = await uow.vectors.messages([sid], None, model)
-        item = _Session(
-            model,
-            from_blobs([r[3] for r in rows], dims),
-            np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
-            np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
-            now,
-        )
+        item = _Session(model, *_matrix(rows, dims), dict(versions))
         self._items[sid] = item
         self._weight += item.weight
         while self._weight > self._max and len(self._items) > 1:
             _, old = self._items.popitem(last=False)
             self._weight -= old.weight
         return item
+
+    def _drop(self, sid: int) -> None:
+        old = self._items.pop(sid, None)
+        if old is not None:
+            self._weight -= old.weight
+
+
+def _matrix(
+    rows: Sequence[tuple[int, int, int, bytes]], dims: int
+) -> tuple[Vectors, np.ndarray, np.ndarray]:
+    """(vectors, seqs, positions) of ``VectorRepository.messages`` rows."""
+    return (
+        from_blobs([r[3] for r in rows], dims),
+        np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+        np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +230,7 @@ class HybridRecall:
         timeout: float = QUERY_TIMEOUT,
         cache: VectorCache | None = None,
         lexical: LexicalIndex | None = None,
+        memory_index: MemoryIndex | None = None,
     ) -> None:
         self._embedder = embedder
         self._observer = observer or _NoObserver()
@@ -215,6 +238,12 @@ class HybridRecall:
         self.cache = cache or VectorCache()
         # The lexical ranking of archived messages (in-process BM25 per searched sessions).
         self.lexical = lexical or LexicalIndex()
+        # Owners' memories: in-process BM25 per owner and their vectors.
+        self.memory_index = memory_index or (
+            MemoryIndex(embedder.model_id, embedder.dimensions)
+            if embedder is not None
+            else MemoryIndex()
+        )
         if embedder is not None:
             # The cosine runs on the event loop between other requests: OpenBLAS's own
             # threads only fight the loop for the cores (5,000 x 256 product: 13.5 ms with
@@ -224,6 +253,10 @@ class HybridRecall:
     @property
     def model(self) -> str | None:
         return self._embedder.model_id if self._embedder else None
+
+    @property
+    def dimensions(self) -> int:
+        return self._embedder.dimensions if self._embedder else 0
 
     async def embed_query(self, text: str) -> QueryVector:
         """The query's vector, or why there is none (counted)."""
@@ -289,8 +322,9 @@ class HybridRecall:
         assert self.model is not None
         parts: list[tuple[int, _Session, np.ndarray]] = []
         held = 0
+        versions = await uow.vectors.vector_versions(sids)
         for sid in sids:
-            item = await self.cache.session(uow, sid, self.model, vector.shape[0])
+            item = await self.cache.session(uow, sid, self.model, vector.shape[0], versions[sid])
             if item.matrix.shape[0]:
                 scores = item.matrix @ vector
                 if only is not None:
@@ -325,44 +359,56 @@ class HybridRecall:
         limit: int,
         min_score: float = 0.0,
     ) -> tuple[list[MemoryFound], Semantic, int]:
-        """(memories best first, status, memories ranked lexically only) for ``where``."""
+        """(memories best first, status, memories searched lexically only) for ``where``:
+        BM25 over the memories ``where`` admits (their statistics only) and the cosine of
+        their vectors, from the owner's in-process index, one snapshot of both."""
         want = candidates(limit)
-        lexical = await uow.memories.ranked(where, terms, want) if terms else []
-        rows = {row.mid: row for row, _ in lexical}
+        held = await self.memory_index.owner(uow, where.tenant, where.owner)
+        if held is None:
+            self.empty("memories", 0)
+            return [], query.status, 0
+        masks = held.admitted(where)
+        lexical = held.lexical(terms, masks, want) if terms else []
         dense_list: list[tuple[int, float]] = []
         status, unembedded = query.status, 0
         if query.vector is not None and self.model is not None:
-            # Counted before the vectors are read: the embedding loop only adds vectors, so
-            # FULL then means every vector read was there (counted after, on PostgreSQL's
-            # read-committed statements, a vector stored between the two reads made a FULL
-            # answer that had not searched it).
-            unembedded = await uow.vectors.unembedded_memories(
-                where.tenant, where.owner, self.model
-            )
-            stored = await uow.vectors.owner_memories(where.tenant, where.owner, self.model)
-            matrix = from_blobs([v for _, v in stored], query.vector.shape[0])
+            near, unembedded = held.nearest(query.vector, masks, want)
             floor = self._embedder.relevance_floor if self._embedder else 0.0
-            near = [(stored[i][0], c) for i, c in nearest(query.vector, matrix, want) if c >= floor]
-            admitted = await uow.memories.among(where, [mid for mid, _ in near if mid not in rows])
-            rows.update((row.mid, row) for row in admitted)
-            dense_list = [(mid, c) for mid, c in near if mid in rows]
+            dense_list = [(mid, c) for mid, c in near if c >= floor]
             status = Semantic.PARTIAL if unembedded else Semantic.FULL
-        fused = fuse(
-            [(row.mid, score) for row, score in lexical], dense_list, limit, min_score=min_score
-        )
-        found = [MemoryFound(rows[f.key], f) for f in fused]
+        fused = fuse(lexical, dense_list, want, min_score=min_score)
+        found = await _rows(uow, where, fused, limit)
         self.empty("memories", len(found))
         return found, status, unembedded
 
+    async def ranked_memories(
+        self, uow: UnitOfWork, where: MemoryFilter, terms: list[str], limit: int
+    ) -> list[tuple[MemoryRow, float]]:
+        """The best ``limit`` memories ``where`` admits with any of ``terms`` by BM25 alone,
+        best first, newest first among equal scores."""
+        held = await self.memory_index.owner(uow, where.tenant, where.owner) if terms else None
+        if held is None:
+            return []
+        lexical = held.lexical(terms, held.admitted(where), limit)
+        found = await _rows(uow, where, fuse(lexical, [], limit, weight=0.0), limit)
+        scores = dict(lexical)
+        return [(f.row, scores[f.row.mid]) for f in found]
 
-def nearest_scores(scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
-    """(index, score) of the ``limit`` best finite scores, best first."""
-    take = min(limit, scores.shape[0])
-    if take <= 0:
-        return []
-    best = np.argpartition(-scores, take - 1)[:take]
-    best = best[np.argsort(-scores[best], kind="stable")]
-    return [(int(i), float(scores[i])) for i in best if np.isfinite(scores[i])]
+
+async def _rows(
+    uow: UnitOfWork, where: MemoryFilter, fused: list[Fused[int]], limit: int
+) -> list[MemoryFound]:
+    """The rows of the best ``limit`` of ``fused`` (keys of memories), read only for those:
+    the database applies the filter again, and a memory it no longer admits (written since
+    the index's snapshot) gives its place to the next one."""
+    found: list[MemoryFound] = []
+    start = 0
+    while len(found) < limit and start < len(fused):
+        chunk = fused[start : start + limit - len(found)]
+        start += len(chunk)
+        rows = {row.mid: row for row in await uow.memories.among(where, [f.key for f in chunk])}
+        found.extend(MemoryFound(rows[f.key], f) for f in chunk if f.key in rows)
+    return found
 
 
 def no_vector() -> QueryVector:

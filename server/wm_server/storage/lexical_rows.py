@@ -39,6 +39,14 @@ class LexicalRowRepository:
         )
         return {int(a): (int(b), int(c), int(d)) for a, b, c, d in rows}
 
+    async def recent(self, limit: int) -> list[int]:
+        """The ``limit`` sessions that archived last, newest first (what a start warms)."""
+        rows = await self._conn.all(
+            "SELECT sid FROM archives GROUP BY sid ORDER BY MAX(create_time) DESC LIMIT :limit",
+            {"limit": limit},
+        )
+        return [int(r[0]) for r in rows]
+
     async def versions(self, sid: int) -> dict[int, int]:
         """{seq: text_version} of the session's archives."""
         rows = await self._conn.all(

@@ -6,8 +6,10 @@ memory is not returned by any read from that moment (``MemoryRepository._where``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 Retention = tuple[tuple[str, float], ...]  # (memory type, seconds), a type at most once
 
@@ -35,6 +37,24 @@ def expires_at(
         return expire_time
     keep = dict(retention).get(kind)
     return None if keep is None else create_time + keep
+
+
+def alive_mask(
+    at: float,
+    retention: Retention,
+    expire_times: np.ndarray,
+    create_times: np.ndarray,
+    kinds: np.ndarray,
+    names: Sequence[str],
+) -> np.ndarray:
+    """``alive`` for many memories held in arrays (expire_time NaN for NULL; ``kinds`` the
+    index of each memory's type in ``names``): True for those not expired at ``at``."""
+    when = expire_times
+    if retention:
+        keep = dict(retention)
+        seconds = np.array([keep.get(n, np.nan) for n in names] or [np.nan], dtype=np.float64)
+        when = np.where(np.isnan(expire_times), create_times + seconds[kinds], expire_times)
+    return np.asarray(~(when <= at))  # NaN (never) compares false
 
 
 def alive(at: float, retention: Retention, alias: str = "m") -> tuple[str, dict[str, Any]]:

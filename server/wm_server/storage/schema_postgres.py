@@ -387,4 +387,55 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         # One Phase 2 pipeline (issue 39): as SQLite's version 15.
         "UPDATE archives SET text_version = 1 WHERE text_version = 0",
     ),
+    (
+        17,
+        # Memory recall per owner: as SQLite's version 16, the clock a sequence. A writer
+        # takes the owner's row lock in memory_owners (held to its commit) before it draws
+        # its version, so one owner's versions commit in order and a reader that saw version
+        # v never misses a row stamped at or below v.
+        (
+            "CREATE SEQUENCE memory_changes",
+            """CREATE TABLE memory_owners (
+                tenant TEXT NOT NULL,
+                owner TEXT NOT NULL,
+                version BIGINT NOT NULL,
+                memories BIGINT NOT NULL,
+                PRIMARY KEY (tenant, owner)
+            )""",
+            "INSERT INTO memory_owners (tenant, owner, version, memories)"
+            " SELECT tenant, owner, nextval('memory_changes'), COUNT(*) FROM memories"
+            " GROUP BY tenant, owner",
+            "ALTER TABLE memories ADD COLUMN change_version BIGINT NOT NULL DEFAULT 0",
+            "CREATE INDEX memories_by_change ON memories (tenant, owner, change_version)",
+            "CREATE FUNCTION wm_memory_written() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN"
+            " INSERT INTO memory_owners AS o (tenant, owner, version, memories)"
+            " VALUES (NEW.tenant, NEW.owner, nextval('memory_changes'), 0)"
+            " ON CONFLICT (tenant, owner) DO UPDATE SET version = nextval('memory_changes')"
+            " RETURNING o.version INTO NEW.change_version;"
+            " RETURN NEW; END $$",
+            "CREATE TRIGGER memory_written BEFORE INSERT OR UPDATE ON memories"
+            " FOR EACH ROW EXECUTE FUNCTION wm_memory_written()",
+            "CREATE FUNCTION wm_memory_counted() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN"
+            " IF TG_OP = 'INSERT' THEN"
+            " UPDATE memory_owners SET memories = memories + 1"
+            " WHERE tenant = NEW.tenant AND owner = NEW.owner;"
+            " ELSE"
+            " UPDATE memory_owners SET version = nextval('memory_changes'),"
+            " memories = memories - 1 WHERE tenant = OLD.tenant AND owner = OLD.owner;"
+            " DELETE FROM memory_owners WHERE tenant = OLD.tenant AND owner = OLD.owner"
+            " AND memories <= 0;"
+            " END IF;"
+            " RETURN NULL; END $$",
+            "CREATE TRIGGER memory_counted AFTER INSERT OR DELETE ON memories"
+            " FOR EACH ROW EXECUTE FUNCTION wm_memory_counted()",
+            "CREATE FUNCTION wm_memory_vector_stored() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN UPDATE memories SET change_version = change_version WHERE mid = NEW.mid;"
+            " RETURN NULL; END $$",
+            "CREATE TRIGGER memory_vector_stored AFTER INSERT OR UPDATE ON memory_vectors"
+            " FOR EACH ROW EXECUTE FUNCTION wm_memory_vector_stored()",
+            "ALTER TABLE archives ADD COLUMN vector_version BIGINT NOT NULL DEFAULT 0",
+        ),
+    ),
 )

@@ -403,4 +403,60 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
         # part or whole, by Phase 1 already.
         "UPDATE archives SET text_version = 1 WHERE text_version = 0",
     ),
+    (
+        16,
+        # Memory recall per owner (issue 34; services/memory_index.py): every write of an
+        # owner's memories, or of their vectors, stamps the row with a new value of one clock
+        # (change_version) and records it, with the owner's count of memories, in
+        # memory_owners, so a search learns from one row what to read again and reads only the
+        # rows written since. Triggers keep them in step: no writer can forget. An owner's row
+        # goes with their last memory (PurgeUserData leaves no user key behind); the clock
+        # never goes back, so a recreated owner's versions are all new.
+        (
+            "CREATE TABLE memory_clock (id INTEGER PRIMARY KEY CHECK (id = 1),"
+            " version INTEGER NOT NULL)",
+            "INSERT INTO memory_clock (id, version) VALUES (1, 1)",
+            """CREATE TABLE memory_owners (
+                tenant TEXT NOT NULL,
+                owner TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                memories INTEGER NOT NULL,
+                PRIMARY KEY (tenant, owner)
+            ) WITHOUT ROWID""",
+            "INSERT INTO memory_owners (tenant, owner, version, memories)"
+            " SELECT tenant, owner, 1, COUNT(*) FROM memories GROUP BY tenant, owner",
+            "ALTER TABLE memories ADD COLUMN change_version INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX memories_by_change ON memories (tenant, owner, change_version)",
+            "CREATE TRIGGER memories_counted AFTER INSERT ON memories BEGIN"
+            " UPDATE memory_clock SET version = version + 1;"
+            " INSERT INTO memory_owners (tenant, owner, version, memories)"
+            " VALUES (new.tenant, new.owner, (SELECT version FROM memory_clock), 1)"
+            " ON CONFLICT (tenant, owner) DO UPDATE SET version = excluded.version,"
+            " memories = memories + 1;"
+            " UPDATE memories SET change_version = (SELECT version FROM memory_clock)"
+            " WHERE mid = new.mid; END",
+            "CREATE TRIGGER memories_changed AFTER UPDATE ON memories"
+            " WHEN new.change_version = old.change_version BEGIN"
+            " UPDATE memory_clock SET version = version + 1;"
+            " UPDATE memory_owners SET version = (SELECT version FROM memory_clock)"
+            " WHERE tenant = new.tenant AND owner = new.owner;"
+            " UPDATE memories SET change_version = (SELECT version FROM memory_clock)"
+            " WHERE mid = new.mid; END",
+            "CREATE TRIGGER memories_uncounted AFTER DELETE ON memories BEGIN"
+            " UPDATE memory_clock SET version = version + 1;"
+            " UPDATE memory_owners SET version = (SELECT version FROM memory_clock),"
+            " memories = memories - 1 WHERE tenant = old.tenant AND owner = old.owner;"
+            " DELETE FROM memory_owners WHERE tenant = old.tenant AND owner = old.owner"
+            " AND memories <= 0; END",
+            # A vector stored is a change of its memory (the search holds vectors too).
+            "CREATE TRIGGER memory_vector_stored AFTER INSERT ON memory_vectors BEGIN"
+            " UPDATE memories SET change_version = change_version WHERE mid = new.mid; END",
+            "CREATE TRIGGER memory_vector_restored AFTER UPDATE ON memory_vectors BEGIN"
+            " UPDATE memories SET change_version = change_version WHERE mid = new.mid; END",
+            # An archive's vector_version changes whenever vectors of its messages are
+            # stored (VectorRepository.store_messages), so every replica's VectorCache
+            # reads again only the archives whose vectors another one stored.
+            "ALTER TABLE archives ADD COLUMN vector_version INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
 )

@@ -15,6 +15,7 @@ from wm_server.storage.commits import CommitRepository, EventRepository
 from wm_server.storage.jobs import JobRepository
 from wm_server.storage.lexical_rows import LexicalRowRepository
 from wm_server.storage.memories import MemoryRepository
+from wm_server.storage.memory_lexical_rows import MemoryIndexRowRepository
 from wm_server.storage.memory_lifecycle import LifecycleRepository
 from wm_server.storage.messages import MessageRepository, ToolCallRepository
 from wm_server.storage.requests import RequestRepository, SecretRepository
@@ -49,6 +50,7 @@ class Repositories:
         self.memory_lifecycle = LifecycleRepository(conn, dialect)
         self.vectors = VectorRepository(conn, dialect)
         self.lexical = LexicalRowRepository(conn, dialect)
+        self.memory_rows = MemoryIndexRowRepository(conn, dialect)
 
 
 class UnitOfWork:
@@ -77,6 +79,13 @@ class UnitOfWork:
         self.memory_lifecycle = repositories.memory_lifecycle
         self.vectors = repositories.vectors
         self.lexical = repositories.lexical
+        self.memory_rows = repositories.memory_rows
+
+    @property
+    def read_only(self) -> bool:
+        """Nothing written here can be rolled back: what it reads is committed (the search's
+        in-process indexes keep only such reads)."""
+        return self._commit is None
 
     async def write(self, *writes: Write) -> None:
         """Run data-modifying statements that do not read each other's rows: the engine may

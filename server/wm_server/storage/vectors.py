@@ -58,9 +58,28 @@ class VectorRepository:
         self._dialect = dialect
 
     async def store_messages(self, rows: Sequence[tuple[int, int, int, str, int, bytes]]) -> None:
-        """(sid, position, seq, model, dims, vector) rows, replacing what was there."""
+        """(sid, position, seq, model, dims, vector) rows, replacing what was there; their
+        archives' ``vector_version`` changes (what every replica's cache compares)."""
         if rows:
             await self._conn.many(_UPSERT_MESSAGE, rows)
+            await self._conn.many(
+                "UPDATE archives SET vector_version = vector_version + 1"
+                " WHERE sid = :sid AND seq = :seq",
+                sorted({(r[0], r[2]) for r in rows}),
+            )
+
+    async def vector_versions(self, sids: Sequence[int]) -> dict[int, dict[int, int]]:
+        """{sid: {seq: vector_version}} of the sessions' archives."""
+        if not sids:
+            return {}
+        members, values = self._dialect.in_list("sids", sids)
+        rows = await self._conn.all(
+            f"SELECT sid, seq, vector_version FROM archives WHERE sid {members}", values
+        )
+        out: dict[int, dict[int, int]] = {sid: {} for sid in sids}
+        for sid, seq, version in rows:
+            out[int(sid)][int(seq)] = int(version)
+        return out
 
     async def store_memories(self, rows: Sequence[tuple[int, int, str, int, bytes]]) -> None:
         """(mid, version, model, dims, vector) rows, replacing what was there."""

@@ -4,12 +4,13 @@ the WM_MEMORY_RETENTION_DAYS setting."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from wm_server.config import Settings, retention_days
 from wm_server.services.memory_lifecycle import near_duplicates, token_set_similarity
-from wm_server.storage.memory_expiry import expires_at, retention_of
+from wm_server.storage.memory_expiry import alive_mask, expires_at, retention_of
 from wm_server.storage.memory_lifecycle import Candidate
 
 
@@ -56,3 +57,20 @@ def test_the_retention_setting_is_checked() -> None:
             retention_days(bad)
         with pytest.raises(ValidationError):
             Settings(memory_retention_days=bad)
+
+
+def test_the_array_form_of_expiry_agrees_with_the_one_for_a_memory_in_hand() -> None:
+    names = ("active", "event", "profile", "decision")
+    retention = retention_of({"event": 1.0, "decision": 30.0})
+    rng = np.random.default_rng(3)
+    count = 400
+    kinds = rng.integers(1, len(names), count).astype(np.int32)
+    created = rng.uniform(0, 40 * 86_400, count)
+    expires = np.where(rng.random(count) < 0.3, rng.uniform(0, 40 * 86_400, count), np.nan)
+    at = 20 * 86_400.0
+    for rules in (retention, ()):
+        mask = alive_mask(at, rules, expires, created, kinds, names)
+        for n in range(count):
+            expire = None if np.isnan(expires[n]) else float(expires[n])
+            when = expires_at(expire, float(created[n]), names[kinds[n]], rules)
+            assert bool(mask[n]) == (when is None or when > at)
