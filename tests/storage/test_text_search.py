@@ -184,13 +184,13 @@ async def test_the_default_ranking_follows_new_and_re_indexed_archives(
     assert len(rows) == many + 1
     await services.jobs.index_chunk(job, data.sid, rows[:INDEX_CHUNK], "", [])
     assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]  # still read whole
-    _, total = await services.context.ranked("big", "filler", "", 10, False)
+    _, total = await services.archive_search.ranked("big", "filler", "", 10, False)
     assert total == many  # the chunk written is not counted twice
     completion = Phase2Completion("# Working Memory\n", 3, "a", "[]", "{}", (job.archive_seq,))
     index = ArchiveIndex(tuple(rows[INDEX_CHUNK:]))
     assert await services.jobs.complete(job, completion, index=index) is not None
     assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]
-    _, total = await services.context.ranked("big", "filler", "", 10, False)
+    _, total = await services.archive_search.ranked("big", "filler", "", 10, False)
     assert total == many  # each row once: the written ones, no longer the messages read
     await services.sessions.delete("s", "")
     assert await _ranked(services, "", "ledger") == []
