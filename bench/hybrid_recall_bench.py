@@ -35,18 +35,18 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.retrieval.generator import generate  # noqa: E402
 from wm_core import Message, Role, TextPart, message_tokens  # noqa: E402
-from wm_server.api.events import encode_event  # noqa: E402
+from wm_server.api.commit_event_encoder import encode_event  # noqa: E402
 from wm_server.embedding.embedded import WordLlamaEmbedder  # noqa: E402
 from wm_server.embedding.port import TextRole  # noqa: E402
+from wm_server.security.tenancy import set_tenant  # noqa: E402
 from wm_server.services.archive_search import ArchiveSearchService  # noqa: E402
+from wm_server.services.commit_event_log import EventLog  # noqa: E402
+from wm_server.services.commit_wakeups import EventBus  # noqa: E402
 from wm_server.services.commits import CommitService  # noqa: E402
 from wm_server.services.embedding_index import EmbeddingIndexer  # noqa: E402
-from wm_server.services.event_bus import EventBus  # noqa: E402
-from wm_server.services.events import EventLog  # noqa: E402
 from wm_server.services.recall import HybridRecall  # noqa: E402
 from wm_server.services.sessions import SessionService  # noqa: E402
 from wm_server.storage.sqlite import SqliteDatabase  # noqa: E402
-from wm_server.tenancy import set_tenant  # noqa: E402
 
 BATCH = 500
 PER_SESSION = 5000

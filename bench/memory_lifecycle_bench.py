@@ -34,13 +34,13 @@ import numpy as np  # noqa: E402
 from memory_search_bench import bulk_fill, vocabulary, zipf_pick  # noqa: E402
 
 from wm_core import MemoryType  # noqa: E402
+from wm_server.security.tenancy import set_tenant  # noqa: E402
 from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec  # noqa: E402
 from wm_server.services.memory_consolidation import VectorConsolidation  # noqa: E402
 from wm_server.services.memory_lifecycle import MemoryUpkeep  # noqa: E402
 from wm_server.storage.database import Database  # noqa: E402
 from wm_server.storage.memory_expiry import retention_of  # noqa: E402
 from wm_server.storage.sqlite import SqliteDatabase  # noqa: E402
-from wm_server.tenancy import set_tenant  # noqa: E402
 
 RETENTION = {t.value: 3650.0 for t in MemoryType}  # every type named: the costliest filter
 TWINS = 200

@@ -41,11 +41,11 @@ import numpy as np  # noqa: E402
 from wm_core import MemoryType  # noqa: E402
 from wm_server.embedding.fusion import to_blob  # noqa: E402
 from wm_server.embedding.port import Embedder  # noqa: E402
+from wm_server.security.tenancy import set_tenant  # noqa: E402
 from wm_server.services.memories import MemoryService, OwnerSpec  # noqa: E402
 from wm_server.services.recall import HybridRecall  # noqa: E402
 from wm_server.storage.database import Database  # noqa: E402
 from wm_server.storage.sqlite import SqliteDatabase  # noqa: E402
-from wm_server.tenancy import set_tenant  # noqa: E402
 
 CHUNK = 5000
 TENANT = "default"  # the server's own tenant, so the RSS server finds the memories

@@ -47,7 +47,7 @@ from bench.retrieval.generator import Dataset, Message, Session  # noqa: E402
 from bench.retrieval.harness import ingest, rank_of, recall_at, settings  # noqa: E402
 from wm_client import WmClient  # noqa: E402
 from wm_server.app import start_application  # noqa: E402
-from wm_server.observability import configure_logging  # noqa: E402
+from wm_server.telemetry.observability import configure_logging  # noqa: E402
 
 KS = (5, 10, 25)
 

@@ -50,10 +50,14 @@ STEPS: tuple[tuple[str, str, str], ...] = (
     ("  request decode + log context", "api/interceptors.py", "_request"),
     ("  finish: code, budget, metrics, log", "api/interceptors.py", "_finish"),
     ("    access-log line (structlog, rendered)", "structlog/_native.py", "meth"),
-    ("    access-log line: collected", "wm_server/observability.py", "emit"),
-    ("access-log lines: rendered + written, after", "wm_server/observability.py", "flush"),
-    ("    metrics (counter + histogram)", "wm_server/metrics.py", "rpc_finished"),
-    ("    metrics (counter + histogram)", "wm_server/metrics.py", "finished"),
+    ("    access-log line: collected", "wm_server/telemetry/observability.py", "emit"),
+    (
+        "access-log lines: rendered + written, after",
+        "wm_server/telemetry/observability.py",
+        "flush",
+    ),
+    ("    metrics (counter + histogram)", "wm_server/telemetry/metrics.py", "rpc_finished"),
+    ("    metrics (counter + histogram)", "wm_server/telemetry/metrics.py", "finished"),
     ("error-mapping layer (@unary)", "api/handlers.py", "wrapper"),
     ("handler: servicer method", "api/servicer.py", "{method}"),
     ("handler: health servicer", "grpc_health/v1/_async.py", "Check"),
@@ -65,7 +69,7 @@ WORKLOADS = ("Check", "AddMessages", "GetSession")
 def serve(address: str, data_dir: str, out_dir: str) -> None:
     from wm_server.app import start_application
     from wm_server.config import load_settings
-    from wm_server.observability import configure_logging
+    from wm_server.telemetry.observability import configure_logging
 
     os.environ.update(
         WM_ADDRESS=address,

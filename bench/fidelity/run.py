@@ -26,7 +26,7 @@ from bench.fidelity import report  # noqa: E402
 from bench.fidelity.behaviors import BEHAVIORS, behavior_named  # noqa: E402
 from bench.fidelity.scenario import SCENARIO  # noqa: E402
 from bench.fidelity.strategies import dump, run_all  # noqa: E402
-from wm_server.observability import configure_logging  # noqa: E402
+from wm_server.telemetry.observability import configure_logging  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COMMAND = ".venv/bin/python -m bench.fidelity.run"

@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run as a script: make ``bench`` importable
 from bench.retrieval import report  # noqa: E402
 from bench.retrieval.generator import generate  # noqa: E402
 from bench.retrieval.harness import run  # noqa: E402
-from wm_server.observability import configure_logging  # noqa: E402
+from wm_server.telemetry.observability import configure_logging  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 COMMAND = ".venv/bin/python -m bench.retrieval.run"

@@ -8,7 +8,7 @@ import sys
 from wm_server.app import serve
 from wm_server.config import ConfigurationError, load_settings
 from wm_server.event_loop import loop_factory
-from wm_server.observability import configure_logging
+from wm_server.telemetry.observability import configure_logging
 
 
 def main() -> int:

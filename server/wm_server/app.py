@@ -18,14 +18,13 @@ from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api import session_config, stored_wire
 from wm_server.api.admission import Admission, Limits
+from wm_server.api.commit_event_encoder import encode_event
 from wm_server.api.connect import HttpDoor, start_http_door
 from wm_server.api.cors import Cors
-from wm_server.api.events import encode_event
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.reflection import enable_reflection
 from wm_server.api.registration import GenericOnly
 from wm_server.api.servicer import WorkingMemoryServicer
-from wm_server.auth import ApiKeyring, check_bind_safety, load_keyring
 from wm_server.breaker import BreakerSettings
 from wm_server.config import ConfigurationError, Settings, parse_origins, split_host_port
 from wm_server.embedding.factory import build_embedder
@@ -40,20 +39,20 @@ from wm_server.llm.factory import (
     check_choice,
 )
 from wm_server.llm.port import LlmProvider
-from wm_server.metrics import Metrics
-from wm_server.observability import ACCESS_LOG
 from wm_server.phase2.chunked import InputBudget
 from wm_server.phase2.settings import WorkerSettings
 from wm_server.phase2.store import JobStore
 from wm_server.phase2.worker import Phase2Worker
+from wm_server.security.auth import ApiKeyring, check_bind_safety, load_keyring
+from wm_server.security.tls import server_credentials, server_ssl_context, tls_mode
 from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.archives import ArchiveService
 from wm_server.services.auto_commit import IdleSweeper
+from wm_server.services.commit_event_log import EventLog
+from wm_server.services.commit_wakeups import EventBus
 from wm_server.services.commits import CommitService
 from wm_server.services.context_assembly import ContextService
 from wm_server.services.embedding_index import EmbeddingIndexer
-from wm_server.services.event_bus import EventBus
-from wm_server.services.events import EventLog
 from wm_server.services.extraction_preview import ExtractionPreviewService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
@@ -68,8 +67,9 @@ from wm_server.services.user_data import UserDataService
 from wm_server.services.working_memory import WorkingMemoryService
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
-from wm_server.tls import server_credentials, server_ssl_context, tls_mode
-from wm_server.tracing import NO_TRACING, OtelTracing, otlp_tracing
+from wm_server.telemetry.metrics import Metrics
+from wm_server.telemetry.observability import ACCESS_LOG
+from wm_server.telemetry.tracing import NO_TRACING, OtelTracing, otlp_tracing
 
 log = structlog.get_logger("wm_server")
 
@@ -119,7 +119,7 @@ class Application:
     metrics_port: int | None = None
     inspector: Inspector | None = None
     http: HttpDoor | None = None  # the Connect door (WM_HTTP_ADDRESS)
-    tracing: OtelTracing | None = None  # OpenTelemetry, when configured (tracing.py)
+    tracing: OtelTracing | None = None  # OpenTelemetry, when configured (telemetry/tracing.py)
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property

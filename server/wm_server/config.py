@@ -228,7 +228,7 @@ class Settings(BaseSettings):
     shutdown_drain_seconds: Annotated[float, Field(ge=0)] = 0.0
     shutdown_grace_seconds: Annotated[float, Field(ge=0)] = 10.0
     reflection: bool = True
-    # Authentication (wm_server.auth) and transport security (wm_server.tls).
+    # Authentication (wm_server.security.auth) and transport security (wm_server.security.tls).
     api_keys: SecretStr | None = None
     api_keys_file: Path | None = None
     allow_insecure: bool = False

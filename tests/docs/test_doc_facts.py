@@ -12,8 +12,8 @@ import pytest
 from blocks import REPO, documents
 from pydantic import SecretStr
 
-from wm_server.auth import load_keyring
 from wm_server.config import Settings
+from wm_server.security.auth import load_keyring
 
 KEY_SOURCES = [*documents(), REPO / "Dockerfile", REPO / "deploy" / "compose.yaml"]
 _KEYS = re.compile(r"WM_API_KEYS=(.*)$", re.MULTILINE)

@@ -385,7 +385,7 @@ def test_wm_server_refuses_at_start_with_exit_code_2(tmp_path: Path) -> None:
 def test_loopback_keys_or_the_explicit_flag_pass_the_check(
     tmp_path: Path, address: str, overrides: dict[str, object]
 ) -> None:
-    from wm_server.auth import check_bind_safety, load_keyring
+    from wm_server.security.auth import check_bind_safety, load_keyring
 
     settings = make_settings(tmp_path, address=address, **overrides)
     check_bind_safety(settings, load_keyring(settings))  # does not raise

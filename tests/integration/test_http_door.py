@@ -33,7 +33,7 @@ from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.app import Application, start_application
-from wm_server.observability import ACCESS_LOG
+from wm_server.telemetry.observability import ACCESS_LOG
 
 SERVICE = "wm.v1.WorkingMemoryService"
 # The README's line, verbatim; the test swaps in the port the server picked.

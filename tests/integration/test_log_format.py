@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from support.server_process import ServerProcess, free_port
-from wm_server.observability import resolve_format
+from wm_server.telemetry.observability import resolve_format
 
 HINT = "; try `.venv/bin/wm demo` in a second terminal"
 

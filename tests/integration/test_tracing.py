@@ -27,7 +27,7 @@ from wm_client.jsonl import message_from_dict
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.app import Application, start_application
 from wm_server.config import Settings
-from wm_server.tracing import ENDPOINT_VARIABLE, OtelTracing, otlp_tracing
+from wm_server.telemetry.tracing import ENDPOINT_VARIABLE, OtelTracing, otlp_tracing
 
 CREATE_SESSION = "/wm.v1.WorkingMemoryService/CreateSession"
 STAGES = [

@@ -21,9 +21,9 @@ from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.app import Application
+from wm_server.security.tenancy import set_tenant
 from wm_server.services.sessions import SessionService
 from wm_server.storage.sqlite import SqliteDatabase
-from wm_server.tenancy import set_tenant
 
 Stub = service_grpc.WorkingMemoryServiceStub
 # The ``llm_server`` fixture: starts a server with environment overrides.

@@ -17,8 +17,8 @@ import pytest
 from storage_support import ENGINES, Services, build_services, make_database
 
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from wm_server.security.tenancy import set_tenant
 from wm_server.storage.database import Database
-from wm_server.tenancy import set_tenant
 
 
 @pytest.fixture(params=ENGINES)

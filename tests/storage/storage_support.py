@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from support.port_coverage import EXERCISED, register_expected
-from wm_server.api.events import encode_event
+from wm_server.api.commit_event_encoder import encode_event
 from wm_server.phase2.store import JobStore
 from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.archives import ArchiveService
+from wm_server.services.commit_event_log import EventLog
+from wm_server.services.commit_wakeups import EventBus
 from wm_server.services.commits import CommitService
 from wm_server.services.context_assembly import ContextService
-from wm_server.services.event_bus import EventBus
-from wm_server.services.events import EventLog
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
 from wm_server.services.paging import PageTokens

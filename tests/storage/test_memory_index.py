@@ -11,12 +11,12 @@ import time
 from storage_support import Services
 
 from wm_core import MemoryType, Message, Role, TextPart
+from wm_server.security.tenancy import set_tenant
 from wm_server.services.memories import MemoryContent, OwnerSpec
 from wm_server.services.memory_index import MemoryIndex
 from wm_server.services.recall import HybridRecall, no_vector
 from wm_server.services.recall_warmup import RecallWarmup
 from wm_server.services.user_data import UserDataService
-from wm_server.tenancy import set_tenant
 
 USER = OwnerSpec(user_id="u1")
 

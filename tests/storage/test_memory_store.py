@@ -22,6 +22,7 @@ from wm_core import (
     message_tokens,
 )
 from wm_server.errors import AlreadyExists, InvalidArgument, NotFound
+from wm_server.security.tenancy import current_tenant, set_tenant
 from wm_server.services.memories import (
     MemoryContent,
     MemorySources,
@@ -31,7 +32,6 @@ from wm_server.services.memories import (
     similar_memories,
 )
 from wm_server.services.sessions import find_session
-from wm_server.tenancy import current_tenant, set_tenant
 
 USER = OwnerSpec(user_id="u1")
 _ids = itertools.count()

@@ -14,9 +14,9 @@ from storage_support import Services, build_services
 from wm_core import CommitState, Message, Role, TextPart, message_tokens
 from wm_server.phase2.state import Phase2Completion
 from wm_server.phase2.store import LeaseLost
-from wm_server.services.events import Phase2Started
+from wm_server.security.tenancy import set_tenant
+from wm_server.services.commit_event_log import Phase2Started
 from wm_server.storage.postgres import PostgresDatabase
-from wm_server.tenancy import set_tenant
 
 pytestmark = pytest.mark.postgres
 

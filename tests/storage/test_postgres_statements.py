@@ -13,8 +13,8 @@ import pytest
 from storage_support import Services, build_services
 
 from wm_core import Message, Role, TextPart, message_tokens
+from wm_server.security.tenancy import set_tenant
 from wm_server.storage.postgres import PostgresDatabase
-from wm_server.tenancy import set_tenant
 
 pytestmark = pytest.mark.postgres
 

@@ -46,13 +46,13 @@ from wm_server.errors import (
 )
 from wm_server.phase2.state import ClaimedJob, Phase2Completion
 from wm_server.phase2.store import JobStore, LeaseLost
+from wm_server.security.tenancy import set_tenant
 from wm_server.services import paging
+from wm_server.services.commit_event_log import EventLog, Phase2Started
 from wm_server.services.context_formats import ContextFormat
-from wm_server.services.events import EventLog, Phase2Started
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.storage.statements import Write
-from wm_server.tenancy import set_tenant
 
 _ids = itertools.count()
 

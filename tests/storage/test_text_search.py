@@ -18,10 +18,10 @@ from wm_server.phase2.state import ArchiveIndex, Phase2Completion
 from wm_server.phase2.store import INDEX_CHUNK
 from wm_server.search.analyzer import analyze
 from wm_server.search.bm25 import BM25_B, BM25_K1
+from wm_server.security.tenancy import current_tenant, set_tenant
 from wm_server.storage.database import Database
 from wm_server.storage.postgres import PostgresDatabase
 from wm_server.storage.sqlite import SqliteDatabase
-from wm_server.tenancy import current_tenant, set_tenant
 
 _ids = itertools.count()
 

@@ -12,7 +12,7 @@ import pytest
 from storage_support import ENGINES, build_services, make_database
 
 from wm_core import SectionOp
-from wm_server.tenancy import set_tenant
+from wm_server.security.tenancy import set_tenant
 
 DECISION = {
     "section": "Files & Context",

@@ -57,11 +57,11 @@ import structlog
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
 from wm_server.api.admission import Admission, Budget
 from wm_server.api.status import internal_status, rpc_status_of, status_of_error
-from wm_server.auth import ApiKeyring
 from wm_server.errors import ServiceError
-from wm_server.metrics import Metrics, RpcSeries
-from wm_server.observability import ACCESS_LOG, RpcLogContext, set_rpc_log_context
-from wm_server.tenancy import DEFAULT_TENANT, set_tenant
+from wm_server.security.auth import ApiKeyring
+from wm_server.security.tenancy import DEFAULT_TENANT, set_tenant
+from wm_server.telemetry.metrics import Metrics, RpcSeries
+from wm_server.telemetry.observability import ACCESS_LOG, RpcLogContext, set_rpc_log_context
 
 Context = grpc.aio.ServicerContext[Any, Any]
 if TYPE_CHECKING:

@@ -44,8 +44,8 @@ from wm_server.phase2.chunked import InputBudget, generate_in_chunks
 from wm_server.phase2.settings import WorkerSettings
 from wm_server.phase2.state import ArchiveIndex, Phase2Completion, State
 from wm_server.phase2.store import INDEX_CHUNK, JobStore
+from wm_server.services.commit_event_log import CommitEvent, GuardDecided
 from wm_server.services.embedding_index import EmbeddingIndexer, VectorRow
-from wm_server.services.events import CommitEvent, GuardDecided
 from wm_server.services.extraction import MemoryState, extract
 from wm_server.storage import codec
 from wm_server.storage.records import CommitRecord, WorkingMemoryRecord

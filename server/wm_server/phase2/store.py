@@ -32,8 +32,7 @@ from wm_server.phase2.state import (
     Phase2Completion,
     Phase2Input,
 )
-from wm_server.services.embedding_index import VectorRow, store_message_vectors
-from wm_server.services.events import (
+from wm_server.services.commit_event_log import (
     CommitEvent,
     Completed,
     EventLog,
@@ -43,6 +42,7 @@ from wm_server.services.events import (
     RetryScheduled,
     WorkingMemoryStored,
 )
+from wm_server.services.embedding_index import VectorRow, store_message_vectors
 from wm_server.services.extraction import (
     Extraction,
     MemoryContext,

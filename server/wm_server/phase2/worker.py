@@ -55,11 +55,11 @@ from wm_server.phase2 import stages
 from wm_server.phase2.settings import WorkerSettings
 from wm_server.phase2.state import ClaimedJob, State
 from wm_server.phase2.store import JobStore, LeaseLost
+from wm_server.services.commit_event_log import CommitEvent
+from wm_server.services.commit_wakeups import EventBus
 from wm_server.services.embedding_index import EmbeddingIndexer
-from wm_server.services.event_bus import EventBus
-from wm_server.services.events import CommitEvent
 from wm_server.services.extraction import MemoryState
-from wm_server.tracing import NO_TRACING, ModelCall, Tracing
+from wm_server.telemetry.tracing import NO_TRACING, ModelCall, Tracing
 
 __all__ = ["Phase2Observer", "Phase2Worker", "WorkerSettings"]
 

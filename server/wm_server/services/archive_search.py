@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from wm_core import fold_text
 from wm_server.embedding.fusion import Fused
 from wm_server.errors import invalid
+from wm_server.security.tenancy import current_tenant
 from wm_server.services import validation
 from wm_server.services.archives import archive_seq
 from wm_server.services.literal_search import Literal, search_terms
@@ -23,7 +24,6 @@ from wm_server.storage.database import Database
 from wm_server.storage.records import SearchMatch
 from wm_server.storage.text_index import query_words
 from wm_server.storage.unit_of_work import UnitOfWork
-from wm_server.tenancy import current_tenant
 
 
 @dataclass(frozen=True, slots=True)

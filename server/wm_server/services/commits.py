@@ -17,13 +17,13 @@ from wm_core import CommitState, Trigger, archive_name, idle_due
 from wm_server.cancellation import wait_set
 from wm_server.errors import FailedPrecondition, OutOfRange, Unavailable, invalid
 from wm_server.services import idempotency, paging, validation
-from wm_server.services.event_bus import EventBus
-from wm_server.services.events import (
+from wm_server.services.commit_event_log import (
     RETRY_REQUESTED,
     EventLog,
     Heartbeat,
     RetryScheduled,
 )
+from wm_server.services.commit_wakeups import EventBus
 from wm_server.services.phase1 import MAX_KEEP_TURNS, archive, session_commit
 from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from wm_core import MemoryPlan, MemoryVerdict, Message, archive_text
 from wm_server.errors import NotFound, Unavailable, invalid
 from wm_server.llm.port import LlmError, LlmProvider
+from wm_server.security.tenancy import current_tenant
 from wm_server.services.archives import archive_seq
 from wm_server.services.extraction import (
     QUERY_CHARS,
@@ -36,7 +37,6 @@ from wm_server.services.memory_lifecycle import plan_supersessions
 from wm_server.services.sessions import find_session
 from wm_server.storage.database import Database
 from wm_server.storage.records import StoredMessage
-from wm_server.tenancy import current_tenant
 
 MAX_ARCHIVES = 20
 # Live messages read at most (the newest are kept: what the next commits would archive).

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wm_server.errors import request_id_reused
+from wm_server.security.tenancy import current_tenant
 from wm_server.storage.unit_of_work import UnitOfWork
-from wm_server.tenancy import current_tenant
 
 
 @dataclass(frozen=True, slots=True)

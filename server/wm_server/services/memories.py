@@ -43,6 +43,7 @@ from wm_core import (
     memory_key,
 )
 from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
+from wm_server.security.tenancy import current_tenant
 from wm_server.services import idempotency, paging, validation
 from wm_server.services.memory_lifecycle import (
     expired,
@@ -61,7 +62,6 @@ from wm_server.storage.records import MemoryRow, MemorySourceRow, MemoryVersionR
 from wm_server.storage.sessions import SessionRow
 from wm_server.storage.text_index import query_words
 from wm_server.storage.unit_of_work import UnitOfWork
-from wm_server.tenancy import current_tenant
 
 MAX_TEXT = MAX_STORED_MEMORY_CHARS  # wm_core's: memory_store's schema states it too
 MAX_FIELDS = 16

@@ -18,8 +18,8 @@ import secrets
 from collections.abc import Sequence
 
 from wm_server.errors import invalid
+from wm_server.security.tenancy import current_tenant
 from wm_server.storage.database import Database
-from wm_server.tenancy import current_tenant
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000

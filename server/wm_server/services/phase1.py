@@ -24,7 +24,7 @@ from wm_core import (
 )
 from wm_server.errors import NotFound
 from wm_server.services import validation
-from wm_server.services.events import EventLog, Phase1Finished
+from wm_server.services.commit_event_log import EventLog, Phase1Finished
 from wm_server.storage.records import CommitRecord
 from wm_server.storage.sessions import SessionRow
 from wm_server.storage.unit_of_work import UnitOfWork

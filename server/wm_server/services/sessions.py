@@ -19,8 +19,9 @@ from wm_core import (
     threshold_trigger,
 )
 from wm_server.errors import AlreadyExists, FailedPrecondition, invalid, session_not_found
+from wm_server.security.tenancy import current_tenant
 from wm_server.services import idempotency, paging, validation
-from wm_server.services.events import EventLog
+from wm_server.services.commit_event_log import EventLog
 from wm_server.services.phase1 import archive
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.codec import message_from_row, parts_to_json
@@ -28,7 +29,6 @@ from wm_server.storage.database import Database
 from wm_server.storage.records import UNCONFIGURED, AddResult, SessionRecord, StoredMessage
 from wm_server.storage.sessions import SessionRow
 from wm_server.storage.unit_of_work import UnitOfWork
-from wm_server.tenancy import current_tenant
 
 # RemoveRecentMessages takes back at most this many messages per call: its outcome (the
 # messages themselves, for an identical answer to a retry) is remembered with its request id.

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from wm_server.errors import invalid
+from wm_server.security.tenancy import current_tenant
 from wm_server.services import idempotency, validation
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
-from wm_server.tenancy import current_tenant
 
 CHUNK = 500  # memories deleted per unit of work before the last one
 

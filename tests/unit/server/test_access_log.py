@@ -9,8 +9,8 @@ import io
 import json
 import logging
 
-from wm_server import observability
-from wm_server.observability import AccessLog, RpcLogContext, merge_rpc_context
+from wm_server.telemetry import observability
+from wm_server.telemetry.observability import AccessLog, RpcLogContext, merge_rpc_context
 
 
 class CountingStream(io.StringIO):

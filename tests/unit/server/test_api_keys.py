@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from wm_server.auth import load_keyring
 from wm_server.config import ConfigurationError, Settings
+from wm_server.security.auth import load_keyring
 
 KEY_A = "a" * 8 + "-0123456789abcdef"
 KEY_B = "b" * 8 + "-fedcba9876543210"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from wm_server.metrics import RPC_BUCKETS, Metrics
+from wm_server.telemetry.metrics import RPC_BUCKETS, Metrics
 
 METHOD = "wm.v1.WorkingMemoryService/AddMessages"
 CALLS = [

@@ -28,7 +28,9 @@ import structlog
 
 from wm_server.config import ConfigurationError, Settings, is_loopback_host, split_host_port
 
-log = structlog.get_logger("wm_server.auth")
+log = structlog.get_logger(
+    "wm_server.auth"
+)  # the name operators filter on, kept from before the move
 
 MIN_KEY_LENGTH = 16
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

@@ -23,7 +23,7 @@ from wm_server.api.commit_wire import (
 )
 from wm_server.api.stored_wire import timestamp
 from wm_server.llm.chain import LlmCallFinished, LlmCallStarted, OpsParsed
-from wm_server.services.events import (
+from wm_server.services.commit_event_log import (
     CommitEvent,
     Completed,
     Failed,

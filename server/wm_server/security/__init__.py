@@ -1,0 +1,1 @@
+"""Who may call and over what: authentication, TLS, tenancy."""

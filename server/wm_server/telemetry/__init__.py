@@ -1,0 +1,1 @@
+"""What the server tells its operators: logs, metrics, traces."""
