@@ -26,12 +26,13 @@ from wm_core._memory.speech import (
     TENTATIVE,
     clauses,
     clean,
+    normalized,
     object_of,
     statement,
     third_person,
 )
 from wm_core._memory.subjects import REPLACES
-from wm_core._messages import Message, Role
+from wm_core._messages import Message, Role, TextPart
 
 _PROPOSAL: Final = re.compile(
     r"^(?:i(?:\s+would|'d)?\s+(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
@@ -258,6 +259,22 @@ def _fold_given_up(found: Sequence[Fact]) -> list[Fact]:
     return kept
 
 
+# A clause that states nothing alone but goes on from the fact before it in its sentence:
+# "I never use ORMs, I write raw SQL", "RabbitMQ won, Kafka is overkill for our volume".
+_MAX_CONTINUATION_WORDS: Final = 14
+
+
+def _continued(fact: Fact, clause: str, role: Role) -> Fact:
+    """``fact`` with the clause after it in its sentence added to its text, when that clause
+    states nothing alone (it says why, how or what instead; see ``_MAX_CONTINUATION_WORDS``).
+    Why: one sentence often states one fact over two clauses, and a memory that keeps only
+    the first half loses the "instead" or the "because" a reader needs."""
+    if len(clause.split()) > _MAX_CONTINUATION_WORDS or fact.type is MemoryType.ENTITY:
+        return fact
+    more = third_person(clean(clause), role, sentence=False, team=fact.type is MemoryType.DECISION)
+    return replace(fact, text=f"{fact.text}; {more}")
+
+
 def conversation_facts(
     messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
 ) -> list[Fact]:
@@ -267,6 +284,10 @@ def conversation_facts(
     a line that starts with a timestamp ("[2026-03-05 09:00] …") uses that date instead.
     """
     dates = message_dates or {}
+    messages = [
+        Message(m.id, m.role, (TextPart(normalized(m.text())),), m.estimated_tokens)
+        for m in messages
+    ]
     talk = Talk()
     found: list[Fact] = []
     previous: Message | None = None
@@ -326,10 +347,12 @@ def conversation_facts(
                 if said is None:
                     continue
                 talk.follow_on = re.match(r"^\s*(?:and|also|plus)\b", sentence, re.I) is not None
+                stated: int | None = None  # index in found of this sentence's last fact
                 for clause in clauses(said):
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):
                         continue
+                    before = len(found)
                     signer = _signer(text) if last_decision is not None else None
                     if signer is not None and last_decision is not None:
                         fact = found[last_decision]
@@ -343,5 +366,9 @@ def conversation_facts(
                                           (message.id,), fact.fields, fact.when))  # fmt: skip
                         if fact.type is MemoryType.DECISION:
                             last_decision = len(found) - 1
+                    if len(found) > before:
+                        stated = before
+                    elif stated is not None and signer is None:
+                        found[stated] = _continued(found[stated], text, message.role)
         previous = message
     return _fold_given_up(found)

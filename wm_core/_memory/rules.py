@@ -121,8 +121,45 @@ _ROLE_AT: Final = re.compile(r"^(?:(?:a|an|the)\s+\w|[\w\- ]+?\s+(?:at|for)\s+(?
 _HOME_AT: Final = re.compile(
     r"^(?:based|living|located)\s+in\s+(?P<place>.+)$|^from\s+(?P<from>.+)$", re.I
 )
-_AGE: Final = re.compile(r"^i(?:'m| am)\s+(?P<age>\d{1,3})(?:\s+years?\s+old)?\b", re.I)
+_AGE: Final = re.compile(
+    r"^(?:i(?:'m| am)\s+(?:turning\s+|now\s+)?|i\s+(?:just\s+)?turn(?:ed)?\s+|turning\s+)"
+    r"(?P<age>\d{1,3})(?:\s+years?\s+old|\s*(?:yo|y/o))?(?!\s*(?:%|percent|minutes|hours|days|"
+    r"weeks|months|km|miles|mins?|am|pm|:))\b",
+    re.I,
+)
+# An age said in passing after another fact: "my birthday's on the 3rd of July, turning 30".
+_AGE_AFTER: Final = re.compile(r",\s+(?:and\s+)?turning\s+(?P<age>\d{1,3})\b(?!\s*%)", re.I)
+# What a list after the age says ("I'm 41, married, two kids"): each item is a profile fact.
+_STATUS: Final = re.compile(
+    r"^(?:(?:happily|recently|newly)\s+)?(?P<is>married|single|divorced|engaged|widowed|retired|"
+    r"separated|vegan|vegetarian|pregnant|unemployed|self-employed|freelance|a\s+[\w\-]+(?:\s+"
+    r"[\w\-]+)?)$|^(?P<has>(?:no|one|two|three|four|five|six|\d+)\s+(?:kids?|children|sons?|"
+    r"daughters?|dogs?|cats?|grandchildren|grandkids))$",
+    re.I,
+)
+# The user's pronouns: "I use they/them pronouns", "my pronouns are she/her", "(he/him)".
+_PRONOUNS: Final = re.compile(
+    r"\bpronouns?\b|\b(?:he/him|she/her|they/them|ze/zir|xe/xem|he/they|she/they)\b", re.I
+)
+# What the user's team or company is: "we're a team of six", "we're a small agency".
+_WE_ARE: Final = re.compile(
+    r"^we(?:'re| are)\s+(?:(?:just|only|still)\s+)?(?:a|an)\s+(?:[\w\-]+\s+){0,3}?(?:team|"
+    r"company|startup|start-up|shop|agency|studio|family|couple|group|org|organi[sz]ation|"
+    r"nonprofit|non-profit|lab|consultancy|household)\b",
+    re.I,
+)
+# Thinking is no fact: "I always thought it was Sydney", "I guess so", "I remember that one".
+_MENTAL: Final = re.compile(
+    r"^i\s+(?:(?:always|never|just|really|honestly|also|still)\s+)*(?:thought|think|believe|"
+    r"assumed|assume|guess|suppose|wonder|wondered|remember|forgot|figured|knew|know|feel like|"
+    r"mean|meant|see|saw that|understand|get it|agree|disagree)\b",
+    re.I,
+)
+# A clause that denies: "Nothing special today", "No plans yet", "None of that matters".
+_NOTHING: Final = re.compile(r"^(?:nothing|no|none|not|nobody|neither)\b", re.I)
 _PROFILE_START: Final = re.compile(
+    r"^we\s+(?:(?:just|also|now|currently|still|recently)\s+)*(?:live|'ve lived|have lived|"
+    r"moved|relocated)\b|"
     r"^i\s+(?:(?:just|also|really|currently|now|still|recently|actually)\s+)*(?:"
     r"(?:'m|am)\s+(?:(?:finally|now|still|currently|also|really|just)\s+)*(?:a|an|the|allergic|vegetarian|vegan|pescatarian|lactose|gluten|diabetic|"
     r"pregnant|married|divorced|single|retired|based|from|originally|left-handed|"
@@ -142,7 +179,12 @@ _PROFILE_START: Final = re.compile(
     re.IGNORECASE,
 )
 _MY_IS: Final = re.compile(
-    r"^(?:my\s+(?!favou?rite)[\w'\-]+(?:\s+[\w'\-]+){0,3}\s+(?:is|are|should)\s+|"
+    r"^(?:my\s+(?!favou?rite|go-to|next\s|goal|plan|dream)[\w'\-]+(?:\s+[\w'\-]+){0,3}\s+"
+    r"(?:is|are|should)\s+|"
+    # how the user's team works: "our main language is TypeScript", "our stack is Go"
+    r"our\s+(?:(?:main|primary|default|whole|entire|core|only)\s+)?(?:language|languages|"
+    r"stack|tech stack|platform|cloud|team|company|product|office|headquarters|hq|customers|"
+    r"users|clients|domain|business|industry|framework|database|db)\s+(?:is|are)\s+|"
     r"[\w\-]+(?:\s+[\w\-]+)?\s+(?:is|are)\s+my\s+)",
     re.IGNORECASE,
 )
@@ -232,7 +274,12 @@ _PROCEDURE: Final = re.compile(
 _PLAN: Final = re.compile(
     r"^(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:planning|going|hoping|about)\s+to\b|"
     r"^(?:i|we)\s+(?:plan|intend|promised|promise|hope|want|aim)\s+to\b|"
-    r"^(?:i|we)\s+(?:promised|told)\s+\w+|^i(?:'ve| have) (?:booked|signed up|registered)",
+    r"^(?:i|we)\s+(?:promised|told)\s+\w+|^i(?:'ve| have) (?:booked|signed up|registered)|"
+    # a goal or a plan said as a noun: "my next goal is a full marathon", "the plan is to …"
+    r"^(?:my|our|the)\s+(?:(?:next|main|big|new|only)\s+)?(?:goal|plan|dream|resolution|aim|"
+    r"target|hope)\s+(?:for\s+[\w\s]{1,20}?\s+)?(?:is|are)\b|"
+    # a booking said without its subject: "Booked flights to Reykjavik for June 20"
+    r"^(?:just\s+)?(?:booked|registered for|signed up for)\s+\w",
     re.IGNORECASE,
 )
 # Something that happened to the user, said without a time ("We just got back from Iceland",
@@ -296,16 +343,36 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
         if more:  # "I'm 52 and recently retired from teaching"
             body = third_person(clean(f"I {more.group('more')}"))
             found.append((body, memory_key(body), {}))
+        for item in re.split(r",\s*(?:and\s+)?", text[match.end() :])[1:]:
+            status = _STATUS.match(clean(item))  # "I'm 41, married, two kids"
+            if status and status.group("is"):
+                found.append((f"The user is {status.group('is')}", status.group("is").lower(), {}))
+            elif status:
+                found.append((f"The user has {status.group('has')}", "family", {}))
+        return found
+    if _PRONOUNS.search(text) and re.match(r"^(?:i|my)\b", text, re.I):
+        return [(third_person(clean(original)), "pronouns", {})]
+    we_are = _WE_ARE.match(text)
+    if we_are:  # "we're a team of six": what the user is part of
+        body = clean(text[text.lower().index("a", len(we_are.group().split()[0])) :])
+        return [(f"The user is part of {body}", memory_key(text), {})]
+    found: list[tuple[str, str, dict[str, str]]] = []
+    after = _AGE_AFTER.search(text)
+    if after:  # "my birthday's on the 3rd of July, turning 30"
+        age = after.group("age")
+        found.append((f"The user is turning {age}", "age", {"age": age}))
+        text = original = original[: after.start()]
+    if found and not re.match(r"^(?:i|my)\b", text, re.I):
         return found
     if _PROFILE_NOT.match(text):
-        return []
+        return found
     habit = re.match(r"^i\s", text, re.I) and _FREQUENCY.search(text)
     team = _TEAM_USES.match(text) and not REASON.search(text)
     my_is = _MY_IS.match(text)
     if my_is and _STATE.match(text[my_is.end() :]):
-        return []  # "My PR is blocked on review": a state of work, not who the user is
+        return found  # "My PR is blocked on review": a state of work, not who the user is
     if _FOR_NOW.search(text):
-        return []  # "I'm working on the auth refactor this week"
+        return found  # "I'm working on the auth refactor this week"
     if _PROFILE_START.match(text) or my_is or habit or team or _YEARLY.match(text):
         body = third_person(clean(original))
         lower = text.lower()
@@ -320,8 +387,8 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
             fields = {"home": place} if place else {}
         elif organization:
             subject, fields = "organization", {"organization": organization}
-        return [(body, subject, fields)]
-    return []
+        return [(body, subject, fields), *found]
+    return found
 
 
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
@@ -387,8 +454,8 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if decision is not None:
         body, choice, fields = decision
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    if not user or _AWAY.search(text):
-        return []  # "I'm going to lunch", "I have a meeting at 3, let's continue tomorrow"
+    if not user or _AWAY.search(text) or _MENTAL.match(text) or _NOTHING.match(text):
+        return []  # "I'm going to lunch", "I always thought it was Sydney", "Nothing new"
     their = THEIR_NAME.match(text)
     if their and talk.last_relation:
         name = their.group("name")
@@ -431,7 +498,7 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         text = f"{text[: whose.start('pro')]}{talk.last_name}'s{text[whose.end('pro') :]}"
     main: Fact | None = None
     vague_time = when is not None and re.match(
-        r"this\s+(?:week|month|year)", text[when.start : when.end], re.I
+        r"this\s+(?:week|month|year)\b", text[when.start : when.end], re.I
     )
     if vague_time:
         when = None
