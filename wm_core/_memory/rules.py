@@ -391,7 +391,26 @@ def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
     return found
 
 
+# What may come before the one who decides: a time ("last week we decided …"), how it went
+# ("after a lot of back and forth we're going with …", "so in the end the team chose …").
+_DECISION_LEAD: Final = re.compile(
+    r"^(?:(?:so|ok|okay|anyway|then|and)\s+)?(?:(?:after|following|in the end|eventually|"
+    r"finally|ultimately|as of|since|last|this|earlier|yesterday|today|on|at|by|for now)\b"
+    r"[^,]{0,50}?,?\s+)(?=(?:we|we've|we're|we'll|i|i've|i'll|the team|our team|the \w+ team)\s)",
+    re.IGNORECASE,
+)
+
+
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
+    lead = _DECISION_LEAD.match(text)
+    if lead is not None:
+        found = _decision_at(text[lead.end() :], role)
+        if found is not None:
+            return found
+    return _decision_at(text, role)
+
+
+def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     match = (
         _DECIDED.match(text)
         or _DECISION_IS.match(text)

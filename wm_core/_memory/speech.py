@@ -175,6 +175,7 @@ _ADVERB_SKIP_TEXT: Final = (
     "finally even definitely strongly much"
 )
 _ADVERB_SKIP: Final = frozenset(_ADVERB_SKIP_TEXT.split())
+_LY_VERBS: Final = frozenset("apply reply rely supply multiply imply comply bully rally tally".split())
 _PAST_FORMS_TEXT: Final = (
     "went had got broke lost quit left took made met saw came began ran won bought sold "
     "gave fell wrote spent found became grew flew drove ate told said"
@@ -221,7 +222,9 @@ def third_person(
         core = word.strip(",.;:!?\"'()")
         lower = core.lower()
         if conjugate and core and core.isalpha() and core.islower():
-            if lower in _ADVERB_SKIP:
+            if lower in _ADVERB_SKIP or (
+                lower.endswith("ly") and len(lower) > 4 and lower not in _LY_VERBS
+            ):  # any adverb in -ly: "I personally prefer" → "the user personally prefers"
                 out.append(word)
                 continue
             conjugate = False
