@@ -33,6 +33,7 @@ from wm_core._memory.speech import (
     third_person,
 )
 from wm_core._memory.subjects import REPLACES
+from wm_core._memory.when import is_past
 from wm_core._messages import Message, Role, TextPart
 
 _PROPOSAL: Final = re.compile(
@@ -154,7 +155,7 @@ def _asked_about_user(message: Message) -> str | None:
     you use?"), if any: a short answer to it is a fact about the user."""
     found = sentences(message.text())
     last = LEAD.sub("", found[-1]).strip() if found else ""
-    if _ASKED.match(last) and not re.search(r"\b(?:did|was|were|had)\b", last, re.IGNORECASE):
+    if _ASKED.match(last) and not is_past(last):
         return last  # the answer to a question about the past is no fact about the user now
     return None
 
@@ -304,6 +305,18 @@ def _continued(fact: Fact, clause: str, role: Role) -> Fact:
     return replace(fact, text=f"{fact.text}; {more}")
 
 
+def _same_event(dated: Fact, facts: Sequence[Fact]) -> bool:
+    """Whether a clause's only fact is an undated event going on from the dated event its
+    sentence stated just before (what happened then, told in a second clause)."""
+    return (
+        dated.type is MemoryType.EVENT
+        and dated.when is not None
+        and len(facts) == 1
+        and facts[0].type is MemoryType.EVENT
+        and facts[0].when is None
+    )
+
+
 def conversation_facts(
     messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
 ) -> list[Fact]:
@@ -378,7 +391,13 @@ def conversation_facts(
                     signer = _signer(text) if last_decision is not None else None
                     if signer is not None and last_decision is not None:
                         found[last_decision] = _agreed_by(found[last_decision], signer, message.id)
-                    for fact in classify(text, sentence, message.role, base, talk):
+                    facts = classify(text, sentence, message.role, base, talk)
+                    if stated is not None and _same_event(found[stated], facts):
+                        # "Two days ago our database failed over and we lost five minutes of
+                        # writes": one event, told in two clauses
+                        found[stated] = _continued(found[stated], text, message.role)
+                        continue
+                    for fact in facts:
                         if signer is not None and fact.type is not MemoryType.ENTITY:
                             continue  # the sign-off itself is the decision's, not an event
                         if first and fact.type is MemoryType.DECISION:
