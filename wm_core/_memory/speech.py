@@ -107,6 +107,7 @@ def normalized(text: str) -> str:
         text = pattern.sub(full, text)
     return re.sub(r"[ \t]{2,}", " ", text).strip()
 
+
 # -- the third person --------------------------------------------------------------------------
 
 _USER_WORDS: Final = {
@@ -175,7 +176,9 @@ _ADVERB_SKIP_TEXT: Final = (
     "finally even definitely strongly much"
 )
 _ADVERB_SKIP: Final = frozenset(_ADVERB_SKIP_TEXT.split())
-_LY_VERBS: Final = frozenset("apply reply rely supply multiply imply comply bully rally tally".split())
+_LY_VERBS: Final = frozenset(
+    ["apply", "reply", "rely", "supply", "multiply", "imply", "comply", "bully", "rally", "tally"]
+)
 _PAST_FORMS_TEXT: Final = (
     "went had got broke lost quit left took made met saw came began ran won bought sold "
     "gave fell wrote spent found became grew flew drove ate told said"
