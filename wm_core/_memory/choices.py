@@ -19,8 +19,8 @@ pattern per phrasing, the rules here are two mechanisms:
 
 And a third: ``answer_to_should``: a reply to "Should we …?" that states something (not a
 question, not "not sure") is a decision, whatever its first word: "Yes, XML stays for them",
-"No, drop it", "For three more months, then remove them". The memory quotes the question,
-since the answer alone says nothing.
+"No, drop it", "For three more months, then remove them" (but "No, not yet" puts it off). The memory
+quotes the question, since the answer alone says nothing.
 
 Pure: text in, answers out.
 """
@@ -64,6 +64,10 @@ _SHOULD: Final = re.compile(
     r"^(?:so\s+)?should\s+(?P<who>we|the|it|they|this|that|our|all|every)\b.+\?$", re.I
 )
 _MAX_ANSWER_WORDS: Final = 25
+# An answer that puts the question off decides nothing: "No, not yet.", "Later."
+_DEFERRED: Final = re.compile(
+    r"^(?:no[,.!]?\s+)?(?:not\s+(?:yet|now|today|for now)|later|maybe later|we'll see)[.!]?$", re.I
+)
 
 
 def _option(span: str, last: bool) -> str:
@@ -97,9 +101,9 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
 
 
-def pick(reply: str, options: tuple[str, str]) -> tuple[str, str] | None:
-    """(what the reply's head says, the rest of its first sentence) when a reply picks one
-    of two options, else None (see the module docstring)."""
+def pick(reply: str, options: tuple[str, str]) -> tuple[str, str, str] | None:
+    """(the option picked, the reply's head in its own words, its first sentence) when a
+    reply picks one of two options, else None (see the module docstring)."""
     found = sentences(reply)
     first = LEAD.sub("", found[0]).strip() if found else ""
     head, _, rest = first.partition(",")
@@ -112,7 +116,7 @@ def pick(reply: str, options: tuple[str, str]) -> tuple[str, str] | None:
     if max(scores) == 0 or scores[0] == scores[1]:
         return None
     chosen = options[scores.index(max(scores))]
-    return chosen, clean(f"{head},{rest}" if rest else head)
+    return chosen, clean(head), clean(f"{head},{rest}" if rest else head)
 
 
 def other(options: tuple[str, str], chosen: str) -> str:
@@ -130,6 +134,6 @@ def answer_to_should(question: str, reply: str) -> str | None:
     decided = said or first  # "Yes." alone answers too
     if not decided or decided.endswith("?") or len(decided.split()) > _MAX_ANSWER_WORDS:
         return None
-    if TENTATIVE.match(said) or _REFUSAL.match(said):
+    if TENTATIVE.match(said) or _REFUSAL.match(said) or _DEFERRED.match(first):
         return None
     return clean(first)

@@ -248,15 +248,15 @@ def _picked(recent: Sequence[Message], reply: Message) -> Fact | None:
         found = pick(reply.text(), options)
         if found is None:
             return None
-        chosen, said = found
+        chosen, head, said = found
         said = third_person(said, sentence=False, team=True)
         text = f"The user chose {chosen} over {other(options, chosen)}: {said}"
-        fields = {"decision": chosen, "decided_by": "user"}
+        fields = {"decision": third_person(head, sentence=False, team=True), "decided_by": "user"}
         why = REASON.split(said, maxsplit=1)
         if len(why) > 1:
             fields["reason"] = clean(why[1])
         ids = (earlier.id, reply.id)
-        return Fact(MemoryType.DECISION, text, chosen, reply.text(), ids, fields)
+        return Fact(MemoryType.DECISION, text, fields["decision"], reply.text(), ids, fields)
     return None
 
 

@@ -291,7 +291,8 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if decision is not None:
         body, choice, fields = decision
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    if not user or _AWAY.search(text) or _MENTAL.match(text) or _NOTHING.match(text):
+    away = _AWAY.search(text) or _AWAY.search(sentence)  # "I have a meeting at 3, let's …"
+    if not user or away or _MENTAL.match(text) or _NOTHING.match(text):
         return []  # "I'm going to lunch", "I always thought it was Sydney", "Nothing new"
     their = THEIR_NAME.match(text)
     if their and talk.last_relation:
