@@ -1,6 +1,6 @@
 """Memory extraction benchmark: what the offline extractor keeps, and what it costs per commit.
 
-Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--split dev`` or ``dev2``
+Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--split dev``, ``dev2`` or ``dev3``
 while tuning the rules, or ``heldout``/``heldout2``, which the second round tuned on too; ``heldout3`` was
 written before the second round changed any rule and seen at its end; ``heldout4`` is never
 tuned on: written before the third round changed any rule; ``--show`` to list
@@ -60,7 +60,7 @@ from wm_server.config import Settings
 from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import MemoryRequest
 
-SPLITS = ("dev", "dev2", "heldout", "heldout2", "heldout3", "heldout4")
+SPLITS = ("dev", "dev2", "dev3", "heldout", "heldout2", "heldout3", "heldout4")
 STATEMENTS = (
     "I prefer {x} over {y} for the {z} module.",
     "We decided to move the {z} store to {x} because {y} locks under load.",

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
+from wm_core._memory.choices import answer_to_should, options_in, other, pick
 from wm_core._memory.model import MemoryType
 from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
 from wm_core._memory.rules import Fact, classify
@@ -26,12 +27,14 @@ from wm_core._memory.speech import (
     TENTATIVE,
     clauses,
     clean,
+    normalized,
     object_of,
     statement,
     third_person,
 )
 from wm_core._memory.subjects import REPLACES
-from wm_core._messages import Message, Role
+from wm_core._memory.when import is_past
+from wm_core._messages import Message, Role, TextPart
 
 _PROPOSAL: Final = re.compile(
     r"^(?:i(?:\s+would|'d)?\s+(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
@@ -50,9 +53,13 @@ _AGREE: Final = re.compile(
 )
 # Someone else agrees to the latest decision: "Our CTO, Hana, approved it", "Marta signed off".
 _SIGN_OFF: Final = re.compile(
-    r"^(?!(?:i|we|you|it|this|that)\b)(?P<who>.{1,60}?)\s+(?:has\s+|have\s+|already\s+|also\s+)*"
+    r"^(?!(?:i|we|you|it|this|that|he|she|they|there|nobody|no one)\b)(?P<who>.{1,60}?)\s+"
+    r"(?:has\s+|have\s+|already\s+|also\s+|fully\s+)*"
     r"(?:signed off|approved|okayed|ok'd|green-?lit|gave (?:it|us|the team) the go-ahead|"
-    r"(?:is|are) on board with)\b",
+    r"(?:is|are) on board|(?:is|are) fine with (?:it|that|this)|(?:is|are) happy with (?:it|that|"
+    r"this)|liked (?:it|the idea)|\+1'?d|"
+    # "Marco agreed." — agreeing to what was said, not "Hana agreed to move the DB"
+    r"agreed(?=\s*(?:$|[.!,]|too\b|as well\b|with (?:it|that|this|us|me|the plan)\b)))",
     re.IGNORECASE,
 )
 _DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
@@ -118,11 +125,17 @@ def _agreement(text: str) -> bool:
     )
 
 
+# What a proposal may open with before its "I'd suggest": "For the search box, I'd suggest …".
+_SCOPE: Final = re.compile(
+    r"^(?:for|in|on|to|with|given|since|as for|about|here|in that case|then)\b[^,]{0,60},\s+", re.I
+)
+
+
 def _proposal(message: Message) -> str | None:
     """What an assistant's message proposes ("I suggest we pin pydantic"), if anything."""
     found = sentences(message.text())
     for index in range(len(found) - 1, -1, -1):
-        text = LEAD.sub("", found[index]).strip()
+        text = _SCOPE.sub("", LEAD.sub("", found[index]).strip())
         if text.endswith("?"):
             continue
         match = _PROPOSAL.match(text)
@@ -142,7 +155,7 @@ def _asked_about_user(message: Message) -> str | None:
     you use?"), if any: a short answer to it is a fact about the user."""
     found = sentences(message.text())
     last = LEAD.sub("", found[-1]).strip() if found else ""
-    if _ASKED.match(last) and not re.search(r"\b(?:did|was|were|had)\b", last, re.IGNORECASE):
+    if _ASKED.match(last) and not is_past(last):
         return last  # the answer to a question about the past is no fact about the user now
     return None
 
@@ -204,9 +217,7 @@ def _yes_to(previous: Message, reply: Message) -> Fact | None:
                 return None
             text = f"The user wants the assistant to {added}"
             return Fact(MemoryType.PREFERENCE, text, added, reply.text(), ids)
-        text = f'Asked "{question}", the user said yes' + (f": {added}" if added else "")
-        fields = {"decision": added or question, "decided_by": "user"}
-        return Fact(MemoryType.DECISION, text, fields["decision"], reply.text(), ids, fields)
+        return None  # "Should we …?": any answer that states something (``_should_answer``)
     want = _WANT.match(question)
     if want and object_of(want.group("what")) is not None:
         what = third_person(clean(want.group("what")), Role.ASSISTANT, sentence=False)
@@ -214,28 +225,48 @@ def _yes_to(previous: Message, reply: Message) -> Fact | None:
     return None
 
 
-def _options(message: Message) -> tuple[str, str] | None:
-    for sentence in reversed(sentences(message.text())):
-        match = _OPTIONS.match(LEAD.sub("", sentence).strip())
-        if match:
-            return match.group("body"), match.group("other")
+def _should_answer(previous: Message, reply: Message) -> Fact | None:
+    """A decision from the user's answer to an assistant's "Should we …?" (``choices``)."""
+    question = _last_question(previous)
+    answer = answer_to_should(question, reply.text())
+    if answer is None:
+        return None
+    said = third_person(answer, sentence=False, team=True)
+    text = f'Asked "{question}", the user answered: {said}'
+    fields = {"decision": said, "decided_by": "user"}
+    return Fact(MemoryType.DECISION, text, question, reply.text(), (previous.id, reply.id), fields)
+
+
+def _picked(recent: Sequence[Message], reply: Message) -> Fact | None:
+    """A decision from a user's reply that picks one of the alternatives the turns before it
+    named (the assistant's, or the user's own question the assistant answered): see
+    ``choices``."""
+    for earlier in reversed(recent):
+        options = options_in(earlier.text())
+        if options is None:
+            continue
+        found = pick(reply.text(), options)
+        if found is None:
+            return None
+        chosen, head, said = found
+        said = third_person(said, sentence=False, team=True)
+        text = f"The user chose {chosen} over {other(options, chosen)}: {said}"
+        fields = {"decision": third_person(head, sentence=False, team=True), "decided_by": "user"}
+        why = REASON.split(said, maxsplit=1)
+        if len(why) > 1:
+            fields["reason"] = clean(why[1])
+        ids = (earlier.id, reply.id)
+        return Fact(MemoryType.DECISION, text, fields["decision"], reply.text(), ids, fields)
     return None
 
 
-def _words(text: str) -> set[str]:
-    return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
-
-
-def _pick(reply: str, options: tuple[str, str]) -> tuple[str, str] | None:
-    """(chosen option, reason) when a reply picks one of two options."""
-    head = reply.partition(",")[0]
-    said = _words(head)
-    scores = [len(said & _words(option)) for option in options]
-    if max(scores) == 0 or scores[0] == scores[1] or len(head.split()) > 6:
-        return None
-    chosen = clean(head)
-    why = REASON.split(reply, maxsplit=1)
-    return chosen, (clean(why[1]) if len(why) > 1 else "")
+def _agreed_by(fact: Fact, who: str, message_id: str) -> Fact:
+    """``fact`` with ``who`` among those who agreed (everyone who did is kept: "Priya signed
+    off" and then the assistant's "Great")."""
+    earlier = [w for w in fact.fields.get("agreed_by", "").split(", ") if w]
+    agreed = ", ".join(dict.fromkeys([*earlier, who]))
+    ids = tuple(dict.fromkeys((*fact.message_ids, message_id)))
+    return replace(fact, message_ids=ids, fields={**fact.fields, "agreed_by": agreed})
 
 
 def _fold_given_up(found: Sequence[Fact]) -> list[Fact]:
@@ -258,6 +289,34 @@ def _fold_given_up(found: Sequence[Fact]) -> list[Fact]:
     return kept
 
 
+# A clause that states nothing alone but goes on from the fact before it in its sentence:
+# "I never use ORMs, I write raw SQL", "RabbitMQ won, Kafka is overkill for our volume".
+_MAX_CONTINUATION_WORDS: Final = 14
+
+
+def _continued(fact: Fact, clause: str, role: Role) -> Fact:
+    """``fact`` with the clause after it in its sentence added to its text, when that clause
+    states nothing alone (it says why, how or what instead; see ``_MAX_CONTINUATION_WORDS``).
+    Why: one sentence often states one fact over two clauses, and a memory that keeps only
+    the first half loses the "instead" or the "because" a reader needs."""
+    if len(clause.split()) > _MAX_CONTINUATION_WORDS or fact.type is MemoryType.ENTITY:
+        return fact
+    more = third_person(clean(clause), role, sentence=False, team=fact.type is MemoryType.DECISION)
+    return replace(fact, text=f"{fact.text}; {more}")
+
+
+def _same_event(dated: Fact, facts: Sequence[Fact]) -> bool:
+    """Whether a clause's only fact is an undated event going on from the dated event its
+    sentence stated just before (what happened then, told in a second clause)."""
+    return (
+        dated.type is MemoryType.EVENT
+        and dated.when is not None
+        and len(facts) == 1
+        and facts[0].type is MemoryType.EVENT
+        and facts[0].when is None
+    )
+
+
 def conversation_facts(
     messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
 ) -> list[Fact]:
@@ -267,9 +326,14 @@ def conversation_facts(
     a line that starts with a timestamp ("[2026-03-05 09:00] …") uses that date instead.
     """
     dates = message_dates or {}
+    messages = [
+        Message(m.id, m.role, (TextPart(normalized(m.text())),), m.estimated_tokens)
+        for m in messages
+    ]
     talk = Talk()
     found: list[Fact] = []
     previous: Message | None = None
+    recent: list[Message] = []  # the turns before, for the alternatives a reply picks from
     last_decision: int | None = None  # index in found of the latest decision, for agreements
     for message in messages:
         if message.role not in (Role.USER, Role.ASSISTANT) or not message.text().strip():
@@ -280,11 +344,16 @@ def conversation_facts(
         if agreed and last_decision is not None and previous is not None:
             fact = found[last_decision]
             if fact.fields.get("decided_by") != message.role.value:
-                fields = {**fact.fields, "agreed_by": message.role.value}
-                ids = (*fact.message_ids, message.id)
-                found[last_decision] = Fact(fact.type, fact.text, fact.subject, fact.source,
-                                            ids, fields, fact.when)  # fmt: skip
-        if message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
+                found[last_decision] = _agreed_by(fact, message.role.value, message.id)
+        # the first sentence picked an option or answered "Should we …?": the decision it
+        # states is that one, not a second one read from its clauses
+        decided_first = False
+        picked = _picked(recent[-2:], message) if message.role is Role.USER else None
+        if picked is not None:
+            found.append(picked)
+            last_decision = len(found) - 1
+            decided_first = True
+        elif message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
             proposal = _proposal(previous) if agreed else None
             if proposal is not None:
                 text = f"The user agreed to the assistant's proposal: {proposal}"
@@ -299,49 +368,48 @@ def conversation_facts(
                 answer = _answer(message, *about)
             if answer is not None:
                 found.append(answer)
-            said_yes = _yes_to(previous, message)
+            said_yes = _yes_to(previous, message) or _should_answer(previous, message)
             if said_yes is not None:
                 found.append(said_yes)
                 if said_yes.type is MemoryType.DECISION:
                     last_decision = len(found) - 1
-            options = _options(previous)
-            picked = _pick(message.text(), options) if options else None
-            if picked is not None and options is not None:
-                chosen, why = picked
-                text = f"The user chose {chosen} ({' or '.join(options)})"
-                if why:
-                    text += f" because {third_person(why, sentence=False)}"
-                fields = {"decision": chosen, "decided_by": "user"}
-                if why:
-                    fields["reason"] = third_person(why, sentence=False)
-                found.append(Fact(MemoryType.DECISION, text, chosen, message.text(),
-                                  (previous.id, message.id), fields))  # fmt: skip
-                last_decision = len(found) - 1
-                previous = message
-                continue
+                    decided_first = True
         for line in message.text().split("\n"):
             base = stamp_date(line) or dates.get(message.id)
             for sentence in sentences(line):
+                first, decided_first = decided_first, False
                 said = statement(sentence)
                 if said is None:
                     continue
                 talk.follow_on = re.match(r"^\s*(?:and|also|plus)\b", sentence, re.I) is not None
+                stated: int | None = None  # index in found of this sentence's last fact
                 for clause in clauses(said):
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):
                         continue
+                    before = len(found)
                     signer = _signer(text) if last_decision is not None else None
                     if signer is not None and last_decision is not None:
-                        fact = found[last_decision]
-                        found[last_decision] = Fact(fact.type, fact.text, fact.subject,
-                            fact.source, (*fact.message_ids, message.id),
-                            {**fact.fields, "agreed_by": signer}, fact.when)  # fmt: skip
-                    for fact in classify(text, sentence, message.role, base, talk):
+                        found[last_decision] = _agreed_by(found[last_decision], signer, message.id)
+                    facts = classify(text, sentence, message.role, base, talk)
+                    if stated is not None and _same_event(found[stated], facts):
+                        # "Two days ago our database failed over and we lost five minutes of
+                        # writes": one event, told in two clauses
+                        found[stated] = _continued(found[stated], text, message.role)
+                        continue
+                    for fact in facts:
                         if signer is not None and fact.type is not MemoryType.ENTITY:
                             continue  # the sign-off itself is the decision's, not an event
+                        if first and fact.type is MemoryType.DECISION:
+                            continue  # already read as the pick or the answer
                         found.append(Fact(fact.type, fact.text, fact.subject, fact.source,
                                           (message.id,), fact.fields, fact.when))  # fmt: skip
                         if fact.type is MemoryType.DECISION:
                             last_decision = len(found) - 1
+                    if len(found) > before:
+                        stated = before
+                    elif stated is not None and signer is None:
+                        found[stated] = _continued(found[stated], text, message.role)
         previous = message
+        recent.append(message)
     return _fold_given_up(found)

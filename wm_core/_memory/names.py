@@ -36,7 +36,7 @@ _NOT_NAMES_TEXT: Final = (
     "Indoor Outdoor Once Twice Cold Hot Perfect Will Let Please Monday Tuesday Wednesday "
     "Thursday Friday Saturday Sunday January February March April May June July August "
     "September October November December Christmas Easter Sprint Grades Lentil Rarely "
-    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many"
+    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many I'd I'm I'll I've"
 )
 NOT_NAMES: Final = frozenset(_NOT_NAMES_TEXT.split())
 
@@ -49,7 +49,11 @@ RELATIONS: Final = (
     r"co-?worker|teammate|mentor|teacher|tutor|coach|doctor|therapist|physiotherapist|"
     r"physio|dentist|vet|landlord|client|customer|assistant|lead|cto|ceo|dog|cat|puppy|"
     r"kitten|parrot|bird|rabbit|bunny|hamster|horse|fish|turtle|tortoise|pet|cats|dogs|kids|"
-    r"children|sons|daughters)"
+    r"children|sons|daughters|"
+    # the people of the user's work, by their role: "our designer Lena", "my PM, Ravi"
+    r"designer|engineer|developer|dev|recruiter|intern|architect|analyst|director|founder|"
+    r"co-?founder|accountant|lawyer|trainer|consultant|contractor|pm|product manager|"
+    r"supervisor|advisor|adviser|tech lead|team lead|report|hire|editor|agent|partner-in-crime)"
 )
 _REL_NAME: Final = re.compile(
     rf"\b(?P<who>my|our|his|her|their)\s+(?P<rel>{RELATIONS}),?\s+(?P<name>{NAME})\b",
@@ -93,7 +97,10 @@ _IS_OUR: Final = re.compile(
 NAME_SUBJECT: Final = re.compile(
     # a number or a preposition opening a bare answer is no name ("Four days", "In services/…")
     r"^(?!(?:One|Two|Three|Four|Five|Six|Seven|Eight|Nine|Ten|In|On|At|For|With|From|By|Of)\s)"
-    rf"(?P<name>{NAME})(?:,\s+(?:he|she|it|they)(?:'s|\s+is|\s+was)?\b|\s+(?:is|was|has|had|"
+    rf"(?P<name>{NAME})(?:,\s+(?:he|she|it|they)(?:'s|\s+is|\s+was)?\b|"
+    # who they are, between the name and the verb: "Tomasz from the data team maintains …"
+    r"(?:\s+(?:from|at|in|on|of)\s+(?:the\s+|our\s+|my\s+)?(?-i:[a-z][\w\-]*)(?:\s+(?-i:[a-z]"
+    r"[\w\-]*))?)?\s+(?:is|was|has|had|"
     r"lives|lived|works|worked|loves|likes|hates|prefers|turned|turns|opened|runs|uses|can|"
     r"speaks|plays|says|said|wants|needs|got|studies|teaches|moved|grew up|was born|"
     # any other verb in the third person, with what it does: "Tariq repairs motorbikes"
@@ -113,7 +120,11 @@ IS_RELATION: Final = re.compile(rf"^{RELATIONS}$", re.IGNORECASE)
 LASTING: Final = re.compile(
     r"^\s+(?:is|are)\s+(?!(?:\w+ly\s+|so\s+|very\s+|a bit\s+|just\s+|still\s+)*(?:fine|ok|okay|"
     r"good|great|tired|upset|sad|happy|excited|nervous|better|worse|sick|ill|asleep|doing|"
-    r"feeling|going|getting|coming|back|home|here|there|in bed)\b)|"
+    r"feeling|going|getting|coming|back|home|here|there|in bed|"
+    # what someone is doing now passes ("she's recovering at home"), unless it is a
+    # project with its object ("he's restoring a 1972 Honda") or a lasting activity
+    r"(?!studying|learning|working|living|training|teaching|running|building|writing|"
+    r"maintaining|expecting)[a-z]+ing\b(?!\s+(?:a|an|the|his|her|their|\d)\b))\b)|"
     r"^\s+(?:has|loves|likes|adores|hates|lives|works|studies|speaks|plays|prefers|wants|needs|"
     r"owns|teaches|knows|can|can't|cannot|doesn't|never|always|usually)\b",
     re.IGNORECASE,

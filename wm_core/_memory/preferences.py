@@ -18,12 +18,25 @@ from typing import Final
 
 from wm_core._memory.speech import clean, expanded, object_of, third_person
 
-_ADV = r"(?:(?:really|strongly|generally|usually|always|definitely|much|still|now|also|truly|absolutely|totally)\s+)*"
+_ADV = r"(?:(?:really|strongly|generally|usually|always|definitely|much|still|now|also|truly|absolutely|totally|personally|honestly|kinda|kind of|sort of|secretly|just|do)\s+)*"
+# The verbs of taste, by their meaning (the object follows): liking, disliking, and choosing
+# by habit ("I always use pnpm", "I never use ORMs", "I only write Kotlin"). A habit of
+# choosing a tool or a thing is a preference; other habits ("I usually go running") are who
+# the user is, read by the profile rules.
+_LIKE_VERBS = (
+    r"prefer|like|love|enjoy|adore|hate|dislike|detest|loathe|avoid|despise|can't stand|"
+    r"cannot stand|can't bear|can't live without|cannot live without|swear by|"
+    r"(?:have\s+)?(?:always|never)\s+(?:liked|loved|enjoyed|hated|preferred|trusted)|"
+    r"don't like|do not like|don't enjoy|don't eat|don't drink|don't use|do not use|"
+    r"don't want|never eat|never drink"
+)
+_CHOOSE_VERBS = (
+    r"use|write|code in|work in|work with|pick|choose|order|buy|stick to|stick with|go with|"
+    r"go for|reach for|listen to|read|watch|run|drink|eat|do|wear|book|fly|drive|take"
+)
 _PREFER: Final = re.compile(
-    rf"^i\s+{_ADV}(?P<verb>prefer|like|love|enjoy|adore|hate|dislike|detest|loathe|avoid|"
-    r"can't stand|cannot stand|don't like|do not like|don't enjoy|don't eat|don't drink|"
-    r"never eat|never drink|only (?:use|do|write|read|drink|eat|work with)|drink|eat|take)"
-    r"\s+(?P<what>.+)$",
+    rf"^i\s+{_ADV}(?P<verb>{_LIKE_VERBS}|(?:always|never|only|mostly|usually|exclusively)\s+"
+    rf"(?:{_CHOOSE_VERBS})|drink|eat|take)\s+(?P<what>.+)$",
     re.IGNORECASE,
 )
 _RATHER: Final = re.compile(
@@ -32,12 +45,27 @@ _RATHER: Final = re.compile(
     re.IGNORECASE,
 )
 _INTO: Final = re.compile(
-    rf"^i(?:'m| am)\s+{_ADV}(?P<verb>into|a (?:big |huge )?fan of|passionate about|obsessed "
-    r"with|not a fan of|crazy about|keen on|fond of)\s+(?P<what>.+)$",
+    rf"^i(?:'m| am)\s+{_ADV}(?:not\s+(?:really\s+)?)?(?P<verb>into|a (?:big |huge )?fan of|"
+    r"passionate about|obsessed with|not a fan of|crazy about|keen on|fond of|partial to|"
+    r"all about|big on|sick of|tired of|done with|allergic to (?-i:[a-z]+ing)|no fan of)\s+"
+    r"(?P<what>.+)$",
     re.IGNORECASE,
 )
+# What the user names as their favourite, their go-to or their default, either way round:
+# "my go-to editor is Neovim", "Neovim is my go-to", "my favourite part of the job is …".
 _FAVOURITE: Final = re.compile(
-    r"^my\s+(?:absolute\s+)?favou?rite\s+(?P<kind>[\w\s\-]+?)\s+(?:is|are)\s+(?P<what>.+)$", re.I
+    r"^(?:my|our)\s+(?:(?:absolute|all-time|current|usual)\s+)?(?:favou?rite|go-to|preferred|"
+    r"default)\s+(?P<kind>[\w\s\-]+?)\s+(?:is|are|has always been|has been)\s+(?P<what>.+)$|"
+    r"^(?P<what2>[\w][\w\s\-.+#']{0,40}?)\s+(?:is|are|has always been)\s+(?:still\s+)?(?:my|our)\s+"
+    r"(?:(?:absolute|all-time|current|usual)\s+)?(?:favou?rite|go-to|preferred|default)\b",
+    re.I,
+)
+# An opinion of taste about a thing: "Kotlin is overrated", "Tabs are the best".
+_OPINION: Final = re.compile(
+    r"^(?!(?:it|this|that|he|she|they|you|there|which|what)\b)(?P<what>[\w][\w\s\-.+#']{0,40}?)"
+    r"\s+(?:is|are)\s+(?:(?:so|totally|way|completely|just)\s+)?(?:overrated|underrated|"
+    r"the best|the worst|a must|unbeatable|a nightmare|a joy|a pain)\b",
+    re.I,
 )
 _ALWAYS: Final = re.compile(
     r"^(?:please\s+)?(?P<when>always|never)\s+(?P<what>.+)$|"
@@ -103,6 +131,10 @@ def read_preference(text: str, instructing: bool = False) -> tuple[str, str] | N
         what = object_of(match.group("what"))
         return (third_person(clean(original)), what) if what else None
     match = _FAVOURITE.match(text)
+    if match:
+        what = object_of(match.group("what") or match.group("what2"))
+        return (third_person(clean(original)), what) if what else None
+    match = _OPINION.match(text)
     if match:
         what = object_of(match.group("what"))
         return (third_person(clean(original)), what) if what else None

@@ -40,8 +40,6 @@ from wm_core._memory.changes import (
     MOVED,
     given_up,
     home_of,
-    new_name,
-    organization_of,
     switch,
 )
 from wm_core._memory.model import MemoryType, memory_key
@@ -51,7 +49,6 @@ from wm_core._memory.names import (
     IT_CALLED,
     LAST_THING,
     LASTING,
-    NAME,
     NAME_SUBJECT,
     NOT_NAMES,
     PASSING,
@@ -64,6 +61,7 @@ from wm_core._memory.names import (
     resolve_there,
 )
 from wm_core._memory.preferences import read_preference
+from wm_core._memory.profile import YEARLY, profile_facts
 from wm_core._memory.speech import (
     REASON,
     VAGUE,
@@ -99,86 +97,24 @@ _ABOUT_RELATIVE: Final = re.compile(
     r"cannot|doesn't|never|always)\b",
     re.IGNORECASE,
 )
-# A yearly date is who the user is, not an event: "My birthday is on March 3".
-_YEARLY: Final = re.compile(r"^(?:my|our)\s+(?:birthday|wedding anniversary|anniversary)\b", re.I)
 # "I've been working at IBM since 2015": a lasting state since then, not an event then.
 _SINCE_STATE: Final = re.compile(
     r"\b(?:'ve|have|has)\s+(?:been|lived|worked|known|had|owned|played|taught)\b", re.I
 )
 
-# Profile: who the user is.
-_MY_NAME: Final = re.compile(
-    rf"^(?:my name is|my name's|call me|i go by)\s+(?P<name>{NAME})", re.IGNORECASE
+# Thinking is no fact: "I always thought it was Sydney", "I guess so", "I remember that one".
+_MENTAL: Final = re.compile(
+    r"^i\s+(?:(?:always|never|just|really|honestly|also|still)\s+)*(?:thought|think|believe|"
+    r"assumed|assume|guess|suppose|wonder|wondered|remember|forgot|figured|knew|know|feel like|"
+    r"mean|meant|see|saw that|understand|get it|agree|disagree)\b",
+    re.I,
 )
-_IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{NAME})\s*(?:,\s*(?P<rest>.+))?$")
-# A self-introduction without "I'm": "Quick intro: Beatriz Moreno, staff engineer at Quillsoft".
-_INTRO: Final = re.compile(
-    rf"^(?:(?:quick|short|a quick|brief)\s+)?(?i:intro(?:duction)?|about me)\s*:\s*(?P<name>{NAME})"
-    r"\s*(?:,\s*(?P<rest>.+))?$"
-)
-# What follows a name in an introduction: a role ("(a) staff engineer at Quillsoft") or a home.
-_ROLE_AT: Final = re.compile(r"^(?:(?:a|an|the)\s+\w|[\w\- ]+?\s+(?:at|for)\s+(?-i:[A-Z]))", re.I)
-_HOME_AT: Final = re.compile(
-    r"^(?:based|living|located)\s+in\s+(?P<place>.+)$|^from\s+(?P<from>.+)$", re.I
-)
-_AGE: Final = re.compile(r"^i(?:'m| am)\s+(?P<age>\d{1,3})(?:\s+years?\s+old)?\b", re.I)
-_PROFILE_START: Final = re.compile(
-    r"^i\s+(?:(?:just|also|really|currently|now|still|recently|actually)\s+)*(?:"
-    r"(?:'m|am)\s+(?:(?:finally|now|still|currently|also|really|just)\s+)*(?:a|an|the|allergic|vegetarian|vegan|pescatarian|lactose|gluten|diabetic|"
-    r"pregnant|married|divorced|single|retired|based|from|originally|left-handed|"
-    r"right-handed|colou?r-?blind|deaf|blind|\w+\s+intolerant|(?:running|training|learning|"
-    r"studying|working|doing)\s+(?:\d+|as|at|on|in|\w+\s+(?:twice|once|every|daily))|"
-    r"(?:learning|picking up)\s+(?:to\s+)?[\w\-]+|(?-i:[A-Z])[\w\-]*'s\s+[\w\-]+)|"
-    r"live|'ve lived|have lived|grew up|moved|relocated|have\s+(?:just\s+|recently\s+|finally\s+)?"
-    r"(?:moved|relocated)|work|'ve worked|have worked|teach|lead|manage|"
-    r"run\s+(?:a|my|\d)|speak|study|own|drive|play|volunteer|was born|usually|often|always|"
-    r"normally|"
-    r"typically|go\s+(?:\w+\s+)?(?:every|\w+\s+times|twice|once)|need at least|"
-    r"can't (?:have|eat|drink)|cannot (?:have|eat|drink)|"
-    r"have\s+(?:a|an|two|three|four|\d|type|asthma|diabetes|chronic|c[o]?eliac|adhd|autism|"
-    r"(?:[\w\-]+\s+){0,2}(?:disease|syndrome|disorder|allergy|condition))|"
-    r"'ve been\s+(?:a|an|vegan|vegetarian|having|suffering|diagnosed|married|working|living|"
-    r"learning|playing|doing|running|teaching)|have been\s+\w+)\b",
-    re.IGNORECASE,
-)
-_MY_IS: Final = re.compile(
-    r"^(?:my\s+(?!favou?rite)[\w'\-]+(?:\s+[\w'\-]+){0,3}\s+(?:is|are|should)\s+|"
-    r"[\w\-]+(?:\s+[\w\-]+)?\s+(?:is|are)\s+my\s+)",
-    re.IGNORECASE,
-)
-# How the user's team works ("Our team uses trunk-based development"): a fact about the user.
-_TEAM_USES: Final = re.compile(
-    r"^(?:(?:our|my)\s+(?:team|company|org|organi[sz]ation|shop)\s+(?:uses|works|follows|"
-    r"practi[cs]es|deploys|runs|ships)|we\s+(?:use|work|follow|practi[cs]e|deploy|ship))\b",
-    re.IGNORECASE,
-)
+# A clause that denies: "Nothing special today", "No plans yet", "None of that matters".
+_NOTHING: Final = re.compile(r"^(?:nothing|no|none|not|nobody|neither)\b", re.I)
 _PROMOTED: Final = re.compile(
     r"^i\s+(?:just\s+|finally\s+)?(?:got|was|have been|'ve been)\s+promoted\s+to\s+"
     r"(?:a\s+|an\s+|the\s+)?(?P<role>[\w\- ]+?)(?=\s+(?:last|this|on|in|yesterday|today|at|"
     r"after)\b|[.!,]|$)",
-    re.IGNORECASE,
-)
-_FREQUENCY: Final = re.compile(
-    r"\b(?:once|twice|\w+\s+times)\s+(?:a|per)\s+(?:day|week|month|year)\b|"
-    r"\b(?:every|each)\s+(?:day|morning|evening|night|week|weekend|month|monday|tuesday|"
-    r"wednesday|thursday|friday|saturday|sunday)\b|\b(?:daily|weekly)\b|"
-    r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a few|several)\s+[a-z]+\s+"
-    r"(?:a|per)\s+(?:day|week|month)\b",
-    re.I,
-)
-_STATE: Final = re.compile(
-    r"(?:still\s+|now\s+|currently\s+|again\s+)?(?:blocked|broken|down|failing|stuck|slow|red|"
-    r"green|done|ready|open|closed|merged|pending|waiting|running|up|fixed|missing|empty|full|"
-    r"late|busy)\b",
-    re.IGNORECASE,
-)
-_FOR_NOW: Final = re.compile(
-    r"\b(?:this week|today|tonight|this morning|this afternoon|this evening)\b", re.IGNORECASE
-)
-_PROFILE_NOT: Final = re.compile(
-    r"^i(?:'m| am)\s+(?:a\s+(?:bit|little|fan|big fan|huge fan)|not sure|sorry|glad|happy|"
-    r"trying|looking|thinking|wondering|done|back|going to|planning)\b|^i need (?:help|you)|"
-    r"^i have (?:a|an) (?:question|idea|problem|issue|bug|error)",
     re.IGNORECASE,
 )
 
@@ -232,7 +168,12 @@ _PROCEDURE: Final = re.compile(
 _PLAN: Final = re.compile(
     r"^(?:i|we)(?:'m|\s+am|'re|\s+are)\s+(?:planning|going|hoping|about)\s+to\b|"
     r"^(?:i|we)\s+(?:plan|intend|promised|promise|hope|want|aim)\s+to\b|"
-    r"^(?:i|we)\s+(?:promised|told)\s+\w+|^i(?:'ve| have) (?:booked|signed up|registered)",
+    r"^(?:i|we)\s+(?:promised|told)\s+\w+|^i(?:'ve| have) (?:booked|signed up|registered)|"
+    # a goal or a plan said as a noun: "my next goal is a full marathon", "the plan is to …"
+    r"^(?:my|our|the)\s+(?:(?:next|main|big|new|only)\s+)?(?:goal|plan|dream|resolution|aim|"
+    r"target|hope)\s+(?:for\s+[\w\s]{1,20}?\s+)?(?:is|are)\b|"
+    # a booking said without its subject: "Booked flights to Reykjavik for June 20"
+    r"^(?:just\s+)?(?:booked|registered for|signed up for)\s+\w",
     re.IGNORECASE,
 )
 # Something that happened to the user, said without a time ("We just got back from Iceland",
@@ -268,63 +209,26 @@ _EVENTFUL: Final = re.compile(
 )
 
 
-def _profile(text: str) -> list[tuple[str, str, dict[str, str]]]:
-    """(text, subject, fields) of identity statements in a user's clause."""
-    original, text = text, expanded(text)
-    match = _MY_NAME.match(text)
-    name = new_name(text) or (match.group("name") if match else None)
-    if name:
-        return [(f"The user's name is {name}", "name", {"name": name})]
-    match = _IM_NAME.match(text) or _INTRO.match(text)
-    if match and match.group("name").split()[0] not in NOT_NAMES:
-        name = match.group("name")
-        found = [(f"The user's name is {name}", "name", {"name": name})]
-        for part in re.split(r",\s+|\s+and\s+", match.group("rest") or ""):
-            part = clean(part)
-            home = _HOME_AT.match(part)
-            if home:
-                place = home.group("place") or home.group("from")
-                found.append((f"The user is {part}", "home", {"home": clean(place)}))
-            elif _ROLE_AT.match(part):
-                found.append((f"The user is {part}", "role", {"role": part}))
-        return found
-    match = _AGE.match(text)
-    if match:
-        age = match.group("age")
-        found = [(f"The user is {age} years old", "age", {"age": age})]
-        more = re.match(r"^\s+and\s+(?P<more>\w.+)$", text[match.end() :], re.I)
-        if more:  # "I'm 52 and recently retired from teaching"
-            body = third_person(clean(f"I {more.group('more')}"))
-            found.append((body, memory_key(body), {}))
-        return found
-    if _PROFILE_NOT.match(text):
-        return []
-    habit = re.match(r"^i\s", text, re.I) and _FREQUENCY.search(text)
-    team = _TEAM_USES.match(text) and not REASON.search(text)
-    my_is = _MY_IS.match(text)
-    if my_is and _STATE.match(text[my_is.end() :]):
-        return []  # "My PR is blocked on review": a state of work, not who the user is
-    if _FOR_NOW.search(text):
-        return []  # "I'm working on the auth refactor this week"
-    if _PROFILE_START.match(text) or my_is or habit or team or _YEARLY.match(text):
-        body = third_person(clean(original))
-        lower = text.lower()
-        subject = memory_key(body)
-        fields: dict[str, str] = {}
-        organization = organization_of(text)
-        if re.match(r"^i am (?:a|an|the)\s.+\s(?:at|for)\s+[A-Z]", text, re.I):
-            subject = "role"
-        elif home_of(text) or re.search(r"\b(?:live|based|moved to|relocated to|grew up)\b", lower):
-            subject = "home" if "grew up" not in lower else "origin"
-            place = home_of(text) if subject == "home" else None
-            fields = {"home": place} if place else {}
-        elif organization:
-            subject, fields = "organization", {"organization": organization}
-        return [(body, subject, fields)]
-    return []
+# What may come before the one who decides: a time ("last week we decided …"), how it went
+# ("after a lot of back and forth we're going with …", "so in the end the team chose …").
+_DECISION_LEAD: Final = re.compile(
+    r"^(?:(?:so|ok|okay|anyway|then|and)\s+)?(?:(?:after|following|in the end|eventually|"
+    r"finally|ultimately|as of|since|last|this|earlier|yesterday|today|on|at|by|for now)\b"
+    r"[^,]{0,50}?,?\s+)(?=(?:we|we've|we're|we'll|i|i've|i'll|the team|our team|the \w+ team)\s)",
+    re.IGNORECASE,
+)
 
 
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
+    lead = _DECISION_LEAD.match(text)
+    if lead is not None:
+        found = _decision_at(text[lead.end() :], role)
+        if found is not None:
+            return found
+    return _decision_at(text, role)
+
+
+def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     match = (
         _DECIDED.match(text)
         or _DECISION_IS.match(text)
@@ -387,8 +291,9 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if decision is not None:
         body, choice, fields = decision
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    if not user or _AWAY.search(text):
-        return []  # "I'm going to lunch", "I have a meeting at 3, let's continue tomorrow"
+    away = _AWAY.search(text) or _AWAY.search(sentence)  # "I have a meeting at 3, let's …"
+    if not user or away or _MENTAL.match(text) or _NOTHING.match(text):
+        return []  # "I'm going to lunch", "I always thought it was Sydney", "Nothing new"
     their = THEIR_NAME.match(text)
     if their and talk.last_relation:
         name = their.group("name")
@@ -431,12 +336,12 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         text = f"{text[: whose.start('pro')]}{talk.last_name}'s{text[whose.end('pro') :]}"
     main: Fact | None = None
     vague_time = when is not None and re.match(
-        r"this\s+(?:week|month|year)", text[when.start : when.end], re.I
+        r"this\s+(?:week|month|year)\b", text[when.start : when.end], re.I
     )
     if vague_time:
         when = None
     if when is not None and (
-        _YEARLY.match(text)
+        YEARLY.match(text)
         or (text[when.start : when.end].lower().startswith("since") and _SINCE_STATE.search(text))
     ):
         when = None  # profile facts (below) that carry their date in the text
@@ -463,7 +368,7 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
             main = Fact(MemoryType.PREFERENCE, preference[0], preference[1], sentence)
     talk.instructed = main is not None and main.text.startswith("The user wants the assistant")
     if main is None:
-        for body, subject, fields in _profile(text):
+        for body, subject, fields in profile_facts(text):
             facts.append(Fact(MemoryType.PROFILE, body, subject, sentence, (), fields))
     if main is None and not facts:
         subject_match = NAME_SUBJECT.match(text)

@@ -48,11 +48,65 @@ _SUBJECT_AHEAD = (
     r"he|she|he's|she's|"
     r"they|they're|(?-i:[A-Z][a-z]+)\s+(?:is|was|has|had)\s)\b)"
 )
+# A comma or a colon before a new subject starts a new clause: "we're a team of six, we
+# deploy to AWS, our main language is TypeScript" states three facts. A comma before "I"
+# always does; before "we", "our", "my" it does when no "and" joins a list of names instead.
+_COMMA_SUBJECT = (
+    r"(?=(?:i|i'm|i've|i'll|i'd|we|we're|we've|we'll|we'd|our|my|he|she|he's|she's|they|"
+    r"they're|let's)\s)"
+)
 _CLAUSE_SPLIT: Final = re.compile(
-    r";\s+|\s+—\s+|,\s+so\s+|,\s+(?=(?:i|i'm|i've)\s)|"
+    r";\s+|\s+—\s+|,\s+so\s+|"
+    rf"(?:,|:)\s+{_COMMA_SUBJECT}|"
     rf",?\s+(?:and|but|although|though|while|whereas)\s+{_SUBJECT_AHEAD}",
     re.IGNORECASE,
 )
+# "I grew up in Nairobi and moved to Toronto": the second clause's subject is the first's.
+# A life verb after "and" with no subject of its own starts a clause of the same speaker.
+_ELIDED: Final = re.compile(
+    r",?\s+and\s+(?=(?:then\s+|later\s+|now\s+|also\s+)?(?:moved|relocated|grew up|"
+    r"started|joined|left|quit|studied|graduated|married|got|became|live|work|teach|study|"
+    r"speak|have|had|went|came|bought|sold|adopted|switched|ran|finished|lost)\b)",
+    re.IGNORECASE,
+)
+
+# Informal spellings read as the words they stand for ("gonna go w/ postgres bc …").
+_INFORMAL: Final = tuple(
+    (re.compile(rf"(?<![\w/'])(?:{pattern})(?![\w/'])", re.IGNORECASE), full)
+    for pattern, full in (
+        (r"gonna", "going to"),
+        (r"wanna", "want to"),
+        (r"gotta", "have to"),
+        (r"w/", "with"),
+        (r"w/o", "without"),
+        (r"bc|b/c|cuz|coz|'cause", "because"),
+        (r"lets", "let's"),
+        (r"im", "I'm"),
+        (r"ive", "I've"),
+        (r"dont", "don't"),
+        (r"cant", "can't"),
+        (r"doesnt", "doesn't"),
+        (r"didnt", "didn't"),
+        (r"wont", "won't"),
+        (r"isnt", "isn't"),
+        (r"pls|plz", "please"),
+        (r"thx|thnx|ty", "thanks"),
+        (r"ur", "your"),
+        (r"u", "you"),
+        (r"i", "I"),
+        (r"idk", "I don't know"),
+        (r"tbh|honestly|ngl", ""),
+    )
+)
+
+
+def normalized(text: str) -> str:
+    """``text`` with its informal spellings written out ("gonna" → "going to", "w/" →
+    "with", "bc" → "because", a lone "i" → "I"), so every rule reads one spelling."""
+    for pattern, full in _INFORMAL:
+        text = pattern.sub(full, text)
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
+
 
 # -- the third person --------------------------------------------------------------------------
 
@@ -122,6 +176,9 @@ _ADVERB_SKIP_TEXT: Final = (
     "finally even definitely strongly much"
 )
 _ADVERB_SKIP: Final = frozenset(_ADVERB_SKIP_TEXT.split())
+_LY_VERBS: Final = frozenset(
+    ["apply", "reply", "rely", "supply", "multiply", "imply", "comply", "bully", "rally", "tally"]
+)
 _PAST_FORMS_TEXT: Final = (
     "went had got broke lost quit left took made met saw came began ran won bought sold "
     "gave fell wrote spent found became grew flew drove ate told said"
@@ -168,7 +225,9 @@ def third_person(
         core = word.strip(",.;:!?\"'()")
         lower = core.lower()
         if conjugate and core and core.isalpha() and core.islower():
-            if lower in _ADVERB_SKIP:
+            if lower in _ADVERB_SKIP or (
+                lower.endswith("ly") and len(lower) > 4 and lower not in _LY_VERBS
+            ):  # any adverb in -ly: "I personally prefer" → "the user personally prefers"
                 out.append(word)
                 continue
             conjugate = False
@@ -215,9 +274,21 @@ def statement(sentence: str) -> str | None:
 
 
 def clauses(sentence: str) -> list[str]:
-    """The clauses of a sentence that can each state one fact."""
+    """The clauses of a sentence that can each state one fact: cut at a semicolon, a dash,
+    ", so", a comma or colon before a new subject, "and"/"but" before one; a clause whose
+    subject is left out after "and" ("… and moved to Toronto") gets the first clause's "I"."""
     parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(sentence)]
-    return [p for p in parts if p]
+    found: list[str] = []
+    for part in parts:
+        if not part:
+            continue
+        pieces = _ELIDED.split(part)
+        found.append(pieces[0])
+        if re.match(r"^i\b", pieces[0], re.IGNORECASE):
+            found.extend(f"I {piece}" for piece in pieces[1:] if piece)
+        elif len(pieces) > 1:
+            found[-1] = part
+    return found
 
 
 def object_of(text: str) -> str | None:

@@ -232,7 +232,7 @@ def test_an_assistant_proposal_the_user_accepts_is_a_decision_a_refused_one_is_n
     ]
     (choice,) = extract_memories(picked, [])
     assert choice.type is MemoryType.DECISION and choice.fields["decision"] == "Object storage"
-    assert choice.fields["reason"] == "the user and others will run several replicas"
+    assert choice.fields["reason"] == "the team will run several replicas"
 
 
 def test_times_are_resolved_against_the_message_date_with_their_precision() -> None:

@@ -69,7 +69,8 @@ def test_someone_named_who_signs_off_is_who_agreed_not_an_event() -> None:
     )
     decisions = _of(ops, MemoryType.DECISION)
     assert len(decisions) == 1
-    assert decisions[0].fields["agreed_by"] == "Priya Raman"
+    # everyone who agreed is kept: the assistant's "Makes sense", then Priya's sign-off
+    assert decisions[0].fields["agreed_by"] == "assistant, Priya Raman"
     assert decisions[0].source_message_ids == ("m0", "m1", "m2")
     assert _of(ops, MemoryType.EVENT) == []
 

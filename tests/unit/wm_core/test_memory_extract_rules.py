@@ -130,8 +130,8 @@ def test_a_yes_to_a_question_is_a_decision_or_a_preference_and_a_task_offer_is_n
     assert _facts(ops) == [
         (
             "decision",
-            'Asked "Should the keys expire?", the user said yes: '
-            "set a TTL of 30 minutes on every session key.",
+            'Asked "Should the keys expire?", the user answered: '
+            "Yes, set a TTL of 30 minutes on every session key.",
         ),
         ("preference", "The user wants low-carb recipes."),
         ("preference", "The user doesn't eat pork."),

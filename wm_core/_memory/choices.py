@@ -1,0 +1,139 @@
+"""Choices made across turns: the alternatives a conversation names, and the reply that picks one.
+
+Why it exists: a decision is rarely one sentence. The alternatives are named in one turn —
+by the assistant ("Auth0 or Keycloak. Auth0 is managed, Keycloak you host yourself.", "I
+could cache them in Redis, or just in process memory. Which do you prefer?") or by the user
+("Which CI should we use, GitHub Actions or Buildkite?", "We went back and forth on the queue,
+Kafka vs RabbitMQ.") — and the pick comes a turn or two later, in the user's own words:
+"Keycloak, we can't send user data to a third party", "ok, github actions then", "RabbitMQ
+won, Kafka is overkill", "in-process is fine, we only run one instance". Rather than one
+pattern per phrasing, the rules here are two mechanisms:
+
+- ``options_in``: the two alternatives of the last sentence of a message that names them
+  ("A or B", "A vs B", "A versus B", "between A and B"), each cut to the few words next to
+  the conjunction;
+- ``pick``: a reply picks an option when the head of its first clause (what comes before the
+  first comma, at most six words, without lead-ins such as "ok") shares a word (compared by
+  its first five letters) with exactly one of them and with more words of it than of the
+  other; a head that refuses ("neither", "not sure", "let me think") picks nothing.
+
+And a third: ``answer_to_should``: a reply to "Should we …?" that states something (not a
+question, not "not sure") is a decision, whatever its first word: "Yes, XML stays for them",
+"No, drop it", "For three more months, then remove them" (but "No, not yet" puts it off). The memory
+quotes the question, since the answer alone says nothing.
+
+Pure: text in, answers out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from wm_core._document.sentences import sentences
+from wm_core._memory.speech import LEAD, TENTATIVE, clean
+
+_OR: Final = re.compile(
+    r"(?P<a>[^,:;?!.()]+?),?\s+(?:or|vs\.?|versus|or maybe|or just)\s+(?P<b>[^,:;?!()]+?)"
+    r"(?=[,;?!()]|\.(?:\s|$)|$)",
+    re.IGNORECASE,
+)
+_BETWEEN: Final = re.compile(
+    r"\bbetween\s+(?P<a>[^,:;?!.]+?)\s+and\s+(?P<b>[^,:;?!()]+?)(?=[,;?!()]|\.(?:\s|$)|$)", re.I
+)
+# Words an option's span starts with that are not the option: "should we use", "I could …".
+_OPTION_LEAD: Final = re.compile(
+    r"^(?:.*\b(?:use|using|pick|choose|with|take|go with|either|options? (?:are|is)|"
+    r"between|like|prefer|look at|try|consider|recommend|suggest|go for)\s+|(?:(?:should|shall|could|would|do|can)\s+)?(?:we|i|you)\s+"
+    r"(?:could|should|would|can|might|want to|prefer to)?\s*|(?:the|a|an|just)\s+)",
+    re.IGNORECASE,
+)
+# A sentence offers a choice when it says so: "should we", "which", "prefer", "options",
+# "vs" — "Do you know if it's a boy or a girl?" asks for a fact, not a choice.
+_CHOICE_CUE: Final = re.compile(
+    r"\b(?:should|shall|which|prefer|rather|option|options|choose|choice|pick|go with|use|"
+    r"vs\.?|versus|between|could|recommend|suggest|look at|either|want|would you like)\b",
+    re.IGNORECASE,
+)
+_MAX_OPTION_WORDS: Final = 5
+_MAX_HEAD_WORDS: Final = 6
+_REFUSAL: Final = re.compile(
+    r"^(?:neither|none|no idea|not sure|don't know|let me think|both|either|depends|hmm)\b", re.I
+)
+_SHOULD: Final = re.compile(
+    r"^(?:so\s+)?should\s+(?P<who>we|the|it|they|this|that|our|all|every)\b.+\?$", re.I
+)
+_MAX_ANSWER_WORDS: Final = 25
+# An answer that puts the question off decides nothing: "No, not yet.", "Later."
+_DEFERRED: Final = re.compile(
+    r"^(?:no[,.!]?\s+)?(?:not\s+(?:yet|now|today|for now)|later|maybe later|we'll see)[.!]?$", re.I
+)
+
+
+def _option(span: str, last: bool) -> str:
+    """The option a span names: without its lead-in, cut to the words next to "or"."""
+    span = clean(span)
+    stripped = _OPTION_LEAD.sub("", span) if not last else span
+    words = (stripped or span).split()
+    kept = words[:_MAX_OPTION_WORDS] if last else words[-_MAX_OPTION_WORDS:]
+    return clean(" ".join(kept))
+
+
+def options_in(text: str) -> tuple[str, str] | None:
+    """The two alternatives named by the last sentence of ``text`` that offers a choice (see
+    the module docstring)."""
+    found = sentences(text)
+    for index in range(len(found) - 1, -1, -1):
+        said = LEAD.sub("", found[index]).strip()
+        after = found[index + 1] if index + 1 < len(found) else ""
+        if not _CHOICE_CUE.search(said) and not _CHOICE_CUE.search(after):
+            continue  # "… in Redis, or in process memory. Which do you prefer?" asks after
+        for pattern in (_BETWEEN, _OR):
+            for match in pattern.finditer(said):
+                a = _option(match.group("a"), last=False)
+                b = _option(match.group("b"), last=True)
+                if a and b and a.lower() != b.lower():
+                    return a, b
+    return None
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
+
+
+def pick(reply: str, options: tuple[str, str]) -> tuple[str, str, str] | None:
+    """(the option picked, the reply's head in its own words, its first sentence) when a
+    reply picks one of two options, else None (see the module docstring)."""
+    found = sentences(reply)
+    first = LEAD.sub("", found[0]).strip() if found else ""
+    head, _, rest = first.partition(",")
+    if not head or head.endswith("?") or _REFUSAL.match(head) or TENTATIVE.match(head):
+        return None
+    if len(head.split()) > _MAX_HEAD_WORDS:
+        return None
+    said = _stems(head)
+    scores = [len(said & _stems(option)) for option in options]
+    if max(scores) == 0 or scores[0] == scores[1]:
+        return None
+    chosen = options[scores.index(max(scores))]
+    return chosen, clean(head), clean(f"{head},{rest}" if rest else head)
+
+
+def other(options: tuple[str, str], chosen: str) -> str:
+    return options[1] if options[0] == chosen else options[0]
+
+
+def answer_to_should(question: str, reply: str) -> str | None:
+    """The reply's first sentence when it answers a "Should we …?" question with a statement
+    (see the module docstring); None for another question or a reply that decides nothing."""
+    if not _SHOULD.match(question):
+        return None
+    found = sentences(reply)
+    first = found[0].strip() if found else ""
+    said = LEAD.sub("", first).strip()
+    decided = said or first  # "Yes." alone answers too
+    if not decided or decided.endswith("?") or len(decided.split()) > _MAX_ANSWER_WORDS:
+        return None
+    if TENTATIVE.match(said) or _REFUSAL.match(said) or _DEFERRED.match(first):
+        return None
+    return clean(first)
