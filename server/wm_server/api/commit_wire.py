@@ -1,7 +1,7 @@
 """The wire form of what commits produce: commits and their archives, working memories with
 their guard decisions, token usage, memory diffs and a failed Phase 2's error status.
 
-The servicer answers with these and the event encoder (``api.events``) builds CommitEvents
+The servicer answers with these and the event encoder (``api.commit_event_encoder``) builds CommitEvents
 from them. Each stored JSON column is read in the shape its writer defines and exports:
 decisions as ``wm_core.DecisionDict`` (``storage.codec.decisions_json``), usage as
 ``llm.port.usage_record``, memory diffs as ``services.extraction.StoredDiff`` (``diff_json``).

@@ -28,9 +28,8 @@ import structlog
 
 from wm_server.config import ConfigurationError, Settings, is_loopback_host, split_host_port
 
-log = structlog.get_logger(
-    "wm_server.auth"
-)  # the name operators filter on, kept from before the move
+# The logger keeps the name it had before the module moved: operators filter on it.
+log = structlog.get_logger("wm_server.auth")
 
 MIN_KEY_LENGTH = 16
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

@@ -49,9 +49,8 @@ from prometheus_client.registry import Collector
 
 from wm_server.config import ConfigurationError, split_host_port
 
-log = structlog.get_logger(
-    "wm_server.metrics"
-)  # the name operators filter on, kept from before the move
+# The logger keeps the name it had before the module moved: operators filter on it.
+log = structlog.get_logger("wm_server.metrics")
 
 RPC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 # The ``le`` labels of RPC_BUCKETS as prometheus_client writes them ("0.001", "1.0", "+Inf").
