@@ -95,7 +95,8 @@ def test_the_image_is_slim_non_root_runtime_only_with_health_and_a_volume() -> N
     assert json.loads(by_kind["VOLUME"][0]) == [env["WM_DATA_DIR"]]
     every_run = " ".join(i["value"] for i in parser.structure if i["instruction"] == "RUN")
     assert "[dev]" not in every_run and "-e " not in every_run
-    assert './clients/python ".[otel]"' in every_run  # both distributions, not editable
+    # both distributions, not editable (the client with its command line, for operators)
+    assert '"./clients/python[cli]" ".[otel]"' in every_run
     assert json.loads(by_kind["ENTRYPOINT"][0]) == ["wm-server"]
 
 
