@@ -126,9 +126,14 @@ pytest-slow: install
 # buf generates from protos/, tsc, then node --test. Without Node it is skipped with a
 # message, except under CI=true, where a missing node fails.
 #
-# It reinstalls and rebuilds clients/typescript (npm ci, tsc, also from the example's prebuild),
-# which tests/docs uses too while the pytest tiers run beside it: both hold var/typescript.lock
-# (flock; without flock(1) it runs unlocked).
+# Each project is installed (npm ci) and compiled (tsc) once: the client, then the example
+# against it. --ignore-scripts on the later npm runs skips only their pre-scripts, which would
+# do it again: the client's pretest builds it, the example's prebuild (also run by its
+# pretest) reinstalls and rebuilds the client (so `npm run build` alone works in a fresh
+# example); the named script itself still runs. Six tsc runs and four npm ci were two of each.
+#
+# It reinstalls and rebuilds clients/typescript, which tests/docs uses too while the pytest
+# tiers run beside it: both hold var/typescript.lock (flock; without flock(1) it runs unlocked).
 node-test: install
 	@mkdir -p var; exec 9>var/typescript.lock; \
 	if command -v flock >/dev/null 2>&1; then flock 9; fi; \
@@ -136,9 +141,10 @@ node-test: install
 		cd clients/typescript && $(NPM_CI) && \
 		BUF=$(CURDIR)/$(BIN)/buf node scripts/check-generated.mjs && \
 		npm run --silent build && \
-		WM_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent && \
-		cd $(CURDIR)/examples/typescript && $(NPM_CI) && npm run --silent build && \
-		WM_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent; \
+		WM_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent --ignore-scripts && \
+		cd $(CURDIR)/examples/typescript && $(NPM_CI) && \
+		npm run --silent build --ignore-scripts && \
+		WM_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent --ignore-scripts; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "node-test: node is required under CI=true (install Node.js 20+)" >&2; exit 1; \
 	else \

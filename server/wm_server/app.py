@@ -7,6 +7,7 @@ import asyncio
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 import structlog
@@ -19,8 +20,6 @@ from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.api import session_config, stored_wire
 from wm_server.api.admission import Admission, Limits
 from wm_server.api.commit_event_encoder import encode_event
-from wm_server.api.connect import HttpDoor, start_http_door
-from wm_server.api.cors import Cors
 from wm_server.api.interceptors import RpcInterceptor
 from wm_server.api.reflection import enable_reflection
 from wm_server.api.registration import GenericOnly
@@ -31,7 +30,6 @@ from wm_server.embedding.factory import build_embedder
 from wm_server.embedding.port import Embedder
 from wm_server.errors import InvalidArgument
 from wm_server.event_loop import running_loop_name
-from wm_server.inspector import ConfigDefaults, Inspector, start_inspector
 from wm_server.llm.factory import (
     ProviderConfigurationError,
     ProviderRegistry,
@@ -70,6 +68,10 @@ from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.telemetry.metrics import Metrics
 from wm_server.telemetry.observability import ACCESS_LOG
 from wm_server.telemetry.tracing import NO_TRACING, OtelTracing, otlp_tracing
+
+if TYPE_CHECKING:  # the doors are imported where they start: aiohttp only when one is on
+    from wm_server.api.connect import HttpDoor
+    from wm_server.inspector import Inspector
 
 log = structlog.get_logger("wm_server")
 
@@ -622,6 +624,8 @@ async def _start_inspector(
 ) -> Inspector:
     """The web inspector reads through this server's own gRPC port, over loopback in plain
     text; with TLS on that port it cannot, and says so rather than serve errors."""
+    from wm_server.inspector import ConfigDefaults, start_inspector
+
     assert settings.inspector_address
     if tls_mode(settings).value != "off":
         await app.stop(0)
@@ -661,6 +665,9 @@ async def _start_http_door(
 ) -> HttpDoor:
     """The Connect door (HTTP/JSON) over the same servicer, health and budgets as gRPC, with
     its own interceptor; an address it cannot listen on stops the application."""
+    from wm_server.api.connect import start_http_door
+    from wm_server.api.cors import Cors
+
     assert settings.http_address
     registrations: list[tuple[Callable[..., None], object]] = [
         (service_grpc.add_WorkingMemoryServiceServicer_to_server, servicer),

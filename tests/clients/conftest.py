@@ -1,5 +1,7 @@
 """The clients against real servers on loopback: in-process (Python client and engine, with a
-provider whose answers and pace the test controls) and as a child process (the CLI, resume)."""
+provider whose answers and pace the test controls) and as a child process (the CLI's server,
+resume). The CLI runs in the test's process (client_support.run_cli: its real entry point,
+argv, streams and environment) unless a test proves what only the installed script shows."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from client_support import Run, run_wm
+from client_support import Run, run_cli
 
 from support.providers import ProgrammableProvider
 from support.server_process import ServerProcess
@@ -48,7 +50,7 @@ async def client(app: Application) -> AsyncIterator[WmClient]:
         yield wm
 
 
-# --- the CLI against a server process ----------------------------------------------------------------
+# --- the CLI (in-process) against a server process ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One offline-provider server for a whole test module."""
@@ -60,6 +62,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 @pytest.fixture
 def wm(server: ServerProcess) -> Run:
     def run(*args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-        return run_wm(server.address, *args, stdin=stdin, **env)
+        return run_cli(server.address, *args, stdin=stdin, **env)
 
     return run

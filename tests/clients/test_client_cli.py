@@ -1,4 +1,5 @@
-"""The ``wm`` command line, run as the installed script against real server processes."""
+"""The ``wm`` command line against real server processes: in-process (client_support.run_cli,
+the script's own entry point), and as the installed script where the process is the point."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from client_support import CONVERSATION, Run, creation_input, run_wm, scripted_server
+from client_support import CONVERSATION, Run, creation_input, run_cli, run_wm, scripted_server
 
 from support.server_process import ServerProcess, free_port
 from wm_client.client import WmClient
@@ -125,7 +126,7 @@ def test_commit_follow_shows_guard_decisions_and_a_failure_exits_5(tmp_path: Pat
     ]
     server = scripted_server(tmp_path, answers).start()
     try:
-        run = lambda *a, stdin=None: run_wm(server.address, *a, stdin=stdin)  # noqa: E731
+        run = lambda *a, stdin=None: run_cli(server.address, *a, stdin=stdin)  # noqa: E731
         assert run("add", "g", "-", stdin=TWO_MESSAGES).returncode == 0
         assert run("commit", "g", "--keep", "0", "--follow").returncode == 0
         assert (
@@ -167,7 +168,7 @@ def test_commit_views_report_cache_reads_and_writes(tmp_path: Path) -> None:
     ]
     server = scripted_server(tmp_path, answers).start()
     try:
-        run = lambda *a, stdin=None: run_wm(server.address, *a, stdin=stdin)  # noqa: E731
+        run = lambda *a, stdin=None: run_cli(server.address, *a, stdin=stdin)  # noqa: E731
         assert run("add", "c", "-", stdin=TWO_MESSAGES).returncode == 0
         followed = run("commit", "c", "--keep", "0", "--follow")
         assert followed.returncode == 0, followed.stderr
@@ -272,9 +273,9 @@ def test_server_down_is_exit_3_with_a_clear_message() -> None:
 
 def test_address_option_wins_over_the_environment(server: ServerProcess) -> None:
     dead = f"127.0.0.1:{free_port()}"
-    result = run_wm(dead, "--address", server.address, "sessions", "list")
+    result = run_cli(dead, "--address", server.address, "sessions", "list")
     assert result.returncode == 0, result.stderr
-    after = run_wm(dead, "sessions", "list", "--address", server.address)
+    after = run_cli(dead, "sessions", "list", "--address", server.address)
     assert after.returncode == 0
 
 
@@ -362,17 +363,27 @@ def test_help(wm: Run, args: tuple[str, ...]) -> None:
     assert result.returncode == 0 and "usage: wm" in result.stdout
 
 
+def test_the_installed_script_runs_a_command(server: ServerProcess) -> None:
+    """The ``wm`` console script (not only its function) is installed and works end to end:
+    a pipe on standard input, the server through WM_ADDRESS, the answer on standard output."""
+    added = run_wm(server.address, "add", "cli-script", "-", stdin=TWO_MESSAGES)
+    assert added.returncode == 0, added.stderr
+    assert "added 2 message(s), 0 duplicate(s) skipped to cli-script" in added.stdout
+    helped = run_wm(None, "--help")
+    assert helped.returncode == 0 and "usage: wm" in helped.stdout
+
+
 def test_api_keys_are_sent_and_a_refusal_is_exit_6(tmp_path: Path) -> None:
     key = "k-" + "7" * 40
     server = ServerProcess(tmp_path, WM_API_KEYS=f"acme:{key}").start()
     try:
-        refused = run_wm(server.address, "sessions", "list")
+        refused = run_cli(server.address, "sessions", "list")
         assert refused.returncode == 6 and "not authenticated" in refused.stderr
         assert "--api-key" in refused.stderr
-        assert run_wm(server.address, "sessions", "list", "--api-key", key).returncode == 0
-        added = run_wm(server.address, "add", "k1", "-", stdin=TWO_MESSAGES, WM_API_KEY=key)
+        assert run_cli(server.address, "sessions", "list", "--api-key", key).returncode == 0
+        added = run_cli(server.address, "add", "k1", "-", stdin=TWO_MESSAGES, WM_API_KEY=key)
         assert added.returncode == 0, added.stderr
-        listed = run_wm(server.address, "sessions", "list", "--json", WM_API_KEY=key)
+        listed = run_cli(server.address, "sessions", "list", "--json", WM_API_KEY=key)
         assert [json.loads(x)["session_id"] for x in listed.stdout.splitlines()] == ["k1"]
     finally:
         server.kill()

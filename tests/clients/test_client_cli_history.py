@@ -1,5 +1,6 @@
 """``wm commits …``, ``wm compact``, ``wm memory history/diff`` and the CLI faults of issue 23,
-run as the installed script against real server processes."""
+against real server processes: in-process (client_support.run_cli) except where a terminal
+or the process's own start is the point (the installed script)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from client_support import WM, Run, creation_input, run_wm, scripted_server
+from client_support import WM, Run, creation_input, run_cli, run_wm, scripted_server
 
 from support.server_process import ServerProcess, free_port
 from wm_client.channel import reachable_address
@@ -79,7 +80,7 @@ def test_history_of_a_session_commits_decisions_diff_failure_and_retry(tmp_path:
     try:
 
         def run(*a: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-            return run_wm(server.address, *a, stdin=stdin, **env)
+            return run_cli(server.address, *a, stdin=stdin, **env)
 
         for n in (1, 2, 3):
             assert run("add", "h", "-", stdin=_pair(n)).returncode == 0
@@ -255,7 +256,7 @@ def test_an_address_without_a_port_means_the_default_port() -> None:
     assert reachable_address("::1") == "[::1]:50051"
     assert reachable_address("0.0.0.0:7000") == "127.0.0.1:7000"
     assert reachable_address("dns:///wm.internal:443") == "dns:///wm.internal:443"
-    result = run_wm(None, "--address", "127.0.0.1", "sessions", "list", "--connect-timeout", "1")
+    result = run_cli(None, "--address", "127.0.0.1", "sessions", "list", "--connect-timeout", "1")
     # Whether or not something serves 50051 here, the port dialled is 50051, never 443.
     assert result.returncode in (0, 3, 6), result.stderr
     if result.returncode == 3:
@@ -316,8 +317,8 @@ def test_client_applied_ops_keep_their_guard_decisions_like_a_commit(tmp_path: P
     ]
     server = scripted_server(tmp_path, answers).start()
     try:
-        assert run_wm(server.address, "add", "c", "-", stdin=_pair(1)).returncode == 0
-        assert run_wm(server.address, "commit", "c", "--keep", "0", "--follow").returncode == 0
+        assert run_cli(server.address, "add", "c", "-", stdin=_pair(1)).returncode == 0
+        assert run_cli(server.address, "commit", "c", "--keep", "0", "--follow").returncode == 0
 
         async def apply() -> tuple[int, list[str], list[str]]:
             async with WmClient(server.address) as client:
@@ -339,15 +340,15 @@ def test_client_applied_ops_keep_their_guard_decisions_like_a_commit(tmp_path: P
         assert any("app/db.py" in item for item in restored)
         rows = [
             json.loads(x)
-            for x in run_wm(server.address, "memory", "history", "c", "--json").stdout.splitlines()
+            for x in run_cli(server.address, "memory", "history", "c", "--json").stdout.splitlines()
             if x
         ]
         assert rows[1]["commit_id"] == "" and rows[1]["archive_id"] == ""
         assert rows[1]["decision_count"] == 1
-        table = run_wm(server.address, "memory", "history", "c").stdout
+        table = run_cli(server.address, "memory", "history", "c").stdout
         line = next(x for x in table.splitlines() if "(client ops)" in x)
         assert " 1 " in line  # the decision count, not "-"
-        diff = run_wm(server.address, "memory", "diff", "c", "1", "2")
+        diff = run_cli(server.address, "memory", "diff", "c", "1", "2")
         assert "guard files on Files & Context" in diff.stdout
         assert "client ops (v2)" in diff.stdout
     finally:

@@ -1,5 +1,5 @@
 """Client-applied ops are audited like a commit (issue 36, defects 1 and 2), on a real server
-process, through the installed ``wm`` script and the inspector's HTTP pages.
+process, through ``wm`` (in-process, client_support.run_cli) and the inspector's HTTP pages.
 
 The issue's reproduction: ``wm demo`` replays the bundled session (the offline summarizer
 writes Files & Context, with lines such as ``~/.local/share/ledgerline/ledger.db — in bash
@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from client_support import run_wm
+from client_support import run_cli
 
 from support.server_process import ServerProcess, free_port
 from wm_client import WmClient
@@ -35,10 +35,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
         tmp_path_factory.mktemp("audit"), WM_INSPECTOR_ADDRESS=f"127.0.0.1:{port}"
     ).start()
     try:
-        demo = run_wm(server.address, "demo", "--session", "d")
+        demo = run_cli(server.address, "demo", "--session", "d")
         assert demo.returncode == 0, demo.stdout + demo.stderr
         # the last turns, where the home path is read, stay live after the demo: commit them
-        compact = run_wm(server.address, "compact", "d")
+        compact = run_cli(server.address, "compact", "d")
         assert compact.returncode == 0, compact.stdout + compact.stderr
         yield server, f"http://127.0.0.1:{port}"
     finally:
@@ -82,12 +82,12 @@ async def test_client_ops_restore_every_path_and_keep_their_decisions(
     assert not before.decisions  # a version a commit stored: its commit has them
 
     # wm memory history: the client version counts its decisions (it showed "-")
-    history = run_wm(server.address, "memory", "history", "d", "--json")
+    history = run_cli(server.address, "memory", "history", "d", "--json")
     assert history.returncode == 0, history.stderr
     rows = {r["version"]: r for r in map(json.loads, history.stdout.splitlines())}
     row = rows[stored.version]
     assert row["commit_id"] == "" and row["decision_count"] == len(answer.decisions) > 0
-    table = run_wm(server.address, "memory", "history", "d")
+    table = run_cli(server.address, "memory", "history", "d")
     cells = [
         [cell.strip() for cell in line.split("│")]
         for line in table.stdout.splitlines()

@@ -30,6 +30,7 @@ folder and downloads are disabled: a missing file is an error at start, never a 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -39,17 +40,26 @@ import numpy as np
 from wm_server.embedding.port import EmbedderUnavailable, TextRole, Vectors, normalized
 
 
+@functools.cache
+def _wordllama(dimensions: int) -> tuple[Any, threading.Lock]:
+    """The model, loaded once per process, and the lock its calls take (one at a time, as
+    before). Loading reads the tokenizer and the weights again each time (about 0.09 CPU s,
+    three quarters of an in-process server's start); the model is read-only, so the servers of
+    one process (a test process starts hundreds) share it."""
+    import wordllama
+    from wordllama import WordLlama
+
+    folder = Path(wordllama.__file__).parent
+    model = WordLlama.load(dim=dimensions, cache_dir=folder, disable_download=True)
+    return model, threading.Lock()
+
+
 class WordLlamaEmbedder:
     """wordllama's 256-d "l2_supercat" model (16 MB of weights in the wheel)."""
 
     def __init__(self, dimensions: int = 256) -> None:
-        import wordllama
-        from wordllama import WordLlama
-
-        folder = Path(wordllama.__file__).parent
-        self._model: Any = WordLlama.load(dim=dimensions, cache_dir=folder, disable_download=True)
+        self._model, self._lock = _wordllama(dimensions)
         self._dimensions = dimensions
-        self._lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
