@@ -14,14 +14,21 @@ MAX_HITS = 50
 _JSON_ESCAPED = {'"', "\\"}
 
 
+def checked_query(query: str) -> str:
+    """A search's query without its surrounding blanks: required, and at most MAX_QUERY
+    characters (the one rule of every search: literal, ranked, hybrid, memories)."""
+    text = query.strip()
+    if not text:
+        raise invalid("query", "required", "REQUIRED")
+    if len(text) > MAX_QUERY:
+        raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
+    return text
+
+
 def search_terms(query: str, max_hits: int) -> tuple[str, int]:
     """The literal a search looks for and how many hits it returns; the same limits for
     every literal search (archives, tool outputs)."""
-    needle = query.strip()
-    if not needle:
-        raise invalid("query", "required", "REQUIRED")
-    if len(needle) > MAX_QUERY:
-        raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
+    needle = checked_query(query)
     if max_hits < 0:
         raise invalid("max_hits", "must not be negative", "OUT_OF_RANGE")
     return needle, min(max_hits or DEFAULT_HITS, MAX_HITS)

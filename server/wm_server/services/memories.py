@@ -45,6 +45,7 @@ from wm_core import (
 from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
 from wm_server.security.tenancy import current_tenant
 from wm_server.services import idempotency, paging, validation
+from wm_server.services.literal_search import MAX_QUERY, checked_query
 from wm_server.services.memory_lifecycle import (
     expired,
     lifecycle_of_new,
@@ -67,7 +68,6 @@ MAX_TEXT = MAX_STORED_MEMORY_CHARS  # wm_core's: memory_store's schema states it
 MAX_FIELDS = 16
 MAX_FIELD_VALUE = 500
 MAX_REASON = 500
-MAX_QUERY = 1000
 DEFAULT_LIMIT = 10
 MAX_LIMIT = MAX_MEMORY_HITS  # wm_core's: memory_search's schema states it too
 SNIPPET = 300
@@ -425,12 +425,7 @@ async def _views(uow: UnitOfWork, rows: Sequence[MemoryRow]) -> list[MemoryView]
 
 
 def search_query(query: str) -> list[str]:
-    text = query.strip()
-    if not text:
-        raise invalid("query", "required", "REQUIRED")
-    if len(text) > MAX_QUERY:
-        raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
-    return query_words(text)
+    return query_words(checked_query(query))
 
 
 class MemoryService:
