@@ -5,10 +5,16 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from wm_server.app import serve
-from wm_server.config import ConfigurationError, load_settings
-from wm_server.event_loop import loop_factory
-from wm_server.telemetry.observability import configure_logging
+# The server renders nothing with rich (a dependency of the `wm` CLI only), but structlog
+# imports it, with pygments, whenever it is installed: in a developer's venv, where the CLI is,
+# that is 0.2 CPU s of every start, and console-format tracebacks unlike those of a server
+# installed without the CLI. Marked absent before structlog is first imported.
+sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
+
+from wm_server.app import serve  # noqa: E402
+from wm_server.config import ConfigurationError, load_settings  # noqa: E402
+from wm_server.event_loop import loop_factory  # noqa: E402
+from wm_server.telemetry.observability import configure_logging  # noqa: E402
 
 
 def main() -> int:

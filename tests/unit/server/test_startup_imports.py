@@ -1,7 +1,8 @@
 """What a server process imports before it serves: each optional door's web stack only when
-that door is on. aiohttp (with yarl, multidict and the rest) costs about 0.6 CPU s to import,
-a third of the imports of ``wm_server.app``; most servers (and every test's server process)
-run without the HTTP door and the inspector."""
+that door is on (aiohttp, with yarl, multidict and the rest, is about a fifth of the imports of
+``wm_server.app``; most servers, and every test's server process, run without the HTTP door
+and the inspector), and never rich, which structlog would import when the CLI's extra is
+installed beside the server."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ import sys
 
 PROBE = """
 import sys
-import wm_server.app
+import wm_server.__main__  # what `wm-server` and `python -m wm_server` run
 from wm_server.embedding.embedded import WordLlamaEmbedder
 first, second = WordLlamaEmbedder(), WordLlamaEmbedder()
-print(sorted(m for m in ("aiohttp", "wm_server.api.connect", "wm_server.inspector") if m in sys.modules))
+loaded = ("aiohttp", "wm_server.api.connect", "wm_server.inspector", "rich", "pygments")
+print(sorted(m for m in loaded if sys.modules.get(m) is not None))
 print(first._model is second._model)
 """
 
 
-def test_the_server_imports_no_door_it_has_not_started_and_loads_its_model_once() -> None:
+def test_a_server_imports_no_door_it_has_not_started_nor_rich_and_loads_its_model_once() -> None:
     result = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True
     )
