@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
 .PHONY: install install-runtime run test test-fast checks lint format typecheck protos stubs-check \
-	client-rules buf-lint pytest pytest-fast pytest-slow node-test bench clean
+	client-rules buf-lint pytest pytest-fast pytest-quick pytest-slow node-test bench clean
 
 # Two distributions, both editable: the light client (clients/python: wm_client, wm_proto, the
 # `wm` CLI) and the server, which depends on it. Given in one pip command, the local client
@@ -55,16 +55,30 @@ run: install-runtime
 # puts whole folders in the slow tier): `slow` (container build, soak, packaging, PostgreSQL
 # restarts, process kills, the browser) and `serial` (measures time or memory: never on a
 # shared worker) make the slow tier, everything else the fast one, so together they are the
-# whole suite. `make test-fast` is a developer's loop: ruff, mypy and the fast tier.
+# whole suite.
+#
+# `make test-fast` is the loop while you work, side by side: lint (ruff, the import contracts),
+# typecheck (mypy) and pytest-quick. pytest-quick runs the fast tier's tests under QUICK_TESTS
+# (the domain in tests/unit, the contract and conformance cases, the storage suite with its
+# port coverage check, and the service on loopback in tests/integration) except those marked
+# `server_process` (every test of a module that runs wm-server as a child process: replicas,
+# restarts, request ids across servers, log formats, the ready line, tracing, event loops),
+# on the xdist workers. Why not the whole fast tier: it needs about 360 CPU s, so no less than
+# 3 minutes on 2 cores. Left to `make test` (and `make pytest-fast`): the server-process
+# tests, tests/clients (the CLI, the client library), tests/docs (the docs' code blocks),
+# tests/reliability (faults, fuzzing, load), tests/integrations (the agent frameworks) and the
+# ci, deploy, bench and examples checks.
 PYTEST_WORKERS ?= 2
 FAST_TIER := not slow and not serial
 SLOW_TIER := slow or serial
+QUICK_TIER := $(FAST_TIER) and not server_process
+QUICK_TESTS := tests/unit tests/contract tests/conformance tests/storage tests/integration
 
 test: install
 	$(BIN)/python scripts/test_tiers.py checks pytest-fast pytest-slow node-test
 
 test-fast: install
-	$(BIN)/python scripts/test_tiers.py lint typecheck pytest-fast
+	$(BIN)/python scripts/test_tiers.py lint typecheck pytest-quick
 
 checks: buf-lint stubs-check lint typecheck
 
@@ -117,6 +131,9 @@ pytest: install
 
 pytest-fast: install
 	$(BIN)/pytest -m "$(FAST_TIER)" -n $(PYTEST_WORKERS) --durations=15 $(CI_SEED)
+
+pytest-quick: install
+	$(BIN)/pytest -m "$(QUICK_TIER)" -n $(PYTEST_WORKERS) --durations=15 $(CI_SEED) $(QUICK_TESTS)
 
 pytest-slow: install
 	$(BIN)/pytest -m "$(SLOW_TIER)" --durations=15 $(CI_SEED)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from support.postgres import remove_orphans
+from support.server_process import ServerProcess
 from support.workers import is_xdist_worker
 from wm_server.config import EventLoopName
 from wm_server.event_loop import LoopFactory, loop_factory
@@ -28,6 +29,15 @@ SLOW_FOLDERS = {
 SLOW_FIXTURES = {"browser": "starts Chromium"}
 
 
+def _starts_server_processes(item: pytest.Item) -> bool:
+    """Whether the item's module runs ``wm-server`` as a child process: it has
+    support.server_process.ServerProcess among its names. Each such start costs a Python
+    process and the server's imports (about 1.7 CPU s); ``make test-fast`` leaves these modules,
+    marked ``server_process``, to ``make test`` (see the Makefile)."""
+    module = getattr(item, "module", None)
+    return module is not None and any(v is ServerProcess for v in vars(module).values())
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -35,6 +45,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_folder = len(parts) > 1 and parts[0] in SLOW_FOLDERS
         if in_folder or not SLOW_FIXTURES.keys().isdisjoint(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if _starts_server_processes(item):
+            item.add_marker(pytest.mark.server_process)
 
 
 @pytest.fixture(autouse=True)

@@ -58,6 +58,17 @@ def test_folders_fixtures_and_marks_put_tests_in_the_slow_tier() -> None:
     assert any(t.startswith("tests/deploy/test_container.py") for t in slow)  # marked itself
 
 
+@pytest.mark.slow  # collects two modules in a child process
+def test_modules_that_run_server_processes_are_left_out_of_the_quick_loop() -> None:
+    """`make test-fast` selects `not server_process`: every test of a module that has
+    ServerProcess is marked, and no test of a module without it."""
+    paths = ("tests/integration/test_ready_line.py", "tests/integration/test_commits.py")
+    marked = _selected("server_process", *paths)
+    unmarked = _selected("not server_process", *paths)
+    assert marked and all(t.startswith(paths[0]) for t in marked), marked
+    assert unmarked and all(t.startswith(paths[1]) for t in unmarked), unmarked
+
+
 def test_the_closing_lines_of_pytest_and_node_are_added_up() -> None:
     output = textwrap.dedent("""
         ===== 2 failed, 1200 passed, 3 skipped, 1 xfailed, 1 error in 61.20s (0:01:01) =====
