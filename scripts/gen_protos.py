@@ -2,7 +2,10 @@
 
 protoc writes absolute imports from the proto path (``from wm.v1 import resources_pb2``);
 we rewrite them to ``wm_proto.v1`` so that the generated code lives in one import package of
-ours. ``--check`` regenerates into a temporary folder and fails when a byte differs from the
+ours. The protovalidate rules the contract annotates its fields with
+(third_party/buf/validate/validate.proto) are generated beside them as ``buf_validate_pb2``:
+no PyPI package ships them for google.protobuf (protovalidate 2 reads descriptors natively),
+and a client reading the annotations needs the extension registered. ``--check`` regenerates into a temporary folder and fails when a byte differs from the
 committed stubs, which is how CI catches a proto edited without regenerating.
 
 Usage: python scripts/gen_protos.py [--check] [--target DIR]
@@ -27,6 +30,8 @@ THIRD_PARTY = ROOT / "third_party"
 PROTO_PACKAGE_DIR = PROTO_ROOT / "wm" / "v1"
 DEFAULT_TARGET = ROOT / "clients" / "python" / "wm_proto" / "v1"
 _IMPORT = re.compile(r"^from wm\.v1 import", re.MULTILINE)
+_VALIDATE_IMPORT = re.compile(r"^from buf\.validate import validate_pb2", re.MULTILINE)
+VALIDATE_PROTO = "buf/validate/validate.proto"
 _INIT = '"""Generated protobuf and gRPC stubs of the wm.v1 contract. Do not edit."""\n'
 
 
@@ -49,13 +54,20 @@ def generate(out_dir: Path) -> None:
             f"--mypy_out={raw_dir}",
             f"--mypy_grpc_out={raw_dir}",
             *protos,
+            VALIDATE_PROTO,
         ]
         if protoc.main(args) != 0:
             raise SystemExit("protoc failed")
         out_dir.mkdir(parents=True, exist_ok=True)
-        for path in sorted((raw_dir / "wm" / "v1").iterdir()):
+        generated = [(path, path.name) for path in sorted((raw_dir / "wm" / "v1").iterdir())]
+        generated += [
+            (path, path.name.replace("validate_pb2", "buf_validate_pb2"))
+            for path in sorted((raw_dir / "buf" / "validate").iterdir())
+        ]
+        for path, name in generated:
             text = _IMPORT.sub("from wm_proto.v1 import", path.read_text())
-            (out_dir / path.name).write_text(text)
+            text = _VALIDATE_IMPORT.sub("from wm_proto.v1 import buf_validate_pb2", text)
+            (out_dir / name).write_text(text)
         (out_dir / "__init__.py").write_text(_INIT)
 
 

@@ -163,7 +163,7 @@ class _CommitTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CommitT
     COMMIT_TRIGGER_UNSPECIFIED: _CommitTrigger.ValueType  # 0
     """Not known (commits stored before triggers were recorded)."""
     COMMIT_TRIGGER_CLIENT: _CommitTrigger.ValueType  # 1
-    """A Commit or Compact call."""
+    """A CreateCommit or CompactSession call."""
     COMMIT_TRIGGER_PENDING_TOKENS: _CommitTrigger.ValueType  # 2
     """The session's pending_tokens reached its auto-commit threshold."""
     COMMIT_TRIGGER_MESSAGE_COUNT: _CommitTrigger.ValueType  # 3
@@ -177,7 +177,7 @@ class CommitTrigger(_CommitTrigger, metaclass=_CommitTriggerEnumTypeWrapper):
 COMMIT_TRIGGER_UNSPECIFIED: CommitTrigger.ValueType  # 0
 """Not known (commits stored before triggers were recorded)."""
 COMMIT_TRIGGER_CLIENT: CommitTrigger.ValueType  # 1
-"""A Commit or Compact call."""
+"""A CreateCommit or CompactSession call."""
 COMMIT_TRIGGER_PENDING_TOKENS: CommitTrigger.ValueType  # 2
 """The session's pending_tokens reached its auto-commit threshold."""
 COMMIT_TRIGGER_MESSAGE_COUNT: CommitTrigger.ValueType  # 3
@@ -365,7 +365,7 @@ class _MemoryStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemorySta
     MEMORY_STATE_RETIRED: _MemoryState.ValueType  # 2
     """Superseded or contradicted: kept with its history, never searched nor recalled."""
     MEMORY_STATE_SUPERSEDED: _MemoryState.ValueType  # 3
-    """Replaced by a newer memory (Memory.superseded_by_memory_id) that states the current
+    """Replaced by a newer memory (Memory.superseded_by) that states the current
     fact; it held from valid_from until valid_until. Not recalled; searched only when asked
     (SearchMemoriesRequest.include_superseded), ranked below every current memory.
     """
@@ -380,7 +380,7 @@ MEMORY_STATE_ACTIVE: MemoryState.ValueType  # 1
 MEMORY_STATE_RETIRED: MemoryState.ValueType  # 2
 """Superseded or contradicted: kept with its history, never searched nor recalled."""
 MEMORY_STATE_SUPERSEDED: MemoryState.ValueType  # 3
-"""Replaced by a newer memory (Memory.superseded_by_memory_id) that states the current
+"""Replaced by a newer memory (Memory.superseded_by) that states the current
 fact; it held from valid_from until valid_until. Not recalled; searched only when asked
 (SearchMemoriesRequest.include_superseded), ranked below every current memory.
 """
@@ -528,7 +528,7 @@ class Session(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    SESSION_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
@@ -541,8 +541,10 @@ class Session(_message.Message):
     CONFIG_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     AGENT_ID_FIELD_NUMBER: _builtins.int
-    session_id: _builtins.str
-    """The session's id: 1-128 characters of [A-Za-z0-9._-]."""
+    name: _builtins.str
+    """The session's resource name, "sessions/{session}": the id is 1-128 characters of
+    [A-Za-z0-9._-] and not "-" (the wildcard of SearchArchives).
+    """
     message_count: _builtins.int
     """Live messages: added and not yet archived by a commit."""
     total_message_count: _builtins.int
@@ -588,7 +590,7 @@ class Session(_message.Message):
     def __init__(
         self,
         *,
-        session_id: _builtins.str = ...,
+        name: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         message_count: _builtins.int = ...,
@@ -604,7 +606,7 @@ class Session(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "archive_count", b"archive_count", "config", b"config", "create_time", b"create_time", "keep_recent_count", b"keep_recent_count", "live_tokens", b"live_tokens", "message_count", b"message_count", "pending_tokens", b"pending_tokens", "session_id", b"session_id", "total_message_count", b"total_message_count", "update_time", b"update_time", "user_id", b"user_id", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "archive_count", b"archive_count", "config", b"config", "create_time", b"create_time", "keep_recent_count", b"keep_recent_count", "live_tokens", b"live_tokens", "message_count", b"message_count", "name", b"name", "pending_tokens", b"pending_tokens", "total_message_count", b"total_message_count", "update_time", b"update_time", "user_id", b"user_id", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -760,7 +762,9 @@ Global___ModelChoice: _TypeAlias = ModelChoice  # noqa: Y015
 
 @_typing.final
 class Message(_message.Message):
-    """One message of a session."""
+    """One message of a session: live (listed under the session) or archived (listed under its
+    archive); its name stays the same when a commit archives it.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -770,11 +774,12 @@ class Message(_message.Message):
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
-    TOOL_OUTPUT_IDS_FIELD_NUMBER: _builtins.int
+    TOOL_OUTPUTS_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
-    """Client-supplied idempotency key, unique within the session (1-128 characters of
-    [A-Za-z0-9._:-]). Re-sending an id already stored is a no-op. When empty, the server
-    makes one.
+    """Client-supplied id, the last segment of the name and an idempotency key, unique within
+    the session (1-128 characters of [A-Za-z0-9._:-]). Re-sending an id already stored is a
+    no-op. When empty, the server makes one.
     """
     role: Global___Role.ValueType
     """Who produced the message."""
@@ -786,10 +791,13 @@ class Message(_message.Message):
     """Position of the message in its session, starting at 1 and never reused (except the
     positions RemoveRecentMessages frees, which the next messages take).
     """
+    name: _builtins.str
+    """The message's resource name, "sessions/{session}/messages/{id}"."""
     @_builtins.property
     def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Part]:
         """The content, in order: 1-256 parts. The whole message may be at most the server's
-        message size limit (default 1 MiB of text, tool input and tool output).
+        message size limit (WM_MAX_MESSAGE_BYTES, default 1 MiB of text, tool input and tool
+        output).
         """
 
     @_builtins.property
@@ -797,11 +805,11 @@ class Message(_message.Message):
         """When the server stored the message."""
 
     @_builtins.property
-    def tool_output_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Ids of the tool outputs taken out of this message, in part order. A tool result (or a
-        tool input) longer than the server's threshold (WM_TOOL_OUTPUT_INLINE_CHARS, default
-        20,000 characters) is stored whole and replaced here by a synopsis naming its id; read
-        it with GetToolOutput, search it with SearchToolOutputs. Deleted with the session.
+    def tool_outputs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The tool outputs taken out of this message, in part order. A tool result (or a tool
+        input) longer than the server's threshold (WM_TOOL_OUTPUT_INLINE_CHARS, default 20,000
+        characters) is stored whole and replaced here by a synopsis naming its id; read it with
+        GetToolOutput, search it with SearchToolOutputs. Deleted with the session.
         """
 
     def __init__(
@@ -813,11 +821,12 @@ class Message(_message.Message):
         estimated_tokens: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         position: _builtins.int = ...,
-        tool_output_ids: _abc.Iterable[_builtins.str] | None = ...,
+        tool_outputs: _abc.Iterable[_builtins.str] | None = ...,
+        name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "estimated_tokens", b"estimated_tokens", "id", b"id", "parts", b"parts", "position", b"position", "role", b"role", "tool_output_ids", b"tool_output_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "estimated_tokens", b"estimated_tokens", "id", b"id", "name", b"name", "parts", b"parts", "position", b"position", "role", b"role", "tool_outputs", b"tool_outputs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -829,8 +838,8 @@ class ToolOutput(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    OUTPUT_ID_FIELD_NUMBER: _builtins.int
-    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
     TOOL_USE_ID_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
@@ -838,9 +847,11 @@ class ToolOutput(_message.Message):
     LINE_COUNT_FIELD_NUMBER: _builtins.int
     SYNOPSIS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
-    output_id: _builtins.str
-    """The id, unique within the session: out.MESSAGE_ID.PART_INDEX, e.g. out.m42.1."""
-    message_id: _builtins.str
+    name: _builtins.str
+    """The resource name, "sessions/{session}/toolOutputs/{tool_output}"; the id is unique
+    within the session: out.MESSAGE_ID.PART_INDEX, e.g. out.m42.1.
+    """
+    message: _builtins.str
     """The message it was taken from."""
     tool_use_id: _builtins.str
     """The tool call it belongs to (ToolUse.id, or the ToolResult's tool_use_id)."""
@@ -861,8 +872,8 @@ class ToolOutput(_message.Message):
     def __init__(
         self,
         *,
-        output_id: _builtins.str = ...,
-        message_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        message: _builtins.str = ...,
         tool_use_id: _builtins.str = ...,
         kind: Global___ToolOutputKind.ValueType = ...,
         format: _builtins.str = ...,
@@ -873,7 +884,7 @@ class ToolOutput(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "format", b"format", "kind", b"kind", "line_count", b"line_count", "message_id", b"message_id", "output_id", b"output_id", "size_bytes", b"size_bytes", "synopsis", b"synopsis", "tool_use_id", b"tool_use_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "format", b"format", "kind", b"kind", "line_count", b"line_count", "message", b"message", "name", b"name", "size_bytes", b"size_bytes", "synopsis", b"synopsis", "tool_use_id", b"tool_use_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -925,9 +936,9 @@ class ToolUse(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     INPUT_JSON_FIELD_NUMBER: _builtins.int
     id: _builtins.str
-    """The call's id, unique within the session; its ToolResult refers to it."""
+    """The call's id, unique within the session; its ToolResult refers to it: 1-256 characters."""
     name: _builtins.str
-    """The tool's name."""
+    """The tool's name: 1-256 characters."""
     input_json: _builtins.str
     """The input, a JSON object as text, nested at most 100 levels deep. Empty means {}."""
     def __init__(
@@ -955,7 +966,7 @@ class ToolResult(_message.Message):
     CONTENT_FIELD_NUMBER: _builtins.int
     IS_ERROR_FIELD_NUMBER: _builtins.int
     tool_use_id: _builtins.str
-    """The id of the ToolUse this answers."""
+    """The id of the ToolUse this answers: 1-256 characters."""
     content: _builtins.str
     """The tool's output as text."""
     is_error: _builtins.bool
@@ -1021,9 +1032,8 @@ class Commit(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    COMMIT_ID_FIELD_NUMBER: _builtins.int
-    SESSION_ID_FIELD_NUMBER: _builtins.int
-    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    ARCHIVE_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     KEEP_RECENT_COUNT_FIELD_NUMBER: _builtins.int
     ARCHIVED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
@@ -1032,7 +1042,7 @@ class Commit(_message.Message):
     SKIP_REASON_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     ATTEMPT_COUNT_FIELD_NUMBER: _builtins.int
-    COVERED_BY_COMMIT_ID_FIELD_NUMBER: _builtins.int
+    COVERED_BY_COMMIT_FIELD_NUMBER: _builtins.int
     TOKEN_USAGE_FIELD_NUMBER: _builtins.int
     DECISIONS_FIELD_NUMBER: _builtins.int
     WORKING_MEMORY_VERSION_FIELD_NUMBER: _builtins.int
@@ -1041,12 +1051,10 @@ class Commit(_message.Message):
     COMPLETE_TIME_FIELD_NUMBER: _builtins.int
     TRIGGER_FIELD_NUMBER: _builtins.int
     MEMORY_DIFF_FIELD_NUMBER: _builtins.int
-    commit_id: _builtins.str
-    """The commit's id, unique within the session."""
-    session_id: _builtins.str
-    """The session."""
-    archive_id: _builtins.str
-    """The archive Phase 1 made (archive_001, archive_002, ...); empty when skipped."""
+    name: _builtins.str
+    """The commit's resource name, "sessions/{session}/commits/{commit}"."""
+    archive: _builtins.str
+    """The archive Phase 1 made (.../archives/archive_001, archive_002, ...); empty when skipped."""
     state: Global___CommitState.ValueType
     """Where the commit is in its lifecycle."""
     keep_recent_count: _builtins.int
@@ -1061,7 +1069,7 @@ class Commit(_message.Message):
     """Why nothing was archived, for a skipped commit."""
     attempt_count: _builtins.int
     """Phase 2 attempts made so far."""
-    covered_by_commit_id: _builtins.str
+    covered_by_commit: _builtins.str
     """For a failed commit: the later commit whose working memory covered its messages."""
     working_memory_version: _builtins.int
     """The working-memory version Phase 2 stored; 0 until completed."""
@@ -1099,9 +1107,8 @@ class Commit(_message.Message):
     def __init__(
         self,
         *,
-        commit_id: _builtins.str = ...,
-        session_id: _builtins.str = ...,
-        archive_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        archive: _builtins.str = ...,
         state: Global___CommitState.ValueType = ...,
         keep_recent_count: _builtins.int = ...,
         archived_message_count: _builtins.int = ...,
@@ -1110,7 +1117,7 @@ class Commit(_message.Message):
         skip_reason: Global___SkipReason.ValueType = ...,
         error: _status_pb2.Status | None = ...,
         attempt_count: _builtins.int = ...,
-        covered_by_commit_id: _builtins.str = ...,
+        covered_by_commit: _builtins.str = ...,
         token_usage: Global___TokenUsage | None = ...,
         decisions: _abc.Iterable[Global___GuardDecision] | None = ...,
         working_memory_version: _builtins.int = ...,
@@ -1122,7 +1129,7 @@ class Commit(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["complete_time", b"complete_time", "create_time", b"create_time", "error", b"error", "memory_diff", b"memory_diff", "token_usage", b"token_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "attempt_count", b"attempt_count", "commit_id", b"commit_id", "complete_time", b"complete_time", "covered_by_commit_id", b"covered_by_commit_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "keep_recent_count", b"keep_recent_count", "kept_message_count", b"kept_message_count", "last_sequence", b"last_sequence", "memory_diff", b"memory_diff", "session_id", b"session_id", "skip_reason", b"skip_reason", "state", b"state", "token_usage", b"token_usage", "trigger", b"trigger", "working_memory_version", b"working_memory_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive", b"archive", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "attempt_count", b"attempt_count", "complete_time", b"complete_time", "covered_by_commit", b"covered_by_commit", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "keep_recent_count", b"keep_recent_count", "kept_message_count", b"kept_message_count", "last_sequence", b"last_sequence", "memory_diff", b"memory_diff", "name", b"name", "skip_reason", b"skip_reason", "state", b"state", "token_usage", b"token_usage", "trigger", b"trigger", "working_memory_version", b"working_memory_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1136,7 +1143,7 @@ class CommitEvent(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    COMMIT_ID_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
     SEQUENCE_FIELD_NUMBER: _builtins.int
     STAGE_FIELD_NUMBER: _builtins.int
     TERMINAL_FIELD_NUMBER: _builtins.int
@@ -1154,7 +1161,7 @@ class CommitEvent(_message.Message):
     FAILED_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     MEMORIES_EXTRACTED_FIELD_NUMBER: _builtins.int
-    commit_id: _builtins.str
+    commit: _builtins.str
     """The commit."""
     sequence: _builtins.int
     """Per-commit, strictly increasing from 1 and gap-free over stored events. A heartbeat
@@ -1163,9 +1170,11 @@ class CommitEvent(_message.Message):
     stage: Global___CommitStage.ValueType
     """The stage this event reports."""
     terminal: _builtins.bool
-    """True on a terminal event (completed, failed, or skipped); a stream ends after it. Each run
-    of Phase 2 ends with exactly one: RetryCommit appends a new run after a FAILED event, so
-    the log of a retried commit holds one terminal event per run and the last is its outcome.
+    """True on the event that ends the commit (completed, failed or skipped), and only there: a
+    stream ends after it and the commit's state no longer changes unless RetryCommit runs it
+    again. A FAILED event that a RetryCommit followed is not terminal (replayed, it says
+    terminal false): the log of a retried commit holds one FAILED event per failed run and
+    one terminal event, its last.
     """
     state: Global___CommitState.ValueType
     """The commit's state after this event."""
@@ -1224,7 +1233,7 @@ class CommitEvent(_message.Message):
     def __init__(
         self,
         *,
-        commit_id: _builtins.str = ...,
+        commit: _builtins.str = ...,
         sequence: _builtins.int = ...,
         stage: Global___CommitStage.ValueType = ...,
         terminal: _builtins.bool = ...,
@@ -1245,7 +1254,7 @@ class CommitEvent(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "create_time", b"create_time", "detail", b"detail", "failed", b"failed", "guard_decision", b"guard_decision", "heartbeat", b"heartbeat", "llm_request_sent", b"llm_request_sent", "llm_response_received", b"llm_response_received", "memories_extracted", b"memories_extracted", "ops_parsed", b"ops_parsed", "phase1", b"phase1", "phase2_started", b"phase2_started", "retry_scheduled", b"retry_scheduled", "working_memory_stored", b"working_memory_stored"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_id", b"commit_id", "completed", b"completed", "create_time", b"create_time", "detail", b"detail", "failed", b"failed", "guard_decision", b"guard_decision", "heartbeat", b"heartbeat", "llm_request_sent", b"llm_request_sent", "llm_response_received", b"llm_response_received", "memories_extracted", b"memories_extracted", "ops_parsed", b"ops_parsed", "phase1", b"phase1", "phase2_started", b"phase2_started", "retry_scheduled", b"retry_scheduled", "sequence", b"sequence", "stage", b"stage", "state", b"state", "terminal", b"terminal", "working_memory_stored", b"working_memory_stored"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "completed", b"completed", "create_time", b"create_time", "detail", b"detail", "failed", b"failed", "guard_decision", b"guard_decision", "heartbeat", b"heartbeat", "llm_request_sent", b"llm_request_sent", "llm_response_received", b"llm_response_received", "memories_extracted", b"memories_extracted", "ops_parsed", b"ops_parsed", "phase1", b"phase1", "phase2_started", b"phase2_started", "retry_scheduled", b"retry_scheduled", "sequence", b"sequence", "stage", b"stage", "state", b"state", "terminal", b"terminal", "working_memory_stored", b"working_memory_stored"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_detail: _TypeAlias = _typing.Literal["phase1", "phase2_started", "llm_request_sent", "llm_response_received", "ops_parsed", "guard_decision", "working_memory_stored", "retry_scheduled", "completed", "failed", "heartbeat", "memories_extracted"]  # noqa: Y015
     _WhichOneofArgType_detail: _TypeAlias = _typing.Literal["detail", b"detail"]  # noqa: Y015
@@ -1260,7 +1269,7 @@ class Phase1Outcome(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ARCHIVED_FIELD_NUMBER: _builtins.int
-    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    ARCHIVE_FIELD_NUMBER: _builtins.int
     ARCHIVED_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     KEPT_MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     ARCHIVED_TOKENS_FIELD_NUMBER: _builtins.int
@@ -1268,7 +1277,7 @@ class Phase1Outcome(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     archived: _builtins.bool
     """True when messages were archived; false when the commit was skipped."""
-    archive_id: _builtins.str
+    archive: _builtins.str
     """The archive made; empty when skipped."""
     archived_message_count: _builtins.int
     """Messages moved into the archive."""
@@ -1284,7 +1293,7 @@ class Phase1Outcome(_message.Message):
         self,
         *,
         archived: _builtins.bool = ...,
-        archive_id: _builtins.str = ...,
+        archive: _builtins.str = ...,
         archived_message_count: _builtins.int = ...,
         kept_message_count: _builtins.int = ...,
         archived_tokens: _builtins.int = ...,
@@ -1293,7 +1302,7 @@ class Phase1Outcome(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "archived", b"archived", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "kept_message_count", b"kept_message_count", "message", b"message", "skip_reason", b"skip_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive", b"archive", "archived", b"archived", "archived_message_count", b"archived_message_count", "archived_tokens", b"archived_tokens", "kept_message_count", b"kept_message_count", "message", b"message", "skip_reason", b"skip_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1308,7 +1317,7 @@ class Phase2Started(_message.Message):
     ATTEMPT_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
     PREVIOUS_VERSION_FIELD_NUMBER: _builtins.int
-    COVERED_ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
+    COVERED_ARCHIVES_FIELD_NUMBER: _builtins.int
     attempt: _builtins.int
     """Attempt number, from 1."""
     mode: Global___Phase2Mode.ValueType
@@ -1316,7 +1325,7 @@ class Phase2Started(_message.Message):
     previous_version: _builtins.int
     """The working-memory version being updated (0 when creating)."""
     @_builtins.property
-    def covered_archive_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def covered_archives(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Archives whose messages this attempt covers (earlier failed ones included)."""
 
     def __init__(
@@ -1325,11 +1334,11 @@ class Phase2Started(_message.Message):
         attempt: _builtins.int = ...,
         mode: Global___Phase2Mode.ValueType = ...,
         previous_version: _builtins.int = ...,
-        covered_archive_ids: _abc.Iterable[_builtins.str] | None = ...,
+        covered_archives: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "covered_archive_ids", b"covered_archive_ids", "mode", b"mode", "previous_version", b"previous_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "covered_archives", b"covered_archives", "mode", b"mode", "previous_version", b"previous_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1373,25 +1382,27 @@ class LlmResponseReceived(_message.Message):
 
     STOP_REASON_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
-    DURATION_MS_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
     stop_reason: _builtins.str
     """Why the model stopped (tool_use, end_turn, max_tokens, ...)."""
-    duration_ms: _builtins.int
-    """Wall time of the call in milliseconds."""
     @_builtins.property
     def usage(self) -> Global___TokenUsage:
         """Tokens of this call."""
+
+    @_builtins.property
+    def duration(self) -> _duration_pb2.Duration:
+        """Wall time of the call."""
 
     def __init__(
         self,
         *,
         stop_reason: _builtins.str = ...,
         usage: Global___TokenUsage | None = ...,
-        duration_ms: _builtins.int = ...,
+        duration: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duration_ms", b"duration_ms", "stop_reason", b"stop_reason", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "stop_reason", b"stop_reason", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1479,42 +1490,46 @@ class RetryScheduled(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ATTEMPT_FIELD_NUMBER: _builtins.int
-    DELAY_MS_FIELD_NUMBER: _builtins.int
+    DELAY_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     NEXT_ATTEMPT_TIME_FIELD_NUMBER: _builtins.int
     PROVIDER_UNAVAILABLE_FIELD_NUMBER: _builtins.int
-    WAIT_REMAINING_SECONDS_FIELD_NUMBER: _builtins.int
+    WAIT_REMAINING_FIELD_NUMBER: _builtins.int
     attempt: _builtins.int
     """The attempt that failed."""
-    delay_ms: _builtins.int
-    """Delay before the next attempt, in milliseconds."""
     reason: _builtins.str
     """Why the attempt failed."""
     provider_unavailable: _builtins.bool
     """The failure was an outage of the model provider (connection, timeout, 429, 5xx, 529):
     Phase 2 waits it out, up to the job's maximum age, instead of counting attempts.
     """
-    wait_remaining_seconds: _builtins.int
-    """Seconds left before the job's maximum age is reached and it fails; 0 when the retry is
-    not one of waiting out an outage.
-    """
+    @_builtins.property
+    def delay(self) -> _duration_pb2.Duration:
+        """Delay before the next attempt."""
+
     @_builtins.property
     def next_attempt_time(self) -> _timestamp_pb2.Timestamp:
         """When the next attempt may start (the time of scheduling plus the delay)."""
+
+    @_builtins.property
+    def wait_remaining(self) -> _duration_pb2.Duration:
+        """Time left before the job's maximum age is reached and it fails; zero when the retry is
+        not one of waiting out an outage.
+        """
 
     def __init__(
         self,
         *,
         attempt: _builtins.int = ...,
-        delay_ms: _builtins.int = ...,
+        delay: _duration_pb2.Duration | None = ...,
         reason: _builtins.str = ...,
         next_attempt_time: _timestamp_pb2.Timestamp | None = ...,
         provider_unavailable: _builtins.bool = ...,
-        wait_remaining_seconds: _builtins.int = ...,
+        wait_remaining: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["next_attempt_time", b"next_attempt_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delay", b"delay", "next_attempt_time", b"next_attempt_time", "wait_remaining", b"wait_remaining"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "delay_ms", b"delay_ms", "next_attempt_time", b"next_attempt_time", "provider_unavailable", b"provider_unavailable", "reason", b"reason", "wait_remaining_seconds", b"wait_remaining_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "delay", b"delay", "next_attempt_time", b"next_attempt_time", "provider_unavailable", b"provider_unavailable", "reason", b"reason", "wait_remaining", b"wait_remaining"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1557,7 +1572,7 @@ class SectionOp(_message.Message):
     Key Facts & Decisions, Files & Context, Errors & Corrections, Open Issues).
     """
     kind: Global___SectionOpKind.ValueType
-    """KEEP, UPDATE or APPEND."""
+    """KEEP, UPDATE or APPEND (unspecified is KEEP)."""
     content: _builtins.str
     """The new body, for UPDATE (Markdown without the section heading)."""
     @_builtins.property
@@ -1668,13 +1683,15 @@ Global___SectionBody: _TypeAlias = SectionBody  # noqa: Y015
 
 @_typing.final
 class WorkingMemory(_message.Message):
-    """The structured working memory of a session: a Markdown document with 7 sections."""
+    """One version of the structured working memory of a session: a Markdown document with 7
+    sections. Every stored change makes a new version; versions are never changed.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    SESSION_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
-    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    ARCHIVE_FIELD_NUMBER: _builtins.int
     DOCUMENT_FIELD_NUMBER: _builtins.int
     SECTIONS_FIELD_NUMBER: _builtins.int
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
@@ -1682,11 +1699,11 @@ class WorkingMemory(_message.Message):
     PENDING_ITEMS_FIELD_NUMBER: _builtins.int
     PENDING_ITEM_LIMIT_FIELD_NUMBER: _builtins.int
     DECISIONS_FIELD_NUMBER: _builtins.int
-    session_id: _builtins.str
-    """The session."""
+    name: _builtins.str
+    """The version's resource name, "sessions/{session}/workingMemories/{version}"."""
     version: _builtins.int
     """Version, from 1, incremented by every stored working memory."""
-    archive_id: _builtins.str
+    archive: _builtins.str
     """The archive whose Phase 2 stored it; empty when it came from ApplyWorkingMemoryOps."""
     document: _builtins.str
     """The canonical Markdown document."""
@@ -1720,15 +1737,15 @@ class WorkingMemory(_message.Message):
     def decisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___GuardDecision]:
         """Every guard intervention of the change that stored this version: Phase 2's (the same as
         its Commit's decisions) or, for a version ApplyWorkingMemoryOps stored, the client's ops'
-        (archive_id empty). Empty when the guards let every op through unchanged.
+        (archive empty). Empty when the guards let every op through unchanged.
         """
 
     def __init__(
         self,
         *,
-        session_id: _builtins.str = ...,
+        name: _builtins.str = ...,
         version: _builtins.int = ...,
-        archive_id: _builtins.str = ...,
+        archive: _builtins.str = ...,
         document: _builtins.str = ...,
         sections: _abc.Iterable[Global___SectionBody] | None = ...,
         estimated_tokens: _builtins.int = ...,
@@ -1739,7 +1756,7 @@ class WorkingMemory(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "create_time", b"create_time", "decisions", b"decisions", "document", b"document", "estimated_tokens", b"estimated_tokens", "pending_item_limit", b"pending_item_limit", "pending_items", b"pending_items", "sections", b"sections", "session_id", b"session_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive", b"archive", "create_time", b"create_time", "decisions", b"decisions", "document", b"document", "estimated_tokens", b"estimated_tokens", "name", b"name", "pending_item_limit", b"pending_item_limit", "pending_items", b"pending_items", "sections", b"sections", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1754,8 +1771,8 @@ class PendingItem(_message.Message):
     SECTION_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
-    COMMIT_ID_FIELD_NUMBER: _builtins.int
-    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    ARCHIVE_FIELD_NUMBER: _builtins.int
     section: _builtins.str
     """The section it was meant for; empty for the overflow item, whose lines name their own
     sections ("[Key Facts & Decisions] ...").
@@ -1766,9 +1783,9 @@ class PendingItem(_message.Message):
     """Why it was refused: the guard that refused it ("key_facts", "bound", ...), or "overflow"
     for the item that holds the oldest pending items beyond the bound.
     """
-    commit_id: _builtins.str
+    commit: _builtins.str
     """The commit whose Phase 2 refused it; empty for the overflow item."""
-    archive_id: _builtins.str
+    archive: _builtins.str
     """That commit's archive; empty for the overflow item."""
     def __init__(
         self,
@@ -1776,12 +1793,12 @@ class PendingItem(_message.Message):
         section: _builtins.str = ...,
         text: _builtins.str = ...,
         source: _builtins.str = ...,
-        commit_id: _builtins.str = ...,
-        archive_id: _builtins.str = ...,
+        commit: _builtins.str = ...,
+        archive: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "commit_id", b"commit_id", "section", b"section", "source", b"source", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive", b"archive", "commit", b"commit", "section", b"section", "source", b"source", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1789,31 +1806,29 @@ Global___PendingItem: _TypeAlias = PendingItem  # noqa: Y015
 
 @_typing.final
 class Archive(_message.Message):
-    """An archive: the messages one commit moved out of the live window."""
+    """An archive: the messages one commit moved out of the live window (ListMessages with the
+    archive as parent reads them).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
-    SESSION_ID_FIELD_NUMBER: _builtins.int
-    COMMIT_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     ABSTRACT_FIELD_NUMBER: _builtins.int
     MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     ESTIMATED_TOKENS_FIELD_NUMBER: _builtins.int
-    MESSAGES_FIELD_NUMBER: _builtins.int
     WORKING_MEMORY_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     DECISIONS_FIELD_NUMBER: _builtins.int
     TOKEN_USAGE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
-    COVERED_BY_ARCHIVE_ID_FIELD_NUMBER: _builtins.int
-    NEXT_MESSAGES_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
-    MESSAGES_START_POSITION_FIELD_NUMBER: _builtins.int
-    archive_id: _builtins.str
-    """archive_001, archive_002, ... (zero-padded to 3 digits, growing beyond)."""
-    session_id: _builtins.str
-    """The session."""
-    commit_id: _builtins.str
+    COVERED_BY_ARCHIVE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The archive's resource name, "sessions/{session}/archives/{archive}"; the id is
+    archive_001, archive_002, ... (zero-padded to 3 digits, growing beyond).
+    """
+    commit: _builtins.str
     """The commit that made it."""
     state: Global___CommitState.ValueType
     """The commit's state (pending, running, completed, failed)."""
@@ -1823,18 +1838,8 @@ class Archive(_message.Message):
     """Messages in the archive."""
     estimated_tokens: _builtins.int
     """Estimated tokens of those messages."""
-    covered_by_archive_id: _builtins.str
+    covered_by_archive: _builtins.str
     """For a failed archive: the later archive whose working memory covered its messages."""
-    next_messages_page_token: _builtins.str
-    """GetArchive only: the page_token of the next page of messages; empty on the last page."""
-    messages_start_position: _builtins.int
-    """Position (in the session) of the first message of this page; 0 when it has none."""
-    @_builtins.property
-    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
-        """The archived messages, in order (GetArchive only; empty in lists): one page of them,
-        see next_messages_page_token.
-        """
-
     @_builtins.property
     def working_memory(self) -> Global___WorkingMemory:
         """The working memory stored with the archive, when completed (GetArchive only)."""
@@ -1858,26 +1863,22 @@ class Archive(_message.Message):
     def __init__(
         self,
         *,
-        archive_id: _builtins.str = ...,
-        session_id: _builtins.str = ...,
-        commit_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        commit: _builtins.str = ...,
         state: Global___CommitState.ValueType = ...,
         abstract: _builtins.str = ...,
         message_count: _builtins.int = ...,
         estimated_tokens: _builtins.int = ...,
-        messages: _abc.Iterable[Global___Message] | None = ...,
         working_memory: Global___WorkingMemory | None = ...,
         error: _status_pb2.Status | None = ...,
         decisions: _abc.Iterable[Global___GuardDecision] | None = ...,
         token_usage: Global___TokenUsage | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
-        covered_by_archive_id: _builtins.str = ...,
-        next_messages_page_token: _builtins.str = ...,
-        messages_start_position: _builtins.int = ...,
+        covered_by_archive: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "error", b"error", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "archive_id", b"archive_id", "commit_id", b"commit_id", "covered_by_archive_id", b"covered_by_archive_id", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "estimated_tokens", b"estimated_tokens", "message_count", b"message_count", "messages", b"messages", "messages_start_position", b"messages_start_position", "next_messages_page_token", b"next_messages_page_token", "session_id", b"session_id", "state", b"state", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract", b"abstract", "commit", b"commit", "covered_by_archive", b"covered_by_archive", "create_time", b"create_time", "decisions", b"decisions", "error", b"error", "estimated_tokens", b"estimated_tokens", "message_count", b"message_count", "name", b"name", "state", b"state", "token_usage", b"token_usage", "working_memory", b"working_memory"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1892,7 +1893,7 @@ class MemoryOpRefusal(_message.Message):
     OP_INDEX_FIELD_NUMBER: _builtins.int
     OP_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
-    TARGET_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    TARGET_MEMORIES_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     DUPLICATE_FIELD_NUMBER: _builtins.int
     op_index: _builtins.int
@@ -1906,7 +1907,7 @@ class MemoryOpRefusal(_message.Message):
     duplicate: _builtins.bool
     """True for a duplicate of an existing memory or of an earlier op (nothing was lost)."""
     @_builtins.property
-    def target_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def target_memories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The memories the op named."""
 
     def __init__(
@@ -1915,13 +1916,13 @@ class MemoryOpRefusal(_message.Message):
         op_index: _builtins.int = ...,
         op: _builtins.str = ...,
         text: _builtins.str = ...,
-        target_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        target_memories: _abc.Iterable[_builtins.str] | None = ...,
         reason: _builtins.str = ...,
         duplicate: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "op", b"op", "op_index", b"op_index", "reason", b"reason", "target_memory_ids", b"target_memory_ids", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "op", b"op", "op_index", b"op_index", "reason", b"reason", "target_memories", b"target_memories", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1934,18 +1935,18 @@ class MemoryDiff(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     STATE_FIELD_NUMBER: _builtins.int
-    CREATED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
-    UPDATED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
-    MERGED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
-    RETIRED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
-    DEDUPLICATED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    CREATED_MEMORIES_FIELD_NUMBER: _builtins.int
+    UPDATED_MEMORIES_FIELD_NUMBER: _builtins.int
+    MERGED_MEMORIES_FIELD_NUMBER: _builtins.int
+    RETIRED_MEMORIES_FIELD_NUMBER: _builtins.int
+    DEDUPLICATED_MEMORIES_FIELD_NUMBER: _builtins.int
     REFUSED_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     PROBLEMS_FIELD_NUMBER: _builtins.int
-    RECOVERED_ARCHIVE_IDS_FIELD_NUMBER: _builtins.int
+    RECOVERED_ARCHIVES_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     EMPTY_REASON_FIELD_NUMBER: _builtins.int
-    SUPERSEDED_MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_MEMORIES_FIELD_NUMBER: _builtins.int
     state: Global___MemoryExtractionState.ValueType
     """How extraction ended."""
     message: _builtins.str
@@ -1955,23 +1956,23 @@ class MemoryDiff(_message.Message):
     something was written or extraction was off.
     """
     @_builtins.property
-    def created_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def created_memories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Memories created."""
 
     @_builtins.property
-    def updated_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def updated_memories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Memories whose text was superseded (the old text kept in their history)."""
 
     @_builtins.property
-    def merged_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def merged_memories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Memories that absorbed others (MERGE)."""
 
     @_builtins.property
-    def retired_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def retired_memories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Memories retired (RETIRE, or absorbed by a MERGE)."""
 
     @_builtins.property
-    def deduplicated_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def deduplicated_memories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Existing memories a proposed CREATE repeated (their sources grow, nothing else)."""
 
     @_builtins.property
@@ -1983,7 +1984,7 @@ class MemoryDiff(_message.Message):
         """What reading the model's answer took (repairs, dropped ops), at most 50."""
 
     @_builtins.property
-    def recovered_archive_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def recovered_archives(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Earlier archives of the session whose failed extraction this commit covered."""
 
     @_builtins.property
@@ -1993,31 +1994,31 @@ class MemoryDiff(_message.Message):
         """
 
     @_builtins.property
-    def superseded_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Memories a new fact replaced: each is SUPERSEDED by one of created_memory_ids (or of
-        deduplicated_memory_ids), valid until it (see Memory.superseded_by_memory_id).
+    def superseded_memories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories a new fact replaced: each is SUPERSEDED by one of created_memories (or of
+        deduplicated_memories), valid until it (see Memory.superseded_by).
         """
 
     def __init__(
         self,
         *,
         state: Global___MemoryExtractionState.ValueType = ...,
-        created_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
-        updated_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
-        merged_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
-        retired_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
-        deduplicated_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        created_memories: _abc.Iterable[_builtins.str] | None = ...,
+        updated_memories: _abc.Iterable[_builtins.str] | None = ...,
+        merged_memories: _abc.Iterable[_builtins.str] | None = ...,
+        retired_memories: _abc.Iterable[_builtins.str] | None = ...,
+        deduplicated_memories: _abc.Iterable[_builtins.str] | None = ...,
         refused: _abc.Iterable[Global___MemoryOpRefusal] | None = ...,
         message: _builtins.str = ...,
         problems: _abc.Iterable[_builtins.str] | None = ...,
-        recovered_archive_ids: _abc.Iterable[_builtins.str] | None = ...,
+        recovered_archives: _abc.Iterable[_builtins.str] | None = ...,
         usage: Global___TokenUsage | None = ...,
         empty_reason: Global___MemoryExtractionEmptyReason.ValueType = ...,
-        superseded_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        superseded_memories: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memory_ids", b"created_memory_ids", "deduplicated_memory_ids", b"deduplicated_memory_ids", "empty_reason", b"empty_reason", "merged_memory_ids", b"merged_memory_ids", "message", b"message", "problems", b"problems", "recovered_archive_ids", b"recovered_archive_ids", "refused", b"refused", "retired_memory_ids", b"retired_memory_ids", "state", b"state", "superseded_memory_ids", b"superseded_memory_ids", "updated_memory_ids", b"updated_memory_ids", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_memories", b"created_memories", "deduplicated_memories", b"deduplicated_memories", "empty_reason", b"empty_reason", "merged_memories", b"merged_memories", "message", b"message", "problems", b"problems", "recovered_archives", b"recovered_archives", "refused", b"refused", "retired_memories", b"retired_memories", "state", b"state", "superseded_memories", b"superseded_memories", "updated_memories", b"updated_memories", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2029,27 +2030,27 @@ class MemorySource(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    SESSION_ID_FIELD_NUMBER: _builtins.int
-    ARCHIVE_ID_FIELD_NUMBER: _builtins.int
-    MESSAGE_IDS_FIELD_NUMBER: _builtins.int
-    session_id: _builtins.str
+    SESSION_FIELD_NUMBER: _builtins.int
+    ARCHIVE_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    session: _builtins.str
     """The session it came from."""
-    archive_id: _builtins.str
-    """The archive of that session (archive_001, ...); empty for a memory stored by a call."""
+    archive: _builtins.str
+    """The archive of that session; empty for a memory stored by a call."""
     @_builtins.property
-    def message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def messages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The messages that state it, at most 50."""
 
     def __init__(
         self,
         *,
-        session_id: _builtins.str = ...,
-        archive_id: _builtins.str = ...,
-        message_ids: _abc.Iterable[_builtins.str] | None = ...,
+        session: _builtins.str = ...,
+        archive: _builtins.str = ...,
+        messages: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_id", b"archive_id", "message_ids", b"message_ids", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive", b"archive", "messages", b"messages", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2125,10 +2126,8 @@ class Memory(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-    MEMORY_ID_FIELD_NUMBER: _builtins.int
-    USER_ID_FIELD_NUMBER: _builtins.int
-    AGENT_ID_FIELD_NUMBER: _builtins.int
-    SESSION_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     TYPE_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     FIELDS_FIELD_NUMBER: _builtins.int
@@ -2141,26 +2140,24 @@ class Memory(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     HISTORY_FIELD_NUMBER: _builtins.int
     RETIRE_REASON_FIELD_NUMBER: _builtins.int
-    SUPERSEDES_MEMORY_IDS_FIELD_NUMBER: _builtins.int
-    SUPERSEDED_BY_MEMORY_ID_FIELD_NUMBER: _builtins.int
+    SUPERSEDES_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_BY_FIELD_NUMBER: _builtins.int
     VALID_FROM_FIELD_NUMBER: _builtins.int
     VALID_UNTIL_FIELD_NUMBER: _builtins.int
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
-    memory_id: _builtins.str
-    """The memory's id, unique within the tenant (mem_ and 20 lowercase hex digits)."""
-    user_id: _builtins.str
-    """The owning user; set when a user owns it."""
-    agent_id: _builtins.str
-    """The owning agent; set when an agent owns it."""
-    session_id: _builtins.str
-    """The owning session; set only when the memory belongs to a session with neither a user
-    nor an agent.
+    name: _builtins.str
+    """The memory's resource name, "memories/{memory}"; the id is unique within the tenant
+    (mem_ and 20 lowercase hex digits).
+    """
+    owner: _builtins.str
+    """Whose memory: "users/{user_id}", "agents/{agent_id}", or "sessions/{session}" for a
+    memory of a session with neither a user nor an agent (deleted with it).
     """
     type: Global___MemoryType.ValueType
     """What it is about."""
     text: _builtins.str
-    """The statement: 1-2,000 characters after trimming. Two active memories of one owner never
-    have the same normalized text (Unicode case folding, whitespace, emphasis, final
+    """The statement: at most 2,000 characters, not blank. Two active memories of one owner
+    never have the same normalized text (Unicode case folding, whitespace, emphasis, final
     punctuation ignored).
     """
     state: Global___MemoryState.ValueType
@@ -2169,7 +2166,7 @@ class Memory(_message.Message):
     """The current version, from 1; each change of the text or type adds one."""
     retire_reason: _builtins.str
     """Why it was retired, for a retired memory."""
-    superseded_by_memory_id: _builtins.str
+    superseded_by: _builtins.str
     """The memory that replaced this one, for a superseded memory."""
     @_builtins.property
     def fields(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -2202,10 +2199,10 @@ class Memory(_message.Message):
         """The superseded versions, newest first (GetMemory only; empty in lists and searches)."""
 
     @_builtins.property
-    def supersedes_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+    def supersedes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The older memories of the same owner this one replaces (CreateMemory: at most 16, each
         an active memory of the owner, else INVALID_ARGUMENT). Each becomes SUPERSEDED, its
-        valid_until set to this one's valid_from, and its superseded_by_memory_id to this one.
+        valid_until set to this one's valid_from, and its superseded_by to this one.
         """
 
     @_builtins.property
@@ -2226,10 +2223,8 @@ class Memory(_message.Message):
     def __init__(
         self,
         *,
-        memory_id: _builtins.str = ...,
-        user_id: _builtins.str = ...,
-        agent_id: _builtins.str = ...,
-        session_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        owner: _builtins.str = ...,
         type: Global___MemoryType.ValueType = ...,
         text: _builtins.str = ...,
         fields: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
@@ -2242,15 +2237,15 @@ class Memory(_message.Message):
         version: _builtins.int = ...,
         history: _abc.Iterable[Global___MemoryVersion] | None = ...,
         retire_reason: _builtins.str = ...,
-        supersedes_memory_ids: _abc.Iterable[_builtins.str] | None = ...,
-        superseded_by_memory_id: _builtins.str = ...,
+        supersedes: _abc.Iterable[_builtins.str] | None = ...,
+        superseded_by: _builtins.str = ...,
         valid_from: _timestamp_pb2.Timestamp | None = ...,
         valid_until: _timestamp_pb2.Timestamp | None = ...,
         expire_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "record_time", b"record_time", "update_time", b"update_time", "valid_from", b"valid_from", "valid_until", b"valid_until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "fields", b"fields", "history", b"history", "memory_id", b"memory_id", "record_time", b"record_time", "retire_reason", b"retire_reason", "session_id", b"session_id", "sources", b"sources", "state", b"state", "superseded_by_memory_id", b"superseded_by_memory_id", "supersedes_memory_ids", b"supersedes_memory_ids", "text", b"text", "type", b"type", "update_time", b"update_time", "user_id", b"user_id", "valid_from", b"valid_from", "valid_until", b"valid_until", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "fields", b"fields", "history", b"history", "name", b"name", "owner", b"owner", "record_time", b"record_time", "retire_reason", b"retire_reason", "sources", b"sources", "state", b"state", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "text", b"text", "type", b"type", "update_time", b"update_time", "valid_from", b"valid_from", "valid_until", b"valid_until", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -29,41 +29,48 @@ if _version_not_supported:
 
 class WorkingMemoryServiceStub:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
-    context assembly and archive recall.
+    context assembly, archive recall and long-term memories.
+
+    Resources are addressed by name (AIP-122): sessions/{session} and, under a session,
+    messages/{message}, commits/{commit}, archives/{archive}, workingMemories/{version} and
+    toolOutputs/{tool_output}; memories/{memory}, owned by users/{user}, agents/{agent} or
+    sessions/{session}.
 
     No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
-    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    ListMessages and GetToolOutput page, AssembleContext lowers its budget to fit (see
     effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
-    Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
-    "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
-    another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
-    unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
-    RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
-    the cause is gone. Request bytes that are not the method's request message answer
-    INVALID_ARGUMENT (reason MALFORMED_REQUEST).
+    Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain "wm",
+    reason an ErrorReason, see errors.proto), BadRequest field violations for
+    INVALID_ARGUMENT (the field's path, and as reason the id of the rule it breaks). An
+    unknown session, or one of another tenant, answers NOT_FOUND. Storage trouble is never
+    INTERNAL: the database unreachable or locked answers UNAVAILABLE (STORAGE_UNAVAILABLE), a
+    full disk RESOURCE_EXHAUSTED (STORAGE_FULL); nothing is half-written and a retry succeeds
+    once the cause is gone.
 
     Each tenant has its own budgets: concurrent unary calls, open streams, and a token bucket
     of mutating calls; callers of health and reflection share one small budget. A call over a
-    budget answers RESOURCE_EXHAUSTED (reason TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
+    budget answers RESOURCE_EXHAUSTED (TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
     TOO_MANY_ANONYMOUS_RPCS or RATE_LIMITED, metadata limit) with RetryInfo saying when to
     retry; other tenants are not affected.
 
     Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
-    recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit
-    the commit). A retry with the same id and the same request returns the stored outcome and
-    never acts twice, also when retries arrive concurrently on several replicas. The same id
-    with a different request answers FAILED_PRECONDITION (reason REQUEST_ID_REUSED, metadata
-    request_id and method) and changes nothing. Ids are remembered for 24 hours by default
+    recorded with the effect, keyed by tenant, method and resource (the session; for
+    RetryCommit the commit; for memories the memory or its owner). A retry with the same id and
+    the same request returns the stored outcome and never acts twice, also when retries arrive
+    concurrently on several replicas; the service config therefore retries every mutating call
+    that carries one, CreateCommit and CompactSession included. The same id with a different
+    request answers FAILED_PRECONDITION (REQUEST_ID_REUSED, metadata request_id and method) and
+    changes nothing. Ids are remembered for 24 hours by default
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
 
     A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
     otherwise the server makes one). The server returns it as x-request-id in the trailing
-    metadata of every call, with the status (errors included), and for the streams Commit,
-    Compact and WatchCommit also in the initial metadata, before the first event; every log
-    line of the call carries it. It only traces: idempotency is the request_id field's.
+    metadata of every call, with the status (errors included), and for WatchCommit also in
+    the initial metadata, before the first event; every log line of the call carries it. It
+    only traces: idempotency is the request_id field's.
     """
 
     def __init__(self, channel):
@@ -112,10 +119,15 @@ class WorkingMemoryServiceStub:
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesResponse.FromString,
                 _registered_method=True)
-        self.Commit = channel.unary_stream(
-                '/wm.v1.WorkingMemoryService/Commit',
-                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.CommitRequest.SerializeToString,
-                response_deserializer=wm_dot_v1_dot_resources__pb2.CommitEvent.FromString,
+        self.CreateCommit = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/CreateCommit',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.CreateCommitRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_resources__pb2.Commit.FromString,
+                _registered_method=True)
+        self.CompactSession = channel.unary_unary(
+                '/wm.v1.WorkingMemoryService/CompactSession',
+                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.CompactSessionRequest.SerializeToString,
+                response_deserializer=wm_dot_v1_dot_resources__pb2.Commit.FromString,
                 _registered_method=True)
         self.WatchCommit = channel.unary_stream(
                 '/wm.v1.WorkingMemoryService/WatchCommit',
@@ -136,11 +148,6 @@ class WorkingMemoryServiceStub:
                 '/wm.v1.WorkingMemoryService/RetryCommit',
                 request_serializer=wm_dot_v1_dot_working__memory__service__pb2.RetryCommitRequest.SerializeToString,
                 response_deserializer=wm_dot_v1_dot_resources__pb2.Commit.FromString,
-                _registered_method=True)
-        self.Compact = channel.unary_stream(
-                '/wm.v1.WorkingMemoryService/Compact',
-                request_serializer=wm_dot_v1_dot_working__memory__service__pb2.CompactRequest.SerializeToString,
-                response_deserializer=wm_dot_v1_dot_resources__pb2.CommitEvent.FromString,
                 _registered_method=True)
         self.GetWorkingMemory = channel.unary_unary(
                 '/wm.v1.WorkingMemoryService/GetWorkingMemory',
@@ -236,46 +243,53 @@ class WorkingMemoryServiceStub:
 
 class WorkingMemoryServiceServicer:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
-    context assembly and archive recall.
+    context assembly, archive recall and long-term memories.
+
+    Resources are addressed by name (AIP-122): sessions/{session} and, under a session,
+    messages/{message}, commits/{commit}, archives/{archive}, workingMemories/{version} and
+    toolOutputs/{tool_output}; memories/{memory}, owned by users/{user}, agents/{agent} or
+    sessions/{session}.
 
     No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
-    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    ListMessages and GetToolOutput page, AssembleContext lowers its budget to fit (see
     effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
-    Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
-    "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
-    another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
-    unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
-    RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
-    the cause is gone. Request bytes that are not the method's request message answer
-    INVALID_ARGUMENT (reason MALFORMED_REQUEST).
+    Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain "wm",
+    reason an ErrorReason, see errors.proto), BadRequest field violations for
+    INVALID_ARGUMENT (the field's path, and as reason the id of the rule it breaks). An
+    unknown session, or one of another tenant, answers NOT_FOUND. Storage trouble is never
+    INTERNAL: the database unreachable or locked answers UNAVAILABLE (STORAGE_UNAVAILABLE), a
+    full disk RESOURCE_EXHAUSTED (STORAGE_FULL); nothing is half-written and a retry succeeds
+    once the cause is gone.
 
     Each tenant has its own budgets: concurrent unary calls, open streams, and a token bucket
     of mutating calls; callers of health and reflection share one small budget. A call over a
-    budget answers RESOURCE_EXHAUSTED (reason TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
+    budget answers RESOURCE_EXHAUSTED (TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
     TOO_MANY_ANONYMOUS_RPCS or RATE_LIMITED, metadata limit) with RetryInfo saying when to
     retry; other tenants are not affected.
 
     Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
-    recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit
-    the commit). A retry with the same id and the same request returns the stored outcome and
-    never acts twice, also when retries arrive concurrently on several replicas. The same id
-    with a different request answers FAILED_PRECONDITION (reason REQUEST_ID_REUSED, metadata
-    request_id and method) and changes nothing. Ids are remembered for 24 hours by default
+    recorded with the effect, keyed by tenant, method and resource (the session; for
+    RetryCommit the commit; for memories the memory or its owner). A retry with the same id and
+    the same request returns the stored outcome and never acts twice, also when retries arrive
+    concurrently on several replicas; the service config therefore retries every mutating call
+    that carries one, CreateCommit and CompactSession included. The same id with a different
+    request answers FAILED_PRECONDITION (REQUEST_ID_REUSED, metadata request_id and method) and
+    changes nothing. Ids are remembered for 24 hours by default
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
 
     A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
     otherwise the server makes one). The server returns it as x-request-id in the trailing
-    metadata of every call, with the status (errors included), and for the streams Commit,
-    Compact and WatchCommit also in the initial metadata, before the first event; every log
-    line of the call carries it. It only traces: idempotency is the request_id field's.
+    metadata of every call, with the status (errors included), and for WatchCommit also in
+    the initial metadata, before the first event; every log line of the call carries it. It
+    only traces: idempotency is the request_id field's.
     """
 
     def CreateSession(self, request, context):
-        """Creates a session. With a session_id already in use: ALREADY_EXISTS (unless the same
-        request_id created it, in which case the session is returned).
+        """Creates a session. With a session_id already in use: ALREADY_EXISTS (SESSION_EXISTS),
+        unless the same request_id created it, in which case the session is returned.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -304,24 +318,26 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteSession(self, request, context):
-        """Deletes a session and everything of it: messages, archives, commits, working memories.
+        """Deletes a session and everything of it: messages, archives, commits, working memories,
+        tool outputs, and the memories it owns.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def AddMessages(self, request, context):
-        """Adds a batch of 1-1000 messages atomically (all or nothing). Messages whose id is
-        already stored are skipped and reported as duplicates.
+        """Adds a batch of 1-1000 messages to a session atomically (all or nothing). Messages whose
+        id is already stored are skipped and reported as duplicates.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListMessages(self, request, context):
-        """Lists a session's live messages (added and not yet archived), oldest first. A page holds
-        at most page_size messages and 8 MiB of content (at least one message), so a response
-        fits the 16 MiB limit; archived messages are read with GetArchive.
+        """Lists messages, oldest first: a session's live messages (added and not yet archived) or
+        an archive's messages. A page holds at most page_size messages and 8 MiB of content (a
+        single larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on
+        its page), so a response fits the 16 MiB limit whatever was stored.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -331,32 +347,41 @@ class WorkingMemoryServiceServicer:
         """Removes the newest count live messages of a session and returns them: an agent runtime
         taking back its latest items (an OpenAI Agents Session's pop_item, an undone turn). Only
         live messages can be removed: when the session has fewer than count live messages (the
-        rest are archived, or were never added) it answers FAILED_PRECONDITION (reason
-        MESSAGES_NOT_LIVE, metadata live_message_count) and removes nothing. The removed messages'
-        stored tool outputs go with them, their ids may be added again, message_count,
-        total_message_count, live_tokens and pending_tokens drop by what was removed, and the
-        next message added takes the first removed position (live positions stay contiguous).
+        rest are archived, or were never added) it answers FAILED_PRECONDITION
+        (MESSAGES_NOT_LIVE, metadata live_message_count) and removes nothing. The removed
+        messages' stored tool outputs go with them, their ids may be added again,
+        message_count, total_message_count, live_tokens and pending_tokens drop by what was
+        removed, and the next message added takes the first removed position.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Commit(self, request, context):
-        """Commits: Phase 1 archives the live messages outside the keep window in one transaction
-        and answers at once with the first event; Phase 2 updates the working memory in the
-        background, and its progress streams until the terminal event. Cancelling the stream
-        never cancels Phase 2. A client that wants Phase 1 only reads one event.
+    def CreateCommit(self, request, context):
+        """Starts a commit and returns it at once: Phase 1 archives the live messages outside the
+        keep window in one transaction (the returned commit is PENDING, or SKIPPED when nothing
+        was archived); Phase 2 updates the working memory in the background. Follow it with
+        WatchCommit or GetCommit. Retryable: with the same request_id, a retry returns the same
+        commit (its state now) and never archives twice.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompactSession(self, request, context):
+        """Starts a commit that archives every live message (keep window 0), as CreateCommit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def WatchCommit(self, request, context):
-        """Replays a commit's stored events after after_sequence, then tails live ones until the
-        terminal event, with a heartbeat at least every 15 seconds. An after_sequence beyond the
-        last event of an ended commit answers OUT_OF_RANGE (reason SEQUENCE_OUT_OF_RANGE, metadata
-        last_sequence); on a running commit the stream waits for that sequence and ends when the
-        commit ends (OUT_OF_RANGE if it ended before reaching it).
+        """Streams a commit's progress: its stored events after after_sequence, then live ones
+        until the terminal event, with a heartbeat at least every 15 seconds. An after_sequence
+        beyond the last event of an ended commit answers OUT_OF_RANGE (SEQUENCE_OUT_OF_RANGE,
+        metadata last_sequence); on a running commit the stream waits for that sequence and ends
+        when the commit ends (OUT_OF_RANGE if it ended before reaching it). Cancelling the
+        stream never cancels Phase 2.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -377,22 +402,16 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RetryCommit(self, request, context):
-        """Runs Phase 2 of a failed commit again. FAILED_PRECONDITION when the commit is not
-        failed or a later commit already covered its messages (the error says which).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Compact(self, request, context):
-        """Commit with keep_recent_count 0, streaming until Phase 2 ends.
+        """Runs Phase 2 of a failed commit again and returns the commit (PENDING). FAILED_PRECONDITION
+        when the commit is not failed (COMMIT_NOT_FAILED) or a later commit already covered its
+        messages (COMMIT_ALREADY_COVERED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetWorkingMemory(self, request, context):
-        """Returns the latest completed working memory (or a given version).
+        """Returns a version of a session's working memory, or its latest completed one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -430,18 +449,14 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListArchives(self, request, context):
-        """Lists a session's archives, oldest first, paginated, without their messages.
+        """Lists a session's archives, oldest first, paginated (their messages: ListMessages).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetArchive(self, request, context):
-        """Returns one archive with its raw messages (expand), in any state, a page at a time: a
-        page holds at most page_size messages and at most 8 MiB of message content (a single
-        larger message, possible only with WM_MAX_MESSAGE_BYTES above 8 MiB, is alone on its
-        page), so the response fits the 16 MiB limit whatever was archived. Follow
-        Archive.next_messages_page_token for the rest.
+        """Returns one archive, in any state, with the working memory its commit stored.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -450,9 +465,9 @@ class WorkingMemoryServiceServicer:
     def SearchArchives(self, request, context):
         """Searches archived message content: literally (the default; case-insensitive under
         Unicode case folding and NFKC compatibility, newest archive first), or ranked (BM25 over
-        the archived messages' words through the engine's full-text index, best first, newest
-        first among equal scores), or hybrid (the ranked list fused with a search by meaning),
-        in one session or across the sessions of the tenant or of one user or agent.
+        the archived messages' words, best first, newest first among equal scores), or hybrid
+        (the ranked list fused with a search by meaning), in one session or, with the parent
+        "sessions/-", across the sessions of the tenant or of one user or agent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -468,10 +483,10 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetToolOutput(self, request, context):
-        """Reads a stored tool output (see Message.tool_output_ids), a range of its lines or of
-        its bytes, one page at a time: a page holds at most 1 MiB of content and at most
-        10,000 lines, so a response always fits the transport limit whatever was stored.
-        NOT_FOUND (reason TOOL_OUTPUT_NOT_FOUND) for an id the session does not have.
+        """Reads a stored tool output (see Message.tool_outputs), a range of its lines or of its
+        bytes, one page at a time: a page holds at most 1 MiB of content and at most 10,000
+        lines, so a response always fits the transport limit whatever was stored. NOT_FOUND
+        (TOOL_OUTPUT_NOT_FOUND) for an output the session does not have.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -486,9 +501,9 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchMemories(self, request, context):
-        """Ranked search of an owner's active long-term memories (BM25 over their words through the
-        engine's full-text index, fused with a search by meaning as SEARCH_MODE_HYBRID), best
-        first, with a score, its parts and a snippet each.
+        """Ranked search of an owner's active long-term memories (BM25 over their words, fused with
+        a search by meaning as SEARCH_MODE_HYBRID), best first, with a score, its parts and a
+        snippet each.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -502,8 +517,8 @@ class WorkingMemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetMemory(self, request, context):
-        """Returns one memory of the caller's tenant with its history. NOT_FOUND (reason
-        MEMORY_NOT_FOUND) for an unknown id or one of another tenant.
+        """Returns one memory of the caller's tenant with its history. NOT_FOUND
+        (MEMORY_NOT_FOUND) for an unknown memory or one of another tenant.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -512,7 +527,8 @@ class WorkingMemoryServiceServicer:
     def CreateMemory(self, request, context):
         """Stores a memory a runtime chose to keep (its model's memory_store tool). A text equal
         after normalization to an active memory of the same owner stores nothing new: that
-        memory is returned, with this source added, and deduplicated is set.
+        memory is returned, with this source added, and deduplicated is set (which is why the
+        response is not the Memory alone).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -521,7 +537,7 @@ class WorkingMemoryServiceServicer:
     def UpdateMemory(self, request, context):
         """Corrects a memory (the fields named by update_mask); its previous text and type are kept
         in its history with the reason. A text that would duplicate another active memory of the
-        owner is ALREADY_EXISTS (reason MEMORY_EXISTS).
+        owner is ALREADY_EXISTS (MEMORY_EXISTS).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -538,7 +554,8 @@ class WorkingMemoryServiceServicer:
         """Dry run of long-term memory extraction: the ops a commit's extraction would propose for
         the session's live messages, some of its archives, or given messages, and the guards'
         verdict on each, judged against the owner's current memories. Writes nothing (no memory,
-        no commit, no event). UNAVAILABLE while the session's model provider is unreachable.
+        no commit, no event). UNAVAILABLE (LLM_UNAVAILABLE) while the session's model provider is
+        unreachable.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -610,10 +627,15 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesRequest.FromString,
                     response_serializer=wm_dot_v1_dot_working__memory__service__pb2.RemoveRecentMessagesResponse.SerializeToString,
             ),
-            'Commit': grpc.unary_stream_rpc_method_handler(
-                    servicer.Commit,
-                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.CommitRequest.FromString,
-                    response_serializer=wm_dot_v1_dot_resources__pb2.CommitEvent.SerializeToString,
+            'CreateCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCommit,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.CreateCommitRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_resources__pb2.Commit.SerializeToString,
+            ),
+            'CompactSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompactSession,
+                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.CompactSessionRequest.FromString,
+                    response_serializer=wm_dot_v1_dot_resources__pb2.Commit.SerializeToString,
             ),
             'WatchCommit': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchCommit,
@@ -634,11 +656,6 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
                     servicer.RetryCommit,
                     request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.RetryCommitRequest.FromString,
                     response_serializer=wm_dot_v1_dot_resources__pb2.Commit.SerializeToString,
-            ),
-            'Compact': grpc.unary_stream_rpc_method_handler(
-                    servicer.Compact,
-                    request_deserializer=wm_dot_v1_dot_working__memory__service__pb2.CompactRequest.FromString,
-                    response_serializer=wm_dot_v1_dot_resources__pb2.CommitEvent.SerializeToString,
             ),
             'GetWorkingMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.GetWorkingMemory,
@@ -740,41 +757,48 @@ def add_WorkingMemoryServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class WorkingMemoryService:
     """Sessions, their messages, commits (archive + working-memory update), the working memory,
-    context assembly and archive recall.
+    context assembly, archive recall and long-term memories.
+
+    Resources are addressed by name (AIP-122): sessions/{session} and, under a session,
+    messages/{message}, commits/{commit}, archives/{archive}, workingMemories/{version} and
+    toolOutputs/{tool_output}; memories/{memory}, owned by users/{user}, agents/{agent} or
+    sessions/{session}.
 
     No response exceeds 16 MiB whatever was stored (with WM_MAX_MESSAGE_BYTES at most 8 MiB):
-    GetArchive and GetToolOutput page, AssembleContext lowers its budget to fit (see
+    ListMessages and GetToolOutput page, AssembleContext lowers its budget to fit (see
     effective_token_budget). The Python and Node clients accept responses up to 64 MiB.
 
-    Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain
-    "wm.v1"), BadRequest field violations for INVALID_ARGUMENT. An unknown session, or one of
-    another tenant, answers NOT_FOUND. Storage trouble is never INTERNAL: the database
-    unreachable or locked answers UNAVAILABLE (reason STORAGE_UNAVAILABLE), a full disk
-    RESOURCE_EXHAUSTED (reason STORAGE_FULL); nothing is half-written and a retry succeeds once
-    the cause is gone. Request bytes that are not the method's request message answer
-    INVALID_ARGUMENT (reason MALFORMED_REQUEST).
+    Errors use canonical codes with google.rpc.Status details: ErrorInfo always (domain "wm",
+    reason an ErrorReason, see errors.proto), BadRequest field violations for
+    INVALID_ARGUMENT (the field's path, and as reason the id of the rule it breaks). An
+    unknown session, or one of another tenant, answers NOT_FOUND. Storage trouble is never
+    INTERNAL: the database unreachable or locked answers UNAVAILABLE (STORAGE_UNAVAILABLE), a
+    full disk RESOURCE_EXHAUSTED (STORAGE_FULL); nothing is half-written and a retry succeeds
+    once the cause is gone.
 
     Each tenant has its own budgets: concurrent unary calls, open streams, and a token bucket
     of mutating calls; callers of health and reflection share one small budget. A call over a
-    budget answers RESOURCE_EXHAUSTED (reason TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
+    budget answers RESOURCE_EXHAUSTED (TOO_MANY_CONCURRENT_RPCS, TOO_MANY_OPEN_STREAMS,
     TOO_MANY_ANONYMOUS_RPCS or RATE_LIMITED, metadata limit) with RetryInfo saying when to
     retry; other tenants are not affected.
 
     Every mutating RPC takes a request_id (at most 128 characters; a UUID is recommended). It is
-    recorded with the effect, keyed by tenant, method and resource (the session; for RetryCommit
-    the commit). A retry with the same id and the same request returns the stored outcome and
-    never acts twice, also when retries arrive concurrently on several replicas. The same id
-    with a different request answers FAILED_PRECONDITION (reason REQUEST_ID_REUSED, metadata
-    request_id and method) and changes nothing. Ids are remembered for 24 hours by default
+    recorded with the effect, keyed by tenant, method and resource (the session; for
+    RetryCommit the commit; for memories the memory or its owner). A retry with the same id and
+    the same request returns the stored outcome and never acts twice, also when retries arrive
+    concurrently on several replicas; the service config therefore retries every mutating call
+    that carries one, CreateCommit and CompactSession included. The same id with a different
+    request answers FAILED_PRECONDITION (REQUEST_ID_REUSED, metadata request_id and method) and
+    changes nothing. Ids are remembered for 24 hours by default
     (WM_REQUEST_ID_RETENTION_SECONDS) and are forgotten with their session: after DeleteSession
     a session created again under the same name starts with no ids (DeleteSession's own id
     still answers a retried delete).
 
     A call may send x-request-id metadata to trace it (at most 128 of [A-Za-z0-9._:/+=@-];
     otherwise the server makes one). The server returns it as x-request-id in the trailing
-    metadata of every call, with the status (errors included), and for the streams Commit,
-    Compact and WatchCommit also in the initial metadata, before the first event; every log
-    line of the call carries it. It only traces: idempotency is the request_id field's.
+    metadata of every call, with the status (errors included), and for WatchCommit also in
+    the initial metadata, before the first event; every log line of the call carries it. It
+    only traces: idempotency is the request_id field's.
     """
 
     @staticmethod
@@ -994,7 +1018,7 @@ class WorkingMemoryService:
             _registered_method=True)
 
     @staticmethod
-    def Commit(request,
+    def CreateCommit(request,
             target,
             options=(),
             channel_credentials=None,
@@ -1004,12 +1028,39 @@ class WorkingMemoryService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_stream(
+        return grpc.experimental.unary_unary(
             request,
             target,
-            '/wm.v1.WorkingMemoryService/Commit',
-            wm_dot_v1_dot_working__memory__service__pb2.CommitRequest.SerializeToString,
-            wm_dot_v1_dot_resources__pb2.CommitEvent.FromString,
+            '/wm.v1.WorkingMemoryService/CreateCommit',
+            wm_dot_v1_dot_working__memory__service__pb2.CreateCommitRequest.SerializeToString,
+            wm_dot_v1_dot_resources__pb2.Commit.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompactSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wm.v1.WorkingMemoryService/CompactSession',
+            wm_dot_v1_dot_working__memory__service__pb2.CompactSessionRequest.SerializeToString,
+            wm_dot_v1_dot_resources__pb2.Commit.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1118,33 +1169,6 @@ class WorkingMemoryService:
             '/wm.v1.WorkingMemoryService/RetryCommit',
             wm_dot_v1_dot_working__memory__service__pb2.RetryCommitRequest.SerializeToString,
             wm_dot_v1_dot_resources__pb2.Commit.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Compact(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_stream(
-            request,
-            target,
-            '/wm.v1.WorkingMemoryService/Compact',
-            wm_dot_v1_dot_working__memory__service__pb2.CompactRequest.SerializeToString,
-            wm_dot_v1_dot_resources__pb2.CommitEvent.FromString,
             options,
             channel_credentials,
             insecure,
