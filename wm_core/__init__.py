@@ -75,7 +75,7 @@ Offline summarizer
     an earlier document) and :func:`summary_bodies` (the bodies of a new document).
 Agent tools
     :func:`agent_tools` (the recall and memory tools a runtime registers, GetToolDefinitions'
-    definitions; :data:`AGENT_TOOL_NAMES`; :func:`openai_tool` in OpenAI's shape), with the
+    definitions; :data:`AGENT_TOOL_NAMES`; :func:`openai_tool` in OpenAI's shape, :func:`openai_responses_tool` in its Responses API's), with the
     limits their schemas state and the service enforces: :data:`MAX_STORED_MEMORY_CHARS`,
     :data:`MAX_MEMORY_HITS`, :data:`MEMORY_ID_PATTERN`, :data:`ARCHIVE_ID_PATTERN` (an id of
     :func:`archive_name`; :func:`archive_number` reads one back).
@@ -209,6 +209,7 @@ from wm_core._session import (
     idle_due,
     is_request,
     line_count,
+    openai_responses_tool,
     openai_tool,
     output_ids,
     pending_delta,
@@ -338,6 +339,7 @@ __all__ = [
     "message_tokens",
     "missing_anchors",
     "normalize_creation",
+    "openai_responses_tool",
     "openai_tool",
     "output_ids",
     "parse_document",

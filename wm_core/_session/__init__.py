@@ -15,6 +15,7 @@ from wm_core._session.agent_tools import (
     MAX_STORED_MEMORY_CHARS,
     MEMORY_ID_PATTERN,
     agent_tools,
+    openai_responses_tool,
     openai_tool,
 )
 from wm_core._session.assembly import (
@@ -108,6 +109,7 @@ __all__ = [
     "idle_due",
     "is_request",
     "line_count",
+    "openai_responses_tool",
     "openai_tool",
     "output_ids",
     "pending_delta",

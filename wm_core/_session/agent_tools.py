@@ -185,6 +185,17 @@ def agent_tools() -> list[dict[str, Any]]:
     return copy.deepcopy(list(_TOOLS_ALL))
 
 
+def openai_responses_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A definition of :func:`agent_tools` in the OpenAI Responses API's function-tool shape
+    (flat: name, description and parameters beside the type)."""
+    return {
+        "type": "function",
+        "name": tool["name"],
+        "description": tool["description"],
+        "parameters": tool["input_schema"],
+    }
+
+
 def openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """A definition of :func:`agent_tools` in OpenAI's function-calling shape."""
     return {

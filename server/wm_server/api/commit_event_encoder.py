@@ -10,8 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from wm_core import CommitState, SkipReason, archive_name
+from google.protobuf.duration_pb2 import Duration
+
+from wm_core import CommitState, SkipReason
 from wm_proto.v1 import resources_pb2 as pb
+from wm_server.api import names
 from wm_server.api.commit_wire import (
     commit_out,
     commit_summary_out,
@@ -39,10 +42,10 @@ from wm_server.services.commit_event_log import (
 from wm_server.storage.records import CommitRecord
 
 
-def encode_event(commit_id: str, sequence: int, event: CommitEvent) -> bytes:
-    stage, state, detail = _parts(event, sequence)
+def encode_event(session_id: str, commit_id: str, sequence: int, event: CommitEvent) -> bytes:
+    stage, state, detail = _parts(session_id, event, sequence)
     message = pb.CommitEvent(
-        commit_id=commit_id,
+        commit=names.commit(session_id, commit_id),
         sequence=sequence,
         stage=stage,
         terminal=is_terminal(event),
@@ -53,8 +56,14 @@ def encode_event(commit_id: str, sequence: int, event: CommitEvent) -> bytes:
     return message.SerializeToString()
 
 
+def _seconds(value: float) -> Duration:
+    duration = Duration()
+    duration.FromNanoseconds(round(value * 1e9))
+    return duration
+
+
 def _parts(
-    event: CommitEvent, sequence: int
+    session_id: str, event: CommitEvent, sequence: int
 ) -> tuple[pb.CommitStage.ValueType, CommitState, dict[str, Any]]:
     running = CommitState.RUNNING
     if isinstance(event, Phase1Finished):
@@ -64,7 +73,7 @@ def _parts(
             attempt=event.attempt,
             mode=pb.PHASE2_MODE_CREATE if event.create else pb.PHASE2_MODE_UPDATE,
             previous_version=event.previous_version,
-            covered_archive_ids=[archive_name(s) for s in event.covered_seqs],
+            covered_archives=[names.archive(session_id, s) for s in event.covered_seqs],
         )
         return pb.COMMIT_STAGE_PHASE2_STARTED, running, {"phase2_started": detail}
     if isinstance(event, LlmCallStarted):
@@ -76,7 +85,7 @@ def _parts(
         received = pb.LlmResponseReceived(
             stop_reason=event.stop_reason,
             usage=usage_out(event.usage),
-            duration_ms=event.duration_ms,
+            duration=_seconds(event.duration_ms / 1000),
         )
         return pb.COMMIT_STAGE_LLM_RESPONSE_RECEIVED, running, {"llm_response_received": received}
     if isinstance(event, OpsParsed):
@@ -97,16 +106,16 @@ def _parts(
         )
         return pb.COMMIT_STAGE_WORKING_MEMORY_STORED, running, {"working_memory_stored": stored}
     if isinstance(event, MemoriesExtracted):
-        diff = memory_diff_out(event.diff_json)
+        diff = memory_diff_out(event.diff_json, session_id)
         return pb.COMMIT_STAGE_MEMORIES_EXTRACTED, running, {"memories_extracted": diff}
     if isinstance(event, RetryScheduled):
         retry = pb.RetryScheduled(
             attempt=event.attempt,
-            delay_ms=int(event.delay_seconds * 1000),
+            delay=_seconds(event.delay_seconds),
             reason=event.reason,
             next_attempt_time=timestamp(event.next_attempt_at),
             provider_unavailable=event.provider_unavailable,
-            wait_remaining_seconds=int(event.wait_remaining_seconds),
+            wait_remaining=_seconds(event.wait_remaining_seconds),
         )
         return pb.COMMIT_STAGE_RETRY_SCHEDULED, CommitState.PENDING, {"retry_scheduled": retry}
     if isinstance(event, Completed):
@@ -134,7 +143,7 @@ def _phase1(record: CommitRecord) -> tuple[pb.CommitStage.ValueType, CommitState
         )
     outcome = pb.Phase1Outcome(
         archived=archived,
-        archive_id=record.archive_id,
+        archive=names.archive_of_id(record.session_id, record.archive_id),
         archived_message_count=record.archived_message_count,
         kept_message_count=record.kept_message_count,
         archived_tokens=record.archived_tokens,

@@ -26,7 +26,9 @@ from wm_core import (
     parse_document,
 )
 from wm_proto.v1 import resources_pb2 as pb
-from wm_server.api.stored_wire import archive_id, timestamp
+from wm_server.api import names
+from wm_server.api.status import ERROR_DOMAIN
+from wm_server.api.stored_wire import timestamp
 from wm_server.llm.port import Usage, usage_of
 from wm_server.services.extraction import read_diff
 from wm_server.storage.codec import read_decisions
@@ -70,9 +72,9 @@ def skip_out(reason: SkipReason | None) -> pb.SkipReason.ValueType:
 def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
     bodies = parse_document(record.document)
     return pb.WorkingMemory(
-        session_id=record.session_id,
+        name=names.working_memory(record.session_id, record.version),
         version=record.version,
-        archive_id=archive_id(record.archive_seq),
+        archive=names.archive(record.session_id, record.archive_seq),
         document=record.document,
         sections=[
             pb.SectionBody(
@@ -91,13 +93,14 @@ def working_memory_out(record: WorkingMemoryRecord) -> pb.WorkingMemory:
 def working_memory_view_out(view: WorkingMemoryView) -> pb.WorkingMemory:
     """The working memory with the session's pending items (the latest version only)."""
     memory = working_memory_out(view.record)
+    session_id = view.record.session_id
     memory.pending_items.extend(
         pb.PendingItem(
             section=p.item.section,
             text=p.item.text,
             source=p.item.source,
-            commit_id=p.commit_id or "",
-            archive_id=archive_id(p.item.archive_seq) if p.commit_id else "",
+            commit=names.commit(session_id, p.commit_id or ""),
+            archive=names.archive(session_id, p.item.archive_seq) if p.commit_id else "",
         )
         for p in view.pending
     )
@@ -108,9 +111,8 @@ def working_memory_view_out(view: WorkingMemoryView) -> pb.WorkingMemory:
 def commit_summary_out(record: CommitRecord) -> pb.Commit:
     """The commit without its decisions and usage (see the commits module for the full one)."""
     return pb.Commit(
-        commit_id=record.commit_id,
-        session_id=record.session_id,
-        archive_id=record.archive_id,
+        name=names.commit(record.session_id, record.commit_id),
+        archive=names.archive_of_id(record.session_id, record.archive_id),
         state=state_out(record.state),
         keep_recent_count=record.keep_recent_count,
         archived_message_count=record.archived_message_count,
@@ -135,12 +137,11 @@ _TRIGGER_OUT = {
 
 
 def archive_out(record: CommitRecord) -> pb.Archive:
-    """An archive without its messages (GetArchive adds them)."""
+    """An archive (GetArchive adds its working memory; ListMessages reads its messages)."""
     commit = commit_out(record)
     archive = pb.Archive(
-        archive_id=record.archive_id,
-        session_id=record.session_id,
-        commit_id=record.commit_id,
+        name=names.archive_of_id(record.session_id, record.archive_id),
+        commit=names.commit(record.session_id, record.commit_id),
         state=state_out(record.state),
         abstract=record.abstract,
         message_count=record.archived_message_count,
@@ -148,7 +149,7 @@ def archive_out(record: CommitRecord) -> pb.Archive:
         decisions=commit.decisions,
         token_usage=commit.token_usage,
         create_time=timestamp(record.create_time),
-        covered_by_archive_id=archive_id(record.covered_by_seq),
+        covered_by_archive=names.archive(record.session_id, record.covered_by_seq),
     )
     if commit.HasField("error"):
         archive.error.CopyFrom(commit.error)
@@ -188,7 +189,7 @@ def op_out(section: str, op: SectionOp) -> pb.SectionOp:
 
 def error_status(reason: str, message: str) -> status_pb2.Status:
     info = any_pb2.Any()
-    info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="wm.v1"))
+    info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN))
     return status_pb2.Status(
         code=ERROR_CODES.get(reason, code_pb2.INTERNAL), message=message, details=[info]
     )
@@ -210,26 +211,32 @@ EMPTY_REASONS = {
 }
 
 
-def memory_diff_out(text: str, state: str | None = None) -> pb.MemoryDiff:
-    """A stored memory diff (``services.extraction.diff_json``) on the wire; ``state``
-    overrides the stored one (an archive a later commit recovered)."""
+def memory_diff_out(text: str, session_id: str, state: str | None = None) -> pb.MemoryDiff:
+    """A stored memory diff (``services.extraction.diff_json``) of a commit of
+    ``session_id`` on the wire; ``state`` overrides the stored one (an archive a later commit
+    recovered)."""
     diff = read_diff(text)
+
+    def memories(key: str) -> list[str]:
+        ids: list[str] = diff.get(key, [])  # type: ignore[assignment]  # the id lists of StoredDiff
+        return [names.memory(m) for m in ids]
+
     return pb.MemoryDiff(
         state=_MEMORY_STATES.get(
             state or diff.get("state", ""), pb.MEMORY_EXTRACTION_STATE_UNSPECIFIED
         ),
-        created_memory_ids=diff.get("created", []),
-        updated_memory_ids=diff.get("updated", []),
-        merged_memory_ids=diff.get("merged", []),
-        retired_memory_ids=diff.get("retired", []),
-        deduplicated_memory_ids=diff.get("deduplicated", []),
-        superseded_memory_ids=diff.get("superseded", []),
+        created_memories=memories("created"),
+        updated_memories=memories("updated"),
+        merged_memories=memories("merged"),
+        retired_memories=memories("retired"),
+        deduplicated_memories=memories("deduplicated"),
+        superseded_memories=memories("superseded"),
         refused=[
             pb.MemoryOpRefusal(
                 op_index=r["op_index"],
                 op=r["op"],
                 text=r["text"],
-                target_memory_ids=r["target_ids"],
+                target_memories=[names.memory(m) for m in r["target_ids"]],
                 reason=r["reason"],
                 duplicate=bool(r.get("duplicate")),
             )
@@ -237,7 +244,7 @@ def memory_diff_out(text: str, state: str | None = None) -> pb.MemoryDiff:
         ],
         message=diff.get("message", ""),
         problems=diff.get("problems", []),
-        recovered_archive_ids=[archive_id(s) for s in diff.get("recovered_seqs", [])],
+        recovered_archives=[names.archive(session_id, s) for s in diff.get("recovered_seqs", [])],
         usage=usage_out(usage_of(diff.get("usage"))),
         empty_reason=EMPTY_REASONS.get(
             diff.get("empty_reason") or "", pb.MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED
@@ -250,12 +257,14 @@ def commit_out(record: CommitRecord) -> pb.Commit:
     commit = commit_summary_out(record)
     if record.memory_diff_json:
         commit.memory_diff.CopyFrom(
-            memory_diff_out(record.memory_diff_json, record.memory_state or None)
+            memory_diff_out(record.memory_diff_json, record.session_id, record.memory_state or None)
         )
     commit.decisions.extend(decision_out(d) for d in read_decisions(record.decisions_json))
     commit.token_usage.CopyFrom(usage_out(usage_of(json.loads(record.usage_json))))
     if record.error_reason:
         commit.error.CopyFrom(error_status(record.error_reason, record.error_message or ""))
     if record.covered_by_seq is not None:
-        commit.covered_by_commit_id = record.covered_by_commit_id or ""
+        commit.covered_by_commit = names.commit(
+            record.session_id, record.covered_by_commit_id or ""
+        )
     return commit

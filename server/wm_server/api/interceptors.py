@@ -55,6 +55,7 @@ import grpc
 import structlog
 
 from wm_proto.v1 import working_memory_service_pb2 as service_pb2
+from wm_server.api import request_rules
 from wm_server.api.admission import Admission, Budget
 from wm_server.api.status import internal_status, rpc_status_of, status_of_error
 from wm_server.errors import ServiceError
@@ -163,8 +164,13 @@ def _headers(context: Context) -> tuple[str | None, str | None]:
 
 
 def _session_of(request: object) -> str:
-    value = getattr(request, "session_id", "")
-    return value[:128] if isinstance(value, str) else ""
+    """The session a request names (its name or parent, "sessions/{session}/..."), for the
+    log context; "" when it names none."""
+    for field in ("name", "parent"):
+        value = getattr(request, field, "")
+        if isinstance(value, str) and value.startswith("sessions/"):
+            return value.split("/", 2)[1][:128]
+    return ""
 
 
 def _code_name(context: Context, default: str) -> str:
@@ -304,6 +310,8 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
                 await self._admit(rpc, spec, context)
                 request = await self._request(rpc, spec, request, context, unary_request)
                 try:
+                    if unary_request:
+                        request_rules.check(request)
                     return await behavior(request, context)
                 except ServiceError as error:
                     status = status_of_error(error)
@@ -330,6 +338,8 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
                 await self._admit(rpc, spec, context)
                 request = await self._request(rpc, spec, request, context, unary_request)
                 try:
+                    if unary_request:
+                        request_rules.check(request)
                     async for response in behavior(request, context):
                         rpc.messages_sent += 1
                         yield response

@@ -9,7 +9,7 @@ from __future__ import annotations
 from wm_core import MemoryOpKind, MemoryVerdict
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
-from wm_server.api import commit_wire, stored_wire
+from wm_server.api import commit_wire, names, stored_wire
 from wm_server.services.extraction import MemoryState
 from wm_server.services.extraction_preview import Preview
 from wm_server.services.memories import iso_to_epoch
@@ -33,7 +33,7 @@ _STATES = {
 MAX_PROBLEMS = 50
 
 
-def preview_out(preview: Preview) -> api.PreviewMemoryExtractionResponse:
+def preview_out(preview: Preview, session_id: str) -> api.PreviewMemoryExtractionResponse:
     extraction = preview.extraction
     ops = []
     for decision in extraction.plan.decisions:
@@ -46,13 +46,13 @@ def preview_out(preview: Preview) -> api.PreviewMemoryExtractionResponse:
             else pb.MEMORY_TYPE_UNSPECIFIED,
             text=op.text,
             fields=dict(op.fields),
-            target_memory_ids=list(op.target_ids),
+            target_memories=[names.memory(m) for m in op.target_ids],
             reason=op.reason,
-            source_message_ids=list(op.source_message_ids),
+            source_messages=[names.message(session_id, m) for m in op.source_message_ids],
             verdict=_VERDICTS[decision.verdict],
             verdict_reason=decision.reason,
             supersedes=[
-                api.SupersededMemory(memory_id=m.memory_id, text=m.text)
+                api.SupersededMemory(memory=names.memory(m.memory_id), text=m.text)
                 for m in preview.supersedes.get(decision.op_index, ())
             ],
         )

@@ -24,12 +24,13 @@ from wm_core import (
     WORKING_MEMORY,
     SessionSettings,
     agent_tools,
+    openai_responses_tool,
     openai_tool,
 )
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
-from wm_server.api import commit_wire, convert, session_config, stored_wire
+from wm_server.api import commit_wire, convert, names, session_config, stored_wire
 from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
@@ -40,7 +41,7 @@ from wm_server.services.context_assembly import ContextService
 from wm_server.services.context_formats import context_format
 from wm_server.services.context_recall import recall_options
 from wm_server.services.extraction_preview import ExtractionPreviewService
-from wm_server.services.memories import MASKABLE, MemoryService, OwnerSpec, content_in
+from wm_server.services.memories import MASKABLE, MemoryService, content_in
 from wm_server.services.memory_lifecycle import supersedes_in
 from wm_server.services.message_cache import CACHED_FROM
 from wm_server.services.sessions import SessionService
@@ -91,13 +92,16 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def CreateSession(
         self, request: api.CreateSessionRequest, context: Context
     ) -> pb.Session:
+        given_session = request.session
         config = None
-        if request.HasField("config"):
-            given = session_config.partial_settings(request.config, "config", self._check_model)
+        if given_session.HasField("config"):
+            given = session_config.partial_settings(
+                given_session.config, "session.config", self._check_model
+            )
             config = session_config.overlay(self._default_config, given)
         record, _ = await self._sessions.create(
             request.session_id, request.request_id, convert.fingerprint(request), config,
-            request.user_id, request.agent_id,
+            given_session.user_id, given_session.agent_id,
         )  # fmt: skip
         return stored_wire.session_out(record)
 
@@ -117,12 +121,13 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
 
         session_config.masked(default, update, default, paths)  # a bad path fails before I/O
         record = await self._sessions.update_config(
-            request.session.session_id, change, request.request_id, convert.fingerprint(request)
-        )
+            names.session_id(request.session.name, "session.name"), change, request.request_id,
+            convert.fingerprint(request),
+        )  # fmt: skip
         return stored_wire.session_out(record)
 
     async def GetSession(self, request: api.GetSessionRequest, context: Context) -> pb.Session:
-        return stored_wire.session_out(await self._sessions.get(request.session_id))
+        return stored_wire.session_out(await self._sessions.get(names.session_id(request.name)))
 
     async def ListSessions(
         self, request: api.ListSessionsRequest, context: Context
@@ -136,39 +141,47 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self, request: api.DeleteSessionRequest, context: Context
     ) -> empty_pb2.Empty:
         await self._sessions.delete(
-            request.session_id, request.request_id, convert.fingerprint(request)
+            names.session_id(request.name), request.request_id, convert.fingerprint(request)
         )
         return empty_pb2.Empty()
 
     async def AddMessages(
         self, request: api.AddMessagesRequest, context: Context
     ) -> api.AddMessagesResponse:
-        validation.session_id(request.session_id)
+        session_id = names.session_id(request.parent, "parent")
         messages = convert.messages_in(list(request.messages), self._max_message_bytes)
         result = await self._sessions.add_messages(
-            request.session_id,
+            session_id,
             messages,
             create_if_missing=request.create_session_if_missing,
             request_id=request.request_id,
             fingerprint=convert.fingerprint(request),
         )
         return api.AddMessagesResponse(
-            session_id=result.session.session_id,
+            session=names.session(result.session.session_id),
             message_count=result.session.message_count,
             pending_tokens=result.session.pending_tokens,
             added_message_ids=result.added_ids,
             duplicate_message_ids=result.duplicate_ids,
             session_created=result.created,
-            auto_commit_id=result.auto_commit_id,
+            auto_commit=names.commit(result.session.session_id, result.auto_commit_id or ""),
         )
 
     async def ListMessages(
         self, request: api.ListMessagesRequest, context: Context
     ) -> api.ListMessagesResponse:
-        page = await self._archives.live(request.session_id, request.page_size, request.page_token)
+        if "/archives/" in request.parent:
+            session_id, archive_id = names.archive_ids(request.parent, "parent")
+            page = await self._archives.messages(
+                session_id, archive_id, request.page_size, request.page_token
+            )
+        else:
+            session_id = names.session_id(request.parent, "parent")
+            page = await self._archives.live(session_id, request.page_size, request.page_token)
         return api.ListMessagesResponse(
             messages=[
-                stored_wire.message_out(m.message, m.position, m.create_time) for m in page.messages
+                stored_wire.message_out(m.message, session_id, m.position, m.create_time)
+                for m in page.messages
             ],
             next_page_token=page.next_page_token,
         )
@@ -176,13 +189,14 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def RemoveRecentMessages(
         self, request: api.RemoveRecentMessagesRequest, context: Context
     ) -> api.RemoveRecentMessagesResponse:
+        session_id = names.session_id(request.parent, "parent")
         removed = await self._sessions.remove_recent(
-            request.session_id, request.count, request_id=request.request_id,
+            session_id, request.count, request_id=request.request_id,
             fingerprint=convert.fingerprint(request),
         )  # fmt: skip
         return api.RemoveRecentMessagesResponse(
-            session_id=removed.session.session_id,
-            messages=[stored_wire.message_out(m.message, m.position, m.create_time)
+            session=request.parent,
+            messages=[stored_wire.message_out(m.message, session_id, m.position, m.create_time)
                       for m in removed.messages],
             message_count=removed.session.message_count,
             pending_tokens=removed.session.pending_tokens,
@@ -190,55 +204,53 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )  # fmt: skip
 
     # --- commits ---------------------------------------------------------------------------
-    async def Commit(
-        self, request: api.CommitRequest, context: Context
-    ) -> AsyncIterator[pb.CommitEvent]:
-        _, stream = await self._commits.commit(
-            request.session_id,
+    async def CreateCommit(self, request: api.CreateCommitRequest, context: Context) -> pb.Commit:
+        record = await self._commits.commit(
+            names.session_id(request.parent, "parent"),
             request.keep_recent_count,
             request.request_id,
             convert.fingerprint(request),
             request.keep_recent_turns,
         )
-        async for payload in stream:
-            yield pb.CommitEvent.FromString(payload)
+        return commit_wire.commit_out(record)
 
-    async def Compact(
-        self, request: api.CompactRequest, context: Context
-    ) -> AsyncIterator[pb.CommitEvent]:
-        _, stream = await self._commits.commit(
-            request.session_id, 0, request.request_id, convert.fingerprint(request)
+    async def CompactSession(
+        self, request: api.CompactSessionRequest, context: Context
+    ) -> pb.Commit:
+        record = await self._commits.commit(
+            names.session_id(request.name), 0, request.request_id, convert.fingerprint(request)
         )
-        async for payload in stream:
-            yield pb.CommitEvent.FromString(payload)
+        return commit_wire.commit_out(record)
 
     async def WatchCommit(
         self, request: api.WatchCommitRequest, context: Context
     ) -> AsyncIterator[pb.CommitEvent]:
-        validation.session_id(request.session_id)
-        async for payload in self._commits.watch(
-            request.session_id, request.commit_id, request.after_sequence
+        session_id, commit_id = names.commit_ids(request.name)
+        async for payload, terminal in self._commits.watch(
+            session_id, commit_id, request.after_sequence
         ):
-            yield pb.CommitEvent.FromString(payload)
+            event = pb.CommitEvent.FromString(payload)
+            if event.terminal != terminal:
+                event.terminal = terminal
+            yield event
 
     async def GetCommit(self, request: api.GetCommitRequest, context: Context) -> pb.Commit:
-        return commit_wire.commit_out(
-            await self._commits.get(request.session_id, request.commit_id)
-        )
+        return commit_wire.commit_out(await self._commits.get(*names.commit_ids(request.name)))
 
     async def ListCommits(
         self, request: api.ListCommitsRequest, context: Context
     ) -> api.ListCommitsResponse:
         records, token = await self._commits.list(
-            request.session_id, request.page_size, request.page_token
+            names.session_id(request.parent, "parent"), request.page_size, request.page_token
         )
         return api.ListCommitsResponse(
             commits=[commit_wire.commit_out(r) for r in records], next_page_token=token
         )
 
     async def RetryCommit(self, request: api.RetryCommitRequest, context: Context) -> pb.Commit:
+        session_id, commit_id = names.commit_ids(request.name)
         record = await self._commits.retry(
-            request.session_id, request.commit_id, request.request_id, convert.fingerprint(request)
+            session_id, commit_id, request.request_id, convert.fingerprint(request)
         )
         return commit_wire.commit_out(record)
 
@@ -246,16 +258,16 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def GetWorkingMemory(
         self, request: api.GetWorkingMemoryRequest, context: Context
     ) -> pb.WorkingMemory:
-        view = await self._memory.get(request.session_id, request.version)
+        view = await self._memory.get(*names.working_memory_version(request.name))
         return commit_wire.working_memory_view_out(view)
 
     async def ApplyWorkingMemoryOps(
         self, request: api.ApplyWorkingMemoryOpsRequest, context: Context
     ) -> api.ApplyWorkingMemoryOpsResponse:
-        validation.session_id(request.session_id)
+        session_id = names.session_id(request.parent, "parent")
         ops = convert.ops_in(list(request.ops))
         record, decisions = await self._memory.apply(
-            request.session_id,
+            session_id,
             ops,
             request.expected_version,
             request.request_id,
@@ -271,22 +283,15 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self, request: api.ListArchivesRequest, context: Context
     ) -> api.ListArchivesResponse:
         records, token = await self._archives.list(
-            request.session_id, request.page_size, request.page_token
+            names.session_id(request.parent, "parent"), request.page_size, request.page_token
         )
         return api.ListArchivesResponse(
             archives=[commit_wire.archive_out(r) for r in records], next_page_token=token
         )
 
     async def GetArchive(self, request: api.GetArchiveRequest, context: Context) -> pb.Archive:
-        record, page, wm = await self._archives.get(
-            request.session_id, request.archive_id, request.page_size, request.page_token
-        )
+        record, wm = await self._archives.get(*names.archive_ids(request.name))
         archive = commit_wire.archive_out(record)
-        archive.messages.extend(
-            stored_wire.message_out(m.message, m.position, m.create_time) for m in page.messages
-        )
-        archive.next_messages_page_token = page.next_page_token
-        archive.messages_start_position = page.messages[0].position if page.messages else 0
         if wm is not None:
             archive.working_memory.CopyFrom(commit_wire.working_memory_out(wm))
         return archive
@@ -294,16 +299,16 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def SearchArchives(
         self, request: api.SearchArchivesRequest, context: Context
     ) -> api.SearchArchivesResponse:
-        if request.mode not in _SEARCH_MODES:
-            raise invalid("mode", f"unknown search mode {request.mode}", "UNKNOWN_VALUE")
+        session_id, all_sessions = names.search_scope(request.parent)
+        archive_id = names.archive_in(request.archive, session_id, "archive")
         if request.mode == api.SEARCH_MODE_HYBRID:
             return _hybrid_out(
                 await self._archive_search.hybrid(
-                    request.session_id,
+                    session_id,
                     request.query,
-                    request.archive_id,
-                    request.max_hits,
-                    request.all_sessions,
+                    archive_id,
+                    request.page_size,
+                    all_sessions,
                     request.user_id,
                     request.agent_id,
                     request.min_score,
@@ -312,20 +317,19 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         searches = self._archive_search
         search = searches.ranked if request.mode == api.SEARCH_MODE_RANKED else searches.search
         hits, total = await search(
-            request.session_id,
+            session_id,
             request.query,
-            request.archive_id,
-            request.max_hits,
-            request.all_sessions,
+            archive_id,
+            request.page_size,
+            all_sessions,
             request.user_id,
             request.agent_id,
         )
         return api.SearchArchivesResponse(
             hits=[
                 api.SearchHit(
-                    session_id=match.session_id,
-                    archive_id=stored_wire.archive_id(match.archive_seq),
-                    message_id=match.message.id,
+                    archive=names.archive(match.session_id, match.archive_seq),
+                    message=names.message(match.session_id, match.message.id),
                     role=stored_wire.role_out(match.message.role),
                     snippet=text,
                     score=match.score,
@@ -342,33 +346,32 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         recall = recall_options(
             request.memory_recall.enabled,
             request.memory_recall.token_budget,
-            request.memory_recall.max_memories,
+            request.memory_recall.page_size,
         )
+        session_id = names.session_id(request.name)
         built = await self._context.assemble(
-            request.session_id,
+            session_id,
             request.token_budget,
             request.system_prompt,
             list(request.registered_tools.names) if request.HasField("registered_tools") else None,
             recall,
-            with_anthropic_json=request.include_anthropic_json,
             fmt=context_format(request.format),
         )
         result, wm, semantic = built.context, built.working_memory, built.recall.semantic
         return api.AssembleContextResponse(
             system_prompt_addition=result.system_prompt_addition,
-            messages=self._messages_out.all(result.messages),
-            anthropic_messages_json=built.anthropic_json,
+            messages=self._messages_out.all(result.messages, session_id),
             estimated_tokens=result.estimated_tokens,
             reply_reserve_tokens=result.reply_reserve,
             working_memory_version=wm.version if wm else 0,
             working_memory_tokens=result.working_memory_tokens,
             trimmed_items=result.trimmed_items,
-            uncovered_archive_ids=[stored_wire.archive_id(s) for s in built.uncovered],
+            uncovered_archives=[names.archive(session_id, s) for s in built.uncovered],
             included_message_count=result.included_source_messages,
             dropped_message_count=result.dropped_source_messages,
             cut_parts=result.cut_parts,
             effective_token_budget=built.budget,
-            recalled_memory_ids=built.recall.ids,
+            recalled_memories=[names.memory(m) for m in built.recall.ids],
             memory_tokens=built.memory_tokens,
             parts=[
                 api.ContextPartUsage(
@@ -394,10 +397,12 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
                 description=tool["description"],
                 input_schema_json=_json(tool["input_schema"]),
             )
-            if request.format in (api.TOOL_FORMAT_UNSPECIFIED, api.TOOL_FORMAT_ANTHROPIC):
-                definition.anthropic_json = _json(tool)
-            if request.format in (api.TOOL_FORMAT_UNSPECIFIED, api.TOOL_FORMAT_OPENAI):
-                definition.openai_json = _json(openai_tool(tool))
+            if request.format == api.TOOL_FORMAT_ANTHROPIC_MESSAGES:
+                definition.rendered_json = _json(tool)
+            elif request.format == api.TOOL_FORMAT_OPENAI_CHAT_COMPLETIONS:
+                definition.rendered_json = _json(openai_tool(tool))
+            elif request.format == api.TOOL_FORMAT_OPENAI_RESPONSES:
+                definition.rendered_json = _json(openai_responses_tool(tool))
             tools.append(definition)
         return api.GetToolDefinitionsResponse(tools=tools)
 
@@ -410,11 +415,12 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             start, count = request.bytes.offset, request.bytes.length
         else:
             start, count = request.lines.start, request.lines.count
+        session_id, output_id = names.tool_output_ids(request.name)
         page = await self._tool_outputs.read(
-            request.session_id, request.output_id, which, start, count, request.page_token
+            session_id, output_id, which, start, count, request.page_token
         )
         return api.GetToolOutputResponse(
-            output=stored_wire.tool_output_out(page.output),
+            tool_output=stored_wire.tool_output_out(page.output, session_id),
             content=page.content,
             start_line=page.start_line,
             line_count=page.line_count,
@@ -426,13 +432,22 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def SearchToolOutputs(
         self, request: api.SearchToolOutputsRequest, context: Context
     ) -> api.SearchToolOutputsResponse:
+        session_id = names.session_id(request.parent, "parent")
+        output_id = (
+            names.tool_output_ids(request.tool_output, "tool_output")[1]
+            if request.tool_output
+            else ""
+        )
         hits, total = await self._tool_outputs.search(
-            request.session_id, request.query, request.output_id, request.max_hits
+            session_id, request.query, output_id, request.page_size
         )
         return api.SearchToolOutputsResponse(
             hits=[
                 api.ToolOutputHit(
-                    output_id=h.output_id, message_id=h.message_id, line=h.line, snippet=h.snippet
+                    tool_output=names.tool_output(session_id, h.output_id),
+                    message=names.message(session_id, h.message_id),
+                    line=h.line,
+                    snippet=h.snippet,
                 )
                 for h in hits
             ],
@@ -444,12 +459,12 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self, request: api.SearchMemoriesRequest, context: Context
     ) -> api.SearchMemoriesResponse:
         hits, status, unembedded = await self._memories.search_fused(
-            _owner(request.owner),
+            names.owner_in(request.owner),
             request.query,
             _types(request.types),
             _seconds(request, "start_time"),
             _seconds(request, "end_time"),
-            request.limit,
+            request.page_size,
             request.include_superseded,
             request.min_score,
         )
@@ -471,10 +486,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
     async def ListMemories(
         self, request: api.ListMemoriesRequest, context: Context
     ) -> api.ListMemoriesResponse:
-        if request.state not in (pb.MEMORY_STATE_UNSPECIFIED, *stored_wire.MEMORY_STATES_IN):
-            raise invalid("state", "unknown state")
         views, token = await self._memories.list(
-            _owner(request.owner),
+            names.owner_in(request.owner),
             _types(request.types),
             stored_wire.MEMORY_STATES_IN.get(request.state, "active"),
             request.page_size,
@@ -485,7 +498,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         )
 
     async def GetMemory(self, request: api.GetMemoryRequest, context: Context) -> pb.Memory:
-        return stored_wire.memory_out(await self._memories.get(request.memory_id))
+        return stored_wire.memory_out(await self._memories.get(names.memory_id(request.name)))
 
     async def CreateMemory(
         self, request: api.CreateMemoryRequest, context: Context
@@ -498,8 +511,9 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             _seconds(memory, "event_time", "memory.event_time"),
         )
         view, existed = await self._memories.create(
-            _owner(request.owner), content, request.request_id, convert.fingerprint(request),
-            supersedes=supersedes_in(memory.supersedes_memory_ids),
+            names.owner_in(request.owner), content, request.request_id,
+            convert.fingerprint(request),
+            supersedes=supersedes_in(names.memory_ids(list(memory.supersedes), "memory.supersedes")),
             expire_time=_seconds(memory, "expire_time", "memory.expire_time"),
         )  # fmt: skip
         return api.CreateMemoryResponse(memory=stored_wire.memory_out(view), deduplicated=existed)
@@ -533,7 +547,7 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             else:
                 given["event_time"] = checked.event_time
         view = await self._memories.update(
-            memory.memory_id, given, request.reason, request.request_id,
+            names.memory_id(memory.name, "memory.name"), given, request.reason, request.request_id,
             convert.fingerprint(request),
         )  # fmt: skip
         return stored_wire.memory_out(view)
@@ -542,25 +556,32 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         self, request: api.DeleteMemoryRequest, context: Context
     ) -> empty_pb2.Empty:
         await self._memories.delete(
-            request.memory_id, request.request_id, convert.fingerprint(request)
+            names.memory_id(request.name), request.request_id, convert.fingerprint(request)
         )
         return empty_pb2.Empty()
 
     async def PreviewMemoryExtraction(
         self, request: api.PreviewMemoryExtractionRequest, context: Context
     ) -> api.PreviewMemoryExtractionResponse:
-        validation.session_id(request.session_id)
+        session_id = names.session_id(request.name)
+        archive_ids = [
+            names.archive_in(a, session_id, f"archives[{i}]")
+            for i, a in enumerate(request.archives)
+        ]
         given = (
             convert.messages_in(list(request.messages), self._max_message_bytes)
             if request.messages
             else []
         )
-        found = await self._preview.preview(request.session_id, list(request.archive_ids), given)
-        return preview_out(found)
+        found = await self._preview.preview(session_id, archive_ids, given)
+        return preview_out(found, session_id)
 
     async def RetireMemory(self, request: api.RetireMemoryRequest, context: Context) -> pb.Memory:
         view = await self._memories.retire(
-            request.memory_id, request.reason, request.request_id, convert.fingerprint(request)
+            names.memory_id(request.name),
+            request.reason,
+            request.request_id,
+            convert.fingerprint(request),
         )
         return stored_wire.memory_out(view)
 
@@ -589,10 +610,6 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _owner(owner: api.MemoryOwner) -> OwnerSpec:
-    return OwnerSpec(owner.user_id, owner.agent_id, owner.session_id)
-
-
 def _types(values: Any) -> list[str]:
     """Memory types of a filter; an unknown number is INVALID_ARGUMENT."""
     names = []
@@ -612,19 +629,12 @@ def _seconds(message: Any, name: str, field: str = "") -> float | None:
     return validation.timestamp_seconds(stamp.seconds, stamp.nanos, field or name)
 
 
-_SEARCH_MODES = frozenset(
-    {api.SEARCH_MODE_UNSPECIFIED, api.SEARCH_MODE_LITERAL, api.SEARCH_MODE_RANKED,
-     api.SEARCH_MODE_HYBRID}
-)  # fmt: skip
-
-
 def _hybrid_out(answer: HybridAnswer) -> api.SearchArchivesResponse:
     return api.SearchArchivesResponse(
         hits=[
             api.SearchHit(
-                session_id=match.session_id,
-                archive_id=stored_wire.archive_id(match.archive_seq),
-                message_id=match.message.id,
+                archive=names.archive(match.session_id, match.archive_seq),
+                message=names.message(match.session_id, match.message.id),
                 role=stored_wire.role_out(match.message.role),
                 snippet=text,
                 score=fused.score,

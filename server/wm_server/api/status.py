@@ -8,9 +8,11 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from wm_proto.v1 import errors_pb2
 from wm_server.errors import ServiceError
 
-ERROR_DOMAIN = "wm.v1"
+# AIP-193: the domain names the service, not a version of it.
+ERROR_DOMAIN = "wm"
 
 
 # The status travels in the trailers, which every client caps (gRPC's default: 8 KiB soft,
@@ -41,6 +43,9 @@ def rpc_status_of(
     """Build the status with its details, ready for ``context.abort_with_status``;
     ``retry_delay`` (seconds) adds RetryInfo, which clients read instead of guessing."""
     details = []
+    errors_pb2.ErrorReason.Value(
+        f"ERROR_REASON_{reason}"
+    )  # a reason the contract lists, or a defect
     info = error_details_pb2.ErrorInfo(
         reason=reason,
         domain=ERROR_DOMAIN,

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from wm_core import Message, Role, SessionSettings, TextPart, ToolUsePart, archive_name, output_ids
+from wm_core import Message, Role, SessionSettings, TextPart, ToolUsePart, output_ids
 from wm_proto.v1 import resources_pb2 as pb
+from wm_server.api import names
 from wm_server.services.memories import MemoryView
 from wm_server.services.validation import clamped, in_timestamp_range
 from wm_server.storage.records import SessionRecord, ToolOutputRecord
@@ -56,20 +57,21 @@ class MessagesOut:
         self._max = max_weight
         self._min_count = min_count
 
-    def all(self, messages: Sequence[Message]) -> list[pb.Message]:
+    def all(self, messages: Sequence[Message], session_id: str) -> list[pb.Message]:
         """Every message rendered; remembered only for contexts of ``min_count`` messages or
-        more (shorter ones are not made of cached messages: not the same objects next time)."""
+        more (shorter ones are not made of cached messages: not the same objects next time).
+        A cached message object belongs to one session, so its identity keys the session too."""
         if len(messages) < self._min_count:
-            return [message_out(m) for m in messages]
-        return [self(m) for m in messages]
+            return [message_out(m, session_id, stored=False) for m in messages]
+        return [self(m, session_id) for m in messages]
 
-    def __call__(self, message: Message) -> pb.Message:
+    def __call__(self, message: Message, session_id: str) -> pb.Message:
         key = id(message)
         found = self._items.get(key)
         if found is not None and found[0] is message:
             self._items.move_to_end(key)
             return found[1]
-        rendered = message_out(message)
+        rendered = message_out(message, session_id, stored=False)
         weight = rendered.ByteSize() + 400  # the object's own overhead besides its bytes
         if found is not None:
             self._weight -= found[2]
@@ -81,7 +83,16 @@ class MessagesOut:
         return rendered
 
 
-def message_out(message: Message, position: int = 0, created: float | None = None) -> pb.Message:
+def message_out(
+    message: Message,
+    session_id: str,
+    position: int = 0,
+    created: float | None = None,
+    *,
+    stored: bool = True,
+) -> pb.Message:
+    """A message on the wire; ``stored``: a message of the session (it has a name), not one
+    AssembleContext made up (the summary, merged neighbours)."""
     parts = []
     for part in message.parts:
         if isinstance(part, TextPart):
@@ -105,17 +116,18 @@ def message_out(message: Message, position: int = 0, created: float | None = Non
         estimated_tokens=message.estimated_tokens,
         create_time=timestamp(created),
         position=position,
-        tool_output_ids=output_ids(message),
+        tool_outputs=[names.tool_output(session_id, o) for o in output_ids(message)],
+        name=names.message(session_id, message.id) if stored else "",
     )
 
 
 _OUTPUT_KIND = {"result": pb.TOOL_OUTPUT_KIND_RESULT, "input": pb.TOOL_OUTPUT_KIND_INPUT}
 
 
-def tool_output_out(record: ToolOutputRecord) -> pb.ToolOutput:
+def tool_output_out(record: ToolOutputRecord, session_id: str) -> pb.ToolOutput:
     return pb.ToolOutput(
-        output_id=record.output_id,
-        message_id=record.message_id,
+        name=names.tool_output(session_id, record.output_id),
+        message=names.message(session_id, record.message_id),
         tool_use_id=record.tool_use_id,
         kind=_OUTPUT_KIND.get(record.kind, pb.TOOL_OUTPUT_KIND_UNSPECIFIED),
         format=record.format,
@@ -135,7 +147,7 @@ def session_out(record: SessionRecord) -> pb.Session:
     copied from its rendering (a handful per server): a submessage passed to the constructor
     is built and then copied, a third of what rendering a session cost."""
     session = pb.Session(
-        session_id=record.session_id,
+        name=names.session(record.session_id),
         message_count=record.message_count,
         total_message_count=record.total_message_count,
         pending_tokens=record.pending_tokens,
@@ -184,10 +196,8 @@ def memory_out(view: MemoryView) -> pb.Memory:
     row = view.row
     kind, _, who = row.owner.partition(":")
     memory = pb.Memory(
-        memory_id=row.memory_id,
-        user_id=who if kind == "user" else "",
-        agent_id=who if kind == "agent" else "",
-        session_id=row.session_id if kind == "session" else "",
+        name=names.memory(row.memory_id),
+        owner=names.owner(kind, row.session_id if kind == "session" else who),
         type=MEMORY_TYPES_OUT[row.type],
         text=row.text,
         fields=row.fields,
@@ -198,17 +208,17 @@ def memory_out(view: MemoryView) -> pb.Memory:
         state=MEMORY_STATES_OUT.get(row.state, pb.MEMORY_STATE_RETIRED),
         version=row.version,
         retire_reason=row.retire_reason,
-        supersedes_memory_ids=view.lifecycle.supersedes,
-        superseded_by_memory_id=view.lifecycle.superseded_by,
+        supersedes=[names.memory(m) for m in view.lifecycle.supersedes],
+        superseded_by=names.memory(view.lifecycle.superseded_by),
         valid_from=timestamp(row.create_time if row.event_time is None else row.event_time),
         valid_until=timestamp(view.lifecycle.valid_until),
         expire_time=timestamp(view.lifecycle.expire_time),
     )
     memory.sources.extend(
         pb.MemorySource(
-            session_id=s.session_id,
-            archive_id=archive_id(s.archive_seq) if s.archive_seq else "",
-            message_ids=s.message_ids,
+            session=names.session(s.session_id),
+            archive=names.archive(s.session_id, s.archive_seq),
+            messages=[names.message(s.session_id, m) for m in s.message_ids],
         )
         for s in view.sources
     )
@@ -251,7 +261,3 @@ def config_out(settings: SessionSettings) -> pb.SessionConfig:
         config.model.provider = settings.provider
         config.model.model = settings.model or ""
     return config
-
-
-def archive_id(seq: int | None) -> str:
-    return archive_name(seq) if seq else ""

@@ -129,7 +129,7 @@ class JobStore:
         job = replace(job, previous_version=wm_version, covered_seqs=(*seqs, job.archive_seq))
         started = Phase2Started(job.attempts, wm_version == 0, wm_version, job.covered_seqs)
         await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
-        await self._log.append(uow, job.commit_id, after, started)
+        await self._log.append(uow, job.session_id, job.commit_id, after, started)
         return job
 
     @retry_conflicts
@@ -141,7 +141,7 @@ class JobStore:
             if row is None:
                 raise LeaseLost(job.commit_id)
             after = await _hold(uow, job)
-            await self._log.append(uow, job.commit_id, after, *events)
+            await self._log.append(uow, job.session_id, job.commit_id, after, *events)
             job = await self._started(uow, job, row.sid, row.record.wm_version)
             await uow.commit()
         return job
@@ -158,7 +158,7 @@ class JobStore:
         """Give the job back to the queue (shutdown) without counting an attempt."""
         async with self._db.unit_of_work() as uow:
             after = await _hold(uow, job)
-            await self._log.append(uow, job.commit_id, after, *events)
+            await self._log.append(uow, job.session_id, job.commit_id, after, *events)
             await uow.jobs.release(job.commit_id, job.lease_token)
             await uow.commit()
 
@@ -219,7 +219,7 @@ class JobStore:
         """Store progress events of a job this worker holds."""
         async with self._db.unit_of_work() as uow:
             after = await _hold(uow, job)
-            await self._log.append(uow, job.commit_id, after, *events)
+            await self._log.append(uow, job.session_id, job.commit_id, after, *events)
             await uow.commit()
 
     @retry_conflicts
@@ -322,7 +322,14 @@ class JobStore:
                 len(completion.pending or ()), completion.pending_dropped,
             )  # fmt: skip
             last = await self._log.append(
-                uow, job.commit_id, after, *events, stored, *memory_events, Completed(record)
+                uow,
+                job.session_id,
+                job.commit_id,
+                after,
+                *events,
+                stored,
+                *memory_events,
+                Completed(record),
             )
             await uow.commit()
         return _with_last(record, last), wm
@@ -353,7 +360,7 @@ class JobStore:
             after = await _hold(uow, job)
             await uow.jobs.requeue(job.commit_id, delay_seconds, reset_attempts=False)
             await uow.commits.set_state(job.commit_id, CommitState.PENDING, job.attempts)
-            await self._log.append(uow, job.commit_id, after, *events, event)
+            await self._log.append(uow, job.session_id, job.commit_id, after, *events, event)
             await uow.commit()
 
     @retry_conflicts
@@ -377,7 +384,9 @@ class JobStore:
             await uow.write(uow.jobs.finishing(job.commit_id))
             record = await uow.commits.get(job.commit_id)
             assert record is not None
-            last = await self._log.append(uow, job.commit_id, after, *events, Failed(record))
+            last = await self._log.append(
+                uow, job.session_id, job.commit_id, after, *events, Failed(record)
+            )
             await uow.commit()
         return _with_last(record, last)
 

@@ -101,9 +101,23 @@ class ArchiveService:
         return records, token
 
     async def get(
-        self, session_id: str, archive_id: str, page_size: int = 0, page_token: str = ""
-    ) -> tuple[CommitRecord, ArchivePage, WorkingMemoryRecord | None]:
-        """The archive, one page of its raw messages and the working memory that covered it."""
+        self, session_id: str, archive_id: str
+    ) -> tuple[CommitRecord, WorkingMemoryRecord | None]:
+        """The archive and the working memory that covered it (its messages: :meth:`messages`)."""
+        sid = validation.session_id(session_id)
+        seq = archive_seq(archive_id)
+        async with self._db.reader() as uow:
+            row = await find_session(uow, sid)
+            record, _ = await _archive(uow, row.sid, sid, seq, archive_id)
+            wm = None
+            if record.wm_version:
+                wm = await uow.working_memories.get(row, record.wm_version)
+        return record, wm
+
+    async def messages(
+        self, session_id: str, archive_id: str, page_size: int, page_token: str
+    ) -> ArchivePage:
+        """One page of an archive's raw messages, paged by count and by bytes."""
         sid = validation.session_id(session_id)
         seq = archive_seq(archive_id)
         if page_size < 0:
@@ -112,23 +126,11 @@ class ArchiveService:
         cursor = self._tokens.decode(f"archive/{seq}", page_token, sid)
         async with self._db.scanner() as uow:
             row = await find_session(uow, sid)
-            records = await uow.commits.archived_after(row.sid, seq - 1, 1)
-            bounds = await uow.archives.bounds(row.sid, seq)
-            if not records or records[0].archive_seq != seq or bounds is None:
-                raise NotFound(
-                    f"archive {archive_id!r} not found in session {sid!r}",
-                    reason="ARCHIVE_NOT_FOUND",
-                    metadata={"session_id": sid, "archive_id": archive_id},
-                )
-            record = records[0]
-            page = await _page(
+            _, bounds = await _archive(uow, row.sid, sid, seq, archive_id)
+            return await _page(
                 uow, row.sid, bounds, cursor or bounds[0], count,
                 lambda position: self._tokens.encode(f"archive/{seq}", position, sid),
             )  # fmt: skip
-            wm = None
-            if record.wm_version:
-                wm = await uow.working_memories.get(row, record.wm_version)
-        return record, page, wm
 
     async def live(self, session_id: str, page_size: int, page_token: str) -> ArchivePage:
         """One page of the session's live messages (paged like an archive: by count and by
@@ -150,3 +152,19 @@ class ArchiveService:
                 uow, row.sid, bounds, start, count,
                 lambda position: self._tokens.encode("messages", position, sid),
             )  # fmt: skip
+
+
+async def _archive(
+    uow: UnitOfWork, row_sid: int, sid: str, seq: int, archive_id: str
+) -> tuple[CommitRecord, tuple[int, int]]:
+    """The commit that made archive ``seq`` of the session and the archive's positions, or
+    NOT_FOUND (ARCHIVE_NOT_FOUND)."""
+    records = await uow.commits.archived_after(row_sid, seq - 1, 1)
+    bounds = await uow.archives.bounds(row_sid, seq)
+    if not records or records[0].archive_seq != seq or bounds is None:
+        raise NotFound(
+            f"archive {archive_id!r} not found in session {sid!r}",
+            reason="ARCHIVE_NOT_FOUND",
+            metadata={"session_id": sid, "archive_id": archive_id},
+        )
+    return records[0], bounds

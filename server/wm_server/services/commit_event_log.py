@@ -103,8 +103,8 @@ CommitEvent = (
     | Failed
     | Heartbeat
 )
-# (commit id, sequence, event) → the bytes a client receives.
-Encoder = Callable[[str, int, CommitEvent], bytes]
+# (session id, commit id, sequence, event) → the bytes a client receives.
+Encoder = Callable[[str, str, int, CommitEvent], bytes]
 
 RETRY_REQUESTED = "RetryCommit requested"
 
@@ -121,7 +121,7 @@ class EventLog:
         self.encode = encode
 
     async def append(
-        self, uow: UnitOfWork, commit_id: str, after: int, *events: CommitEvent
+        self, uow: UnitOfWork, session_id: str, commit_id: str, after: int, *events: CommitEvent
     ) -> int:
         """Store ``events`` after the commit's last one, ``after`` (read under the lock that
         every writer of the commit takes); return the new last sequence.
@@ -134,7 +134,7 @@ class EventLog:
             return after
         last = after + len(events)
         rows = [
-            (seq, self.encode(commit_id, seq, event), is_terminal(event))
+            (seq, self.encode(session_id, commit_id, seq, event), is_terminal(event))
             for seq, event in enumerate(events, start=after + 1)
         ]
         stored = await uow.commits.extend_events(

@@ -31,7 +31,8 @@ from wm_server.storage.database import Database
 from wm_server.storage.records import CommitRecord, StoredEvent
 
 # A stream yields stored event bytes, or a heartbeat it encodes itself.
-EventStream = AsyncIterator[bytes]
+# (payload, terminal): each event's bytes as stored, and whether it ends the commit now.
+EventStream = AsyncIterator[tuple[bytes, bool]]
 
 
 def shutting_down(session_id: str, commit_id: str, last_sequence: int) -> Unavailable:
@@ -88,8 +89,9 @@ class CommitService:
         request_id: str,
         fingerprint: str = "",
         keep_recent_turns: int = 0,
-    ) -> tuple[CommitRecord, EventStream]:
-        """Run Phase 1 now; return the commit and the stream of all its events."""
+    ) -> CommitRecord:
+        """Run Phase 1 now and return the commit (its events: :meth:`watch`). A retry with
+        the same request id returns the same commit, in its state now."""
         sid = validation.session_id(session_id)
         if not 0 <= keep_recent_count <= validation.MAX_KEEP_RECENT:
             raise invalid(
@@ -108,7 +110,7 @@ class CommitService:
         )
         if created and not record.state.terminal:
             self._on_enqueued()
-        return record, self.watch(sid, record.commit_id, 0)
+        return record
 
     async def commit_idle(self, limit: int = 100) -> list[CommitRecord]:
         """Commit whole every session idle beyond its auto-commit idle timeout; the commits.
@@ -185,8 +187,9 @@ class CommitService:
             while True:
                 wake.clear()
                 stored = await self._events_after(commit_id, last)
-                for event in stored:
-                    yield event.payload
+                for index, event in enumerate(stored):
+                    # A FAILED event a RetryCommit followed ended a run, not the commit.
+                    yield event.payload, event.terminal and index == len(stored) - 1
                     last = event.sequence
                 if stored and stored[-1].terminal:
                     return
@@ -207,7 +210,10 @@ class CommitService:
                     record = await self.get(session_id, commit_id)
                     if beyond and record.state.terminal:
                         continue  # the next round answers OUT_OF_RANGE
-                    yield self._log.encode(commit_id, last, Heartbeat(record.state))
+                    yield (
+                        self._log.encode(session_id, commit_id, last, Heartbeat(record.state)),
+                        False,
+                    )
 
     async def _events_after(self, commit_id: str, after: int) -> list[StoredEvent]:
         async with self._db.reader() as uow:
@@ -278,7 +284,11 @@ class CommitService:
             await uow.commits.set_state(commit_id, CommitState.PENDING, 0)
             await uow.jobs.requeue(commit_id, 0, reset_attempts=True)
             last = await self._log.append(
-                uow, commit_id, record.last_sequence, RetryScheduled(0, 0, RETRY_REQUESTED)
+                uow,
+                session_id,
+                commit_id,
+                record.last_sequence,
+                RetryScheduled(0, 0, RETRY_REQUESTED),
             )
             record = await session_commit(uow, row, commit_id)
             await idempotency.remember(uow, req, row.sid, {"commit_id": record.commit_id})

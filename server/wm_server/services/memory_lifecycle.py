@@ -66,7 +66,7 @@ def token_set_similarity(a: Candidate, b: Candidate) -> float:
     return jaccard(words_of(a.search_text), words_of(b.search_text))
 
 
-def supersedes_in(values: Sequence[str], field: str = "memory.supersedes_memory_ids") -> list[str]:
+def supersedes_in(values: Sequence[str], field: str = "memory.supersedes") -> list[str]:
     """The ids a new memory replaces, checked (format, at most 16), duplicates dropped."""
     from wm_server.services.memories import memory_id  # one rule of the id's format
 
@@ -85,7 +85,7 @@ async def supersede(
     wrong = [i for i in ids if i == new.memory_id or i not in targets or not targets[i].active]
     if wrong:
         raise invalid(
-            "memory.supersedes_memory_ids",
+            "memory.supersedes",
             f"not another active memory of the owner: {', '.join(wrong)}",
             "NOT_SUPERSEDABLE",
         )

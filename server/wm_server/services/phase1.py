@@ -163,5 +163,7 @@ async def archive(
         archive_count=archives, keep=keep, pending=pending, live=live, now=now,
     )  # fmt: skip
     record = await session_commit(uow, row, commit_id)
-    last = await log.append(uow, commit_id, record.last_sequence, Phase1Finished(record))
+    last = await log.append(
+        uow, row.record.session_id, commit_id, record.last_sequence, Phase1Finished(record)
+    )
     return replace(record, last_sequence=last)

@@ -112,7 +112,7 @@ class SessionService:
         tool_output_inline_chars: int = 20_000,
     ) -> None:
         self._db = database
-        self._log = log or EventLog(lambda commit_id, sequence, event: b"")
+        self._log = log or EventLog(lambda session_id, commit_id, sequence, event: b"")
         self._default = default_config
         self._make_id = make_id
         self._on_deleted = on_deleted

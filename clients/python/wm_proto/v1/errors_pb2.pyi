@@ -34,25 +34,23 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the request bytes are not the method's request message."""
     ERROR_REASON_PAGE_TOKEN_INVALID: _ErrorReason.ValueType  # 4
     """INVALID_ARGUMENT: a page token that is not one this list, session and caller gave out."""
-    ERROR_REASON_UNKNOWN_MODEL: _ErrorReason.ValueType  # 5
-    """INVALID_ARGUMENT: a session's model names a provider or model the server does not have."""
     ERROR_REASON_SESSION_NOT_FOUND: _ErrorReason.ValueType  # 10
     """NOT_FOUND: no such session in the caller's tenant (metadata session)."""
     ERROR_REASON_COMMIT_NOT_FOUND: _ErrorReason.ValueType  # 11
-    """NOT_FOUND: no such commit in the session (metadata commit)."""
+    """NOT_FOUND: no such commit in the session (metadata session_id, commit_id)."""
     ERROR_REASON_ARCHIVE_NOT_FOUND: _ErrorReason.ValueType  # 12
-    """NOT_FOUND: no such archive in the session (metadata archive)."""
+    """NOT_FOUND: no such archive in the session (metadata session_id, archive_id)."""
     ERROR_REASON_WORKING_MEMORY_NOT_FOUND: _ErrorReason.ValueType  # 13
-    """NOT_FOUND: no such working-memory version, or none yet (metadata working_memory)."""
+    """NOT_FOUND: no such working-memory version, or none yet (metadata session_id)."""
     ERROR_REASON_TOOL_OUTPUT_NOT_FOUND: _ErrorReason.ValueType  # 14
-    """NOT_FOUND: no such tool output in the session (metadata tool_output)."""
+    """NOT_FOUND: no such tool output in the session (metadata session_id, output_id)."""
     ERROR_REASON_MEMORY_NOT_FOUND: _ErrorReason.ValueType  # 15
-    """NOT_FOUND: no such memory in the caller's tenant (metadata memory)."""
+    """NOT_FOUND: no such memory in the caller's tenant (metadata memory_id)."""
     ERROR_REASON_SESSION_EXISTS: _ErrorReason.ValueType  # 20
-    """ALREADY_EXISTS: CreateSession with an id in use (metadata session)."""
+    """ALREADY_EXISTS: CreateSession with an id in use (metadata session_id)."""
     ERROR_REASON_MEMORY_EXISTS: _ErrorReason.ValueType  # 21
     """ALREADY_EXISTS: a memory text equal after normalization to another active memory of the
-    owner (metadata memory: that memory).
+    owner (metadata memory_id: that memory).
     """
     ERROR_REASON_REQUEST_ID_REUSED: _ErrorReason.ValueType  # 30
     """FAILED_PRECONDITION: a request_id already used with a different request (metadata
@@ -63,18 +61,14 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     (metadata live_message_count).
     """
     ERROR_REASON_COMMIT_NOT_FAILED: _ErrorReason.ValueType  # 32
-    """FAILED_PRECONDITION: RetryCommit of a commit that did not fail (metadata state)."""
+    """FAILED_PRECONDITION: RetryCommit of a commit that did not fail (metadata commit_id, state)."""
     ERROR_REASON_COMMIT_ALREADY_COVERED: _ErrorReason.ValueType  # 33
     """FAILED_PRECONDITION: RetryCommit of a failed commit whose messages a later commit
-    already covered (metadata covered_by_commit).
-    """
-    ERROR_REASON_NOT_SUPERSEDABLE: _ErrorReason.ValueType  # 34
-    """FAILED_PRECONDITION: a memory named to be superseded that cannot be (another owner's,
-    not active, or the memory itself).
+    already covered (metadata commit_id, covered_by_commit_id).
     """
     ERROR_REASON_VERSION_MISMATCH: _ErrorReason.ValueType  # 40
     """ABORTED: ApplyWorkingMemoryOps' expected_version is not the latest (metadata
-    latest_version).
+    session_id, expected, actual).
     """
     ERROR_REASON_CONCURRENT_MODIFICATION: _ErrorReason.ValueType  # 41
     """ABORTED: a concurrent change to the same session won; retrying the call is safe."""
@@ -85,7 +79,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_STORAGE_UNAVAILABLE: _ErrorReason.ValueType  # 60
     """UNAVAILABLE: the database is unreachable or locked; nothing was written."""
     ERROR_REASON_LLM_UNAVAILABLE: _ErrorReason.ValueType  # 61
-    """UNAVAILABLE: the session's model provider is unreachable (PreviewMemoryExtraction)."""
+    """UNAVAILABLE: the session's model provider is unreachable (PreviewMemoryExtraction; in
+    Commit.error of a commit whose Phase 2 waited out the outage past the job's maximum age).
+    """
     ERROR_REASON_SHUTTING_DOWN: _ErrorReason.ValueType  # 62
     """UNAVAILABLE: the server is shutting down; another replica (or this one, restarted)
     answers.
@@ -108,8 +104,18 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """RESOURCE_EXHAUSTED: the tenant's mutating calls exceed its token bucket (metadata
     limit; RetryInfo).
     """
-    ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 80
-    """UNAUTHENTICATED: no credentials, or credentials the server does not accept."""
+    ERROR_REASON_API_KEY_MISSING: _ErrorReason.ValueType  # 80
+    """UNAUTHENTICATED: the call carries no API key (authorization: Bearer KEY)."""
+    ERROR_REASON_API_KEY_INVALID: _ErrorReason.ValueType  # 81
+    """UNAUTHENTICATED: the API key is not one the server accepts."""
+    ERROR_REASON_LLM_REJECTED: _ErrorReason.ValueType  # 86
+    """In Commit.error (FAILED_PRECONDITION): the model provider refused the request (a bad
+    key, a model it does not have, a request it rejects).
+    """
+    ERROR_REASON_GENERATION_FAILED: _ErrorReason.ValueType  # 87
+    """In Commit.error (ABORTED): the model's answers could not be turned into a working
+    memory within the attempts.
+    """
     ERROR_REASON_INTERNAL: _ErrorReason.ValueType  # 90
     """INTERNAL: a defect of the server; the log line of the call (x-request-id) says more."""
 
@@ -133,25 +139,23 @@ ERROR_REASON_MALFORMED_REQUEST: ErrorReason.ValueType  # 3
 """INVALID_ARGUMENT: the request bytes are not the method's request message."""
 ERROR_REASON_PAGE_TOKEN_INVALID: ErrorReason.ValueType  # 4
 """INVALID_ARGUMENT: a page token that is not one this list, session and caller gave out."""
-ERROR_REASON_UNKNOWN_MODEL: ErrorReason.ValueType  # 5
-"""INVALID_ARGUMENT: a session's model names a provider or model the server does not have."""
 ERROR_REASON_SESSION_NOT_FOUND: ErrorReason.ValueType  # 10
 """NOT_FOUND: no such session in the caller's tenant (metadata session)."""
 ERROR_REASON_COMMIT_NOT_FOUND: ErrorReason.ValueType  # 11
-"""NOT_FOUND: no such commit in the session (metadata commit)."""
+"""NOT_FOUND: no such commit in the session (metadata session_id, commit_id)."""
 ERROR_REASON_ARCHIVE_NOT_FOUND: ErrorReason.ValueType  # 12
-"""NOT_FOUND: no such archive in the session (metadata archive)."""
+"""NOT_FOUND: no such archive in the session (metadata session_id, archive_id)."""
 ERROR_REASON_WORKING_MEMORY_NOT_FOUND: ErrorReason.ValueType  # 13
-"""NOT_FOUND: no such working-memory version, or none yet (metadata working_memory)."""
+"""NOT_FOUND: no such working-memory version, or none yet (metadata session_id)."""
 ERROR_REASON_TOOL_OUTPUT_NOT_FOUND: ErrorReason.ValueType  # 14
-"""NOT_FOUND: no such tool output in the session (metadata tool_output)."""
+"""NOT_FOUND: no such tool output in the session (metadata session_id, output_id)."""
 ERROR_REASON_MEMORY_NOT_FOUND: ErrorReason.ValueType  # 15
-"""NOT_FOUND: no such memory in the caller's tenant (metadata memory)."""
+"""NOT_FOUND: no such memory in the caller's tenant (metadata memory_id)."""
 ERROR_REASON_SESSION_EXISTS: ErrorReason.ValueType  # 20
-"""ALREADY_EXISTS: CreateSession with an id in use (metadata session)."""
+"""ALREADY_EXISTS: CreateSession with an id in use (metadata session_id)."""
 ERROR_REASON_MEMORY_EXISTS: ErrorReason.ValueType  # 21
 """ALREADY_EXISTS: a memory text equal after normalization to another active memory of the
-owner (metadata memory: that memory).
+owner (metadata memory_id: that memory).
 """
 ERROR_REASON_REQUEST_ID_REUSED: ErrorReason.ValueType  # 30
 """FAILED_PRECONDITION: a request_id already used with a different request (metadata
@@ -162,18 +166,14 @@ ERROR_REASON_MESSAGES_NOT_LIVE: ErrorReason.ValueType  # 31
 (metadata live_message_count).
 """
 ERROR_REASON_COMMIT_NOT_FAILED: ErrorReason.ValueType  # 32
-"""FAILED_PRECONDITION: RetryCommit of a commit that did not fail (metadata state)."""
+"""FAILED_PRECONDITION: RetryCommit of a commit that did not fail (metadata commit_id, state)."""
 ERROR_REASON_COMMIT_ALREADY_COVERED: ErrorReason.ValueType  # 33
 """FAILED_PRECONDITION: RetryCommit of a failed commit whose messages a later commit
-already covered (metadata covered_by_commit).
-"""
-ERROR_REASON_NOT_SUPERSEDABLE: ErrorReason.ValueType  # 34
-"""FAILED_PRECONDITION: a memory named to be superseded that cannot be (another owner's,
-not active, or the memory itself).
+already covered (metadata commit_id, covered_by_commit_id).
 """
 ERROR_REASON_VERSION_MISMATCH: ErrorReason.ValueType  # 40
 """ABORTED: ApplyWorkingMemoryOps' expected_version is not the latest (metadata
-latest_version).
+session_id, expected, actual).
 """
 ERROR_REASON_CONCURRENT_MODIFICATION: ErrorReason.ValueType  # 41
 """ABORTED: a concurrent change to the same session won; retrying the call is safe."""
@@ -184,7 +184,9 @@ ERROR_REASON_SEQUENCE_OUT_OF_RANGE: ErrorReason.ValueType  # 50
 ERROR_REASON_STORAGE_UNAVAILABLE: ErrorReason.ValueType  # 60
 """UNAVAILABLE: the database is unreachable or locked; nothing was written."""
 ERROR_REASON_LLM_UNAVAILABLE: ErrorReason.ValueType  # 61
-"""UNAVAILABLE: the session's model provider is unreachable (PreviewMemoryExtraction)."""
+"""UNAVAILABLE: the session's model provider is unreachable (PreviewMemoryExtraction; in
+Commit.error of a commit whose Phase 2 waited out the outage past the job's maximum age).
+"""
 ERROR_REASON_SHUTTING_DOWN: ErrorReason.ValueType  # 62
 """UNAVAILABLE: the server is shutting down; another replica (or this one, restarted)
 answers.
@@ -207,8 +209,18 @@ ERROR_REASON_RATE_LIMITED: ErrorReason.ValueType  # 74
 """RESOURCE_EXHAUSTED: the tenant's mutating calls exceed its token bucket (metadata
 limit; RetryInfo).
 """
-ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 80
-"""UNAUTHENTICATED: no credentials, or credentials the server does not accept."""
+ERROR_REASON_API_KEY_MISSING: ErrorReason.ValueType  # 80
+"""UNAUTHENTICATED: the call carries no API key (authorization: Bearer KEY)."""
+ERROR_REASON_API_KEY_INVALID: ErrorReason.ValueType  # 81
+"""UNAUTHENTICATED: the API key is not one the server accepts."""
+ERROR_REASON_LLM_REJECTED: ErrorReason.ValueType  # 86
+"""In Commit.error (FAILED_PRECONDITION): the model provider refused the request (a bad
+key, a model it does not have, a request it rejects).
+"""
+ERROR_REASON_GENERATION_FAILED: ErrorReason.ValueType  # 87
+"""In Commit.error (ABORTED): the model's answers could not be turned into a working
+memory within the attempts.
+"""
 ERROR_REASON_INTERNAL: ErrorReason.ValueType  # 90
 """INTERNAL: a defect of the server; the log line of the call (x-request-id) says more."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -792,7 +792,9 @@ class Message(_message.Message):
     positions RemoveRecentMessages frees, which the next messages take).
     """
     name: _builtins.str
-    """The message's resource name, "sessions/{session}/messages/{id}"."""
+    """The message's resource name, "sessions/{session}/messages/{id}"; empty in
+    AssembleContext's messages, which it may merge or make up (the summary).
+    """
     @_builtins.property
     def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Part]:
         """The content, in order: 1-256 parts. The whole message may be at most the server's
