@@ -14,8 +14,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-
 from integration.conftest import make_settings
+
 from support import builders as b
 from support.errors import details
 from wm_proto.v1 import resources_pb2 as pb
