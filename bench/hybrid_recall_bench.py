@@ -44,6 +44,7 @@ from wm_server.services.commit_event_log import EventLog  # noqa: E402
 from wm_server.services.commit_wakeups import EventBus  # noqa: E402
 from wm_server.services.commits import CommitService  # noqa: E402
 from wm_server.services.embedding_index import EmbeddingIndexer  # noqa: E402
+from wm_server.services.paging import PageTokens  # noqa: E402
 from wm_server.services.recall import HybridRecall  # noqa: E402
 from wm_server.services.sessions import SessionService  # noqa: E402
 from wm_server.storage.sqlite import SqliteDatabase  # noqa: E402
@@ -77,8 +78,9 @@ def rss_mb(pid: int) -> float:
 
 async def fill(db: SqliteDatabase, rows: list[str]) -> float:
     log = EventLog(encode_event)
-    sessions = SessionService(db, log=log)
-    commits = CommitService(db, EventBus(), log, heartbeat_seconds=1.0)
+    tokens = PageTokens.random()  # one process: its own key
+    sessions = SessionService(db, log=log, tokens=tokens)
+    commits = CommitService(db, EventBus(), log, heartbeat_seconds=1.0, tokens=tokens)
     ids = itertools.count()
     started = time.perf_counter()
     for s in range(0, len(rows), PER_SESSION):

@@ -38,8 +38,10 @@ from wm_server.security.tenancy import set_tenant  # noqa: E402
 from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec  # noqa: E402
 from wm_server.services.memory_consolidation import VectorConsolidation  # noqa: E402
 from wm_server.services.memory_lifecycle import MemoryUpkeep  # noqa: E402
+from wm_server.services.paging import PageTokens  # noqa: E402
+from wm_server.services.recall import HybridRecall  # noqa: E402
 from wm_server.storage.database import Database  # noqa: E402
-from wm_server.storage.memory_expiry import retention_of  # noqa: E402
+from wm_server.storage.memory_expiry import Retention, retention_of  # noqa: E402
 from wm_server.storage.sqlite import SqliteDatabase  # noqa: E402
 
 RETENTION = {t.value: 3650.0 for t in MemoryType}  # every type named: the costliest filter
@@ -88,6 +90,13 @@ def _percentiles(timings: list[float]) -> str:
     timings.sort()
     p95 = timings[min(len(timings) - 1, int(len(timings) * 0.95))]
     return f"p50 {statistics.median(timings):6.2f} ms, p95 {p95:6.2f} ms"
+
+
+def service(database: Database, retention: Retention = ()) -> MemoryService:
+    """The memories of one process: its own page-token key, lexical recall (no embedder)."""
+    return MemoryService(
+        database, tokens=PageTokens.random(), recall=HybridRecall(None), retention=retention
+    )
 
 
 async def supersessions(service: MemoryService, count: int) -> str:
@@ -143,13 +152,11 @@ async def measure(database: Database, count: int, queries: int) -> None:
         await plant_expiring(database, count, rng)
         name = database.dialect.name
         print(f"  {name:<10} {count:>7,} memories  generated in {seconds:.1f} s", flush=True)
-        plain = await searches(MemoryService(database), words, queries, 11)
-        kept = await searches(
-            MemoryService(database, retention=retention_of(RETENTION)), words, queries, 11
-        )
+        plain = await searches(service(database), words, queries, 11)
+        kept = await searches(service(database, retention_of(RETENTION)), words, queries, 11)
         print(f"  {name:<10} {'':>7}           SearchMemories, no retention:    {plain}")
         print(f"  {name:<10} {'':>7}           SearchMemories, 6 types retained: {kept}")
-        written = await supersessions(MemoryService(database), count)
+        written = await supersessions(service(database), count)
         print(f"  {name:<10} {'':>7}           supersession write:              {written}")
         upkeep = MemoryUpkeep(
             database, retention_days=RETENTION, vectors=VectorConsolidation(MODEL, 0.9)

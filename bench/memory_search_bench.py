@@ -43,6 +43,7 @@ from wm_server.embedding.fusion import to_blob  # noqa: E402
 from wm_server.embedding.port import Embedder  # noqa: E402
 from wm_server.security.tenancy import set_tenant  # noqa: E402
 from wm_server.services.memories import MemoryService, OwnerSpec  # noqa: E402
+from wm_server.services.paging import PageTokens  # noqa: E402
 from wm_server.services.recall import HybridRecall  # noqa: E402
 from wm_server.storage.database import Database  # noqa: E402
 from wm_server.storage.sqlite import SqliteDatabase  # noqa: E402
@@ -222,7 +223,7 @@ async def measure(
             await embed_all(database, embedder, rng)
             kinds.append(("hybrid", HybridRecall(embedder), "p95 <= 50 ms"))
         for kind, recall, target in kinds:
-            service = MemoryService(database, recall=recall)
+            service = MemoryService(database, tokens=PageTokens.random(), recall=recall)
             first, timings, hits = await timed(service, words, queries, random.Random(seed))
             print(
                 f"  {name:<10} {count:>8,} memories: SearchMemories {kind:<8}"

@@ -245,7 +245,8 @@ class Settings(BaseSettings):
     tenant_mutations_per_second: Annotated[float, Field(ge=0)] = 1000.0
     tenant_mutation_burst: Annotated[int, Field(ge=1, le=1_000_000)] = 2000
     # Signs page tokens; when unset a random key is made once and kept in the database, so
-    # every replica of one database accepts the others' tokens.
+    # every replica of one database (SQLite or PostgreSQL) accepts the others' tokens: unset is
+    # never a key of one process, hence no setting is needed for many replicas either.
     page_token_key: SecretStr | None = None
 
     @field_validator("address")

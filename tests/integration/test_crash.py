@@ -14,6 +14,9 @@ from support.server_process import ServerProcess
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.api.commit_event_encoder import encode_event
+from wm_server.services.commit_event_log import EventLog
+from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
 from wm_server.storage.sqlite import SqliteDatabase
 
@@ -74,7 +77,9 @@ async def test_sigkill_during_ingest_loses_no_acknowledged_message(tmp_path: Pat
         server.terminate()
     database = SqliteDatabase(tmp_path / "wm.sqlite3")
     await database.open()
-    sessions = SessionService(database)  # the default tenant
+    sessions = SessionService(
+        database, log=EventLog(encode_event), tokens=PageTokens.random()
+    )  # the default tenant
     try:
         before = await sessions.get("ingest")
         stored = [m.message.id for m in await sessions.live_messages("ingest")]

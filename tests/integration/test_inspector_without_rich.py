@@ -31,6 +31,7 @@ INSPECTOR_MODULES = (
     "wm_server.inspector.live",
     "wm_server.inspector.memories",
     "wm_server.inspector.overview",
+    "wm_server.inspector.params",
     "wm_server.inspector.web",
     "wm_client.describe",
 )

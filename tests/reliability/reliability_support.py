@@ -20,8 +20,11 @@ from wm_core import CommitState
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
+from wm_server.api.commit_event_encoder import encode_event
 from wm_server.app import Application
 from wm_server.security.tenancy import set_tenant
+from wm_server.services.commit_event_log import EventLog
+from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
 from wm_server.storage.sqlite import SqliteDatabase
 
@@ -122,7 +125,7 @@ async def check_store_invariants(
     database = SqliteDatabase(db_path)
     await database.open()
     set_tenant(TENANT)
-    sessions = SessionService(database)
+    sessions = SessionService(database, log=EventLog(encode_event), tokens=PageTokens.random())
     reports: dict[str, SessionReport] = {}
     try:
         for session_id, ids in acked.items():

@@ -25,6 +25,7 @@ from wm_server.services.context_assembly import ContextService
 from wm_server.services.maintenance import Maintenance
 from wm_server.services.memories import MemoryService
 from wm_server.services.paging import PageTokens
+from wm_server.services.recall import HybridRecall
 from wm_server.services.sessions import SessionService
 from wm_server.services.tool_outputs import ToolOutputService
 from wm_server.services.working_memory import WorkingMemoryService
@@ -111,10 +112,15 @@ class Services:
 def build_services(
     database: Database, *, retention: float = 86_400.0, tokens: PageTokens | None = None
 ) -> Services:
+    """The services as the composition root wires them (one key, one recall, one event log),
+    over ``database``; without ``tokens``, a key of this test process, chosen explicitly."""
+    tokens = PageTokens.random() if tokens is None else tokens
     bus = EventBus()
     log = EventLog(encode_event)
+    recall = HybridRecall(None)
     maintenance = Maintenance(database, retention_seconds=retention)
     database.subscribe_events(bus.publish)
+    memories = MemoryService(database, tokens=tokens, recall=recall)
     return Services(
         database=database,
         bus=bus,
@@ -124,11 +130,11 @@ def build_services(
         jobs=JobStore(database, log),
         memory=WorkingMemoryService(database),
         archives=ArchiveService(database, tokens=tokens),
-        context=ContextService(database),
-        archive_search=ArchiveSearchService(database),
+        context=ContextService(database, memories=memories, recall=recall),
+        archive_search=ArchiveSearchService(database, recall),
         maintenance=maintenance,
-        tool_outputs=ToolOutputService(database),
-        memories=MemoryService(database, tokens=tokens),
+        tool_outputs=ToolOutputService(database, tokens=tokens),
+        memories=memories,
     )
 
 

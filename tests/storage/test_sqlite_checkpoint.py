@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from wm_core import Message, Role, TextPart
+from wm_server.api.commit_event_encoder import encode_event
+from wm_server.services.commit_event_log import EventLog
+from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
 from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.storage.sqlite_checkpoint import Checkpointer
@@ -42,7 +45,7 @@ async def test_commits_leave_the_checkpoint_to_the_thread(tmp_path: Path) -> Non
     path = tmp_path / "wm.sqlite3"
     database = SqliteDatabase(path)
     await database.open()
-    sessions = SessionService(database)
+    sessions = SessionService(database, log=EventLog(encode_event), tokens=PageTokens.random())
     checkpoint_threads: list[str] = []
     try:
         writer = database._connection().conn  # the event loop's connection
@@ -66,7 +69,11 @@ async def test_commits_leave_the_checkpoint_to_the_thread(tmp_path: Path) -> Non
     database = SqliteDatabase(path)
     await database.open()
     try:
-        assert (await SessionService(database).get("ckpt")).message_count == 2_000
+        assert (
+            await SessionService(
+                database, log=EventLog(encode_event), tokens=PageTokens.random()
+            ).get("ckpt")
+        ).message_count == 2_000
     finally:
         await database.close()
 

@@ -23,6 +23,7 @@ from wm_server.errors import InvalidArgument
 from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.embedding_index import EmbeddingIndexer, store_message_vectors
 from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec
+from wm_server.services.paging import PageTokens
 from wm_server.services.recall import HybridRecall, Semantic
 from wm_server.services.sessions import find_session
 from wm_server.storage.vectors import VectorRepository
@@ -271,7 +272,10 @@ async def test_memories_are_embedded_when_written_and_searched_by_meaning(
 ) -> None:
     indexer = EmbeddingIndexer(services.database, wordllama)
     memories = MemoryService(
-        services.database, recall=HybridRecall(wordllama), written=indexer.wake
+        services.database,
+        tokens=PageTokens.random(),
+        recall=HybridRecall(wordllama),
+        written=indexer.wake,
     )
     await memories.create(USER, MemoryContent(MemoryType.EVENT, "Started a pottery class"), "", "")
     await memories.create(
@@ -315,6 +319,8 @@ async def test_an_embedder_that_fails_degrades_to_lexical_with_the_flag(
     assert answer.status is Semantic.DEGRADED and degraded == ["unavailable"]
     assert "ledger" in answer.hits[0][0].message.parts[0].text  # type: ignore[union-attr]
     assert answer.hits[0][2].dense == 0
-    off = await ArchiveSearchService(services.database).hybrid("f", "ledger", "", 3, False)
+    off = await ArchiveSearchService(services.database, HybridRecall(None)).hybrid(
+        "f", "ledger", "", 3, False
+    )
     assert off.status is Semantic.OFF and off.hits
     await down.close()

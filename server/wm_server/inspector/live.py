@@ -30,6 +30,7 @@ from wm_proto.v1 import resources_pb2 as pb
 from wm_server.inspector.charts import stage_bars
 from wm_server.inspector.layout import escape as _e
 from wm_server.inspector.layout import page
+from wm_server.inspector.params import query_number, whole_number
 
 _TERMINAL = (pb.COMMIT_STATE_COMPLETED, pb.COMMIT_STATE_FAILED, pb.COMMIT_STATE_SKIPPED)
 
@@ -110,10 +111,8 @@ async def commit_page(request: web.Request, client: WmClient) -> str:
 
 def _after(request: web.Request) -> int:
     """Where to resume: the browser's ``Last-Event-ID`` (a reconnect) wins over ``?after=``."""
-    raw = request.headers.get("Last-Event-ID") or request.query.get("after", "0")
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
-        raise web.HTTPBadRequest(text="after / Last-Event-ID must be a sequence number")
-    return int(raw)
+    resumed = request.headers.get("Last-Event-ID", "")
+    return whole_number(resumed, "Last-Event-ID") if resumed else query_number(request, "after")
 
 
 async def commit_events(request: web.Request, client: WmClient) -> web.StreamResponse:

@@ -22,6 +22,7 @@ from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.inspector.csrf import FIELD, FormGuard
 from wm_server.inspector.layout import escape as _e
 from wm_server.inspector.layout import page, presented_key
+from wm_server.inspector.params import query_choice
 
 GUARD = web.AppKey("form_guard", FormGuard)
 # Memories an owner page lists at most (newest first; the rest: the API or `wm memories`).
@@ -99,9 +100,7 @@ def _validity(memory: pb.Memory) -> str:
 
 async def memories_page(request: web.Request, client: WmClient) -> str:
     owner, label = owner_of(request)
-    state_arg = request.query.get("state", "active")
-    if state_arg not in (*_STATES, "all"):
-        raise web.HTTPBadRequest(text="state must be active, superseded, retired or all")
+    state_arg = query_choice(request, "state", (*_STATES, "all"), "active")
     states = list(_STATES.values()) if state_arg == "all" else [_STATES[state_arg]]
     memories: list[pb.Memory] = []
     for state in states:

@@ -24,6 +24,7 @@ from wm_server.inspector.charts import daily_bars
 from wm_server.inspector.layout import escape as _e
 from wm_server.inspector.layout import page
 from wm_server.inspector.memories import type_name
+from wm_server.inspector.params import query_choice, query_fraction
 
 # Sessions whose commits the overview reads (the most recently active first).
 SESSIONS_READ = 200
@@ -112,24 +113,9 @@ def _semantic(state: int, unembedded: int) -> str:
     return f"Semantic recall: <span id=semantic>{_e(name)}</span>{extra}."
 
 
-def _min_score(request: web.Request) -> float:
-    raw = request.query.get("min_score", "").strip()
-    if not raw:
-        return 0.0
-    try:
-        value = float(raw)
-    except ValueError:
-        raise web.HTTPBadRequest(text="min_score must be a number from 0 to 1") from None
-    if not 0.0 <= value <= 1.0:
-        raise web.HTTPBadRequest(text="min_score must be a number from 0 to 1")
-    return value
-
-
 async def recall_page(request: web.Request, client: WmClient) -> str:
     query = request.query.get("q", "").strip()
-    scope = request.query.get("scope", "archives")
-    if scope not in ("archives", "memories"):
-        raise web.HTTPBadRequest(text="scope must be archives or memories")
+    scope = query_choice(request, "scope", ("archives", "memories"), "archives")
     who = {k: request.query.get(k, "").strip() for k in ("session", "user", "agent")}
     form = (
         '<form method="get" action="/recall" id=recall-form>'
@@ -149,7 +135,7 @@ async def recall_page(request: web.Request, client: WmClient) -> str:
         return page("recall", f"<h2>recall playground</h2>{form}")
     if not any(who.values()):
         raise web.HTTPBadRequest(text="name a session, a user or an agent")
-    min_score = _min_score(request)
+    min_score = query_fraction(request, "min_score")
     if scope == "archives":
         answer = await client.search_archives(
             query,

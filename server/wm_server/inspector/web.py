@@ -37,6 +37,7 @@ from wm_server.inspector.config_view import ConfigDefaults, config_table
 from wm_server.inspector.csrf import FormGuard
 from wm_server.inspector.layout import REALM, page, presented_key
 from wm_server.inspector.layout import escape as _e
+from wm_server.inspector.params import query_number
 
 Handler = Callable[[web.Request, WmClient], Awaitable[str | web.StreamResponse]]
 CONFIG_DEFAULTS = web.AppKey("config_defaults", ConfigDefaults)
@@ -48,22 +49,6 @@ _CLIENT = web.AppKey("client_factory", object)
 INLINE = 5
 # Live messages a session page shows at most (the rest: wm or the API).
 LIVE_SHOWN = 500
-
-
-# The largest working-memory version a query string may name: the API's field is an int64.
-MAX_VERSION = 2**63 - 1
-
-
-def query_version(request: web.Request, name: str) -> int:
-    """A version number from the query string (0 when absent): a whole number in the API's
-    int64 range, or 400 naming the parameter (a number the API cannot carry is the caller's
-    mistake, not a server error)."""
-    raw = request.query.get(name, "0").strip() or "0"
-    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_VERSION:
-        raise web.HTTPBadRequest(
-            text=f"{name} must be a whole number from 0 to {MAX_VERSION}, got {raw[:40]!r}"
-        )
-    return int(raw)
 
 
 # Sent with every answer: nothing loads but the inspector's own stylesheet and script
@@ -357,8 +342,8 @@ async def session_page(request: web.Request, client: WmClient) -> str:
 
 async def memory_page(request: web.Request, client: WmClient) -> str:
     sid = request.match_info["session"]
-    version = query_version(request, "version")
-    against = query_version(request, "against")
+    version = query_number(request, "version")
+    against = query_number(request, "against")
     memory = await client.get_working_memory(sid, version=version)
     commits = await history.all_commits(client, sid)
     old = await client.get_working_memory(sid, version=against) if against else None

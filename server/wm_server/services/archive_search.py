@@ -52,9 +52,9 @@ def owners(user_id: str, agent_id: str) -> tuple[str | None, str | None]:
 
 
 class ArchiveSearchService:
-    def __init__(self, database: Database, recall: HybridRecall | None = None) -> None:
+    def __init__(self, database: Database, recall: HybridRecall) -> None:
         self._db = database
-        self._recall_search = recall or HybridRecall(None)
+        self._recall_search = recall
 
     async def search(
         self,

@@ -82,9 +82,9 @@ async def _page(
 
 
 class ArchiveService:
-    def __init__(self, database: Database, *, tokens: paging.PageTokens | None = None) -> None:
+    def __init__(self, database: Database, *, tokens: paging.PageTokens) -> None:
         self._db = database
-        self._tokens = tokens or paging.PageTokens.random()
+        self._tokens = tokens
 
     async def list(
         self, session_id: str, page_size: int, page_token: str

@@ -72,11 +72,11 @@ class CommitService:
         log: EventLog,
         *,
         heartbeat_seconds: float,
+        tokens: paging.PageTokens,
         on_enqueued: Callable[[], None] = lambda: None,
-        tokens: paging.PageTokens | None = None,
     ) -> None:
         self._db = database
-        self._tokens = tokens or paging.PageTokens.random()
+        self._tokens = tokens
         self._bus = bus
         self._log = log
         self._heartbeat = min(heartbeat_seconds, 15.0)

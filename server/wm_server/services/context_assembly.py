@@ -63,14 +63,14 @@ class ContextService:
     def __init__(
         self,
         database: Database,
-        cache: MessageCache | None = None,
-        memories: MemoryService | None = None,
-        recall: HybridRecall | None = None,
+        *,
+        memories: MemoryService,
+        recall: HybridRecall,
     ) -> None:
         self._db = database
-        self._cache = cache or MessageCache()
-        self._memories = memories or MemoryService(database)
-        self._recall_search = recall or HybridRecall(None)
+        self._cache = MessageCache()  # its own state, not a collaborator: no one else uses it
+        self._memories = memories
+        self._recall_search = recall
 
     async def assemble(
         self,

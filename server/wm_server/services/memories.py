@@ -433,17 +433,17 @@ class MemoryService:
         self,
         database: Database,
         *,
-        tokens: paging.PageTokens | None = None,
+        tokens: paging.PageTokens,
+        recall: HybridRecall,
         on_deleted: Callable[[], None] = lambda: None,
         retention: Retention = (),
-        recall: HybridRecall | None = None,
         written: Callable[[], None] | None = None,
     ) -> None:
         self._db = database
         self._retention = retention  # per type (memory_expiry): expired memories are unread
-        self._tokens = tokens or paging.PageTokens.random()
+        self._tokens = tokens
         self._on_deleted = on_deleted  # erase it from the files too (Maintenance.forgotten)
-        self.hybrid = recall or HybridRecall(None)
+        self.hybrid = recall
         # Called after a memory write commits: the embedding loop embeds it (never inline).
         self._written = written or (lambda: None)
 

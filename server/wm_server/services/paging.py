@@ -5,7 +5,11 @@ commits or archives are listed) enters its MAC but not its bytes, so a token rep
 another list, by another tenant or for another session fails the check like a forged one.
 The key comes from ``WM_PAGE_TOKEN_KEY``; without it a random key is made once and kept in the
 database (``load_tokens``), so every replica sharing the database accepts the others' tokens
-while nobody outside can sign one. A cursor must fit the store's signed 64-bit integers.
+while nobody outside can sign one. The server never signs with a key of its own process: the
+services that page take their ``PageTokens`` as a required constructor argument, built once by
+the composition root (``app.py``), so a service wired without the deployment's key is a
+TypeError at start rather than tokens another replica refuses. A cursor must fit the store's
+signed 64-bit integers.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ class PageTokens:
 
     @classmethod
     def random(cls) -> PageTokens:
-        """A key of this process only: for services built without a configured one."""
+        """A key of this process only, chosen explicitly by a caller that is one process (a
+        test, a benchmark); the server loads the deployment's key instead (``load_tokens``)."""
         return cls(secrets.token_bytes(32))
 
     def _mac(self, kind: str, scope: str, cursor: bytes) -> bytes:

@@ -103,21 +103,21 @@ class SessionService:
         self,
         database: Database,
         *,
-        log: EventLog | None = None,
+        log: EventLog,
+        tokens: paging.PageTokens,
         default_config: SessionSettings = UNCONFIGURED,
         make_id: Callable[[], str] = validation.new_message_id,
         on_deleted: Callable[[], None] = lambda: None,
         on_enqueued: Callable[[], None] = lambda: None,
-        tokens: paging.PageTokens | None = None,
         tool_output_inline_chars: int = 20_000,
     ) -> None:
         self._db = database
-        self._log = log or EventLog(lambda session_id, commit_id, sequence, event: b"")
+        self._log = log
         self._default = default_config
         self._make_id = make_id
         self._on_deleted = on_deleted
         self._on_enqueued = on_enqueued
-        self._tokens = tokens or paging.PageTokens.random()
+        self._tokens = tokens
         self._inline_chars = tool_output_inline_chars
 
     @retry_conflicts

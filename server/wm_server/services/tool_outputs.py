@@ -90,9 +90,9 @@ def _range_in(request_range: str, start: int, count: int, data: bytes) -> tuple[
 
 
 class ToolOutputService:
-    def __init__(self, database: Database, *, tokens: paging.PageTokens | None = None) -> None:
+    def __init__(self, database: Database, *, tokens: paging.PageTokens) -> None:
         self._db = database
-        self._tokens = tokens or paging.PageTokens.random()
+        self._tokens = tokens
 
     async def read(
         self,
