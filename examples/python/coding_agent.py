@@ -157,11 +157,11 @@ class CodingAgent:
         (alone while the service cannot be reached: asked again on the next call)."""
         if self._tool_definitions is None:
             try:
-                served = await self.wm.get_tool_definitions(api.TOOL_FORMAT_ANTHROPIC)
+                served = await self.wm.get_tool_definitions(api.TOOL_FORMAT_ANTHROPIC_MESSAGES)
             except UNREACHABLE:
                 return [READ_FILE_TOOL]
             recall = [
-                json.loads(t.anthropic_json) for t in served.tools if t.name in self.tools.names
+                json.loads(t.rendered_json) for t in served.tools if t.name in self.tools.names
             ]
             self._tool_definitions = [*recall, READ_FILE_TOOL]
         return self._tool_definitions
@@ -174,13 +174,13 @@ class CodingAgent:
             self.session_id,
             self.token_budget,
             system_prompt=SYSTEM_PROMPT,
-            include_anthropic_json=True,
+            context_format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES,
             registered_tools=self.tools.names,
         )
         if context.fallback:
             self.report.fallback_calls += 1
             return SYSTEM_PROMPT, [*self.history, *turn]
-        earlier: list[AnthropicMessage] = json.loads(context.anthropic_messages_json or "[]")
+        earlier: list[AnthropicMessage] = json.loads(context.rendered_json or "[]")
         system = "\n\n".join(p for p in (SYSTEM_PROMPT, context.system_prompt_addition) if p)
         return system, [*earlier, *turn]
 

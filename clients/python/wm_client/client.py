@@ -3,9 +3,10 @@
 Why a wrapper over the generated stub: every mutating call gets a request_id (so the retries
 that the service config makes on UNAVAILABLE, and any retry of the caller with the same id,
 never store twice); errors come out as :class:`~wm_client.errors.WmError` subclasses with the
-decoded details; commit streams resume by themselves (:class:`~wm_client.stream.CommitStream`).
+decoded details; commit streams resume by themselves (:class:`~wm_client.stream.CommitStream`);
+sessions, commits, archives and memories are taken as bare ids or as names (wm_client.names).
 Everything else is the contract as generated: requests are built here from plain arguments and
-responses are the wm.v1 messages themselves.
+responses are the wm.v1 messages themselves (names, not ids).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import grpc
 from google.protobuf import field_mask_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from wm_client import names
 from wm_client.channel import default_address, open_channel, reachable_address
 from wm_client.errors import error_from_rpc
 from wm_client.stream import CommitStream, ResumePolicy
@@ -131,13 +133,14 @@ class WmClient:
         user_id: str = "",
         agent_id: str = "",
     ) -> pb.Session:
-        """Create a session (the server makes an id when ``session_id`` is empty); fields of
-        ``config`` left unset take the server's default; ``user_id`` (else ``agent_id``) owns
-        the long-term memories the session makes and recalls."""
+        """Create a session (the server makes an id when ``session_id`` is empty; its name is
+        also accepted); fields of ``config`` left unset take the server's default; ``user_id``
+        (else ``agent_id``) owns the long-term memories the session makes and recalls."""
         request = api.CreateSessionRequest(
-            session_id=session_id, request_id=request_id or new_request_id(), config=config,
-            user_id=user_id, agent_id=agent_id,
-        )  # fmt: skip
+            session=pb.Session(config=config, user_id=user_id, agent_id=agent_id),
+            session_id=names.session_id(session_id) if session_id else "",
+            request_id=request_id or new_request_id(),
+        )
         return await self._unary(self._stub.CreateSession, request)
 
     async def update_session(
@@ -151,7 +154,7 @@ class WmClient:
         """Change the session's config: the fields ``paths`` names (e.g.
         ``"config.auto_commit.idle_timeout"``), or with no paths every field set in ``config``."""
         request = api.UpdateSessionRequest(
-            session=pb.Session(session_id=session_id, config=config),
+            session=pb.Session(name=names.session_name(session_id), config=config),
             update_mask=field_mask_pb2.FieldMask(paths=list(paths)),
             request_id=request_id or new_request_id(),
         )
@@ -159,9 +162,8 @@ class WmClient:
 
     async def get_session(self, session_id: str) -> pb.Session:
         """A session and its counters (pending_tokens, live_tokens, working_memory_version…)."""
-        return await self._unary(
-            self._stub.GetSession, api.GetSessionRequest(session_id=session_id)
-        )
+        request = api.GetSessionRequest(name=names.session_name(session_id))
+        return await self._unary(self._stub.GetSession, request)
 
     async def list_sessions(
         self, *, page_size: int = 0, page_token: str = ""
@@ -184,7 +186,7 @@ class WmClient:
     async def delete_session(self, session_id: str, *, request_id: str | None = None) -> None:
         """Delete a session and everything of it."""
         request = api.DeleteSessionRequest(
-            session_id=session_id, request_id=request_id or new_request_id()
+            name=names.session_name(session_id), request_id=request_id or new_request_id()
         )
         await self._unary(self._stub.DeleteSession, request)
 
@@ -198,7 +200,7 @@ class WmClient:
     ) -> api.AddMessagesResponse:
         """Add 1-1000 messages atomically; ids already stored come back as duplicates."""
         request = api.AddMessagesRequest(
-            session_id=session_id,
+            parent=names.session_name(session_id),
             messages=messages,
             create_session_if_missing=create_session_if_missing,
             request_id=request_id or new_request_id(),
@@ -212,11 +214,41 @@ class WmClient:
         FailedPreconditionError (reason MESSAGES_NOT_LIVE) when fewer are live (archived
         messages stay). A retry with the same ``request_id`` returns the same messages."""
         request = api.RemoveRecentMessagesRequest(
-            session_id=session_id, count=count, request_id=request_id or new_request_id()
+            parent=names.session_name(session_id),
+            count=count,
+            request_id=request_id or new_request_id(),
         )
         return await self._unary(self._stub.RemoveRecentMessages, request)
 
     # --- commits --------------------------------------------------------------------------------
+    async def create_commit(
+        self,
+        session_id: str,
+        keep_recent_count: int = 0,
+        *,
+        keep_recent_turns: int = 0,
+        request_id: str | None = None,
+    ) -> pb.Commit:
+        """Start a commit and return it once Phase 1 is stored (watch Phase 2 with
+        :meth:`watch_commit`, or use :meth:`commit`, which does both)."""
+        request = api.CreateCommitRequest(
+            parent=names.session_name(session_id),
+            keep_recent_count=keep_recent_count,
+            keep_recent_turns=keep_recent_turns,
+            request_id=request_id or new_request_id(),
+        )
+        return await self._unary(self._stub.CreateCommit, request)
+
+    async def compact_session(
+        self, session_id: str, *, request_id: str | None = None
+    ) -> pb.Commit:
+        """Start a commit with keep 0 (archive every live message) and return it once Phase 1
+        is stored (or use :meth:`compact`, which also follows it)."""
+        request = api.CompactSessionRequest(
+            name=names.session_name(session_id), request_id=request_id or new_request_id()
+        )
+        return await self._unary(self._stub.CompactSession, request)
+
     def commit(
         self,
         session_id: str,
@@ -229,27 +261,16 @@ class WmClient:
         """Start a commit keeping the newest ``keep_recent_count`` messages (or, with
         ``keep_recent_turns``, the newest turns); the returned stream yields its events
         (Phase 1 first) and resumes itself after a disconnect. Nothing is sent until the
-        stream is first read."""
+        stream is first read: then CreateCommit (retried with the same request id while the
+        service is unreachable), then WatchCommit."""
         rid = request_id or new_request_id()
 
-        def open_attempt(commit_id: str | None, after: int) -> Any:
-            if commit_id is None:
-                request = api.CommitRequest(
-                    session_id=session_id,
-                    keep_recent_count=keep_recent_count,
-                    keep_recent_turns=keep_recent_turns,
-                    request_id=rid,
-                )
-                return self._stub.Commit(request, timeout=self._timeout, metadata=self._metadata)
-            return self._watch_call(session_id, commit_id, after)
+        async def start() -> pb.Commit:
+            return await self.create_commit(
+                session_id, keep_recent_count, keep_recent_turns=keep_recent_turns, request_id=rid
+            )
 
-        return CommitStream(
-            open_attempt,
-            session_id=session_id,
-            heartbeats=heartbeats,
-            policy=self.resume_policy,
-            finished=self._finished_probe(session_id),
-        )
+        return self._stream(session_id, start=start, heartbeats=heartbeats)
 
     def compact(
         self, session_id: str, *, request_id: str | None = None, heartbeats: bool = False
@@ -257,82 +278,85 @@ class WmClient:
         """Commit with keep 0 (archive every live message); the stream runs to Phase 2's end."""
         rid = request_id or new_request_id()
 
-        def open_attempt(commit_id: str | None, after: int) -> Any:
-            if commit_id is None:
-                request = api.CompactRequest(session_id=session_id, request_id=rid)
-                return self._stub.Compact(request, timeout=self._timeout, metadata=self._metadata)
-            return self._watch_call(session_id, commit_id, after)
+        async def start() -> pb.Commit:
+            return await self.compact_session(session_id, request_id=rid)
 
-        return CommitStream(
-            open_attempt,
-            session_id=session_id,
-            heartbeats=heartbeats,
-            policy=self.resume_policy,
-            finished=self._finished_probe(session_id),
-        )
+        return self._stream(session_id, start=start, heartbeats=heartbeats)
 
     def watch_commit(
         self,
         session_id: str,
-        commit_id: str,
+        commit_id: str = "",
         *,
         after_sequence: int = 0,
         heartbeats: bool = False,
     ) -> CommitStream:
-        """Re-attach to a commit: stored events after ``after_sequence``, then live ones."""
+        """Re-attach to a commit (a session and a commit id, or the commit's name alone):
+        stored events after ``after_sequence``, then live ones."""
+        name = names.commit_name(session_id, commit_id) if commit_id else session_id
+        return self._stream(
+            name, commit=name, after_sequence=after_sequence, heartbeats=heartbeats
+        )
+
+    def _stream(
+        self,
+        session: str,
+        *,
+        start: Callable[[], Awaitable[pb.Commit]] | None = None,
+        commit: str | None = None,
+        after_sequence: int = 0,
+        heartbeats: bool = False,
+    ) -> CommitStream:
         return CommitStream(
-            lambda cid, after: self._watch_call(session_id, cid or commit_id, after),
-            session_id=session_id,
-            commit_id=commit_id,
+            self._watch_call,
+            start=start,
+            session=names.session_name(session),
+            commit=commit,
             after_sequence=after_sequence,
             heartbeats=heartbeats,
             policy=self.resume_policy,
-            finished=self._finished_probe(session_id),
+            finished=self._finished,
         )
 
-    def _finished_probe(self, session_id: str) -> Callable[[str, int], Awaitable[bool]]:
+    async def _finished(self, commit: str, last: int) -> bool:
         """For a stream that ended without its terminal event: has the commit ended with
         nothing stored after ``last``? (Then there is nothing to wait for.)"""
+        state = await self.get_commit(commit)
+        return state.state in _TERMINAL_STATES and state.last_sequence <= last
 
-        async def finished(commit_id: str, last: int) -> bool:
-            commit = await self.get_commit(session_id, commit_id)
-            return commit.state in _TERMINAL_STATES and commit.last_sequence <= last
-
-        return finished
-
-    def _watch_call(self, session_id: str, commit_id: str, after: int) -> Any:
-        request = api.WatchCommitRequest(
-            session_id=session_id, commit_id=commit_id, after_sequence=after
-        )
+    def _watch_call(self, commit: str, after: int) -> Any:
+        request = api.WatchCommitRequest(name=commit, after_sequence=after)
         return self._stub.WatchCommit(request, timeout=self._timeout, metadata=self._metadata)
 
-    async def get_commit(self, session_id: str, commit_id: str) -> pb.Commit:
-        """A commit's current state."""
-        request = api.GetCommitRequest(session_id=session_id, commit_id=commit_id)
-        return await self._unary(self._stub.GetCommit, request)
+    async def get_commit(self, session_id: str, commit_id: str = "") -> pb.Commit:
+        """A commit's current state (a session and a commit id, or the commit's name)."""
+        name = names.commit_name(session_id, commit_id) if commit_id else session_id
+        return await self._unary(self._stub.GetCommit, api.GetCommitRequest(name=name))
 
     async def list_commits(
         self, session_id: str, *, page_size: int = 0, page_token: str = ""
     ) -> api.ListCommitsResponse:
         """One page of a session's commits, newest first."""
         request = api.ListCommitsRequest(
-            session_id=session_id, page_size=page_size, page_token=page_token
+            parent=names.session_name(session_id), page_size=page_size, page_token=page_token
         )
         return await self._unary(self._stub.ListCommits, request)
 
     async def retry_commit(
-        self, session_id: str, commit_id: str, *, request_id: str | None = None
+        self, session_id: str, commit_id: str = "", *, request_id: str | None = None
     ) -> pb.Commit:
-        """Run Phase 2 of a failed commit again (watch it with :meth:`watch_commit`)."""
-        request = api.RetryCommitRequest(
-            session_id=session_id, commit_id=commit_id, request_id=request_id or new_request_id()
-        )
+        """Run Phase 2 of a failed commit again (a session and a commit id, or the commit's
+        name); watch it with :meth:`watch_commit`."""
+        name = names.commit_name(session_id, commit_id) if commit_id else session_id
+        request = api.RetryCommitRequest(name=name, request_id=request_id or new_request_id())
         return await self._unary(self._stub.RetryCommit, request)
 
     # --- working memory -------------------------------------------------------------------------
     async def get_working_memory(self, session_id: str, *, version: int = 0) -> pb.WorkingMemory:
         """The latest completed working memory, or ``version``; NOT_FOUND when there is none."""
-        request = api.GetWorkingMemoryRequest(session_id=session_id, version=version)
+        request = api.GetWorkingMemoryRequest(
+            name=names.working_memory_name(session_id, version)
+        )
         return await self._unary(self._stub.GetWorkingMemory, request)
 
     async def apply_working_memory_ops(
@@ -345,7 +369,7 @@ class WmClient:
     ) -> api.ApplyWorkingMemoryOpsResponse:
         """Apply ops computed by the caller's own model, through the server's guards."""
         request = api.ApplyWorkingMemoryOpsRequest(
-            session_id=session_id,
+            parent=names.session_name(session_id),
             ops=ops,
             expected_version=expected_version,
             request_id=request_id or new_request_id(),
@@ -358,7 +382,6 @@ class WmClient:
         token_budget: int,
         *,
         system_prompt: str = "",
-        include_anthropic_json: bool = False,
         registered_tools: Sequence[str] | None = None,
         recall_memories: bool = False,
         memory_token_budget: int = 0,
@@ -368,13 +391,12 @@ class WmClient:
         ``registered_tools`` (e.g. ``ToolExecutor.names``), its system-prompt addition names
         only those tools; with ``recall_memories``, it ends with the long-term memories
         relevant to the newest user request (within ``memory_token_budget``, 0: 1,000); with
-        ``context_format`` (e.g. ``CONTEXT_FORMAT_OPENAI_CHAT_COMPLETIONS``), ``rendered_json``
+        ``context_format`` (e.g. ``CONTEXT_FORMAT_ANTHROPIC_MESSAGES``), ``rendered_json``
         holds the context as that API's messages or input items."""
         request = api.AssembleContextRequest(
-            session_id=session_id,
+            name=names.session_name(session_id),
             token_budget=token_budget,
             system_prompt=system_prompt,
-            include_anthropic_json=include_anthropic_json,
             format=context_format,
         )
         if recall_memories:
@@ -390,44 +412,47 @@ class WmClient:
     async def list_archives(
         self, session_id: str, *, page_size: int = 0, page_token: str = ""
     ) -> api.ListArchivesResponse:
-        """One page of a session's archives, oldest first, without messages."""
+        """One page of a session's archives, oldest first."""
         request = api.ListArchivesRequest(
-            session_id=session_id, page_size=page_size, page_token=page_token
+            parent=names.session_name(session_id), page_size=page_size, page_token=page_token
         )
         return await self._unary(self._stub.ListArchives, request)
 
-    async def get_archive(
-        self, session_id: str, archive_id: str, *, page_size: int = 0, page_token: str = ""
-    ) -> pb.Archive:
-        """One archive with one page of its raw messages (expand); follow
-        ``next_messages_page_token``, or use :meth:`iter_archive_messages`."""
-        request = api.GetArchiveRequest(
-            session_id=session_id, archive_id=archive_id, page_size=page_size,
-            page_token=page_token,
-        )  # fmt: skip
-        return await self._unary(self._stub.GetArchive, request)
+    async def get_archive(self, session_id: str, archive_id: str = "") -> pb.Archive:
+        """One archive (a session and ``archive_001``, or the archive's name), without its
+        messages: page them with :meth:`list_messages` or :meth:`iter_archive_messages`."""
+        name = names.archive_name(session_id, archive_id) if archive_id else session_id
+        return await self._unary(self._stub.GetArchive, api.GetArchiveRequest(name=name))
 
     async def list_messages(
-        self, session_id: str, *, page_size: int = 0, page_token: str = ""
+        self,
+        session_id: str,
+        *,
+        archive_id: str = "",
+        page_size: int = 0,
+        page_token: str = "",
     ) -> api.ListMessagesResponse:
-        """One page of the session's live messages, oldest first (follow ``next_page_token``)."""
+        """One page of the session's live messages, or with ``archive_id`` (or an archive's
+        name as the first argument) of that archive's messages, oldest first (follow
+        ``next_page_token``)."""
         request = api.ListMessagesRequest(
-            session_id=session_id, page_size=page_size, page_token=page_token
+            parent=names.messages_parent(session_id, archive_id),
+            page_size=page_size,
+            page_token=page_token,
         )
         return await self._unary(self._stub.ListMessages, request)
 
     async def iter_archive_messages(
-        self, session_id: str, archive_id: str, *, page_size: int = 0
+        self, session_id: str, archive_id: str = "", *, page_size: int = 0
     ) -> AsyncIterator[pb.Message]:
         """Every message of an archive, page after page."""
+        parent = names.archive_name(session_id, archive_id) if archive_id else session_id
         token = ""
         while True:
-            page = await self.get_archive(
-                session_id, archive_id, page_size=page_size, page_token=token
-            )
+            page = await self.list_messages(parent, page_size=page_size, page_token=token)
             for message in page.messages:
                 yield message
-            token = page.next_messages_page_token
+            token = page.next_page_token
             if not token:
                 return
 
@@ -435,7 +460,7 @@ class WmClient:
     async def get_tool_output(
         self,
         session_id: str,
-        output_id: str,
+        output_id: str = "",
         *,
         start_line: int = 0,
         line_count: int = 0,
@@ -443,11 +468,11 @@ class WmClient:
         byte_length: int = 0,
         page_token: str = "",
     ) -> api.GetToolOutputResponse:
-        """One page of a stored tool output: lines (from ``start_line``, 1-based), or bytes
-        when ``byte_offset`` is given; ``page_token`` continues a range."""
-        request = api.GetToolOutputRequest(
-            session_id=session_id, output_id=output_id, page_token=page_token
-        )
+        """One page of a stored tool output (a session and ``out.m12.0``, or the output's
+        name): lines (from ``start_line``, 1-based), or bytes when ``byte_offset`` is given;
+        ``page_token`` continues a range."""
+        name = names.tool_output_name(session_id, output_id) if output_id else session_id
+        request = api.GetToolOutputRequest(name=name, page_token=page_token)
         if byte_offset is not None:
             request.bytes.CopyFrom(api.ByteRange(offset=byte_offset, length=byte_length))
         else:
@@ -455,11 +480,15 @@ class WmClient:
         return await self._unary(self._stub.GetToolOutput, request)
 
     async def search_tool_outputs(
-        self, session_id: str, query: str, *, output_id: str = "", max_hits: int = 0
+        self, session_id: str, query: str, *, output_id: str = "", page_size: int = 0
     ) -> api.SearchToolOutputsResponse:
-        """Literal, case-insensitive search over the session's stored tool outputs, by line."""
+        """Literal, case-insensitive search over the session's stored tool outputs (or one of
+        them, ``output_id``), by line."""
         request = api.SearchToolOutputsRequest(
-            session_id=session_id, query=query, output_id=output_id, max_hits=max_hits
+            parent=names.session_name(session_id),
+            query=query,
+            tool_output=names.tool_output_name(session_id, output_id) if output_id else "",
+            page_size=page_size,
         )
         return await self._unary(self._stub.SearchToolOutputs, request)
 
@@ -469,7 +498,7 @@ class WmClient:
         *,
         session_id: str = "",
         archive_id: str = "",
-        max_hits: int = 0,
+        page_size: int = 0,
         all_sessions: bool = False,
         ranked: bool = False,
         user_id: str = "",
@@ -486,12 +515,12 @@ class WmClient:
             mode = api.SEARCH_MODE_HYBRID
         if mode is None:
             mode = api.SEARCH_MODE_RANKED if ranked else api.SEARCH_MODE_UNSPECIFIED
+        parent = names.ALL_SESSIONS if all_sessions else names.session_name(session_id)
         request = api.SearchArchivesRequest(
-            session_id=session_id,
+            parent=parent,
             query=query,
-            archive_id=archive_id,
-            max_hits=max_hits,
-            all_sessions=all_sessions,
+            archive=names.archive_name(session_id, archive_id) if archive_id else "",
+            page_size=page_size,
             mode=mode,
             min_score=min_score,
             user_id=user_id,
@@ -504,18 +533,20 @@ class WmClient:
         self,
         query: str,
         *,
-        owner: api.MemoryOwner,
+        owner: str,
         types: Sequence[pb.MemoryType.ValueType] = (),
-        limit: int = 0,
+        page_size: int = 0,
         include_superseded: bool = False,
     ) -> api.SearchMemoriesResponse:
-        """An owner's active memories ranked against ``query``, best first; with
-        ``include_superseded``, the memories newer ones replaced too, ranked below them."""
+        """An owner's active memories (``owner``: ``users/{u}``, ``agents/{a}`` or
+        ``sessions/{s}``, see :func:`wm_client.names.owner_name`) ranked against ``query``,
+        best first; with ``include_superseded``, the memories newer ones replaced too, ranked
+        below them."""
         request = api.SearchMemoriesRequest(
             owner=owner,
             query=query,
             types=types,
-            limit=limit,
+            page_size=page_size,
             include_superseded=include_superseded,
         )
         return await self._unary(self._stub.SearchMemories, request)
@@ -523,25 +554,26 @@ class WmClient:
     async def list_memories(
         self,
         *,
-        owner: api.MemoryOwner,
+        owner: str,
         types: Sequence[pb.MemoryType.ValueType] = (),
         state: pb.MemoryState.ValueType = pb.MEMORY_STATE_UNSPECIFIED,
         page_size: int = 0,
         page_token: str = "",
     ) -> api.ListMemoriesResponse:
-        """One page of an owner's memories, newest first."""
+        """One page of an owner's memories (an owner's name), newest first."""
         request = api.ListMemoriesRequest(
             owner=owner, types=types, state=state, page_size=page_size, page_token=page_token
         )
         return await self._unary(self._stub.ListMemories, request)
 
     async def get_memory(self, memory_id: str) -> pb.Memory:
-        """One memory with its history."""
-        return await self._unary(self._stub.GetMemory, api.GetMemoryRequest(memory_id=memory_id))
+        """One memory (its id or its name) with its history."""
+        request = api.GetMemoryRequest(name=names.memory_name(memory_id))
+        return await self._unary(self._stub.GetMemory, request)
 
     async def create_memory(
         self,
-        owner: api.MemoryOwner,
+        owner: str,
         memory_type: pb.MemoryType.ValueType,
         text: str,
         *,
@@ -550,12 +582,15 @@ class WmClient:
         supersedes: Sequence[str] = (),
         expire_time: datetime | None = None,
     ) -> api.CreateMemoryResponse:
-        """Store a memory (or find the active one of the owner that says the same), with
-        structured ``fields`` if given. ``supersedes``: ids of the owner's active memories it
-        replaces (they become SUPERSEDED, valid until this one); ``expire_time``: when to
-        forget it (a datetime with a time zone)."""
+        """Store a memory for ``owner`` (an owner's name), or find the active one of the owner
+        that says the same, with structured ``fields`` if given. ``supersedes``: ids (or
+        names) of the owner's active memories it replaces (they become SUPERSEDED, valid until
+        this one); ``expire_time``: when to forget it (a datetime with a time zone)."""
         memory = pb.Memory(
-            type=memory_type, text=text, fields=fields, supersedes_memory_ids=supersedes
+            type=memory_type,
+            text=text,
+            fields=fields,
+            supersedes=[names.memory_name(m) for m in supersedes],
         )
         if expire_time is not None:
             memory.expire_time.CopyFrom(_timestamp(expire_time))
@@ -577,7 +612,7 @@ class WmClient:
         """Correct a memory: write the fields given (the superseded version stays in its
         history with ``reason``; empty: "user correction"). ``expire_time`` alone sets when
         to forget it and makes no new version."""
-        memory = pb.Memory(memory_id=memory_id)
+        memory = pb.Memory(name=names.memory_name(memory_id))
         paths: list[str] = []
         if text is not None:
             memory.text, paths = text, [*paths, "text"]
@@ -597,9 +632,9 @@ class WmClient:
         return await self._unary(self._stub.UpdateMemory, request)
 
     async def delete_memory(self, memory_id: str, *, request_id: str | None = None) -> None:
-        """Forget a memory: store, index and history."""
+        """Forget a memory (its id or its name): store, index and history."""
         request = api.DeleteMemoryRequest(
-            memory_id=memory_id, request_id=request_id or new_request_id()
+            name=names.memory_name(memory_id), request_id=request_id or new_request_id()
         )
         await self._unary(self._stub.DeleteMemory, request)
 
@@ -611,10 +646,12 @@ class WmClient:
         messages: Sequence[pb.Message] = (),
     ) -> api.PreviewMemoryExtractionResponse:
         """What a commit's memory extraction would propose for the session's live messages
-        (or these archives, or these messages), with the guards' verdict on each op; a dry
-        run that writes nothing."""
+        (or these archives, ids or names, or these messages), with the guards' verdict on
+        each op; a dry run that writes nothing."""
         request = api.PreviewMemoryExtractionRequest(
-            session_id=session_id, archive_ids=archive_ids, messages=messages
+            name=names.session_name(session_id),
+            archives=[names.archive_name(session_id, a) for a in archive_ids],
+            messages=messages,
         )
         return await self._unary(self._stub.PreviewMemoryExtraction, request)
 
@@ -623,7 +660,9 @@ class WmClient:
     ) -> pb.Memory:
         """Retire a memory that no longer holds: kept with ``reason``, no longer recalled."""
         request = api.RetireMemoryRequest(
-            memory_id=memory_id, reason=reason, request_id=request_id or new_request_id()
+            name=names.memory_name(memory_id),
+            reason=reason,
+            request_id=request_id or new_request_id(),
         )
         return await self._unary(self._stub.RetireMemory, request)
 
@@ -640,7 +679,9 @@ class WmClient:
     async def get_tool_definitions(
         self, tool_format: api.ToolFormat.ValueType = api.TOOL_FORMAT_UNSPECIFIED
     ) -> api.GetToolDefinitionsResponse:
-        """archive_expand, archive_search and update_working_memory, ready to register."""
+        """The recall tools' definitions, ready to register; with ``tool_format`` (e.g.
+        ``TOOL_FORMAT_ANTHROPIC_MESSAGES``) each one's ``rendered_json`` holds it in that
+        API's shape."""
         request = api.GetToolDefinitionsRequest(format=tool_format)
         return await self._unary(self._stub.GetToolDefinitions, request)
 

@@ -18,13 +18,14 @@ from google.protobuf.message import Message
 from rich.console import Console, RenderableType
 from rich.markdown import Markdown
 
-from wm_client import describe, history, render
+from wm_client import describe, history, names, render
 from wm_client.client import WmClient
 from wm_client.jsonl import read_jsonl
 from wm_client.jsonout import dumps, plain
 from wm_client.progress import CommitProgress
 from wm_client.stream import CommitStream
 from wm_proto.v1 import resources_pb2 as pb
+from wm_client.names import short_id
 from wm_proto.v1 import working_memory_service_pb2 as api
 
 MAX_BATCH = 1000  # messages per AddMessages call (the contract's limit)
@@ -121,7 +122,7 @@ async def sessions_create(client: WmClient, args: argparse.Namespace, out: Conso
     else:
         owner = f" for user {session.user_id}" if session.user_id else ""
         owner = owner or (f" for agent {session.agent_id}" if session.agent_id else "")
-        out.print(f"created session {session.session_id}{owner}", markup=False)
+        out.print(f"created session {short_id(session.name)}{owner}", markup=False)
     return 0
 
 
@@ -218,17 +219,17 @@ def _outcome(terminal: pb.CommitEvent) -> str:
     if terminal.stage == pb.COMMIT_STAGE_COMPLETED:
         c = terminal.completed
         return (
-            f"commit {c.commit_id} completed: working memory v{c.working_memory_version},"
-            f" {c.archived_message_count} message(s) archived into {c.archive_id},"
+            f"commit {short_id(c.name)} completed: working memory v{c.working_memory_version},"
+            f" {c.archived_message_count} message(s) archived into {short_id(c.archive)},"
             f" {len(c.decisions)} guard decision(s); tokens: {describe.commit_usage(c.token_usage)}"
         )
     if terminal.stage == pb.COMMIT_STAGE_FAILED:
         c = terminal.failed
         return (
-            f"commit {c.commit_id} FAILED after {c.attempt_count} attempt(s):"
+            f"commit {short_id(c.name)} FAILED after {c.attempt_count} attempt(s):"
             f" {c.error.message or 'unknown error'}; the previous working memory stays current"
         )
-    return f"commit {terminal.commit_id} skipped: {terminal.phase1.message}"
+    return f"commit {short_id(terminal.commit)} skipped: {terminal.phase1.message}"
 
 
 async def commit(client: WmClient, args: argparse.Namespace, out: Console) -> int:
@@ -246,7 +247,7 @@ async def commit(client: WmClient, args: argparse.Namespace, out: Console) -> in
         out.print(_outcome(first), markup=False)
     else:
         out.print(
-            f"commit {first.commit_id}: {first.phase1.message};"
+            f"commit {short_id(first.commit)}: {first.phase1.message};"
             " Phase 2 runs in the background (use --follow to watch it)",
             markup=False,
         )
@@ -272,7 +273,7 @@ async def search(client: WmClient, args: argparse.Namespace, out: Console) -> in
         args.query,
         session_id=args.session or "",
         archive_id=args.archive,
-        max_hits=args.max_hits,
+        page_size=args.max_hits,
         all_sessions=args.all,
         ranked=args.ranked,
         hybrid=args.hybrid,
@@ -289,7 +290,9 @@ async def assemble(client: WmClient, args: argparse.Namespace, out: Console) -> 
         args.session,
         args.budget,
         system_prompt=args.system_prompt,
-        include_anthropic_json=args.json,
+        context_format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES
+        if args.json
+        else api.CONTEXT_FORMAT_UNSPECIFIED,
     )
     if args.json:
         print(as_json(result))
@@ -325,7 +328,7 @@ async def _made_diff(
 
 async def commits_show(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     commit = await client.get_commit(args.session, args.commit)
-    events = await history.stored_events(client, args.session, commit)
+    events = await history.stored_events(client, commit)
     durations = history.stage_durations(commit, events)
     diff = None
     if commit.working_memory_version:
@@ -363,15 +366,13 @@ async def commits_retry(client: WmClient, args: argparse.Namespace, out: Console
             print(as_json(commit))
         else:
             out.print(
-                f"commit {commit.commit_id} queued again ({state_text(commit)});"
-                f" watch it with `wm commits watch {args.session} {commit.commit_id}"
+                f"commit {short_id(commit.name)} queued again ({state_text(commit)});"
+                f" watch it with `wm commits watch {args.session} {short_id(commit.name)}"
                 f" --after {commit.last_sequence}`",
                 markup=False,
             )
         return 0
-    stream = client.watch_commit(
-        args.session, commit.commit_id, after_sequence=commit.last_sequence
-    )
+    stream = client.watch_commit(commit.name, after_sequence=commit.last_sequence)
     terminal = await follow(stream, out, as_json_lines=args.json)
     return COMMIT_FAILED if terminal.stage == pb.COMMIT_STAGE_FAILED else 0
 
@@ -430,8 +431,8 @@ async def memory_history(client: WmClient, args: argparse.Namespace, out: Consol
                     {
                         "version": memory.version,
                         "estimated_tokens": memory.estimated_tokens,
-                        "archive_id": memory.archive_id,
-                        "commit_id": commit.commit_id if commit is not None else "",
+                        "archive": memory.archive,
+                        "commit": commit.name if commit is not None else "",
                         "decision_count": len(
                             commit.decisions if commit is not None else memory.decisions
                         ),
@@ -483,9 +484,9 @@ _TYPES = {
 MEMORY_TYPE_NAMES = tuple(_TYPES)
 
 
-def _owner(args: argparse.Namespace) -> api.MemoryOwner:
-    return api.MemoryOwner(
-        user_id=args.user or "", agent_id=args.agent or "", session_id=args.session or ""
+def _owner(args: argparse.Namespace) -> str:
+    return names.owner_name(
+        user_id=args.user or "", agent_id=args.agent or "", session=args.session or ""
     )
 
 
@@ -496,10 +497,10 @@ def _type_name(number: int) -> str:
 def _memory_line(memory: pb.Memory) -> str:
     state = ""
     if memory.state == pb.MEMORY_STATE_SUPERSEDED:
-        state = f" (superseded by {memory.superseded_by_memory_id})"
+        state = f" (superseded by {short_id(memory.superseded_by)})"
     elif memory.state != pb.MEMORY_STATE_ACTIVE:
         state = " (retired)"
-    return f"{memory.memory_id}  [{_type_name(memory.type)}]{state}  {memory.text}"
+    return f"{short_id(memory.name)}  [{_type_name(memory.type)}]{state}  {memory.text}"
 
 
 def _moment(value: str, option: str) -> datetime:
@@ -513,7 +514,7 @@ def _moment(value: str, option: str) -> datetime:
 
 async def memories_search(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     reply = await client.search_memories(
-        args.query, owner=_owner(args), types=[_TYPES[t] for t in args.type], limit=args.limit,
+        args.query, owner=_owner(args), types=[_TYPES[t] for t in args.type], page_size=args.limit,
         include_superseded=args.include_superseded,
     )  # fmt: skip
     if args.json:
@@ -555,11 +556,10 @@ async def memories_show(client: WmClient, args: argparse.Namespace, out: Console
     if args.json:
         print(as_json(memory))
         return 0
-    owner = memory.user_id or memory.agent_id or memory.session_id
     out.print(_memory_line(memory), markup=False)
-    out.print(f"owner {owner}, version {memory.version}", markup=False)
-    if memory.supersedes_memory_ids:
-        out.print(f"  replaces {' '.join(memory.supersedes_memory_ids)}", markup=False)
+    out.print(f"owner {names.owner_label(memory.owner)}, version {memory.version}", markup=False)
+    if memory.supersedes:
+        out.print(f"  replaces {' '.join(map(short_id, memory.supersedes))}", markup=False)
     if memory.HasField("valid_until"):
         out.print(f"  held until {describe.when(memory.valid_until)}", markup=False)
     if memory.HasField("expire_time"):
@@ -567,8 +567,9 @@ async def memories_show(client: WmClient, args: argparse.Namespace, out: Console
     for key, value in sorted(memory.fields.items()):
         out.print(f"  {key}: {value}", markup=False)
     for source in memory.sources:
-        where = " ".join(filter(None, [source.session_id, source.archive_id]))
-        out.print(f"  from {where} {' '.join(source.message_ids)}".rstrip(), markup=False)
+        where = " ".join(filter(None, [short_id(source.session), short_id(source.archive)]))
+        said = " ".join(map(short_id, source.messages))
+        out.print(f"  from {where} {said}".rstrip(), markup=False)
     for version in memory.history:
         out.print(f"  v{version.version} ({version.reason}): {version.text}", markup=False)
     return 0
@@ -594,7 +595,7 @@ async def memories_preview(client: WmClient, args: argparse.Namespace, out: Cons
             line += f"  ({op.verdict_reason})"
         out.print(line, markup=False)
         for old in op.supersedes:
-            out.print(f"{'':>11}supersedes {old.memory_id}: {old.text}", markup=False)
+            out.print(f"{'':>11}supersedes {short_id(old.memory)}: {old.text}", markup=False)
     if reply.empty_reason:
         why = pb.MemoryExtractionEmptyReason.Name(reply.empty_reason)
         detail = f": {reply.message}" if reply.message else ""
@@ -608,7 +609,7 @@ async def memories_preview(client: WmClient, args: argparse.Namespace, out: Cons
 
 async def memories_forget(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     memory = await client.get_memory(args.memory)  # a clear NOT_FOUND before asking
-    if not args.yes and not confirm(f"forget {memory.memory_id} ({memory.text[:60]!r})?"):
+    if not args.yes and not confirm(f"forget {short_id(memory.name)} ({memory.text[:60]!r})?"):
         raise Refused(f"memory {args.memory} not forgotten: confirm at the prompt, or pass --yes")
     await client.delete_memory(args.memory)
     out.print(f"forgot {args.memory}", markup=False)
@@ -626,15 +627,15 @@ async def memories_add(client: WmClient, args: argparse.Namespace, out: Console)
         return 0
     memory = reply.memory
     verb = "already known as" if reply.deduplicated else "stored as"
-    out.print(f"{verb} {memory.memory_id}", markup=False)
-    for old in memory.supersedes_memory_ids:
-        out.print(f"  supersedes {old}", markup=False)
+    out.print(f"{verb} {short_id(memory.name)}", markup=False)
+    for old in memory.supersedes:
+        out.print(f"  supersedes {short_id(old)}", markup=False)
     return 0
 
 
 async def memories_expire(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     memory = await client.update_memory(args.memory, expire_time=_moment(args.at, "--at"))
-    out.print(f"{memory.memory_id} expires {describe.when(memory.expire_time)}", markup=False)
+    out.print(f"{short_id(memory.name)} expires {describe.when(memory.expire_time)}", markup=False)
     return 0
 
 
@@ -657,5 +658,5 @@ async def purge_user(client: WmClient, args: argparse.Namespace, out: Console) -
 
 async def memories_retire(client: WmClient, args: argparse.Namespace, out: Console) -> int:
     memory = await client.retire_memory(args.memory, args.reason)
-    out.print(f"retired {memory.memory_id}: {memory.retire_reason}", markup=False)
+    out.print(f"retired {short_id(memory.name)}: {memory.retire_reason}", markup=False)
     return 0

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from wm_client.names import short_id
 from wm_proto.v1 import resources_pb2 as pb
 
 _KIND = {
@@ -105,19 +106,17 @@ def event_detail(event: pb.CommitEvent) -> str:
     if kind == "phase2_started":
         p = event.phase2_started
         mode = "create" if p.mode == pb.PHASE2_MODE_CREATE else f"update of v{p.previous_version}"
-        covered = ", ".join(p.covered_archive_ids)
+        covered = ", ".join(map(short_id, p.covered_archives))
         return f"attempt {p.attempt}, {mode}" + (f", covering {covered}" if covered else "")
     if kind == "llm_request_sent":
         r = event.llm_request_sent
         return f"{r.purpose} call to {r.provider} ({r.model})"
     if kind == "llm_response_received":
         response = event.llm_response_received
+        took = response.duration.ToMilliseconds()
         if response.stop_reason == "error":
-            return f"the model call failed after {response.duration_ms:,} ms"
-        return (
-            f"stop={response.stop_reason}, {usage_text(response.usage)} tokens,"
-            f" {response.duration_ms:,} ms"
-        )
+            return f"the model call failed after {took:,} ms"
+        return f"stop={response.stop_reason}, {usage_text(response.usage)} tokens, {took:,} ms"
     if kind == "ops_parsed":
         text = ops_summary(event.ops_parsed.ops)
         if event.ops_parsed.problems:
@@ -131,7 +130,7 @@ def event_detail(event: pb.CommitEvent) -> str:
     if kind == "retry_scheduled":
         retry = event.retry_scheduled
         return (
-            f"attempt {retry.attempt} failed ({retry.reason}); next in {retry.delay_ms / 1000:g} s"
+            f"attempt {retry.attempt} failed ({retry.reason}); next in {retry.delay.ToMilliseconds() / 1000:g} s"
         )
     if kind in ("completed", "failed"):
         c = event.completed if kind == "completed" else event.failed
@@ -152,15 +151,15 @@ def memory_diff_text(diff: pb.MemoryDiff) -> str:
     if diff.state == pb.MEMORY_EXTRACTION_STATE_FAILED:
         return f"memories: extraction failed: {diff.message}"
     counts = [
-        (len(diff.created_memory_ids), "created"),
-        (len(diff.updated_memory_ids), "updated"),
-        (len(diff.merged_memory_ids), "merged"),
-        (len(diff.retired_memory_ids), "retired"),
-        (len(diff.deduplicated_memory_ids), "already known"),
+        (len(diff.created_memories), "created"),
+        (len(diff.updated_memories), "updated"),
+        (len(diff.merged_memories), "merged"),
+        (len(diff.retired_memories), "retired"),
+        (len(diff.deduplicated_memories), "already known"),
         (sum(1 for r in diff.refused if not r.duplicate), "refused"),
     ]
     said = ", ".join(f"{n} {label}" for n, label in counts if n) or "nothing new"
-    recovered = ", ".join(diff.recovered_archive_ids)
+    recovered = ", ".join(map(short_id, diff.recovered_archives))
     return f"memories: {said}" + (f" (also from {recovered})" if recovered else "")
 
 

@@ -71,7 +71,7 @@ class CompactOutcome(StrEnum):
     SKIPPED = "skipped"  # nothing to archive
     FAILED = "failed"  # Phase 2 failed; the previous working memory stays current
     # The service could not be reached; nothing is known to be compacted (a compaction whose
-    # Phase 1 answered may still complete on the server: ``commit_id`` names it then).
+    # Phase 1 answered may still complete on the server: ``commit`` names it then).
     UNAVAILABLE = "unavailable"
 
 
@@ -96,9 +96,9 @@ class BackgroundCommit:
         self.task.add_done_callback(self._log_outcome)
 
     @property
-    def commit_id(self) -> str | None:
-        """Known once Phase 1 answered."""
-        return self.stream.commit_id
+    def commit(self) -> str | None:
+        """The commit's name, known once Phase 1 answered."""
+        return self.stream.commit
 
     @property
     def done(self) -> bool:
@@ -144,7 +144,7 @@ class BackgroundCommit:
         event = task.result()
         log.info(
             "background commit %s of %s ended: %s",
-            event.commit_id,
+            event.commit,
             self.session_id,
             pb.CommitState.Name(event.state),
         )
@@ -161,8 +161,9 @@ class AfterTurnResult:
     pending_tokens: int | None
     threshold: int
     commit: BackgroundCommit | None
-    # The commit the server started under the session's own auto-commit policy ("" if none).
-    server_commit_id: str = ""
+    # The commit (its name) the server started under the session's own auto-commit policy
+    # ("" if none).
+    server_commit: str = ""
     # False when the service could not be reached: the turn waits in the engine (see
     # ``unsent_messages``) and is sent before anything else on the next call that reaches it.
     stored: bool = True
@@ -206,8 +207,9 @@ class AssembledContext:
         return self.response.system_prompt_addition
 
     @property
-    def anthropic_messages_json(self) -> str:
-        return self.response.anthropic_messages_json
+    def rendered_json(self) -> str:
+        """The context in the format asked for (empty without one, and in a fallback)."""
+        return self.response.rendered_json
 
     @property
     def estimated_tokens(self) -> int:
@@ -218,10 +220,10 @@ class AssembledContext:
         return self.response.working_memory_version
 
     @property
-    def recalled_memory_ids(self) -> Sequence[str]:
-        """The long-term memories recalled into the system-prompt addition (none in a
-        fallback)."""
-        return self.response.recalled_memory_ids
+    def recalled_memories(self) -> Sequence[str]:
+        """The names of the long-term memories recalled into the system-prompt addition (none
+        in a fallback)."""
+        return self.response.recalled_memories
 
 
 @dataclass(slots=True)
@@ -239,6 +241,7 @@ class CompactResult:
     ``tokens_before``/``tokens_after`` are the estimated tokens of the assembled context
     (working memory, uncovered archives, live messages) around the compaction. ``summary`` is
     the new working memory document when completed, else empty; ``error`` explains a failure.
+    ``commit`` and ``archive`` are names ("" when unknown).
     """
 
     session_id: str
@@ -246,8 +249,8 @@ class CompactResult:
     summary: str
     tokens_before: int
     tokens_after: int
-    commit_id: str
-    archive_id: str
+    commit: str
+    archive: str
     working_memory_version: int
     archived_message_count: int
     error: str
@@ -451,7 +454,7 @@ class ContextEngine:
             pending_tokens=added.pending_tokens,
             threshold=threshold,
             commit=commit,
-            server_commit_id=added.auto_commit_id,
+            server_commit=added.auto_commit,
             flushed_messages=flushed,
         )
 
@@ -496,8 +499,8 @@ class ContextEngine:
                 summary="",
                 tokens_before=tokens_before,
                 tokens_after=tokens_before,
-                commit_id=stream.commit_id or "",
-                archive_id=first_event.phase1.archive_id if first_event else "",
+                commit=stream.commit or "",
+                archive=first_event.phase1.archive if first_event else "",
                 working_memory_version=0,
                 archived_message_count=(
                     first_event.phase1.archived_message_count if first_event else 0
@@ -527,8 +530,8 @@ class ContextEngine:
             summary=summary,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
-            commit_id=terminal.commit_id,
-            archive_id=first.phase1.archive_id,
+            commit=terminal.commit,
+            archive=first.phase1.archive,
             working_memory_version=version,
             archived_message_count=first.phase1.archived_message_count,
             error=error,
@@ -541,15 +544,16 @@ class ContextEngine:
         token_budget: int,
         *,
         system_prompt: str = "",
-        include_anthropic_json: bool = False,
+        context_format: api.ContextFormat.ValueType = api.CONTEXT_FORMAT_UNSPECIFIED,
         registered_tools: Sequence[str] | None = None,
         messages: Sequence[pb.Message] | None = None,
         recall_memories: bool = True,
     ) -> AssembledContext:
         """The context for the next model call (AssembleContext); ``registered_tools``: the
-        recall tools the runtime registered (e.g. ``ToolExecutor.names``). Long-term memories
-        relevant to the newest user request are recalled into the system-prompt addition
-        unless ``recall_memories`` is False.
+        recall tools the runtime registered (e.g. ``ToolExecutor.names``); ``context_format``:
+        the model API whose messages ``rendered_json`` holds (none in a fallback). Long-term
+        memories relevant to the newest user request are recalled into the system-prompt
+        addition unless ``recall_memories`` is False.
 
         When the service cannot be reached the answer is a fallback (``fallback_reason``
         says why) holding ``messages`` (the runtime's own history, when it passes it) or
@@ -561,7 +565,7 @@ class ContextEngine:
                 session,
                 token_budget,
                 system_prompt=system_prompt,
-                include_anthropic_json=include_anthropic_json,
+                context_format=context_format,
                 registered_tools=registered_tools,
                 recall_memories=recall_memories,
             )

@@ -1,7 +1,7 @@
 """Exceptions of the client: one per canonical gRPC code, carrying the decoded details.
 
 Why: a runtime must act on an error without parsing its text. The server sends every error
-as a ``google.rpc.Status`` with an ``ErrorInfo`` (domain "wm.v1", a machine-readable reason and
+as a ``google.rpc.Status`` with an ``ErrorInfo`` (domain "wm", a machine-readable reason and
 metadata) and, for INVALID_ARGUMENT, ``BadRequest`` field violations; this module decodes them
 once, at the edge, so callers catch :class:`NotFoundError` and read ``error.reason`` instead of
 handling raw ``grpc.aio.AioRpcError`` objects.
@@ -18,7 +18,7 @@ from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
-ERROR_DOMAIN = "wm.v1"
+ERROR_DOMAIN = "wm"
 _DETAILS_KEY = "grpc-status-details-bin"
 REQUEST_ID_KEY = "x-request-id"  # the server's id of the call, in its trailing metadata
 # Detail types a client may meet; anything else stays a packed Any.

@@ -17,6 +17,7 @@ from typing import Protocol, TypeVar
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from wm_client.client import WmClient
+from wm_client.names import short_id
 from wm_proto.v1 import resources_pb2 as pb
 
 PAGE = 1000
@@ -61,15 +62,13 @@ async def all_archives(client: WmClient, session_id: str) -> list[pb.Archive]:
     )
 
 
-async def stored_events(
-    client: WmClient, session_id: str, commit: pb.Commit
-) -> list[pb.CommitEvent]:
+async def stored_events(client: WmClient, commit: pb.Commit) -> list[pb.CommitEvent]:
     """The events stored for a commit so far, without waiting for more (a running commit's
     log is read up to its ``last_sequence``)."""
     events: list[pb.CommitEvent] = []
     if commit.last_sequence <= 0:
         return events
-    stream = client.watch_commit(session_id, commit.commit_id)
+    stream = client.watch_commit(commit.name)
     try:
         async for event in stream:
             events.append(event)
@@ -133,7 +132,7 @@ def decisions_between(
     for number in sorted(by_commit.keys() | on_version.keys()):
         commit = by_commit.get(number)
         if commit is not None:
-            found.extend((commit.commit_id, d) for d in commit.decisions)
+            found.extend((short_id(commit.name), d) for d in commit.decisions)
         else:
             found.extend((f"client ops (v{number})", d) for d in on_version[number].decisions)
     return found

@@ -18,6 +18,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from wm_client.names import short_id
 from wm_client.describe import event_detail, is_failure
 from wm_client.render import decision_text, event_line
 from wm_proto.v1 import resources_pb2 as pb
@@ -53,11 +54,11 @@ class ProgressState:
     retries: list[str] = field(default_factory=list)
     current: int = 0
     terminal: pb.CommitEvent | None = None
-    commit_id: str = ""
+    commit: str = ""  # the commit's name, from its first event
     started: float = field(default_factory=time.monotonic)
 
     def apply(self, event: pb.CommitEvent) -> None:
-        self.commit_id = self.commit_id or event.commit_id
+        self.commit = self.commit or event.commit
         if event.stage == pb.COMMIT_STAGE_HEARTBEAT:
             return
         if event.stage == pb.COMMIT_STAGE_RETRY_SCHEDULED:
@@ -146,7 +147,7 @@ class CommitProgress:
                 mark = Text(" ")
             table.add_row(mark, Text(step.label), Text(step.detail))
         title = Text.assemble(
-            ("commit ", "bold"), state.commit_id or "(starting)", f"  {elapsed:.1f} s"
+            ("commit ", "bold"), short_id(state.commit) or "(starting)", f"  {elapsed:.1f} s"
         )
         parts: list[RenderableType] = [title, table]
         if state.decisions:

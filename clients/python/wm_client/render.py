@@ -29,6 +29,7 @@ from wm_client.describe import (
     when,
 )
 from wm_client.jsonl import role_name
+from wm_client.names import session_id, short_id
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 
@@ -56,7 +57,7 @@ def sessions_table(sessions: Sequence[pb.Session]) -> Table:
     for s in sessions:
         _row(
             table,
-            s.session_id,
+            short_id(s.name),
             f"{s.message_count:,}",
             f"{s.total_message_count:,}",
             f"{s.pending_tokens:,}",
@@ -75,7 +76,7 @@ def session_details(
     facts.add_column(style="bold")
     facts.add_column()
     for label, value in (
-        ("session", session.session_id),
+        ("session", short_id(session.name)),
         ("created (UTC)", when(session.create_time)),
         ("updated (UTC)", when(session.update_time)),
         ("live messages", f"{session.message_count:,} ({session.live_tokens:,} tokens)"),
@@ -106,9 +107,9 @@ def session_details(
         for c in commits:
             _row(
                 table,
-                c.commit_id,
+                short_id(c.name),
                 state_name(c.state),
-                c.archive_id or "-",
+                short_id(c.archive) or "-",
                 str(c.archived_message_count),
                 str(c.kept_message_count),
                 f"v{c.working_memory_version}" if c.working_memory_version else "-",
@@ -124,7 +125,7 @@ def session_details(
         for a in archives:
             _row(
                 table,
-                a.archive_id,
+                short_id(a.name),
                 state_name(a.state),
                 str(a.message_count),
                 f"{a.estimated_tokens:,}",
@@ -140,8 +141,8 @@ def working_memory(memory: pb.WorkingMemory) -> RenderableType:
     header = Text.assemble(
         ("Working memory ", "bold"),
         (f"v{memory.version}", "bold cyan"),
-        f" · session {memory.session_id} · {memory.estimated_tokens:,} tokens",
-        f" · from {memory.archive_id}" if memory.archive_id else " · from client ops",
+        f" · session {session_id(memory.name)} · {memory.estimated_tokens:,} tokens",
+        f" · from {short_id(memory.archive)}" if memory.archive else " · from client ops",
         f" · {when(memory.create_time)} UTC",
     )
     parts: list[RenderableType] = [header, Text("")]
@@ -167,7 +168,7 @@ def pending_items(memory: pb.WorkingMemory) -> RenderableType:
     for column in ("section", "item", "refused by", "commit"):
         table.add_column(column, overflow="fold")
     for item in memory.pending_items:
-        table.add_row(item.section or "(several)", item.text, item.source, item.commit_id or "-")
+        table.add_row(item.section or "(several)", item.text, item.source, short_id(item.commit) or "-")
     return table
 
 
@@ -215,7 +216,7 @@ def assembled_context(result: api.AssembleContextResponse, budget: int) -> Rende
             "messages",
             f"{len(result.messages)} (from {result.included_message_count} source messages, {result.dropped_message_count} dropped)",
         ),
-        ("uncovered archives", ", ".join(result.uncovered_archive_ids) or "none"),
+        ("uncovered archives", ", ".join(map(short_id, result.uncovered_archives)) or "none"),
         ("trimmed items", str(len(result.trimmed_items))),
         *(
             (
@@ -261,7 +262,10 @@ def search_hits(result: api.SearchArchivesResponse, query: str) -> RenderableTyp
     for hit in result.hits:
         parts.append(
             Text.assemble(
-                (f"{hit.session_id} {hit.archive_id} {hit.message_id}", "bold cyan"),
+                (
+                    f"{session_id(hit.archive)} {short_id(hit.archive)} {short_id(hit.message)}",
+                    "bold cyan",
+                ),
                 f" ({role_name(hit.role)})",
             )
         )
@@ -305,9 +309,9 @@ def commits_table(commits: Sequence[pb.Commit]) -> Table:
     for c in commits:
         _row(
             table,
-            c.commit_id,
+            short_id(c.name),
             state_name(c.state),
-            c.archive_id or "-",
+            short_id(c.archive) or "-",
             str(c.archived_message_count),
             str(c.kept_message_count),
             f"v{c.working_memory_version}" if c.working_memory_version else "-",
@@ -335,10 +339,10 @@ def commit_details(
     facts.add_column()
     usage = commit.token_usage
     rows = [
-        ("commit", commit.commit_id),
-        ("session", commit.session_id),
+        ("commit", short_id(commit.name)),
+        ("session", session_id(commit.name)),
         ("state", state_name(commit.state)),
-        ("archive", commit.archive_id or "-"),
+        ("archive", short_id(commit.archive) or "-"),
         (
             "messages",
             f"{commit.archived_message_count} archived ({commit.archived_tokens:,} tokens),"
@@ -359,8 +363,8 @@ def commit_details(
         ("ended (UTC)", when(commit.complete_time)),
         ("took", _ms(duration_ms(commit))),
     ]
-    if commit.covered_by_commit_id:
-        rows.append(("covered by", commit.covered_by_commit_id))
+    if commit.covered_by_commit:
+        rows.append(("covered by", short_id(commit.covered_by_commit)))
     if commit.error.message or commit.error.code:
         rows.append(("error", f"{commit.error.message} (code {commit.error.code})"))
     for label, value in rows:
@@ -446,8 +450,8 @@ def memory_history(
             table,
             f"v{memory.version}",
             f"{memory.estimated_tokens:,}",
-            memory.archive_id or "(client ops)",
-            commit.commit_id if commit is not None else "-",
+            short_id(memory.archive) or "(client ops)",
+            short_id(commit.name) if commit is not None else "-",
             str(len(commit.decisions)) if commit is not None else str(len(memory.decisions)),
             ", ".join(changed.get(memory.version, [])) or "-",
             when(memory.create_time),

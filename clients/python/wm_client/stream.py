@@ -5,13 +5,13 @@ ordinary reasons (a server restart, a mesh's maximum connection age, an idle tim
 proxy). The server stores every event with a per-commit sequence, so the client keeps the last
 sequence it delivered and, on a break, calls WatchCommit(after_sequence=last) and carries on;
 events at or below that sequence are dropped, so the caller sees each event once, in order,
-ending with exactly one terminal event. Before the first event the commit id is unknown: the
-Commit (or Compact) call is then repeated with the same request_id, which the server answers
-with the same commit.
+ending with exactly one terminal event. A stream of a new commit first starts it (CreateCommit
+or CompactSession, unary and idempotent by request_id): while that call cannot reach the
+service it is repeated with the same request_id, which the server answers with the same commit.
 
 Only transport failures resume (UNAVAILABLE, CANCELLED by the server, DEADLINE_EXCEEDED of one
-stream, and INTERNAL/UNKNOWN that carry no wm.v1 ErrorInfo, i.e. did not come from the
-service). An error the service reports (NOT_FOUND, INVALID_ARGUMENT, ...) is raised at once.
+stream, and INTERNAL/UNKNOWN that carry no ErrorInfo of the service, i.e. did not come from
+it). An error the service reports (NOT_FOUND, INVALID_ARGUMENT, ...) is raised at once.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ from typing import Any
 
 import grpc
 
-from wm_client import _rules
+from wm_client import _rules, names
 from wm_client.errors import ERROR_DOMAIN, UnavailableError, WmError, error_from_rpc
 from wm_proto.v1 import resources_pb2 as pb
 
-# Opens one attempt: given the commit id (None before the first event) and the last sequence.
-Opener = Callable[[str | None, int], Any]
-# Whether a commit has ended with no stored event after the given sequence (GetCommit).
+# Opens one WatchCommit attempt: given the commit's name and the last sequence delivered.
+Opener = Callable[[str, int], Any]
+# Starts the commit (CreateCommit or CompactSession) and returns it.
+Starter = Callable[[], Awaitable[pb.Commit]]
+# Whether a commit (its name) has ended with no stored event after the given sequence.
 Finished = Callable[[str, int], Awaitable[bool]]
 
 _ALWAYS_RESUMABLE = _rules.STREAM_ALWAYS_RESUMABLE
@@ -69,23 +71,30 @@ class CommitStream:
 
     Heartbeats are skipped unless ``heartbeats`` is true (a progress display uses them to show
     that the server is alive). Closing the stream never cancels Phase 2 on the server.
+    ``commit`` is the commit's name, known once ``start`` answered (or given, to watch one);
+    ``started`` is the Commit that start returned.
     """
 
     def __init__(
         self,
         opener: Opener,
         *,
-        session_id: str,
-        commit_id: str | None = None,
+        session: str,
+        start: Starter | None = None,
+        commit: str | None = None,
         after_sequence: int = 0,
         heartbeats: bool = False,
         policy: ResumePolicy | None = None,
         finished: Finished | None = None,
     ) -> None:
+        if start is None and commit is None:
+            raise ValueError("a commit stream needs a commit to watch or a way to start one")
         self._open = opener
+        self._start = start
         self._finished = finished
-        self.session_id = session_id
-        self.commit_id: str | None = commit_id
+        self.session = session
+        self.commit: str | None = commit
+        self.started: pb.Commit | None = None
         self.last_sequence = after_sequence
         self.heartbeats = heartbeats
         self.policy = policy or ResumePolicy()
@@ -116,8 +125,6 @@ class CommitStream:
             if event.sequence <= self.last_sequence:
                 continue  # replayed after a resume: already delivered
             self.last_sequence = event.sequence
-            if self.commit_id is None:
-                self.commit_id = event.commit_id
             if self.first_event is None:
                 self.first_event = event
             if event.terminal:
@@ -130,11 +137,18 @@ class CommitStream:
         broken_since: float | None = None
         backoff = self.policy.initial_backoff
         while True:
-            if self._call is None:
-                self._call = self._open(self.commit_id, self.last_sequence)
             try:
+                if self.commit is None:
+                    await self._start_commit()
+                if self._call is None:
+                    assert self.commit is not None
+                    self._call = self._open(self.commit, self.last_sequence)
                 async with asyncio.timeout(self.policy.idle_timeout):
                     message = await self._call.read()
+            except WmError as failure:  # starting the commit did not reach the service
+                if not is_resumable(failure):
+                    raise
+                self.errors.append(failure)
             except grpc.aio.AioRpcError as exc:
                 error = error_from_rpc(exc)
                 self._call = None
@@ -157,8 +171,8 @@ class CommitStream:
                 self._call = None
                 if (
                     self._finished is not None
-                    and self.commit_id is not None
-                    and await self._finished(self.commit_id, self.last_sequence)
+                    and self.commit is not None
+                    and await self._finished(self.commit, self.last_sequence)
                 ):
                     return None
             now = time.monotonic()
@@ -174,6 +188,16 @@ class CommitStream:
             self.resumes += 1
             await asyncio.sleep(backoff)
             backoff = min(backoff * self.policy.multiplier, self.policy.max_backoff)
+
+    async def _start_commit(self) -> None:
+        assert self._start is not None
+        self.started = await self._start()
+        self.commit = self.started.name
+
+    @property
+    def commit_id(self) -> str:
+        """The commit's id (the last segment of its name); "" before it started."""
+        return names.short_id(self.commit) if self.commit else ""
 
     # --- conveniences ---------------------------------------------------------------------------
     async def phase1(self) -> pb.CommitEvent:

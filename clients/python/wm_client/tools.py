@@ -5,7 +5,9 @@ A runtime registers the definitions GetToolDefinitions serves; when the model ca
 runtime hands the call to :class:`ToolExecutor`, which makes the RPC and returns the text of
 the tool_result, bounded in size so that a recall never floods the context it is meant to
 save. Bad input and the service's refusals (an unknown archive, a bad id) come back as an
-error result the model can read and correct; only transport trouble raises.
+error result the model can read and correct; only transport trouble raises. The model reads
+and writes short ids (``archive_003``, ``out.m12.0``, ``mem_…``), as the tool schemas say;
+the executor turns them into the contract's names and back.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wm_client import _rules
+from wm_client import _rules, names
 from wm_client.client import WmClient
 from wm_client.errors import InvalidArgumentError, NotFoundError, WmError
 from wm_proto.v1 import resources_pb2 as pb
@@ -88,7 +90,8 @@ def hit_line(hit: api.SearchHit, hybrid: bool, where: str = "") -> str:
     role = _ROLES.get(hit.role, "tool")
     basis = hit_basis(hit, hybrid)
     matched = f"; {basis}" if basis else ""
-    return f"- {where}{hit.archive_id}, message {hit.message_id} ({role}{matched}): {hit.snippet}"
+    archive, message = names.short_id(hit.archive), names.short_id(hit.message)
+    return f"- {where}{archive}, message {message} ({role}{matched}): {hit.snippet}"
 
 
 def _bounded(text: str, limit: int, more: str) -> str:
@@ -110,6 +113,12 @@ def _message_text(message: pb.Message) -> str:
             error = " (error)" if part.tool_result.is_error else ""
             chunks.append(f"[tool result{error}] {part.tool_result.content}")
     return "\n".join(chunks)
+
+
+def _own(ident: str) -> str:
+    """A model's archive or tool-output id, always of the executor's own session (a name of
+    another session given by the model counts as its short id)."""
+    return names.short_id(ident)
 
 
 class ToolExecutor:
@@ -179,7 +188,10 @@ class ToolExecutor:
         if not isinstance(archive_id, str):
             return ToolRun("archive_id must be a string like archive_003", True)
         reply = await self.client.search_archives(
-            query, session_id=self.session_id, archive_id=archive_id, mode=api.SEARCH_MODE_HYBRID
+            query,
+            session_id=self.session_id,
+            archive_id=_own(archive_id),
+            mode=api.SEARCH_MODE_HYBRID,
         )
         if not reply.hits:
             return ToolRun(f"nothing archived matches {query!r}")
@@ -197,7 +209,8 @@ class ToolExecutor:
         size = 0
         shown = 0
         total = 0
-        async for message in self.client.iter_archive_messages(self.session_id, archive_id):
+        archive = _own(archive_id)
+        async for message in self.client.iter_archive_messages(self.session_id, archive):
             total += 1
             if size >= self.max_chars:
                 continue
@@ -214,7 +227,7 @@ class ToolExecutor:
 
     async def _memory(self, name: str, args: dict[str, Any]) -> ToolRun:
         """memory_search, memory_store and memory_forget, for the session's owner."""
-        owner = api.MemoryOwner(session_id=self.session_id)
+        owner = names.owner_name(session=self.session_id)
         if name == MEMORY_FORGET:
             memory_id = args.get("memory_id")
             if not isinstance(memory_id, str) or not memory_id:
@@ -229,20 +242,21 @@ class ToolExecutor:
                 return ToolRun(f"memory_store needs text and a type ({known})", True)
             stored = await self.client.create_memory(owner, kind, text)
             verb = "already known as" if stored.deduplicated else "stored as"
-            return ToolRun(f"{verb} {stored.memory.memory_id}")
+            return ToolRun(f"{verb} {names.short_id(stored.memory.name)}")
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             return ToolRun("memory_search needs a non-empty string query", True)
         types = [_MEMORY_TYPES[t] for t in args.get("types") or () if t in _MEMORY_TYPES]
         limit = args.get("limit", 0)
         reply = await self.client.search_memories(
-            query, owner=owner, types=types, limit=limit if isinstance(limit, int) else 0
+            query, owner=owner, types=types, page_size=limit if isinstance(limit, int) else 0
         )
         if not reply.hits:
             return ToolRun(f"no memory matches {query!r}")
-        names = {number: name for name, number in _MEMORY_TYPES.items()}
+        types_of = {number: name for name, number in _MEMORY_TYPES.items()}
         lines = [
-            f"- {h.memory.memory_id} [{names.get(h.memory.type, '?')}] {h.memory.text}"
+            f"- {names.short_id(h.memory.name)} [{types_of.get(h.memory.type, '?')}]"
+            f" {h.memory.text}"
             for h in reply.hits
         ]
         return ToolRun(_bounded("\n".join(lines), self.max_chars, "narrow the query"))
@@ -256,16 +270,16 @@ class ToolExecutor:
         if not isinstance(start, int) or not isinstance(count, int) or start < 1 or count < 1:
             return ToolRun("start_line and line_count must be positive integers", True)
         page = await self.client.get_tool_output(
-            self.session_id, output_id, start_line=start, line_count=count
+            self.session_id, _own(output_id), start_line=start, line_count=count
         )
         end = page.start_line + page.line_count - 1
         header = (
-            f"{output_id}: lines {page.start_line}-{end} of {page.output.line_count}"
+            f"{output_id}: lines {page.start_line}-{end} of {page.tool_output.line_count}"
             if page.line_count
-            else f"{output_id}: no lines from {start} (it has {page.output.line_count})"
+            else f"{output_id}: no lines from {start} (it has {page.tool_output.line_count})"
         )
         text = f"{header}\n{page.content}"
-        if page.next_page_token or end < min(start + count - 1, page.output.line_count):
+        if page.next_page_token or end < min(start + count - 1, page.tool_output.line_count):
             text += f"\n[… continue with start_line={end + 1}]"
         more = "ask for fewer lines or a later start_line"
         return ToolRun(_bounded(text, self.max_chars, more))

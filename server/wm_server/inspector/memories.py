@@ -17,8 +17,8 @@ from aiohttp import web
 
 from wm_client.client import WmClient
 from wm_client.describe import when
+from wm_client.names import owner_name, session_id, short_id
 from wm_proto.v1 import resources_pb2 as pb
-from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.inspector.csrf import FIELD, FormGuard
 from wm_server.inspector.layout import escape as _e
 from wm_server.inspector.layout import page, presented_key
@@ -43,8 +43,8 @@ def state_label(value: pb.MemoryState.ValueType) -> str:
     return pb.MemoryState.Name(value).removeprefix("MEMORY_STATE_").lower()
 
 
-def owner_of(query: web.Request) -> tuple[api.MemoryOwner, str]:
-    """The owner named by the query string (``user``, ``agent`` or ``session``) and its
+def owner_of(query: web.Request) -> tuple[str, str]:
+    """The owner's name from the query string (``user``, ``agent`` or ``session``) and its
     label; 400 when none or several are given."""
     given = [
         (k, query.query[k].strip()) for k in ("user", "agent", "session") if query.query.get(k)
@@ -52,15 +52,14 @@ def owner_of(query: web.Request) -> tuple[api.MemoryOwner, str]:
     if len(given) != 1 or not given[0][1]:
         raise web.HTTPBadRequest(text="name exactly one owner: ?user=, ?agent= or ?session=")
     kind, value = given[0]
-    field = {"user": "user_id", "agent": "agent_id", "session": "session_id"}[kind]
-    return api.MemoryOwner(**{field: value}), f"{kind} {value}"
+    field = {"user": "user_id", "agent": "agent_id", "session": "session"}[kind]
+    return owner_name(**{field: value}), f"{kind} {value}"
 
 
 def owner_link(memory: pb.Memory) -> str:
-    for kind, value in (("user", memory.user_id), ("agent", memory.agent_id)):
-        if value:
-            return f'<a href="/memories?{urlencode({kind: value})}">{kind} {_e(value)}</a>'
-    return f'<a href="/memories?{urlencode({"session": memory.session_id})}">session {_e(memory.session_id)}</a>'
+    query = _owner_query(memory.owner)
+    kind, value = next(iter(query.items()), ("owner", memory.owner))
+    return f'<a href="/memories?{urlencode(query)}">{kind} {_e(value)}</a>'
 
 
 def sources_html(memory: pb.Memory) -> str:
@@ -68,14 +67,14 @@ def sources_html(memory: pb.Memory) -> str:
     messages (the anchors the session page puts on every message)."""
     rows = []
     for source in memory.sources:
-        base = f"/sessions/{_e(source.session_id)}"
+        sid = session_id(source.session)
+        base = f"/sessions/{_e(sid)}"
         messages = ", ".join(
-            f'<a href="{base}#msg-{_e(m)}" class="mono">{_e(m)}</a>' for m in source.message_ids
+            f'<a href="{base}#msg-{_e(short_id(m))}" class="mono">{_e(short_id(m))}</a>'
+            for m in source.messages
         )
-        rows.append(
-            f'<li><a href="{base}">{_e(source.session_id)}</a>'
-            f" {_e(source.archive_id or '(stored by a call)')} {messages}</li>"
-        )
+        archive = short_id(source.archive) or "(stored by a call)"
+        rows.append(f'<li><a href="{base}">{_e(sid)}</a> {_e(archive)} {messages}</li>')
     return f"<ul class=sources>{''.join(rows)}</ul>" if rows else "<p>no source recorded</p>"
 
 
@@ -84,13 +83,13 @@ def _validity(memory: pb.Memory) -> str:
     since = when(memory.valid_from) if memory.HasField("valid_from") else "its recording"
     until = when(memory.valid_until) if memory.HasField("valid_until") else "now"
     parts = [f"from {_e(since)} until {_e(until)}"]
-    if memory.superseded_by_memory_id:
-        link = memory.superseded_by_memory_id
+    if memory.superseded_by:
+        link = short_id(memory.superseded_by)
         parts.append(f'superseded by <a href="/memories/{_e(link)}" class=mono>{_e(link)}</a>')
-    if memory.supersedes_memory_ids:
+    if memory.supersedes:
         older = ", ".join(
             f'<a href="/memories/{_e(m)}" class=mono>{_e(m)}</a>'
-            for m in memory.supersedes_memory_ids
+            for m in map(short_id, memory.supersedes)
         )
         parts.append(f"replaces {older}")
     if memory.HasField("expire_time"):
@@ -115,13 +114,13 @@ async def memories_page(request: web.Request, client: WmClient) -> str:
                 break
     rows = "".join(
         f'<tr class="memory state-{_e(state_label(m.state))}">'
-        f'<td><a href="/memories/{_e(m.memory_id)}" class="mono">{_e(m.memory_id)}</a></td>'
+        f'<td><a href="/memories/{_e(short_id(m.name))}" class="mono">{_e(short_id(m.name))}</a></td>'
         f"<td>{_e(type_name(m.type))}</td><td>{_e(state_label(m.state))}"
         f"{' — ' + _e(m.retire_reason) if m.retire_reason else ''}</td>"
         f"<td>{_e(m.text)}</td>"
         f"<td>{_e(when(m.event_time)) if m.HasField('event_time') else '-'}</td>"
         f"<td>{_e(when(m.record_time))}</td><td class=n>v{m.version}</td>"
-        f"<td class=n>{sum(len(s.message_ids) for s in m.sources)}</td></tr>"
+        f"<td class=n>{sum(len(s.messages) for s in m.sources)}</td></tr>"
         for m in memories[:LISTED]
     )
     tabs = " · ".join(
@@ -144,19 +143,16 @@ async def memories_page(request: web.Request, client: WmClient) -> str:
     )
 
 
-def _owner_query(owner: api.MemoryOwner) -> dict[str, str]:
-    for kind, value in (
-        ("user", owner.user_id),
-        ("agent", owner.agent_id),
-        ("session", owner.session_id),
-    ):
-        if value:
-            return {kind: value}
-    return {}
+def _owner_query(owner: str) -> dict[str, str]:
+    """The query string of an owner's page (``users/ana`` -> ``{"user": "ana"}``)."""
+    kind, _, value = owner.partition("/")
+    key = {"users": "user", "agents": "agent", "sessions": "session"}.get(kind)
+    return {key: value} if key and value else {}
 
 
 async def memory_page(request: web.Request, client: WmClient) -> str:
     memory = await client.get_memory(request.match_info["memory"])
+    mid = short_id(memory.name)
     fields = "".join(
         f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in sorted(memory.fields.items())
     )
@@ -178,7 +174,7 @@ async def memory_page(request: web.Request, client: WmClient) -> str:
         f"<tr><th>changed (UTC)</th><td>{_e(when(memory.update_time))}</td></tr></table>"
     )
     body = (
-        f"<h2>memory <span class=mono>{_e(memory.memory_id)}</span></h2>"
+        f"<h2>memory <span class=mono>{_e(mid)}</span></h2>"
         f"<blockquote id=memory-text>{_e(memory.text)}</blockquote>{facts}"
         f"<h3>fields</h3>{'<table>' + fields + '</table>' if fields else '<p>none</p>'}"
         f"<h3>where it was learned</h3>{sources_html(memory)}"
@@ -191,13 +187,13 @@ async def memory_page(request: web.Request, client: WmClient) -> str:
         )
         + "<p>"
         + (
-            f'<a class=danger href="/memories/{_e(memory.memory_id)}/retire">retire…</a> · '
+            f'<a class=danger href="/memories/{_e(mid)}/retire">retire…</a> · '
             if memory.state == pb.MEMORY_STATE_ACTIVE
             else ""
         )
-        + f'<a class=danger href="/memories/{_e(memory.memory_id)}/forget">forget…</a></p>'
+        + f'<a class=danger href="/memories/{_e(mid)}/forget">forget…</a></p>'
     )
-    return page(f"memory {memory.memory_id}", body)
+    return page(f"memory {mid}", body)
 
 
 def _confirmation(request: web.Request, memory: pb.Memory, action: str, inputs: str) -> str:
@@ -205,21 +201,23 @@ def _confirmation(request: web.Request, memory: pb.Memory, action: str, inputs: 
     token of the caller's key for it, a request id fixed now (a double submit is one call),
     and the owner to return to."""
     token = request.app[GUARD].token(presented_key(request), request.path)
+    mid = short_id(memory.name)
     return (
-        f'<form method="post" action="/memories/{_e(memory.memory_id)}/{action}">{inputs}'
+        f'<form method="post" action="/memories/{_e(mid)}/{action}">{inputs}'
         f'<input type="hidden" name="{FIELD}" value="{_e(token)}">'
         f'<input type="hidden" name="request_id" value="inspector-{secrets.token_hex(12)}">'
-        f'<input type="hidden" name="back" value="{_e(urlencode(_owner_query(_owner(memory))))}">'
+        f'<input type="hidden" name="back" value="{_e(urlencode(_owner_query(memory.owner)))}">'
         f"<button class=danger id=confirm-{action}>{action} it</button> "
-        f'<a href="/memories/{_e(memory.memory_id)}">cancel</a></form>'
+        f'<a href="/memories/{_e(mid)}">cancel</a></form>'
     )
 
 
 async def forget_page(request: web.Request, client: WmClient) -> str:
     """The confirmation page: what will be erased, and the form that erases it."""
     memory = await client.get_memory(request.match_info["memory"])
+    mid = short_id(memory.name)
     body = (
-        f"<h2>forget memory <span class=mono>{_e(memory.memory_id)}</span>?</h2>"
+        f"<h2>forget memory <span class=mono>{_e(mid)}</span>?</h2>"
         f"<blockquote>{_e(memory.text)}</blockquote>"
         "<p>Its text, history and index entries are erased; this cannot be undone.</p>"
         + _confirmation(request, memory, "forget", "")
@@ -230,8 +228,9 @@ async def forget_page(request: web.Request, client: WmClient) -> str:
 async def retire_page(request: web.Request, client: WmClient) -> str:
     """The confirmation page of retiring: the reason is asked for (never retired silently)."""
     memory = await client.get_memory(request.match_info["memory"])
+    mid = short_id(memory.name)
     body = (
-        f"<h2>retire memory <span class=mono>{_e(memory.memory_id)}</span>?</h2>"
+        f"<h2>retire memory <span class=mono>{_e(mid)}</span>?</h2>"
         f"<blockquote>{_e(memory.text)}</blockquote>"
         "<p>It stays readable here with your reason, and is no longer recalled.</p>"
         + _confirmation(
@@ -272,8 +271,3 @@ async def _checked_form(request: web.Request) -> Any:
 def _request_id(form: Any) -> str | None:
     return str(form.get("request_id", "")) or None
 
-
-def _owner(memory: pb.Memory) -> api.MemoryOwner:
-    return api.MemoryOwner(
-        user_id=memory.user_id, agent_id=memory.agent_id, session_id=memory.session_id
-    )

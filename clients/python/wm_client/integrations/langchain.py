@@ -48,8 +48,8 @@ from langgraph.store.base import (
 
 from wm_client.client import WmClient, new_request_id
 from wm_client.errors import NotFoundError
+from wm_client.names import short_id
 from wm_proto.v1 import resources_pb2 as pb
-from wm_proto.v1 import working_memory_service_pb2 as api
 
 T = TypeVar("T")
 History = Literal["assembled", "live"]
@@ -227,15 +227,15 @@ def assembled_context_hook(
 
 
 # --- the store -----------------------------------------------------------------------------------
-def _owner(namespace: tuple[str, ...]) -> tuple[api.MemoryOwner, list[MemoryType]]:
+def _owner(namespace: tuple[str, ...]) -> tuple[str, list[MemoryType]]:
+    """The owner's name (a namespace's first two elements are its two segments) and the
+    types the namespace selects."""
     if len(namespace) not in (2, 3) or namespace[0] not in ("users", "agents", "sessions"):
         raise ValueError(
             "a namespace is (users|agents|sessions, ID) or (users|agents|sessions, ID, TYPE);"
             f" got {namespace!r}"
         )
-    kind, owner_id = namespace[0], namespace[1]
-    owner = api.MemoryOwner(**{{"users": "user_id", "agents": "agent_id",
-                                "sessions": "session_id"}[kind]: owner_id})  # fmt: skip
+    owner = f"{namespace[0]}/{namespace[1]}"
     if len(namespace) == 2:
         return owner, []
     if namespace[2] not in _TYPES:
@@ -250,8 +250,8 @@ def _time(stamp: Any) -> datetime:
 def _item(memory: pb.Memory, namespace: tuple[str, ...], score: float | None = None) -> Item:
     value: dict[str, Any] = {k: v for k, v in memory.fields.items() if k != KEY_FIELD}
     value.update(text=memory.text, type=_TYPE_NAMES.get(memory.type, ""),
-                 memory_id=memory.memory_id)  # fmt: skip
-    key = memory.fields.get(KEY_FIELD) or memory.memory_id
+                 memory_id=short_id(memory.name))  # fmt: skip
+    key = memory.fields.get(KEY_FIELD) or short_id(memory.name)
     ns = namespace if len(namespace) == 3 else (*namespace, value["type"])
     created, updated = _time(memory.create_time), _time(memory.update_time)
     if score is None:
@@ -297,7 +297,7 @@ class WmMemoryStore(BaseStore):
             page = await self.client.list_memories(owner=owner, types=types, page_size=500,
                                                    page_token=token)  # fmt: skip
             for memory in page.memories:
-                if memory.fields.get(KEY_FIELD) == key or memory.memory_id == key:
+                if memory.fields.get(KEY_FIELD) == key or key in (memory.name, short_id(memory.name)):
                     return memory
             token = page.next_page_token
             if not token:
@@ -312,7 +312,7 @@ class WmMemoryStore(BaseStore):
         wanted = op.limit + op.offset
         if op.query:
             reply = await self.client.search_memories(op.query, owner=owner, types=types,
-                                                      limit=wanted)  # fmt: skip
+                                                      page_size=wanted)  # fmt: skip
             found = [_item(h.memory, op.namespace_prefix, h.score) for h in reply.hits]
         else:
             page = await self.client.list_memories(owner=owner, types=types, page_size=wanted)
@@ -324,7 +324,7 @@ class WmMemoryStore(BaseStore):
     async def _put(self, op: PutOp) -> None:
         existing = await self._find(op.namespace, op.key)
         if existing is not None:
-            await self.client.delete_memory(existing.memory_id)
+            await self.client.delete_memory(existing.name)
         if op.value is None:
             return
         owner, types = _owner(op.namespace)

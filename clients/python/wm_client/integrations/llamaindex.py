@@ -18,8 +18,8 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 
 from wm_client.client import WmClient, new_request_id
 from wm_client.errors import NotFoundError
+from wm_client.names import owner_name
 from wm_proto.v1 import resources_pb2 as pb
-from wm_proto.v1 import working_memory_service_pb2 as api
 
 _ROLES_IN = {
     MessageRole.USER: pb.ROLE_USER, MessageRole.ASSISTANT: pb.ROLE_ASSISTANT,
@@ -75,8 +75,10 @@ class WmMemoryBlock(BaseMemoryBlock[str]):
             "",
         )  # fmt: skip
         if query:
-            owner = api.MemoryOwner(session_id=self.session_id)
-            found = await self._wm.search_memories(str(query), owner=owner, limit=self.memory_limit)
+            owner = owner_name(session=self.session_id)
+            found = await self._wm.search_memories(
+                str(query), owner=owner, page_size=self.memory_limit
+            )
             if found.hits:
                 lines.append("Long-term memories of this user:")
                 lines.extend(f"- {hit.memory.text}" for hit in found.hits)

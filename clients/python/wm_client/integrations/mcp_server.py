@@ -28,7 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from wm_client import _rules
+from wm_client import _rules, names
 from wm_client.channel import default_address, open_channel, reachable_address
 from wm_client.client import WmClient
 from wm_client.errors import WmError
@@ -191,7 +191,7 @@ class WmMcp:
                 reply = await self.client(ctx).search_archives(
                     query, session_id="" if all_sessions else self.session(session_id),
                     all_sessions=all_sessions, mode=RECALL_MODE,
-                    max_hits=max(1, min(max_hits, _rules.MAX_SEARCH_HITS)),
+                    page_size=max(1, min(max_hits, _rules.MAX_SEARCH_HITS)),
                 )  # fmt: skip
             except WmError as exc:
                 raise ToolError(f"recall failed: {exc.message}") from exc
@@ -200,7 +200,8 @@ class WmMcp:
             lines = [f"{len(reply.hits)} of {reply.total_matches} match(es), best first:"]
             hybrid = reply.semantic_recall != api.SEMANTIC_RECALL_UNSPECIFIED
             for hit in reply.hits:
-                lines.append(hit_line(hit, hybrid, f"{hit.session_id}/" if all_sessions else ""))
+                where = f"{names.session_id(hit.archive)}/" if all_sessions else ""
+                lines.append(hit_line(hit, hybrid, where))
             return "\n".join(lines)
 
         @server.tool(annotations=_READ_ONLY)
@@ -238,13 +239,15 @@ class WmMcp:
                     self.session(session_id),
                     query,
                     output_id=output_id,
-                    max_hits=_rules.MAX_SEARCH_HITS,
+                    page_size=_rules.MAX_SEARCH_HITS,
                 )
             except WmError as exc:
                 raise ToolError(f"search_tool_outputs failed: {exc.message}") from exc
             if not reply.hits:
                 return f"no stored tool output contains {query!r}"
-            return "\n".join(f"- {h.output_id} line {h.line}: {h.snippet}" for h in reply.hits)
+            return "\n".join(
+                f"- {names.short_id(h.tool_output)} line {h.line}: {h.snippet}" for h in reply.hits
+            )
 
         @server.tool(annotations=_READ_ONLY)
         async def search_memories(
@@ -325,16 +328,16 @@ class WmMcp:
             description="The active long-term memories of the session's user (or agent).",
         )  # fmt: skip
         async def memories_resource(session_id: str, ctx: Context) -> str:
-            owner = api.MemoryOwner(session_id=session_id)
+            owner = names.owner_name(session=session_id)
             try:
                 page = await self.client(ctx).list_memories(owner=owner, page_size=200)
             except WmError as exc:
                 raise ResourceError(f"memories of {session_id!r}: {exc.message}") from exc
-            names = {number: name for name, number in pb.MemoryType.items()}
+            types = {number: name for name, number in pb.MemoryType.items()}
             return json.dumps(
                 [
-                    {"memory_id": m.memory_id,
-                     "type": names[m.type].removeprefix("MEMORY_TYPE_").lower(),
+                    {"memory_id": names.short_id(m.name),
+                     "type": types[m.type].removeprefix("MEMORY_TYPE_").lower(),
                      "text": m.text}
                     for m in page.memories
                 ],
