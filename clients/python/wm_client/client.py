@@ -239,9 +239,7 @@ class WmClient:
         )
         return await self._unary(self._stub.CreateCommit, request)
 
-    async def compact_session(
-        self, session_id: str, *, request_id: str | None = None
-    ) -> pb.Commit:
+    async def compact_session(self, session_id: str, *, request_id: str | None = None) -> pb.Commit:
         """Start a commit with keep 0 (archive every live message) and return it once Phase 1
         is stored (or use :meth:`compact`, which also follows it)."""
         request = api.CompactSessionRequest(
@@ -294,9 +292,7 @@ class WmClient:
         """Re-attach to a commit (a session and a commit id, or the commit's name alone):
         stored events after ``after_sequence``, then live ones."""
         name = names.commit_name(session_id, commit_id) if commit_id else session_id
-        return self._stream(
-            name, commit=name, after_sequence=after_sequence, heartbeats=heartbeats
-        )
+        return self._stream(name, commit=name, after_sequence=after_sequence, heartbeats=heartbeats)
 
     def _stream(
         self,
@@ -354,9 +350,7 @@ class WmClient:
     # --- working memory -------------------------------------------------------------------------
     async def get_working_memory(self, session_id: str, *, version: int = 0) -> pb.WorkingMemory:
         """The latest completed working memory, or ``version``; NOT_FOUND when there is none."""
-        request = api.GetWorkingMemoryRequest(
-            name=names.working_memory_name(session_id, version)
-        )
+        request = api.GetWorkingMemoryRequest(name=names.working_memory_name(session_id, version))
         return await self._unary(self._stub.GetWorkingMemory, request)
 
     async def apply_working_memory_ops(

@@ -22,10 +22,10 @@ from wm_client import describe, history, names, render
 from wm_client.client import WmClient
 from wm_client.jsonl import read_jsonl
 from wm_client.jsonout import dumps, plain
+from wm_client.names import short_id
 from wm_client.progress import CommitProgress
 from wm_client.stream import CommitStream
 from wm_proto.v1 import resources_pb2 as pb
-from wm_client.names import short_id
 from wm_proto.v1 import working_memory_service_pb2 as api
 
 MAX_BATCH = 1000  # messages per AddMessages call (the contract's limit)

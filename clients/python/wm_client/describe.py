@@ -129,9 +129,7 @@ def event_detail(event: pb.CommitEvent) -> str:
         return f"version {w.version}, {w.estimated_tokens:,} tokens — {w.abstract}"
     if kind == "retry_scheduled":
         retry = event.retry_scheduled
-        return (
-            f"attempt {retry.attempt} failed ({retry.reason}); next in {retry.delay.ToMilliseconds() / 1000:g} s"
-        )
+        return f"attempt {retry.attempt} failed ({retry.reason}); next in {retry.delay.ToMilliseconds() / 1000:g} s"
     if kind in ("completed", "failed"):
         c = event.completed if kind == "completed" else event.failed
         if kind == "failed":

@@ -18,8 +18,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from wm_client.names import short_id
 from wm_client.describe import event_detail, is_failure
+from wm_client.names import short_id
 from wm_client.render import decision_text, event_line
 from wm_proto.v1 import resources_pb2 as pb
 

@@ -168,7 +168,9 @@ def pending_items(memory: pb.WorkingMemory) -> RenderableType:
     for column in ("section", "item", "refused by", "commit"):
         table.add_column(column, overflow="fold")
     for item in memory.pending_items:
-        table.add_row(item.section or "(several)", item.text, item.source, short_id(item.commit) or "-")
+        table.add_row(
+            item.section or "(several)", item.text, item.source, short_id(item.commit) or "-"
+        )
     return table
 
 

@@ -44,7 +44,7 @@ def session_series(
     """Tokens of a session over time: the working memory after each version, what each commit
     archived (the pending tokens it took), the archive's running total, and the live tokens
     now."""
-    ordered = sorted((c for c in commits if c.archive_id), key=lambda c: _seconds(c.create_time))
+    ordered = sorted((c for c in commits if c.archive), key=lambda c: _seconds(c.create_time))
     archived, total = [], 0
     for commit in ordered:
         total += commit.archived_tokens

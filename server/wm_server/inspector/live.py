@@ -26,6 +26,7 @@ from wm_client.describe import (
     when,
 )
 from wm_client.errors import WmError
+from wm_client.names import short_id
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.inspector.charts import stage_bars
 from wm_server.inspector.layout import escape as _e
@@ -62,7 +63,7 @@ def event_json(event: pb.CommitEvent) -> str:
 async def commit_page(request: web.Request, client: WmClient) -> str:
     sid, cid = request.match_info["session"], request.match_info["commit"]
     commit = await client.get_commit(sid, cid)
-    events = await history.stored_events(client, sid, commit)
+    events = await history.stored_events(client, commit)
     durations = history.stage_durations(commit, events)
     running = commit.state not in _TERMINAL
     items = "".join(event_item(e, d) for e, d in zip(events, durations, strict=True))
@@ -84,7 +85,7 @@ async def commit_page(request: web.Request, client: WmClient) -> str:
     facts = (
         "<table id=commit-facts>"
         f"<tr><th>state</th><td id=commit-state>{_e(state_name(commit.state))}</td></tr>"
-        f"<tr><th>archive</th><td>{_e(commit.archive_id or '-')}</td></tr>"
+        f"<tr><th>archive</th><td>{_e(short_id(commit.archive) or '-')}</td></tr>"
         f"<tr><th>archived</th><td>{commit.archived_message_count:,} messages,"
         f" {commit.archived_tokens:,} tokens</td></tr>"
         f"<tr><th>started (UTC)</th><td>{_e(when(commit.create_time))}</td></tr>"

@@ -270,4 +270,3 @@ async def _checked_form(request: web.Request) -> Any:
 
 def _request_id(form: Any) -> str | None:
     return str(form.get("request_id", "")) or None
-

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from wm_client import history
 from wm_client.client import WmClient
+from wm_client.names import owner_name, session_id, short_id
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.inspector.charts import daily_bars
@@ -47,14 +48,14 @@ async def overview_page(request: web.Request, client: WmClient) -> str:
     failed_per_day: Counter[str] = Counter()
     failing: list[tuple[str, pb.Commit]] = []
     for session in read:
-        for commit in await history.all_commits(client, session.session_id):
-            if not commit.archive_id:
+        for commit in await history.all_commits(client, session.name):
+            if not commit.archive:
                 continue
             day = _day(commit.create_time)
             per_day[day] += 1
             if commit.state == pb.COMMIT_STATE_FAILED:
                 failed_per_day[day] += 1
-                failing.append((session.session_id, commit))
+                failing.append((short_id(session.name), commit))
     today = datetime.datetime.now(datetime.UTC).date()
     days = [(today - datetime.timedelta(days=n)).isoformat() for n in range(DAYS - 1, -1, -1)]
     bars = daily_bars(
@@ -69,8 +70,8 @@ async def overview_page(request: web.Request, client: WmClient) -> str:
         for name, count in sorted(counted.items())
     )
     failures = "".join(
-        f'<li><a href="/sessions/{_e(sid)}/commits/{_e(c.commit_id)}">{_e(sid)} ·'
-        f" {_e(c.commit_id)}</a> — {_e(c.error.message)}</li>"
+        f'<li><a href="/sessions/{_e(sid)}/commits/{_e(short_id(c.name))}">{_e(sid)} ·'
+        f" {_e(short_id(c.name))}</a> — {_e(c.error.message)}</li>"
         for sid, c in failing[:50]
     )
     partial = (
@@ -145,12 +146,13 @@ async def recall_page(request: web.Request, client: WmClient) -> str:
             all_sessions=not who["session"],
             hybrid=True,
             min_score=min_score,
-            max_hits=PLAYGROUND_HITS,
+            page_size=PLAYGROUND_HITS,
         )
         rows = "".join(
             f"<tr class=hit>{_scores(rank, hit)}"
-            f'<td><a href="/sessions/{_e(hit.session_id)}#msg-{_e(hit.message_id)}">'
-            f"{_e(hit.session_id)} · {_e(hit.archive_id)} · {_e(hit.message_id)}</a></td>"
+            f'<td><a href="/sessions/{_e(session_id(hit.archive))}#msg-{_e(short_id(hit.message))}">'
+            f"{_e(session_id(hit.archive))} · {_e(short_id(hit.archive))} ·"
+            f" {_e(short_id(hit.message))}</a></td>"
             f"<td><pre>{_e(hit.snippet)}</pre></td></tr>"
             for rank, hit in enumerate(answer.hits, 1)
         )
@@ -163,14 +165,12 @@ async def recall_page(request: web.Request, client: WmClient) -> str:
             + f". {_semantic(answer.semantic_recall, answer.unembedded_rows)}</p>"
         )
     else:
-        owner = api.MemoryOwner(
-            user_id=who["user"], agent_id=who["agent"], session_id=who["session"]
-        )
-        found = await client.search_memories(query, owner=owner, limit=PLAYGROUND_HITS)
+        owner = owner_name(user_id=who["user"], agent_id=who["agent"], session=who["session"])
+        found = await client.search_memories(query, owner=owner, page_size=PLAYGROUND_HITS)
         kept = [h for h in found.hits if h.score >= min_score]
         rows = "".join(
             f"<tr class=hit>{_scores(rank, hit)}"
-            f'<td><a href="/memories/{_e(hit.memory.memory_id)}">{_e(hit.memory.memory_id)}</a>'
+            f'<td><a href="/memories/{_e(short_id(hit.memory.name))}">{_e(short_id(hit.memory.name))}</a>'
             f" ({_e(type_name(hit.memory.type))})</td><td>{_e(hit.memory.text)}</td></tr>"
             for rank, hit in enumerate(kept, 1)
         )

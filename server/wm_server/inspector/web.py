@@ -30,6 +30,7 @@ from wm_client.client import WmClient
 from wm_client.describe import commit_usage, state_name, when
 from wm_client.errors import WmError
 from wm_client.jsonl import role_name
+from wm_client.names import session_id, short_id
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.inspector import live, memories, overview
 from wm_server.inspector.charts import session_series, tokens_over_time
@@ -90,11 +91,12 @@ async def sessions_page(request: web.Request, client: WmClient) -> str:
     query = request.query.get("q", "").strip()
     rows = []
     async for s in client.iter_sessions(page_size=1000):
-        if query and query.lower() not in s.session_id.lower():
+        sid = short_id(s.name)
+        if query and query.lower() not in sid.lower():
             continue
         owner = (s.user_id and f"user {s.user_id}") or (s.agent_id and f"agent {s.agent_id}") or ""
         rows.append(
-            f'<tr><td><a href="/sessions/{_e(s.session_id)}">{_e(s.session_id)}</a></td>'
+            f'<tr><td><a href="/sessions/{_e(sid)}">{_e(sid)}</a></td>'
             f'<td class="n">{s.message_count:,}</td><td class="n">{s.total_message_count:,}</td>'
             f'<td class="n">{s.pending_tokens:,}</td><td class="n">{s.live_tokens:,}</td>'
             f'<td class="n">{s.archive_count}</td>'
@@ -117,7 +119,7 @@ async def sessions_page(request: web.Request, client: WmClient) -> str:
 
 def plot(commits: list[pb.Commit], versions: dict[int, pb.WorkingMemory]) -> str:
     """Inline SVG: WM tokens after each commit and the pending tokens each commit archived."""
-    points = [c for c in reversed(commits) if c.archive_id]
+    points = [c for c in reversed(commits) if c.archive]
     if not points:
         return "<p>no commits to plot</p>"
     wm = [
@@ -178,10 +180,17 @@ def _message_html(message: pb.Message) -> str:
     )
 
 
-def _archive_html(archive: pb.Archive, full: pb.Archive, *, open_: bool = False) -> str:
-    messages = "".join(_message_html(m) for m in full.messages)
+async def _first_messages(client: WmClient, archive: pb.Archive) -> list[pb.Message]:
+    """The first page of an archive's messages (ListMessages with the archive as parent)."""
+    return list((await client.list_messages(archive.name)).messages)
+
+
+def _archive_html(
+    archive: pb.Archive, messages_of: list[pb.Message], *, open_: bool = False
+) -> str:
+    messages = "".join(_message_html(m) for m in messages_of)
     return (
-        f"<details class=archive{' open' if open_ else ''}><summary>{_e(archive.archive_id)} ·"
+        f"<details class=archive{' open' if open_ else ''}><summary>{_e(short_id(archive.name))} ·"
         f" {_state(archive.state)} · {archive.message_count} messages ·"
         f" {_e(archive.abstract or '')}</summary>{messages}</details>"
     )
@@ -193,7 +202,7 @@ async def archive_page(request: web.Request, client: WmClient) -> str:
     return page(
         f"{aid} of {sid}",
         f'<h2>{_e(aid)} · <a href="/sessions/{_e(sid)}">{_e(sid)}</a></h2>'
-        + _archive_html(full, full, open_=True),
+        + _archive_html(full, await _first_messages(client, full), open_=True),
     )
 
 
@@ -210,8 +219,8 @@ async def session_page(request: web.Request, client: WmClient) -> str:
     shown = archives[-INLINE:]
     versions_got, logs, full_archives = await asyncio.gather(
         asyncio.gather(*(client.get_working_memory(sid, version=v) for v in numbers)),
-        asyncio.gather(*(history.stored_events(client, sid, c) for c in commits[:INLINE])),
-        asyncio.gather(*(client.get_archive(sid, a.archive_id) for a in shown)),
+        asyncio.gather(*(history.stored_events(client, c) for c in commits[:INLINE])),
+        asyncio.gather(*(_first_messages(client, a) for a in shown)),
     )
     versions = dict(zip(numbers, versions_got, strict=True))
     owner = " ".join(
@@ -234,7 +243,7 @@ async def session_page(request: web.Request, client: WmClient) -> str:
         "<table id=pending><tr><th>section</th><th>refused text</th><th>why</th><th>commit</th></tr>"
         + "".join(
             f"<tr><td>{_e(p.section or '(overflow)')}</td><td>{_e(p.text)}</td>"
-            f"<td>{_e(p.source)}</td><td class=mono>{_e(p.commit_id or '-')}</td></tr>"
+            f"<td>{_e(p.source)}</td><td class=mono>{_e(short_id(p.commit) or '-')}</td></tr>"
             for p in pending.pending_items
         )
         + "</table>"
@@ -243,7 +252,8 @@ async def session_page(request: web.Request, client: WmClient) -> str:
     )
     timeline = []
     for index, commit in enumerate(commits):
-        commit_url = f"/sessions/{_e(sid)}/commits/{_e(commit.commit_id)}"
+        cid = short_id(commit.name)
+        commit_url = f"/sessions/{_e(sid)}/commits/{_e(cid)}"
         if index < len(logs):
             events = logs[index]
             durations = history.stage_durations(commit, events)
@@ -270,9 +280,9 @@ async def session_page(request: web.Request, client: WmClient) -> str:
             else ""
         )
         timeline.append(
-            f'<tr class="commit" id="{_e(commit.commit_id)}"><td class="mono">'
-            f'<a href="{commit_url}">{_e(commit.commit_id)}</a></td>'
-            f"<td>{_e(trigger)}</td><td>{_state(commit.state)}</td><td>{_e(commit.archive_id or '-')}</td>"
+            f'<tr class="commit" id="{_e(cid)}"><td class="mono">'
+            f'<a href="{commit_url}">{_e(cid)}</a></td>'
+            f"<td>{_e(trigger)}</td><td>{_state(commit.state)}</td><td>{_e(short_id(commit.archive) or '-')}</td>"
             f'<td class="n">{commit.attempt_count}</td>'
             f"<td>{_e(commit_usage(commit.token_usage))}</td>"
             f'<td class="n">{"-" if took is None else f"{took:,} ms"}</td>'
@@ -293,13 +303,13 @@ async def session_page(request: web.Request, client: WmClient) -> str:
         archive_html.append(
             "<p>older archives: "
             + " ".join(
-                f'<a href="/sessions/{_e(sid)}/archives/{_e(a.archive_id)}">{_e(a.archive_id)}</a>'
-                for a in older
+                f'<a href="/sessions/{_e(sid)}/archives/{_e(aid)}">{_e(aid)}</a>'
+                for aid in (short_id(a.name) for a in older)
             )
             + "</p>"
         )
-    for archive, full in zip(shown, full_archives, strict=True):
-        archive_html.append(_archive_html(archive, full))
+    for archive, messages in zip(shown, full_archives, strict=True):
+        archive_html.append(_archive_html(archive, messages))
     live_messages: list[pb.Message] = []
     token = ""
     while True:  # a page holds at most 8 MiB: the page itself stays bounded by the session
@@ -319,9 +329,9 @@ async def session_page(request: web.Request, client: WmClient) -> str:
         else ""
     )
     marks = [
-        (c.create_time.seconds + c.create_time.nanos / 1e9, c.commit_id)
+        (c.create_time.seconds + c.create_time.nanos / 1e9, short_id(c.name))
         for c in commits
-        if c.archive_id
+        if c.archive
     ]
     memory_links = " ".join(
         f'<a href="/sessions/{_e(sid)}/memory?version={v}">v{v}</a>' for v in versions
@@ -385,7 +395,7 @@ async def memory_page(request: web.Request, client: WmClient) -> str:
     return page(
         title,
         f'<h2>{_e(title)} · <a href="/sessions/{_e(sid)}">{_e(sid)}</a></h2>'
-        f"<p>{memory.estimated_tokens:,} tokens · from {_e(memory.archive_id or 'client ops')}"
+        f"<p>{memory.estimated_tokens:,} tokens · from {_e(short_id(memory.archive) or 'client ops')}"
         f" · {_e(when(memory.create_time))} UTC</p>{form}{''.join(sections)}",
     )
 
@@ -414,10 +424,10 @@ async def search_page(request: web.Request, client: WmClient) -> str:
     )
     if not query:
         return page("search", f"<h2>search archives</h2>{form}")
-    result = await client.search_archives(query, all_sessions=True, max_hits=50)
+    result = await client.search_archives(query, all_sessions=True, page_size=50)
     hits = "".join(
-        f'<div class="hit"><a href="/sessions/{_e(h.session_id)}">{_e(h.session_id)}</a> '
-        f"{_e(h.archive_id)} {_e(h.message_id)} ({_e(role_name(h.role))})<pre>{_e(h.snippet)}</pre></div>"
+        f'<div class="hit"><a href="/sessions/{_e(session_id(h.archive))}">{_e(session_id(h.archive))}</a> '
+        f"{_e(short_id(h.archive))} {_e(short_id(h.message))} ({_e(role_name(h.role))})<pre>{_e(h.snippet)}</pre></div>"
         for h in result.hits
     )
     return page(

@@ -297,7 +297,10 @@ class WmMemoryStore(BaseStore):
             page = await self.client.list_memories(owner=owner, types=types, page_size=500,
                                                    page_token=token)  # fmt: skip
             for memory in page.memories:
-                if memory.fields.get(KEY_FIELD) == key or key in (memory.name, short_id(memory.name)):
+                if memory.fields.get(KEY_FIELD) == key or key in (
+                    memory.name,
+                    short_id(memory.name),
+                ):
                     return memory
             token = page.next_page_token
             if not token:
