@@ -20,7 +20,7 @@ def details(error: grpc.aio.AioRpcError) -> tuple[error_details_pb2.ErrorInfo, l
             bad = error_details_pb2.BadRequest()
             detail.Unpack(bad)
             fields.extend(v.field for v in bad.field_violations)
-    assert info.domain == "wm.v1"
+    assert info.domain == "wm"
     return info, fields
 
 
