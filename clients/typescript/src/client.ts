@@ -5,12 +5,14 @@
  * per logical call and sent again on every retry (so a retry of UNAVAILABLE never stores
  * twice); unary calls are retried and timed as the shared service config says (connect-node
  * has no service config of its own); errors come out as WmError with decoded details; commit
- * streams resume by themselves. Requests are built here from plain arguments; responses are
- * the generated wm.v1 messages (int64 fields are bigint).
+ * streams resume by themselves; on request, the contract's field rules are checked before
+ * anything is sent (validateRequests). Requests are built here from plain arguments: a session,
+ * commit, archive, tool output or memory is given by its short id or its resource name
+ * (names.ts); responses are the generated wm.v1 messages, with names (int64 fields are bigint).
  */
 import { randomUUID } from "node:crypto";
 
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createClient, type CallOptions, type Client, type Transport } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
@@ -25,6 +27,7 @@ import {
   type MemoryType,
   type Commit,
   type CommitEvent,
+  type Message,
   type MessageSchema,
   type PartSchema,
   type SectionOpSchema,
@@ -36,6 +39,7 @@ import {
   ContextFormat,
   SearchMode,
   ToolFormat,
+  WatchCommitRequestSchema,
   WorkingMemoryService,
   type AddMessagesResponse,
   type ApplyWorkingMemoryOpsResponse,
@@ -45,7 +49,6 @@ import {
   type GetToolOutputResponse,
   type ListMemoriesResponse,
   type PurgeUserDataResponse,
-  type MemoryOwnerSchema,
   type SearchMemoriesResponse,
   type ListArchivesResponse,
   type ListCommitsResponse,
@@ -55,7 +58,22 @@ import {
   type SearchArchivesResponse,
   type SearchToolOutputsResponse,
 } from "./gen/wm/v1/working_memory_service_pb.js";
+import {
+  ALL_SESSIONS,
+  LATEST,
+  SESSIONS,
+  archiveName,
+  commitName,
+  memoryName,
+  ownerName,
+  sessionId,
+  sessionName,
+  toolOutputName,
+  workingMemoryName,
+  type MemoryOwner,
+} from "./names.js";
 import { CommitStream, type ResumePolicy } from "./stream.js";
+import { checkRequest } from "./validation.js";
 
 export const DEFAULT_PORT = 50051;
 export const DEFAULT_ADDRESS = `127.0.0.1:${DEFAULT_PORT}`;
@@ -64,8 +82,6 @@ export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 export type MessageInit = MessageInitShape<typeof MessageSchema>;
 export type PartInit = MessageInitShape<typeof PartSchema>;
-/** Whose long-term memories: a user, an agent, or the owner of a session. */
-export type MemoryOwnerInit = MessageInitShape<typeof MemoryOwnerSchema>;
 export type SessionConfigInit = MessageInitShape<typeof SessionConfigSchema>;
 export type SectionOpInit = MessageInitShape<typeof SectionOpSchema>;
 type Int = number | bigint;
@@ -112,6 +128,14 @@ export interface WmClientOptions {
   resumePolicy?: Partial<ResumePolicy>;
   /** A transport of your own (e.g. connect-node's createConnectTransport for the HTTP door). */
   transport?: Transport;
+  /**
+   * Check every request against the contract's field rules (protovalidate, the rules the
+   * server enforces) before sending it; one that breaks a rule throws the INVALID_ARGUMENT
+   * WmError the server would answer (BadRequest field paths, rule ids as reasons), marked
+   * `clientSide`, and is not sent. Default false: the server checks anyway, and a client
+   * built from an older contract would refuse what a newer server may accept.
+   */
+  validateRequests?: boolean;
 }
 
 type Service = Client<typeof WorkingMemoryService>;
@@ -125,6 +149,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export class WmClient {
   readonly baseUrl: string;
   readonly resumePolicy: Partial<ResumePolicy>;
+  /** Whether requests are checked against the contract's rules before they are sent. */
+  readonly validateRequests: boolean;
   private readonly service: Service;
   private readonly sessions: Http2SessionManager | undefined;
   private readonly policies: Map<string, MethodPolicy>;
@@ -138,6 +164,7 @@ export class WmClient {
     if (options.apiKey) this.headers.authorization = `Bearer ${options.apiKey}`;
     this.timeoutMs = options.timeoutMs;
     this.resumePolicy = { ...options.resumePolicy };
+    this.validateRequests = options.validateRequests ?? false;
     let transport = options.transport;
     if (transport === undefined) {
       this.sessions = new Http2SessionManager(this.baseUrl);
@@ -157,18 +184,16 @@ export class WmClient {
   }
 
   // --- sessions ---------------------------------------------------------------------------------
-  /** Creates a session (the server makes an id when `sessionId` is empty); fields of `config`
-   * left unset take the server's default; `userId` (else `agentId`) owns the long-term
-   * memories the session makes and recalls. */
+  /** Creates a session (the server makes an id when `session` is empty; an id or a name);
+   * fields of `config` left unset take the server's default; `userId` (else `agentId`) owns
+   * the long-term memories the session makes and recalls. */
   createSession(
-    sessionId = "",
+    session = "",
     options: { config?: SessionConfigInit; userId?: string; agentId?: string; requestId?: string } = {},
   ): Promise<Session> {
     return this.unary("createSession", {
-      sessionId,
-      config: options.config,
-      userId: options.userId ?? "",
-      agentId: options.agentId ?? "",
+      session: { config: options.config, userId: options.userId ?? "", agentId: options.agentId ?? "" },
+      sessionId: session ? sessionId(session) : "",
       requestId: options.requestId ?? newRequestId(),
     });
   }
@@ -176,21 +201,21 @@ export class WmClient {
   /** Changes the session's config: the fields `paths` names (e.g. "config.auto_commit.idle_timeout"),
    * or with no paths every field set in `config`. */
   updateSession(
-    sessionId: string,
+    session: string,
     config: SessionConfigInit,
     paths: string[] = [],
     options: { requestId?: string } = {},
   ): Promise<Session> {
     return this.unary("updateSession", {
-      session: { sessionId, config },
+      session: { name: sessionName(session), config },
       updateMask: { paths },
       requestId: options.requestId ?? newRequestId(),
     });
   }
 
-  /** A session and its counters (pendingTokens, liveTokens, workingMemoryVersion...). */
-  getSession(sessionId: string): Promise<Session> {
-    return this.unary("getSession", { sessionId });
+  /** A session (an id or a name) and its counters (pendingTokens, liveTokens, workingMemoryVersion...). */
+  getSession(session: string): Promise<Session> {
+    return this.unary("getSession", { name: sessionName(session) });
   }
 
   /** One page of sessions, newest first. */
@@ -209,27 +234,30 @@ export class WmClient {
   }
 
   /** Deletes a session and everything of it. */
-  async deleteSession(sessionId: string, options: { requestId?: string } = {}): Promise<void> {
-    await this.unary("deleteSession", { sessionId, requestId: options.requestId ?? newRequestId() });
+  async deleteSession(session: string, options: { requestId?: string } = {}): Promise<void> {
+    await this.unary("deleteSession", { name: sessionName(session), requestId: options.requestId ?? newRequestId() });
   }
 
   /** Adds 1-1000 messages atomically; ids already stored come back as duplicates. */
   addMessages(
-    sessionId: string,
+    session: string,
     messages: readonly MessageInit[],
     options: { createSessionIfMissing?: boolean; requestId?: string } = {},
   ): Promise<AddMessagesResponse> {
     return this.unary("addMessages", {
-      sessionId,
+      parent: sessionName(session),
       messages: [...messages],
       createSessionIfMissing: options.createSessionIfMissing ?? false,
       requestId: options.requestId ?? newRequestId(),
     });
   }
 
-  /** One page of the session's live messages, oldest first (follow nextPageToken). */
-  listMessages(sessionId: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<ListMessagesResponse> {
-    return this.unary("listMessages", { sessionId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" });
+  /** One page of messages, oldest first (follow nextPageToken): a session's live messages
+   * (`parent` its id or name), or those of an archive (`parent` the archive's name; see
+   * listArchiveMessages for an archive by its id). */
+  listMessages(parent: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<ListMessagesResponse> {
+    const name = parent.startsWith(SESSIONS) ? parent : sessionName(parent);
+    return this.unary("listMessages", { parent: name, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" });
   }
 
   /**
@@ -238,86 +266,116 @@ export class WmClient {
    * messages stay). A retry with the same `requestId` returns the same messages.
    */
   removeRecentMessages(
-    sessionId: string,
+    session: string,
     count = 1,
     options: { requestId?: string } = {},
   ): Promise<RemoveRecentMessagesResponse> {
-    return this.unary("removeRecentMessages", { sessionId, count, requestId: options.requestId ?? newRequestId() });
+    return this.unary("removeRecentMessages", {
+      parent: sessionName(session),
+      count,
+      requestId: options.requestId ?? newRequestId(),
+    });
   }
 
   // --- commits ----------------------------------------------------------------------------------
   /**
-   * Starts a commit keeping the newest `keepRecentCount` messages (or, with `keepRecentTurns`,
-   * the newest turns); the stream yields its events (Phase 1 first) and resumes itself after
-   * a disconnect. Nothing is sent until the stream is first read.
+   * Starts a commit (CreateCommit) keeping the newest `keepRecentCount` messages (0: archive
+   * everything); returns the Commit once Phase 1 is stored. Retried on UNAVAILABLE with the
+   * same request id, which the server answers with the same commit. Watch it with watchCommit,
+   * or use commit() for both.
+   */
+  createCommit(
+    session: string,
+    options: { keepRecentCount?: number; keepRecentTurns?: number; requestId?: string } = {},
+  ): Promise<Commit> {
+    return this.unary("createCommit", {
+      parent: sessionName(session),
+      keepRecentCount: options.keepRecentCount ?? 0,
+      keepRecentTurns: options.keepRecentTurns ?? 0,
+      requestId: options.requestId ?? newRequestId(),
+    });
+  }
+
+  /** Starts a commit that archives every live message (CompactSession); as createCommit. */
+  compactSession(session: string, options: { requestId?: string } = {}): Promise<Commit> {
+    return this.unary("compactSession", { name: sessionName(session), requestId: options.requestId ?? newRequestId() });
+  }
+
+  /**
+   * A commit keeping the newest `keepRecentCount` messages (or, with `keepRecentTurns`, the
+   * newest turns), as its events (Phase 1 first): CreateCommit, then WatchCommit, resuming
+   * itself after a disconnect (see stream.ts). Nothing is sent until the stream is first read.
    */
   commit(
-    sessionId: string,
+    session: string,
     keepRecentCount = 0,
     options: { keepRecentTurns?: number; requestId?: string; heartbeats?: boolean } = {},
   ): CommitStream {
     const requestId = options.requestId ?? newRequestId();
-    return this.commitStream(sessionId, options.heartbeats, (signal) =>
-      this.service.commit(
-        { sessionId, keepRecentCount, keepRecentTurns: options.keepRecentTurns ?? 0, requestId },
-        this.callOptions("Commit", signal),
-      ),
+    const request = { keepRecentCount, keepRecentTurns: options.keepRecentTurns ?? 0, requestId };
+    return this.startedStream(session, options.heartbeats, (signal) =>
+      this.unary("createCommit", { parent: sessionName(session), ...request }, signal),
     );
   }
 
-  /** Commits with keep 0 (archives every live message); the stream runs to Phase 2's end. */
-  compact(sessionId: string, options: { requestId?: string; heartbeats?: boolean } = {}): CommitStream {
+  /** Archives every live message (CompactSession) and follows the commit to Phase 2's end. */
+  compact(session: string, options: { requestId?: string; heartbeats?: boolean } = {}): CommitStream {
     const requestId = options.requestId ?? newRequestId();
-    return this.commitStream(sessionId, options.heartbeats, (signal) =>
-      this.service.compact({ sessionId, requestId }, this.callOptions("Compact", signal)),
+    return this.startedStream(session, options.heartbeats, (signal) =>
+      this.unary("compactSession", { name: sessionName(session), requestId }, signal),
     );
   }
 
-  /** Re-attaches to a commit: stored events after `afterSequence`, then live ones. */
+  /** Re-attaches to a commit (its id with the session, or its name): stored events after
+   * `afterSequence`, then live ones. */
   watchCommit(
-    sessionId: string,
-    commitId: string,
+    session: string,
+    commit: string,
     options: { afterSequence?: Int; heartbeats?: boolean } = {},
   ): CommitStream {
-    return new CommitStream((cid, after, signal) => this.watchCall(sessionId, cid ?? commitId, after, signal), {
-      sessionId,
-      commitId,
+    return new CommitStream((name, after, signal) => this.watchCall(name, after, signal), {
+      session: sessionName(commit.startsWith(SESSIONS) ? commit : session),
+      commit: commitName(session, commit),
       afterSequence: BigInt(options.afterSequence ?? 0),
       heartbeats: options.heartbeats ?? false,
       policy: this.resumePolicy,
-      finished: this.finishedProbe(sessionId),
+      finished: this.finishedProbe(),
     });
   }
 
-  /** A commit's current state. */
-  getCommit(sessionId: string, commitId: string): Promise<Commit> {
-    return this.unary("getCommit", { sessionId, commitId });
+  /** A commit's current state (its id with the session, or its name). */
+  getCommit(session: string, commit: string): Promise<Commit> {
+    return this.unary("getCommit", { name: commitName(session, commit) });
   }
 
   /** One page of a session's commits, newest first. */
-  listCommits(sessionId: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<ListCommitsResponse> {
-    return this.unary("listCommits", { sessionId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" });
+  listCommits(session: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<ListCommitsResponse> {
+    return this.unary("listCommits", {
+      parent: sessionName(session),
+      pageSize: options.pageSize ?? 0,
+      pageToken: options.pageToken ?? "",
+    });
   }
 
   /** Runs Phase 2 of a failed commit again (watch it with watchCommit). */
-  retryCommit(sessionId: string, commitId: string, options: { requestId?: string } = {}): Promise<Commit> {
-    return this.unary("retryCommit", { sessionId, commitId, requestId: options.requestId ?? newRequestId() });
+  retryCommit(session: string, commit: string, options: { requestId?: string } = {}): Promise<Commit> {
+    return this.unary("retryCommit", { name: commitName(session, commit), requestId: options.requestId ?? newRequestId() });
   }
 
   // --- working memory ---------------------------------------------------------------------------
   /** The latest completed working memory, or `version`; NOT_FOUND when there is none. */
-  getWorkingMemory(sessionId: string, options: { version?: Int } = {}): Promise<WorkingMemory> {
-    return this.unary("getWorkingMemory", { sessionId, version: BigInt(options.version ?? 0) });
+  getWorkingMemory(session: string, options: { version?: Int } = {}): Promise<WorkingMemory> {
+    return this.unary("getWorkingMemory", { name: workingMemoryName(session, options.version ?? LATEST) });
   }
 
   /** Applies ops computed by the caller's own model, through the server's guards. */
   applyWorkingMemoryOps(
-    sessionId: string,
+    session: string,
     ops: readonly SectionOpInit[],
     options: { expectedVersion?: Int; requestId?: string } = {},
   ): Promise<ApplyWorkingMemoryOpsResponse> {
     return this.unary("applyWorkingMemoryOps", {
-      sessionId,
+      parent: sessionName(session),
       ops: [...ops],
       expectedVersion: BigInt(options.expectedVersion ?? 0),
       requestId: options.requestId ?? newRequestId(),
@@ -327,76 +385,78 @@ export class WmClient {
   /** The next model context within `tokenBudget` tokens; with `registeredTools` (e.g.
    * ToolExecutor.names) its system-prompt addition names only those tools; with
    * `recallMemories`, it ends with the long-term memories relevant to the newest user request
-   * (within `memoryTokenBudget`, 0: the server's default). */
+   * (within `memoryTokenBudget`, 0: the server's default); with `format` (e.g.
+   * ContextFormat.ANTHROPIC_MESSAGES) it is also rendered for that model API into
+   * `renderedJson`. */
   assembleContext(
-    sessionId: string,
+    session: string,
     tokenBudget: Int,
     options: {
       systemPrompt?: string;
-      includeAnthropicJson?: boolean;
       registeredTools?: readonly string[];
       recallMemories?: boolean;
       memoryTokenBudget?: Int;
-      /** Also render the context for a model API into `renderedJson` (e.g.
-       * ContextFormat.OPENAI_CHAT_COMPLETIONS). */
       format?: ContextFormat;
     } = {},
   ): Promise<AssembleContextResponse> {
     return this.unary("assembleContext", {
+      name: sessionName(session),
       format: options.format ?? ContextFormat.UNSPECIFIED,
       memoryRecall: options.recallMemories
         ? { enabled: true, tokenBudget: BigInt(options.memoryTokenBudget ?? 0) }
         : undefined,
-      sessionId,
       tokenBudget: BigInt(tokenBudget),
       systemPrompt: options.systemPrompt ?? "",
-      includeAnthropicJson: options.includeAnthropicJson ?? false,
       // Set, even when empty: an empty list means no tools at all.
       registeredTools: options.registeredTools ? { names: [...options.registeredTools] } : undefined,
     });
   }
 
   // --- archives ---------------------------------------------------------------------------------
-  /** One page of a session's archives, oldest first, without messages. */
-  listArchives(sessionId: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<ListArchivesResponse> {
-    return this.unary("listArchives", { sessionId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" });
-  }
-
-  /** One archive with one page of its raw messages; follow nextMessagesPageToken, or use
-   * iterArchiveMessages. */
-  getArchive(
-    sessionId: string,
-    archiveId: string,
-    options: { pageSize?: number; pageToken?: string } = {},
-  ): Promise<Archive> {
-    return this.unary("getArchive", {
-      sessionId,
-      archiveId,
+  /** One page of a session's archives, oldest first. */
+  listArchives(session: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<ListArchivesResponse> {
+    return this.unary("listArchives", {
+      parent: sessionName(session),
       pageSize: options.pageSize ?? 0,
       pageToken: options.pageToken ?? "",
     });
   }
 
+  /** One archive (`archive_001` with the session, or its name); its messages: listArchiveMessages. */
+  getArchive(session: string, archive: string): Promise<Archive> {
+    return this.unary("getArchive", { name: archiveName(session, archive) });
+  }
+
+  /** One page of an archive's messages (ListMessages with the archive as parent). */
+  listArchiveMessages(
+    session: string,
+    archive: string,
+    options: { pageSize?: number; pageToken?: string } = {},
+  ): Promise<ListMessagesResponse> {
+    return this.listMessages(archiveName(session, archive), options);
+  }
+
   /** Every message of an archive, page after page. */
-  async *iterArchiveMessages(sessionId: string, archiveId: string, pageSize = 0) {
+  async *iterArchiveMessages(session: string, archive: string, pageSize = 0): AsyncGenerator<Message> {
     let pageToken = "";
     do {
-      const page = await this.getArchive(sessionId, archiveId, { pageSize, pageToken });
+      const page = await this.listArchiveMessages(session, archive, { pageSize, pageToken });
       yield* page.messages;
-      pageToken = page.nextMessagesPageToken;
+      pageToken = page.nextPageToken;
     } while (pageToken);
   }
 
   /** Search over archived messages: literal and case-insensitive (newest archive first), or
    * `ranked` by BM25 (best first), or any `mode` of the contract (wins over `ranked`; HYBRID
-   * fuses BM25 with recall by meaning, hits at or above `minScore`); across the tenant's
-   * sessions, or those of `userId` / `agentId`, with `allSessions`. */
+   * fuses BM25 with recall by meaning, hits at or above `minScore`); in `session` (or one
+   * `archive` of it), or, with `allSessions`, across the tenant's sessions or those of
+   * `userId` / `agentId`. */
   searchArchives(
     query: string,
     options: {
-      sessionId?: string;
-      archiveId?: string;
-      maxHits?: number;
+      session?: string;
+      archive?: string;
+      pageSize?: number;
       allSessions?: boolean;
       ranked?: boolean;
       mode?: SearchMode;
@@ -405,16 +465,18 @@ export class WmClient {
       agentId?: string;
     } = {},
   ): Promise<SearchArchivesResponse> {
+    const session = options.session ?? "";
+    const archive = options.archive ? archiveName(session, options.archive) : "";
+    const parent = options.allSessions ? ALL_SESSIONS : session || archive ? sessionName(session || archive) : "";
     return this.unary("searchArchives", {
+      parent,
       mode: options.mode ?? (options.ranked ? SearchMode.RANKED : SearchMode.UNSPECIFIED),
       minScore: options.minScore ?? 0,
       userId: options.userId ?? "",
       agentId: options.agentId ?? "",
       query,
-      sessionId: options.sessionId ?? "",
-      archiveId: options.archiveId ?? "",
-      maxHits: options.maxHits ?? 0,
-      allSessions: options.allSessions ?? false,
+      archive,
+      pageSize: options.pageSize ?? 0,
     });
   }
 
@@ -423,27 +485,27 @@ export class WmClient {
    * `includeSuperseded`, the memories newer ones replaced too, ranked below them. */
   searchMemories(
     query: string,
-    options: { owner: MemoryOwnerInit; types?: MemoryType[]; limit?: number; includeSuperseded?: boolean },
+    options: { owner: MemoryOwner; types?: MemoryType[]; pageSize?: number; includeSuperseded?: boolean },
   ): Promise<SearchMemoriesResponse> {
     return this.unary("searchMemories", {
-      owner: options.owner,
+      owner: ownerName(options.owner),
       query,
       types: options.types ?? [],
-      limit: options.limit ?? 0,
+      pageSize: options.pageSize ?? 0,
       includeSuperseded: options.includeSuperseded ?? false,
     });
   }
 
   /** One page of an owner's memories, newest first. */
   listMemories(options: {
-    owner: MemoryOwnerInit;
+    owner: MemoryOwner;
     types?: MemoryType[];
     state?: MemoryState;
     pageSize?: number;
     pageToken?: string;
   }): Promise<ListMemoriesResponse> {
     return this.unary("listMemories", {
-      owner: options.owner,
+      owner: ownerName(options.owner),
       types: options.types ?? [],
       state: options.state ?? MemoryState.UNSPECIFIED,
       pageSize: options.pageSize ?? 0,
@@ -451,26 +513,26 @@ export class WmClient {
     });
   }
 
-  /** One memory with its history. */
-  getMemory(memoryId: string): Promise<Memory> {
-    return this.unary("getMemory", { memoryId });
+  /** One memory (`mem_…` or its name) with its history. */
+  getMemory(memory: string): Promise<Memory> {
+    return this.unary("getMemory", { name: memoryName(memory) });
   }
 
-  /** Stores a memory (or finds the owner's active one that says the same). `supersedes`: ids
-   * of the owner's active memories it replaces (they become SUPERSEDED, valid until this one);
-   * `expireTime`: when to forget it. */
+  /** Stores a memory (or finds the owner's active one that says the same). `supersedes`: the
+   * owner's active memories it replaces (ids or names; they become SUPERSEDED, valid until
+   * this one); `expireTime`: when to forget it. */
   createMemory(
-    owner: MemoryOwnerInit,
+    owner: MemoryOwner,
     type: MemoryType,
     text: string,
-    options: { requestId?: string; supersedes?: string[]; expireTime?: Date } = {},
+    options: { requestId?: string; supersedes?: readonly string[]; expireTime?: Date } = {},
   ): Promise<CreateMemoryResponse> {
     return this.unary("createMemory", {
-      owner,
+      owner: ownerName(owner),
       memory: {
         type,
         text,
-        supersedesMemoryIds: options.supersedes ?? [],
+        supersedes: (options.supersedes ?? []).map(memoryName),
         ...(options.expireTime ? { expireTime: timestampFromDate(options.expireTime) } : {}),
       },
       requestId: options.requestId ?? newRequestId(),
@@ -480,7 +542,7 @@ export class WmClient {
   /** Corrects a memory: writes the fields given (the superseded version stays in its history
    * with `reason`; empty: "user correction"). */
   updateMemory(
-    memoryId: string,
+    memory: string,
     changes: { text?: string; type?: MemoryType; expireTime?: Date },
     options: { reason?: string; requestId?: string } = {},
   ): Promise<Memory> {
@@ -492,7 +554,7 @@ export class WmClient {
     if (!paths.length) throw new RangeError("updateMemory needs text, type or expireTime");
     const { expireTime, ...content } = changes;
     return this.unary("updateMemory", {
-      memory: { memoryId, ...content, ...(expireTime ? { expireTime: timestampFromDate(expireTime) } : {}) },
+      memory: { name: memoryName(memory), ...content, ...(expireTime ? { expireTime: timestampFromDate(expireTime) } : {}) },
       updateMask: { paths },
       reason: options.reason ?? "",
       requestId: options.requestId ?? newRequestId(),
@@ -500,13 +562,13 @@ export class WmClient {
   }
 
   /** Forgets a memory: store, index and history. */
-  async deleteMemory(memoryId: string, options: { requestId?: string } = {}): Promise<void> {
-    await this.unary("deleteMemory", { memoryId, requestId: options.requestId ?? newRequestId() });
+  async deleteMemory(memory: string, options: { requestId?: string } = {}): Promise<void> {
+    await this.unary("deleteMemory", { name: memoryName(memory), requestId: options.requestId ?? newRequestId() });
   }
 
   /** Retires a memory that no longer holds: kept with `reason`, no longer recalled. */
-  retireMemory(memoryId: string, reason: string, options: { requestId?: string } = {}): Promise<Memory> {
-    return this.unary("retireMemory", { memoryId, reason, requestId: options.requestId ?? newRequestId() });
+  retireMemory(memory: string, reason: string, options: { requestId?: string } = {}): Promise<Memory> {
+    return this.unary("retireMemory", { name: memoryName(memory), reason, requestId: options.requestId ?? newRequestId() });
   }
 
   /** Forgets a user: every memory they own and every session created with their userId
@@ -516,11 +578,11 @@ export class WmClient {
   }
 
   // --- tool outputs -----------------------------------------------------------------------------
-  /** One page of a stored tool output: lines from `startLine` (1-based), or bytes when
-   * `byteOffset` is given; `pageToken` continues a range. */
+  /** One page of a stored tool output (`out.m12.0` with the session, or its name): lines from
+   * `startLine` (1-based), or bytes when `byteOffset` is given; `pageToken` continues a range. */
   getToolOutput(
-    sessionId: string,
-    outputId: string,
+    session: string,
+    toolOutput: string,
     options: { startLine?: Int; lineCount?: Int; byteOffset?: Int; byteLength?: Int; pageToken?: string } = {},
   ): Promise<GetToolOutputResponse> {
     const range =
@@ -530,24 +592,29 @@ export class WmClient {
             case: "lines" as const,
             value: { start: BigInt(options.startLine ?? 0), count: BigInt(options.lineCount ?? 0) },
           };
-    return this.unary("getToolOutput", { sessionId, outputId, range, pageToken: options.pageToken ?? "" });
+    return this.unary("getToolOutput", {
+      name: toolOutputName(session, toolOutput),
+      range,
+      pageToken: options.pageToken ?? "",
+    });
   }
 
   /** Literal, case-insensitive search over the session's stored tool outputs, by line. */
   searchToolOutputs(
-    sessionId: string,
+    session: string,
     query: string,
-    options: { outputId?: string; maxHits?: number } = {},
+    options: { toolOutput?: string; pageSize?: number } = {},
   ): Promise<SearchToolOutputsResponse> {
     return this.unary("searchToolOutputs", {
-      sessionId,
+      parent: sessionName(session),
       query,
-      outputId: options.outputId ?? "",
-      maxHits: options.maxHits ?? 0,
+      toolOutput: options.toolOutput ? toolOutputName(session, options.toolOutput) : "",
+      pageSize: options.pageSize ?? 0,
     });
   }
 
-  /** The recall tools' definitions (and update_working_memory), ready to register. */
+  /** The recall tools' definitions (and update_working_memory), ready to register: each
+   * rendered for `format`'s API into `renderedJson`. */
   getToolDefinitions(format: ToolFormat = ToolFormat.UNSPECIFIED): Promise<GetToolDefinitionsResponse> {
     return this.unary("getToolDefinitions", { format });
   }
@@ -558,6 +625,14 @@ export class WmClient {
     return { headers: this.headers, timeoutMs, signal };
   }
 
+  /** The request as its generated message, checked against the contract's rules when the
+   * client validates requests (a WmError INVALID_ARGUMENT, marked clientSide, when it breaks one). */
+  private checked<Desc extends DescMessage>(schema: Desc, request: MessageInitShape<Desc>): MessageShape<Desc> {
+    const message = create(schema, request);
+    if (this.validateRequests) checkRequest(schema, message);
+    return message;
+  }
+
   /**
    * One logical unary call: the request is built once (so its request_id is the same on every
    * attempt) and retried on the service config's codes with its backoff, within one deadline.
@@ -565,16 +640,18 @@ export class WmClient {
   private async unary<M extends UnaryName>(
     name: M,
     request: Parameters<Service[M]>[0],
+    signal?: AbortSignal,
   ): Promise<Awaited<ReturnType<Service[M]>>> {
     const method = name.charAt(0).toUpperCase() + name.slice(1);
+    const message = this.checked(WorkingMemoryService.method[name].input as DescMessage, request as MessageInitShape<DescMessage>);
     const policy = this.policies.get(method);
     const timeoutMs = this.timeoutMs ?? policy?.timeoutMs;
     const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-    const call = this.service[name] as (r: typeof request, o: CallOptions) => ReturnType<Service[M]>;
+    const call = this.service[name] as unknown as (r: unknown, o: CallOptions) => ReturnType<Service[M]>;
     for (let attempt = 1; ; attempt += 1) {
       const remaining = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
       try {
-        return (await call.call(this.service, request, { headers: this.headers, timeoutMs: remaining })) as Awaited<
+        return (await call.call(this.service, message, { headers: this.headers, timeoutMs: remaining, signal })) as Awaited<
           ReturnType<Service[M]>
         >;
       } catch (raw) {
@@ -583,35 +660,39 @@ export class WmClient {
         if (retry === undefined || attempt >= retry.maxAttempts || !retry.codes.has(error.code)) throw error;
         const pause = backoffMs(retry, attempt);
         if (deadline !== undefined && Date.now() + pause >= deadline) throw error;
+        if (signal?.aborted) throw error;
         await sleep(pause);
       }
     }
   }
 
-  private commitStream(
-    sessionId: string,
+  /** A stream whose commit `start` makes (CreateCommit or CompactSession, one request id for
+   * every attempt), then watches. */
+  private startedStream(
+    session: string,
     heartbeats: boolean | undefined,
-    first: (signal: AbortSignal) => AsyncIterable<CommitEvent>,
+    start: (signal: AbortSignal) => Promise<Commit>,
   ): CommitStream {
-    return new CommitStream(
-      (commitId, after, signal) =>
-        // Before the first event: the same request again (same request_id, same commit).
-        commitId === undefined ? first(signal) : this.watchCall(sessionId, commitId, after, signal),
-      { sessionId, heartbeats: heartbeats ?? false, policy: this.resumePolicy, finished: this.finishedProbe(sessionId) },
-    );
+    return new CommitStream((name, after, signal) => this.watchCall(name, after, signal), {
+      session: sessionName(session),
+      start,
+      heartbeats: heartbeats ?? false,
+      policy: this.resumePolicy,
+      finished: this.finishedProbe(),
+    });
   }
 
-  private watchCall(sessionId: string, commitId: string, afterSequence: bigint, signal: AbortSignal) {
-    return this.service.watchCommit({ sessionId, commitId, afterSequence }, this.callOptions("WatchCommit", signal));
+  private watchCall(name: string, afterSequence: bigint, signal: AbortSignal): AsyncIterable<CommitEvent> {
+    const request = this.checked(WatchCommitRequestSchema, { name, afterSequence });
+    return this.service.watchCommit(request, this.callOptions("WatchCommit", signal));
   }
 
   /** For a stream that ended without its terminal event: has the commit ended with nothing
    * stored after `last`? (Then there is nothing to wait for.) */
-  private finishedProbe(sessionId: string) {
-    return async (commitId: string, last: bigint): Promise<boolean> => {
-      const commit = await this.getCommit(sessionId, commitId);
+  private finishedProbe() {
+    return async (name: string, last: bigint): Promise<boolean> => {
+      const commit = await this.unary("getCommit", { name });
       return TERMINAL_STATES.has(commit.state) && commit.lastSequence <= last;
     };
   }
 }
-

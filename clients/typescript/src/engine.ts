@@ -23,7 +23,8 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { newRequestId, type MessageInit, type WmClient } from "./client.js";
 import { WmError } from "./errors.js";
 import { CommitStage, CommitState, MessageSchema, Role, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
-import type { AssembleContextResponse } from "./gen/wm/v1/working_memory_service_pb.js";
+import { ContextFormat, type AssembleContextResponse } from "./gen/wm/v1/working_memory_service_pb.js";
+import { sessionName } from "./names.js";
 import {
   ENGINE_UNREACHABLE,
   MAX_KEEP_RECENT,
@@ -71,7 +72,8 @@ export class BackgroundCommit {
   private settled = false;
 
   constructor(
-    readonly sessionId: string,
+    /** The session's name. */
+    readonly session: string,
     readonly stream: CommitStream,
     logger: Logger,
     after?: BackgroundCommit,
@@ -100,14 +102,14 @@ export class BackgroundCommit {
     })();
     this.done.then(
       (event) =>
-        logger.info(`background commit ${event.commitId} of ${sessionId} ended: ${CommitState[event.state]}`),
-      (error: unknown) => logger.warn(`background commit of ${sessionId} failed: ${String(error)}`),
+        logger.info(`background commit ${event.commit} ended: ${CommitState[event.state]}`),
+      (error: unknown) => logger.warn(`background commit of ${session} failed: ${String(error)}`),
     );
   }
 
-  /** Known once Phase 1 answered. */
-  get commitId(): string | undefined {
-    return this.stream.commitId;
+  /** The commit's name, known once Phase 1 answered. */
+  get commit(): string | undefined {
+    return this.stream.commit;
   }
 
   /** True once the server answered Phase 1 (or the attempt ended). */
@@ -137,14 +139,15 @@ export class BackgroundCommit {
 
 /** What afterTurn did. `pendingTokens` is null when nothing reached the service. */
 export interface AfterTurnResult {
-  sessionId: string;
+  /** The session's name. */
+  session: string;
   addedMessageIds: string[];
   duplicateMessageIds: string[];
   pendingTokens: number | null;
   threshold: number;
   commit: BackgroundCommit | null;
-  /** The commit the server started under the session's own auto-commit policy ("" if none). */
-  serverCommitId: string;
+  /** The commit the server started under the session's own auto-commit policy: its name ("" if none). */
+  serverCommit: string;
   /** True when the service was unreachable: the messages wait in the engine for the next turn. */
   fallback: boolean;
   /** Why the engine fell back ("" otherwise). */
@@ -212,14 +215,17 @@ export type CompactOutcome = "completed" | "skipped" | "failed" | "unavailable";
 
 /** The outcome of compact: the new summary and the context size before and after. */
 export interface CompactResult {
-  sessionId: string;
+  /** The session's name. */
+  session: string;
   outcome: CompactOutcome;
   /** The new working memory document when completed, else "". */
   summary: string;
   tokensBefore: number;
   tokensAfter: number;
-  commitId: string;
-  archiveId: string;
+  /** The commit's name ("" when none started). */
+  commit: string;
+  /** The archive's name ("" when nothing was archived). */
+  archive: string;
   workingMemoryVersion: number;
   archivedMessageCount: number;
   /** What went wrong (failed), why nothing was archived (skipped), or the outage (unavailable). */
@@ -240,7 +246,9 @@ export interface AfterTurnOptions {
 
 export interface AssembleOptions<M> {
   systemPrompt?: string;
-  includeAnthropicJson?: boolean;
+  /** Also render the context for a model API into `renderedJson` (e.g.
+   * ContextFormat.ANTHROPIC_MESSAGES). */
+  format?: ContextFormat;
   /** The recall tools the runtime registered (e.g. ToolExecutor.names). */
   registeredTools?: readonly string[];
   /** Recall the long-term memories relevant to the newest user request (default true). */
@@ -289,7 +297,7 @@ export class ContextEngine {
 
   /** Asks the server again whether it commits `session` itself (its config changed). */
   forget(session: string): void {
-    this.serverManaged.delete(session);
+    this.serverManaged.delete(sessionName(session));
   }
 
   /**
@@ -306,6 +314,7 @@ export class ContextEngine {
     tokenBudget: number,
     options: AfterTurnOptions = {},
   ): Promise<AfterTurnResult> {
+    session = sessionName(session); // the key of the engine's maps, whichever way it was given
     const commitRatio = options.commitRatio ?? 0.5;
     const keepRecentTurns = options.keepRecentTurns ?? 2;
     const keepRecent = options.keepRecent;
@@ -323,13 +332,13 @@ export class ContextEngine {
       ? { messages: [...newMessages], requestId: newRequestId() }
       : null;
     const result: AfterTurnResult = {
-      sessionId: session,
+      session,
       addedMessageIds: [],
       duplicateMessageIds: [],
       pendingTokens: null,
       threshold,
       commit: null,
-      serverCommitId: "",
+      serverCommit: "",
       fallback: false,
       fallbackReason: "",
       unsentMessages: 0,
@@ -350,7 +359,7 @@ export class ContextEngine {
       result.addedMessageIds = added.addedMessageIds;
       result.duplicateMessageIds = added.duplicateMessageIds;
       result.pendingTokens = Number(added.pendingTokens);
-      result.serverCommitId = added.autoCommitId;
+      result.serverCommit = added.autoCommit;
       if (result.pendingTokens >= threshold && !(await this.managedByServer(session))) {
         const previous = this.latest.get(session);
         const stream =
@@ -400,7 +409,7 @@ export class ContextEngine {
 
   /** Messages of `session` waiting for the service. */
   unsentMessages(session: string): number {
-    return (this.unsent.get(session) ?? []).reduce((n, batch) => n + batch.messages.length, 0);
+    return (this.unsent.get(sessionName(session)) ?? []).reduce((n, batch) => n + batch.messages.length, 0);
   }
 
   /** Send the waiting batches of `session` in order, each with its own request id; the number
@@ -432,11 +441,12 @@ export class ContextEngine {
     tokenBudget: number,
     options: AssembleOptions<M> = {},
   ): Promise<Assembled<M>> {
+    session = sessionName(session);
     try {
       await this.flush(session); // turns waiting for the service first, so the context has them
       const response = await this.client.assembleContext(session, tokenBudget, {
         systemPrompt: options.systemPrompt,
-        includeAnthropicJson: options.includeAnthropicJson,
+        format: options.format ?? ContextFormat.UNSPECIFIED,
         registeredTools: options.registeredTools,
         recallMemories: options.recallMemories ?? true,
       });
@@ -461,15 +471,16 @@ export class ContextEngine {
     session: string,
     options: { tokenBudget?: number; tokensBefore?: number } = {},
   ): Promise<CompactResult> {
+    session = sessionName(session);
     const tokenBudget = options.tokenBudget ?? MAX_TOKEN_BUDGET;
     const result: CompactResult = {
-      sessionId: session,
+      session,
       outcome: "unavailable",
       summary: "",
       tokensBefore: options.tokensBefore ?? 0,
       tokensAfter: options.tokensBefore ?? 0,
-      commitId: "",
-      archiveId: "",
+      commit: "",
+      archive: "",
       workingMemoryVersion: 0,
       archivedMessageCount: 0,
       error: "",
@@ -485,9 +496,9 @@ export class ContextEngine {
       const terminal = await stream.wait();
       const first = stream.firstEvent ?? terminal;
       result.terminal = terminal;
-      result.commitId = terminal.commitId;
+      result.commit = terminal.commit;
       if (first.detail.case === "phase1") {
-        result.archiveId = first.detail.value.archiveId;
+        result.archive = first.detail.value.archive;
         result.archivedMessageCount = first.detail.value.archivedMessageCount;
       }
       if (terminal.stage === CommitStage.COMPLETED && terminal.detail.case === "completed") {

@@ -2,10 +2,13 @@
  * The client's one error class, carrying the decoded google.rpc.Status details.
  *
  * Why: a runtime must act on an error without parsing its text. The server sends every error
- * with an ErrorInfo (domain "wm.v1", a machine-readable reason and metadata) and, for
- * INVALID_ARGUMENT, BadRequest field violations, in `grpc-status-details-bin`; connect-node
- * parses the Status and this module decodes its details with the generated schemas of the
- * vendored google/rpc/error_details.proto, once, at the edge.
+ * with an ErrorInfo (domain "wm", a machine-readable reason, one of wm.v1.ErrorReason, and
+ * metadata) and, for INVALID_ARGUMENT, BadRequest field violations (the field's path, and as
+ * reason the id of the protovalidate rule it breaks), in `grpc-status-details-bin`;
+ * connect-node parses the Status and this module decodes its details with the generated schemas
+ * of the vendored google/rpc/error_details.proto, once, at the edge. A request the client
+ * refuses itself (validateRequests, see validation.ts) raises the same error, marked
+ * `clientSide`.
  *
  * A broken connection is UNAVAILABLE here, as gRPC itself reports it (and as the Python
  * client sees it). connect-node calls a reset connection ABORTED (ECONNRESET), which this
@@ -24,7 +27,8 @@ import {
   type ErrorInfo,
 } from "./gen/google/rpc/error_details_pb.js";
 
-export const ERROR_DOMAIN = "wm.v1";
+/** ErrorInfo.domain of the service's errors (without a version: the reasons never change meaning). */
+export const ERROR_DOMAIN = "wm";
 /** The server's id of the call, in its trailing metadata (its log lines carry it). */
 export const REQUEST_ID_KEY = "x-request-id";
 
@@ -77,7 +81,7 @@ export class WmError extends Error {
   readonly rawMessage: string;
   /** ErrorInfo.reason, e.g. "SESSION_NOT_FOUND" ("" when the server sent none). */
   readonly reason: string;
-  /** ErrorInfo.domain: "wm.v1" when the service itself answered. */
+  /** ErrorInfo.domain: "wm" when the service (or the client, checking the contract's rules) answered. */
   readonly domain: string;
   /** ErrorInfo.metadata. */
   readonly metadata: Readonly<Record<string, string>>;
@@ -90,13 +94,16 @@ export class WmError extends Error {
   /** The decoded ErrorInfo and BadRequest, as the generated types. */
   readonly errorInfo: ErrorInfo | undefined;
   readonly badRequest: BadRequest | undefined;
+  /** True when the client refused the request itself, by the contract's rules: nothing was sent. */
+  readonly clientSide: boolean;
 
-  constructor(code: Code, message: string, options: { cause?: ConnectError } = {}) {
+  constructor(code: Code, message: string, options: { cause?: ConnectError; clientSide?: boolean } = {}) {
     const connect = options.cause;
     const infos = connect ? connect.findDetails(ErrorInfoSchema) : [];
     const info = infos[0];
     super(`${codeName(code)}: ${message}${info?.reason ? ` [${info.reason}]` : ""}`, { cause: connect });
     this.code = code;
+    this.clientSide = options.clientSide ?? false;
     this.codeName = codeName(code);
     this.rawMessage = message;
     this.errorInfo = info;
@@ -117,7 +124,7 @@ export class WmError extends Error {
 
   /** True when the service itself answered (its ErrorInfo is there), not the transport. */
   get fromService(): boolean {
-    return this.domain === ERROR_DOMAIN;
+    return this.domain === ERROR_DOMAIN && !this.clientSide;
   }
 }
 

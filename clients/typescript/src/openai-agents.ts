@@ -19,6 +19,7 @@ import type { AgentInputItem, Session } from "@openai/agents";
 
 import { WmClient, newRequestId, type MessageInit, type SessionConfigInit } from "./client.js";
 import { WmError } from "./errors.js";
+import { sessionId, sessionName } from "./names.js";
 import { Role, type Message } from "./gen/wm/v1/resources_pb.js";
 
 export const ITEM_MARKER = "[openai-item] ";
@@ -106,13 +107,21 @@ export interface WmAgentsSessionOptions {
 
 /** The history of one service session as an Agents JS session (see the module's comment). */
 export class WmAgentsSession implements Session {
+  /** The service session's id (the Agents SDK's session id). */
+  readonly sessionId: string;
+  /** Its resource name, "sessions/{id}". */
+  readonly session: string;
   private created = false;
 
   constructor(
-    readonly sessionId: string,
+    /** The service session: its id or its name. */
+    session: string,
     readonly client: WmClient,
     readonly options: WmAgentsSessionOptions = {},
-  ) {}
+  ) {
+    this.session = sessionName(session);
+    this.sessionId = sessionId(session);
+  }
 
   async getSessionId(): Promise<string> {
     return this.sessionId;
@@ -120,7 +129,7 @@ export class WmAgentsSession implements Session {
 
   private async messages(): Promise<Message[]> {
     if ((this.options.history ?? "assembled") === "assembled") {
-      return (await this.client.assembleContext(this.sessionId, this.options.tokenBudget ?? 64_000)).messages;
+      return (await this.client.assembleContext(this.session, this.options.tokenBudget ?? 64_000)).messages;
     }
     return this.messagesLive();
   }
@@ -156,7 +165,7 @@ export class WmAgentsSession implements Session {
     const rid = newRequestId();
     const messages = items.map((item, n) => itemToMessage(item, `${rid}.${n}`));
     for (let start = 0; start < messages.length; start += 1000) {
-      await this.client.addMessages(this.sessionId, messages.slice(start, start + 1000), {
+      await this.client.addMessages(this.session, messages.slice(start, start + 1000), {
         createSessionIfMissing: true,
         requestId: `${rid}.${start}`,
       });
@@ -170,11 +179,11 @@ export class WmAgentsSession implements Session {
   async popItem(): Promise<AgentInputItem | undefined> {
     let removed: Message[];
     try {
-      removed = (await this.client.removeRecentMessages(this.sessionId, 1)).messages;
+      removed = (await this.client.removeRecentMessages(this.session, 1)).messages;
     } catch (error) {
       if (error instanceof WmError && error.codeName === "NOT_FOUND") return undefined;
       if (error instanceof WmError && error.reason === "MESSAGES_NOT_LIVE") {
-        const session = await this.client.getSession(this.sessionId);
+        const session = await this.client.getSession(this.session);
         if (session.totalMessageCount === 0n) return undefined;
       }
       throw error;
@@ -195,7 +204,7 @@ export class WmAgentsSession implements Session {
     const out: Message[] = [];
     let pageToken = "";
     do {
-      const page = await this.client.listMessages(this.sessionId, { pageToken });
+      const page = await this.client.listMessages(this.session, { pageToken });
       out.push(...page.messages);
       pageToken = page.nextPageToken;
     } while (pageToken);
@@ -205,7 +214,7 @@ export class WmAgentsSession implements Session {
   /** Deletes the service session and everything of it; the next addItems creates it again. */
   async clearSession(): Promise<void> {
     try {
-      await this.client.deleteSession(this.sessionId);
+      await this.client.deleteSession(this.session);
     } catch (error) {
       if (!(error instanceof WmError && error.codeName === "NOT_FOUND")) throw error;
     }

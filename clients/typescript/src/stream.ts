@@ -6,27 +6,28 @@
  * server stores every event with a per-commit sequence, so the stream keeps the last sequence
  * it delivered and, on a break, calls WatchCommit(after_sequence = last) and carries on;
  * replayed events at or below it are dropped, so the caller sees each event once, in order,
- * ending with exactly one terminal event. Before the first event the commit id is unknown:
- * the Commit (or Compact) call is then repeated with the same request_id, which the server
- * answers with the same commit. The same design as the Python client's stream.py.
+ * ending with exactly one terminal event. A commit started by the client (commit(),
+ * compact()) begins with the unary CreateCommit (or CompactSession), which returns the commit
+ * once Phase 1 is stored; the stream then watches it. When that start fails on the way, it is
+ * repeated with the same request_id, which the server answers with the same commit. The same
+ * design as the Python client's stream.py.
  *
  * Only transport failures resume (UNAVAILABLE, CANCELLED, DEADLINE_EXCEEDED of one stream,
- * and INTERNAL/UNKNOWN without a wm.v1 ErrorInfo); an answer of the service is thrown at once.
+ * and INTERNAL/UNKNOWN without the service's ErrorInfo); an answer of the service is thrown at
+ * once.
  */
 import { Code } from "@connectrpc/connect";
 
 import { ERROR_DOMAIN, WmError, toWmError } from "./errors.js";
-import { CommitStage, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
+import { CommitStage, type Commit, type CommitEvent } from "./gen/wm/v1/resources_pb.js";
 import { RESUME, STREAM_ALWAYS_RESUMABLE, STREAM_RESUMABLE_FROM_TRANSPORT } from "./rules.js";
 
-/** Opens one attempt: the commit id (undefined before the first event), the last sequence. */
-export type Opener = (
-  commitId: string | undefined,
-  afterSequence: bigint,
-  signal: AbortSignal,
-) => AsyncIterable<CommitEvent>;
+/** Opens one attempt (WatchCommit): the commit's name, the last sequence delivered. */
+export type Opener = (commit: string, afterSequence: bigint, signal: AbortSignal) => AsyncIterable<CommitEvent>;
+/** Starts the commit (CreateCommit or CompactSession, with one request_id for every attempt). */
+export type Starter = (signal: AbortSignal) => Promise<Commit>;
 /** Whether the commit has ended with no stored event after the given sequence (GetCommit). */
-export type Finished = (commitId: string, afterSequence: bigint) => Promise<boolean>;
+export type Finished = (commit: string, afterSequence: bigint) => Promise<boolean>;
 
 /**
  * How a broken stream is resumed. `idleTimeoutMs`: with no event (heartbeats included) for
@@ -61,8 +62,12 @@ const IDLE = Symbol("idle");
  * Heartbeats are skipped unless `heartbeats` is true. Closing it never cancels Phase 2.
  */
 export class CommitStream implements AsyncIterableIterator<CommitEvent> {
-  readonly sessionId: string;
-  commitId: string | undefined;
+  /** The session's name. */
+  readonly session: string;
+  /** The commit's name ("sessions/{s}/commits/{c}"); undefined until the start answered. */
+  commit: string | undefined;
+  /** The Commit the start (CreateCommit or CompactSession) returned; undefined for a watch. */
+  started: Commit | undefined;
   lastSequence: bigint;
   firstEvent: CommitEvent | undefined;
   terminal: CommitEvent | undefined;
@@ -71,17 +76,22 @@ export class CommitStream implements AsyncIterableIterator<CommitEvent> {
   /** The latest reasons for resuming (at most 50). */
   readonly errors: WmError[] = [];
   private readonly open: Opener;
+  private readonly start: Starter | undefined;
   private readonly finished: Finished | undefined;
   private readonly heartbeats: boolean;
   private readonly policy: ResumePolicy;
   private call: { iterator: AsyncIterator<CommitEvent>; abort: AbortController } | undefined;
   private closed = false;
+  // The start in flight, aborted by close().
+  private pending: AbortController | undefined;
 
   constructor(
     open: Opener,
     options: {
-      sessionId: string;
-      commitId?: string;
+      session: string;
+      /** The commit to watch; without it, `start` makes one. */
+      commit?: string;
+      start?: Starter;
       afterSequence?: bigint;
       heartbeats?: boolean;
       policy?: Partial<ResumePolicy>;
@@ -89,8 +99,12 @@ export class CommitStream implements AsyncIterableIterator<CommitEvent> {
     },
   ) {
     this.open = open;
-    this.sessionId = options.sessionId;
-    this.commitId = options.commitId;
+    if (options.commit === undefined && options.start === undefined) {
+      throw new RangeError("a commit stream needs the commit to watch or a way to start one");
+    }
+    this.session = options.session;
+    this.commit = options.commit;
+    this.start = options.start;
     this.lastSequence = options.afterSequence ?? 0n;
     this.heartbeats = options.heartbeats ?? false;
     this.policy = { ...DEFAULT_RESUME_POLICY, ...options.policy };
@@ -118,7 +132,7 @@ export class CommitStream implements AsyncIterableIterator<CommitEvent> {
       }
       if (event.sequence <= this.lastSequence) continue; // replayed after a resume
       this.lastSequence = event.sequence;
-      this.commitId ??= event.commitId;
+      this.commit ??= event.commit;
       this.firstEvent ??= event;
       if (event.terminal) this.terminal = event;
       return { done: false, value: event };
@@ -170,14 +184,20 @@ export class CommitStream implements AsyncIterableIterator<CommitEvent> {
     let brokenSince: number | undefined;
     let backoff = this.policy.initialBackoffMs;
     for (;;) {
-      if (this.call === undefined) {
-        const abort = new AbortController();
-        const iterable = this.open(this.commitId, this.lastSequence, abort.signal);
-        this.call = { iterator: iterable[Symbol.asyncIterator](), abort };
-      }
-      const call = this.call;
       let timer: NodeJS.Timeout | undefined;
       try {
+        if (this.call === undefined) {
+          const abort = new AbortController();
+          this.pending = abort;
+          if (this.commit === undefined) {
+            this.started = await (this.start as Starter)(abort.signal);
+            this.commit = this.started.name;
+          }
+          const iterable = this.open(this.commit, this.lastSequence, abort.signal);
+          this.call = { iterator: iterable[Symbol.asyncIterator](), abort };
+          this.pending = undefined;
+        }
+        const call = this.call;
         const idle = new Promise<typeof IDLE>((resolve) => {
           timer = setTimeout(() => resolve(IDLE), this.policy.idleTimeoutMs);
         });
@@ -195,8 +215,8 @@ export class CommitStream implements AsyncIterableIterator<CommitEvent> {
           this.call = undefined;
           if (
             this.finished !== undefined &&
-            this.commitId !== undefined &&
-            (await this.finished(this.commitId, this.lastSequence))
+            this.commit !== undefined &&
+            (await this.finished(this.commit, this.lastSequence))
           ) {
             return undefined;
           }
@@ -232,6 +252,8 @@ export class CommitStream implements AsyncIterableIterator<CommitEvent> {
   }
 
   private cancelCall(): void {
+    this.pending?.abort();
+    this.pending = undefined;
     const call = this.call;
     this.call = undefined;
     if (call !== undefined) {

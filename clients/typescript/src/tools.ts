@@ -8,10 +8,16 @@
  * a recall never floods the context it is meant to save. Bad input and the service's refusals
  * (an unknown archive, a bad id) come back as an error result the model can read and correct;
  * only transport trouble throws. The same behaviour as the Python client's tools.py.
+ *
+ * The model speaks in short ids (archive_id "archive_002", output_id "out.m12.0", memory_id
+ * "mem_…", as the tool definitions and the results name them); the executor turns them into
+ * the contract's resource names for the calls (names.ts) and names back into short ids in
+ * what the model reads.
  */
 
 import type { WmClient } from "./client.js";
 import { WmError } from "./errors.js";
+import { archiveName, memoryName, sessionName, shortId, toolOutputName } from "./names.js";
 import { DEFAULT_MAX_CHARS, READ_LINES, TOOL_TRANSIENT } from "./rules.js";
 import { MemoryType, Role, type Message } from "./gen/wm/v1/resources_pb.js";
 import {
@@ -117,12 +123,17 @@ const isInt = (value: unknown): value is number => typeof value === "number" && 
 export class ToolExecutor {
   readonly names: readonly RecallTool[];
 
+  /** The session's name. */
+  readonly session: string;
+
   constructor(
     readonly client: WmClient,
-    readonly sessionId: string,
+    /** The session: its id or its name. */
+    session: string,
     /** tools: the archive tools (RECALL_TOOLS) unless given; memoryTools adds MEMORY_TOOLS. */
     readonly options: { maxChars?: number; tools?: readonly string[]; memoryTools?: boolean } = {},
   ) {
+    this.session = sessionName(session);
     const maxChars = options.maxChars ?? DEFAULT_MAX_CHARS;
     if (maxChars < 200) throw new RangeError("maxChars must be at least 200");
     const given: readonly string[] = options.tools ?? RECALL_TOOLS;
@@ -140,10 +151,10 @@ export class ToolExecutor {
 
   /** The definitions of this executor's tools, in Anthropic shape, from GetToolDefinitions. */
   async definitions(): Promise<AnthropicTool[]> {
-    const reply = await this.client.getToolDefinitions(ToolFormat.ANTHROPIC);
+    const reply = await this.client.getToolDefinitions(ToolFormat.ANTHROPIC_MESSAGES);
     return reply.tools
       .filter((tool) => (this.names as readonly string[]).includes(tool.name))
-      .map((tool) => JSON.parse(tool.anthropicJson) as AnthropicTool);
+      .map((tool) => JSON.parse(tool.renderedJson) as AnthropicTool);
   }
 
   /** Runs the model's call of `name` with `input` (decoded, or its JSON text) and returns the
@@ -183,8 +194,8 @@ export class ToolExecutor {
     const archiveId = args.archive_id ?? "";
     if (typeof archiveId !== "string") return new ToolRun("archive_id must be a string like archive_003", true);
     const reply = await this.client.searchArchives(query, {
-      sessionId: this.sessionId,
-      archiveId,
+      session: this.session,
+      archive: archiveId ? archiveName(this.session, archiveId) : "",
       mode: SearchMode.HYBRID,
     });
     if (!reply.hits.length) return new ToolRun(`nothing archived matches '${query}'`);
@@ -193,7 +204,7 @@ export class ToolExecutor {
     for (const hit of reply.hits) {
       const basis = hitBasis(hit, hybrid);
       const role = `${ROLES[hit.role] ?? "tool"}${basis ? `; ${basis}` : ""}`;
-      lines.push(`- ${hit.archiveId}, message ${hit.messageId} (${role}): ${hit.snippet}`);
+      lines.push(`- ${shortId(hit.archive)}, message ${shortId(hit.message)} (${role}): ${hit.snippet}`);
     }
     return new ToolRun(bounded(lines.join("\n"), this.maxChars, "narrow the query or expand an archive for the full text"));
   }
@@ -206,7 +217,7 @@ export class ToolExecutor {
     const out: string[] = [];
     let size = 0;
     let total = 0;
-    for await (const message of this.client.iterArchiveMessages(this.sessionId, archiveId)) {
+    for await (const message of this.client.iterArchiveMessages(this.session, archiveName(this.session, archiveId))) {
       total += 1;
       if (size >= this.maxChars) continue;
       const entry = `[${ROLES[message.role] ?? "tool"} ${message.id}]\n${messageText(message)}`;
@@ -214,19 +225,19 @@ export class ToolExecutor {
       size += entry.length + 2;
     }
     const more = `${total - out.length} later message(s) not shown; search for a keyword instead`;
-    let text = `${archiveId}: ${total} message(s)\n\n${out.join("\n\n")}`;
+    let text = `${shortId(archiveId)}: ${total} message(s)\n\n${out.join("\n\n")}`;
     if (out.length < total) text += `\n[… ${more}]`;
     return new ToolRun(bounded(text, this.maxChars, more));
   }
 
   /** memory_search, memory_store and memory_forget, for the session's owner. */
   private async memory(name: string, args: Record<string, unknown>): Promise<ToolRun> {
-    const owner = { sessionId: this.sessionId };
+    const owner = this.session; // the session's owner
     if (name === MEMORY_FORGET) {
       const memoryId = args.memory_id;
       if (typeof memoryId !== "string" || !memoryId) return new ToolRun("memory_forget needs memory_id, e.g. mem_0123...", true);
-      await this.client.deleteMemory(memoryId);
-      return new ToolRun(`forgot ${memoryId}`);
+      await this.client.deleteMemory(memoryName(memoryId));
+      return new ToolRun(`forgot ${shortId(memoryId)}`);
     }
     if (name === MEMORY_STORE) {
       const type = MEMORY_TYPES.get(String(args.type ?? ""));
@@ -235,7 +246,7 @@ export class ToolExecutor {
         return new ToolRun(`memory_store needs text and a type (${[...MEMORY_TYPES.keys()].join(", ")})`, true);
       }
       const stored = await this.client.createMemory(owner, type, text);
-      return new ToolRun(`${stored.deduplicated ? "already known as" : "stored as"} ${stored.memory?.memoryId ?? ""}`);
+      return new ToolRun(`${stored.deduplicated ? "already known as" : "stored as"} ${shortId(stored.memory?.name ?? "")}`);
     }
     const query = args.query;
     if (typeof query !== "string" || !query.trim()) return new ToolRun("memory_search needs a non-empty string query", true);
@@ -245,11 +256,11 @@ export class ToolExecutor {
       return type === undefined ? [] : [type];
     });
     const limit = isInt(args.limit) ? args.limit : 0;
-    const reply = await this.client.searchMemories(query, { owner, types, limit });
+    const reply = await this.client.searchMemories(query, { owner, types, pageSize: limit });
     if (!reply.hits.length) return new ToolRun(`no memory matches '${query}'`);
     const names = new Map([...MEMORY_TYPES].map(([key, value]) => [value, key]));
     const lines = reply.hits.map(
-      (h) => `- ${h.memory?.memoryId ?? ""} [${names.get(h.memory?.type ?? MemoryType.UNSPECIFIED) ?? "?"}] ${h.memory?.text ?? ""}`,
+      (h) => `- ${shortId(h.memory?.name ?? "")} [${names.get(h.memory?.type ?? MemoryType.UNSPECIFIED) ?? "?"}] ${h.memory?.text ?? ""}`,
     );
     return new ToolRun(bounded(lines.join("\n"), this.maxChars, "narrow the query"));
   }
@@ -264,14 +275,18 @@ export class ToolExecutor {
     if (!isInt(start) || !isInt(count) || start < 1 || count < 1) {
       return new ToolRun("start_line and line_count must be positive integers", true);
     }
-    const page = await this.client.getToolOutput(this.sessionId, outputId, { startLine: start, lineCount: count });
-    const lineCount = Number(page.output?.lineCount ?? 0n);
+    const page = await this.client.getToolOutput(this.session, toolOutputName(this.session, outputId), {
+      startLine: start,
+      lineCount: count,
+    });
+    const lineCount = Number(page.toolOutput?.lineCount ?? 0n);
     const first = Number(page.startLine);
     const shown = Number(page.lineCount);
     const end = first + shown - 1;
+    const label = shortId(outputId);
     const header = shown
-      ? `${outputId}: lines ${first}-${end} of ${lineCount}`
-      : `${outputId}: no lines from ${start} (it has ${lineCount})`;
+      ? `${label}: lines ${first}-${end} of ${lineCount}`
+      : `${label}: no lines from ${start} (it has ${lineCount})`;
     let text = `${header}\n${page.content}`;
     if (page.nextPageToken || end < Math.min(start + count - 1, lineCount)) {
       text += `\n[… continue with start_line=${end + 1}]`;
