@@ -85,13 +85,13 @@ checks: buf-lint stubs-check lint typecheck
 buf-lint: install
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
-	@if git rev-parse --verify --quiet main:protos/wm/v1 >/dev/null 2>&1; then \
-		$(BIN)/buf breaking --against '.git#branch=main'; \
-	else echo "buf breaking: main has no protos yet, nothing to compare"; fi
+	@# wm.v1 as released (issue 38's one breaking step): from it on, only additive changes pass.
+	$(BIN)/buf breaking protos --against protos/wm-v1.binpb
 
 # The proto stubs, and the client rules generated from clients/rules.json (both clients).
 stubs-check: install
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/gen_limits_table.py --check
 	$(BIN)/python scripts/gen_client_rules.py --check
 
 # The rules both clients follow (clients/rules.json and the server's contract limits) as
@@ -102,6 +102,7 @@ client-rules: install
 # The Python stubs, and (with Node) the TypeScript client's code from buf generate.
 protos: install
 	$(BIN)/python scripts/gen_protos.py
+	$(BIN)/python scripts/gen_limits_table.py
 	@if command -v node >/dev/null 2>&1; then \
 		cd clients/typescript && $(NPM_CI) && BUF=$(CURDIR)/$(BIN)/buf npm run --silent generate; \
 	else echo "protos: node is not installed; clients/typescript/src/gen left as it is"; fi

@@ -2,8 +2,7 @@
 
 The resume policy, the codes each part of a client retries or degrades on, the ToolExecutor's
 defaults and the engine's limits are written once, in ``clients/rules.json``; the limits that
-belong to the contract are taken from where the server defines them (``contract_limits``;
-issue 38 moves them into the proto, and then only that function changes); the blank
+belong to the contract are read from the proto's annotations (``contract_limits``); the blank
 characters of the turn rule are the service's (``wm_core.is_request`` strips with Python's
 ``str.strip``). From these this script writes ``clients/python/wm_client/_rules.py`` and
 ``clients/typescript/src/rules.ts``, which the clients import instead of spelling the values
@@ -31,17 +30,15 @@ _TS_CODE_NAMES = {"CANCELLED": "Canceled"}
 
 
 def contract_limits() -> dict[str, int]:
-    """The limits of the wm.v1 contract a client checks before sending, from the server."""
-    from wm_core import MAX_MEMORY_HITS
-    from wm_server.services.context_assembly import MAX_BUDGET
-    from wm_server.services.literal_search import MAX_HITS
-    from wm_server.services.validation import MAX_KEEP_RECENT
+    """The limits of the wm.v1 contract a client checks before sending: the proto's
+    buf.validate annotations, as the server reads them (``wm_server.contract``)."""
+    from wm_server import contract
 
     return {
-        "max_token_budget": MAX_BUDGET,
-        "max_keep_recent": MAX_KEEP_RECENT,
-        "max_search_hits": MAX_HITS,
-        "max_memory_hits": MAX_MEMORY_HITS,
+        "max_token_budget": contract.MAX_TOKEN_BUDGET,
+        "max_keep_recent": contract.MAX_KEEP_RECENT,
+        "max_search_hits": contract.MAX_SEARCH_HITS,
+        "max_memory_hits": contract.MAX_MEMORY_HITS,
     }
 
 

@@ -25,10 +25,11 @@ from wm_core import (
     message_tokens,
 )
 from wm_proto.v1 import resources_pb2 as pb
+from wm_server import contract
 from wm_server.errors import FieldViolation, InvalidArgument
 from wm_server.services.validation import MAX_BATCH, MESSAGE_ID_PATTERN
 
-MAX_PARTS = 256
+MAX_PARTS = contract.MAX_PARTS
 # Tool inputs are decoded again later (token estimates, prompts, assembly) deeper in the
 # stack; nesting far below Python's recursion limit keeps every one of those decodes safe.
 MAX_JSON_DEPTH = 100

@@ -20,6 +20,7 @@ from wm_core import (
     assemble,
     output_ids,
 )
+from wm_server import contract
 from wm_server.errors import invalid
 from wm_server.services import validation
 from wm_server.services.archives import message_bytes
@@ -33,9 +34,9 @@ from wm_server.services.sessions import find_session
 from wm_server.storage.database import Database
 from wm_server.storage.records import StoredMessage, WorkingMemoryRecord
 
-MAX_BUDGET = 10_000_000
-MAX_SYSTEM_PROMPT = 1024 * 1024
-MAX_TOOLS = 16
+MAX_BUDGET = contract.MAX_TOKEN_BUDGET
+MAX_SYSTEM_PROMPT = contract.MAX_SYSTEM_PROMPT
+MAX_TOOLS = contract.MAX_REGISTERED_TOOLS
 # An assembled context's content in one response, at most (the limit of any response is 16
 # MiB; the rest is framing).
 MAX_CONTEXT_BYTES = 12 * 1024 * 1024

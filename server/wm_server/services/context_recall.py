@@ -19,16 +19,17 @@ from wm_core import (
     estimate_tokens,
     is_request,
 )
+from wm_server import contract
 from wm_server.errors import invalid
 from wm_server.services.memories import epoch_to_iso
 from wm_server.services.recall import Semantic
 from wm_server.storage.records import MemoryRow
 
 DEFAULT_RECALL_TOKENS = 1000
-MAX_RECALL_TOKENS = 8000
+MAX_RECALL_TOKENS = contract.MAX_RECALL_TOKENS
 MIN_RECALL_TOKENS = 50
 DEFAULT_RECALLED = 8
-MAX_RECALLED = 50
+MAX_RECALLED = contract.MAX_RECALLED
 RECALL_HEADING = "## Relevant memories (long-term, from earlier sessions; newer messages win)"
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from wm_core import MemoryPlan, MemoryVerdict, Message, archive_text
+from wm_server import contract
 from wm_server.errors import NotFound, Unavailable, invalid
 from wm_server.llm.port import LlmError, LlmProvider
 from wm_server.security.tenancy import current_tenant
@@ -38,7 +39,7 @@ from wm_server.services.sessions import find_session
 from wm_server.storage.database import Database
 from wm_server.storage.records import StoredMessage
 
-MAX_ARCHIVES = 20
+MAX_ARCHIVES = contract.MAX_PREVIEW_ARCHIVES
 # Live messages read at most (the newest are kept: what the next commits would archive).
 MAX_LIVE_MESSAGES = 2000
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wm_core import fold_text
+from wm_server import contract
 from wm_server.errors import invalid
 
-MAX_QUERY = 1000
+MAX_QUERY = contract.MAX_QUERY
 DEFAULT_HITS = 12
-MAX_HITS = 50
+MAX_HITS = contract.MAX_SEARCH_HITS
 _JSON_ESCAPED = {'"', "\\"}
 
 

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from wm_core import (
-    MAX_MEMORY_HITS,
-    MAX_STORED_MEMORY_CHARS,
     MEMORY_ID_PATTERN,
     MEMORY_TYPES,
     MemoryOp,
@@ -42,6 +40,7 @@ from wm_core import (
     MemoryType,
     memory_key,
 )
+from wm_server import contract
 from wm_server.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound, invalid
 from wm_server.security.tenancy import current_tenant
 from wm_server.services import idempotency, paging, validation
@@ -64,12 +63,12 @@ from wm_server.storage.sessions import SessionRow
 from wm_server.storage.text_index import query_words
 from wm_server.storage.unit_of_work import UnitOfWork
 
-MAX_TEXT = MAX_STORED_MEMORY_CHARS  # wm_core's: memory_store's schema states it too
-MAX_FIELDS = 16
-MAX_FIELD_VALUE = 500
-MAX_REASON = 500
+MAX_TEXT = contract.MAX_MEMORY_TEXT  # memory_store's schema states it too (wm_core)
+MAX_FIELDS = contract.MAX_MEMORY_FIELDS
+MAX_FIELD_VALUE = contract.MAX_MEMORY_FIELD_VALUE
+MAX_REASON = contract.MAX_REASON
 DEFAULT_LIMIT = 10
-MAX_LIMIT = MAX_MEMORY_HITS  # wm_core's: memory_search's schema states it too
+MAX_LIMIT = contract.MAX_MEMORY_HITS  # memory_search's schema states it too (wm_core)
 SNIPPET = 300
 SOURCES_SHOWN = 20
 MAX_SOURCE_MESSAGES = 50

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wm_core import MemoryOp, MemoryOpKind, MemoryRecord, supersession_query, supersessions
+from wm_server import contract
 from wm_server.errors import StorageConflict, invalid
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from wm_server.services.memories import MemoryOwner
     from wm_server.services.memory_consolidation import VectorConsolidation
 
-MAX_SUPERSEDES = 16
+MAX_SUPERSEDES = contract.MAX_SUPERSEDES
 SIMILAR_PER_FACT = 5  # the owner's memories a new fact of a subject is compared with
 THRESHOLD = 0.8  # token-set Jaccard at or above which two memories of a type are one
 MAX_CANDIDATES = 2000  # newest active memories of an owner compared per round

@@ -22,6 +22,7 @@ from wm_core import (
     turn_aligned,
     turn_start,
 )
+from wm_server import contract
 from wm_server.errors import NotFound
 from wm_server.services import validation
 from wm_server.services.commit_event_log import EventLog, Phase1Finished
@@ -100,7 +101,7 @@ async def kept_turns_from(uow: UnitOfWork, sid: int, first: int, next_pos: int, 
         start = aligned
 
 
-MAX_KEEP_TURNS = 1000
+MAX_KEEP_TURNS = contract.MAX_KEEP_TURNS
 
 
 async def archive(

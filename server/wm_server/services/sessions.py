@@ -18,6 +18,7 @@ from wm_core import (
     rebuild_rule,
     threshold_trigger,
 )
+from wm_server import contract
 from wm_server.errors import AlreadyExists, FailedPrecondition, invalid, session_not_found
 from wm_server.security.tenancy import current_tenant
 from wm_server.services import idempotency, paging, validation
@@ -32,7 +33,7 @@ from wm_server.storage.unit_of_work import UnitOfWork
 
 # RemoveRecentMessages takes back at most this many messages per call: its outcome (the
 # messages themselves, for an identical answer to a retry) is remembered with its request id.
-MAX_REMOVED = 100
+MAX_REMOVED = contract.MAX_REMOVED
 
 
 @dataclass(frozen=True, slots=True)
