@@ -25,11 +25,8 @@ from wm_core import (
     message_tokens,
 )
 from wm_proto.v1 import resources_pb2 as pb
-from wm_server import contract
 from wm_server.errors import FieldViolation, InvalidArgument
-from wm_server.services.validation import MAX_BATCH, MESSAGE_ID_PATTERN
 
-MAX_PARTS = contract.MAX_PARTS
 # Tool inputs are decoded again later (token estimates, prompts, assembly) deeper in the
 # stack; nesting far below Python's recursion limit keeps every one of those decodes safe.
 MAX_JSON_DEPTH = 100
@@ -43,18 +40,11 @@ _ROLE_IN = {
 
 
 def messages_in(messages: list[pb.Message], max_bytes: int) -> list[Message]:
-    """Validate and convert a batch; raise InvalidArgument listing every violation."""
+    """Convert a batch the edge has checked against the contract's rules (count, ids, roles,
+    parts: ``api.request_rules``), checking what the proto cannot state: tool inputs are JSON
+    objects of bounded depth, and each message fits ``max_bytes`` (WM_MAX_MESSAGE_BYTES).
+    Raise InvalidArgument listing every violation."""
     violations: list[FieldViolation] = []
-    if not messages:
-        violations.append(
-            FieldViolation("messages", "at least one message is required", "REQUIRED")
-        )
-    elif len(messages) > MAX_BATCH:
-        violations.append(
-            FieldViolation("messages", f"at most {MAX_BATCH} messages per call", "TOO_MANY")
-        )
-    if violations:
-        raise InvalidArgument(violations)
     out: list[Message] = []
     for index, message in enumerate(messages):
         converted = _message_in(message, f"messages[{index}]", max_bytes, violations)
@@ -70,23 +60,7 @@ def _message_in(
 ) -> Message | None:
     before = len(violations)
     mid, given = message.id, message.parts  # each protobuf field read once
-    if mid and not MESSAGE_ID_PATTERN.fullmatch(mid):
-        violations.append(
-            FieldViolation(
-                f"{path}.id", "must be 1-128 characters of [A-Za-z0-9._:-]", "INVALID_FORMAT"
-            )
-        )
-    role = _ROLE_IN.get(message.role)
-    if role is None:
-        violations.append(
-            FieldViolation(f"{path}.role", f"unknown role {message.role}", "INVALID_ENUM")
-        )
-    if not given:
-        violations.append(
-            FieldViolation(f"{path}.parts", "at least one part is required", "REQUIRED")
-        )
-    elif len(given) > MAX_PARTS:
-        violations.append(FieldViolation(f"{path}.parts", f"at most {MAX_PARTS} parts", "TOO_MANY"))
+    role = _ROLE_IN[message.role]  # the edge refused any other value
     parts: list[Part] = []
     size = len(mid)
     for index, part in enumerate(given):
@@ -99,14 +73,6 @@ def _message_in(
         part_path = f"{path}.parts[{index}]"  # only for a violation: the text path skips it
         if kind == "tool_use":
             use = part.tool_use
-            if not use.id:
-                violations.append(
-                    FieldViolation(f"{part_path}.tool_use.id", "required", "REQUIRED")
-                )
-            if not use.name:
-                violations.append(
-                    FieldViolation(f"{part_path}.tool_use.name", "required", "REQUIRED")
-                )
             input_json = use.input_json or "{}"
             problem = ""
             try:
@@ -139,25 +105,15 @@ def _message_in(
                 )
             parts.append(ToolUsePart(use.id, use.name, input_json))
             size += len(use.id) + len(use.name.encode()) + len(input_json.encode())
-        elif kind == "tool_result":
+        else:  # tool_result: the edge refused a part with no kind
             result = part.tool_result
-            if not result.tool_use_id:
-                violations.append(
-                    FieldViolation(f"{part_path}.tool_result.tool_use_id", "required", "REQUIRED")
-                )
             parts.append(ToolResultPart(result.tool_use_id, result.content, result.is_error))
             size += len(result.tool_use_id) + len(result.content.encode())
-        else:
-            violations.append(
-                FieldViolation(
-                    part_path, "one of text, tool_use or tool_result is required", "REQUIRED"
-                )
-            )
     if size > max_bytes:
         violations.append(
             FieldViolation(path, f"message is {size} bytes; the limit is {max_bytes}", "TOO_LARGE")
         )
-    if len(violations) > before or role is None:
+    if len(violations) > before:
         return None
     frozen = tuple(parts)
     return Message(mid, role, frozen, message_tokens(frozen))

@@ -15,7 +15,6 @@ from wm_core import (
     AGENT_TOOL_NAMES,
     AssembledContext,
     Message,
-    anthropic_json,
     archive_name,
     assemble,
     output_ids,
@@ -51,7 +50,6 @@ class Assembly:
     uncovered: list[int]  # archives included raw (no completed WM covers them)
     budget: int  # the budget the context was built for
     recall: RecallBlock  # empty (semantic None) when no recall was asked
-    anthropic_json: str = ""  # the messages as Anthropic's API takes them, when asked
     rendered_json: str = ""  # the request in the format asked (context_formats), if any
 
     @property
@@ -81,13 +79,12 @@ class ContextService:
         tools: Sequence[str] | None = None,
         recall: Recall | None = None,
         *,
-        with_anthropic_json: bool = False,
         fmt: ContextFormat = ContextFormat.UNSPECIFIED,
     ) -> Assembly:
         """The context, the WM it includes, the uncovered archives, the budget used (the
         asked one, or less when that context would not fit in one response: a 10M-token
-        budget is 40 MB of text; the limit is MAX_CONTEXT_BYTES, shared with the JSON copies
-        of the messages asked for: Anthropic's, and the request in format ``fmt``) and the
+        budget is 40 MB of text; the limit is MAX_CONTEXT_BYTES, shared with the JSON copy
+        of the messages in format ``fmt``, when asked) and the
         memories recalled."""
         sid = validation.session_id(session_id)
         if not 1 <= token_budget <= MAX_BUDGET:
@@ -113,7 +110,7 @@ class ContextService:
         live_from = next((i for i, s in enumerate(stored) if s.archive_seq is None), len(stored))
         prompt = f"{system_prompt}\n\n{block}" if block else system_prompt
         budget = token_budget
-        copies = 1 + int(with_anthropic_json) + int(fmt is not ContextFormat.UNSPECIFIED)
+        copies = 1 + int(fmt is not ContextFormat.UNSPECIFIED)
         while True:
             document = wm.document if wm else None
             result = assemble(budget, prompt, document, messages, pointers, tools, live_from)
@@ -136,8 +133,7 @@ class ContextService:
             budget = max(1, min(budget - 1, int(budget * MAX_CONTEXT_BYTES / size * 0.95)))
         included = wm if result.working_memory_included else None
         rendered = render(fmt, result.messages, system_prompt, result.system_prompt_addition)
-        copy = anthropic_json(result.messages) if with_anthropic_json else ""
-        return Assembly(result, included, uncovered, budget, found, copy, rendered)
+        return Assembly(result, included, uncovered, budget, found, rendered)
 
     async def _recall(
         self, session_id: str, messages: Sequence[Message], recall: Recall, token_budget: int

@@ -11,13 +11,11 @@ from wm_server import contract
 from wm_server.errors import invalid
 
 SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
-MESSAGE_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 OWNER_ID_PATTERN = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 MAX_REQUEST_ID = contract.MAX_REQUEST_ID
 MAX_KEEP_RECENT = contract.MAX_KEEP_RECENT
 # The lowest tool-output inline threshold a session config may set (characters).
 MIN_INLINE_CHARS = 1_000
-MAX_BATCH = contract.MAX_BATCH
 
 
 def session_id(value: str, field: str = "session_id") -> str:
