@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 
 from support import builders as b
+from support import commit_flow
 from wm_core import CommitState
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -62,15 +63,10 @@ async def read_events(
     return [event async for event in call if event.stage != pb.COMMIT_STAGE_HEARTBEAT]
 
 
-async def wait_terminal(
-    stub: Stub, session_id: str, commit_id: str, within: float = 30.0
-) -> list[pb.CommitEvent]:
-    """Replay a commit from its first event and tail it until the terminal event (the
-    call's deadline is ``within`` seconds)."""
-    call = stub.WatchCommit(
-        api.WatchCommitRequest(session_id=session_id, commit_id=commit_id), timeout=within
-    )
-    return await read_events(call)
+async def wait_terminal(stub: Stub, commit: str, within: float = 30.0) -> list[pb.CommitEvent]:
+    """Replay the commit named ``commit`` from its first event and tail it until the
+    terminal event (the call's deadline is ``within`` seconds)."""
+    return await commit_flow.events(stub, commit, within=within)
 
 
 def is_retry_request(event: pb.CommitEvent) -> bool:
@@ -78,24 +74,29 @@ def is_retry_request(event: pb.CommitEvent) -> bool:
     return event.stage == pb.COMMIT_STAGE_RETRY_SCHEDULED and event.retry_scheduled.attempt == 0
 
 
-def assert_well_formed(events: list[pb.CommitEvent]) -> pb.CommitEvent:
+def assert_well_formed(events: list[pb.CommitEvent], *, streamed: bool = True) -> pb.CommitEvent:
     """Sequences 1..n without gaps; the last event is terminal; returns it.
 
-    Every run of Phase 2 ends in exactly one terminal event. A commit that RetryCommit
-    reopened has one run per retry: its earlier FAILED event is followed at once by the
-    retry request, and no other terminal event may appear anywhere but at the end.
+    Every run of Phase 2 ends in exactly one FAILED, COMPLETED or skipped end. A commit that
+    RetryCommit reopened has one run per retry: its earlier FAILED event is followed at once
+    by the retry request. As stored, each run's end says terminal; as WatchCommit sends them
+    (``streamed``), only the last event does (``terminal`` is final in wm.v1).
     """
     assert [e.sequence for e in events] == list(range(1, len(events) + 1)), [
         e.sequence for e in events
     ]
     stages = [pb.CommitStage.Name(e.stage) for e in events]
     assert events and events[-1].terminal, stages
+    run_ends = 0
     for index, event in enumerate(events[:-1]):
-        if event.terminal:
-            assert event.stage == pb.COMMIT_STAGE_FAILED, stages
+        if event.stage == pb.COMMIT_STAGE_FAILED:
             assert is_retry_request(events[index + 1]), stages
+            run_ends += 1
+            assert event.terminal != streamed, stages
+        else:
+            assert not event.terminal, stages
     runs = 1 + sum(1 for e in events if is_retry_request(e))
-    assert sum(1 for e in events if e.terminal) == runs, stages
+    assert run_ends + 1 == runs, stages
     return events[-1]
 
 
@@ -163,7 +164,7 @@ async def check_store_invariants(
                 assert stored_events[-1].sequence == commit.last_sequence
                 decoded = [pb.CommitEvent.FromString(e.payload) for e in stored_events]
                 assert [e.terminal for e in stored_events] == [e.terminal for e in decoded]
-                last = assert_well_formed(decoded)
+                last = assert_well_formed(decoded, streamed=False)
                 assert last.state == _STATE_OUT[commit.state], (commit.commit_id, last.state)
                 report.commit_states[commit.commit_id] = commit.state
             archived_by_commits = sorted(c.archive_seq for c in commits if c.archive_seq)
@@ -194,15 +195,17 @@ async def settle(stub: Stub, session_ids: Iterable[str], within: float = 60.0) -
     deadline = loop.time() + within
     for session_id in session_ids:
         token = ""
-        commit_ids: list[str] = []
+        commits: list[str] = []
         while True:
             page = await stub.ListCommits(
-                api.ListCommitsRequest(session_id=session_id, page_size=1000, page_token=token)
+                api.ListCommitsRequest(
+                    parent=commit_flow.session(session_id), page_size=1000, page_token=token
+                )
             )
-            commit_ids.extend(c.commit_id for c in page.commits)
+            commits.extend(c.name for c in page.commits)
             token = page.next_page_token
             if not token:
                 break
-        for commit_id in commit_ids:
+        for commit in commits:
             remaining = max(1.0, deadline - loop.time())
-            await wait_terminal(stub, session_id, commit_id, within=remaining)
+            await wait_terminal(stub, commit, within=remaining)

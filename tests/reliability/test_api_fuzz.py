@@ -5,11 +5,11 @@ contract is fuzzed without touching this file. Every field gets random values an
 values that sit on a documented limit (ids of 128 and 129 characters, keep_recent_count
 10000 and 10001, budgets, page sizes), extreme integers, enum numbers the contract does not
 define (proto3 enums are open), repeated fields past their limits, and now and then a string
-of several megabytes. Ids of real sessions, commits and archives are mixed in so that the
+of several megabytes. Names of real sessions, commits and archives are mixed in so that the
 fuzzer reaches past "not found" into the real code paths.
 
 The promise checked for every call: the answer is OK or a documented error code with the
-documented details (ErrorInfo in domain wm.v1 always, BadRequest field violations for
+documented details (ErrorInfo in domain wm always, BadRequest field violations for
 INVALID_ARGUMENT), never INTERNAL, UNKNOWN or a hang; afterwards the process still runs,
 health says SERVING, and a normal session works end to end.
 """
@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from reliability_support import BIG_CLIENT
 
 from support import builders as b
+from support import commit_flow
 from support.server_process import ServerProcess
 from wm_core import SECTIONS
 from wm_proto.v1 import resources_pb2 as pb
@@ -58,6 +59,7 @@ DOCUMENTED = {
 # Authentication is off and the server is not shutting down, so UNAUTHENTICATED and
 # UNAVAILABLE, although documented, would be wrong here.
 MAIN = "fz-main"
+MAIN_NAME = f"sessions/{MAIN}"
 # Examples per RPC: the rich requests get more. Derandomized, so a run is reproducible.
 EXAMPLES = {"AddMessages": 150, "ApplyWorkingMemoryOps": 80, "AssembleContext": 60}
 
@@ -83,17 +85,17 @@ class Target:
     server: ServerProcess
     channel: grpc.Channel
     stub: service_grpc.WorkingMemoryServiceStub
-    commit_ids: list[str]
+    commits: list[str]  # names
     page_tokens: list[str]
 
 
 def _seed(stub: service_grpc.WorkingMemoryServiceStub) -> tuple[list[str], list[str]]:
     """A session with two archives, a working memory and commits, plus a few more sessions."""
-    commit_ids: list[str] = []
+    commits: list[str] = []
     for batch in range(2):
         stub.AddMessages(
             api.AddMessagesRequest(
-                session_id=MAIN,
+                parent=MAIN_NAME,
                 create_session_if_missing=True,
                 messages=[
                     b.user(f"Hello fuzz world, round {batch}: fix src/app.py"),
@@ -103,18 +105,21 @@ def _seed(stub: service_grpc.WorkingMemoryServiceStub) -> tuple[list[str], list[
                 ],
             )
         )
-        events = list(stub.Commit(api.CommitRequest(session_id=MAIN), timeout=30))
+        started, events = commit_flow.commit_sync(stub, MAIN)
         assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
-        commit_ids.append(events[0].commit_id)
+        commits.append(started.name)
     for name in ("fz-other", "fz-victim-1", "fz-victim-2"):
         stub.CreateSession(api.CreateSessionRequest(session_id=name))
     tokens = [
         stub.ListSessions(api.ListSessionsRequest(page_size=1)).next_page_token,
-        stub.ListCommits(api.ListCommitsRequest(session_id=MAIN, page_size=1)).next_page_token,
-        stub.ListArchives(api.ListArchivesRequest(session_id=MAIN, page_size=1)).next_page_token,
+        stub.ListCommits(api.ListCommitsRequest(parent=MAIN_NAME, page_size=1)).next_page_token,
+        stub.ListArchives(api.ListArchivesRequest(parent=MAIN_NAME, page_size=1)).next_page_token,
+        stub.ListMessages(
+            api.ListMessagesRequest(parent=f"{MAIN_NAME}/archives/archive_001", page_size=1)
+        ).next_page_token,
     ]
     assert all(tokens)
-    return commit_ids, tokens
+    return commits, tokens
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +129,8 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     channel = grpc.insecure_channel(server.address, options=BIG_CLIENT)
     try:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
-        commit_ids, tokens = _seed(stub)
-        yield Target(server, channel, stub, commit_ids, tokens)
+        commits, tokens = _seed(stub)
+        yield Target(server, channel, stub, commits, tokens)
         channel.close()
         assert server.terminate() == 0  # and after all that, it still shuts down cleanly
     finally:
@@ -175,13 +180,47 @@ ARCHIVE_IDS = [
 
 def _pools(target: Target) -> dict[str, list[str]]:
     """Interesting values per field name (``Message.field`` wins over ``field``)."""
-    sessions = [MAIN, MAIN, MAIN, "fz-other", "missing", "a" * 129, "bad id!", "../x", "é"]
+    ids = [MAIN, MAIN, MAIN, "fz-other", "missing", "a" * 129, "bad id!", "../x", "é", "-"]
+    sessions = [f"sessions/{i}" for i in ids] + [MAIN, "", "sessions/", "sessions/-"]
+    archives = [f"{MAIN_NAME}/archives/{a}" for a in ARCHIVE_IDS] + [
+        "sessions/fz-other/archives/archive_001",
+        "archive_001",
+        f"{MAIN_NAME}/archives/",
+    ]
+    commits = [*target.commits, *target.commits, f"{MAIN_NAME}/commits/c-missing"]
+    commits += [f"{MAIN_NAME}/commits/" + "x" * 1000, target.commits[0].rsplit("/", 1)[-1]]
+    versions = ["latest", "latest", "1", "2", "0", "-1", "9" * 18, "9" * 19, "x"]
+    memories = ["memories/mem_00000000000000000000", "mem_00000000000000000000"]
+    memories += ["memories/mem_x", "", "memories/" + "m" * 1000]
+    owners = ["users/fz-user", "users/fz-user", "agents/fz-agent", f"sessions/{MAIN}"]
+    owners += ["sessions/missing", "users/bad user!", "fz-user", "", "users/-", "groups/g"]
+    outputs = [f"{MAIN_NAME}/toolOutputs/out.m1.0", f"{MAIN_NAME}/toolOutputs/out.x"]
     return {
-        "session_id": sessions,
-        "DeleteSessionRequest.session_id": ["fz-victim-1", "fz-victim-2", "missing", "bad id!"],
+        "session_id": ids,
+        "parent": sessions,
+        "ListMessagesRequest.parent": sessions + archives,
+        "name": sessions,
+        "Session.name": sessions,
+        "DeleteSessionRequest.name": [f"sessions/fz-victim-{n}" for n in (1, 2)]
+        + ["sessions/missing", "sessions/bad id!"],
         "request_id": ["", "rid-1", "rid-2", "x" * 128, "x" * 129],
-        "commit_id": [*target.commit_ids, "c-missing", "x" * 1000],
-        "archive_id": ARCHIVE_IDS,
+        "WatchCommitRequest.name": commits,
+        "GetCommitRequest.name": commits,
+        "RetryCommitRequest.name": commits,
+        "GetArchiveRequest.name": archives,
+        "archive": archives,
+        "archives": archives,
+        "GetWorkingMemoryRequest.name": [f"{MAIN_NAME}/workingMemories/{v}" for v in versions]
+        + ["sessions/missing/workingMemories/latest", MAIN_NAME],
+        "GetToolOutputRequest.name": outputs,
+        "tool_output": outputs,
+        "GetMemoryRequest.name": memories,
+        "DeleteMemoryRequest.name": memories,
+        "RetireMemoryRequest.name": memories,
+        "Memory.name": memories,
+        "supersedes": memories,
+        "owner": owners,
+        "ToolUse.name": ["read_file", "f", "a" * 256, "a" * 257],
         "page_token": [*target.page_tokens, "garbage", "=", "AAAA", "e30"],
         "query": ["fuzz", "FUZZ WORLD", "src/app.py", "ValueError", "x" * 1001, " "],
         "section": [*SECTIONS, "Bogus", "session title", "## Open Issues"],
@@ -189,13 +228,10 @@ def _pools(target: Target) -> dict[str, list[str]]:
         "input_json": ['{"path": "a.py"}', "[]", "null", "not json", "{", *DEEP_JSON],
         "content": ["- item", "## Open Issues\n- split me", "`src/app.py`"],
         "system_prompt": ["You are helpful.", "é" * (512 * 1024 + 1)],
-        # A memory owner is exactly one of three ids: mostly empty, so one alone is common.
-        "MemoryOwner.user_id": ["", "", "", "fz-user", "bad user!"],
-        "MemoryOwner.agent_id": ["", "", "", "fz-agent"],
-        "MemoryOwner.session_id": ["", "", MAIN, "missing"],
+        "user_id": ["", "", "fz-user", "bad user!"],
+        "agent_id": ["", "", "fz-agent"],
         # A user of its own: forgetting it must not take the other RPCs' data with it.
         "PurgeUserDataRequest.user_id": ["fz-purged", "", "bad user!", "u" * 129],
-        "memory_id": ["mem_00000000000000000000", "mem_x", "", "m" * 1000],
         "text": ["Prefers tabs", "", " ", "x" * 2001],
     }
 
@@ -214,13 +250,18 @@ def _strings(key: str, pools: dict[str, list[str]], small: bool) -> st.SearchStr
     pool = pools.get(key) or pools.get(field_name) or EDGE_TEXT
     if small:  # an element copied up to a thousand times stays short
         pool = [value for value in pool if len(value) <= 200] or EDGE_TEXT
-    return st.one_of(
-        st.sampled_from(pool),
-        st.sampled_from(pool),
-        st.sampled_from(EDGE_TEXT),
-        st.text(max_size=40),
-        st.text(alphabet=string.ascii_letters + string.digits + "._:-", min_size=1, max_size=12),
+    ids = st.text(alphabet=string.ascii_letters + string.digits + "._:-", min_size=1, max_size=12)
+    choices = [st.sampled_from(pool), st.sampled_from(pool), st.sampled_from(EDGE_TEXT)]
+    choices.append(st.text(max_size=40))
+    # A resource name of the pool with another id at its end: well formed, mostly not found
+    # (as a random id was, before requests named their resources), so that the fuzzer gets
+    # past the names' patterns as often as it got past the ids' checks.
+    named = [value for value in pool if "/" in value and len(value) <= 200]
+    renamed = st.builds(
+        lambda name, i: f"{name.rsplit('/', 1)[0]}/{i}", st.sampled_from(named or ["x"]), ids
     )
+    choices += [renamed, renamed, renamed] if named else [ids]
+    return st.one_of(*choices)
 
 
 def _scalar(
@@ -434,7 +475,7 @@ def _check_error(error: grpc.RpcError, request: protobuf_message.Message) -> Non
             bad = error_details_pb2.BadRequest()
             detail.Unpack(bad)
             violations.extend(bad.field_violations)
-    assert len(infos) == 1 and infos[0].domain == "wm.v1" and infos[0].reason, text
+    assert len(infos) == 1 and infos[0].domain == "wm" and infos[0].reason, text
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         assert violations and all(v.field for v in violations), text
 
@@ -448,7 +489,7 @@ def call(target: Target, rpc: str, request: protobuf_message.Message) -> grpc.St
             stream = method(request, timeout=20)
             try:
                 event = next(stream, None)
-                assert event is None or event.commit_id
+                assert event is None or event.commit
             finally:
                 stream.cancel()
         else:
@@ -472,48 +513,45 @@ def _tool_use_message(input_json: str) -> pb.Message:
     )
 
 
+NO_MEMORY = "memories/mem_00000000000000000000"
 # Requests the fuzzer found to break the server, kept as explicit examples after the fix.
 REGRESSIONS: dict[str, list[protobuf_message.Message]] = {
     # int() refused the 5000-digit archive number: INTERNAL (now INVALID_ARGUMENT).
     "SearchArchives": [
-        api.SearchArchivesRequest(query="fuzz", all_sessions=True, archive_id=ARCHIVE_IDS[10])
+        api.SearchArchivesRequest(
+            parent=MAIN_NAME, query="fuzz", archive=f"{MAIN_NAME}/archives/{ARCHIVE_IDS[10]}"
+        )
     ],
     # SQLite refused an archive number past 64 bits: INTERNAL (now INVALID_ARGUMENT).
-    "GetArchive": [api.GetArchiveRequest(session_id=MAIN, archive_id="archive_" + "9" * 19)],
+    "GetArchive": [api.GetArchiveRequest(name=f"{MAIN_NAME}/archives/archive_" + "9" * 19)],
     # 1000 invalid messages gave 100 violations and a 23 KB status: past the client's
     # metadata limit, so the client saw RESOURCE_EXHAUSTED without details.
     # Also: JSON nested past the decoder's recursion limit raised RecursionError (INTERNAL);
     # nested just under it, it was stored and broke AssembleContext and Phase 2 later.
     "AddMessages": [
-        api.AddMessagesRequest(session_id=MAIN, messages=[pb.Message()] * 1000),
+        api.AddMessagesRequest(parent=MAIN_NAME, messages=[pb.Message()] * 1000),
         *[
-            api.AddMessagesRequest(session_id=MAIN, messages=[_tool_use_message(deep)])
+            api.AddMessagesRequest(parent=MAIN_NAME, messages=[_tool_use_message(deep)])
             for deep in (DEEP_JSON[0], DEEP_JSON[2])
         ],
     ],
     # A huge unknown commit id was echoed into the NOT_FOUND status: same overflow.
-    "GetCommit": [api.GetCommitRequest(session_id=MAIN, commit_id="é" * 1_000_000)],
-    "RetryCommit": [api.RetryCommitRequest(session_id=MAIN, commit_id="c" * 20_000)],
+    "GetCommit": [api.GetCommitRequest(name=f"{MAIN_NAME}/commits/" + "é" * 1_000_000)],
+    "RetryCommit": [api.RetryCommitRequest(name=f"{MAIN_NAME}/commits/" + "c" * 20_000)],
     # Not regressions: requests that pass validation, so each memory RPC reaches real work
     # however rarely the fuzzer draws exactly one owner and a known type.
-    "ListMemories": [api.ListMemoriesRequest(owner=api.MemoryOwner(user_id="fz-user"))],
-    "SearchMemories": [
-        api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="fz-user"), query="tabs")
-    ],
+    "ListMemories": [api.ListMemoriesRequest(owner="users/fz-user")],
+    "SearchMemories": [api.SearchMemoriesRequest(owner="users/fz-user", query="tabs")],
     "CreateMemory": [
         api.CreateMemoryRequest(
-            owner=api.MemoryOwner(user_id="fz-user"),
+            owner="users/fz-user",
             memory=pb.Memory(type=pb.MEMORY_TYPE_PREFERENCE, text="Prefers tabs"),
         )
     ],
-    "UpdateMemory": [
-        api.UpdateMemoryRequest(memory=pb.Memory(memory_id="mem_00000000000000000000", text="x"))
-    ],
-    "DeleteMemory": [api.DeleteMemoryRequest(memory_id="mem_00000000000000000000")],
-    "RetireMemory": [
-        api.RetireMemoryRequest(memory_id="mem_00000000000000000000", reason="no longer true")
-    ],
-    "GetMemory": [api.GetMemoryRequest(memory_id="mem_00000000000000000000")],
+    "UpdateMemory": [api.UpdateMemoryRequest(memory=pb.Memory(name=NO_MEMORY, text="x"))],
+    "DeleteMemory": [api.DeleteMemoryRequest(name=NO_MEMORY)],
+    "RetireMemory": [api.RetireMemoryRequest(name=NO_MEMORY, reason="no longer true")],
+    "GetMemory": [api.GetMemoryRequest(name=NO_MEMORY)],
 }
 
 
@@ -546,19 +584,23 @@ def test_server_still_serves_a_normal_session_after_fuzzing(target: Target) -> N
     session = "fz-after"
     stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session,
+            parent=f"sessions/{session}",
             create_session_if_missing=True,
             messages=[b.user("Deploy the fuzz-proof build"), b.assistant("Deploying now")],
         )
     )
-    events = list(stub.Commit(api.CommitRequest(session_id=session), timeout=30))
+    _, events = commit_flow.commit_sync(stub, session)
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED and events[-1].terminal
-    wm = stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=session))
+    wm = stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name=f"sessions/{session}/workingMemories/latest")
+    )
     assert wm.version == 1 and len(wm.sections) == len(SECTIONS)
-    hits = stub.SearchArchives(api.SearchArchivesRequest(session_id=session, query="fuzz-proof"))
+    hits = stub.SearchArchives(
+        api.SearchArchivesRequest(parent=f"sessions/{session}", query="fuzz-proof")
+    )
     assert hits.total_matches == 1
     context = stub.AssembleContext(
-        api.AssembleContextRequest(session_id=session, token_budget=50_000)
+        api.AssembleContextRequest(name=f"sessions/{session}", token_budget=50_000)
     )
     assert context.working_memory_version == 1
 
@@ -573,7 +615,7 @@ def test_tool_input_nesting_is_bounded_at_the_edge(target: Target) -> None:
         with pytest.raises(grpc.RpcError) as caught:
             stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id=session,
+                    parent=f"sessions/{session}",
                     create_session_if_missing=True,
                     messages=[_tool_use_message(_nested(depth))],
                 )
@@ -582,7 +624,7 @@ def test_tool_input_nesting_is_bounded_at_the_edge(target: Target) -> None:
         _check_error(caught.value, api.AddMessagesRequest())
     stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session,
+            parent=f"sessions/{session}",
             create_session_if_missing=True,
             messages=[
                 b.user("Read the deep config"),
@@ -593,22 +635,26 @@ def test_tool_input_nesting_is_bounded_at_the_edge(target: Target) -> None:
     )
     context = stub.AssembleContext(
         api.AssembleContextRequest(
-            session_id=session, token_budget=100_000, include_anthropic_json=True
+            name=f"sessions/{session}",
+            token_budget=100_000,
+            format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES,
         )
     )
-    assert context.included_message_count == 3
-    events = list(stub.Commit(api.CommitRequest(session_id=session), timeout=30))
+    assert context.included_message_count == 3 and context.rendered_json
+    _, events = commit_flow.commit_sync(stub, session)
     assert events[-1].terminal and events[-1].stage == pb.COMMIT_STAGE_COMPLETED
-    hits = stub.SearchArchives(api.SearchArchivesRequest(session_id=session, query="deep config"))
+    hits = stub.SearchArchives(
+        api.SearchArchivesRequest(parent=f"sessions/{session}", query="deep config")
+    )
     assert hits.total_matches == 2
 
 
 @pytest.mark.parametrize(
     ("rpc", "bad_request"),
     [
-        ("AddMessages", api.AddMessagesRequest(session_id=MAIN, messages=[pb.Message()] * 1000)),
-        ("GetCommit", api.GetCommitRequest(session_id=MAIN, commit_id="é" * 1_000_000)),
-        ("RetryCommit", api.RetryCommitRequest(session_id=MAIN, commit_id="c" * 20_000)),
+        ("AddMessages", api.AddMessagesRequest(parent=MAIN_NAME, messages=[pb.Message()] * 1000)),
+        ("GetCommit", api.GetCommitRequest(name=f"{MAIN_NAME}/commits/" + "é" * 1_000_000)),
+        ("RetryCommit", api.RetryCommitRequest(name=f"{MAIN_NAME}/commits/" + "c" * 20_000)),
     ],
     ids=["1000-invalid-messages", "huge-commit-id", "long-commit-id"],
 )
