@@ -71,7 +71,7 @@ async def test_concurrent_ingest_and_commits_lose_nothing(
     assert seqs == list(range(1, len(seqs) + 1))  # no duplicate, no gap
     archived: list[str] = []
     for seq in seqs:
-        _, page, _ = await a.archives.get("s", f"archive_{seq:03d}")
+        page = await a.archives.messages("s", f"archive_{seq:03d}", 0, "")
         archived.extend(m.message.id for m in page.messages)
     live = [m.message.id for m in await b.sessions.live_messages("s")]
     assert sorted(archived + live) == sorted(added)  # every message exactly once

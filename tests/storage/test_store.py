@@ -303,7 +303,8 @@ async def test_phase1_keeps_tool_pairs_together_and_numbers_archives(services: S
     first, created = await services.commits.phase1("s", 2, None)
     assert created and first.archive_id == "archive_001" and first.last_sequence == 1
     assert (first.archived_message_count, first.kept_message_count) == (1, 3)
-    _, page, wm = await services.archives.get("s", "archive_001")
+    _, wm = await services.archives.get("s", "archive_001")
+    page = await services.archives.messages("s", "archive_001", 0, "")
     assert [m.message.id for m in page.messages] == ["u"] and wm is None
     assert not page.next_page_token
     second, _ = await services.commits.phase1("s", 0, None)
@@ -452,10 +453,10 @@ async def test_a_failed_event_write_leaves_no_gap(database: Database) -> None:
     fail_next = {"on": False}
     normal = build_services(database)
 
-    def encode(commit_id: str, sequence: int, event: object) -> bytes:
+    def encode(session_id: str, commit_id: str, sequence: int, event: object) -> bytes:
         if fail_next["on"] and isinstance(event, Phase2Started):
             raise OSError("the encoder broke")
-        return normal.log.encode(commit_id, sequence, event)  # type: ignore[arg-type]
+        return normal.log.encode(session_id, commit_id, sequence, event)  # type: ignore[arg-type]
 
     jobs = JobStore(database, EventLog(encode))
     await _add(normal, "s", _text(1))
@@ -504,14 +505,17 @@ async def test_assembly_reads_what_the_wm_does_not_cover(services: Services) -> 
     assert built.recall.semantic is None and not built.recall.ids  # no recall was asked
     live = await services.sessions.live_messages("s")
     assert [m.message.id for m in live] == ["c"]
-    assert built.anthropic_json == built.rendered_json == "" and built.memory_tokens == 0
-    copies = await services.context.assemble(
-        "s", 100_000, "Be brief.", with_anthropic_json=True, fmt=ContextFormat.OPENAI_RESPONSES
+    assert built.rendered_json == "" and built.memory_tokens == 0
+    blocks = await services.context.assemble(
+        "s", 100_000, "Be brief.", fmt=ContextFormat.ANTHROPIC_MESSAGES
     )
-    assert json.loads(copies.anthropic_json) == json.loads(anthropic_json(copies.context.messages))
+    assert json.loads(blocks.rendered_json) == json.loads(anthropic_json(blocks.context.messages))
+    copies = await services.context.assemble(
+        "s", 100_000, "Be brief.", fmt=ContextFormat.OPENAI_RESPONSES
+    )
     items = json.loads(copies.rendered_json)
     assert items[0]["role"] == "system" and "Be brief." in items[0]["content"]
-    assert copies.context.messages == built.context.messages
+    assert copies.context.messages == blocks.context.messages == built.context.messages
 
 
 async def test_delete_unlinks_at_once_and_purges_in_the_background(services: Services) -> None:
@@ -805,7 +809,7 @@ async def test_an_archive_is_read_in_pages_of_bounded_count_and_size(
     ids: list[str] = []
     token = ""
     while True:
-        _, page, _ = await services.archives.get("s", "archive_001", 0, token)
+        page = await services.archives.messages("s", "archive_001", 0, token)
         assert len(page.messages) == 450 or token  # no count limit by default: one page
         ids.extend(m.message.id for m in page.messages)
         token = page.next_page_token
@@ -817,22 +821,22 @@ async def test_an_archive_is_read_in_pages_of_bounded_count_and_size(
     positions: list[int] = []
     token = ""
     while True:
-        _, page, _ = await services.archives.get("s", "archive_001", 30, token)
+        page = await services.archives.messages("s", "archive_001", 30, token)
         sizes.append(len(page.messages))
         positions.append(page.messages[0].position)
         token = page.next_page_token
         if not token:
             break
     assert sizes == [20] * 22 + [10] and positions == list(range(1, 451, 20))
-    _, page, _ = await services.archives.get("s", "archive_001", 7, "")
+    page = await services.archives.messages("s", "archive_001", 7, "")
     assert len(page.messages) == 7
     with pytest.raises(InvalidArgument):
-        await services.archives.get("s", "archive_001", -1, "")
-    _, other, _ = await services.archives.get("s", "archive_001", 1, "")
+        await services.archives.messages("s", "archive_001", -1, "")
+    other = await services.archives.messages("s", "archive_001", 1, "")
     await _add(services, "s", _text(1, "late"))
     await services.commits.phase1("s", 0, None)
     with pytest.raises(InvalidArgument):  # a token of archive 1 does not read archive 2
-        await services.archives.get("s", "archive_002", 0, other.next_page_token)
+        await services.archives.messages("s", "archive_002", 0, other.next_page_token)
 
 
 async def test_a_commit_keeping_turns_splits_on_a_turn_boundary(services: Services) -> None:

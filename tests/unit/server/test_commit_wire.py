@@ -51,22 +51,23 @@ def test_a_stored_memory_diff_reads_back_whole() -> None:
         recovered_seqs=(2, 3),
     )  # fmt: skip
     applied = MemoryDiff(created=("mem_1",), superseded=("mem_0",), skipped=((4, "gone"),))
-    out = memory_diff_out(diff_json(extraction, applied))
+    out = memory_diff_out(diff_json(extraction, applied), "s")
     assert out.state == pb.MEMORY_EXTRACTION_STATE_EXTRACTED
-    assert list(out.created_memory_ids) == ["mem_1"] and list(out.superseded_memory_ids) == [
-        "mem_0"
-    ]
+    assert list(out.created_memories) == ["memories/mem_1"]
+    assert list(out.superseded_memories) == ["memories/mem_0"]
     assert [(r.op_index, r.reason, r.duplicate) for r in out.refused] == [
         (-1, "not applied: gone", False)
     ]
-    assert list(out.recovered_archive_ids) == ["archive_002", "archive_003"]
+    assert list(out.recovered_archives) == [
+        "sessions/s/archives/archive_002", "sessions/s/archives/archive_003",
+    ]  # fmt: skip
     assert out.usage.input_tokens == 120 and out.usage.llm_calls == 2
     assert list(out.problems) == ["one op unreadable"] and out.message == "done"
     assert out.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED
-    nothing = memory_diff_out(diff_json(Extraction(MemoryState.EXTRACTED), MemoryDiff()))
+    nothing = memory_diff_out(diff_json(Extraction(MemoryState.EXTRACTED), MemoryDiff()), "s")
     assert nothing.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW
     assert EmptyReason.NOTHING_NEW.value == "nothing_new"
     # A diff stored before usage, recovery and empty reasons existed; the state overridden.
-    old = memory_diff_out('{"state": "failed", "created": []}', "recovered")
-    assert old.state == pb.MEMORY_EXTRACTION_STATE_RECOVERED and not old.recovered_archive_ids
-    assert old.usage.input_tokens == 0 and memory_diff_out("").state == 0
+    old = memory_diff_out('{"state": "failed", "created": []}', "s", "recovered")
+    assert old.state == pb.MEMORY_EXTRACTION_STATE_RECOVERED and not old.recovered_archives
+    assert old.usage.input_tokens == 0 and memory_diff_out("", "s").state == 0

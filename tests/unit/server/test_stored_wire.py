@@ -22,7 +22,7 @@ def record(name: str, config: SessionSettings = POLICY) -> SessionRecord:
 
 def test_every_field_of_the_record_is_rendered() -> None:
     session = wire.session_out(record("s1"))
-    assert (session.session_id, session.user_id, session.agent_id) == ("s1", "user-1", "agent-1")
+    assert (session.name, session.user_id, session.agent_id) == ("sessions/s1", "user-1", "agent-1")
     assert (session.message_count, session.total_message_count) == (12, 30)
     assert (session.pending_tokens, session.live_tokens) == (450, 900)
     assert (session.keep_recent_count, session.archive_count) == (4, 2)
