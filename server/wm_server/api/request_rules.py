@@ -28,7 +28,7 @@ def _path(violation: protovalidate.Violation) -> str:
         subscript = element.subscript  # protovalidate's own message type: a tagged oneof
         if subscript is not None:
             value = subscript.value
-            out += f"[{value}]" if subscript.field == "index" else f"[{value!r}]"
+            out += f"[{value}]"  # an index, or a map key as the services name it
     return out or "request"
 
 
