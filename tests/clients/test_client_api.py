@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -85,7 +86,7 @@ async def test_errors_carry_the_code_and_the_decoded_details(client: WmClient) -
         await client.get_session("nobody")
     error = missing.value
     assert isinstance(error, WmError) and error.code == grpc.StatusCode.NOT_FOUND
-    assert error.reason == "SESSION_NOT_FOUND" and error.domain == "wm.v1"
+    assert error.reason == "SESSION_NOT_FOUND" and error.domain == "wm"
     assert error.metadata == {"session_id": "nobody"}
     assert error.from_service
     assert isinstance(error.__cause__, grpc.aio.AioRpcError)
@@ -124,7 +125,7 @@ async def test_a_spent_rate_is_an_error_with_the_servers_retry_delay(tmp_path: P
             assert error.retry_delay is not None and 0 < error.retry_delay <= 0.5
             await asyncio.sleep(error.retry_delay)
             await wm.create_session("second")
-            assert (await wm.get_session("second")).session_id == "second"
+            assert (await wm.get_session("second")).name == "sessions/second"
             missing = await _not_found(wm)
             assert missing.retry_delay is None
     finally:
@@ -149,8 +150,17 @@ async def test_sessions_pages_are_followed_to_the_end(client: WmClient) -> None:
         await client.create_session(f"page-{index}")
     first = await client.list_sessions(page_size=2)
     assert len(first.sessions) == 2 and first.next_page_token
-    every = [s.session_id async for s in client.iter_sessions(page_size=2)]
-    assert sorted(every) == [f"page-{i}" for i in range(5)]
+    every = [s.name async for s in client.iter_sessions(page_size=2)]
+    assert sorted(every) == [f"sessions/page-{i}" for i in range(5)]
+
+
+async def test_a_session_is_addressed_by_its_id_or_its_name(client: WmClient) -> None:
+    made = await client.create_session("named")
+    assert made.name == "sessions/named"
+    await client.add_messages("sessions/named", [b.user("by name", "m-1")])
+    assert (await client.get_session("named")).message_count == 1
+    page = await client.list_messages("sessions/named")
+    assert [m.name for m in page.messages] == ["sessions/named/messages/m-1"]
 
 
 async def test_commit_stream_is_ordered_and_ends_with_one_terminal_event(
@@ -166,7 +176,9 @@ async def test_commit_stream_is_ordered_and_ends_with_one_terminal_event(
     assert events[0].stage == pb.COMMIT_STAGE_ARCHIVED and events[0].phase1.archived
     assert [e.terminal for e in events].count(True) == 1 and events[-1].terminal
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
-    assert stream.terminal is events[-1] and stream.commit_id == events[0].commit_id
+    assert stream.terminal is events[-1] and stream.commit == events[0].commit
+    assert stream.commit.startswith("sessions/c1/commits/") and stream.commit_id
+    assert stream.started is not None and stream.started.name == stream.commit
     assert stream.resumes == 0
     memory = await client.get_working_memory("c1")
     assert memory.version == events[-1].completed.working_memory_version == 1
@@ -181,12 +193,14 @@ async def test_phase1_only_then_watch_from_a_sequence(
     first = await stream.phase1()
     assert first.phase1.archived and first.phase1.kept_message_count == 1
     await stream.aclose()  # leaving never cancels Phase 2
-    commit = await client.get_commit("w1", first.commit_id)
+    commit = await client.get_commit(first.commit)  # the name alone
     assert commit.state in (pb.COMMIT_STATE_PENDING, pb.COMMIT_STATE_RUNNING)
+    assert commit == await client.get_commit("w1", commit.name.rsplit("/", 1)[-1])
     provider.gate.set()
-    rest = await client.watch_commit("w1", first.commit_id, after_sequence=1).collect()
+    commit_id = first.commit.rsplit("/", 1)[-1]
+    rest = await client.watch_commit("w1", commit_id, after_sequence=1).collect()
     assert rest[0].sequence == 2 and rest[-1].stage == pb.COMMIT_STAGE_COMPLETED
-    replay = await client.watch_commit("w1", first.commit_id).collect()
+    replay = await client.watch_commit(first.commit).collect()
     assert [e.sequence for e in replay] == list(range(1, len(rest) + 2))
 
 
@@ -194,7 +208,7 @@ async def test_watching_after_the_last_sequence_ends_at_once(client: WmClient) -
     await client.add_messages("late", [b.user("x")], create_session_if_missing=True)
     events = await client.commit("late", 0).collect()
     last = events[-1]
-    stream = client.watch_commit("late", last.commit_id, after_sequence=last.sequence)
+    stream = client.watch_commit(last.commit, after_sequence=last.sequence)
     assert await asyncio.wait_for(stream.collect(), 5) == []
     assert stream.terminal is None
     with pytest.raises(RuntimeError, match="no terminal event"):
@@ -220,7 +234,7 @@ async def test_heartbeats_only_when_asked(client: WmClient, provider: Programmab
             provider.gate.set()
     beats = [e for e in seen if e.stage == pb.COMMIT_STAGE_HEARTBEAT]
     assert beats and all(e.sequence == e.heartbeat.last_sequence for e in beats)
-    quiet = await client.watch_commit("hb", seen[0].commit_id).collect()
+    quiet = await client.watch_commit(seen[0].commit).collect()
     assert all(e.stage != pb.COMMIT_STAGE_HEARTBEAT for e in quiet)
     assert [e.sequence for e in quiet] == [e.sequence for e in seen if e not in beats]
 
@@ -261,30 +275,43 @@ async def test_reads_and_recall(client: WmClient) -> None:
     )
     await client.commit("r1", 0).wait()
     archives = await client.list_archives("r1")
-    assert [a.archive_id for a in archives.archives] == ["archive_001"]
+    assert [a.name for a in archives.archives] == ["sessions/r1/archives/archive_001"]
     archive = await client.get_archive("r1", "archive_001")
-    assert len(archive.messages) == 2 and archive.working_memory.version == 1
+    assert archive == await client.get_archive(archive.name)
+    assert archive.message_count == 2 and archive.working_memory.version == 1
+    messages = [m async for m in client.iter_archive_messages("r1", "archive_001", page_size=1)]
+    assert [m.name.rsplit("/", 1)[0] for m in messages] == ["sessions/r1/messages"] * 2
+    assert "ERR_QUOTA" in messages[0].parts[0].text
+    page = await client.list_messages("r1", archive_id="archive_001")
+    assert list(page.messages) == messages and not page.next_page_token
     hits = await client.search_archives("err_quota", session_id="r1")
     assert hits.total_matches == 1 and "ERR_QUOTA" in hits.hits[0].snippet
-    context = await client.assemble_context("r1", 50_000, include_anthropic_json=True)
-    assert context.working_memory_version == 1 and context.anthropic_messages_json
+    assert hits.hits[0].archive == archive.name and hits.hits[0].message == messages[0].name
+    context = await client.assemble_context(
+        "r1", 50_000, context_format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES
+    )
+    assert context.working_memory_version == 1 and context.rendered_json
     commits = await client.list_commits("r1")
     assert commits.commits[0].state == pb.COMMIT_STATE_COMPLETED
-    tools = await client.get_tool_definitions(api.TOOL_FORMAT_ANTHROPIC)
+    assert commits.commits[0].archive == archive.name
+    tools = await client.get_tool_definitions(api.TOOL_FORMAT_ANTHROPIC_MESSAGES)
     assert {t.name for t in tools.tools} >= {"archive_expand", "archive_search"}
-    assert all(t.anthropic_json and not t.openai_json for t in tools.tools)
+    assert all(json.loads(t.rendered_json)["name"] == t.name for t in tools.tools)
+    plain = await client.get_tool_definitions()
+    assert all(t.input_schema_json and not t.rendered_json for t in plain.tools)
 
 
 # --- retries through the service config ------------------------------------------------------------
 class FlakyProxy:
     """A real gRPC server in front of the service (what a mesh sidecar is while an upstream
-    restarts): it answers UNAVAILABLE to the first ``failures`` attempts of each unary method,
-    and cuts the first ``cut_streams`` Commit streams after the server ran Phase 1 but before
-    the client got any event. Everything else is forwarded byte for byte."""
+    restarts): it answers UNAVAILABLE to the first ``failures`` attempts of each unary method
+    but CreateCommit, and answers UNAVAILABLE to the first ``cut_commits`` CreateCommit calls
+    after the server ran them (Phase 1 done, its answer lost). Everything else is forwarded
+    byte for byte."""
 
-    def __init__(self, upstream: str, failures: int = 2, cut_streams: int = 0) -> None:
+    def __init__(self, upstream: str, failures: int = 2, cut_commits: int = 0) -> None:
         self.failures = failures
-        self.cut_streams = cut_streams
+        self.cut_commits = cut_commits
         self.attempts: dict[str, list[bytes]] = {}
         self.server = grpc.aio.server()
         self.server.add_generic_rpc_handlers((self,))  # type: ignore[arg-type]
@@ -298,26 +325,27 @@ class FlakyProxy:
 
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         method = details.method
-        if method.endswith(("/Commit", "/Compact", "/WatchCommit")):
+        if method.endswith("/WatchCommit"):
 
             async def stream(
                 request: bytes, context: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[bytes]:
-                attempt = self._seen(method, request)
-                call = self.channel.unary_stream(method)(request)
-                if method.endswith("/Commit") and attempt <= self.cut_streams:
-                    await call.read()  # Phase 1 is done upstream; the client never sees it
-                    call.cancel()
-                    await context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
-                async for event in call:
+                self._seen(method, request)
+                async for event in self.channel.unary_stream(method)(request):
                     yield event
 
             return grpc.unary_stream_rpc_method_handler(stream)
 
         async def unary(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
-            if self._seen(method, request) <= self.failures:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, "upstream restarting")
+            attempt = self._seen(method, request)
             forward = self.channel.unary_unary(method)
+            if method.endswith("/CreateCommit"):
+                answer = await forward(request)
+                if attempt <= self.cut_commits:  # Phase 1 is done upstream; the answer is lost
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
+                return answer  # type: ignore[no-any-return]
+            if attempt <= self.failures:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "upstream restarting")
             return await forward(request)  # type: ignore[no-any-return]
 
         return grpc.unary_unary_rpc_method_handler(unary)
@@ -325,7 +353,9 @@ class FlakyProxy:
 
 @pytest.fixture
 async def proxy(app: Application) -> AsyncIterator[FlakyProxy]:
-    flaky = FlakyProxy(app.address, failures=2, cut_streams=1)
+    # Five cut CreateCommit attempts: the service config's retries (five attempts) all fail,
+    # and the commit stream itself asks again.
+    flaky = FlakyProxy(app.address, failures=2, cut_commits=5)
     await flaky.server.start()
     yield flaky
     await flaky.server.stop(0)
@@ -338,7 +368,7 @@ async def test_unavailable_is_retried_with_the_same_request_id(proxy: FlakyProxy
             "retry", [b.user("once", "m-1")], create_session_if_missing=True
         )
         session = await client.get_session("retry")
-        assert (await client.list_sessions()).sessions[0].session_id == "retry"
+        assert (await client.list_sessions()).sessions[0].name == "sessions/retry"
     attempts = proxy.attempts["AddMessages"]
     assert len(attempts) == 3  # two UNAVAILABLE, then through
     assert len(set(attempts)) == 1  # byte-identical retries: the same request_id
@@ -363,18 +393,21 @@ async def test_without_the_service_config_unavailable_is_not_retried(proxy: Flak
 async def test_a_commit_cut_before_its_first_event_is_asked_again_not_done_twice(
     proxy: FlakyProxy, client: WmClient
 ) -> None:
-    """Phase 1 ran but its answer was lost: the stream calls Commit again with the same
-    request_id, and the server answers with the same commit instead of archiving again."""
+    """Phase 1 ran but its answer was lost, again and again: CreateCommit is asked again
+    with the same request_id (by the service config's retries, then by the stream itself
+    when they are spent), and the server answers with the same commit instead of archiving
+    again."""
     await client.add_messages("cut", [b.user("a"), b.user("b")], create_session_if_missing=True)
     async with WmClient(f"127.0.0.1:{proxy.port}") as through_proxy:
         stream = through_proxy.commit("cut", 1)
         events = await stream.collect()
-    attempts = proxy.attempts["Commit"]
-    assert len(attempts) == 2 and attempts[0] == attempts[1]  # same request_id
+    attempts = proxy.attempts["CreateCommit"]
+    assert len(attempts) == 6 and len(set(attempts)) == 1  # the same request_id
+    assert api.CreateCommitRequest.FromString(attempts[0]).parent == "sessions/cut"
     assert stream.resumes == 1 and stream.errors[0].code == grpc.StatusCode.UNAVAILABLE
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert events[0].phase1.archived_message_count == 1 and events[-1].terminal
     commits = (await client.list_commits("cut")).commits
-    assert len(commits) == 1 and commits[0].commit_id == events[0].commit_id
+    assert len(commits) == 1 and commits[0].name == events[0].commit == stream.commit
     session = await client.get_session("cut")
     assert session.archive_count == 1 and session.message_count == 1

@@ -48,7 +48,7 @@ def test_sessions_list_show_and_delete(wm: Run) -> None:
     listed = wm("sessions", "list")
     assert listed.returncode == 0 and "cli-s1" in listed.stdout
     rows = [json.loads(line) for line in wm("sessions", "list", "--json").stdout.splitlines()]
-    mine = next(r for r in rows if r["session_id"] == "cli-s1")
+    mine = next(r for r in rows if r["name"] == "sessions/cli-s1")
     assert mine["message_count"] == 2 and mine["pending_tokens"] > 0
     shown = wm("sessions", "show", "cli-s1")
     assert shown.returncode == 0
@@ -218,7 +218,7 @@ def test_search_finds_archived_messages(wm: Run) -> None:
     assert "cli-q archive_001 m001 (user)" in found.stdout
     data = json.loads(wm("search", "31.01.2025", "--session", "cli-q", "--json").stdout)
     assert data["total_matches"] >= 1 and all(
-        h["archive_id"] == "archive_001" for h in data["hits"]
+        h["archive"] == "sessions/cli-q/archives/archive_001" for h in data["hits"]
     )
     nothing = wm("search", "no such words anywhere", "--all")
     assert nothing.returncode == 0 and "no match" in nothing.stdout
@@ -239,7 +239,7 @@ def test_assemble_within_a_budget(wm: Run) -> None:
     assert "system prompt addition" in result.stdout
     data = json.loads(wm("assemble", "cli-a", "--budget", "8000", "--json").stdout)
     assert data["working_memory_version"] == 1
-    anthropic = json.loads(data["anthropic_messages_json"])
+    anthropic = json.loads(data["rendered_json"])  # as Anthropic Messages
     assert anthropic[0]["role"] == "user"
     refused = wm("assemble", "cli-a", "--budget", "0")
     assert refused.returncode == 2 and "invalid request: token_budget" in refused.stderr
@@ -384,6 +384,6 @@ def test_api_keys_are_sent_and_a_refusal_is_exit_6(tmp_path: Path) -> None:
         added = run_cli(server.address, "add", "k1", "-", stdin=TWO_MESSAGES, WM_API_KEY=key)
         assert added.returncode == 0, added.stderr
         listed = run_cli(server.address, "sessions", "list", "--json", WM_API_KEY=key)
-        assert [json.loads(x)["session_id"] for x in listed.stdout.splitlines()] == ["k1"]
+        assert [json.loads(x)["name"] for x in listed.stdout.splitlines()] == ["sessions/k1"]
     finally:
         server.kill()

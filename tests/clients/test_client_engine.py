@@ -107,12 +107,12 @@ async def test_a_background_commit_does_not_block_the_turn(
     # the next turn goes on while Phase 2 is still waiting
     await asyncio.wait_for(engine.after_turn("bg", [b.user("next")], 100_000), timeout=5)
     assert not commit.done
-    state = await client.get_commit("bg", phase1.commit_id)
+    state = await client.get_commit(phase1.commit)
     assert state.state in (pb.COMMIT_STATE_PENDING, pb.COMMIT_STATE_RUNNING)
     assert engine.running_commits() == (commit,)
     provider.gate.set()
     terminal = await asyncio.wait_for(commit.wait(), timeout=10)
-    assert terminal.stage == pb.COMMIT_STAGE_COMPLETED and terminal.commit_id == commit.commit_id
+    assert terminal.stage == pb.COMMIT_STAGE_COMPLETED and terminal.commit == commit.commit
     await asyncio.sleep(0)
     assert engine.running_commits() == ()
 
@@ -128,7 +128,7 @@ async def test_back_to_back_commits_of_a_session_do_not_race(
     outcomes = await engine.wait_idle()
     assert all(isinstance(o, pb.CommitEvent) and o.terminal for o in outcomes)
     one, two = await first.commit.phase1(), await second.commit.phase1()
-    assert one.phase1.archive_id == "archive_001"
+    assert one.phase1.archive == "sessions/twice/archives/archive_001"
     assert one.phase1.archived_message_count + two.phase1.archived_message_count == 2
     session = await client.get_session("twice")
     assert session.message_count == 0 and session.total_message_count == 2
@@ -142,7 +142,8 @@ async def test_wait_idle_and_close(engine: ContextEngine, provider: Programmable
     await engine.aclose()  # stops following; Phase 2 goes on on the server
     assert result.commit.task.cancelled()
     provider.gate.set()
-    events = await engine.client.watch_commit("close", result.commit.commit_id or "").collect()
+    assert result.commit.commit is not None
+    events = await engine.client.watch_commit(result.commit.commit).collect()
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
 
 
@@ -161,7 +162,8 @@ async def test_compact_waits_for_the_working_memory(
     result = await asyncio.wait_for(task, timeout=10)
     assert result.outcome is CompactOutcome.COMPLETED and result.compacted
     assert "Fix the importer" in result.summary
-    assert result.archived_message_count == 2 and result.archive_id == "archive_001"
+    assert result.archived_message_count == 2 and result.archive == "sessions/cp/archives/archive_001"
+    assert result.commit.startswith("sessions/cp/commits/")
     assert result.working_memory_version == 1
     assert result.tokens_before > result.tokens_after > 0
     session = await client.get_session("cp")
@@ -202,11 +204,11 @@ async def test_a_session_with_a_server_policy_is_never_committed_twice(
     created = await client.create_session("managed", config=policy)
     assert created.config.auto_commit.pending_token_threshold == 150
     quiet = await engine.after_turn("managed", [b.sized(100)], token_budget=100)
-    assert quiet.commit is None and quiet.server_commit_id == ""  # over the engine's threshold
+    assert quiet.commit is None and quiet.server_commit == ""  # over the engine's threshold
     crossing = await engine.after_turn("managed", [b.sized(100), b.sized(100)], token_budget=100)
-    assert crossing.commit is None and crossing.server_commit_id
+    assert crossing.commit is None and crossing.server_commit
     commits = await _commits(client, "managed")
-    assert [c.commit_id for c in commits] == [crossing.server_commit_id]
+    assert [c.name for c in commits] == [crossing.server_commit]
     assert commits[0].trigger == pb.COMMIT_TRIGGER_PENDING_TOKENS
 
     # Policy off (UpdateSession): after ``forget`` the engine commits the session again.
@@ -217,6 +219,6 @@ async def test_a_session_with_a_server_policy_is_never_committed_twice(
     assert updated.config.auto_commit.pending_token_threshold == 0
     engine.forget("managed")
     own = await engine.after_turn("managed", [b.sized(100), b.sized(100)], token_budget=100)
-    assert own.commit is not None and own.server_commit_id == ""
+    assert own.commit is not None and own.server_commit == ""
     await own.commit.wait()
     assert len(await _commits(client, "managed")) == 2

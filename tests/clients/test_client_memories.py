@@ -39,18 +39,18 @@ async def test_the_executor_stores_searches_and_forgets(client: WmClient) -> Non
 
 async def test_the_engine_recalls_memories_of_the_same_user(client: WmClient) -> None:
     await client.create_session("e1", user_id="bo")
-    owner = api.MemoryOwner(user_id="bo")
-    made = await client.create_memory(owner, pb.MEMORY_TYPE_PROFILE, "Bo works at Acme Ledger")
+    made = await client.create_memory("users/bo", pb.MEMORY_TYPE_PROFILE, "Bo works at Acme Ledger")
+    assert made.memory.owner == "users/bo" and made.memory.name.startswith("memories/mem_")
     await client.create_session("e2", user_id="bo")
     engine = ContextEngine(client)
     await client.add_messages(
         "e2", [pb.Message(id="q", role=pb.ROLE_USER, parts=[pb.Part(text="Where does Bo work?")])]
     )
     context = await engine.assemble("e2", 50_000)
-    assert list(context.recalled_memory_ids) == [made.memory.memory_id]
+    assert list(context.recalled_memories) == [made.memory.name]
     assert "Acme Ledger" in context.system_prompt_addition
     quiet = await engine.assemble("e2", 50_000, recall_memories=False)
-    assert not quiet.recalled_memory_ids
+    assert not quiet.recalled_memories
 
 
 def test_wm_memories_search_list_show_and_forget(wm: Run, server: ServerProcess) -> None:
@@ -61,16 +61,17 @@ def test_wm_memories_search_list_show_and_forget(wm: Run, server: ServerProcess)
     async def store() -> str:
         async with WmClient(server.address) as c:
             reply = await c.create_memory(
-                api.MemoryOwner(session_id="cli-mem"), pb.MEMORY_TYPE_DECISION,
+                "sessions/cli-mem", pb.MEMORY_TYPE_DECISION,
                 "Ledger moves to Postgres for transactions",
             )  # fmt: skip
-            return reply.memory.memory_id
+            return reply.memory.name.removeprefix("memories/")
 
     memory_id = asyncio.run(store())
     found = wm("memories", "search", "postgres ledger", "--session", "cli-mem")
     assert found.returncode == 0 and memory_id in found.stdout, found.stderr
     listed = wm("memories", "list", "--session", "cli-mem", "--type", "decision", "--json")
-    assert [json.loads(line)["memory_id"] for line in listed.stdout.splitlines()] == [memory_id]
+    names = [json.loads(line)["name"] for line in listed.stdout.splitlines()]
+    assert names == [f"memories/{memory_id}"]
     shown = wm("memories", "show", memory_id)
     assert "Ledger moves to Postgres" in shown.stdout and "version 1" in shown.stdout
     assert wm("memories", "retire", memory_id).returncode == 2  # a reason is required
@@ -97,7 +98,7 @@ def test_the_client_previews_extraction_without_writing(server: ServerProcess) -
             message = pb.Message(id="m1", role=pb.ROLE_USER, parts=[pb.Part(text=said)])
             await client.add_messages("p1", [message])
             found = await client.preview_memory_extraction("p1")
-            return found, await client.list_memories(owner=api.MemoryOwner(user_id="dana"))
+            return found, await client.list_memories(owner="users/dana")
 
     found, listed = asyncio.run(preview())
     assert [(op.type, op.text, op.verdict) for op in found.ops] == [

@@ -15,11 +15,10 @@ from support.server_process import ServerProcess
 from wm_client import WmClient
 from wm_client.errors import InvalidArgumentError, NotFoundError
 from wm_proto.v1 import resources_pb2 as pb
-from wm_proto.v1 import working_memory_service_pb2 as api
 
 
 async def test_the_client_supersedes_expires_and_searches_superseded(client: WmClient) -> None:
-    owner = api.MemoryOwner(user_id="lee")
+    owner = "users/lee"
     old = (
         await client.create_memory(owner, pb.MEMORY_TYPE_DECISION, "The ledger uses MySQL")
     ).memory
@@ -27,31 +26,32 @@ async def test_the_client_supersedes_expires_and_searches_superseded(client: WmC
     new = (
         await client.create_memory(
             owner, pb.MEMORY_TYPE_DECISION, "The ledger uses CockroachDB",
-            supersedes=[old.memory_id], expire_time=later,
+            supersedes=[old.name.removeprefix("memories/")], expire_time=later,
         )
     ).memory  # fmt: skip
-    assert list(new.supersedes_memory_ids) == [old.memory_id]
+    assert list(new.supersedes) == [old.name] and new.owner == owner
     assert new.expire_time.seconds == int(later.timestamp())
     current = await client.search_memories("ledger uses", owner=owner)
-    assert [h.memory.memory_id for h in current.hits] == [new.memory_id]
+    assert [h.memory.name for h in current.hits] == [new.name]
     both = await client.search_memories("ledger uses", owner=owner, include_superseded=True)
-    assert [h.memory.memory_id for h in both.hits] == [new.memory_id, old.memory_id]
+    assert [h.memory.name for h in both.hits] == [new.name, old.name]
+    assert both.hits[1].memory.superseded_by == new.name
     assert both.hits[1].memory.state == pb.MEMORY_STATE_SUPERSEDED
 
     sooner = datetime.now(UTC) + timedelta(days=1)
-    updated = await client.update_memory(new.memory_id, expire_time=sooner)
+    updated = await client.update_memory(new.name, expire_time=sooner)
     assert updated.expire_time.seconds == int(sooner.timestamp()) and updated.version == 1
     with pytest.raises(ValueError):
-        await client.update_memory(new.memory_id, expire_time=datetime(2030, 1, 1))  # naive
+        await client.update_memory(new.name, expire_time=datetime(2030, 1, 1))  # naive
     with pytest.raises(InvalidArgumentError):
         await client.create_memory(
-            owner, pb.MEMORY_TYPE_DECISION, "The ledger uses SQLite", supersedes=[old.memory_id]
+            owner, pb.MEMORY_TYPE_DECISION, "The ledger uses SQLite", supersedes=[old.name]
         )  # already superseded: nothing stored
 
 
 async def test_the_client_purges_a_user(client: WmClient) -> None:
     await client.create_session("lee-1", user_id="lee")
-    owner = api.MemoryOwner(user_id="lee")
+    owner = "users/lee"
     await client.create_memory(owner, pb.MEMORY_TYPE_PROFILE, "Lee lives in Porto")
     reply = await client.purge_user_data("lee", request_id="purge-lee")
     assert (reply.purged_memory_count, reply.purged_session_count) == (1, 1)
@@ -72,16 +72,17 @@ def test_wm_memories_add_supersede_expire_and_purge_user(wm: Run, server: Server
     )  # fmt: skip
     assert second.returncode == 0, second.stderr
     made = json.loads(second.stdout)["memory"]
-    assert made["supersedes_memory_ids"] == [old]
+    assert made["supersedes"] == [f"memories/{old}"] and made["owner"] == "users/mo"
     assert made["expire_time"].startswith("2031-05-01")
-    new = made["memory_id"]
+    new = made["name"].removeprefix("memories/")
 
     found = wm("memories", "search", "prefers mode", "--user", "mo")
     assert new in found.stdout and old not in found.stdout
     both = wm("memories", "search", "prefers mode", "--user", "mo", "--include-superseded")
     assert f"{old}  [preference] (superseded by {new})  Mo prefers light mode" in both.stdout
     superseded = wm("memories", "list", "--user", "mo", "--superseded", "--json")
-    assert [json.loads(line)["memory_id"] for line in superseded.stdout.splitlines()] == [old]
+    names = [json.loads(line)["name"] for line in superseded.stdout.splitlines()]
+    assert names == [f"memories/{old}"]
     shown = wm("memories", "show", new)
     assert f"replaces {old}" in shown.stdout and "expires 2031-05-01 00:00:00" in shown.stdout
     expired = wm("memories", "expire", new, "--at", "2032-01-02T03:04:05+00:00")
@@ -100,7 +101,7 @@ def test_wm_memories_add_supersede_expire_and_purge_user(wm: Run, server: Server
 
     async def left() -> int:
         async with WmClient(server.address) as c:
-            listed = await c.list_memories(owner=api.MemoryOwner(user_id="mo"))
+            listed = await c.list_memories(owner="users/mo")
             return len(listed.memories)
 
     assert asyncio.run(left()) == 0

@@ -101,10 +101,10 @@ async def test_a_failed_model_call_is_a_cross_not_a_tick(
 def test_a_memory_diff_reads_as_counts_or_as_why_nothing_ran() -> None:
     diff = pb.MemoryDiff(
         state=pb.MEMORY_EXTRACTION_STATE_EXTRACTED,
-        created_memory_ids=["mem_a", "mem_b"],
-        retired_memory_ids=["mem_c"],
+        created_memories=["memories/mem_a", "memories/mem_b"],
+        retired_memories=["memories/mem_c"],
         refused=[pb.MemoryOpRefusal(reason="drops 8443"), pb.MemoryOpRefusal(duplicate=True)],
-        recovered_archive_ids=["archive_001"],
+        recovered_archives=["sessions/s/archives/archive_001"],
     )
     assert memory_diff_text(diff) == (
         "memories: 2 created, 1 retired, 1 refused (also from archive_001)"

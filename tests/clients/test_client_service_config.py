@@ -17,9 +17,9 @@ MUTATING = {
     "DeleteSession",
     "AddMessages",
     "RemoveRecentMessages",
-    "Commit",
+    "CreateCommit",
     "RetryCommit",
-    "Compact",
+    "CompactSession",
     "ApplyWorkingMemoryOps",
 }
 
@@ -53,11 +53,9 @@ def test_every_rpc_has_a_timeout_and_only_safe_unary_rpcs_retry() -> None:
         assert 2 <= policy["maxAttempts"] <= 5
         if method.name in MUTATING:
             assert "request_id" in method.input_type.fields_by_name
-    assert {m.name for m in SERVICE.methods if m.server_streaming} == {
-        "Commit",
-        "Compact",
-        "WatchCommit",
-    }
+    # Starting a commit is unary and idempotent by request_id: retried like any mutation.
+    assert "retryPolicy" in configs["CreateCommit"] and "retryPolicy" in configs["CompactSession"]
+    assert {m.name for m in SERVICE.methods if m.server_streaming} == {"WatchCommit"}
 
 
 def test_wildcard_listen_addresses_are_dialled_on_loopback() -> None:

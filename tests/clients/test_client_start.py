@@ -16,7 +16,6 @@ from client_support import WM, Run
 from support.server_process import ServerProcess, free_port
 from wm_client import MEMORY_TOOLS, RECALL_TOOLS, ToolExecutor, WmClient
 from wm_proto.v1 import resources_pb2 as pb
-from wm_proto.v1 import working_memory_service_pb2 as api
 
 
 def test_connect_timeout_waits_for_a_server_still_starting(tmp_path: Path) -> None:
@@ -67,7 +66,7 @@ def test_sessions_create_with_owner_and_config(wm: Run) -> None:
     made = wm("sessions", "create", "cli-new", "--user-id", "ana", "--config", config, "--json")
     assert made.returncode == 0, made.stderr
     session = json.loads(made.stdout)
-    assert session["session_id"] == "cli-new" and session["user_id"] == "ana"
+    assert session["name"] == "sessions/cli-new" and session["user_id"] == "ana"
     assert session["config"]["memory_extraction"] is False
     assert session["config"]["tool_output_inline_chars"] == 5000
     human = wm("sessions", "create", "--agent-id", "bot")
@@ -78,12 +77,12 @@ def test_sessions_create_with_owner_and_config(wm: Run) -> None:
 
 
 async def test_update_memory_writes_the_fields_given(client: WmClient) -> None:
-    owner = api.MemoryOwner(user_id="cy")
-    made = (await client.create_memory(owner, pb.MEMORY_TYPE_PREFERENCE, "Likes tea")).memory
-    updated = await client.update_memory(made.memory_id, text="Likes green tea", reason="precise")
+    made = (await client.create_memory("users/cy", pb.MEMORY_TYPE_PREFERENCE, "Likes tea")).memory
+    memory_id = made.name.removeprefix("memories/")
+    updated = await client.update_memory(memory_id, text="Likes green tea", reason="precise")
     assert updated.text == "Likes green tea" and updated.type == pb.MEMORY_TYPE_PREFERENCE
     assert [(v.text, v.reason) for v in updated.history] == [("Likes tea", "precise")]
-    retyped = await client.update_memory(made.memory_id, memory_type=pb.MEMORY_TYPE_PROFILE)
+    retyped = await client.update_memory(made.name, memory_type=pb.MEMORY_TYPE_PROFILE)
     assert retyped.text == "Likes green tea" and retyped.type == pb.MEMORY_TYPE_PROFILE
 
 

@@ -60,7 +60,9 @@ async def test_bad_calls_come_back_as_error_results(client: WmClient) -> None:
     missing = await tools.run("tool_output_read", {"output_id": "out.nope.0"})
     assert missing.is_error and "not found" in missing.content
     bad = await tools.run("archive_search", {"query": "x", "archive_id": "nope"})
-    assert bad.is_error and "archive_001" in bad.content  # the service says the format
+    assert bad.is_error and "archive_001" in bad.content  # the format, in the model's terms
+    unread = await tools.run("tool_output_read", {"output_id": "nope"})
+    assert unread.is_error and "out.m12.0" in unread.content
     with pytest.raises(ValueError):
         ToolExecutor(client, "tools", tools=("rm_rf",))
 
@@ -83,7 +85,8 @@ async def test_the_prompt_addition_names_only_the_registered_tools(client: WmCli
 
     with pytest.raises(InvalidArgumentError) as caught:
         await engine.assemble("tools", 100_000, registered_tools=["rm_rf"])
-    assert [v.field for v in caught.value.field_violations] == ["registered_tools.names"]
+    violations = caught.value.field_violations
+    assert [(v.field, v.reason) for v in violations] == [("registered_tools.names[0]", "string.in")]
 
 
 async def test_the_engine_keeps_whole_turns_by_default(client: WmClient) -> None:

@@ -115,6 +115,24 @@ def _message_text(message: pb.Message) -> str:
     return "\n".join(chunks)
 
 
+# What the model gave, as it knows it, when the service refuses the name made of it (the
+# service's own words spell the name's pattern, which the model never sees).
+_ID_HINTS = {
+    ARCHIVE_SEARCH: "archive_id must be an archive's id, like archive_001",
+    ARCHIVE_EXPAND: "archive_id must be an archive's id, like archive_001",
+    TOOL_OUTPUT_READ: "output_id must be a stored output's id, like out.m12.0",
+    MEMORY_FORGET: "memory_id must be a memory's id, like mem_0123456789abcdef0123",
+}
+_NAME_FIELDS = {"name", "archive", "tool_output"}
+
+
+def _refusal(tool: str, error: InvalidArgumentError) -> str:
+    """The service's refusal for the model: a bad id in the model's terms, else its words."""
+    if tool in _ID_HINTS and any(v.field in _NAME_FIELDS for v in error.field_violations):
+        return _ID_HINTS[tool]
+    return error.message
+
+
 def _own(ident: str) -> str:
     """A model's archive or tool-output id, always of the executor's own session (a name of
     another session given by the model counts as its short id)."""
@@ -173,7 +191,9 @@ class ToolExecutor:
             if name in MEMORY_TOOLS:
                 return await self._memory(name, decoded)
             return await self._read(decoded)
-        except (InvalidArgumentError, NotFoundError) as exc:
+        except InvalidArgumentError as exc:
+            return ToolRun(f"{name} failed: {_refusal(name, exc)}", True)
+        except NotFoundError as exc:
             return ToolRun(f"{name} failed: {exc.message}", True)
         except WmError as exc:
             if is_transient(exc):
