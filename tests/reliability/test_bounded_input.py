@@ -16,9 +16,10 @@ from typing import Any
 import grpc
 import pytest
 from llm_backends import ANTHROPIC, Backend
-from reliability_support import FRESH, LlmServer, Stub, assert_well_formed, read_events
+from reliability_support import FRESH, LlmServer, Stub, assert_well_formed
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, error, tool_use
 from wm_core import SECTIONS, estimate_tokens
 from wm_proto.v1 import resources_pb2 as pb
@@ -81,15 +82,15 @@ async def _add(stub: Stub, *messages: pb.Message) -> None:
     for start in range(0, len(messages), 5):  # under the 1 MiB request limit
         await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id=SESSION, messages=messages[start : start + 5],
+                parent=wm_names.session(SESSION),
+                messages=messages[start : start + 5],
                 create_session_if_missing=True,
             )
-        )  # fmt: skip
+        )
 
 
 async def _commit(stub: Stub) -> list[pb.CommitEvent]:
-    call = stub.Commit(api.CommitRequest(session_id=SESSION, keep_recent_count=0), timeout=120)
-    return await read_events(call)
+    return (await commit_flow.commit(stub, SESSION, within=120))[1]
 
 
 async def _start(llm_server: LlmServer, fake: FakeAnthropic) -> tuple[Any, SmallWindowModel]:
@@ -117,7 +118,9 @@ async def test_a_300k_token_archive_commits_in_chunks(
         assert all(tokens <= LIMIT for tokens in model.accepted)
         updates = sum(1 for e in events if e.stage == pb.COMMIT_STAGE_OPS_PARSED)
         assert updates >= 300_000 // LIMIT
-        wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+        wm = await stub.GetWorkingMemory(
+            api.GetWorkingMemoryRequest(name=wm_names.working_memory(SESSION))
+        )
         assert wm.version == 2
         for n in range(count):  # every chunk went through the model, in order
             assert f"docs/marker_{n}.md" in wm.document, n
@@ -138,7 +141,7 @@ async def test_three_failed_archives_then_a_good_model_completes_them_all(
             await _add(stub, *(_big(archive * 10 + n) for n in range(5)))
             events = await _commit(stub)
             assert assert_well_formed(events).stage == pb.COMMIT_STAGE_FAILED
-            failed.append(events[0].commit_id)
+            failed.append(events[0].commit)
 
         model.broken = False
         await _add(stub, b.user("marker-99-end and now the good model is back", "u99"))
@@ -146,13 +149,15 @@ async def test_three_failed_archives_then_a_good_model_completes_them_all(
         terminal = assert_well_formed(events)
         assert terminal.stage == pb.COMMIT_STAGE_COMPLETED, terminal
         assert all(tokens <= LIMIT for tokens in model.accepted)
-        wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+        wm = await stub.GetWorkingMemory(
+            api.GetWorkingMemoryRequest(name=wm_names.working_memory(SESSION))
+        )
         for n in [*range(5), *range(10, 15), *range(20, 25), 99]:
             assert f"docs/marker_{n}.md" in wm.document, n
         context = await stub.AssembleContext(
-            api.AssembleContextRequest(session_id=SESSION, token_budget=100_000)
+            api.AssembleContextRequest(name=wm_names.session(SESSION), token_budget=100_000)
         )
-        assert not context.uncovered_archive_ids  # the failed archives are covered now
+        assert not context.uncovered_archives  # the failed archives are covered now
 
 
 def _bloating(request: RecordedRequest) -> Reply:
@@ -195,7 +200,9 @@ async def test_a_bloating_model_leaves_the_working_memory_within_its_budget(
             stored = [e for e in events if e.stage == pb.COMMIT_STAGE_WORKING_MEMORY_STORED]
             pending += [e.working_memory_stored.pending_items for e in stored]
             lost += [e.working_memory_stored.pending_items_dropped for e in stored]
-            wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+            wm = await stub.GetWorkingMemory(
+                api.GetWorkingMemoryRequest(name=wm_names.working_memory(SESSION))
+            )
             assert estimate_tokens(wm.document) <= 12_000, estimate_tokens(wm.document)
             assert wm.estimated_tokens <= 12_000
             assert CREATION["Files & Context"] in wm.document  # old lines kept first

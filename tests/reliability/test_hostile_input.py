@@ -1,7 +1,7 @@
 """Hostile callers against a real server: bytes that are no message, forged page tokens, one
 tenant (or anonymous health watchers) taking every slot it can, resume points past the end,
-lone surrogates and non-finite numbers, huge headers, guessed commit ids, a cancelled Compact
-and a session deleted under its running Phase 2.
+lone surrogates and non-finite numbers, huge headers, guessed commit ids, a compaction whose
+watch is cancelled and a session deleted under its running Phase 2.
 
 The promise checked throughout: each hostile call gets a documented answer at once (never
 UNKNOWN or INTERNAL, never a hang), it costs the server nothing it keeps, and every other
@@ -31,6 +31,7 @@ from grpc_status import rpc_status
 from reliability_support import FRESH
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.production import sample, scrape, settings_for
 from support.providers import ProgrammableProvider
 from support.server_process import ServerProcess, free_port
@@ -75,7 +76,7 @@ def error_info(error: grpc.aio.AioRpcError) -> tuple[error_details_pb2.ErrorInfo
             retry = error_details_pb2.RetryInfo()
             detail.Unpack(retry)
             delay = retry.retry_delay.ToTimedelta().total_seconds()
-    assert info.domain == "wm.v1", status
+    assert info.domain == "wm", status
     return info, delay
 
 
@@ -110,6 +111,14 @@ def invoke_raw(callable_: Any, method: MethodDescriptor, payload: bytes, **kwarg
     return callable_(payload, **kwargs)
 
 
+async def start_commit(stub: Stub, session_id: str, metadata: Metadata) -> str:
+    """CreateCommit: Phase 1 is stored when it answers; the commit's id."""
+    started = await stub.CreateCommit(
+        commit_flow.create_request(session_id), metadata=metadata, timeout=10
+    )
+    return wm_names.last_segment(started.name)
+
+
 async def first_event(call: Any) -> pb.CommitEvent:
     async for event in call:
         return event  # type: ignore[no-any-return]
@@ -126,7 +135,7 @@ async def until(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> N
 async def add(stub: Stub, session_id: str, metadata: Metadata, *texts: str) -> None:
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session_id,
+            parent=wm_names.session(session_id),
             messages=[b.user(t) if i % 2 == 0 else b.assistant(t) for i, t in enumerate(texts)],
             create_session_if_missing=True,
         ),
@@ -216,8 +225,7 @@ async def test_malformed_bytes_on_every_method_are_invalid_argument_without_a_tr
                     sent += 1
             stub = Stub(channel)
             await add(stub, "after-garbage", ALPHA, "Please fix src/a.py", "Fixed it.")
-            events = [e async for e in stub.Commit(api.CommitRequest(session_id="after-garbage"),
-                                                   metadata=ALPHA, timeout=30)]  # fmt: skip
+            _, events = await commit_flow.commit(stub, "after-garbage", metadata=ALPHA)
             assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
             exposition = await asyncio.to_thread(scrape, metrics_port)
         counted = sum(
@@ -252,21 +260,52 @@ async def test_lone_surrogates_in_any_text_field_are_refused_before_the_service(
     app = await serve()
     tool = pb.Part(tool_use=pb.ToolUse(id="t1", name="read", input_json='{"path": "QQQ"}'))
     cases: list[tuple[str, Any]] = [
-        ("AddMessages", api.AddMessagesRequest(session_id="s", create_session_if_missing=True,
-                                               messages=[b.user("fix QQQ")])),
-        ("AddMessages", api.AddMessagesRequest(session_id="s", create_session_if_missing=True,
-                                               messages=[pb.Message(role=pb.ROLE_ASSISTANT,
-                                                                    parts=[tool])])),
-        ("AddMessages", api.AddMessagesRequest(session_id="s", create_session_if_missing=True,
-                                               messages=[b.tool_result("t1", "out QQQ")])),
-        ("ApplyWorkingMemoryOps", api.ApplyWorkingMemoryOpsRequest(
-            session_id="s", ops=[pb.SectionOp(section="Key Facts & Decisions",
-                                              kind=pb.SECTION_OP_KIND_APPEND, items=["QQQ"])])),
-        ("AssembleContext", api.AssembleContextRequest(session_id="s", token_budget=1000,
-                                                       system_prompt="be QQQ")),
-        ("SearchArchives", api.SearchArchivesRequest(session_id="s", query="QQQ")),
+        (
+            "AddMessages",
+            api.AddMessagesRequest(
+                parent=wm_names.session("s"),
+                create_session_if_missing=True,
+                messages=[b.user("fix QQQ")],
+            ),
+        ),
+        (
+            "AddMessages",
+            api.AddMessagesRequest(
+                parent=wm_names.session("s"),
+                create_session_if_missing=True,
+                messages=[pb.Message(role=pb.ROLE_ASSISTANT, parts=[tool])],
+            ),
+        ),
+        (
+            "AddMessages",
+            api.AddMessagesRequest(
+                parent=wm_names.session("s"),
+                create_session_if_missing=True,
+                messages=[b.tool_result("t1", "out QQQ")],
+            ),
+        ),
+        (
+            "ApplyWorkingMemoryOps",
+            api.ApplyWorkingMemoryOpsRequest(
+                parent=wm_names.session("s"),
+                ops=[
+                    pb.SectionOp(
+                        section="Key Facts & Decisions",
+                        kind=pb.SECTION_OP_KIND_APPEND,
+                        items=["QQQ"],
+                    )
+                ],
+            ),
+        ),
+        (
+            "AssembleContext",
+            api.AssembleContextRequest(
+                name=wm_names.session("s"), token_budget=1000, system_prompt="be QQQ"
+            ),
+        ),
+        ("SearchArchives", api.SearchArchivesRequest(parent=wm_names.session("s"), query="QQQ")),
         ("CreateSession", api.CreateSessionRequest(session_id="QQQ")),
-    ]  # fmt: skip
+    ]
     async with grpc.aio.insecure_channel(app.address) as channel:
         for name, message in cases:
             method = SERVICE.methods_by_name[name]
@@ -293,7 +332,7 @@ async def test_tool_input_json_with_lone_surrogate_escapes_or_non_finite_numbers
         error = await refusal(
             Stub(channel).AddMessages(
                 api.AddMessagesRequest(
-                    session_id="s",
+                    parent=wm_names.session("s"),
                     create_session_if_missing=True,
                     messages=[pb.Message(role=pb.ROLE_ASSISTANT, parts=[tool])],
                 ),
@@ -311,28 +350,31 @@ async def test_a_tenant_holding_every_stream_slot_leaves_other_tenants_untouched
     async with grpc.aio.insecure_channel(app.address) as channel:
         stub = Stub(channel)
         await add(stub, "a", ALPHA, "Please fix src/a.py", "Fixed src/a.py.")
-        commit = stub.Commit(api.CommitRequest(session_id="a"), metadata=ALPHA, timeout=60)
-        commit_id = (await first_event(commit)).commit_id  # Phase 2 now waits at the gate
-        watch = api.WatchCommitRequest(session_id="a", commit_id=commit_id)
-        held = [stub.WatchCommit(watch, metadata=ALPHA, timeout=60) for _ in range(2)]
-        for call in held:
+        commit_id = await start_commit(stub, "a", ALPHA)  # Phase 2 now waits at the gate
+        watch = api.WatchCommitRequest(name=wm_names.commit("a", commit_id))
+        held = [stub.WatchCommit(watch, metadata=ALPHA, timeout=60) for _ in range(3)]
+        for call in held:  # three open streams: the tenant's whole budget
             await first_event(call)
-        held.append(commit)  # three open streams: the tenant's whole budget
         error = await refusal(stub.WatchCommit(watch, metadata=ALPHA, timeout=10))
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         info, delay = error_info(error)
         assert (info.reason, info.metadata["limit"], delay) == ("TOO_MANY_OPEN_STREAMS", "3", 1.0)
         # the same tenant's unary calls have their own budget
-        assert (await stub.GetSession(api.GetSessionRequest(session_id="a"),
+        assert (await stub.GetSession(api.GetSessionRequest(name=wm_names.session("a")),
                                       metadata=ALPHA)).message_count == 0  # fmt: skip
         # another tenant streams and calls as usual
         await add(stub, "b", BETA, "Please fix src/b.py", "Fixed src/b.py.")
-        beta_commit = stub.Commit(api.CommitRequest(session_id="b"), metadata=BETA, timeout=60)
-        beta_id = (await first_event(beta_commit)).commit_id
-        beta_watch = stub.WatchCommit(
-            api.WatchCommitRequest(session_id="b", commit_id=beta_id), metadata=BETA, timeout=60
-        )
-        await first_event(beta_watch)
+        beta_id = await start_commit(stub, "b", BETA)
+        beta_watches = [
+            stub.WatchCommit(
+                api.WatchCommitRequest(name=wm_names.commit("b", beta_id)),
+                metadata=BETA,
+                timeout=60,
+            )
+            for _ in range(2)
+        ]
+        for call in beta_watches:
+            await first_event(call)
         assert await metric(app, "wm_tenant_active_calls", tenant="alpha", kind="stream") == 3
         assert await metric(app, "wm_tenant_active_calls", tenant="beta", kind="stream") == 2
         rejected = await metric(
@@ -352,7 +394,7 @@ async def test_a_tenant_holding_every_stream_slot_leaves_other_tenants_untouched
         await first_event(another)
         assert gated.gate is not None
         gated.gate.set()
-        for call in [*held, another, beta_commit, beta_watch]:
+        for call in [*held, another, *beta_watches]:
             events = [e async for e in call]
             assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
         assert await metric(app, "wm_tenant_active_calls", tenant="alpha", kind="stream") == 0
@@ -382,7 +424,7 @@ async def test_a_tenant_holding_every_unary_slot_leaves_other_tenants_untouched(
             await until(full)
             started = time.monotonic()
             error = await refusal(
-                stub.GetSession(api.GetSessionRequest(session_id="a0"), metadata=ALPHA)
+                stub.GetSession(api.GetSessionRequest(name=wm_names.session("a0")), metadata=ALPHA)
             )
             assert time.monotonic() - started < 2.0
             info, delay = error_info(error)
@@ -392,10 +434,13 @@ async def test_a_tenant_holding_every_unary_slot_leaves_other_tenants_untouched(
                 "3",
             )
             assert delay == 1.0
-            session = await stub.GetSession(api.GetSessionRequest(session_id="b"), metadata=BETA)
+            session = await stub.GetSession(
+                api.GetSessionRequest(name=wm_names.session("b")), metadata=BETA
+            )
             assert session.message_count == 2
             context = await stub.AssembleContext(
-                api.AssembleContextRequest(session_id="b", token_budget=100_000), metadata=BETA
+                api.AssembleContextRequest(name=wm_names.session("b"), token_budget=100_000),
+                metadata=BETA,
             )
             assert len(context.messages) == 2
             assert not any(task.done() for task in waiting)
@@ -404,7 +449,7 @@ async def test_a_tenant_holding_every_unary_slot_leaves_other_tenants_untouched(
             foreign.close()
         await asyncio.gather(*waiting)
         listed = await stub.ListSessions(api.ListSessionsRequest(), metadata=ALPHA)
-        assert sorted(s.session_id for s in listed.sessions) == ["a0", "a1", "a2"]
+        assert sorted(s.name for s in listed.sessions) == [f"sessions/a{i}" for i in range(3)]
         assert await metric(app, "wm_tenant_rejected_total", tenant="alpha",
                             reason="TOO_MANY_CONCURRENT_RPCS") == 1  # fmt: skip
 
@@ -435,8 +480,7 @@ async def test_anonymous_health_watches_cannot_starve_tenants(serve: Serve) -> N
         stub = Stub(channel)
         for key in (ALPHA, BETA):
             await add(stub, "s", key, "Please fix src/a.py", "Fixed src/a.py.")
-            events = [e async for e in stub.Commit(api.CommitRequest(session_id="s"),
-                                                   metadata=key, timeout=30)]  # fmt: skip
+            _, events = await commit_flow.commit(stub, "s", metadata=key)
             assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
         assert await metric(app, "wm_tenant_active_calls", tenant="(anonymous)",
                             kind="unary") == 3  # fmt: skip
@@ -475,7 +519,7 @@ async def test_mutations_over_a_tenants_rate_are_refused_with_a_retry_delay(
         )
         assert delay is not None and 0 < delay <= 0.2
         # reads are not rate-limited, and the other tenant has its own bucket
-        await stub.GetSession(api.GetSessionRequest(session_id="a0"), metadata=ALPHA)
+        await stub.GetSession(api.GetSessionRequest(name=wm_names.session("a0")), metadata=ALPHA)
         for i in range(3):
             await stub.CreateSession(api.CreateSessionRequest(session_id=f"b{i}"), metadata=BETA)
         await asyncio.sleep(delay)
@@ -509,14 +553,13 @@ async def test_forged_foreign_and_out_of_range_page_tokens_are_invalid_argument(
             await stub.CreateSession(api.CreateSessionRequest(session_id=f"s{i}"), metadata=BETA)
         for i in range(3):
             await add(stub, "s0", ALPHA, f"Please fix src/m{i}.py", "Done.")
-            async for _ in stub.Commit(api.CommitRequest(session_id="s0"), metadata=ALPHA):
-                pass
+            await commit_flow.commit(stub, "s0", metadata=ALPHA)
         token = (
             await stub.ListSessions(api.ListSessionsRequest(page_size=1), metadata=ALPHA)
         ).next_page_token
         commits_token = (
             await stub.ListCommits(
-                api.ListCommitsRequest(session_id="s0", page_size=1), metadata=ALPHA
+                api.ListCommitsRequest(parent=wm_names.session("s0"), page_size=1), metadata=ALPHA
             )
         ).next_page_token
         assert token and commits_token
@@ -532,8 +575,14 @@ async def test_forged_foreign_and_out_of_range_page_tokens_are_invalid_argument(
         for bad in forged:
             for list_call, request in (
                 (stub.ListSessions, api.ListSessionsRequest(page_token=bad)),
-                (stub.ListCommits, api.ListCommitsRequest(session_id="s0", page_token=bad)),
-                (stub.ListArchives, api.ListArchivesRequest(session_id="s0", page_token=bad)),
+                (
+                    stub.ListCommits,
+                    api.ListCommitsRequest(parent=wm_names.session("s0"), page_token=bad),
+                ),
+                (
+                    stub.ListArchives,
+                    api.ListArchivesRequest(parent=wm_names.session("s0"), page_token=bad),
+                ),
             ):
                 error = await refusal(list_call(request, metadata=ALPHA))
                 assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, bad
@@ -541,13 +590,16 @@ async def test_forged_foreign_and_out_of_range_page_tokens_are_invalid_argument(
         foreign = [
             (stub.ListSessions(api.ListSessionsRequest(page_token=token), metadata=BETA)),
             stub.ListCommits(
-                api.ListCommitsRequest(session_id="s0", page_token=commits_token), metadata=BETA
+                api.ListCommitsRequest(parent=wm_names.session("s0"), page_token=commits_token),
+                metadata=BETA,
             ),
             stub.ListCommits(
-                api.ListCommitsRequest(session_id="s1", page_token=commits_token), metadata=ALPHA
+                api.ListCommitsRequest(parent=wm_names.session("s1"), page_token=commits_token),
+                metadata=ALPHA,
             ),
             stub.ListArchives(
-                api.ListArchivesRequest(session_id="s0", page_token=commits_token), metadata=ALPHA
+                api.ListArchivesRequest(parent=wm_names.session("s0"), page_token=commits_token),
+                metadata=ALPHA,
             ),
         ]
         for call in foreign:
@@ -574,7 +626,7 @@ async def test_page_tokens_survive_a_restart_and_a_configured_key_replaces_the_s
         rest = await Stub(channel).ListSessions(
             api.ListSessionsRequest(page_token=token), metadata=ALPHA
         )
-        assert [s.session_id for s in rest.sessions] == ["s1", "s0"]
+        assert [s.name for s in rest.sessions] == ["sessions/s1", "sessions/s0"]
     await again.stop(grace=0.5)
     keyed = await serve(page_token_key="an-operator-chosen-key-0123456789")
     async with grpc.aio.insecure_channel(keyed.address) as channel:
@@ -593,11 +645,10 @@ async def test_resume_points_past_the_end_of_a_commit_never_hang(
     async with grpc.aio.insecure_channel(app.address) as channel:
         stub = Stub(channel)
         await add(stub, "s", ALPHA, "Please fix src/a.py", "Fixed src/a.py.")
-        commit = stub.Commit(api.CommitRequest(session_id="s"), metadata=ALPHA, timeout=60)
-        commit_id = (await first_event(commit)).commit_id
+        commit_id = await start_commit(stub, "s", ALPHA)
         # running: the stream waits past the log and ends with the commit, not at its deadline
         beyond = stub.WatchCommit(
-            api.WatchCommitRequest(session_id="s", commit_id=commit_id, after_sequence=1000),
+            api.WatchCommitRequest(name=wm_names.commit("s", commit_id), after_sequence=1000),
             metadata=ALPHA,
             timeout=60,
         )
@@ -615,7 +666,7 @@ async def test_resume_points_past_the_end_of_a_commit_never_hang(
         await asyncio.sleep(1.0)  # a few heartbeats pass
         assert not reader.done()
         gated.gate.set()
-        last = [e async for e in commit][-1]
+        last = (await commit_flow.events(stub, wm_names.commit("s", commit_id), metadata=ALPHA))[-1]
         assert last.stage == pb.COMMIT_STAGE_COMPLETED
         started = time.monotonic()
         error = await asyncio.wait_for(reader, 5)
@@ -632,8 +683,7 @@ async def test_resume_points_past_the_end_of_a_commit_never_hang(
             started = time.monotonic()
             error = await refusal(
                 stub.WatchCommit(
-                    api.WatchCommitRequest(session_id="s", commit_id=commit_id,
-                                           after_sequence=after),
+                    api.WatchCommitRequest(name=wm_names.commit("s", commit_id), after_sequence=after),
                     metadata=ALPHA, timeout=10,
                 )
             )  # fmt: skip
@@ -641,7 +691,7 @@ async def test_resume_points_past_the_end_of_a_commit_never_hang(
             assert time.monotonic() - started < 1.0
         tail = stub.WatchCommit(
             api.WatchCommitRequest(
-                session_id="s", commit_id=commit_id, after_sequence=last.sequence
+                name=wm_names.commit("s", commit_id), after_sequence=last.sequence
             ),
             metadata=ALPHA,
             timeout=10,
@@ -687,7 +737,7 @@ async def test_huge_headers_are_refused_by_the_transport_and_bounded_by_the_serv
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
-# --- guessed ids, a cancelled Compact, a deletion under Phase 2 ---------------------------------
+# --- guessed ids, a cancelled compaction watch, a deletion under Phase 2 ---------------------------------
 async def test_commit_ids_are_scoped_to_their_session_and_tenant(serve: Serve) -> None:
     app = await serve()
     async with grpc.aio.insecure_channel(app.address) as channel:
@@ -695,8 +745,8 @@ async def test_commit_ids_are_scoped_to_their_session_and_tenant(serve: Serve) -
         await add(stub, "a", ALPHA, "Please fix src/a.py", "Fixed src/a.py.")
         await add(stub, "other", ALPHA, "Please fix src/b.py", "Fixed src/b.py.")
         await add(stub, "a", BETA, "Please fix src/c.py", "Fixed src/c.py.")
-        events = [e async for e in stub.Commit(api.CommitRequest(session_id="a"), metadata=ALPHA)]
-        commit_id = events[0].commit_id
+        started, _ = await commit_flow.commit(stub, "a", metadata=ALPHA)
+        commit_id = wm_names.last_segment(started.name)
         guesses: list[tuple[str, str, Metadata]] = [
             ("other", commit_id, ALPHA),  # the tenant's own other session
             ("a", commit_id, BETA),  # the same session id of another tenant
@@ -706,21 +756,23 @@ async def test_commit_ids_are_scoped_to_their_session_and_tenant(serve: Serve) -
         for session_id, guess, key in guesses:
             for call in (
                 stub.GetCommit(
-                    api.GetCommitRequest(session_id=session_id, commit_id=guess), metadata=key
+                    api.GetCommitRequest(name=wm_names.commit(session_id, guess)), metadata=key
                 ),
                 stub.WatchCommit(
-                    api.WatchCommitRequest(session_id=session_id, commit_id=guess), metadata=key
+                    api.WatchCommitRequest(name=wm_names.commit(session_id, guess)), metadata=key
                 ),
                 stub.RetryCommit(
-                    api.RetryCommitRequest(session_id=session_id, commit_id=guess), metadata=key
+                    api.RetryCommitRequest(name=wm_names.commit(session_id, guess)), metadata=key
                 ),
             ):
                 error = await refusal(call)
                 assert error.code() == grpc.StatusCode.NOT_FOUND, (session_id, guess)
-        listed = await stub.ListCommits(api.ListCommitsRequest(session_id="a"), metadata=BETA)
+        listed = await stub.ListCommits(
+            api.ListCommitsRequest(parent=wm_names.session("a")), metadata=BETA
+        )
         assert not listed.commits
         own = await stub.GetCommit(
-            api.GetCommitRequest(session_id="a", commit_id=commit_id), metadata=ALPHA
+            api.GetCommitRequest(name=wm_names.commit("a", commit_id)), metadata=ALPHA
         )
         assert own.state == pb.COMMIT_STATE_COMPLETED
 
@@ -733,10 +785,13 @@ async def test_a_cancelled_compact_still_completes_and_gives_its_stream_slot_bac
     async with grpc.aio.insecure_channel(app.address) as channel:
         stub = Stub(channel)
         await add(stub, "s", ALPHA, "Please fix src/a.py", "Fixed src/a.py.")
-        compact = stub.Compact(api.CompactRequest(session_id="s"), metadata=ALPHA, timeout=60)
-        commit_id = (await first_event(compact)).commit_id
-        compact.cancel()
-        watch = api.WatchCommitRequest(session_id="s", commit_id=commit_id)
+        started = await stub.CompactSession(
+            api.CompactSessionRequest(name=wm_names.session("s")), metadata=ALPHA, timeout=10
+        )
+        watch = api.WatchCommitRequest(name=started.name)
+        watching = stub.WatchCommit(watch, metadata=ALPHA, timeout=60)
+        await first_event(watching)
+        watching.cancel()
 
         async def slot_free() -> bool:
             return await metric(app, "wm_tenant_active_calls", tenant="alpha", kind="stream") == 0
@@ -749,10 +804,12 @@ async def test_a_cancelled_compact_still_completes_and_gives_its_stream_slot_bac
         assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
         assert await metric(app, "wm_tenant_rpcs_total", tenant="alpha", code="CANCELLED") == 1
         memory = await stub.GetWorkingMemory(
-            api.GetWorkingMemoryRequest(session_id="s"), metadata=ALPHA
+            api.GetWorkingMemoryRequest(name=wm_names.working_memory("s")), metadata=ALPHA
         )
         assert memory.version == 1
-        session = await stub.GetSession(api.GetSessionRequest(session_id="s"), metadata=ALPHA)
+        session = await stub.GetSession(
+            api.GetSessionRequest(name=wm_names.session("s")), metadata=ALPHA
+        )
         assert session.message_count == 0  # keep 0: everything archived
 
 
@@ -764,14 +821,21 @@ async def test_delete_session_while_its_phase2_runs(
     async with grpc.aio.insecure_channel(app.address) as channel:
         stub = Stub(channel)
         await add(stub, "doomed", ALPHA, "Please fix src/a.py", "Fixed src/a.py.")
-        commit = stub.Commit(api.CommitRequest(session_id="doomed"), metadata=ALPHA, timeout=60)
-        commit_id = (await first_event(commit)).commit_id
+        commit_id = await start_commit(stub, "doomed", ALPHA)
+        commit = stub.WatchCommit(
+            api.WatchCommitRequest(name=wm_names.commit("doomed", commit_id)),
+            metadata=ALPHA,
+            timeout=60,
+        )
+        await first_event(commit)
 
         async def in_model() -> bool:
             return bool(gated.calls)
 
         await until(in_model)
-        await stub.DeleteSession(api.DeleteSessionRequest(session_id="doomed"), metadata=ALPHA)
+        await stub.DeleteSession(
+            api.DeleteSessionRequest(name=wm_names.session("doomed")), metadata=ALPHA
+        )
         # the open stream ends soon (its commit is gone), whatever Phase 2 does next
         started = time.monotonic()
         error = await refusal(commit)
@@ -779,22 +843,17 @@ async def test_delete_session_while_its_phase2_runs(
         assert time.monotonic() - started < 3.0
         gated.gate.set()
         for call in (
-            stub.GetSession(api.GetSessionRequest(session_id="doomed"), metadata=ALPHA),
+            stub.GetSession(api.GetSessionRequest(name=wm_names.session("doomed")), metadata=ALPHA),
             stub.GetCommit(
-                api.GetCommitRequest(session_id="doomed", commit_id=commit_id), metadata=ALPHA
+                api.GetCommitRequest(name=wm_names.commit("doomed", commit_id)), metadata=ALPHA
             ),
             stub.WatchCommit(
-                api.WatchCommitRequest(session_id="doomed", commit_id=commit_id), metadata=ALPHA
+                api.WatchCommitRequest(name=wm_names.commit("doomed", commit_id)), metadata=ALPHA
             ),
         ):
             assert (await refusal(call)).code() == grpc.StatusCode.NOT_FOUND
         # the worker goes on: another session commits, and the id starts afresh
         await add(stub, "doomed", ALPHA, "Please fix src/b.py", "Fixed src/b.py.")
-        events = [
-            e
-            async for e in stub.Commit(
-                api.CommitRequest(session_id="doomed"), metadata=ALPHA, timeout=30
-            )
-        ]
+        _, events = await commit_flow.commit(stub, "doomed", metadata=ALPHA)
         assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
-        assert events[-1].commit_id != commit_id
+        assert events[-1].commit != wm_names.commit("doomed", commit_id)

@@ -11,22 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from support.wm_names import session
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 
 Stub = service_grpc.WorkingMemoryServiceStub
 Metadata = Sequence[tuple[str, str]] | None
-
-
-def session(session: str) -> str:
-    """A session's name from its id (a name is returned unchanged)."""
-    return session if session.startswith("sessions/") else f"sessions/{session}"
-
-
-def last_segment(name: str) -> str:
-    """The id at the end of a resource name (a commit's, an archive's, a memory's)."""
-    return name.rsplit("/", 1)[-1]
 
 
 def create_request(
