@@ -94,7 +94,8 @@ def test_history_of_a_session_commits_decisions_diff_failure_and_retry(tmp_path:
             "COMMIT_STATE_COMPLETED",
             "COMMIT_STATE_COMPLETED",
         ]
-        failed, guarded, first = (r["commit_id"] for r in rows)
+        failed, guarded, first = (r["name"].split("/")[-1] for r in rows)
+        assert all(r["name"].startswith("sessions/h/commits/") for r in rows)
         assert rows[1]["token_usage"]["cache_read_input_tokens"] == 4000
         assert rows[2]["token_usage"]["cache_read_input_tokens"] == 0  # zero fields included
         assert isinstance(rows[1]["duration_ms"], int) and rows[0]["working_memory_version"] == 0
@@ -119,7 +120,8 @@ def test_history_of_a_session_commits_decisions_diff_failure_and_retry(tmp_path:
         assert "+- app/cli.py — main" in out
         assert all(line == line.rstrip() for line in out.splitlines())
         data = json.loads(run("commits", "show", "h", guarded, "--json").stdout)
-        assert data["commit_id"] == guarded and data["working_memory_version"] == 2
+        assert data["name"] == f"sessions/h/commits/{guarded}"
+        assert data["working_memory_version"] == 2
         assert [e["sequence"] for e in data["events"]] == list(range(1, data["last_sequence"] + 1))
         assert all(isinstance(e["duration_ms"], int) for e in data["events"])
         [files] = [s for s in data["memory_diff"] if s["section"] == "Files & Context"]
@@ -149,7 +151,8 @@ def test_history_of_a_session_commits_decisions_diff_failure_and_retry(tmp_path:
         ]
         assert [v["version"] for v in versions] == [1, 2, 3]
         assert versions[1]["changed_sections"] == ["Files & Context"]
-        assert versions[1]["commit_id"] == guarded and versions[1]["decision_count"] == 1
+        assert versions[1]["commit"] == f"sessions/h/commits/{guarded}"
+        assert versions[1]["decision_count"] == 1
         assert versions[2]["changed_sections"] == ["Open Issues"]
         diff = run("memory", "diff", "h", "1", "2")
         assert diff.returncode == 0, diff.stderr
@@ -186,7 +189,7 @@ def test_compact_archives_everything_and_waits_for_phase2(wm: Run) -> None:
     session = json.loads(wm("sessions", "show", "cmp", "--json").stdout)
     assert session["message_count"] == 0 and session["pending_tokens"] == 0
     assert [c["state"] for c in session["commits"]] == ["COMMIT_STATE_COMPLETED"]
-    assert session["archives"][0]["archive_id"] == "archive_001"
+    assert session["archives"][0]["name"] == "sessions/cmp/archives/archive_001"
 
 
 def test_anthropic_content_blocks_and_lines_without_ids(wm: Run, tmp_path: Path) -> None:
@@ -343,7 +346,7 @@ def test_client_applied_ops_keep_their_guard_decisions_like_a_commit(tmp_path: P
             for x in run_cli(server.address, "memory", "history", "c", "--json").stdout.splitlines()
             if x
         ]
-        assert rows[1]["commit_id"] == "" and rows[1]["archive_id"] == ""
+        assert rows[1]["commit"] == "" and rows[1]["archive"] == ""
         assert rows[1]["decision_count"] == 1
         table = run_cli(server.address, "memory", "history", "c").stdout
         line = next(x for x in table.splitlines() if "(client ops)" in x)

@@ -86,7 +86,7 @@ async def test_client_ops_restore_every_path_and_keep_their_decisions(
     assert history.returncode == 0, history.stderr
     rows = {r["version"]: r for r in map(json.loads, history.stdout.splitlines())}
     row = rows[stored.version]
-    assert row["commit_id"] == "" and row["decision_count"] == len(answer.decisions) > 0
+    assert row["commit"] == "" and row["decision_count"] == len(answer.decisions) > 0
     table = run_cli(server.address, "memory", "history", "d")
     cells = [
         [cell.strip() for cell in line.split("│")]
