@@ -12,12 +12,13 @@
  * The model speaks in short ids (archive_id "archive_002", output_id "out.m12.0", memory_id
  * "mem_…", as the tool definitions and the results name them); the executor turns them into
  * the contract's resource names for the calls (names.ts) and names back into short ids in
- * what the model reads.
+ * what the model reads. An archive or a tool output is always one of the executor's own
+ * session: a name of another session given by the model counts as its short id.
  */
 
 import type { WmClient } from "./client.js";
 import { WmError } from "./errors.js";
-import { archiveName, memoryName, sessionName, shortId, toolOutputName } from "./names.js";
+import { archiveName, memoryName, sessionName, shortId } from "./names.js";
 import { DEFAULT_MAX_CHARS, READ_LINES, TOOL_TRANSIENT } from "./rules.js";
 import { MemoryType, Role, type Message } from "./gen/wm/v1/resources_pb.js";
 import {
@@ -117,6 +118,9 @@ function messageText(message: Message): string {
     .join("\n");
 }
 
+/** A model's archive or tool-output id, always of the executor's own session. */
+const own = (ident: string): string => shortId(ident);
+
 const isInt = (value: unknown): value is number => typeof value === "number" && Number.isInteger(value);
 
 /** Runs the recall tools of one session through a WmClient (the caller owns it). */
@@ -195,7 +199,7 @@ export class ToolExecutor {
     if (typeof archiveId !== "string") return new ToolRun("archive_id must be a string like archive_003", true);
     const reply = await this.client.searchArchives(query, {
       session: this.session,
-      archive: archiveId ? archiveName(this.session, archiveId) : "",
+      archive: archiveId ? archiveName(this.session, own(archiveId)) : "",
       mode: SearchMode.HYBRID,
     });
     if (!reply.hits.length) return new ToolRun(`nothing archived matches '${query}'`);
@@ -217,7 +221,7 @@ export class ToolExecutor {
     const out: string[] = [];
     let size = 0;
     let total = 0;
-    for await (const message of this.client.iterArchiveMessages(this.session, archiveName(this.session, archiveId))) {
+    for await (const message of this.client.iterArchiveMessages(this.session, own(archiveId))) {
       total += 1;
       if (size >= this.maxChars) continue;
       const entry = `[${ROLES[message.role] ?? "tool"} ${message.id}]\n${messageText(message)}`;
@@ -275,7 +279,7 @@ export class ToolExecutor {
     if (!isInt(start) || !isInt(count) || start < 1 || count < 1) {
       return new ToolRun("start_line and line_count must be positive integers", true);
     }
-    const page = await this.client.getToolOutput(this.session, toolOutputName(this.session, outputId), {
+    const page = await this.client.getToolOutput(this.session, own(outputId), {
       startLine: start,
       lineCount: count,
     });

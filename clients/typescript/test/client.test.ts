@@ -6,6 +6,7 @@ import { after, before, describe, test } from "node:test";
 
 import {
   CommitStage,
+  ContextFormat,
   MessageSchema,
   Role,
   WmClient,
@@ -60,14 +61,17 @@ describe("the TypeScript client against the real server", () => {
         assert.equal(policy.retry?.maxAttempts, entry.retryPolicy?.maxAttempts, method);
       }
     }
-    assert.equal(policies.get("Commit")?.retry, undefined); // a stream is resumed, never retried
+    assert.equal(policies.get("WatchCommit")?.retry, undefined); // a stream is resumed, never retried
     assert.equal(policies.get("AddMessages")?.retry?.codes.has(14), true); // UNAVAILABLE
+    // The unary starts of a commit are retried: the same request id answers the same commit.
+    assert.equal(policies.get("CreateCommit")?.retry?.codes.has(14), true);
+    assert.equal(policies.get("CompactSession")?.retry?.codes.has(14), true);
   });
 
   test("sessions, messages, a commit stream, the working memory, assemble, search, delete", async () => {
     const id = "ts-e2e";
     const session = await client.createSession(id);
-    assert.equal(session.sessionId, id);
+    assert.equal(session.name, `sessions/${id}`);
     const added = await client.addMessages(id, [
       text("u1", Role.USER, "The test suite fails: please fix src/app/settings.py"),
       {
@@ -92,18 +96,23 @@ describe("the TypeScript client against the real server", () => {
     assert.deepEqual(again.duplicateMessageIds, ["u1"]);
 
     const listed = await client.listSessions();
-    assert.ok(listed.sessions.some((s) => s.sessionId === id));
-    const live = await client.listMessages(id, { pageSize: 2 });
+    assert.ok(listed.sessions.some((s) => s.name === `sessions/${id}`));
+    const live = await client.listMessages(`sessions/${id}`, { pageSize: 2 }); // a name works as an id does
     assert.deepEqual(live.messages.map((m) => m.id), ["u1", "a1"]);
+    assert.deepEqual(live.messages.map((m) => m.name), [`sessions/${id}/messages/u1`, `sessions/${id}/messages/a1`]);
     assert.notEqual(live.nextPageToken, "");
 
     const stream = client.commit(id, 0);
     const events = await stream.collect();
+    assert.equal(stream.started?.state !== undefined, true, "CreateCommit answered first");
+    assert.match(stream.commit ?? "", new RegExp(`^sessions/${id}/commits/[A-Za-z0-9._-]+$`));
+    assert.equal(stream.started?.name, stream.commit);
     assert.deepEqual(events.map((e) => e.sequence), events.map((_, i) => BigInt(i + 1)));
     const first = events[0] as CommitEvent;
     assert.equal(first.stage, CommitStage.ARCHIVED);
     assert.equal(first.detail.case, "phase1");
-    assert.equal(first.detail.value?.archiveId, "archive_001");
+    assert.equal(first.detail.value?.archive, `sessions/${id}/archives/archive_001`);
+    assert.equal(first.commit, stream.commit);
     assert.equal(events.filter((e) => e.terminal).length, 1);
     const last = events.at(-1) as CommitEvent;
     assert.equal(last.stage, CommitStage.COMPLETED);
@@ -116,24 +125,34 @@ describe("the TypeScript client against the real server", () => {
     assert.equal(memory.sections.length, 7);
     assert.match(memory.document, /src\/app\/settings\.py/);
 
-    const context = await client.assembleContext(id, 8000, { includeAnthropicJson: true });
+    const context = await client.assembleContext(id, 8000, { format: ContextFormat.ANTHROPIC_MESSAGES });
     assert.equal(context.workingMemoryVersion, 1n);
     const summary = context.messages[0]?.parts[0]?.kind;
     assert.equal(summary?.case, "text");
     assert.match(String(summary?.value), /^\[Session History Summary\]/);
-    assert.equal((JSON.parse(context.anthropicMessagesJson) as Array<{ role: string }>)[0]?.role, "user");
+    assert.equal((JSON.parse(context.renderedJson) as Array<{ role: string }>)[0]?.role, "user");
 
-    const found = await client.searchArchives("modulenotfounderror", { sessionId: id });
+    const found = await client.searchArchives("modulenotfounderror", { session: id });
     assert.equal(found.totalMatches, 1);
-    assert.equal(found.hits[0]?.messageId, "u2");
+    assert.equal(found.hits[0]?.message, `sessions/${id}/messages/u2`);
+    assert.equal(found.hits[0]?.archive, `sessions/${id}/archives/archive_001`);
+    // The archive's messages: ListMessages with the archive as parent, by its id or its name.
+    const archived = await client.listArchiveMessages(id, "archive_001");
+    assert.deepEqual(archived.messages.map((m) => m.id), ["u1", "a1", "u2", "a2"]);
+    const byName = await client.listMessages(`sessions/${id}/archives/archive_001`, { pageSize: 1 });
+    assert.deepEqual(byName.messages.map((m) => m.id), ["u1"]);
+    assert.equal((await client.getArchive(id, "archive_001")).commit, stream.commit);
     assert.equal(found.hits[0]?.role, Role.USER);
 
     // WatchCommit replays what is stored after a sequence, and nothing after the last.
-    const replay = await client.watchCommit(id, last.commitId, { afterSequence: 1 }).collect();
+    const replay = await client.watchCommit(id, last.commit, { afterSequence: 1 }).collect();
     assert.deepEqual(replay.map((e) => e.sequence), events.slice(1).map((e) => e.sequence));
-    assert.deepEqual(await client.watchCommit(id, last.commitId, { afterSequence: last.sequence }).collect(), []);
+    assert.deepEqual(await client.watchCommit(id, last.commit, { afterSequence: last.sequence }).collect(), []);
+    // A commit id with its session is the same commit as its name.
+    const commitId = last.commit.split("/").at(-1) as string;
+    assert.equal((await client.getCommit(id, commitId)).name, last.commit);
     const commits = await client.listCommits(id);
-    assert.deepEqual(commits.commits.map((c) => c.commitId), [last.commitId]);
+    assert.deepEqual(commits.commits.map((c) => c.name), [last.commit]);
 
     await client.deleteSession(id);
     await assert.rejects(client.getSession(id), (e: WmError) => e.codeName === "NOT_FOUND");
@@ -144,9 +163,10 @@ describe("the TypeScript client against the real server", () => {
       assert.ok(error instanceof WmError);
       assert.equal(error.codeName, "NOT_FOUND");
       assert.equal(error.reason, "SESSION_NOT_FOUND");
-      assert.equal(error.domain, "wm.v1");
+      assert.equal(error.domain, "wm");
       assert.equal(error.fromService, true);
-      assert.deepEqual(error.metadata, { session_id: "nobody" });
+      assert.equal(error.clientSide, false);
+      assert.deepEqual(error.metadata, { session_id: "nobody" }); // as the server sends it (errors.proto says "session")
       assert.equal(error.errorInfo?.reason, "SESSION_NOT_FOUND"); // the generated type itself
       assert.match(error.requestId, /^[0-9a-f]{32}$/);
       assert.match(error.message, /^NOT_FOUND: .* \[SESSION_NOT_FOUND\]$/);
@@ -161,6 +181,65 @@ describe("the TypeScript client against the real server", () => {
       assert.notEqual(error.reason, "");
       return true;
     });
+  });
+
+  test("validateRequests: a request that breaks the contract's rules is refused before it is sent, as the server refuses it", async () => {
+    const proxy = await new TcpProxy(server.port).start();
+    const checking = new WmClient({ address: proxy.address, apiKey: KEY, validateRequests: true });
+    const id = `ts-validate-${Date.now().toString(36)}`;
+    const bad: MessageInit[] = [text("v1", Role.USER, "fine"), { id: "bad id", role: Role.USER, parts: [] }];
+    const failure = (call: Promise<unknown>) =>
+      call.then(
+        () => assert.fail("the request was accepted"),
+        (error: unknown) => {
+          assert.ok(error instanceof WmError);
+          return error;
+        },
+      );
+    try {
+      const local = await failure(checking.addMessages(id, bad, { createSessionIfMissing: true }));
+      assert.equal(proxy.received.length, 0, "nothing was sent");
+      assert.equal(local.codeName, "INVALID_ARGUMENT");
+      assert.equal(local.clientSide, true);
+      assert.equal(local.fromService, false);
+      assert.equal(local.requestId, "");
+      assert.equal(local.reason, "INVALID_REQUEST");
+      assert.equal(local.domain, "wm");
+      assert.deepEqual(
+        local.fieldViolations.map((v) => [v.field, v.reason]),
+        [
+          ["messages[1].id", "string.pattern"],
+          ["messages[1].parts", "repeated.min_items"],
+        ],
+      );
+      assert.ok(local.fieldViolations.every((v) => v.description !== ""));
+      assert.equal(local.badRequest?.fieldViolations.length, 2);
+      // The server answers the same request with the same error (the client without checks).
+      const remote = await failure(client.addMessages(id, bad, { createSessionIfMissing: true }));
+      assert.equal(remote.clientSide, false);
+      assert.equal(remote.fromService, true);
+      assert.equal(remote.codeName, local.codeName);
+      assert.equal(remote.reason, local.reason);
+      assert.deepEqual(
+        remote.fieldViolations.map((v) => [v.field, v.reason]),
+        local.fieldViolations.map((v) => [v.field, v.reason]),
+      );
+      await assert.rejects(client.getSession(id), (e: WmError) => e.codeName === "NOT_FOUND");
+
+      // A rule across fields (a CEL rule of the message), on a commit's start: the stream throws it.
+      const both = await failure(checking.commit(id, 1, { keepRecentTurns: 1 }).wait());
+      assert.equal(both.clientSide, true);
+      assert.deepEqual(both.fieldViolations.map((v) => [v.field, v.reason]), [["request", "keep.one_of"]]);
+      assert.equal(proxy.received.length, 0, "still nothing was sent");
+
+      // A request within the rules goes through.
+      const added = await checking.addMessages(id, [text("v1", Role.USER, "fine")], { createSessionIfMissing: true });
+      assert.deepEqual(added.addedMessageIds, ["v1"]);
+      assert.equal(proxy.received.length, 1);
+    } finally {
+      checking.close();
+      await proxy.stop();
+    }
   });
 
   test("removeRecentMessages takes back the newest live messages, once per request id, never archived ones", async () => {
@@ -193,7 +272,7 @@ describe("the TypeScript client against the real server", () => {
     try {
       await assert.rejects(anonymous.getSession("ts-tenant"), (e: WmError) => e.codeName === "UNAUTHENTICATED");
       await assert.rejects(other.getSession("ts-tenant"), (e: WmError) => e.codeName === "NOT_FOUND");
-      assert.equal((await client.getSession("ts-tenant")).sessionId, "ts-tenant");
+      assert.equal((await client.getSession("ts-tenant")).name, "sessions/ts-tenant");
     } finally {
       anonymous.close();
       other.close();
@@ -264,7 +343,7 @@ describe("the TypeScript client against the real server", () => {
       assert.deepEqual(all.map((e) => e.sequence), all.map((_, i) => BigInt(i + 1)), "each event once, in order");
       assert.equal(all.filter((e) => e.terminal).length, 1);
       assert.equal(all.at(-1)?.stage, CommitStage.COMPLETED);
-      const stored = await client.watchCommit(id, first.commitId).collect();
+      const stored = await client.watchCommit(id, first.commit).collect();
       assert.deepEqual(stored.map((e) => e.sequence), all.map((e) => e.sequence));
     } finally {
       viaProxy.close();
@@ -280,11 +359,11 @@ describe("the TypeScript client against the real server", () => {
     const first = await stream.phase1();
     stream.close(); // the runtime goes away; Phase 2 goes on on the server
     assert.equal((await stream.next()).done, true);
-    const resumed = client.watchCommit(id, first.commitId, { afterSequence: stream.lastSequence });
+    const resumed = client.watchCommit(id, first.commit, { afterSequence: stream.lastSequence });
     const rest = await resumed.collect();
     assert.equal(rest[0]?.sequence, stream.lastSequence + 1n);
     assert.equal(rest.at(-1)?.stage, CommitStage.COMPLETED);
-    assert.equal((await client.getCommit(id, first.commitId)).lastSequence, rest.at(-1)?.sequence);
+    assert.equal((await client.getCommit(id, first.commit)).lastSequence, rest.at(-1)?.sequence);
   });
 
   test("generated schemas: a message built by the client round-trips through the server", async () => {

@@ -33,7 +33,7 @@ describe("the TypeScript client over the HTTP door (Connect protocol, JSON)", ()
 
   test("sessions, messages, a streamed commit and assemble over JSON", async () => {
     const id = "door-1";
-    assert.equal((await client.createSession(id)).sessionId, id);
+    assert.equal((await client.createSession(id)).name, `sessions/${id}`);
     const added = await client.addMessages(id, [
       { id: "d1", role: Role.USER, parts: [{ kind: { case: "text", value: "Ship the door, mention curl" } }] },
       { id: "d2", role: Role.ASSISTANT, parts: [{ kind: { case: "text", value: "Shipped." } }] },
@@ -59,7 +59,7 @@ describe("the TypeScript client over the HTTP door (Connect protocol, JSON)", ()
       assert.ok(error instanceof WmError);
       assert.equal(error.codeName, "NOT_FOUND");
       assert.equal(error.reason, "SESSION_NOT_FOUND");
-      assert.equal(error.domain, "wm.v1");
+      assert.equal(error.domain, "wm");
       return true;
     });
     await assert.rejects(client.addMessages("door-1", [{ role: Role.USER, parts: [] }]), (error: unknown) => {

@@ -71,18 +71,21 @@ describe("the context engine and the tool executor", () => {
     assert.equal(phase1.detail.case === "phase1" && phase1.detail.value.archivedMessageCount, 2);
     const terminal = await big.commit.wait();
     assert.equal(terminal.stage, CommitStage.COMPLETED);
-    assert.equal(big.commit.commitId, terminal.commitId);
+    assert.equal(big.commit.commit, terminal.commit);
+    assert.match(terminal.commit, /^sessions\/eng-1\/commits\//);
     assert.match(logger.notes.join("\n"), /background commit .* ended: COMPLETED/);
     assert.deepEqual(logger.warnings, []);
 
     const live = await client.listMessages("eng-1");
     assert.deepEqual(live.messages.map((m) => m.id), ["u2", "a2"]); // the newest turn was kept
 
-    const context = await engine.assemble("eng-1", 8000, { includeAnthropicJson: true });
+    const context = await engine.assemble("eng-1", 8000, { format: ContextFormat.ANTHROPIC_MESSAGES });
     assert.equal(context.fallback, false);
     assert.ok(!context.fallback && context.response.workingMemoryVersion === 1n);
     const first = !context.fallback ? context.response.messages[0]?.parts[0]?.kind : undefined;
     assert.match(String(first?.value), /^\[Session History Summary\]/);
+    const rendered = !context.fallback ? (JSON.parse(context.response.renderedJson) as Array<{ role: string }>) : [];
+    assert.equal(rendered[0]?.role, "user");
     await engine.close();
   });
 
@@ -91,9 +94,9 @@ describe("the context engine and the tool executor", () => {
     const engine = new ContextEngine(client, { logger: new RecordingLogger() });
     const result = await engine.afterTurn("eng-auto", turn(1, "Plan the migration", "Step one: back up."), 10);
     assert.equal(result.commit, null, "over the engine's threshold, but the server's policy rules");
-    assert.notEqual(result.serverCommitId, "");
-    const commit = await client.getCommit("eng-auto", result.serverCommitId);
-    assert.equal(commit.commitId, result.serverCommitId);
+    assert.match(result.serverCommit, /^sessions\/eng-auto\/commits\//);
+    const commit = await client.getCommit("eng-auto", result.serverCommit);
+    assert.equal(commit.name, result.serverCommit);
     assert.equal((await client.listCommits("eng-auto")).commits.length, 1);
   });
 
@@ -105,7 +108,9 @@ describe("the context engine and the tool executor", () => {
     assert.equal(result.outcome, "completed");
     assert.equal(result.fallback, false);
     assert.equal(result.archivedMessageCount, 4);
-    assert.equal(result.archiveId, "archive_001");
+    assert.equal(result.archive, "sessions/eng-compact/archives/archive_001");
+    assert.equal(result.session, "sessions/eng-compact");
+    assert.match(result.commit, /^sessions\/eng-compact\/commits\//);
     assert.equal(result.workingMemoryVersion, 1);
     assert.match(result.summary, /docs\/setup\.md/);
     assert.ok(result.tokensBefore > 0);
@@ -194,7 +199,7 @@ describe("the context engine and the tool executor", () => {
     assert.deepEqual(new ToolExecutor(client, id, { memoryTools: true }).names, [...RECALL_TOOLS, ...MEMORY_TOOLS]);
 
     const made = await client.createMemory({ userId: "cy" }, MemoryType.PREFERENCE, "Cy likes tea");
-    const memoryId = made.memory!.memoryId;
+    const memoryId = made.memory!.name;
     const updated = await client.updateMemory(memoryId, { text: "Cy likes green tea" }, { reason: "precise" });
     assert.equal(updated.text, "Cy likes green tea");
     assert.equal(updated.type, MemoryType.PREFERENCE);
@@ -210,24 +215,25 @@ describe("the context engine and the tool executor", () => {
     const old = (await client.createMemory(owner, MemoryType.DECISION, "The ledger uses MySQL")).memory!;
     const later = new Date(Date.now() + 30 * 86_400_000);
     const made = await client.createMemory(owner, MemoryType.DECISION, "The ledger uses CockroachDB", {
-      supersedes: [old.memoryId],
+      supersedes: [old.name.split("/")[1] as string], // an id or a name
       expireTime: later,
     });
     const current = made.memory!;
-    assert.deepEqual(current.supersedesMemoryIds, [old.memoryId]);
+    assert.deepEqual(current.supersedes, [old.name]);
+    assert.equal(old.owner, "users/dee");
     assert.equal(current.expireTime?.seconds, BigInt(Math.floor(later.getTime() / 1000)));
     const found = await client.searchMemories("ledger uses", { owner });
-    assert.deepEqual(found.hits.map((h) => h.memory?.memoryId), [current.memoryId]);
+    assert.deepEqual(found.hits.map((h) => h.memory?.name), [current.name]);
     const both = await client.searchMemories("ledger uses", { owner, includeSuperseded: true });
-    assert.deepEqual(both.hits.map((h) => [h.memory?.memoryId, h.memory?.state]), [
-      [current.memoryId, MemoryState.ACTIVE],
-      [old.memoryId, MemoryState.SUPERSEDED],
+    assert.deepEqual(both.hits.map((h) => [h.memory?.name, h.memory?.state]), [
+      [current.name, MemoryState.ACTIVE],
+      [old.name, MemoryState.SUPERSEDED],
     ]);
     const sooner = new Date(Date.now() + 86_400_000);
-    const expiring = await client.updateMemory(current.memoryId, { expireTime: sooner });
+    const expiring = await client.updateMemory(current.name, { expireTime: sooner });
     assert.equal(expiring.expireTime?.seconds, BigInt(Math.floor(sooner.getTime() / 1000)));
     assert.equal(expiring.version, 1n);
-    const retired = await client.retireMemory(current.memoryId, "the ledger moved again");
+    const retired = await client.retireMemory(current.name, "the ledger moved again");
     assert.equal(retired.state, MemoryState.RETIRED);
     assert.equal(retired.retireReason, "the ledger moved again");
 
@@ -236,7 +242,7 @@ describe("the context engine and the tool executor", () => {
     assert.deepEqual([purged.purgedMemoryCount, purged.purgedSessionCount], [2, 1]);
     const again = await client.purgeUserData("dee", { requestId: "purge-dee" });
     assert.deepEqual([again.purgedMemoryCount, again.purgedSessionCount], [2, 1]);
-    assert.equal((await client.listMemories({ owner })).memories.length, 0);
+    assert.equal((await client.listMemories({ owner: "users/dee" })).memories.length, 0);
   });
 
   test("assembleContext renders the context for the API the format names", async () => {
@@ -264,7 +270,7 @@ describe("the context engine and the tool executor", () => {
     const requestId = "lost-answer-1";
     await client.addMessages("eng-lost", [once], { createSessionIfMissing: true, requestId });
     // What afterTurn keeps when the answer does not come (the server stored the batch).
-    (engine as unknown as { unsent: Map<string, unknown[]> }).unsent.set("eng-lost", [{ messages: [once], requestId }]);
+    (engine as unknown as { unsent: Map<string, unknown[]> }).unsent.set("sessions/eng-lost", [{ messages: [once], requestId }]);
     const next: MessageInit = { role: Role.ASSISTANT, parts: [{ kind: { case: "text", value: "next" } }] };
     const result = await engine.afterTurn("eng-lost", [next], 1000);
     assert.equal(result.fallback, false);
@@ -326,7 +332,7 @@ describe("the context engine and the tool executor", () => {
     assert.deepEqual(next.addedMessageIds, ["u2", "a2"]);
     assert.equal(engine.degraded, false);
     assert.deepEqual(logger.notes, [
-      "eng-down: stored 2 messages that waited for the service",
+      "sessions/eng-down: stored 2 messages that waited for the service",
       "working memory service reachable again",
     ]);
     const restored = await engine.assemble("eng-down", 8000);
