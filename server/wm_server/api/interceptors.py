@@ -170,7 +170,8 @@ def _session_of(request: object) -> str:
         value = getattr(request, field, "")
         if isinstance(value, str) and value.startswith("sessions/"):
             return value.split("/", 2)[1][:128]
-    return ""
+    value = getattr(request, "session_id", "")  # CreateSession names the session to make
+    return value[:128] if isinstance(value, str) else ""
 
 
 def _code_name(context: Context, default: str) -> str:

@@ -30,7 +30,7 @@ from wm_core import (
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
-from wm_server.api import commit_wire, convert, names, session_config, stored_wire
+from wm_server.api import commit_wire, convert, legacy_events, names, session_config, stored_wire
 from wm_server.api.preview_wire import preview_out
 from wm_server.errors import invalid
 from wm_server.services import validation
@@ -230,6 +230,8 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
             session_id, commit_id, request.after_sequence
         ):
             event = pb.CommitEvent.FromString(payload)
+            if legacy_events.is_legacy(event):
+                event = legacy_events.upgraded(event, session_id)
             if event.terminal != terminal:
                 event.terminal = terminal
             yield event
