@@ -18,6 +18,7 @@ import { randomUUID } from "node:crypto";
 import Anthropic from "@anthropic-ai/sdk";
 import {
   ContextEngine,
+  ContextFormat,
   Role,
   ToolExecutor,
   WmClient,
@@ -131,7 +132,7 @@ export class Agent {
       report.steps += 1;
       const context = await engine.assemble(session, this.budget, {
         systemPrompt: system,
-        includeAnthropicJson: true,
+        format: ContextFormat.ANTHROPIC_MESSAGES,
         registeredTools: tools.names,
         ownMessages: this.history,
       });
@@ -141,7 +142,7 @@ export class Agent {
         report.fallbacks += 1;
         messages = [...context.messages];
       } else {
-        messages = JSON.parse(context.response.anthropicMessagesJson) as Anthropic.MessageParam[];
+        messages = JSON.parse(context.response.renderedJson) as Anthropic.MessageParam[];
         addition = context.response.systemPromptAddition;
       }
       const reply = await anthropic.messages.create({
