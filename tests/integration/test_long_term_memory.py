@@ -14,6 +14,7 @@ import pytest
 from google.protobuf import field_mask_pb2, json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from support import commit_flow, wm_names
 from support.errors import details
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for as make_settings
@@ -55,13 +56,15 @@ def _user(text: str, mid: str) -> pb.Message:
 
 
 async def _session(stub: Stub, name: str, user: str = "", md: object = ALPHA) -> None:
-    await stub.CreateSession(api.CreateSessionRequest(session_id=name, user_id=user), metadata=md)
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id=name, session=pb.Session(user_id=user)), metadata=md
+    )
 
 
 async def _remember(stub: Stub, text: str, session: str, rid: str = "") -> pb.Memory:
     reply = await stub.CreateMemory(
         api.CreateMemoryRequest(
-            owner=api.MemoryOwner(session_id=session),
+            owner=wm_names.session(session),
             memory=pb.Memory(type=pb.MEMORY_TYPE_PREFERENCE, text=text),
             request_id=rid,
         ),
@@ -73,18 +76,19 @@ async def _remember(stub: Stub, text: str, session: str, rid: str = "") -> pb.Me
 async def _assemble(stub: Stub, session: str, md: object = ALPHA) -> api.AssembleContextResponse:
     return await stub.AssembleContext(
         api.AssembleContextRequest(
-            session_id=session, token_budget=50_000,
+            name=wm_names.session(session),
+            token_budget=50_000,
             memory_recall=api.MemoryRecall(enabled=True),
         ),
         metadata=md,
-    )  # fmt: skip
-
-
-async def _search(stub: Stub, query: str, **owner: str) -> list[str]:
-    reply = await stub.SearchMemories(
-        api.SearchMemoriesRequest(owner=api.MemoryOwner(**owner), query=query), metadata=ALPHA
     )
-    return [h.memory.memory_id for h in reply.hits]
+
+
+async def _search(stub: Stub, query: str, owner: str) -> list[str]:
+    reply = await stub.SearchMemories(
+        api.SearchMemoriesRequest(owner=owner, query=query), metadata=ALPHA
+    )
+    return [h.memory.name for h in reply.hits]
 
 
 async def _code(call: object) -> grpc.StatusCode:
@@ -98,50 +102,57 @@ async def test_a_users_memory_is_found_and_recalled_in_their_next_session_only(
 ) -> None:
     await _session(stub, "s1", "u1")
     memory = await _remember(stub, "Prefers answers in Portuguese", "s1", rid="r1")
-    assert memory.user_id == "u1" and memory.sources[0].session_id == "s1"
+    assert memory.owner == "users/u1" and memory.sources[0].session == "sessions/s1"
     again = await _remember(stub, "Prefers answers in Portuguese", "s1", rid="r1")
-    assert again.memory_id == memory.memory_id  # the retry answers the same
+    assert again.name == memory.name  # the retry answers the same
     await _session(stub, "s2", "u1")
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="s2", messages=[_user("Which language do I prefer for answers?", "q")]
+            parent=wm_names.session("s2"),
+            messages=[_user("Which language do I prefer for answers?", "q")],
         ),
         metadata=ALPHA,
     )
-    assert await _search(stub, "language answers", session_id="s2") == [memory.memory_id]
+    assert await _search(stub, "language answers", wm_names.session("s2")) == [memory.name]
     context = await _assemble(stub, "s2")
-    assert list(context.recalled_memory_ids) == [memory.memory_id]
+    assert list(context.recalled_memories) == [memory.name]
     assert "Prefers answers in Portuguese" in context.system_prompt_addition
     recalled = [p for p in context.parts if p.part == api.CONTEXT_PART_RECALLED_MEMORIES]
     assert context.memory_tokens > 0 and context.memory_tokens == recalled[0].kept_tokens
     off = await stub.AssembleContext(
-        api.AssembleContextRequest(session_id="s2", token_budget=50_000), metadata=ALPHA
+        api.AssembleContextRequest(name=wm_names.session("s2"), token_budget=50_000), metadata=ALPHA
     )
-    assert "Portuguese" not in off.system_prompt_addition and not off.recalled_memory_ids
+    assert "Portuguese" not in off.system_prompt_addition and not off.recalled_memories
     assert off.memory_tokens == 0
     # Another user's session, and another tenant's session of the same user id: nothing.
     await _session(stub, "other", "u2")
     await stub.AddMessages(
-        api.AddMessagesRequest(session_id="other", messages=[_user("answers language?", "q")]),
+        api.AddMessagesRequest(
+            parent=wm_names.session("other"), messages=[_user("answers language?", "q")]
+        ),
         metadata=ALPHA,
     )
-    assert not (await _assemble(stub, "other")).recalled_memory_ids
+    assert not (await _assemble(stub, "other")).recalled_memories
     await _session(stub, "s2", "u1", md=BETA)
     await stub.AddMessages(
-        api.AddMessagesRequest(session_id="s2", messages=[_user("answers language?", "q")]),
+        api.AddMessagesRequest(
+            parent=wm_names.session("s2"), messages=[_user("answers language?", "q")]
+        ),
         metadata=BETA,
     )
-    assert not (await _assemble(stub, "s2", md=BETA)).recalled_memory_ids
+    assert not (await _assemble(stub, "s2", md=BETA)).recalled_memories
     code = await _code(
-        stub.GetMemory(api.GetMemoryRequest(memory_id=memory.memory_id), metadata=BETA)
+        stub.GetMemory(api.GetMemoryRequest(name=wm_names.memory(memory.name)), metadata=BETA)
     )
     assert code == grpc.StatusCode.NOT_FOUND
     # Forget: gone from search, assembly and history.
-    await stub.DeleteMemory(api.DeleteMemoryRequest(memory_id=memory.memory_id), metadata=ALPHA)
-    assert await _search(stub, "language answers", user_id="u1") == []
-    assert not (await _assemble(stub, "s2")).recalled_memory_ids
+    await stub.DeleteMemory(
+        api.DeleteMemoryRequest(name=wm_names.memory(memory.name)), metadata=ALPHA
+    )
+    assert await _search(stub, "language answers", wm_names.user("u1")) == []
+    assert not (await _assemble(stub, "s2")).recalled_memories
     code = await _code(
-        stub.GetMemory(api.GetMemoryRequest(memory_id=memory.memory_id), metadata=ALPHA)
+        stub.GetMemory(api.GetMemoryRequest(name=wm_names.memory(memory.name)), metadata=ALPHA)
     )
     assert code == grpc.StatusCode.NOT_FOUND
 
@@ -151,7 +162,7 @@ async def test_a_correction_keeps_history_and_lists_page(stub: Stub) -> None:
     first = await _remember(stub, "Lives in Lisbon", "s")
     updated = await stub.UpdateMemory(
         api.UpdateMemoryRequest(
-            memory=pb.Memory(memory_id=first.memory_id, text="Lives in Porto"),
+            memory=pb.Memory(name=first.name, text="Lives in Porto"),
             update_mask=field_mask_pb2.FieldMask(paths=["text"]),
             reason="moved",
             request_id="u-1",
@@ -159,21 +170,23 @@ async def test_a_correction_keeps_history_and_lists_page(stub: Stub) -> None:
         metadata=ALPHA,
     )
     assert updated.text == "Lives in Porto" and updated.version == 2
-    got = await stub.GetMemory(api.GetMemoryRequest(memory_id=first.memory_id), metadata=ALPHA)
+    got = await stub.GetMemory(
+        api.GetMemoryRequest(name=wm_names.memory(first.name)), metadata=ALPHA
+    )
     assert [(v.text, v.reason) for v in got.history] == [("Lives in Lisbon", "moved")]
     for n in range(4):
         await _remember(stub, f"Fact {n}", "s")
     page = await stub.ListMemories(
-        api.ListMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), page_size=3), metadata=ALPHA
+        api.ListMemoriesRequest(owner=wm_names.user("u1"), page_size=3), metadata=ALPHA
     )
     rest = await stub.ListMemories(
         api.ListMemoriesRequest(
-            owner=api.MemoryOwner(user_id="u1"), page_size=3, page_token=page.next_page_token
+            owner=wm_names.user("u1"), page_size=3, page_token=page.next_page_token
         ),
         metadata=ALPHA,
     )
     assert len(page.memories) == 3 and len(rest.memories) == 2 and not rest.next_page_token
-    assert rest.memories[-1].memory_id == first.memory_id
+    assert rest.memories[-1].name == first.name
 
 
 async def test_a_retired_memory_is_kept_with_its_reason_and_no_longer_recalled(
@@ -181,28 +194,30 @@ async def test_a_retired_memory_is_kept_with_its_reason_and_no_longer_recalled(
 ) -> None:
     await _session(stub, "s", "u1")
     memory = await _remember(stub, "Deploys go out on Fridays", "s")
-    owner = api.MemoryOwner(user_id="u1")
+    owner = wm_names.user("u1")
     found = await stub.SearchMemories(
         api.SearchMemoriesRequest(owner=owner, query="deploys Fridays"), metadata=ALPHA
     )
-    assert [h.memory.memory_id for h in found.hits] == [memory.memory_id]
+    assert [h.memory.name for h in found.hits] == [memory.name]
     for reason in ("  ", "x" * 501):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await stub.RetireMemory(
-                api.RetireMemoryRequest(memory_id=memory.memory_id, reason=reason),
+                api.RetireMemoryRequest(name=wm_names.memory(memory.name), reason=reason),
                 metadata=ALPHA,
             )
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert details(refused.value)[1] == ["reason"]
     retire = api.RetireMemoryRequest(
-        memory_id=memory.memory_id, reason="we deploy daily now", request_id="r-1"
+        name=wm_names.memory(memory.name), reason="we deploy daily now", request_id="r-1"
     )
     retired = await stub.RetireMemory(retire, metadata=ALPHA)
     assert retired.state == pb.MEMORY_STATE_RETIRED
     assert retired.retire_reason == "we deploy daily now"
     assert (await stub.RetireMemory(retire, metadata=ALPHA)) == retired  # a retry: same answer
     again = await stub.RetireMemory(
-        api.RetireMemoryRequest(memory_id=memory.memory_id, reason="another", request_id="r-2"),
+        api.RetireMemoryRequest(
+            name=wm_names.memory(memory.name), reason="another", request_id="r-2"
+        ),
         metadata=ALPHA,
     )
     assert again.retire_reason == "we deploy daily now"  # already retired: unchanged
@@ -213,17 +228,18 @@ async def test_a_retired_memory_is_kept_with_its_reason_and_no_longer_recalled(
     listed = await stub.ListMemories(
         api.ListMemoriesRequest(owner=owner, state=pb.MEMORY_STATE_RETIRED), metadata=ALPHA
     )
-    assert [m.memory_id for m in listed.memories] == [memory.memory_id]
+    assert [m.name for m in listed.memories] == [memory.name]
     # The same text may be remembered again: a retired memory is no duplicate.
     fresh = await _remember(stub, "Deploys go out on Fridays", "s")
-    assert fresh.memory_id != memory.memory_id
+    assert fresh.name != memory.name
     missing = stub.RetireMemory(
-        api.RetireMemoryRequest(memory_id="mem_00000000000000000000", reason="gone"),
+        api.RetireMemoryRequest(name=wm_names.memory("mem_00000000000000000000"), reason="gone"),
         metadata=ALPHA,
     )
     assert await _code(missing) == grpc.StatusCode.NOT_FOUND
     foreign = stub.RetireMemory(
-        api.RetireMemoryRequest(memory_id=memory.memory_id, reason="not yours"), metadata=BETA
+        api.RetireMemoryRequest(name=wm_names.memory(memory.name), reason="not yours"),
+        metadata=BETA,
     )
     assert await _code(foreign) == grpc.StatusCode.NOT_FOUND
 
@@ -242,14 +258,14 @@ async def test_times_a_timestamp_cannot_carry_are_refused_naming_the_field(
         "memory.event_time": [
             stub.CreateMemory(
                 api.CreateMemoryRequest(
-                    owner=api.MemoryOwner(session_id="s"),
+                    owner=wm_names.session("s"),
                     memory=pb.Memory(type=pb.MEMORY_TYPE_EVENT, text="x", event_time=when),
                 ),
                 metadata=ALPHA,
             ),
             stub.UpdateMemory(
                 api.UpdateMemoryRequest(
-                    memory=pb.Memory(memory_id=memory.memory_id, event_time=when),
+                    memory=pb.Memory(name=memory.name, event_time=when),
                     update_mask=field_mask_pb2.FieldMask(paths=["event_time"]),
                 ),
                 metadata=ALPHA,
@@ -258,7 +274,7 @@ async def test_times_a_timestamp_cannot_carry_are_refused_naming_the_field(
         "start_time": [
             stub.SearchMemories(
                 api.SearchMemoriesRequest(
-                    owner=api.MemoryOwner(user_id="u1"), query="pottery", start_time=when
+                    owner=wm_names.user("u1"), query="pottery", start_time=when
                 ),
                 metadata=ALPHA,
             )
@@ -270,11 +286,13 @@ async def test_times_a_timestamp_cannot_carry_are_refused_naming_the_field(
                 await call
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert details(refused.value)[1] == [field]
-    got = await stub.GetMemory(api.GetMemoryRequest(memory_id=memory.memory_id), metadata=ALPHA)
+    got = await stub.GetMemory(
+        api.GetMemoryRequest(name=wm_names.memory(memory.name)), metadata=ALPHA
+    )
     assert not got.HasField("event_time") and got.version == 1  # nothing changed
     edge = await stub.CreateMemory(  # the last second a Timestamp carries is fine
         api.CreateMemoryRequest(
-            owner=api.MemoryOwner(session_id="s"),
+            owner=wm_names.session("s"),
             memory=pb.Memory(
                 type=pb.MEMORY_TYPE_EVENT,
                 text="At the end of time",
@@ -298,24 +316,24 @@ async def test_a_time_stored_out_of_range_never_poisons_a_read(
         for memory, value in ((far, 1e12), (early, -(2.0**40))):
             await uow._conn.run(
                 "UPDATE memories SET event_time = :t WHERE memory_id = :m",
-                {"t": value, "m": memory.memory_id},
+                {"t": value, "m": wm_names.last_segment(memory.name)},
             )
         await uow.commit()
-    got = await stub.GetMemory(api.GetMemoryRequest(memory_id=far.memory_id), metadata=ALPHA)
+    got = await stub.GetMemory(api.GetMemoryRequest(name=wm_names.memory(far.name)), metadata=ALPHA)
     assert not got.HasField("event_time") and got.text == "Pottery class on Tuesdays"
     json_format.MessageToJson(got)  # what the HTTP door writes: no ValueError
     listed = await stub.ListMemories(
-        api.ListMemoriesRequest(owner=api.MemoryOwner(user_id="u1")), metadata=ALPHA
+        api.ListMemoriesRequest(owner=wm_names.user("u1")), metadata=ALPHA
     )
-    assert {m.memory_id for m in listed.memories} == {far.memory_id, early.memory_id}
+    assert {m.name for m in listed.memories} == {far.name, early.name}
     json_format.MessageToJson(listed)
-    assert set(await _search(stub, "pottery", user_id="u1")) == {far.memory_id, early.memory_id}
+    assert set(await _search(stub, "pottery", wm_names.user("u1"))) == {far.name, early.name}
     await stub.AddMessages(
-        api.AddMessagesRequest(session_id="s", messages=[_user("pottery?", "m1")]),
+        api.AddMessagesRequest(parent=wm_names.session("s"), messages=[_user("pottery?", "m1")]),
         metadata=ALPHA,
     )
     context = await _assemble(stub, "s")
-    assert set(context.recalled_memory_ids) == {far.memory_id, early.memory_id}
+    assert set(context.recalled_memories) == {far.name, early.name}
 
 
 async def test_bad_requests_say_which_field(stub: Stub) -> None:
@@ -323,22 +341,22 @@ async def test_bad_requests_say_which_field(stub: Stub) -> None:
     cases = [
         stub.SearchMemories(api.SearchMemoriesRequest(query="x"), metadata=ALPHA),
         stub.SearchMemories(
-            api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), query="x", limit=51),
+            api.SearchMemoriesRequest(owner=wm_names.user("u1"), query="x", page_size=51),
             metadata=ALPHA,
         ),
         stub.CreateMemory(
-            api.CreateMemoryRequest(
-                owner=api.MemoryOwner(user_id="u1"), memory=pb.Memory(text="no type")
-            ),
+            api.CreateMemoryRequest(owner=wm_names.user("u1"), memory=pb.Memory(text="no type")),
             metadata=ALPHA,
         ),
-        stub.GetMemory(api.GetMemoryRequest(memory_id="nope"), metadata=ALPHA),
-        stub.CreateSession(api.CreateSessionRequest(user_id="bad user"), metadata=ALPHA),
+        stub.GetMemory(api.GetMemoryRequest(name=wm_names.memory("nope")), metadata=ALPHA),
+        stub.CreateSession(
+            api.CreateSessionRequest(session=pb.Session(user_id="bad user")), metadata=ALPHA
+        ),
     ]
     for call in cases:
         assert await _code(call) == grpc.StatusCode.INVALID_ARGUMENT
     missing = stub.DeleteMemory(
-        api.DeleteMemoryRequest(memory_id="mem_00000000000000000000"), metadata=ALPHA
+        api.DeleteMemoryRequest(name=wm_names.memory("mem_00000000000000000000")), metadata=ALPHA
     )
     assert await _code(missing) == grpc.StatusCode.NOT_FOUND
 
@@ -347,7 +365,7 @@ async def test_ranked_archive_search_finds_what_literal_search_misses(stub: Stub
     await _session(stub, "s", "u1")
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="s",
+            parent=wm_names.session("s"),
             messages=[
                 _user("we decided to move the ledger to Postgres", "a"),
                 _user("lunch is at noon", "b"),
@@ -356,31 +374,35 @@ async def test_ranked_archive_search_finds_what_literal_search_misses(stub: Stub
         ),
         metadata=ALPHA,
     )
-    async for event in stub.Commit(api.CommitRequest(session_id="s"), metadata=ALPHA):
-        assert event.stage == pb.COMMIT_STAGE_ARCHIVED
-        break
+    started = await stub.CreateCommit(
+        api.CreateCommitRequest(parent=wm_names.session("s")), metadata=ALPHA
+    )
+    assert started.archive  # Phase 1 archived the messages
     query = "ledger Postgres decided"
     literal = await stub.SearchArchives(
-        api.SearchArchivesRequest(session_id="s", query=query), metadata=ALPHA
+        api.SearchArchivesRequest(parent=wm_names.session("s"), query=query), metadata=ALPHA
     )
     assert not literal.hits
     ranked = await stub.SearchArchives(
-        api.SearchArchivesRequest(session_id="s", query=query, mode=api.SEARCH_MODE_RANKED),
-        metadata=ALPHA,
-    )
-    assert [h.message_id for h in ranked.hits] == ["a"] and ranked.hits[0].score > 0
-    owner = await stub.SearchArchives(
         api.SearchArchivesRequest(
-            query="ledger", mode=api.SEARCH_MODE_RANKED, all_sessions=True, user_id="u1"
+            parent=wm_names.session("s"), query=query, mode=api.SEARCH_MODE_RANKED
         ),
         metadata=ALPHA,
     )
-    assert [h.session_id for h in owner.hits] == ["s"]
+    assert [h.message for h in ranked.hits] == ["sessions/s/messages/a"]
+    assert ranked.hits[0].score > 0
+    owner = await stub.SearchArchives(
+        api.SearchArchivesRequest(
+            parent="sessions/-", query="ledger", mode=api.SEARCH_MODE_RANKED, user_id="u1"
+        ),
+        metadata=ALPHA,
+    )
+    assert [h.archive for h in owner.hits] == ["sessions/s/archives/archive_001"]
     for query in ("STRASSE", "strasse"):
         folded = await stub.SearchArchives(
-            api.SearchArchivesRequest(session_id="s", query=query), metadata=ALPHA
+            api.SearchArchivesRequest(parent=wm_names.session("s"), query=query), metadata=ALPHA
         )
-        assert [h.message_id for h in folded.hits] == ["c"]
+        assert [h.message for h in folded.hits] == ["sessions/s/messages/c"]
 
 
 async def test_memory_tools_are_served(stub: Stub) -> None:
@@ -398,24 +420,27 @@ async def test_a_large_archive_is_searchable_whole_once_its_commit_completes(stu
     for start in range(0, len(texts), 400):
         await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="big",
+                parent=wm_names.session("big"),
                 messages=[
                     _user(t, f"m{start + i}") for i, t in enumerate(texts[start : start + 400])
                 ],
             ),
             metadata=ALPHA,
         )
-    stages = [
-        e.stage async for e in stub.Commit(api.CommitRequest(session_id="big"), metadata=ALPHA)
-    ]
+    _, events = await commit_flow.commit(stub, "big", metadata=ALPHA)
+    stages = [e.stage for e in events]
     assert stages[-1] == pb.COMMIT_STAGE_COMPLETED
     ranked = await stub.SearchArchives(
-        api.SearchArchivesRequest(session_id="big", query="quokka", mode=api.SEARCH_MODE_RANKED),
+        api.SearchArchivesRequest(
+            parent=wm_names.session("big"), query="quokka", mode=api.SEARCH_MODE_RANKED
+        ),
         metadata=ALPHA,
     )
-    assert [h.message_id for h in ranked.hits] == ["m1150"]
+    assert [h.message for h in ranked.hits] == ["sessions/big/messages/m1150"]
     everything = await stub.SearchArchives(
-        api.SearchArchivesRequest(session_id="big", query="routine", mode=api.SEARCH_MODE_RANKED),
+        api.SearchArchivesRequest(
+            parent=wm_names.session("big"), query="routine", mode=api.SEARCH_MODE_RANKED
+        ),
         metadata=ALPHA,
     )
     assert everything.total_matches == 1_199  # once each: no chunk indexed twice
@@ -428,11 +453,13 @@ async def test_a_ranked_query_over_the_size_limit_names_the_field(stub: Stub) ->
     long = "ledger " * 150
     calls = [
         stub.SearchArchives(
-            api.SearchArchivesRequest(session_id="s", query=long, mode=api.SEARCH_MODE_RANKED),
+            api.SearchArchivesRequest(
+                parent=wm_names.session("s"), query=long, mode=api.SEARCH_MODE_RANKED
+            ),
             metadata=ALPHA,
         ),
         stub.SearchMemories(
-            api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), query=long),
+            api.SearchMemoriesRequest(owner=wm_names.user("u1"), query=long),
             metadata=ALPHA,
         ),
     ]

@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 
 from support import builders as b
-from support import commit_flow
+from support import commit_flow, wm_names
 from wm_core import CommitState
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -199,7 +199,7 @@ async def settle(stub: Stub, session_ids: Iterable[str], within: float = 60.0) -
         while True:
             page = await stub.ListCommits(
                 api.ListCommitsRequest(
-                    parent=commit_flow.session(session_id), page_size=1000, page_token=token
+                    parent=wm_names.session(session_id), page_size=1000, page_token=token
                 )
             )
             commits.extend(c.name for c in page.commits)

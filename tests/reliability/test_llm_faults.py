@@ -27,11 +27,11 @@ from reliability_support import (
     LlmServer,
     Stub,
     assert_well_formed,
-    read_events,
     wait_terminal,
 )
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.fake_http import FakeApi, RecordedRequest, Reply, connection_reset, slow
 from wm_core import SECTIONS, parse_document
 from wm_proto.v1 import resources_pb2 as pb
@@ -177,17 +177,20 @@ FAULTS = [
 async def _commit(stub: Stub, *messages: pb.Message) -> list[pb.CommitEvent]:
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=SESSION, messages=messages, create_session_if_missing=True
+            parent=wm_names.session(SESSION), messages=messages, create_session_if_missing=True
         )
     )
-    call = stub.Commit(api.CommitRequest(session_id=SESSION, keep_recent_count=0), timeout=60)
-    return await read_events(call)
+    return (await commit_flow.commit(stub, SESSION, within=60))[1]
 
 
 async def _working_memories(stub: Stub) -> list[pb.WorkingMemory]:
-    latest = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+    latest = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name=wm_names.working_memory(SESSION))
+    )
     return [
-        await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION, version=v))
+        await stub.GetWorkingMemory(
+            api.GetWorkingMemoryRequest(name=wm_names.working_memory(SESSION, v))
+        )
         for v in range(1, latest.version + 1)
     ]
 
@@ -209,7 +212,9 @@ async def _create_v1(stub: Stub, fake: FakeApi, backend: Backend) -> pb.WorkingM
         stub, b.user("Import samples/dkb.csv please", "u1"), b.assistant("On it")
     )
     assert assert_well_formed(events).stage == pb.COMMIT_STAGE_COMPLETED
-    wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+    wm = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name=wm_names.working_memory(SESSION))
+    )
     assert wm.version == 1
     _assert_holds_v1(wm.document)
     fake.clear()
@@ -234,9 +239,7 @@ async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
             fake.set_default(answering(backend, healthy))
         events = await _commit(stub, b.user("Dates now use DD.MM.YYYY", "u2"), b.assistant("Ok"))
         terminal = assert_well_formed(events)
-        commit = await stub.GetCommit(
-            api.GetCommitRequest(session_id=SESSION, commit_id=events[0].commit_id)
-        )
+        commit = await stub.GetCommit(api.GetCommitRequest(name=events[0].commit))
         assert commit.state == terminal.state
         expected = fault.persistent_state if persistent else pb.COMMIT_STATE_COMPLETED
         assert pb.CommitState.Name(commit.state) == pb.CommitState.Name(expected)
@@ -282,26 +285,26 @@ async def test_fault_ends_completed_or_retryable_and_keeps_the_working_memory(
             assert not any(r.provider_unavailable for r in retries)
         assert [wm.version for wm in versions] == [1]
         context = await stub.AssembleContext(
-            api.AssembleContextRequest(session_id=SESSION, token_budget=100_000)
+            api.AssembleContextRequest(name=wm_names.session(SESSION), token_budget=100_000)
         )
-        assert list(context.uncovered_archive_ids) == ["archive_002"]
+        assert list(context.uncovered_archives) == [wm_names.archive(SESSION, "archive_002")]
         assert context.working_memory_version == 1
         assert "Dates now use DD.MM.YYYY" in str(context.messages)
 
         # The model recovers: RetryCommit completes the same commit, and v2 keeps v1.
         fake.set_default(answering(backend, healthy))
-        await stub.RetryCommit(
-            api.RetryCommitRequest(session_id=SESSION, commit_id=commit.commit_id)
-        )
-        retried = assert_well_formed(await wait_terminal(stub, SESSION, commit.commit_id))
+        await stub.RetryCommit(api.RetryCommitRequest(name=commit.name))
+        retried = assert_well_formed(await wait_terminal(stub, commit.name))
         assert retried.stage == pb.COMMIT_STAGE_COMPLETED
-        wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+        wm = await stub.GetWorkingMemory(
+            api.GetWorkingMemoryRequest(name=wm_names.working_memory(SESSION))
+        )
         assert wm.version == 2 and NEW_FACT in wm.document
         _assert_holds_v1(wm.document)
         context = await stub.AssembleContext(
-            api.AssembleContextRequest(session_id=SESSION, token_budget=100_000)
+            api.AssembleContextRequest(name=wm_names.session(SESSION), token_budget=100_000)
         )
-        assert not context.uncovered_archive_ids
+        assert not context.uncovered_archives
 
 
 @pytest.mark.parametrize("fault", FAULTS[:6], ids=[f.name for f in FAULTS[:6]])
@@ -319,7 +322,9 @@ async def test_failed_first_commit_stores_no_working_memory(
         assert terminal.stage == pb.COMMIT_STAGE_FAILED
         assert terminal.failed.error.code in RETRYABLE
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=SESSION))
+            await stub.GetWorkingMemory(
+                api.GetWorkingMemoryRequest(name=wm_names.working_memory(SESSION))
+            )
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
-        session = await stub.GetSession(api.GetSessionRequest(session_id=SESSION))
+        session = await stub.GetSession(api.GetSessionRequest(name=wm_names.session(SESSION)))
         assert session.working_memory_version == 0

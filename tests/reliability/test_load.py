@@ -25,6 +25,7 @@ import grpc
 from reliability_support import FRESH, Stub, check_store_invariants, settle, turn
 
 from support import builders as b
+from support import wm_names
 from support.server_process import ServerProcess
 from wm_core import CommitState
 from wm_proto.v1 import resources_pb2 as pb
@@ -89,23 +90,12 @@ async def writer(stub: Stub, run: Run, number: int, rng: random.Random) -> None:
             messages.append(b.tool_call(f"t-{prefix}", "grep", {"q": "x"}, f"{prefix}-call"))
             messages.append(b.tool_result(f"t-{prefix}", "no match", message_id=f"{prefix}-res"))
         request = api.AddMessagesRequest(
-            session_id=session, messages=messages, request_id=f"add-{prefix}"
+            parent=wm_names.session(session), messages=messages, request_id=f"add-{prefix}"
         )
         reply = await run.until_done(lambda request=request: stub.AddMessages(request, timeout=10))
         ids = {m.id for m in messages}
         assert set(reply.added_message_ids) | set(reply.duplicate_message_ids) == ids
         run.acked[session] |= ids
-
-
-async def _first_event(stub: Stub, request: api.CommitRequest) -> pb.CommitEvent:
-    """Phase 1 only: the first event, then the stream is dropped (Phase 2 goes on)."""
-    call = stub.Commit(request, timeout=10)
-    try:
-        event = await call.read()
-    finally:
-        call.cancel()
-    assert isinstance(event, pb.CommitEvent), event
-    return event
 
 
 async def committer(stub: Stub, run: Run, number: int, rng: random.Random) -> None:
@@ -114,15 +104,15 @@ async def committer(stub: Stub, run: Run, number: int, rng: random.Random) -> No
         if not run.going():
             return
         session = rng.choice(SESSIONS)
-        request = api.CommitRequest(
-            session_id=session,
+        request = api.CreateCommitRequest(
+            parent=wm_names.session(session),
             keep_recent_count=rng.choice([0, 2, 5, 20]),
             request_id=f"commit-{number}-{count}",
         )
-        first = await run.until_done(lambda request=request: _first_event(stub, request))
-        assert first.sequence == 1 and first.stage in (
-            pb.COMMIT_STAGE_ARCHIVED,
-            pb.COMMIT_STAGE_SKIPPED,
+        # Phase 1 only: CreateCommit answers once it is stored (Phase 2 goes on unwatched).
+        first = await run.until_done(lambda request=request: stub.CreateCommit(request, timeout=10))
+        assert first.last_sequence >= 1 and (
+            first.archive or first.state == pb.COMMIT_STATE_SKIPPED
         )
         await asyncio.sleep(rng.uniform(0.05, 0.2))
 
@@ -133,30 +123,33 @@ async def reader(stub: Stub, run: Run, rng: random.Random) -> None:
         session = rng.choice(SESSIONS)
         choice = rng.randrange(6)
         if choice == 0:
-            request = api.GetSessionRequest(session_id=session)
+            request = api.GetSessionRequest(name=wm_names.session(session))
             await run.attempt(partial(stub.GetSession, request, timeout=10))
         elif choice == 1:
-            assemble = api.AssembleContextRequest(session_id=session, token_budget=60_000)
+            assemble = api.AssembleContextRequest(
+                name=wm_names.session(session), token_budget=60_000
+            )
             context = await run.attempt(partial(stub.AssembleContext, assemble, timeout=10))
             if context is not None:  # the contract's shape holds under load too
                 roles = [m.role for m in context.messages]
                 assert all(a != c for a, c in itertools.pairwise(roles))
         elif choice == 2:
-            search = api.SearchArchivesRequest(session_id=session, query="module_7")
+            search = api.SearchArchivesRequest(parent=wm_names.session(session), query="module_7")
             await run.attempt(partial(stub.SearchArchives, search, timeout=10))
         elif choice == 3:
-            archives = api.ListArchivesRequest(session_id=session)
+            archives = api.ListArchivesRequest(parent=wm_names.session(session))
             listed = await run.attempt(partial(stub.ListArchives, archives, timeout=10))
             if listed is not None and listed.archives:
-                archive_id = rng.choice(list(listed.archives)).archive_id
-                expand = api.GetArchiveRequest(session_id=session, archive_id=archive_id)
+                archive = rng.choice(list(listed.archives)).name
+                expand = api.GetArchiveRequest(name=archive)
                 await run.attempt(partial(stub.GetArchive, expand, timeout=10))
+                messages = api.ListMessagesRequest(parent=archive)
+                await run.attempt(partial(stub.ListMessages, messages, timeout=10))
         elif choice == 4:
-            commits = api.ListCommitsRequest(session_id=session)
+            commits = api.ListCommitsRequest(parent=wm_names.session(session))
             page = await run.attempt(partial(stub.ListCommits, commits, timeout=10))
             if page is not None and page.commits:
-                commit_id = rng.choice(list(page.commits)).commit_id
-                get = api.GetCommitRequest(session_id=session, commit_id=commit_id)
+                get = api.GetCommitRequest(name=rng.choice(list(page.commits)).name)
                 await run.attempt(partial(stub.GetCommit, get, timeout=10))
         else:
             tools = api.GetToolDefinitionsRequest()
@@ -202,7 +195,9 @@ async def test_bounded_concurrent_load_loses_nothing(tmp_path: Path) -> None:
             assert run.codes["OK"] > 200  # the run did real work
             await settle(stubs[0], SESSIONS, within=60)
             for session in SESSIONS:
-                got = await stubs[0].GetSession(api.GetSessionRequest(session_id=session))
+                got = await stubs[0].GetSession(
+                    api.GetSessionRequest(name=wm_names.session(session))
+                )
                 run.archives[session] = got.archive_count
                 # Phase 2 completed every archive: one working-memory version each.
                 assert got.working_memory_version == got.archive_count

@@ -20,6 +20,7 @@ import pytest
 from reliability_support import FRESH, Stub, check_store_invariants, settle, turn
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, slow, tool_use
 from support.server_process import ServerProcess
 from wm_core import SECTIONS, CommitState
@@ -64,7 +65,7 @@ async def test_sigkill_during_ingest_and_commits(tmp_path: Path) -> None:
                     in_flight[session] = (request_id, batch)
                     await stub.AddMessages(
                         api.AddMessagesRequest(
-                            session_id=session,
+                            parent=wm_names.session(session),
                             messages=batch,
                             create_session_if_missing=True,
                             request_id=request_id,
@@ -81,15 +82,10 @@ async def test_sigkill_during_ingest_and_commits(tmp_path: Path) -> None:
                     for session in sessions:
                         if not acked[session]:
                             continue
-                        call = stub.Commit(
-                            api.CommitRequest(
-                                session_id=session, keep_recent_count=rng.randint(0, 6)
-                            ),
-                            timeout=10,
+                        first = await stub.CreateCommit(  # Phase 1; Phase 2 runs on its own
+                            commit_flow.create_request(session, rng.randint(0, 6)), timeout=10
                         )
-                        first = await call.read()  # Phase 1 only; Phase 2 runs on its own
-                        call.cancel()
-                        assert isinstance(first, pb.CommitEvent) and first.sequence == 1
+                        assert first.name and first.last_sequence >= 1
                     await asyncio.sleep(0.02)
 
             tasks = [asyncio.create_task(writer(s)) for s in sessions]
@@ -113,7 +109,7 @@ async def test_sigkill_during_ingest_and_commits(tmp_path: Path) -> None:
             for session, (request_id, batch) in in_flight.items():
                 reply = await stub.AddMessages(
                     api.AddMessagesRequest(
-                        session_id=session,
+                        parent=wm_names.session(session),
                         messages=batch,
                         create_session_if_missing=True,
                         request_id=request_id,
@@ -126,7 +122,7 @@ async def test_sigkill_during_ingest_and_commits(tmp_path: Path) -> None:
             await settle(stub, sessions)
             archived = 0
             for session in sessions:
-                got = await stub.GetSession(api.GetSessionRequest(session_id=session))
+                got = await stub.GetSession(api.GetSessionRequest(name=wm_names.session(session)))
                 archived += got.archive_count
             assert archived > 0  # commits really ran concurrently with the writers
     finally:
@@ -160,17 +156,15 @@ async def _commit_phase1(stub: Stub, session: str, number: int) -> tuple[str, st
     message_id = f"{session}-m{number}"
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session,
+            parent=wm_names.session(session),
             messages=[b.user(f"step {number} of {session}", message_id)],
             create_session_if_missing=True,
         ),
         timeout=10,
     )
-    call = stub.Commit(api.CommitRequest(session_id=session), timeout=10)
-    first = await call.read()
-    call.cancel()
-    assert isinstance(first, pb.CommitEvent) and first.phase1.archived
-    return message_id, first.commit_id
+    first = await stub.CreateCommit(commit_flow.create_request(session), timeout=10)
+    assert first.archive  # Phase 1 archived the message
+    return message_id, first.name
 
 
 async def test_sigkill_during_phase2_completes_every_commit_exactly_once(tmp_path: Path) -> None:
@@ -224,18 +218,18 @@ async def test_sigkill_during_phase2_completes_every_commit_exactly_once(tmp_pat
                 await settle(stub, sessions, within=90)
                 resumed = 0
                 for session in sessions:
-                    got = await stub.GetSession(api.GetSessionRequest(session_id=session))
+                    got = await stub.GetSession(
+                        api.GetSessionRequest(name=wm_names.session(session))
+                    )
                     assert got.archive_count == len(commits[session]) == 4
                     # Exactly once: one working-memory version per archive, no more.
                     assert got.working_memory_version == got.archive_count
                     for commit_id in commits[session]:
-                        commit = await stub.GetCommit(
-                            api.GetCommitRequest(session_id=session, commit_id=commit_id)
-                        )
+                        commit = await stub.GetCommit(api.GetCommitRequest(name=commit_id))
                         assert commit.state == pb.COMMIT_STATE_COMPLETED, commit
                         resumed += commit.attempt_count > 1
                     wm = await stub.GetWorkingMemory(
-                        api.GetWorkingMemoryRequest(session_id=session)
+                        api.GetWorkingMemoryRequest(name=wm_names.working_memory(session))
                     )
                     assert "Crash-tested session" in wm.document
                 assert resumed >= 1, "no kill landed while Phase 2 was running"

@@ -18,9 +18,10 @@ from typing import Any
 import grpc
 import pytest
 from llm_backends import ANTHROPIC, Backend
-from reliability_support import FRESH, LlmServer, Stub, assert_well_formed, read_events
+from reliability_support import FRESH, LlmServer, Stub, assert_well_formed
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, error, tool_use
 from wm_core import SECTIONS
 from wm_proto.v1 import resources_pb2 as pb
@@ -72,11 +73,12 @@ class Outage:
 async def _commit(stub: Stub, session_id: str, text: str) -> list[pb.CommitEvent]:
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session_id, messages=[b.user(text)], create_session_if_missing=True
+            parent=wm_names.session(session_id),
+            messages=[b.user(text)],
+            create_session_if_missing=True,
         )
     )
-    call = stub.Commit(api.CommitRequest(session_id=session_id, keep_recent_count=0), timeout=60)
-    return await read_events(call)
+    return (await commit_flow.commit(stub, session_id, within=60))[1]
 
 
 async def test_outage_is_waited_out_and_the_breaker_bounds_the_attempts(
@@ -110,9 +112,7 @@ async def test_outage_is_waited_out_and_the_breaker_bounds_the_attempts(
             terminal = assert_well_formed(events)
             assert terminal.stage == pb.COMMIT_STAGE_COMPLETED, terminal
             assert pb.COMMIT_STAGE_FAILED not in [e.stage for e in events]
-            commit = await stub.GetCommit(
-                api.GetCommitRequest(session_id=session_id, commit_id=events[0].commit_id)
-            )
+            commit = await stub.GetCommit(api.GetCommitRequest(name=events[0].commit))
             assert commit.state == pb.COMMIT_STATE_COMPLETED
             attempts += commit.attempt_count
             retries = [
@@ -121,8 +121,10 @@ async def test_outage_is_waited_out_and_the_breaker_bounds_the_attempts(
             for retry in retries:  # the waiting is visible: why, how long, until when
                 assert retry.provider_unavailable and "529" in retry.reason
                 assert retry.next_attempt_time.seconds > 0
-                assert 0 < retry.wait_remaining_seconds <= 60
-            wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=session_id))
+                assert 0 < retry.wait_remaining.ToTimedelta().total_seconds() <= 60
+            wm = await stub.GetWorkingMemory(
+                api.GetWorkingMemoryRequest(name=wm_names.working_memory(session_id))
+            )
             assert wm.version == 2 and "Survived the outage" in wm.document
 
         assert outage.refused > 0

@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from reliability_support import FRESH
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.server_process import ServerProcess
 from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
@@ -86,7 +87,7 @@ async def _worker(
                 started,
                 stub.AddMessages(
                     api.AddMessagesRequest(
-                        session_id=session,
+                        parent=wm_names.session(session),
                         messages=[
                             b.user(f"Please fix src/module_{rng.randrange(9)}.py in step {step}"),
                             b.assistant(f"I changed src/module_{rng.randrange(9)}.py; it passes."),
@@ -97,13 +98,15 @@ async def _worker(
                 ),
             )
             await _timed(
-                figures, started, stub.GetSession(api.GetSessionRequest(session_id=session))
+                figures,
+                started,
+                stub.GetSession(api.GetSessionRequest(name=wm_names.session(session))),
             )
             await _timed(
                 figures,
                 started,
                 stub.AssembleContext(
-                    api.AssembleContextRequest(session_id=session, token_budget=50_000),
+                    api.AssembleContextRequest(name=wm_names.session(session), token_budget=50_000),
                     timeout=30,
                 ),
             )
@@ -122,9 +125,8 @@ async def _worker(
                 await _timed(
                     figures,
                     started,
-                    stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=4),
-                                timeout=60),
-                )  # fmt: skip
+                    commit_flow.commit(stub, session, 4, within=60),
+                )
         except grpc.aio.AioRpcError as error:
             figures.unexpected.append(f"{error.code().name}: {error.details()}")
         for hostile in (

@@ -29,6 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from reliability_support import FRESH, Stub, assert_well_formed, wait_terminal
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.errors import details, outcome
 from support.postgres import PostgresServer, missing_prerequisite, private_postgres_server
 from support.providers import creation
@@ -57,19 +58,23 @@ async def _refused(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> 
     return "OK (it succeeded)"
 
 
-async def _first_event(call: grpc.aio.UnaryStreamCall[Any, pb.CommitEvent]) -> pb.CommitEvent:
-    try:
-        event = await call.read()
-    finally:
-        call.cancel()
-    assert isinstance(event, pb.CommitEvent), event
-    return event
-
-
 def _commit(stub: Stub, sid: str, keep: int = 0, timeout: float = 10.0) -> Awaitable[Any]:
-    return _first_event(
-        stub.Commit(api.CommitRequest(session_id=sid, keep_recent_count=keep), timeout=timeout)
-    )
+    """CreateCommit: Phase 1, answered with the commit (Phase 2 runs on its own)."""
+    return stub.CreateCommit(commit_flow.create_request(sid, keep), timeout=timeout)
+
+
+async def _until_llm_call(stub: Stub, sid: str) -> tuple[str, int]:
+    """Commit ``sid`` and watch it until Phase 2 has sent its model request; the commit's
+    name and the last sequence seen."""
+    started = await _commit(stub, sid, timeout=30)
+    call = stub.WatchCommit(api.WatchCommitRequest(name=started.name), timeout=30)
+    last = 0
+    async for event in call:
+        last = event.sequence
+        if event.stage == pb.COMMIT_STAGE_LLM_REQUEST_SENT:
+            break
+    call.cancel()
+    return started.name, last
 
 
 async def _until_ok(
@@ -92,12 +97,19 @@ async def _until_ok(
 async def _stored_ids(stub: Stub, sid: str) -> list[str]:
     """Every message id of the session's archives, in order (call after a keep-0 commit)."""
     ids: list[str] = []
-    listed = await stub.ListArchives(api.ListArchivesRequest(session_id=sid, page_size=1000))
+    listed = await stub.ListArchives(
+        api.ListArchivesRequest(parent=wm_names.session(sid), page_size=1000)
+    )
     for archive in listed.archives:
-        got = await stub.GetArchive(
-            api.GetArchiveRequest(session_id=sid, archive_id=archive.archive_id)
-        )
-        ids.extend(m.id for m in got.messages)
+        token = ""
+        while True:
+            page = await stub.ListMessages(
+                api.ListMessagesRequest(parent=archive.name, page_size=1000, page_token=token)
+            )
+            ids.extend(m.id for m in page.messages)
+            token = page.next_page_token
+            if not token:
+                break
     return ids
 
 
@@ -144,7 +156,7 @@ async def _postgres_outage(
     acked: list[str] = [f"kept-{i}" for i in range(5)]
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="kept",
+            parent=wm_names.session("kept"),
             messages=[
                 b.user(f"Please fix bug {i} in src/app_{i}.py", mid) for i, mid in enumerate(acked)
             ],
@@ -153,37 +165,33 @@ async def _postgres_outage(
         ),
         timeout=10,
     )
-    done = await wait_terminal(stub, "kept", (await _commit(stub, "kept", keep=1)).commit_id)
+    done = await wait_terminal(stub, (await _commit(stub, "kept", keep=1)).name)
     assert done[-1].stage == pb.COMMIT_STAGE_COMPLETED
     # A second session's Phase 2 waits on its (slow) model when the database goes.
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="inflight",
+            parent=wm_names.session("inflight"),
             messages=[b.user(f"Please rename module {i}", f"in-{i}") for i in range(3)],
             create_session_if_missing=True,
         ),
         timeout=10,
     )
-    call = stub.Commit(api.CommitRequest(session_id="inflight"), timeout=30)
-    inflight = ""
-    async for event in call:
-        inflight = event.commit_id
-        if event.stage == pb.COMMIT_STAGE_LLM_REQUEST_SENT:
-            break
-    call.cancel()
+    inflight, _ = await _until_llm_call(stub, "inflight")
 
     await asyncio.to_thread(postgres.halt)
     down = grpc.StatusCode.UNAVAILABLE
     during = {
         "GetSession": await _refused(
-            stub.GetSession(api.GetSessionRequest(session_id="kept"), timeout=OUTAGE_DEADLINE),
+            stub.GetSession(
+                api.GetSessionRequest(name=wm_names.session("kept")), timeout=OUTAGE_DEADLINE
+            ),
             down,
             "STORAGE_UNAVAILABLE",
         ),
         "AddMessages": await _refused(
             stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id="kept",
+                    parent=wm_names.session("kept"),
                     messages=[b.user("sent while the database is down", "kept-during")],
                     request_id="kept-during",
                 ),
@@ -192,7 +200,7 @@ async def _postgres_outage(
             down,
             "STORAGE_UNAVAILABLE",
         ),
-        "Commit": await _refused(
+        "CreateCommit": await _refused(
             _commit(stub, "kept", timeout=OUTAGE_DEADLINE), down, "STORAGE_UNAVAILABLE"
         ),
     }
@@ -206,7 +214,7 @@ async def _postgres_outage(
     reply, errors = await _until_ok(
         lambda: stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="kept",
+                parent=wm_names.session("kept"),
                 messages=[b.user("sent while the database is down", "kept-during")],
                 request_id="kept-during",
             ),
@@ -219,22 +227,24 @@ async def _postgres_outage(
 
     assert await _serving(channel) == health_pb2.HealthCheckResponse.SERVING
     # The commit whose Phase 2 the outage interrupted ends COMPLETED, its log without gaps.
-    events = await wait_terminal(stub, "inflight", inflight, within=30)
+    events = await wait_terminal(stub, inflight, within=30)
     assert assert_well_formed(events).stage == pb.COMMIT_STAGE_COMPLETED
     # Nothing acknowledged before the outage is lost; a commit after it completes.
-    memory = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="kept"))
+    memory = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name=wm_names.working_memory("kept"))
+    )
     assert memory.version == 1 and "Outage test" in memory.document
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="after",
+            parent=wm_names.session("after"),
             messages=[b.user("back again", "a-1")],
             create_session_if_missing=True,
         ),
         timeout=10,
     )
-    after = await wait_terminal(stub, "after", (await _commit(stub, "after")).commit_id)
+    after = await wait_terminal(stub, (await _commit(stub, "after")).name)
     assert assert_well_formed(after).stage == pb.COMMIT_STAGE_COMPLETED
-    session = await stub.GetSession(api.GetSessionRequest(session_id="kept"))
+    session = await stub.GetSession(api.GetSessionRequest(name=wm_names.session("kept")))
     assert session.total_message_count == len(acked)
     assert (session.archive_count, session.message_count) == (1, 2)  # kept-4, kept-during
     archived = await _stored_ids(stub, "kept")
@@ -311,7 +321,7 @@ async def _full_disk(stub: Stub, server: ServerProcess, disk: Path) -> None:
     acked = [f"m{i}" for i in range(20)]
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="full",
+            parent=wm_names.session("full"),
             messages=[
                 b.user(f"Please fix bug {i} in src/app_{i}.py", m) for i, m in enumerate(acked)
             ],
@@ -319,15 +329,15 @@ async def _full_disk(stub: Stub, server: ServerProcess, disk: Path) -> None:
         ),
         timeout=10,
     )
-    done = await wait_terminal(stub, "full", (await _commit(stub, "full", keep=5)).commit_id)
+    done = await wait_terminal(stub, (await _commit(stub, "full", keep=5)).name)
     assert done[-1].stage == pb.COMMIT_STAGE_COMPLETED
-    before = await stub.GetSession(api.GetSessionRequest(session_id="full"), timeout=5)
+    before = await stub.GetSession(api.GetSessionRequest(name=wm_names.session("full")), timeout=5)
 
     _truncate_wal(disk / "wm.sqlite3")
     filler = _fill(disk)
     # Large enough that no page cache or preallocation can absorb it (4 x 256 KiB).
     big = api.AddMessagesRequest(
-        session_id="full",
+        parent=wm_names.session("full"),
         messages=[b.user(f"big {i} " + "y" * (256 * 1024), f"big-{i}") for i in range(4)],
         request_id="big-batch",
     )
@@ -336,16 +346,18 @@ async def _full_disk(stub: Stub, server: ServerProcess, disk: Path) -> None:
         "AddMessages (big)": await _refused(stub.AddMessages(big, timeout=10), full, reason),
         "AddMessages (one)": await _refused(
             stub.AddMessages(
-                api.AddMessagesRequest(session_id="full", messages=[b.user("one more", "one")]),
+                api.AddMessagesRequest(
+                    parent=wm_names.session("full"), messages=[b.user("one more", "one")]
+                ),
                 timeout=10,
             ),
             full,
             reason,
         ),
-        "Commit": await _refused(_commit(stub, "full"), full, reason),
+        "CreateCommit": await _refused(_commit(stub, "full"), full, reason),
     }
     # Nothing half-written: the session reads as before, its counters unchanged.
-    still = await stub.GetSession(api.GetSessionRequest(session_id="full"), timeout=5)
+    still = await stub.GetSession(api.GetSessionRequest(name=wm_names.session("full")), timeout=5)
     assert server.proc is not None and server.proc.poll() is None, "the server died"
     filler.unlink()
     assert not {k: v for k, v in during.items() if v}, (
@@ -360,11 +372,11 @@ async def _full_disk(stub: Stub, server: ServerProcess, disk: Path) -> None:
     )
     assert list(reply.added_message_ids) == [m.id for m in big.messages]
     acked += [m.id for m in big.messages]
-    final = await wait_terminal(stub, "full", (await _commit(stub, "full")).commit_id)
+    final = await wait_terminal(stub, (await _commit(stub, "full")).name)
     assert assert_well_formed(final).stage == pb.COMMIT_STAGE_COMPLETED
     # Every acknowledged message is stored exactly once (all archived by the keep-0 commit).
     assert await _stored_ids(stub, "full") == acked
-    session = await stub.GetSession(api.GetSessionRequest(session_id="full"))
+    session = await stub.GetSession(api.GetSessionRequest(name=wm_names.session("full")))
     assert (session.total_message_count, session.message_count) == (len(acked), 0)
     assert (session.pending_tokens, session.live_tokens) == (0, 0)
 
@@ -422,21 +434,15 @@ async def test_foreign_lock_holder_does_not_stall_reads_and_writes_never_hang(
 async def _foreign_lock(stub: Stub, channel: grpc.aio.Channel, db: Path) -> None:
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="locked",
+            parent=wm_names.session("locked"),
             messages=[b.user("Please fix src/a.py", "m0")],
             create_session_if_missing=True,
         ),
         timeout=10,
     )
-    call = stub.Commit(api.CommitRequest(session_id="locked"), timeout=30)
-    commit_id, last = "", 0
-    async for event in call:
-        commit_id, last = event.commit_id, event.sequence
-        if event.stage == pb.COMMIT_STAGE_LLM_REQUEST_SENT:
-            break
-    call.cancel()
+    commit, last = await _until_llm_call(stub, "locked")
     watch = stub.WatchCommit(
-        api.WatchCommitRequest(session_id="locked", commit_id=commit_id, after_sequence=last),
+        api.WatchCommitRequest(name=commit, after_sequence=last),
         timeout=30,
     )
     health = health_pb2_grpc.HealthStub(channel)
@@ -445,7 +451,7 @@ async def _foreign_lock(stub: Stub, channel: grpc.aio.Channel, db: Path) -> None
         write = asyncio.ensure_future(
             stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id="locked",
+                    parent=wm_names.session("locked"),
                     messages=[b.user("written under a foreign lock", "w1")],
                     request_id="w1",
                 ),
@@ -456,7 +462,7 @@ async def _foreign_lock(stub: Stub, channel: grpc.aio.Channel, db: Path) -> None
         while not holder.released.is_set():
             probes: dict[str, Callable[[], Awaitable[object]]] = {
                 "GetSession": lambda: stub.GetSession(
-                    api.GetSessionRequest(session_id="locked"), timeout=1.0
+                    api.GetSessionRequest(name=wm_names.session("locked")), timeout=1.0
                 ),
                 "health Check": lambda: health.Check(health_pb2.HealthCheckRequest(), timeout=1.0),
                 "WatchCommit heartbeat": lambda: asyncio.wait_for(watch.read(), 1.5),
@@ -480,12 +486,14 @@ async def _foreign_lock(stub: Stub, channel: grpc.aio.Channel, db: Path) -> None
         assert details(result)[0].reason == "STORAGE_UNAVAILABLE", outcome(result)
         result = await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="locked",
+                parent=wm_names.session("locked"),
                 messages=[b.user("written under a foreign lock", "w1")],
                 request_id="w1",
             ),
             timeout=10,
         )
     assert isinstance(result, api.AddMessagesResponse), outcome(result)
-    session = await stub.GetSession(api.GetSessionRequest(session_id="locked"), timeout=5)
+    session = await stub.GetSession(
+        api.GetSessionRequest(name=wm_names.session("locked")), timeout=5
+    )
     assert session.total_message_count == 2

@@ -34,3 +34,13 @@ def memory(memory: str) -> str:
 def last_segment(name: str) -> str:
     """The id at the end of a resource name (a commit's, an archive's, a memory's)."""
     return name.rsplit("/", 1)[-1]
+
+
+def user(user_id: str) -> str:
+    """The memory owner of a user."""
+    return f"users/{user_id}"
+
+
+def agent(agent_id: str) -> str:
+    """The memory owner of an agent."""
+    return f"agents/{agent_id}"
