@@ -39,19 +39,19 @@ async def test_the_bare_handlers_store_count_and_read_back(tmp_path: Path) -> No
             answers = [
                 await stub.AddMessages(
                     api.AddMessagesRequest(
-                        session_id=SESSION,
+                        parent=f"sessions/{SESSION}",
                         messages=[pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text=text)])],
                     )
                 )
                 for text in texts
             ]
-            session = await stub.GetSession(api.GetSessionRequest(session_id=SESSION))
+            session = await stub.GetSession(api.GetSessionRequest(name=f"sessions/{SESSION}"))
     finally:
         server.terminate()
         await asyncio.wait_for(server.wait(), 10)
     assert [a.message_count for a in answers] == [1, 2, 3]
     assert len({a.added_message_ids[0] for a in answers}) == 3
-    assert session.session_id == SESSION and session.message_count == 3
+    assert session.name == f"sessions/{SESSION}" and session.message_count == 3
     assert session.live_tokens == sum(len(t) // 4 for t in texts)
     assert session.create_time.seconds > 0
     with sqlite3.connect(tmp_path / "floor.sqlite3") as db:  # durable: on disk after exit

@@ -11,6 +11,8 @@ import grpc
 import pytest
 
 from support import builders as b
+from support import commit_flow
+from support import wm_names as names
 from support.errors import details
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for
@@ -116,19 +118,19 @@ async def test_a_100k_token_tool_result_keeps_the_question_and_the_call(stub: St
     log = "platform linux -- Python 3.11\n" + "." * 400_000 + "\nFAILED test_ledger - 1 failed"
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="big", messages=_agent_turn(log), create_session_if_missing=True
+            parent="sessions/big", messages=_agent_turn(log), create_session_if_missing=True
         )
     )
     reply = await stub.AssembleContext(
         api.AssembleContextRequest(
-            session_id="big", token_budget=64_000, include_anthropic_json=True
+            name="sessions/big", token_budget=64_000, format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES
         )
     )
     blocks = _blocks(reply)
     assert blocks[0] == QUESTION and "tool_use:toolu_1" in blocks and blocks[-1] == "Here it is"
     assert reply.estimated_tokens + reply.reply_reserve_tokens <= 64_000
     assert reply.dropped_message_count == 0
-    anthropic = json.loads(reply.anthropic_messages_json)
+    anthropic = json.loads(reply.rendered_json)
     assert [m["role"] for m in anthropic] == ["user", "assistant", "user", "assistant"]
     (result,) = anthropic[2]["content"]
     assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_1"
@@ -146,16 +148,18 @@ async def test_a_cut_message_says_where_its_whole_text_is(
     it names the archive to expand."""
     turn = _agent_turn("z" * 300_000)
     await stub.AddMessages(
-        api.AddMessagesRequest(session_id="arch", messages=turn, create_session_if_missing=True)
+        api.AddMessagesRequest(
+            parent="sessions/arch", messages=turn, create_session_if_missing=True
+        )
     )
-    request = api.AssembleContextRequest(session_id="arch", token_budget=40_000)
+    request = api.AssembleContextRequest(name="sessions/arch", token_budget=40_000)
     live = "\n".join(_blocks(await stub.AssembleContext(request)))
     assert "full text: message r1 …]" in live
     provider.default_create = Answer(error=LlmError("down", retryable=False))
-    events = [e async for e in stub.Commit(api.CommitRequest(session_id="arch"), timeout=30)]
+    _, events = await commit_flow.commit(stub, "arch")
     assert events[-1].stage == pb.COMMIT_STAGE_FAILED
     reply = await stub.AssembleContext(request)
-    assert list(reply.uncovered_archive_ids) == ["archive_001"]
+    assert list(reply.uncovered_archives) == ["sessions/arch/archives/archive_001"]
     archived = "\n".join(_blocks(reply))
     assert 'full text: archive_expand(archive_id="archive_001") …]' in archived
     assert archived.startswith(QUESTION)
@@ -169,14 +173,16 @@ async def test_tool_results_come_first_when_the_user_also_writes(stub: Stub) -> 
         b.tool_result("toolu_9", "a.py b.py", message_id="r9"),
     ]
     await stub.AddMessages(
-        api.AddMessagesRequest(session_id="mix", messages=messages, create_session_if_missing=True)
+        api.AddMessagesRequest(
+            parent="sessions/mix", messages=messages, create_session_if_missing=True
+        )
     )
     reply = await stub.AssembleContext(
         api.AssembleContextRequest(
-            session_id="mix", token_budget=50_000, include_anthropic_json=True
+            name="sessions/mix", token_budget=50_000, format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES
         )
     )
-    last = json.loads(reply.anthropic_messages_json)[-1]
+    last = json.loads(reply.rendered_json)[-1]
     assert last["role"] == "user"
     assert [block["type"] for block in last["content"]] == ["tool_result", "text"]
 
@@ -200,14 +206,16 @@ async def test_tool_input_json_cannot_carry_is_invalid_argument(stub: Stub, raw:
     )
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.AddMessages(
-            api.AddMessagesRequest(session_id="bad", messages=[bad], create_session_if_missing=True)
+            api.AddMessagesRequest(
+                parent="sessions/bad", messages=[bad], create_session_if_missing=True
+            )
         )
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     _, fields = details(caught.value)
     assert fields == ["messages[0].parts[0].tool_use.input_json"]
     # nothing was stored, and the session still assembles
     with pytest.raises(grpc.aio.AioRpcError) as missing:
-        await stub.GetSession(api.GetSessionRequest(session_id="bad"))
+        await stub.GetSession(api.GetSessionRequest(name="sessions/bad"))
     assert missing.value.code() is grpc.StatusCode.NOT_FOUND
 
 
@@ -220,17 +228,17 @@ async def test_escaped_characters_that_are_real_stay_accepted(stub: Stub) -> Non
     )
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="ok",
+            parent="sessions/ok",
             messages=[b.user("go", "u1"), good, b.tool_result("t1", "done")],
             create_session_if_missing=True,
         )
     )
     reply = await stub.AssembleContext(
         api.AssembleContextRequest(
-            session_id="ok", token_budget=50_000, include_anthropic_json=True
+            name="sessions/ok", token_budget=50_000, format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES
         )
     )
-    call = json.loads(reply.anthropic_messages_json)[1]["content"][0]
+    call = json.loads(reply.rendered_json)[1]["content"][0]
     assert call["input"]["emoji"] == "😀"
 
 
@@ -245,7 +253,9 @@ CI_LOG = (
 async def _ingest_big_turn(stub: Stub, session: str) -> api.AddMessagesResponse:
     return await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session, messages=_agent_turn(CI_LOG), create_session_if_missing=True
+            parent=names.session(session),
+            messages=_agent_turn(CI_LOG),
+            create_session_if_missing=True,
         )
     )
 
@@ -254,10 +264,10 @@ async def test_a_huge_tool_result_is_stored_whole_and_the_session_sees_its_synop
     stub: Stub,
 ) -> None:
     added = await _ingest_big_turn(stub, "store")
-    session = await stub.GetSession(api.GetSessionRequest(session_id="store"))
+    session = await stub.GetSession(api.GetSessionRequest(name="sessions/store"))
     assert session.live_tokens < 3000 and added.pending_tokens == session.pending_tokens
     reply = await stub.AssembleContext(
-        api.AssembleContextRequest(session_id="store", token_budget=64_000)
+        api.AssembleContextRequest(name="sessions/store", token_budget=64_000)
     )
     assert [m.role for m in reply.messages][:1] == [pb.ROLE_USER] and not reply.cut_parts
     blocks = _blocks(reply)
@@ -267,27 +277,30 @@ async def test_a_huge_tool_result_is_stored_whole_and_the_session_sees_its_synop
     assert f"{len(CI_LOG.encode()):,} bytes" in synopsis and "9,002 lines" in synopsis
     assert "L9001: tests/test_ledger.py::test_balance FAILED" in synopsis
     assert "L9002: E   AssertionError: 10 != 12" in synopsis
-    (result_message,) = [m for m in reply.messages if m.tool_output_ids]
-    assert list(result_message.tool_output_ids) == ["out.r1.0"]
+    (result_message,) = [m for m in reply.messages if m.tool_outputs]
+    assert list(result_message.tool_outputs) == ["sessions/store/toolOutputs/out.r1.0"]
     # Read whole, page by page, and by lines around the failure.
     first = await stub.GetToolOutput(
-        api.GetToolOutputRequest(session_id="store", output_id="out.r1.0")
+        api.GetToolOutputRequest(name="sessions/store/toolOutputs/out.r1.0")
     )
-    assert first.output.kind == pb.TOOL_OUTPUT_KIND_RESULT and first.output.format == "text"
-    assert first.output.line_count == 9002 and first.output.synopsis == synopsis
+    output = first.tool_output
+    assert output.kind == pb.TOOL_OUTPUT_KIND_RESULT and output.format == "text"
+    assert output.line_count == 9002 and output.synopsis == synopsis
     assert first.content == CI_LOG and not first.next_page_token  # < 1 MiB: one page
     near = await stub.GetToolOutput(
         api.GetToolOutputRequest(
-            session_id="store", output_id="out.r1.0", lines=api.LineRange(start=9001, count=5)
+            name="sessions/store/toolOutputs/out.r1.0", lines=api.LineRange(start=9001, count=5)
         )
     )
     assert near.content.splitlines() == CI_LOG.splitlines()[9000:]
     assert near.start_line == 9001 and near.line_count == 2
     found = await stub.SearchToolOutputs(
-        api.SearchToolOutputsRequest(session_id="store", query="assertionerror")
+        api.SearchToolOutputsRequest(parent="sessions/store", query="assertionerror")
     )
     assert found.total_matches == 1
-    assert [(h.output_id, h.message_id, h.line) for h in found.hits] == [("out.r1.0", "r1", 9002)]
+    assert [(h.tool_output, h.message, h.line) for h in found.hits] == [
+        ("sessions/store/toolOutputs/out.r1.0", "sessions/store/messages/r1", 9002)
+    ]
     assert found.hits[0].snippet == "E   AssertionError: 10 != 12"
 
 
@@ -295,17 +308,19 @@ async def test_tool_outputs_are_archived_with_their_ids_and_deleted_with_the_ses
     stub: Stub,
 ) -> None:
     await _ingest_big_turn(stub, "gone")
-    events = [e async for e in stub.Compact(api.CompactRequest(session_id="gone"), timeout=30)]
+    _, events = await commit_flow.compact(stub, "gone")
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
-    archive = await stub.GetArchive(
-        api.GetArchiveRequest(session_id="gone", archive_id="archive_001")
+    archive = await stub.ListMessages(
+        api.ListMessagesRequest(parent="sessions/gone/archives/archive_001")
     )
-    assert [list(m.tool_output_ids) for m in archive.messages] == [[], [], ["out.r1.0"], []]
-    read = api.GetToolOutputRequest(session_id="gone", output_id="out.r1.0")
+    assert [list(m.tool_outputs) for m in archive.messages] == [
+        [], [], ["sessions/gone/toolOutputs/out.r1.0"], []
+    ]  # fmt: skip
+    read = api.GetToolOutputRequest(name="sessions/gone/toolOutputs/out.r1.0")
     assert (await stub.GetToolOutput(read)).content == CI_LOG  # archived, still readable
-    await stub.DeleteSession(api.DeleteSessionRequest(session_id="gone"))
+    await stub.DeleteSession(api.DeleteSessionRequest(name="sessions/gone"))
     await _ingest_big_turn(stub, "gone")  # the same name again: a new session, new outputs
-    await stub.DeleteSession(api.DeleteSessionRequest(session_id="gone"))
+    await stub.DeleteSession(api.DeleteSessionRequest(name="sessions/gone"))
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.GetToolOutput(read)
     assert caught.value.code() is grpc.StatusCode.NOT_FOUND
@@ -314,18 +329,20 @@ async def test_tool_outputs_are_archived_with_their_ids_and_deleted_with_the_ses
 async def test_unknown_outputs_and_bad_ranges_are_clear_errors(stub: Stub) -> None:
     await _ingest_big_turn(stub, "errs")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.GetToolOutput(api.GetToolOutputRequest(session_id="errs", output_id="out.x.0"))
+        await stub.GetToolOutput(api.GetToolOutputRequest(name="sessions/errs/toolOutputs/out.x.0"))
     assert caught.value.code() is grpc.StatusCode.NOT_FOUND
     assert details(caught.value)[0].reason == "TOOL_OUTPUT_NOT_FOUND"
     bad = api.GetToolOutputRequest(
-        session_id="errs", output_id="out.r1.0", bytes=api.ByteRange(offset=-1)
+        name="sessions/errs/toolOutputs/out.r1.0", bytes=api.ByteRange(offset=-1)
     )
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.GetToolOutput(bad)
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert details(caught.value)[1] == ["bytes"]
+    assert details(caught.value)[1] == ["bytes.offset"]  # the rule is on the offset
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.SearchToolOutputs(api.SearchToolOutputsRequest(session_id="errs", query=" "))
+        await stub.SearchToolOutputs(
+            api.SearchToolOutputsRequest(parent="sessions/errs", query=" ")
+        )
     assert details(caught.value)[1] == ["query"]
 
 
@@ -337,7 +354,7 @@ async def test_an_output_larger_than_the_transport_limit_reads_in_pages(stub: St
     message = b.tool_result("toolu_h", huge, message_id="h1")
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="huge", messages=[message], create_session_if_missing=True
+            parent="sessions/huge", messages=[message], create_session_if_missing=True
         )
     )
     total = 0
@@ -346,7 +363,7 @@ async def test_an_output_larger_than_the_transport_limit_reads_in_pages(stub: St
     while True:
         page = await stub.GetToolOutput(
             api.GetToolOutputRequest(
-                session_id="huge", output_id="out.h1.0", bytes=api.ByteRange(), page_token=token
+                name="sessions/huge/toolOutputs/out.h1.0", bytes=api.ByteRange(), page_token=token
             )
         )
         assert page.start_byte == total and page.byte_count <= 1024 * 1024
@@ -374,7 +391,7 @@ async def _fill(stub: Stub, session: str, megabytes: int) -> list[str]:
             ids.append(f"big{n}")
         await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id=session, messages=messages, create_session_if_missing=True
+                parent=names.session(session), messages=messages, create_session_if_missing=True
             )
         )
     return ids
@@ -384,31 +401,28 @@ async def test_an_archive_larger_than_the_transport_limit_reads_in_pages(
     stub: Stub, app_address: str
 ) -> None:
     ids = await _fill(stub, "huge-archive", 20)  # 18 MB
-    events = [
-        e async for e in stub.Compact(api.CompactRequest(session_id="huge-archive"), timeout=60)
-    ]
+    _, events = await commit_flow.compact(stub, "huge-archive", within=60)
     assert events[0].phase1.archived_message_count == 20
+    archive = "sessions/huge-archive/archives/archive_001"
     options = [("grpc.max_receive_message_length", CONTRACT_LIMIT)]
     async with grpc.aio.insecure_channel(app_address, options=options) as channel:
         small = service_grpc.WorkingMemoryServiceStub(channel)
+        about = await small.GetArchive(api.GetArchiveRequest(name=archive))
+        assert about.message_count == 20
         seen: list[str] = []
         token = ""
         while True:
-            page = await small.GetArchive(
-                api.GetArchiveRequest(
-                    session_id="huge-archive", archive_id="archive_001", page_token=token
-                )
+            page = await small.ListMessages(
+                api.ListMessagesRequest(parent=archive, page_token=token)
             )
-            assert page.ByteSize() <= CONTRACT_LIMIT and page.message_count == 20
-            assert page.messages_start_position == len(seen) + 1
+            assert page.ByteSize() <= CONTRACT_LIMIT
+            assert page.messages[0].position == len(seen) + 1
             seen.extend(m.id for m in page.messages)
-            token = page.next_messages_page_token
+            token = page.next_page_token
             if not token:
                 break
         assert seen == ids
-        two = await small.GetArchive(
-            api.GetArchiveRequest(session_id="huge-archive", archive_id="archive_001", page_size=2)
-        )
+        two = await small.ListMessages(api.ListMessagesRequest(parent=archive, page_size=2))
         assert [m.id for m in two.messages] == ids[:2] and two.messages[1].position == 2
 
 
@@ -422,9 +436,11 @@ async def test_a_ten_million_token_budget_still_fits_in_one_response(
         for with_json in (False, True):
             reply = await small.AssembleContext(
                 api.AssembleContextRequest(
-                    session_id="huge-live",
+                    name="sessions/huge-live",
                     token_budget=10_000_000,
-                    include_anthropic_json=with_json,
+                    format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES
+                    if with_json
+                    else api.CONTEXT_FORMAT_UNSPECIFIED,
                 )
             )
             assert reply.ByteSize() <= CONTRACT_LIMIT
@@ -432,6 +448,6 @@ async def test_a_ten_million_token_budget_still_fits_in_one_response(
             assert reply.included_message_count > 3 and reply.dropped_message_count > 0
             assert reply.messages[-1].parts[0].text.startswith("part 19 ")  # the newest stays
     small_budget = await stub.AssembleContext(
-        api.AssembleContextRequest(session_id="huge-live", token_budget=100_000)
+        api.AssembleContextRequest(name="sessions/huge-live", token_budget=100_000)
     )
     assert small_budget.effective_token_budget == 100_000

@@ -38,22 +38,21 @@ async def _session(stub: Stub) -> str:
     )
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="fmt",
+            parent="sessions/fmt",
             create_session_if_missing=True,
             messages=[b.user("List the files."), two_calls, results, b.assistant("Two files.")],
         )
     )
-    return "fmt"
+    return "sessions/fmt"
 
 
 async def _rendered(stub: Stub, session: str, fmt: int) -> api.AssembleContextResponse:
     return await stub.AssembleContext(
         api.AssembleContextRequest(
-            session_id=session,
+            name=session,
             token_budget=50_000,
             system_prompt="Be brief.",
             format=fmt,  # type: ignore[arg-type]
-            include_anthropic_json=True,
         )
     )
 
@@ -87,7 +86,8 @@ async def test_each_format_pairs_calls_with_results(stub: Stub) -> None:
 
     anthropic = await _rendered(stub, session, api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES)
     blocks = json.loads(anthropic.rendered_json)
-    assert blocks == json.loads(anthropic.anthropic_messages_json)  # one shape, one rule
+    assert [m["role"] for m in blocks] == ["user", "assistant", "user", "assistant"]
+    assert [b["id"] for b in blocks[1]["content"] if b["type"] == "tool_use"] == ["c1", "c2"]
     assert [b["type"] for b in blocks[2]["content"]] == ["tool_result", "tool_result"]
 
     plain = await _rendered(stub, session, api.CONTEXT_FORMAT_UNSPECIFIED)
