@@ -60,7 +60,7 @@ async def serve(address: str, folder: Path) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             sid, position, name, _, _, count, _, pending, _ = conn.execute(
-                _READ, (request.session_id,)
+                _READ, (request.parent.removeprefix("sessions/"),)
             ).fetchone()
             conn.execute(
                 _INSERT, (sid, position, message_id, json.dumps([{"t": text}]), tokens, now)
@@ -71,7 +71,7 @@ async def serve(address: str, folder: Path) -> None:
             conn.execute("ROLLBACK")
             raise
         return api.AddMessagesResponse(
-            session_id=name,
+            session=f"sessions/{name}",
             message_count=count + 1,
             pending_tokens=pending,
             added_message_ids=[message_id],
@@ -79,10 +79,10 @@ async def serve(address: str, folder: Path) -> None:
 
     async def get(request: api.GetSessionRequest, context: Any) -> pb.Session:
         _, _, name, created, updated, count, total, pending, live = conn.execute(
-            _READ, (request.session_id,)
+            _READ, (request.name.removeprefix("sessions/"),)
         ).fetchone()
         session = pb.Session(
-            session_id=name,
+            name=f"sessions/{name}",
             message_count=count,
             total_message_count=total,
             pending_tokens=pending,

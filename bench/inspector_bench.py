@@ -45,24 +45,31 @@ def message(i: int) -> pb.Message:
 async def fill(address: str, messages: int, commits: int) -> str:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
-        await stub.CreateSession(api.CreateSessionRequest(session_id=SESSION, user_id="u-bench"))
+        await stub.CreateSession(
+            api.CreateSessionRequest(session_id=SESSION, session=pb.Session(user_id="u-bench"))
+        )
         per_commit = messages // commits
         last = ""
         for c in range(commits):
             batch = [message(i) for i in range(c * per_commit, (c + 1) * per_commit)]
             await stub.AddMessages(
-                api.AddMessagesRequest(session_id=SESSION, messages=batch, request_id=f"b{c}")
+                api.AddMessagesRequest(
+                    parent="sessions/" + SESSION, messages=batch, request_id=f"b{c}"
+                )
             )
-            async for event in stub.Commit(
-                api.CommitRequest(session_id=SESSION, keep_recent_count=0, request_id=f"c{c}")
-            ):
-                last = event.commit_id
+            started = await stub.CreateCommit(
+                api.CreateCommitRequest(
+                    parent="sessions/" + SESSION, keep_recent_count=0, request_id=f"c{c}"
+                )
+            )
+            async for event in stub.WatchCommit(api.WatchCommitRequest(name=started.name)):
                 if event.terminal:
                     break
+            last = started.name.rsplit("/", 1)[1]
         for m in range(200):
             await stub.CreateMemory(
                 api.CreateMemoryRequest(
-                    owner=api.MemoryOwner(user_id="u-bench"),
+                    owner="users/u-bench",
                     memory=pb.Memory(type=pb.MEMORY_TYPE_ENTITY, text=f"fact number {m} holds"),
                     request_id=f"mem{m}",
                 )

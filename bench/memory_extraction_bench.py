@@ -185,22 +185,25 @@ async def server_figure(commits: int, extraction: bool) -> tuple[float, int]:
                     session = f"s{n % 10}"
                     if n < 10:
                         await stub.CreateSession(
-                            api.CreateSessionRequest(session_id=session, user_id=f"u{n}")
+                            api.CreateSessionRequest(
+                                session_id=session, session=pb.Session(user_id=f"u{n}")
+                            )
                         )
                     messages = [
                         b.user(m.text()) if m.role is Role.USER else b.assistant(m.text())
                         for m in archive(40, n * 20)
                     ]
                     await stub.AddMessages(
-                        api.AddMessagesRequest(session_id=session, messages=messages)
+                        api.AddMessagesRequest(parent="sessions/" + session, messages=messages)
                     )
                     started = time.perf_counter()
-                    call = stub.Commit(
-                        api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60
+                    commit = await stub.CreateCommit(
+                        api.CreateCommitRequest(parent="sessions/" + session, keep_recent_count=0)
                     )
+                    call = stub.WatchCommit(api.WatchCommitRequest(name=commit.name), timeout=60)
                     async for event in call:
                         if event.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED:
-                            created += len(event.memories_extracted.created_memory_ids)
+                            created += len(event.memories_extracted.created_memories)
                         if event.terminal:
                             break
                     times.append((time.perf_counter() - started) * 1000)

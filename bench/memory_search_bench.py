@@ -144,7 +144,6 @@ async def timed(
 def server_rss(folder: Path, queries: list[str]) -> tuple[float, float]:
     """(MB after start, MB after SearchMemories) of a real server over ``folder``'s file."""
     from wm_client import WmClient
-    from wm_proto.v1 import working_memory_service_pb2 as api
 
     env = {**os.environ, "WM_DATA_DIR": str(folder), "WM_ADDRESS": "127.0.0.1:0",
            "WM_LLM_PROVIDER": "offline", "HF_HUB_OFFLINE": "1"}  # fmt: skip
@@ -168,7 +167,7 @@ def server_rss(folder: Path, queries: list[str]) -> tuple[float, float]:
         async def ask() -> None:
             async with WmClient(address) as client:
                 for query in queries:
-                    await client.search_memories(query, owner=api.MemoryOwner(user_id="bench"))
+                    await client.search_memories(query, owner=f"users/{'bench'}")
 
         asyncio.run(ask())
         return started, rss_mb(server.pid)

@@ -137,13 +137,21 @@ async def latency(
                     print(f"  {count:,} rows ingested in {time.perf_counter() - started:.0f} s")
                     for query in queries[:5]:  # warm up
                         await client.search_archives(
-                            query, all_sessions=True, user_id="scale-user", max_hits=25, ranked=True
+                            query,
+                            all_sessions=True,
+                            user_id="scale-user",
+                            page_size=25,
+                            ranked=True,
                         )
                     samples = []
                     for query in queries:
                         t0 = time.perf_counter()
                         await client.search_archives(
-                            query, all_sessions=True, user_id="scale-user", max_hits=25, ranked=True
+                            query,
+                            all_sessions=True,
+                            user_id="scale-user",
+                            page_size=25,
+                            ranked=True,
                         )
                         samples.append((time.perf_counter() - t0) * 1000)
                     out[count] = samples

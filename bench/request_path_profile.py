@@ -144,8 +144,10 @@ def step_costs(path: Path, method: str, calls: int) -> tuple[float, dict[str, fl
 
 def codec_costs() -> dict[str, tuple[float, float]]:
     """Decode of the request and encode of the response, per call (µs), as gRPC does them."""
-    add = api.AddMessagesRequest(session_id="unary", messages=[message(1)]).SerializeToString()
-    get = api.GetSessionRequest(session_id="read").SerializeToString()
+    add = api.AddMessagesRequest(
+        parent="sessions/" + "unary", messages=[message(1)]
+    ).SerializeToString()
+    get = api.GetSessionRequest(name="sessions/" + "read").SerializeToString()
     check = health_pb2.HealthCheckRequest().SerializeToString()
     pairs = {
         "Check": (
@@ -155,12 +157,17 @@ def codec_costs() -> dict[str, tuple[float, float]]:
         "AddMessages": (
             lambda: api.AddMessagesRequest.FromString(add),
             api.AddMessagesResponse(
-                session_id="unary", message_count=100, pending_tokens=4000, added_message_ids=["m"]
+                session="sessions/unary",
+                message_count=100,
+                pending_tokens=4000,
+                added_message_ids=["m"],
             ).SerializeToString,
         ),
         "GetSession": (
             lambda: api.GetSessionRequest.FromString(get),
-            pb.Session(session_id="read", message_count=10, pending_tokens=400).SerializeToString,
+            pb.Session(
+                name="sessions/read", message_count=10, pending_tokens=400
+            ).SerializeToString,
         ),
     }
     out = {}
@@ -195,19 +202,19 @@ async def drive(calls: int, top: int, save: Path | None) -> None:
                 await stub.CreateSession(api.CreateSessionRequest(session_id="unary"))
                 await stub.AddMessages(
                     api.AddMessagesRequest(
-                        session_id="read",
+                        parent="sessions/" + "read",
                         create_session_if_missing=True,
                         messages=[message(i) for i in range(10)],
                     )
                 )
                 counter = iter(range(10**9))
                 check = health_pb2.HealthCheckRequest()
-                get = api.GetSessionRequest(session_id="read")
+                get = api.GetSessionRequest(name="sessions/" + "read")
                 kinds: dict[str, Callable[[], Awaitable[object]]] = {
                     "Check": lambda: health.Check(check),
                     "AddMessages": lambda: stub.AddMessages(
                         api.AddMessagesRequest(
-                            session_id="unary", messages=[message(next(counter))]
+                            parent="sessions/" + "unary", messages=[message(next(counter))]
                         )
                     ),
                     "GetSession": lambda: stub.GetSession(get),

@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -57,6 +58,19 @@ SECTIONS = (
 )  # fmt: skip
 Stub = service_grpc.WorkingMemoryServiceStub
 ROWS: list[tuple[str, str, str]] = []
+
+
+async def watched(stub: Any, commit: pb.Commit) -> list[pb.CommitEvent]:
+    """A started commit's events, to its terminal one."""
+    return [e async for e in stub.WatchCommit(api.WatchCommitRequest(name=commit.name))]
+
+
+async def committed(stub: Any, session: str, keep: int = 0) -> list[pb.CommitEvent]:
+    """CreateCommit, then its events to the terminal one."""
+    started = await stub.CreateCommit(
+        api.CreateCommitRequest(parent="sessions/" + session, keep_recent_count=keep)
+    )
+    return await watched(stub, started)
 
 
 def row(name: str, value: str, target: str = "") -> None:
@@ -173,7 +187,7 @@ class Bench:
     ) -> dict[str, float]:
         await stub.CreateSession(api.CreateSessionRequest(session_id="unary"))
         await stub.AddMessages(
-            api.AddMessagesRequest(session_id="read", create_session_if_missing=True,
+            api.AddMessagesRequest(parent="sessions/" + "read", create_session_if_missing=True,
                                    messages=[message(i) for i in range(10)])
         )  # fmt: skip
         check = health_pb2.HealthCheckRequest()
@@ -183,11 +197,11 @@ class Bench:
         rounds, count = (5, 100) if self.quick else (10, 300)
         adds = iter(
             [
-                api.AddMessagesRequest(session_id="unary", messages=[message(i)])
+                api.AddMessagesRequest(parent="sessions/" + "unary", messages=[message(i)])
                 for i in range(rounds * count + 100)
             ]
         )
-        get = api.GetSessionRequest(session_id="read")
+        get = api.GetSessionRequest(name="sessions/" + "read")
         calls: dict[str, Callable[[], Awaitable[object]]] = {
             "floor": lambda: bare_health.Check(check),
             "floor_uvloop": lambda: uvloop_health.Check(check),
@@ -199,11 +213,13 @@ class Bench:
             bound = Stub(bare[2])
             bound_adds = iter(
                 [
-                    api.AddMessagesRequest(session_id=BOUND_SESSION, messages=[message(i)])
+                    api.AddMessagesRequest(
+                        parent="sessions/" + BOUND_SESSION, messages=[message(i)]
+                    )
                     for i in range(rounds * count + 100)
                 ]
             )
-            bound_get = api.GetSessionRequest(session_id=BOUND_SESSION)
+            bound_get = api.GetSessionRequest(name="sessions/" + BOUND_SESSION)
             calls["bound_add"] = lambda: bound.AddMessages(next(bound_adds))
             calls["bound_get"] = lambda: bound.GetSession(bound_get)
         for call in calls.values():  # warm up: connections, caches, first-call work
@@ -219,7 +235,7 @@ class Bench:
         batches = 50 if self.quick else 300
         payload = [
             api.AddMessagesRequest(
-                session_id="batch", messages=[message(b * 100 + i) for i in range(100)]
+                parent="sessions/" + "batch", messages=[message(b * 100 + i) for i in range(100)]
             )
             for b in range(batches)
         ]
@@ -241,11 +257,11 @@ class Bench:
             for start in range(0, size, 1000):
                 await stub.AddMessages(
                     api.AddMessagesRequest(
-                        session_id=sid,
+                        parent="sessions/" + sid,
                         messages=[message(i) for i in range(start, min(size, start + 1000))],
                     )
                 )
-            request = api.GetSessionRequest(session_id=sid)
+            request = api.GetSessionRequest(name="sessions/" + sid)
             await timed(lambda r=request: stub.GetSession(r), 200)
             samples = await timed(
                 lambda r=request: stub.GetSession(r), 2000 if not self.quick else 500
@@ -269,24 +285,23 @@ class Bench:
                 for start in range(0, size, 1000):
                     await stub.AddMessages(
                         api.AddMessagesRequest(
-                            session_id=sid,
+                            parent="sessions/" + sid,
                             create_session_if_missing=True,
                             messages=[message(i) for i in range(start, min(size, start + 1000))],
                         )
                     )
-                call = stub.Commit(api.CommitRequest(session_id=sid, keep_recent_count=0))
                 start_t = time.perf_counter()
-                first = await call.read()
+                first = await stub.CreateCommit(
+                    api.CreateCommitRequest(parent="sessions/" + sid, keep_recent_count=0)
+                )
                 samples.append(time.perf_counter() - start_t)
-                assert isinstance(first, pb.CommitEvent)
-                assert first.phase1.archived_message_count == size
+                assert first.archived_message_count == size
                 # Phase 2 runs to completion before the next figure, which would otherwise be
                 # taken beside it (indexing and summarizing 10,000 messages take seconds).
-                while await call.read() is not grpc.aio.EOF:
-                    pass
+                await watched(stub, first)
             target = "target <= 30 ms (reference 87 ms)" if size == 5_000 else ""
             row(
-                f"Commit Phase 1, {size:,} messages archived (ms, to first event, median / min)",
+                f"Commit Phase 1, {size:,} messages archived (ms, CreateCommit, median / min)",
                 f"{statistics.median(samples) * 1e3:.2f} / {min(samples) * 1e3:.2f}",
                 target,
             )
@@ -330,11 +345,11 @@ class Bench:
             sid = f"offline-{round_}"
             await stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id=sid, messages=messages, create_session_if_missing=True
+                    parent="sessions/" + sid, messages=messages, create_session_if_missing=True
                 )
             )
             start_t = time.perf_counter()
-            events = [e async for e in stub.Commit(api.CommitRequest(session_id=sid))]
+            events = await committed(stub, sid)
             durations.append(time.perf_counter() - start_t)
             assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED, events[-1]
         row(
@@ -350,7 +365,7 @@ class Bench:
             for start in range(0, per, 20):
                 await stub.AddMessages(
                     api.AddMessagesRequest(
-                        session_id=sid,
+                        parent="sessions/" + sid,
                         create_session_if_missing=True,
                         messages=[
                             pb.Message(
@@ -366,7 +381,7 @@ class Bench:
         elapsed = time.perf_counter() - start_t
         lost = dup = 0
         for s in range(sessions):
-            got = await stub.GetSession(api.GetSessionRequest(session_id=f"conc-{s}"))
+            got = await stub.GetSession(api.GetSessionRequest(name="sessions/" + f"conc-{s}"))
             lost += max(0, per - got.total_message_count)
             dup += max(0, got.total_message_count - per)
         row(
@@ -423,18 +438,18 @@ class Bench:
                         )
                     )
                     wm = await stub.ApplyWorkingMemoryOps(
-                        api.ApplyWorkingMemoryOpsRequest(session_id=sid, ops=ops)
+                        api.ApplyWorkingMemoryOpsRequest(parent="sessions/" + sid, ops=ops)
                     )
                     await stub.AddMessages(
                         api.AddMessagesRequest(
-                            session_id=sid, messages=[message(i) for i in range(20)]
+                            parent="sessions/" + sid, messages=[message(i) for i in range(20)]
                         )
                     )
-                    events = [e async for e in stub.Commit(api.CommitRequest(session_id=sid))]
+                    events = await committed(stub, sid)
                     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
                     started = next(e for e in events if e.stage == pb.COMMIT_STAGE_PHASE2_STARTED)
                     llm = sum(
-                        e.llm_response_received.duration_ms
+                        e.llm_response_received.duration.ToNanoseconds() / 1e6
                         for e in events
                         if e.stage == pb.COMMIT_STAGE_LLM_RESPONSE_RECEIVED
                     )
@@ -459,7 +474,7 @@ class Bench:
                     for start in range(0, 1000, 500):
                         await stub.AddMessages(
                             api.AddMessagesRequest(
-                                session_id=f"rss-{s}",
+                                parent="sessions/" + f"rss-{s}",
                                 create_session_if_missing=True,
                                 messages=[message(i) for i in range(start, start + 500)],
                             )
@@ -487,7 +502,7 @@ class Bench:
                 for b in range(per_client):
                     await stub.AddMessages(
                         api.AddMessagesRequest(
-                            session_id=sid,
+                            parent="sessions/" + sid,
                             create_session_if_missing=True,
                             messages=[message(offset + b * 100 + i) for i in range(100)],
                         )
@@ -510,7 +525,7 @@ class Bench:
                 elapsed = time.perf_counter() - start_t
                 expected = {sid: sids.count(sid) * per_client * 100 for sid in sids}
                 stored = {
-                    sid: (await stubs[1].GetSession(api.GetSessionRequest(session_id=sid)))
+                    sid: (await stubs[1].GetSession(api.GetSessionRequest(name="sessions/" + sid)))
                     for sid in expected
                 }
                 lost = sum(
@@ -571,7 +586,7 @@ class Bench:
                     for _ in range(count):
                         result = pb.ToolResult(tool_use_id="tx", content=mib_log)
                         request = api.AddMessagesRequest(
-                            session_id=f"mib-{run}-{label}",
+                            parent="sessions/" + f"mib-{run}-{label}",
                             create_session_if_missing=True,
                             messages=[
                                 pb.Message(role=pb.ROLE_USER, parts=[pb.Part(tool_result=result)])
@@ -589,12 +604,12 @@ class Bench:
                     for start_at in range(0, len(session), 500):
                         await stub.AddMessages(
                             api.AddMessagesRequest(
-                                session_id=sid,
+                                parent="sessions/" + sid,
                                 create_session_if_missing=True,
                                 messages=session[start_at : start_at + 500],
                             )
                         )
-                    got = await stub.GetSession(api.GetSessionRequest(session_id=sid))
+                    got = await stub.GetSession(api.GetSessionRequest(name="sessions/" + sid))
                     row(
                         f"pending tokens, 2,000 messages with 50 x 60 KB outputs, {label}",
                         f"{got.pending_tokens:,}",
@@ -602,7 +617,7 @@ class Bench:
                     )
                     call = functools.partial(
                         stub.AssembleContext,
-                        api.AssembleContextRequest(session_id=sid, token_budget=200_000),
+                        api.AssembleContextRequest(name="sessions/" + sid, token_budget=200_000),
                     )
                     times = await timed(call, 10 if self.quick else 50)
                     if label == "externalized":
@@ -617,12 +632,12 @@ class Bench:
                             f"{pct(times, 0.5) * 1000:.2f}",
                             f"p99 {pct(times, 0.99) * 1000:.2f} ms",
                         )
-                    commit = stub.Commit(api.CommitRequest(session_id=sid, keep_recent_count=10))
-                    first = await commit.read()
-                    commit.cancel()
+                    first = await stub.CreateCommit(
+                        api.CreateCommitRequest(parent="sessions/" + sid, keep_recent_count=10)
+                    )
                     row(
                         f"Phase 2 input (archived tokens, keep 10), {label}",
-                        f"{first.phase1.archived_tokens:,}",
+                        f"{first.archived_tokens:,}",
                         "what the model is asked to read",
                     )
             finally:

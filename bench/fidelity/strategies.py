@@ -154,10 +154,13 @@ def _settings(data_dir: Path) -> Settings:
 async def _commit(
     stub: service_grpc.WorkingMemoryServiceStub, session: str, index: int
 ) -> list[pb.CommitEvent]:
-    call = stub.Commit(
-        api.CommitRequest(session_id=session, keep_recent_count=0, request_id=f"commit-{index}"),
+    started = await stub.CreateCommit(
+        api.CreateCommitRequest(
+            parent=f"sessions/{session}", keep_recent_count=0, request_id=f"commit-{index}"
+        ),
         timeout=COMMIT_TIMEOUT,
     )
+    call = stub.WatchCommit(api.WatchCommitRequest(name=started.name), timeout=COMMIT_TIMEOUT)
     events: list[pb.CommitEvent] = []
     async for event in call:
         if event.stage == pb.COMMIT_STAGE_HEARTBEAT:
@@ -194,7 +197,7 @@ async def _guarded_turn(
     messages = [to_proto(m) for m in core_messages(turn, scenario)]
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session,
+            parent=f"sessions/{session}",
             messages=messages,
             create_session_if_missing=True,
             request_id=f"add-{turn.index}",
@@ -222,7 +225,9 @@ async def _guarded_turn(
         if e.stage == pb.COMMIT_STAGE_OPS_PARSED
         for problem in e.ops_parsed.problems
     )
-    wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=session))
+    wm = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name=f"sessions/{session}/workingMemories/latest")
+    )
     memories = await _memories(stub, session)
     state = "completed" if terminal.HasField("completed") else "failed"
     return CommitRecord(
@@ -244,9 +249,7 @@ async def _memories(stub: service_grpc.WorkingMemoryServiceStub, session: str) -
     token = ""
     while True:
         page = await stub.ListMemories(
-            api.ListMemoriesRequest(
-                owner=api.MemoryOwner(session_id=session), page_size=1000, page_token=token
-            )
+            api.ListMemoriesRequest(owner=f"sessions/{session}", page_size=1000, page_token=token)
         )
         texts.extend(memory.text for memory in page.memories)
         token = page.next_page_token

@@ -73,9 +73,9 @@ async def _literal(context: Context, question: Question) -> list[str]:
 
 async def _lexical(context: Context, question: Question) -> list[str]:
     found = await context.client.search_archives(
-        question.text, all_sessions=True, user_id=question.user, max_hits=MAX_HITS, ranked=True
+        question.text, all_sessions=True, user_id=question.user, page_size=MAX_HITS, ranked=True
     )
-    return [hit.message_id for hit in found.hits]
+    return [hit.message.rsplit("/", 1)[1] for hit in found.hits]
 
 
 async def _bm25(context: Context, question: Question) -> list[str]:
@@ -92,9 +92,9 @@ register(Method("bm25", "in-process BM25 (rank_bm25) over the same rows", _bm25)
 
 async def _hybrid(context: Context, question: Question) -> list[str]:
     found = await context.client.search_archives(
-        question.text, all_sessions=True, user_id=question.user, max_hits=MAX_HITS, hybrid=True
+        question.text, all_sessions=True, user_id=question.user, page_size=MAX_HITS, hybrid=True
     )
-    return [hit.message_id for hit in found.hits]
+    return [hit.message.rsplit("/", 1)[1] for hit in found.hits]
 
 
 _DENSE: dict[tuple[int, str], tuple[list[str], object]] = {}

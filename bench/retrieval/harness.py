@@ -20,7 +20,6 @@ from typing import Final
 from bench.retrieval.generator import Dataset, Message, Question
 from wm_client import WmClient
 from wm_proto.v1 import resources_pb2 as pb
-from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.app import start_application
 from wm_server.config import LlmProviderName, Settings
 
@@ -67,9 +66,9 @@ async def _archives(
 ) -> list[str]:
     """SearchArchives over every session of the question's user."""
     found = await client.search_archives(
-        query, all_sessions=True, user_id=question.user, max_hits=MAX_HITS, ranked=ranked
+        query, all_sessions=True, user_id=question.user, page_size=MAX_HITS, ranked=ranked
     )
-    return [hit.message_id for hit in found.hits]
+    return [hit.message.rsplit("/", 1)[1] for hit in found.hits]
 
 
 async def literal_question(client: WmClient, question: Question) -> list[str]:
@@ -99,12 +98,16 @@ async def memories(client: WmClient, question: Question) -> list[str]:
     as the evidence when one of its sources is an evidence message (else it stands for
     itself, by its id)."""
     found = await client.search_memories(
-        question.text, owner=api.MemoryOwner(user_id=question.user), limit=MAX_HITS
+        question.text, owner=f"users/{question.user}", page_size=MAX_HITS
     )
     ranked: list[str] = []
     for hit in found.hits:
-        sources = [m for source in hit.memory.sources for m in source.message_ids]
-        ranked.append(next((m for m in sources if m in question.evidence), hit.memory.memory_id))
+        sources = [
+            m
+            for source in hit.memory.sources
+            for m in (n.rsplit("/", 1)[1] for n in source.messages)
+        ]
+        ranked.append(next((m for m in sources if m in question.evidence), hit.memory.name))
     return ranked
 
 
@@ -234,10 +237,13 @@ async def extracted_memories(client: WmClient, dataset: Dataset) -> tuple[int, i
     memory search can find, whatever its ranking."""
     total, sources = 0, set()
     for user in dataset.users():
-        listed = await client.list_memories(owner=api.MemoryOwner(user_id=user), page_size=1000)
+        listed = await client.list_memories(owner=f"users/{user}", page_size=1000)
         total += len(listed.memories)
         sources.update(
-            m for memory in listed.memories for s in memory.sources for m in s.message_ids
+            m
+            for memory in listed.memories
+            for s in memory.sources
+            for m in (n.rsplit("/", 1)[1] for n in s.messages)
         )
     covered = sum(1 for q in dataset.questions if any(e in sources for e in q.evidence))
     return total, covered
