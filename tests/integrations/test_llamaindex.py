@@ -12,15 +12,12 @@ from llama_index.core.memory import Memory
 from wm_client import WmClient
 from wm_client.integrations.llamaindex import WmMemoryBlock
 from wm_proto.v1 import resources_pb2 as pb
-from wm_proto.v1 import working_memory_service_pb2 as api
 
 
 async def test_flushed_messages_are_committed_and_come_back_in_the_block(client: WmClient) -> None:
     session = f"li-{uuid.uuid4().hex[:8]}"
     await client.create_session(session, user_id="gus")
-    await client.create_memory(
-        api.MemoryOwner(user_id="gus"), pb.MEMORY_TYPE_PREFERENCE, "Gus wants invoices in CSV"
-    )
+    await client.create_memory("users/gus", pb.MEMORY_TYPE_PREFERENCE, "Gus wants invoices in CSV")
     block = WmMemoryBlock(session_id=session, client=client)
     memory = Memory.from_defaults(
         session_id=session, token_limit=40, token_flush_size=20, chat_history_token_ratio=0.5,
@@ -38,7 +35,7 @@ async def test_flushed_messages_are_committed_and_come_back_in_the_block(client:
 
     archived = await client.list_archives(session)
     assert archived.archives, "the flushed messages were committed"
-    stored = await client.get_archive(session, archived.archives[0].archive_id)
+    stored = await client.list_messages(archived.archives[0].name)
     assert "Export the March invoices" in stored.messages[0].parts[0].text
 
     messages = await memory.aget()
