@@ -16,6 +16,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from support import builders as b
+from support import commit_flow
+from support import wm_names as names
 from support.errors import details
 from support.production import code_of, reflected_services
 from support.production import settings_for as make_settings
@@ -60,7 +62,7 @@ async def test_no_key_is_unauthenticated_on_unary_and_streaming_rpcs(stub: Stub)
         await stub.ListSessions(api.ListSessionsRequest())
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert details(caught.value)[0].reason == "API_KEY_MISSING"
-    stream = stub.Commit(api.CommitRequest(session_id="s"))
+    stream = stub.WatchCommit(api.WatchCommitRequest(name="sessions/s/commits/c"))
     assert await code_of(stream) == grpc.StatusCode.UNAUTHENTICATED
     tools = stub.GetToolDefinitions(api.GetToolDefinitionsRequest())
     assert await code_of(tools) == grpc.StatusCode.UNAUTHENTICATED
@@ -92,19 +94,19 @@ async def test_right_key_is_served_and_the_request_id_comes_back(stub: Stub) -> 
         metadata=(*ALPHA, ("x-request-id", "req-42")),
     )
     session = await call
-    assert session.session_id == "mine"
+    assert session.name == "sessions/mine"
     # A unary call returns the id in its trailers (with the status), not in extra headers.
     assert ("x-request-id", "req-42") in tuple(await call.trailing_metadata())
     assert "x-request-id" not in dict(await call.initial_metadata())
     # Case of the scheme does not matter; a made-up request id is returned when none is sent.
     lower = stub.GetSession(
-        api.GetSessionRequest(session_id="mine"),
+        api.GetSessionRequest(name="sessions/mine"),
         metadata=(("authorization", f"bearer {ALPHA_KEY}"),),
     )
-    assert (await lower).session_id == "mine"
+    assert (await lower).name == "sessions/mine"
     made = dict(await lower.trailing_metadata())["x-request-id"]
     assert isinstance(made, str) and len(made) == 32
-    again = stub.GetSession(api.GetSessionRequest(session_id="mine"), metadata=ALPHA)
+    again = stub.GetSession(api.GetSessionRequest(name="sessions/mine"), metadata=ALPHA)
     await again
     assert dict(await again.trailing_metadata())["x-request-id"] != made  # one per call
 
@@ -116,7 +118,7 @@ async def test_the_request_id_comes_back_with_errors_and_on_streams(stub: Stub) 
         ((("x-request-id", "refused-1"),), grpc.StatusCode.UNAUTHENTICATED),
         ((*ALPHA, ("x-request-id", "absent-1")), grpc.StatusCode.NOT_FOUND),
     ):
-        call = stub.GetSession(api.GetSessionRequest(session_id="absent"), metadata=metadata)
+        call = stub.GetSession(api.GetSessionRequest(name="sessions/absent"), metadata=metadata)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call
         assert caught.value.code() == code
@@ -125,17 +127,20 @@ async def test_the_request_id_comes_back_with_errors_and_on_streams(stub: Stub) 
         assert details(caught.value)[0].reason  # the rich status is still there
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id="streamed", messages=[b.user("hello")], create_session_if_missing=True
+            parent="sessions/streamed", messages=[b.user("hello")], create_session_if_missing=True
         ),
         metadata=ALPHA,
     )
-    stream = stub.Commit(
-        api.CommitRequest(session_id="streamed"),
+    started = await stub.CreateCommit(
+        commit_flow.create_request("streamed"), metadata=ALPHA, timeout=30
+    )
+    stream = stub.WatchCommit(
+        api.WatchCommitRequest(name=started.name),
         metadata=(*ALPHA, ("x-request-id", "stream-1")),
         timeout=30,
     )
     assert dict(await stream.initial_metadata())["x-request-id"] == "stream-1"
-    events = [event async for event in stream]
+    events = [e async for e in stream if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
     assert dict(await stream.trailing_metadata())["x-request-id"] == "stream-1"
 
@@ -153,9 +158,7 @@ async def test_health_and_reflection_need_no_key(keyed_app: Application) -> None
 
 # --- tenants ---------------------------------------------------------------------------------
 async def _finish_commit(stub: Stub, md: Metadata, session: str) -> pb.CommitEvent:
-    events = [
-        e async for e in stub.Commit(api.CommitRequest(session_id=session), metadata=md, timeout=30)
-    ]
+    _, events = await commit_flow.commit(stub, session, metadata=md)
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED, events[-1]
     return events[0]
 
@@ -164,108 +167,112 @@ async def test_two_tenants_with_the_same_session_id_do_not_see_each_other(stub: 
     for md, word in ((ALPHA, "aardvark"), (BETA, "bumblebee")):
         await stub.CreateSession(api.CreateSessionRequest(session_id="shared"), metadata=md)
         await stub.AddMessages(
-            api.AddMessagesRequest(session_id="shared", messages=[b.user(f"about {word}")]),
+            api.AddMessagesRequest(parent="sessions/shared", messages=[b.user(f"about {word}")]),
             metadata=md,
         )
     await stub.AddMessages(
-        api.AddMessagesRequest(session_id="shared", messages=[b.user("more"), b.user("again")]),
+        api.AddMessagesRequest(
+            parent="sessions/shared", messages=[b.user("more"), b.user("again")]
+        ),
         metadata=ALPHA,
     )
-    alpha = await stub.GetSession(api.GetSessionRequest(session_id="shared"), metadata=ALPHA)
-    beta = await stub.GetSession(api.GetSessionRequest(session_id="shared"), metadata=BETA)
+    alpha = await stub.GetSession(api.GetSessionRequest(name="sessions/shared"), metadata=ALPHA)
+    beta = await stub.GetSession(api.GetSessionRequest(name="sessions/shared"), metadata=BETA)
     assert (alpha.message_count, beta.message_count) == (3, 1)
 
     alpha_first = await _finish_commit(stub, ALPHA, "shared")
     beta_first = await _finish_commit(stub, BETA, "shared")
-    assert alpha_first.commit_id != beta_first.commit_id
+    assert alpha_first.commit != beta_first.commit
     # Each tenant's archive_001 of "shared" holds its own messages only.
     for md, mine, theirs in ((ALPHA, "aardvark", "bumblebee"), (BETA, "bumblebee", "aardvark")):
-        archive = await stub.GetArchive(
-            api.GetArchiveRequest(session_id="shared", archive_id="archive_001"), metadata=md
+        archive = await stub.ListMessages(
+            api.ListMessagesRequest(parent="sessions/shared/archives/archive_001"), metadata=md
         )
         text = " ".join(p.text for m in archive.messages for p in m.parts)
         assert mine in text and theirs not in text
         hits = await stub.SearchArchives(
-            api.SearchArchivesRequest(query=theirs, all_sessions=True), metadata=md
+            api.SearchArchivesRequest(query=theirs, parent="sessions/-"), metadata=md
         )
         assert list(hits.hits) == []
     # A commit id of the other tenant is unknown even under the same session id.
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.GetCommit(
-            api.GetCommitRequest(session_id="shared", commit_id=alpha_first.commit_id),
+            api.GetCommitRequest(name=alpha_first.commit),
             metadata=BETA,
         )
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     listed = await stub.ListSessions(api.ListSessionsRequest(), metadata=BETA)
-    assert [s.session_id for s in listed.sessions] == ["shared"]
+    assert [s.name for s in listed.sessions] == ["sessions/shared"]
 
 
 async def test_another_tenants_session_is_not_found_on_every_rpc(stub: Stub) -> None:
     sid = "alpha-only"
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=sid,
+            parent=names.session(sid),
             messages=[b.user("secret plans of alpha"), b.assistant("noted")],
             create_session_if_missing=True,
         ),
         metadata=ALPHA,
     )
     first = await _finish_commit(stub, ALPHA, sid)
-    commit_id, archive_id = first.commit_id, first.phase1.archive_id
+    commit, archive = first.commit, first.phase1.archive
     op = pb.SectionOp(section="Session Title", kind=pb.SECTION_OP_KIND_UPDATE, content="Stolen")
 
     calls: dict[str, Callable[[], Awaitable[Any] | AsyncIterator[Any]]] = {
-        "GetSession": lambda: stub.GetSession(api.GetSessionRequest(session_id=sid), metadata=BETA),
+        "GetSession": lambda: stub.GetSession(
+            api.GetSessionRequest(name=names.session(sid)), metadata=BETA
+        ),
         "DeleteSession": lambda: stub.DeleteSession(
-            api.DeleteSessionRequest(session_id=sid), metadata=BETA
+            api.DeleteSessionRequest(name=names.session(sid)), metadata=BETA
         ),
         "AddMessages": lambda: stub.AddMessages(
-            api.AddMessagesRequest(session_id=sid, messages=[b.user("hi")]), metadata=BETA
+            api.AddMessagesRequest(parent=names.session(sid), messages=[b.user("hi")]),
+            metadata=BETA,
         ),
-        "Commit": lambda: stub.Commit(api.CommitRequest(session_id=sid), metadata=BETA),
-        "WatchCommit": lambda: stub.WatchCommit(
-            api.WatchCommitRequest(session_id=sid, commit_id=commit_id), metadata=BETA
-        ),
-        "GetCommit": lambda: stub.GetCommit(
-            api.GetCommitRequest(session_id=sid, commit_id=commit_id), metadata=BETA
-        ),
+        "CreateCommit": lambda: stub.CreateCommit(commit_flow.create_request(sid), metadata=BETA),
+        "WatchCommit": lambda: stub.WatchCommit(api.WatchCommitRequest(name=commit), metadata=BETA),
+        "GetCommit": lambda: stub.GetCommit(api.GetCommitRequest(name=commit), metadata=BETA),
         "ListCommits": lambda: stub.ListCommits(
-            api.ListCommitsRequest(session_id=sid), metadata=BETA
+            api.ListCommitsRequest(parent=names.session(sid)), metadata=BETA
         ),
-        "RetryCommit": lambda: stub.RetryCommit(
-            api.RetryCommitRequest(session_id=sid, commit_id=commit_id), metadata=BETA
+        "RetryCommit": lambda: stub.RetryCommit(api.RetryCommitRequest(name=commit), metadata=BETA),
+        "CompactSession": lambda: stub.CompactSession(
+            api.CompactSessionRequest(name=names.session(sid)), metadata=BETA
         ),
-        "Compact": lambda: stub.Compact(api.CompactRequest(session_id=sid), metadata=BETA),
         "GetWorkingMemory": lambda: stub.GetWorkingMemory(
-            api.GetWorkingMemoryRequest(session_id=sid), metadata=BETA
+            api.GetWorkingMemoryRequest(name=names.working_memory(sid)), metadata=BETA
         ),
         "ApplyWorkingMemoryOps": lambda: stub.ApplyWorkingMemoryOps(
-            api.ApplyWorkingMemoryOpsRequest(session_id=sid, ops=[op]), metadata=BETA
+            api.ApplyWorkingMemoryOpsRequest(parent=names.session(sid), ops=[op]), metadata=BETA
         ),
         "AssembleContext": lambda: stub.AssembleContext(
-            api.AssembleContextRequest(session_id=sid, token_budget=10_000), metadata=BETA
+            api.AssembleContextRequest(name=names.session(sid), token_budget=10_000), metadata=BETA
         ),
         "ListArchives": lambda: stub.ListArchives(
-            api.ListArchivesRequest(session_id=sid), metadata=BETA
+            api.ListArchivesRequest(parent=names.session(sid)), metadata=BETA
         ),
-        "GetArchive": lambda: stub.GetArchive(
-            api.GetArchiveRequest(session_id=sid, archive_id=archive_id), metadata=BETA
+        "GetArchive": lambda: stub.GetArchive(api.GetArchiveRequest(name=archive), metadata=BETA),
+        "ListMessages": lambda: stub.ListMessages(
+            api.ListMessagesRequest(parent=archive), metadata=BETA
         ),
         "SearchArchives": lambda: stub.SearchArchives(
-            api.SearchArchivesRequest(session_id=sid, query="secret"), metadata=BETA
+            api.SearchArchivesRequest(parent=names.session(sid), query="secret"), metadata=BETA
         ),
     }
     codes = {name: await code_of(make()) for name, make in calls.items()}
     assert codes == dict.fromkeys(calls, grpc.StatusCode.NOT_FOUND)
     everywhere = await stub.SearchArchives(
-        api.SearchArchivesRequest(query="secret", all_sessions=True), metadata=BETA
+        api.SearchArchivesRequest(query="secret", parent="sessions/-"), metadata=BETA
     )
     assert list(everywhere.hits) == []
     assert not (await stub.ListSessions(api.ListSessionsRequest(), metadata=BETA)).sessions
     # Nothing of beta's attempts touched alpha's session.
-    session = await stub.GetSession(api.GetSessionRequest(session_id=sid), metadata=ALPHA)
+    session = await stub.GetSession(api.GetSessionRequest(name=names.session(sid)), metadata=ALPHA)
     assert (session.total_message_count, session.archive_count) == (2, 1)
-    wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id=sid), metadata=ALPHA)
+    wm = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name=names.working_memory(sid)), metadata=ALPHA
+    )
     assert "Stolen" not in wm.document
 
 
@@ -281,12 +288,12 @@ async def test_keys_from_a_file_map_to_their_tenants(tmp_path: Path) -> None:
             await stub.CreateSession(api.CreateSessionRequest(session_id="f"), metadata=BETA)
             assert (
                 await code_of(
-                    stub.GetSession(api.GetSessionRequest(session_id="f"), metadata=ALPHA)
+                    stub.GetSession(api.GetSessionRequest(name="sessions/f"), metadata=ALPHA)
                 )
                 == grpc.StatusCode.NOT_FOUND
             )
             assert (
-                await code_of(stub.GetSession(api.GetSessionRequest(session_id="f")))
+                await code_of(stub.GetSession(api.GetSessionRequest(name="sessions/f")))
                 == grpc.StatusCode.UNAUTHENTICATED
             )
     finally:
@@ -298,8 +305,8 @@ async def test_without_keys_every_caller_is_the_default_tenant(app: Application)
         stub = Stub(channel)
         await stub.CreateSession(api.CreateSessionRequest(session_id="open"))
         # A stray authorization header is ignored when authentication is off.
-        got = await stub.GetSession(api.GetSessionRequest(session_id="open"), metadata=ALPHA)
-        assert got.session_id == "open"
+        got = await stub.GetSession(api.GetSessionRequest(name="sessions/open"), metadata=ALPHA)
+        assert got.name == "sessions/open"
 
 
 # --- bad key configuration -------------------------------------------------------------------
