@@ -24,6 +24,8 @@ import pytest
 from google.protobuf import duration_pb2, field_mask_pb2
 
 from support import builders as b
+from support import commit_flow
+from support import wm_names as names
 from support.errors import details
 from support.postgres import PostgresServer, postgres_server  # noqa: F401 (fixture)
 from support.server_process import ServerProcess
@@ -99,17 +101,23 @@ def _policy(**fields: object) -> pb.SessionConfig:
 
 async def _create(stub: Stub, config: pb.SessionConfig | None = None) -> str:
     name = f"s-{uuid.uuid4().hex[:10]}"
-    await stub.CreateSession(api.CreateSessionRequest(session_id=name, config=config))
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id=name, session=pb.Session(config=config))
+    )
     return name
 
 
 async def _commits(stub: Stub, session: str) -> list[pb.Commit]:
-    listed = await stub.ListCommits(api.ListCommitsRequest(session_id=session, page_size=100))
+    listed = await stub.ListCommits(
+        api.ListCommitsRequest(parent=names.session(session), page_size=100)
+    )
     return list(listed.commits)
 
 
 async def _add(stub: Stub, session: str, *messages: pb.Message) -> api.AddMessagesResponse:
-    return await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=messages))
+    return await stub.AddMessages(
+        api.AddMessagesRequest(parent=names.session(session), messages=messages)
+    )
 
 
 async def test_a_crossed_token_threshold_commits_once_in_that_write(stubs: list[Stub]) -> None:
@@ -117,18 +125,18 @@ async def test_a_crossed_token_threshold_commits_once_in_that_write(stubs: list[
     answers = []
     for n, stub in zip(range(8), itertools.cycle(stubs), strict=False):
         answers.append(await _add(stub, session, b.sized(100, f"m{n}")))
-    started = [a.auto_commit_id for a in answers if a.auto_commit_id]
+    started = [a.auto_commit for a in answers if a.auto_commit]
     commits = await _commits(stubs[0], session)
-    assert [c.commit_id for c in commits] == started[::-1] and len(started) >= 1
+    assert [c.name for c in commits] == started[::-1] and len(started) >= 1
     assert {c.trigger for c in commits} == {pb.COMMIT_TRIGGER_PENDING_TOKENS}
     first = min(commits, key=lambda c: c.create_time.ToNanoseconds())
     assert first.keep_recent_count == 2 and first.archived_message_count >= 3
     # The first crossing: pending tokens (outside the keep window of 2) reached 300.
-    index = next(i for i, a in enumerate(answers) if a.auto_commit_id)
+    index = next(i for i, a in enumerate(answers) if a.auto_commit)
     assert answers[index - 1].pending_tokens < 300 <= (index + 1 - 2) * 100
     events = [
         e async for e in stubs[-1].WatchCommit(
-            api.WatchCommitRequest(session_id=session, commit_id=started[0])
+            api.WatchCommitRequest(name=started[0])
         )
     ]  # fmt: skip
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED  # an ordinary, watchable commit
@@ -139,12 +147,12 @@ async def test_message_count_threshold_and_client_commits_say_their_trigger(
 ) -> None:
     session = await _create(stubs[0], _policy(message_count_threshold=5, keep_recent_count=1))
     started = [
-        (await _add(stubs[n % len(stubs)], session, b.user(f"m{n}", f"m{n}"))).auto_commit_id
+        (await _add(stubs[n % len(stubs)], session, b.user(f"m{n}", f"m{n}"))).auto_commit
         for n in range(13)
     ]
     # 5 live → commit keeps 1; 4 more → 5 again → commit; and once more at the 13th.
     assert [n for n, c in enumerate(started) if c] == [4, 8, 12]
-    events = [e async for e in stubs[0].Commit(api.CommitRequest(session_id=session))]
+    _, events = await commit_flow.commit(stubs[0], session)
     triggers = [c.trigger for c in await _commits(stubs[0], session)]
     assert events[0].stage == pb.COMMIT_STAGE_ARCHIVED or events[0].stage == pb.COMMIT_STAGE_SKIPPED
     assert triggers == [pb.COMMIT_TRIGGER_CLIENT] + [pb.COMMIT_TRIGGER_MESSAGE_COUNT] * 3
@@ -158,7 +166,7 @@ async def test_the_minimum_interval_holds_under_a_burst(stubs: list[Stub]) -> No
     answers = await asyncio.gather(
         *(_add(stubs[n % len(stubs)], session, b.user(f"burst {n}")) for n in range(24))
     )
-    assert sum(1 for a in answers if a.auto_commit_id) == 1
+    assert sum(1 for a in answers if a.auto_commit) == 1
     assert len(await _commits(stubs[0], session)) == 1
 
 
@@ -170,15 +178,17 @@ async def test_concurrent_writes_on_every_replica_make_one_commit_per_crossing(
     async def writer(n: int) -> list[str]:
         stub = stubs[n % len(stubs)]
         return [
-            (await _add(stub, session, b.user(f"w{n}-{k}", f"w{n}-{k}"))).auto_commit_id
+            (await _add(stub, session, b.user(f"w{n}-{k}", f"w{n}-{k}"))).auto_commit
             for k in range(6)
         ]
 
     started = [c for ids in await asyncio.gather(*(writer(n) for n in range(8))) for c in ids if c]
     commits = await _commits(stubs[0], session)
-    assert sorted(started) == sorted(c.commit_id for c in commits)  # one answer per commit
+    assert sorted(started) == sorted(c.name for c in commits)  # one answer per commit
     assert all(c.archived_message_count == 10 for c in commits)  # each exactly at its crossing
-    live = (await stubs[-1].GetSession(api.GetSessionRequest(session_id=session))).message_count
+    live = (
+        await stubs[-1].GetSession(api.GetSessionRequest(name=names.session(session)))
+    ).message_count
     assert len(commits) == 48 // 10 and live == 48 - 10 * len(commits)
 
 
@@ -195,7 +205,9 @@ async def test_an_idle_session_is_committed_whole_once(stubs: list[Stub]) -> Non
     commits = await _commits(stubs[-1], session)
     assert len(commits) == 1
     assert commits[0].trigger == pb.COMMIT_TRIGGER_IDLE and commits[0].archived_message_count == 5
-    assert (await stubs[0].GetSession(api.GetSessionRequest(session_id=session))).message_count == 0
+    assert (
+        await stubs[0].GetSession(api.GetSessionRequest(name=names.session(session)))
+    ).message_count == 0
 
 
 async def test_an_idle_timeout_turned_on_later_commits_the_session(stubs: list[Stub]) -> None:
@@ -208,7 +220,9 @@ async def test_an_idle_timeout_turned_on_later_commits_the_session(stubs: list[S
     assert not await _commits(stubs[0], session)
     await stubs[-1].UpdateSession(
         api.UpdateSessionRequest(
-            session=pb.Session(session_id=session, config=_policy(idle_timeout=_seconds(1))),
+            session=pb.Session(
+                name=names.session(session), config=_policy(idle_timeout=_seconds(1))
+            ),
             update_mask=field_mask_pb2.FieldMask(paths=["config.auto_commit.idle_timeout"]),
         )
     )
@@ -222,7 +236,9 @@ async def test_an_idle_timeout_turned_on_later_commits_the_session(stubs: list[S
 
 
 async def test_config_is_resolved_over_the_default_and_read_back(stubs: list[Stub]) -> None:
-    plain = await stubs[0].GetSession(api.GetSessionRequest(session_id=await _create(stubs[0])))
+    plain = await stubs[0].GetSession(
+        api.GetSessionRequest(name=names.session(await _create(stubs[0])))
+    )
     assert plain.config == _policy(keep_recent_count=DEFAULT_KEEP)  # the server's default
     given = pb.SessionConfig(
         auto_commit=pb.AutoCommitPolicy(pending_token_threshold=1000, idle_timeout=_seconds(600)),
@@ -231,7 +247,7 @@ async def test_config_is_resolved_over_the_default_and_read_back(stubs: list[Stu
         model=pb.ModelChoice(provider="offline"),
     )
     session = await _create(stubs[0], given)
-    read = (await stubs[-1].GetSession(api.GetSessionRequest(session_id=session))).config
+    read = (await stubs[-1].GetSession(api.GetSessionRequest(name=names.session(session)))).config
     expected = pb.SessionConfig()
     expected.CopyFrom(given)
     expected.auto_commit.keep_recent_count = DEFAULT_KEEP
@@ -246,11 +262,11 @@ async def test_update_session_writes_only_the_masked_fields(stubs: list[Stub]) -
     async def update(paths: list[str], change: pb.SessionConfig) -> pb.SessionConfig:
         answer = await stubs[-1].UpdateSession(
             api.UpdateSessionRequest(
-                session=pb.Session(session_id=session, config=change),
+                session=pb.Session(name=names.session(session), config=change),
                 update_mask=field_mask_pb2.FieldMask(paths=paths),
             )
         )
-        stored = await stubs[0].GetSession(api.GetSessionRequest(session_id=session))
+        stored = await stubs[0].GetSession(api.GetSessionRequest(name=names.session(session)))
         assert stored.config == answer.config
         return answer.config
 
@@ -288,35 +304,45 @@ async def test_bad_configs_are_refused_and_change_nothing(stubs: list[Stub]) -> 
         model=pb.ModelChoice(provider="anthropic"),
     )
     fields = await refused(
-        stubs[0].CreateSession(api.CreateSessionRequest(session_id=name, config=bad))
+        stubs[0].CreateSession(
+            api.CreateSessionRequest(session_id=name, session=pb.Session(config=bad))
+        )
     )
+    # The contract's rules are checked at the edge, all at once, before the server's own
+    # (a provider the server is not configured for): that one is refused on its own.
     assert sorted(fields) == [
-        "config.auto_commit.idle_timeout",
-        "config.auto_commit.keep_recent_count",
-        "config.auto_commit.pending_token_threshold",
-        "config.model",
-        "config.tool_output_inline_chars",
+        "session.config.auto_commit.idle_timeout",
+        "session.config.auto_commit.keep_recent_count",
+        "session.config.auto_commit.pending_token_threshold",
+        "session.config.tool_output_inline_chars",
     ]
+    unconfigured = pb.SessionConfig(model=pb.ModelChoice(provider="anthropic"))
+    fields = await refused(
+        stubs[0].CreateSession(
+            api.CreateSessionRequest(session_id=name, session=pb.Session(config=unconfigured))
+        )
+    )
+    assert fields == ["session.config.model"]
     with pytest.raises(grpc.aio.AioRpcError) as absent:
-        await stubs[0].GetSession(api.GetSessionRequest(session_id=name))
+        await stubs[0].GetSession(api.GetSessionRequest(name=names.session(name)))
     assert absent.value.code() == grpc.StatusCode.NOT_FOUND
 
     session = await _create(stubs[0], _policy(message_count_threshold=50))
-    before = (await stubs[0].GetSession(api.GetSessionRequest(session_id=session))).config
+    before = (await stubs[0].GetSession(api.GetSessionRequest(name=names.session(session)))).config
     for paths, change, field in [
         (["config.auto_commit.idle_timeout"], _policy(idle_timeout=_seconds(-1)),
          "session.config.auto_commit.idle_timeout"),
-        (["session_id"], pb.SessionConfig(), "update_mask"),
+        (["name"], pb.SessionConfig(), "update_mask"),
         (["config.auto_commit.nonsense"], pb.SessionConfig(), "update_mask"),
         (["config.model"], pb.SessionConfig(model=pb.ModelChoice(provider="offline", model="x")),
          "session.config.model"),
     ]:  # fmt: skip
         request = api.UpdateSessionRequest(
-            session=pb.Session(session_id=session, config=change),
+            session=pb.Session(name=names.session(session), config=change),
             update_mask=field_mask_pb2.FieldMask(paths=paths),
         )
         assert await refused(stubs[-1].UpdateSession(request)) == [field]
-    after = (await stubs[0].GetSession(api.GetSessionRequest(session_id=session))).config
+    after = (await stubs[0].GetSession(api.GetSessionRequest(name=names.session(session)))).config
     assert after == before
 
 
@@ -349,14 +375,12 @@ async def test_a_turn_policy_keeps_the_newest_turn_whole(stubs: list[Stub]) -> N
         b.user("Fix the first one.", "u3"), b.tool_call("t1", "edit", {"file": "x.py"}, "a3"),
     ]  # fmt: skip
     answers = [await _add(stubs[n % len(stubs)], session, m) for n, m in enumerate(turn)]
-    assert [bool(a.auto_commit_id) for a in answers] == [False] * 5 + [True]
-    commit = await stubs[0].GetCommit(
-        api.GetCommitRequest(session_id=session, commit_id=answers[-1].auto_commit_id)
-    )
+    assert [bool(a.auto_commit) for a in answers] == [False] * 5 + [True]
+    commit = await stubs[0].GetCommit(api.GetCommitRequest(name=answers[-1].auto_commit))
     assert commit.archived_message_count == 4 and commit.kept_message_count == 2  # u3 and a3
     assert commit.trigger == pb.COMMIT_TRIGGER_MESSAGE_COUNT
     more = await _add(stubs[0], session, b.tool_result("t1", "done", message_id="r1"))
-    assert not more.auto_commit_id  # 3 live, all in the newest turn: nothing to archive
+    assert not more.auto_commit  # 3 live, all in the newest turn: nothing to archive
 
 
 async def test_a_session_sets_its_own_tool_output_threshold(stubs: list[Stub]) -> None:
@@ -367,11 +391,11 @@ async def test_a_session_sets_its_own_tool_output_threshold(stubs: list[Stub]) -
         await _add(stubs[0], session, b.tool_call("t1", "bash", {}, "c1"))
         await _add(stubs[-1], session, b.tool_result("t1", output, message_id="r1"))
     read = await stubs[0].GetToolOutput(
-        api.GetToolOutputRequest(session_id=low, output_id="out.r1.0")
+        api.GetToolOutputRequest(name=names.tool_output(low, "out.r1.0"))
     )
     assert read.content == output
     with pytest.raises(grpc.aio.AioRpcError) as inline:
         await stubs[0].GetToolOutput(
-            api.GetToolOutputRequest(session_id=plain, output_id="out.r1.0")
+            api.GetToolOutputRequest(name=names.tool_output(plain, "out.r1.0"))
         )
     assert inline.value.code() == grpc.StatusCode.NOT_FOUND
