@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from support import wm_names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for as make_settings
 from support.providers import ProgrammableProvider
@@ -24,7 +25,7 @@ from wm_server.storage.memory_lifecycle import Candidate
 
 Stub = service_grpc.WorkingMemoryServiceStub
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-USER = api.MemoryOwner(user_id="u1")
+USER = wm_names.user("u1")
 PARAPHRASES = [
     ("The user is allergic to peanuts.", "The user has a peanut allergy."),
     ("The user commutes by bicycle.", "The user rides a bike to work."),
@@ -84,18 +85,21 @@ async def test_paraphrases_are_merged_by_their_vectors(app: Application) -> None
         assert app.maintenance is not None
         await app.maintenance.round()
         for original, twin in zip(kept, twins, strict=True):
-            merged = await stub.GetMemory(api.GetMemoryRequest(memory_id=original.memory_id))
+            merged = await stub.GetMemory(api.GetMemoryRequest(name=original.name))
             assert merged.state == pb.MEMORY_STATE_ACTIVE and merged.version == 2
             assert merged.text == original.text  # the oldest text kept
             (decision,) = merged.history
-            assert twin.memory_id in decision.reason and "embedding cosine" in decision.reason
-            absorbed = await stub.GetMemory(api.GetMemoryRequest(memory_id=twin.memory_id))
+            assert (
+                wm_names.last_segment(twin.name) in decision.reason
+                and "embedding cosine" in decision.reason
+            )
+            absorbed = await stub.GetMemory(api.GetMemoryRequest(name=twin.name))
             assert absorbed.state == pb.MEMORY_STATE_RETIRED
-            assert absorbed.retire_reason == f"merged into {original.memory_id}"
+            assert absorbed.retire_reason == f"merged into {wm_names.last_segment(original.name)}"
         for memory in [*distinct, other_type]:  # Lisbon / Porto: a name differs
-            found = await stub.GetMemory(api.GetMemoryRequest(memory_id=memory.memory_id))
+            found = await stub.GetMemory(api.GetMemoryRequest(name=memory.name))
             assert found.state == pb.MEMORY_STATE_ACTIVE and found.version == 1, found.text
 
         await app.maintenance.round()  # nothing new: no second decision
-        again = await stub.GetMemory(api.GetMemoryRequest(memory_id=kept[0].memory_id))
+        again = await stub.GetMemory(api.GetMemoryRequest(name=kept[0].name))
         assert again.version == 2

@@ -17,6 +17,7 @@ import pytest
 from integration.conftest import make_settings
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -88,7 +89,8 @@ async def _session(stub: Stub, user: str, **config: Any) -> str:
     name = f"s-{uuid.uuid4().hex[:10]}"
     await stub.CreateSession(
         api.CreateSessionRequest(
-            session_id=name, user_id=user, config=pb.SessionConfig(**config) if config else None
+            session_id=name,
+            session=pb.Session(user_id=user, config=pb.SessionConfig(**config) if config else None),
         )
     )
     return name
@@ -98,12 +100,14 @@ async def _say(stub: Stub, session: str, *turns: tuple[str, str]) -> None:
     messages = []
     for user, answer in turns:
         messages += [b.user(user), b.assistant(answer)]
-    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=messages))
+    await stub.AddMessages(
+        api.AddMessagesRequest(parent=wm_names.session(session), messages=messages)
+    )
 
 
 async def _search(stub: Stub, user: str, query: str) -> list[pb.Memory]:
     found = await stub.SearchMemories(
-        api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id=user), query=query, limit=10)
+        api.SearchMemoriesRequest(owner=wm_names.user(user), query=query, page_size=10)
     )
     return [hit.memory for hit in found.hits]
 
@@ -111,7 +115,8 @@ async def _search(stub: Stub, user: str, query: str) -> list[pb.Memory]:
 async def _commit(stub: Stub, session: str, **watch: Any) -> list[pb.CommitEvent]:
     """Commit everything and read the stream to its end; ``watch`` is called on each event
     (to look at the store while the stream is still open)."""
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
+    started = await stub.CreateCommit(commit_flow.create_request(session), timeout=60)
+    call = stub.WatchCommit(api.WatchCommitRequest(name=started.name), timeout=60)
     events = []
     async for event in call:
         if event.stage == pb.COMMIT_STAGE_HEARTBEAT:
@@ -159,7 +164,7 @@ async def test_a_preference_is_searchable_when_the_commit_is_terminal(
     }
     diff = _diff(events)
     assert diff.state == pb.MEMORY_EXTRACTION_STATE_EXTRACTED
-    assert len(diff.created_memory_ids) == 3  # name, preference, decision; not the questions
+    assert len(diff.created_memories) == 3  # name, preference, decision; not the questions
     memories = {m.text: m for m in await _search(stub, "ana", "ledger Postgres Ana tabs")}
     assert set(memories) == {
         "The user's name is Ana Lima.",
@@ -171,12 +176,10 @@ async def test_a_preference_is_searchable_when_the_commit_is_terminal(
     ]
     assert decision.type == pb.MEMORY_TYPE_DECISION
     assert decision.fields["reason"] == "SQLite locks under load"
-    assert decision.sources[0].session_id == session
-    assert {m.memory_id for m in memories.values()} == set(diff.created_memory_ids)
+    assert decision.sources[0].session == wm_names.session(session)
+    assert {m.name for m in memories.values()} == set(diff.created_memories)
     # the diff is the commit's: GetCommit shows it too; another user sees nothing
-    commit = await stub.GetCommit(
-        api.GetCommitRequest(session_id=session, commit_id=events[0].commit_id)
-    )
+    commit = await stub.GetCommit(api.GetCommitRequest(name=events[0].commit))
     assert commit.memory_diff == diff
     assert await _search(stub, "bob", "tabs spaces") == []
 
@@ -192,7 +195,7 @@ async def test_a_later_session_supersedes_what_changed(
         ("I prefer tabs over spaces.", "Noted."),
         ("Let's go with Memcached for the cache since it is cheap.", "OK."),
     )
-    created = _diff(await _commit(stub, first)).created_memory_ids
+    created = _diff(await _commit(stub, first)).created_memories
     assert len(created) == 2
     [preference] = await _search(stub, "ana", "tabs spaces")
     [cache] = await _search(stub, "ana", "Memcached cache")
@@ -209,21 +212,19 @@ async def test_a_later_session_supersedes_what_changed(
 
     # A changed preference and a changed decision are new facts superseding the old ones
     # (issue 35 point 3): the old memories stay as they were, SUPERSEDED, with their successor.
-    assert sorted(diff.superseded_memory_ids) == sorted([preference.memory_id, cache.memory_id])
-    assert list(diff.updated_memory_ids) == [] and list(diff.retired_memory_ids) == []
-    assert len(diff.created_memory_ids) == 2
+    assert sorted(diff.superseded_memories) == sorted([preference.name, cache.name])
+    assert list(diff.updated_memories) == [] and list(diff.retired_memories) == []
+    assert len(diff.created_memories) == 2
     [current] = await _search(stub, "ana", "tabs spaces")
     assert current.text == "The user prefers spaces over tabs."
-    assert list(current.supersedes_memory_ids) == [preference.memory_id]
-    assert {s.session_id for s in current.sources} == {second}
-    old = await stub.GetMemory(api.GetMemoryRequest(memory_id=preference.memory_id))
-    assert (
-        old.state == pb.MEMORY_STATE_SUPERSEDED and old.superseded_by_memory_id == current.memory_id
-    )
+    assert list(current.supersedes) == [preference.name]
+    assert {s.session for s in current.sources} == {wm_names.session(second)}
+    old = await stub.GetMemory(api.GetMemoryRequest(name=preference.name))
+    assert old.state == pb.MEMORY_STATE_SUPERSEDED and old.superseded_by == current.name
     assert old.text == "The user prefers tabs over spaces."
-    replaced = await stub.GetMemory(api.GetMemoryRequest(memory_id=cache.memory_id))
+    replaced = await stub.GetMemory(api.GetMemoryRequest(name=cache.name))
     assert replaced.state == pb.MEMORY_STATE_SUPERSEDED
-    assert replaced.superseded_by_memory_id in diff.created_memory_ids
+    assert replaced.superseded_by in diff.created_memories
     assert [m.text for m in await _search(stub, "ana", "cache")] == [
         "The team will go with Redis for the cache since it is already deployed."
     ]
@@ -245,10 +246,11 @@ async def test_a_run_that_lost_its_lease_after_extracting_creates_no_duplicates(
                 await uow.commit()
 
     flaky.before_answer = steal
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
+    started = await stub.CreateCommit(commit_flow.create_request(session), timeout=60)
+    commit_ids.append(wm_names.last_segment(started.name))
+    call = stub.WatchCommit(api.WatchCommitRequest(name=started.name), timeout=60)
     first = await call.read()
     assert isinstance(first, pb.CommitEvent)
-    commit_ids.append(first.commit_id)
     events = [first]
     while not events[-1].terminal:
         event = await call.read()
@@ -259,9 +261,9 @@ async def test_a_run_that_lost_its_lease_after_extracting_creates_no_duplicates(
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
     assert flaky.memory_calls == 2  # extracted twice, applied once
     assert [e.stage for e in events].count(pb.COMMIT_STAGE_MEMORIES_EXTRACTED) == 1
-    assert len(_diff(events).created_memory_ids) == 2
+    assert len(_diff(events).created_memories) == 2
     listed = await stub.ListMemories(
-        api.ListMemoriesRequest(owner=api.MemoryOwner(user_id="ana"), page_size=50)
+        api.ListMemoriesRequest(owner=wm_names.user("ana"), page_size=50)
     )
     assert sorted(m.text for m in listed.memories) == [
         "The user prefers dark mode.",
@@ -312,14 +314,12 @@ async def test_a_refused_extraction_completes_the_commit_and_the_next_one_recove
     await _say(stub, session, ("My name is Ana Lima.", "Hello Ana."))
     second = _diff(await _commit(stub, session))
     assert second.state == pb.MEMORY_EXTRACTION_STATE_EXTRACTED
-    assert list(second.recovered_archive_ids) == ["archive_001"]
-    assert len(second.created_memory_ids) == 2
+    assert list(second.recovered_archives) == [wm_names.archive(session, "archive_001")]
+    assert len(second.created_memories) == 2
     assert [m.text for m in await _search(stub, "ana", "tabs")] == [
         "The user prefers tabs over spaces."
     ]
-    again = await stub.GetCommit(
-        api.GetCommitRequest(session_id=session, commit_id=first[0].commit_id)
-    )
+    again = await stub.GetCommit(api.GetCommitRequest(name=first[0].commit))
     assert again.memory_diff.state == pb.MEMORY_EXTRACTION_STATE_RECOVERED
     assert "bad tool" in again.memory_diff.message
 
