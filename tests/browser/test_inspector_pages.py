@@ -103,7 +103,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
             config = pb.SessionConfig()
             config.auto_commit.pending_token_threshold = 90_000
             stub.CreateSession(
-                api.CreateSessionRequest(session_id="own", user_id="dana", config=config),
+                api.CreateSessionRequest(
+                    session_id="own", session=pb.Session(user_id="dana", config=config)
+                ),
                 metadata=AUTH,
             )
             _wm(server.address, "add", "own", "-", stdin=_turns("o", 3))
@@ -142,7 +144,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
             )
             stub.CreateMemory(
                 api.CreateMemoryRequest(
-                    owner=api.MemoryOwner(session_id="evil"),
+                    owner="sessions/evil",
                     memory=pb.Memory(
                         type=pb.MEMORY_TYPE_ENTITY, text=HOSTILE, fields={"note": HOSTILE}
                     ),
@@ -153,7 +155,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
             _wm(server.address, "commit", "client", "--keep", "0", "--follow")
             stub.ApplyWorkingMemoryOps(  # drops the path: the files guard restores it
                 api.ApplyWorkingMemoryOpsRequest(
-                    session_id="client",
+                    parent="sessions/client",
                     ops=[
                         pb.SectionOp(
                             section="Files & Context",
@@ -167,18 +169,18 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
             )
             lisbon = stub.CreateMemory(
                 api.CreateMemoryRequest(
-                    owner=api.MemoryOwner(session_id="own"),
+                    owner="sessions/own",
                     memory=pb.Memory(type=pb.MEMORY_TYPE_PROFILE, text="The user lives in Lisbon"),
                 ),
                 metadata=AUTH,
-            ).memory.memory_id
+            ).memory.name
             stub.CreateMemory(
                 api.CreateMemoryRequest(
-                    owner=api.MemoryOwner(session_id="own"),
+                    owner="sessions/own",
                     memory=pb.Memory(
                         type=pb.MEMORY_TYPE_PROFILE,
                         text="The user lives in Porto",
-                        supersedes_memory_ids=[lisbon],
+                        supersedes=[lisbon],
                     ),
                 ),
                 metadata=AUTH,
@@ -190,7 +192,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
             ):
                 stub.CreateMemory(
                     api.CreateMemoryRequest(
-                        owner=api.MemoryOwner(session_id="own"),
+                        owner="sessions/own",
                         memory=pb.Memory(type=pb.MEMORY_TYPE_PROFILE, text=text),
                     ),
                     metadata=AUTH,
@@ -332,7 +334,7 @@ def test_a_running_commit_updates_live_and_resumes_after_a_drop(
     _wm(server.address, "add", "slow", "-", stdin=_turns("s", 2))
     started = _wm(server.address, "commit", "slow", "--keep", "0", "--json")  # Phase 1 only
     first = json.loads(started.splitlines()[0])
-    commit_id = first.get("commitId") or first["commit_id"]
+    commit_id = first["commit"].removeprefix("sessions/slow/commits/")
     context = _context(browser)
     page = context.new_page()  # type: ignore[attr-defined]
     page.goto(f"{base}/sessions/slow/commits/{commit_id}")

@@ -11,29 +11,32 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-# The largest number a query string may name: the API's versions and sequences are int64.
+# The largest number a query string may name: the API's sequences are int64.
 MAX_INT64 = 2**63 - 1
-_MAX_DIGITS = len(str(MAX_INT64))  # checked before int(): Python refuses over 4,300 digits
+# The largest working-memory version: its name (sessions/{s}/workingMemories/{version})
+# spells the version in at most 18 digits.
+MAX_VERSION = 10**18 - 1
 
 
-def whole_number(raw: str, name: str) -> int:
-    """``raw`` as a number from 0 to :data:`MAX_INT64` (empty: 0), or 400 naming ``name``."""
+def whole_number(raw: str, name: str, maximum: int = MAX_INT64) -> int:
+    """``raw`` as a number from 0 to ``maximum`` (empty: 0), or 400 naming ``name``."""
     value = raw.strip() or "0"
     if (
         not value.isascii()
         or not value.isdigit()
-        or len(value.lstrip("0")) > _MAX_DIGITS
-        or int(value) > MAX_INT64
+        # checked before int(): Python refuses over 4,300 digits
+        or len(value.lstrip("0")) > len(str(maximum))
+        or int(value) > maximum
     ):
         raise web.HTTPBadRequest(
-            text=f"{name} must be a whole number from 0 to {MAX_INT64}, got {value[:40]!r}"
+            text=f"{name} must be a whole number from 0 to {maximum}, got {value[:40]!r}"
         )
     return int(value)
 
 
-def query_number(request: web.Request, name: str) -> int:
+def query_number(request: web.Request, name: str, maximum: int = MAX_INT64) -> int:
     """The whole number of query parameter ``name`` (0 when absent)."""
-    return whole_number(request.query.get(name, ""), name)
+    return whole_number(request.query.get(name, ""), name, maximum)
 
 
 def query_fraction(request: web.Request, name: str) -> float:

@@ -38,7 +38,7 @@ from wm_server.inspector.config_view import ConfigDefaults, config_table
 from wm_server.inspector.csrf import FormGuard
 from wm_server.inspector.layout import REALM, page, presented_key
 from wm_server.inspector.layout import escape as _e
-from wm_server.inspector.params import query_number
+from wm_server.inspector.params import MAX_VERSION, query_number
 
 Handler = Callable[[web.Request, WmClient], Awaitable[str | web.StreamResponse]]
 CONFIG_DEFAULTS = web.AppKey("config_defaults", ConfigDefaults)
@@ -352,8 +352,8 @@ async def session_page(request: web.Request, client: WmClient) -> str:
 
 async def memory_page(request: web.Request, client: WmClient) -> str:
     sid = request.match_info["session"]
-    version = query_number(request, "version")
-    against = query_number(request, "against")
+    version = query_number(request, "version", MAX_VERSION)
+    against = query_number(request, "against", MAX_VERSION)
     memory = await client.get_working_memory(sid, version=version)
     commits = await history.all_commits(client, sid)
     old = await client.get_working_memory(sid, version=against) if against else None
