@@ -46,7 +46,7 @@ async def test_an_oversized_request_is_resource_exhausted(stub: Stub) -> None:
     code = await code_of(
         stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="big", messages=[huge], create_session_if_missing=True
+                parent="sessions/big", messages=[huge], create_session_if_missing=True
             )
         )
     )

@@ -8,6 +8,8 @@ import grpc
 import pytest
 
 from support import builders as b
+from support import commit_flow
+from support import wm_names as names
 from support.errors import details
 from support.providers import Answer, ProgrammableProvider, creation, keep_all, ops
 from wm_proto.v1 import resources_pb2 as pb
@@ -21,7 +23,7 @@ Stub = service_grpc.WorkingMemoryServiceStub
 async def _add(stub: Stub, session: str, *messages: pb.Message) -> api.AddMessagesResponse:
     return await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session, messages=messages, create_session_if_missing=True
+            parent=names.session(session), messages=messages, create_session_if_missing=True
         )
     )
 
@@ -29,25 +31,25 @@ async def _add(stub: Stub, session: str, *messages: pb.Message) -> api.AddMessag
 async def _commit(
     stub: Stub, session: str, keep: int = 0, request_id: str = ""
 ) -> list[pb.CommitEvent]:
-    call = stub.Commit(
-        api.CommitRequest(session_id=session, keep_recent_count=keep, request_id=request_id),
-        timeout=30,
+    """CreateCommit, then every event of the commit to its end (WatchCommit)."""
+    _, events = await commit_flow.commit(stub, session, keep, request_id=request_id)
+    return events
+
+
+async def _first(stub: Stub, session: str, keep: int = 0) -> pb.Commit:
+    """CreateCommit, then a watch that reads the first event and is cancelled."""
+    started: pb.Commit = await stub.CreateCommit(
+        commit_flow.create_request(session, keep), timeout=30
     )
-    return [event async for event in call]
-
-
-async def _first(stub: Stub, session: str, keep: int = 0) -> pb.CommitEvent:
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=keep), timeout=30)
+    call = stub.WatchCommit(api.WatchCommitRequest(name=started.name), timeout=30)
     event = await call.read()
     call.cancel()
-    assert isinstance(event, pb.CommitEvent)
-    return event
+    assert isinstance(event, pb.CommitEvent) and event.commit == started.name
+    return started
 
 
-async def _wait_terminal(stub: Stub, session: str, commit_id: str) -> list[pb.CommitEvent]:
-    call = stub.WatchCommit(
-        api.WatchCommitRequest(session_id=session, commit_id=commit_id), timeout=30
-    )
+async def _wait_terminal(stub: Stub, session: str, commit: str) -> list[pb.CommitEvent]:
+    call = stub.WatchCommit(api.WatchCommitRequest(name=names.commit(session, commit)), timeout=30)
     return [e async for e in call if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
 
 
@@ -57,12 +59,12 @@ async def test_keep_zero_archives_everything(stub: Stub) -> None:
     events = await _commit(stub, "k0", keep=0)
     first = events[0]
     assert first.sequence == 1 and first.stage == pb.COMMIT_STAGE_ARCHIVED
-    assert first.phase1.archived and first.phase1.archive_id == "archive_001"
+    assert first.phase1.archived and first.phase1.archive == "sessions/k0/archives/archive_001"
     assert (first.phase1.archived_message_count, first.phase1.kept_message_count) == (5, 0)
     assert first.phase1.archived_tokens == 50
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED and events[-1].terminal
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
-    session = await stub.GetSession(api.GetSessionRequest(session_id="k0"))
+    session = await stub.GetSession(api.GetSessionRequest(name="sessions/k0"))
     assert (session.message_count, session.pending_tokens, session.archive_count) == (0, 0, 1)
 
 
@@ -71,7 +73,7 @@ async def test_keep_two_keeps_the_newest_and_remembers_keep(stub: Stub) -> None:
     first = (await _commit(stub, "k2", keep=2))[0]
     assert (first.phase1.archived_message_count, first.phase1.kept_message_count) == (3, 2)
     assert first.phase1.archived_tokens == 600
-    session = await stub.GetSession(api.GetSessionRequest(session_id="k2"))
+    session = await stub.GetSession(api.GetSessionRequest(name="sessions/k2"))
     assert session.keep_recent_count == 2 and session.pending_tokens == 0
     reply = await _add(stub, "k2", b.sized(50))  # pushes the 400 out of the window of 2
     assert reply.pending_tokens == 400
@@ -101,7 +103,7 @@ async def test_pending_tokens_reference_examples(stub: Stub) -> None:
     reply = await _add(stub, "ex10", *[b.sized(100) for _ in range(3)])
     assert reply.pending_tokens == 0  # keep larger than count
     await stub.CreateSession(api.CreateSessionRequest(session_id="exe"))
-    assert (await stub.GetSession(api.GetSessionRequest(session_id="exe"))).pending_tokens == 0
+    assert (await stub.GetSession(api.GetSessionRequest(name="sessions/exe"))).pending_tokens == 0
 
 
 async def test_tool_pair_at_the_boundary_stays_together(stub: Stub) -> None:
@@ -116,8 +118,8 @@ async def test_tool_pair_at_the_boundary_stays_together(stub: Stub) -> None:
     # keep 2 would split t1's call (a1) from its result (r1): the split moves earlier.
     first = (await _commit(stub, "pair", keep=2))[0]
     assert (first.phase1.archived_message_count, first.phase1.kept_message_count) == (1, 3)
-    archive = await stub.GetArchive(
-        api.GetArchiveRequest(session_id="pair", archive_id="archive_001")
+    archive = await stub.ListMessages(
+        api.ListMessagesRequest(parent="sessions/pair/archives/archive_001")
     )
     assert [m.id for m in archive.messages] == ["u1"]
 
@@ -126,18 +128,20 @@ async def test_concurrent_commits_make_contiguous_archives(stub: Stub) -> None:
     for i in range(8):
         await _add(stub, "conc", b.sized(5, f"c{i}"))
     firsts = await asyncio.gather(*[_first(stub, "conc", keep=0) for _ in range(6)])
-    archived = sorted(e.phase1.archive_id for e in firsts if e.phase1.archived)
-    assert archived == ["archive_001"]  # one got the messages, the others found none
+    archived = sorted(c.archive for c in firsts if c.archive)
+    assert archived == [
+        "sessions/conc/archives/archive_001"
+    ]  # one got the messages, the others found none
     for round_ in range(3):
         await _add(stub, "conc", *[b.sized(5, f"r{round_}-{i}") for i in range(4)])
         await asyncio.gather(_first(stub, "conc"), _first(stub, "conc"))
-    listed = await stub.ListArchives(api.ListArchivesRequest(session_id="conc"))
-    assert [a.archive_id for a in listed.archives] == [f"archive_00{i}" for i in range(1, 5)]
+    listed = await stub.ListArchives(api.ListArchivesRequest(parent="sessions/conc"))
+    assert [a.name for a in listed.archives] == [
+        f"sessions/conc/archives/archive_00{i}" for i in range(1, 5)
+    ]
     ids = []
     for archive in listed.archives:
-        full = await stub.GetArchive(
-            api.GetArchiveRequest(session_id="conc", archive_id=archive.archive_id)
-        )
+        full = await stub.ListMessages(api.ListMessagesRequest(parent=archive.name))
         ids.extend(m.id for m in full.messages)
     assert len(ids) == len(set(ids)) == 20
 
@@ -148,7 +152,7 @@ async def test_same_request_id_is_the_same_commit(stub: Stub) -> None:
     await _add(stub, "idem", b.sized(10))
     again = await _commit(stub, "idem", request_id="commit-1")
     assert [e.SerializeToString() for e in again] == [e.SerializeToString() for e in first]
-    session = await stub.GetSession(api.GetSessionRequest(session_id="idem"))
+    session = await stub.GetSession(api.GetSessionRequest(name="sessions/idem"))
     assert session.archive_count == 1 and session.message_count == 1
 
 
@@ -160,8 +164,8 @@ async def test_message_added_during_phase2_stays_live(
     first = await _first(stub, "live")
     await _add(stub, "live", b.user("new while running", "new"))
     provider.gate.set()
-    await _wait_terminal(stub, "live", first.commit_id)
-    session = await stub.GetSession(api.GetSessionRequest(session_id="live"))
+    await _wait_terminal(stub, "live", first.name)
+    session = await stub.GetSession(api.GetSessionRequest(name="sessions/live"))
     assert session.message_count == 1 and session.archive_count == 1
 
 
@@ -200,7 +204,9 @@ async def test_first_commit_creates_the_wm_and_second_updates_it_through_guards(
         pb.COMMIT_STAGE_COMPLETED,
     ]
     assert sum(1 for e in events if e.terminal) == 1
-    wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="wm"))
+    wm = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name="sessions/wm/workingMemories/latest")
+    )
     assert wm.version == 1 and "Fix the flaky payment tests" in wm.document
     assert events[-3].working_memory_stored.abstract.startswith("Fix the flaky payment tests")
 
@@ -209,7 +215,9 @@ async def test_first_commit_creates_the_wm_and_second_updates_it_through_guards(
     assert events[1].phase2_started.mode == pb.PHASE2_MODE_UPDATE
     guards = {e.guard_decision.section for e in events if e.stage == pb.COMMIT_STAGE_GUARD_DECISION}
     assert {"Files & Context", "Errors & Corrections"} <= guards
-    wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="wm"))
+    wm = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name="sessions/wm/workingMemories/latest")
+    )
     assert wm.version == 2
     assert "app/payments.py" in wm.document and "app/db.py" in wm.document
     assert "Timeout in test_charge" in wm.document
@@ -222,11 +230,15 @@ async def test_keep_all_leaves_the_wm_unchanged(stub: Stub, provider: Programmab
     provider.creates.append(Answer(creation(session_title="Stable title", current_state="x")))
     await _add(stub, "keep", b.user("one"))
     await _commit(stub, "keep")
-    before = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="keep"))
+    before = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name="sessions/keep/workingMemories/latest")
+    )
     provider.updates.append(Answer(keep_all()))
     await _add(stub, "keep", b.user("two"))
     await _commit(stub, "keep")
-    after = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="keep"))
+    after = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name="sessions/keep/workingMemories/latest")
+    )
     assert after.version == 2 and after.document == before.document
 
 
@@ -236,33 +248,26 @@ async def test_cancelled_stream_does_not_stop_phase2(
     provider.default_create = Answer(creation(session_title="Slow"), delay=0.5)
     await _add(stub, "cancel", b.user("hello"))
     first = await _first(stub, "cancel")  # reads Phase 1, then cancels the stream
-    events = await _wait_terminal(stub, "cancel", first.commit_id)
+    events = await _wait_terminal(stub, "cancel", first.name)
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
-    commit = await stub.GetCommit(
-        api.GetCommitRequest(session_id="cancel", commit_id=first.commit_id)
-    )
+    commit = await stub.GetCommit(api.GetCommitRequest(name=first.name))
     assert commit.state == pb.COMMIT_STATE_COMPLETED and commit.working_memory_version == 1
 
 
 async def test_watch_from_start_middle_and_after_completion(stub: Stub) -> None:
     await _add(stub, "watch", b.user("hello"))
     live = await _commit(stub, "watch")
-    commit_id = live[0].commit_id
-    replay = await _wait_terminal(stub, "watch", commit_id)
+    commit = live[0].commit
+    replay = await _wait_terminal(stub, "watch", commit)
     assert [e.SerializeToString() for e in replay] == [e.SerializeToString() for e in live]
     middle = [
-        e
-        async for e in stub.WatchCommit(
-            api.WatchCommitRequest(session_id="watch", commit_id=commit_id, after_sequence=2)
-        )
+        e async for e in stub.WatchCommit(api.WatchCommitRequest(name=commit, after_sequence=2))
     ]
     assert [e.SerializeToString() for e in middle] == [e.SerializeToString() for e in live[2:]]
     after = [
         e
         async for e in stub.WatchCommit(
-            api.WatchCommitRequest(
-                session_id="watch", commit_id=commit_id, after_sequence=live[-1].sequence
-            )
+            api.WatchCommitRequest(name=commit, after_sequence=live[-1].sequence)
         )
     ]
     assert after == []
@@ -274,9 +279,7 @@ async def test_watch_sends_heartbeats_while_waiting(
     provider.gate = asyncio.Event()
     await _add(stub, "hb", b.user("x"))
     first = await _first(stub, "hb")
-    call = stub.WatchCommit(
-        api.WatchCommitRequest(session_id="hb", commit_id=first.commit_id, after_sequence=1)
-    )
+    call = stub.WatchCommit(api.WatchCommitRequest(name=first.name, after_sequence=1))
     seen = []
     async for event in call:
         seen.append(event)
@@ -292,9 +295,7 @@ async def test_watch_sends_heartbeats_while_waiting(
 async def test_watch_unknown_commit_is_not_found(stub: Stub) -> None:
     await stub.CreateSession(api.CreateSessionRequest(session_id="w404"))
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        async for _ in stub.WatchCommit(
-            api.WatchCommitRequest(session_id="w404", commit_id="nope")
-        ):
+        async for _ in stub.WatchCommit(api.WatchCommitRequest(name=names.commit("w404", "nope"))):
             pass
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert details(caught.value)[0].reason == "COMMIT_NOT_FOUND"
@@ -314,7 +315,9 @@ async def test_permanent_failure_keeps_previous_wm_then_retry_succeeds(
     provider.creates.append(Answer(creation(session_title="Original title", current_state="ok")))
     await _add(stub, "fail", b.user("first"))
     await _commit(stub, "fail")
-    before = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="fail"))
+    before = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name="sessions/fail/workingMemories/latest")
+    )
 
     provider.default_update = Answer(error=LlmError("model overloaded", retryable=True))
     await _add(stub, "fail", b.user("second: remember the port is 8443", "second"))
@@ -324,21 +327,25 @@ async def test_permanent_failure_keeps_previous_wm_then_retry_succeeds(
     assert len(retries) == 2  # 3 attempts
     failed = events[-1].failed
     assert failed.state == pb.COMMIT_STATE_FAILED and "overloaded" in failed.error.message
-    after = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="fail"))
+    after = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name="sessions/fail/workingMemories/latest")
+    )
     assert after.version == before.version and after.document == before.document
 
     provider.default_update = Answer(
         ops(key_facts_decisions={"op": "APPEND", "items": ["Port is 8443"]})
     )
-    commit_id = events[0].commit_id
-    retried = await stub.RetryCommit(api.RetryCommitRequest(session_id="fail", commit_id=commit_id))
+    commit = events[0].commit
+    retried = await stub.RetryCommit(api.RetryCommitRequest(name=commit))
     assert retried.state == pb.COMMIT_STATE_PENDING
-    tail = await _wait_terminal(stub, "fail", commit_id)
+    tail = await _wait_terminal(stub, "fail", commit)
     assert tail[-1].stage == pb.COMMIT_STAGE_COMPLETED
-    wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="fail"))
+    wm = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name="sessions/fail/workingMemories/latest")
+    )
     assert "Port is 8443" in wm.document and wm.version == before.version + 1
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.RetryCommit(api.RetryCommitRequest(session_id="fail", commit_id=commit_id))
+        await stub.RetryCommit(api.RetryCommitRequest(name=commit))
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
@@ -353,25 +360,24 @@ async def test_later_commit_covers_a_failed_archive(
     await _add(stub, "cover", b.user("next", "p2"))
     done = await _commit(stub, "cover")
     assert done[-1].stage == pb.COMMIT_STAGE_COMPLETED
-    assert list(done[1].phase2_started.covered_archive_ids) == ["archive_001", "archive_002"]
+    assert list(done[1].phase2_started.covered_archives) == [
+        "sessions/cover/archives/archive_001", "sessions/cover/archives/archive_002",
+    ]  # fmt: skip
     create_request = provider.calls[-1][1]
     assert [m.id for m in create_request.messages] == ["p1", "p2"]
-    first = await stub.GetCommit(
-        api.GetCommitRequest(session_id="cover", commit_id=failed[0].commit_id)
-    )
+    first = await stub.GetCommit(api.GetCommitRequest(name=failed[0].commit))
     assert first.state == pb.COMMIT_STATE_FAILED
-    assert first.covered_by_commit_id == done[0].commit_id
+    assert first.covered_by_commit == done[0].commit
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.RetryCommit(
-            api.RetryCommitRequest(session_id="cover", commit_id=failed[0].commit_id)
-        )
+        await stub.RetryCommit(api.RetryCommitRequest(name=failed[0].commit))
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert details(caught.value)[0].metadata["covered_by_commit_id"] == done[0].commit_id
+    covering = details(caught.value)[0].metadata["covered_by_commit_id"]  # an id, as before
+    assert covering == names.last_segment(done[0].commit)
 
 
 async def test_compact_streams_to_the_end(stub: Stub) -> None:
     await _add(stub, "compact", *[b.sized(10) for _ in range(4)])
-    events = [e async for e in stub.Compact(api.CompactRequest(session_id="compact"), timeout=30)]
+    _, events = await commit_flow.compact(stub, "compact")
     assert events[0].phase1.kept_message_count == 0
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
 
@@ -380,9 +386,9 @@ async def test_list_and_get_commits(stub: Stub) -> None:
     await _add(stub, "lc", b.sized(1))
     a = await _commit(stub, "lc")
     b_events = await _commit(stub, "lc")
-    listed = await stub.ListCommits(api.ListCommitsRequest(session_id="lc", page_size=1))
-    assert [c.commit_id for c in listed.commits] == [b_events[0].commit_id]
+    listed = await stub.ListCommits(api.ListCommitsRequest(parent="sessions/lc", page_size=1))
+    assert [c.name for c in listed.commits] == [b_events[0].commit]
     rest = await stub.ListCommits(
-        api.ListCommitsRequest(session_id="lc", page_token=listed.next_page_token)
+        api.ListCommitsRequest(parent="sessions/lc", page_token=listed.next_page_token)
     )
-    assert [c.commit_id for c in rest.commits] == [a[0].commit_id] and not rest.next_page_token
+    assert [c.name for c in rest.commits] == [a[0].commit] and not rest.next_page_token
