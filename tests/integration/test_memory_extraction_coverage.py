@@ -14,6 +14,7 @@ import pytest
 from integration.conftest import make_settings
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from wm_core import MemoryOp, MemoryOpKind, memory_tool_arguments
 from wm_proto.v1 import resources_pb2 as pb
@@ -77,13 +78,16 @@ async def served(
 
 async def _session(stub: Stub, user: str) -> str:
     name = f"s-{uuid.uuid4().hex[:10]}"
-    await stub.CreateSession(api.CreateSessionRequest(session_id=name, user_id=user))
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id=name, session=pb.Session(user_id=user))
+    )
     return name
 
 
 async def _commit(stub: Stub, session: str) -> pb.MemoryDiff:
     """Commit everything; the diff its MEMORIES_EXTRACTED event streamed."""
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
+    started = await stub.CreateCommit(commit_flow.create_request(session), timeout=60)
+    call = stub.WatchCommit(api.WatchCommitRequest(name=started.name), timeout=60)
     diff = None
     async for event in call:
         if event.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED:
@@ -95,7 +99,7 @@ async def _commit(stub: Stub, session: str) -> pb.MemoryDiff:
 
 
 async def _memories(stub: Stub, user: str) -> list[pb.Memory]:
-    found = await stub.ListMemories(api.ListMemoriesRequest(owner=api.MemoryOwner(user_id=user)))
+    found = await stub.ListMemories(api.ListMemoriesRequest(owner=wm_names.user(user)))
     return list(found.memories)
 
 
@@ -112,9 +116,11 @@ async def test_the_issue_conversation_is_kept_as_profile_preference_and_decision
 ) -> None:
     stub, _ = served
     first = await _session(stub, "u1")
-    await stub.AddMessages(api.AddMessagesRequest(session_id=first, messages=ISSUE_TURNS))
+    await stub.AddMessages(
+        api.AddMessagesRequest(parent=wm_names.session(first), messages=ISSUE_TURNS)
+    )
     diff = await _commit(stub, first)
-    assert len(diff.created_memory_ids) == 3
+    assert len(diff.created_memories) == 3
     assert diff.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_UNSPECIFIED
     kept = {m.type: m for m in await _memories(stub, "u1")}
     assert kept[pb.MEMORY_TYPE_PROFILE].text == "The user's name is Dana Whitfield."
@@ -125,17 +131,20 @@ async def test_the_issue_conversation_is_kept_as_profile_preference_and_decision
     assert decision.fields["agreed_by"] == "assistant"
     # provenance: the session, the archive and the two messages (the statement, the agreement)
     (source,) = decision.sources
-    assert (source.session_id, source.archive_id) == (first, "archive_001")
-    assert list(source.message_ids) == ["t5", "t6"]
+    assert (source.session, source.archive) == (
+        wm_names.session(first),
+        wm_names.archive(first, "archive_001"),
+    )
+    assert list(source.messages) == [f"sessions/{first}/messages/{m}" for m in ("t5", "t6")]
 
     later = await _session(stub, "u1")
     hits = await stub.SearchMemories(
         api.SearchMemoriesRequest(
-            owner=api.MemoryOwner(session_id=later),
+            owner=wm_names.session(later),
             query="which database did we decide on for the ledger",
         )
     )
-    assert hits.hits and hits.hits[0].memory.memory_id == decision.memory_id
+    assert hits.hits and hits.hits[0].memory.name == decision.name
 
 
 async def test_a_commit_that_keeps_nothing_says_why_in_its_diff_and_a_metric(
@@ -144,16 +153,14 @@ async def test_a_commit_that_keeps_nothing_says_why_in_its_diff_and_a_metric(
     stub, app = served
     session = await _session(stub, "u2")
     chat = [b.user("What's the difference between a list and a tuple?"), b.assistant("Mutability.")]
-    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=chat))
+    await stub.AddMessages(api.AddMessagesRequest(parent=wm_names.session(session), messages=chat))
     before = _empty_count(app, "nothing_new")
     diff = await _commit(stub, session)
-    assert not diff.created_memory_ids
+    assert not diff.created_memories
     assert diff.state == pb.MEMORY_EXTRACTION_STATE_EXTRACTED
     assert diff.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW
-    commits = await stub.ListCommits(api.ListCommitsRequest(session_id=session))
-    stored = await stub.GetCommit(
-        api.GetCommitRequest(session_id=session, commit_id=commits.commits[0].commit_id)
-    )
+    commits = await stub.ListCommits(api.ListCommitsRequest(parent=wm_names.session(session)))
+    stored = await stub.GetCommit(api.GetCommitRequest(name=commits.commits[0].name))
     assert stored.memory_diff.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW
     assert _empty_count(app, "nothing_new") == before + 1
 
@@ -165,14 +172,14 @@ async def test_a_commit_that_keeps_nothing_says_why_in_its_diff_and_a_metric(
         "tool_use",
         Usage(llm_calls=1),
     )
-    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=chat))
+    await stub.AddMessages(api.AddMessagesRequest(parent=wm_names.session(session), messages=chat))
     diff = await _commit(stub, session)
     assert diff.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_ALL_REFUSED
     assert diff.refused and _empty_count(app, "all_refused") == 1
 
     # the provider answered in prose, without the tool
     provider.answer = ModelReply(None, "end_turn", Usage(llm_calls=1), text="Nothing to keep.")
-    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=chat))
+    await stub.AddMessages(api.AddMessagesRequest(parent=wm_names.session(session), messages=chat))
     diff = await _commit(stub, session)
     assert diff.state == pb.MEMORY_EXTRACTION_STATE_FAILED
     assert diff.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_NO_TOOL_CALL
@@ -184,11 +191,13 @@ async def test_preview_shows_ops_and_verdicts_and_writes_nothing(
 ) -> None:
     stub, _ = served
     session = await _session(stub, "u3")
-    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=ISSUE_TURNS))
-    before = await stub.GetSession(api.GetSessionRequest(session_id=session))
+    await stub.AddMessages(
+        api.AddMessagesRequest(parent=wm_names.session(session), messages=ISSUE_TURNS)
+    )
+    before = await stub.GetSession(api.GetSessionRequest(name=wm_names.session(session)))
 
     live = await stub.PreviewMemoryExtraction(
-        api.PreviewMemoryExtractionRequest(session_id=session)
+        api.PreviewMemoryExtractionRequest(name=wm_names.session(session))
     )
     assert live.message_count == len(ISSUE_TURNS)
     assert live.state == pb.MEMORY_EXTRACTION_STATE_EXTRACTED
@@ -200,15 +209,17 @@ async def test_preview_shows_ops_and_verdicts_and_writes_nothing(
     assert live.ops[2].fields["reason"] == "of logical replication"
     # nothing written: no memory, no commit, the session as it was
     assert await _memories(stub, "u3") == []
-    commits = await stub.ListCommits(api.ListCommitsRequest(session_id=session))
+    commits = await stub.ListCommits(api.ListCommitsRequest(parent=wm_names.session(session)))
     assert list(commits.commits) == []
-    after = await stub.GetSession(api.GetSessionRequest(session_id=session))
+    after = await stub.GetSession(api.GetSessionRequest(name=wm_names.session(session)))
     assert after == before
 
     # after the commit, a preview of its archive finds only what is already remembered
     await _commit(stub, session)
     again = await stub.PreviewMemoryExtraction(
-        api.PreviewMemoryExtractionRequest(session_id=session, archive_ids=["archive_001"])
+        api.PreviewMemoryExtractionRequest(
+            name=wm_names.session(session), archives=[wm_names.archive(session, "archive_001")]
+        )
     )
     assert again.message_count == len(ISSUE_TURNS) and list(again.ops) == []
     assert again.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW
@@ -216,7 +227,7 @@ async def test_preview_shows_ops_and_verdicts_and_writes_nothing(
     # given messages, resolved against today
     given = await stub.PreviewMemoryExtraction(
         api.PreviewMemoryExtractionRequest(
-            session_id=session, messages=[b.user("My sister Laura lives in Toronto.")]
+            name=wm_names.session(session), messages=[b.user("My sister Laura lives in Toronto.")]
         )
     )
     assert [(op.type, op.text) for op in given.ops] == [
@@ -231,19 +242,28 @@ async def test_preview_rejects_bad_requests_clearly(served: tuple[Stub, Applicat
     cases: list[tuple[api.PreviewMemoryExtractionRequest, grpc.StatusCode]] = [
         (
             api.PreviewMemoryExtractionRequest(
-                session_id=session, archive_ids=["archive_001"], messages=[b.user("hi")]
+                name=wm_names.session(session),
+                archives=[wm_names.archive(session, "archive_001")],
+                messages=[b.user("hi")],
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
         (
-            api.PreviewMemoryExtractionRequest(session_id=session, archive_ids=["nope"]),
+            api.PreviewMemoryExtractionRequest(
+                name=wm_names.session(session), archives=[wm_names.archive(session, "nope")]
+            ),
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
         (
-            api.PreviewMemoryExtractionRequest(session_id=session, archive_ids=["archive_009"]),
+            api.PreviewMemoryExtractionRequest(
+                name=wm_names.session(session), archives=[wm_names.archive(session, "archive_009")]
+            ),
             grpc.StatusCode.NOT_FOUND,
         ),
-        (api.PreviewMemoryExtractionRequest(session_id="missing"), grpc.StatusCode.NOT_FOUND),
+        (
+            api.PreviewMemoryExtractionRequest(name=wm_names.session("missing")),
+            grpc.StatusCode.NOT_FOUND,
+        ),
     ]
     for request, code in cases:
         with pytest.raises(grpc.aio.AioRpcError) as error:
