@@ -162,7 +162,9 @@ async def test_compact_waits_for_the_working_memory(
     result = await asyncio.wait_for(task, timeout=10)
     assert result.outcome is CompactOutcome.COMPLETED and result.compacted
     assert "Fix the importer" in result.summary
-    assert result.archived_message_count == 2 and result.archive == "sessions/cp/archives/archive_001"
+    assert (
+        result.archived_message_count == 2 and result.archive == "sessions/cp/archives/archive_001"
+    )
     assert result.commit.startswith("sessions/cp/commits/")
     assert result.working_memory_version == 1
     assert result.tokens_before > result.tokens_after > 0
