@@ -10,6 +10,8 @@ import grpc
 import pytest
 
 from support import builders as b
+from support import commit_flow
+from support import wm_names as names
 from support.errors import details
 from support.providers import Answer, ProgrammableProvider, creation
 from wm_proto.v1 import resources_pb2 as pb
@@ -23,20 +25,22 @@ Stub = service_grpc.WorkingMemoryServiceStub
 async def _add(stub: Stub, session: str, *messages: pb.Message) -> None:
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session, messages=messages, create_session_if_missing=True
+            parent=names.session(session), messages=messages, create_session_if_missing=True
         )
     )
 
 
 async def _commit(stub: Stub, session: str, keep: int = 0) -> list[pb.CommitEvent]:
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=keep), timeout=30)
-    return [e async for e in call]
+    _, events = await commit_flow.commit(stub, session, keep)
+    return events
 
 
 async def _assemble(stub: Stub, session: str, budget: int = 100_000) -> api.AssembleContextResponse:
     return await stub.AssembleContext(
         api.AssembleContextRequest(
-            session_id=session, token_budget=budget, include_anthropic_json=True
+            name=names.session(session),
+            token_budget=budget,
+            format=api.CONTEXT_FORMAT_ANTHROPIC_MESSAGES,
         )
     )
 
@@ -57,23 +61,22 @@ async def test_assemble_layers_summary_then_uncovered_then_live(
     await _commit(stub, "ctx")
     provider.gate = asyncio.Event()  # the next Phase 2 stays pending
     await _add(stub, "ctx", b.user("pending question", "p1"), b.assistant("pending answer", "p2"))
-    call = stub.Commit(api.CommitRequest(session_id="ctx"))
-    await call.read()
+    started = await stub.CreateCommit(commit_flow.create_request("ctx"))
+    assert started.archive  # Phase 1 is stored when CreateCommit answers
     await _add(stub, "ctx", b.user("live question", "l1"))
     reply = await _assemble(stub, "ctx")
     text = _texts(reply)
     assert text.startswith("[Session History Summary]") and "Ship the parser" in text
     assert "archived question" not in text  # covered by the WM
     assert text.index("pending question") < text.index("live question")  # not lost meanwhile
-    assert list(reply.uncovered_archive_ids) == ["archive_002"]
+    assert list(reply.uncovered_archives) == ["sessions/ctx/archives/archive_002"]
     assert reply.working_memory_version == 1 and reply.system_prompt_addition
     roles = [m.role for m in reply.messages]
     assert roles[0] == pb.ROLE_USER and all(a != b_ for a, b_ in itertools.pairwise(roles))
     assert reply.estimated_tokens + reply.reply_reserve_tokens <= 100_000
-    anthropic = json.loads(reply.anthropic_messages_json)
+    anthropic = json.loads(reply.rendered_json)
     assert [m["role"] for m in anthropic] == ["user", "assistant", "user"]
     provider.gate.set()
-    call.cancel()
 
 
 async def test_failed_archive_stays_in_context_raw(
@@ -86,7 +89,8 @@ async def test_failed_archive_stays_in_context_raw(
     reply = await _assemble(stub, "raw")
     assert "heliotrope" in _texts(reply)
     assert (
-        list(reply.uncovered_archive_ids) == ["archive_001"] and reply.working_memory_version == 0
+        list(reply.uncovered_archives) == ["sessions/raw/archives/archive_001"]
+        and reply.working_memory_version == 0
     )
 
 
@@ -110,26 +114,24 @@ async def test_get_archive_expands_any_state(stub: Stub, provider: ProgrammableP
     await _add(stub, "exp", b.user("one", "e1"), b.tool_call("t9", "bash", {"cmd": "pytest"}, "e2"))
     await _add(stub, "exp", b.tool_result("t9", "1 failed", is_error=True, message_id="e3"))
     await _commit(stub, "exp")
-    archive = await stub.GetArchive(
-        api.GetArchiveRequest(session_id="exp", archive_id="archive_001")
-    )
-    assert [m.id for m in archive.messages] == ["e1", "e2", "e3"]
+    archive = await stub.GetArchive(api.GetArchiveRequest(name="sessions/exp/archives/archive_001"))
+    messages = await stub.ListMessages(api.ListMessagesRequest(parent=archive.name))
+    assert [m.id for m in messages.messages] == ["e1", "e2", "e3"]
     assert archive.state == pb.COMMIT_STATE_COMPLETED and archive.working_memory.version == 1
     assert archive.abstract and not archive.abstract.startswith("#")
     provider.default_update = Answer(error=LlmError("no", retryable=False))
     await _add(stub, "exp", b.user("two", "e4"))
     await _commit(stub, "exp")
-    failed = await stub.GetArchive(
-        api.GetArchiveRequest(session_id="exp", archive_id="archive_002")
-    )
+    failed = await stub.GetArchive(api.GetArchiveRequest(name="sessions/exp/archives/archive_002"))
     assert failed.state == pb.COMMIT_STATE_FAILED and failed.error.message == "no"
-    assert [m.id for m in failed.messages] == ["e4"]
+    messages = await stub.ListMessages(api.ListMessagesRequest(parent=failed.name))
+    assert [m.id for m in messages.messages] == ["e4"]
     for bad, code in (
         ("archive_009", grpc.StatusCode.NOT_FOUND),
         ("nope", grpc.StatusCode.INVALID_ARGUMENT),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await stub.GetArchive(api.GetArchiveRequest(session_id="exp", archive_id=bad))
+            await stub.GetArchive(api.GetArchiveRequest(name=names.archive("exp", bad)))
         assert caught.value.code() == code
 
 
@@ -142,23 +144,27 @@ async def test_search_is_literal_case_insensitive_newest_first(stub: Stub) -> No
     await _add(stub, "srch", b.user("price is $5X00 (approxX) with regex chars", "decoy"))
     await _commit(stub, "srch")
     reply = await stub.SearchArchives(
-        api.SearchArchivesRequest(session_id="srch", query="$5.00 (approx.)")
+        api.SearchArchivesRequest(parent="sessions/srch", query="$5.00 (approx.)")
     )
-    assert [(h.archive_id, h.message_id) for h in reply.hits] == [
-        ("archive_002", "deep"),
-        ("archive_001", "old"),
+    assert [(h.archive, h.message) for h in reply.hits] == [
+        ("sessions/srch/archives/archive_002", "sessions/srch/messages/deep"),
+        ("sessions/srch/archives/archive_001", "sessions/srch/messages/old"),
     ]
     assert reply.total_matches == 2
     snippet = reply.hits[0].snippet
     assert len(snippet) <= 1500 and "$5.00 (APPROX.)" in snippet
     only_first = await stub.SearchArchives(
-        api.SearchArchivesRequest(session_id="srch", query="PRICE", archive_id="archive_001")
+        api.SearchArchivesRequest(
+            parent="sessions/srch", query="PRICE", archive=names.archive("srch", "archive_001")
+        )
     )
-    assert [h.message_id for h in only_first.hits] == ["old"]
-    none = await stub.SearchArchives(api.SearchArchivesRequest(session_id="srch", query="[a-z]+"))
+    assert [h.message for h in only_first.hits] == ["sessions/srch/messages/old"]
+    none = await stub.SearchArchives(
+        api.SearchArchivesRequest(parent="sessions/srch", query="[a-z]+")
+    )
     assert not none.hits
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.SearchArchives(api.SearchArchivesRequest(session_id="srch", query="   "))
+        await stub.SearchArchives(api.SearchArchivesRequest(parent="sessions/srch", query="   "))
     assert details(caught.value)[1] == ["query"]
 
 
@@ -166,22 +172,31 @@ async def test_search_limits_hits_and_can_span_sessions(stub: Stub) -> None:
     for session in ("x1", "x2"):
         await _add(stub, session, *[b.user(f"marker {i} in {session}") for i in range(30)])
         await _commit(stub, session)
-    reply = await stub.SearchArchives(api.SearchArchivesRequest(session_id="x1", query="marker"))
+    reply = await stub.SearchArchives(
+        api.SearchArchivesRequest(parent="sessions/x1", query="marker")
+    )
     assert len(reply.hits) == 12 and reply.total_matches == 30
     capped = await stub.SearchArchives(
-        api.SearchArchivesRequest(session_id="x1", query="marker", max_hits=500)
+        api.SearchArchivesRequest(parent="sessions/x1", query="marker", page_size=50)
     )
     assert len(capped.hits) == 30
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # the contract's maximum is 50
+        await stub.SearchArchives(
+            api.SearchArchivesRequest(parent="sessions/x1", query="marker", page_size=51)
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert details(caught.value)[1] == ["page_size"]
     both = await stub.SearchArchives(
-        api.SearchArchivesRequest(query="marker", all_sessions=True, max_hits=50)
+        api.SearchArchivesRequest(query="marker", parent="sessions/-", page_size=50)
     )
-    assert {h.session_id for h in both.hits} == {"x1", "x2"} and both.total_matches == 60
+    sessions = {h.archive.split("/archives/")[0] for h in both.hits}
+    assert sessions == {"sessions/x1", "sessions/x2"} and both.total_matches == 60
 
 
-async def test_tool_definitions_in_both_shapes(stub: Stub) -> None:
+async def test_tool_definitions_in_each_format(stub: Stub) -> None:
     reply = await stub.GetToolDefinitions(api.GetToolDefinitionsRequest())
-    names = [t.name for t in reply.tools]
-    assert names == [
+    tool_names = [t.name for t in reply.tools]
+    assert tool_names == [
         "archive_expand",
         "archive_search",
         "tool_output_read",
@@ -190,38 +205,43 @@ async def test_tool_definitions_in_both_shapes(stub: Stub) -> None:
         "memory_store",
         "memory_forget",
     ]
-    for tool in reply.tools:
-        anthropic = json.loads(tool.anthropic_json)
-        openai = json.loads(tool.openai_json)
-        assert anthropic["name"] == tool.name and anthropic["input_schema"]["type"] == "object"
-        assert (
-            openai["type"] == "function"
-            and openai["function"]["parameters"] == anthropic["input_schema"]
+    assert all(not t.rendered_json for t in reply.tools)  # no format asked: no rendering
+    schemas = {t.name: json.loads(t.input_schema_json) for t in reply.tools}
+
+    async def rendered(fmt: int) -> dict[str, dict[str, object]]:
+        answer = await stub.GetToolDefinitions(
+            api.GetToolDefinitionsRequest(format=fmt)  # type: ignore[arg-type]
         )
-    only = await stub.GetToolDefinitions(
-        api.GetToolDefinitionsRequest(format=api.TOOL_FORMAT_OPENAI)
-    )
-    assert all(t.openai_json and not t.anthropic_json for t in only.tools)
+        assert [t.name for t in answer.tools] == tool_names
+        return {t.name: json.loads(t.rendered_json) for t in answer.tools}
+
+    anthropic = await rendered(api.TOOL_FORMAT_ANTHROPIC_MESSAGES)
+    chat = await rendered(api.TOOL_FORMAT_OPENAI_CHAT_COMPLETIONS)
+    responses = await rendered(api.TOOL_FORMAT_OPENAI_RESPONSES)
+    for name, schema in schemas.items():
+        assert anthropic[name]["name"] == name and anthropic[name]["input_schema"] == schema
+        assert schema["type"] == "object"
+        function = chat[name]["function"]
+        assert chat[name]["type"] == "function" and function["parameters"] == schema  # type: ignore[index]
+        assert responses[name]["type"] == "function" and responses[name]["name"] == name
+        assert responses[name]["parameters"] == schema
 
 
 async def test_apply_ops_goes_through_the_guards(stub: Stub) -> None:
     await stub.CreateSession(api.CreateSessionRequest(session_id="ops"))
     first = await stub.ApplyWorkingMemoryOps(
-        api.ApplyWorkingMemoryOpsRequest(
-            session_id="ops",
-            ops=[
+        api.ApplyWorkingMemoryOpsRequest(parent="sessions/ops", ops=[
                 pb.SectionOp(section="Session Title", kind=pb.SECTION_OP_KIND_UPDATE, content="Client WM"),
                 pb.SectionOp(
                     section="Errors & Corrections", kind=pb.SECTION_OP_KIND_APPEND,
                     items=["Used the wrong port 80; fixed to 8443"],
                 ),
-            ],
-        )
+            ])
     )  # fmt: skip
     assert first.working_memory.version == 1 and "Client WM" in first.working_memory.document
     second = await stub.ApplyWorkingMemoryOps(
         api.ApplyWorkingMemoryOpsRequest(
-            session_id="ops",
+            parent="sessions/ops",
             expected_version=1,
             ops=[
                 pb.SectionOp(
@@ -234,25 +254,35 @@ async def test_apply_ops_goes_through_the_guards(stub: Stub) -> None:
     )
     assert "wrong port 80" in second.working_memory.document  # append-only guard
     assert any(d.section == "Errors & Corrections" for d in second.decisions)
+    stale = pb.SectionOp(section="Session Title", kind=pb.SECTION_OP_KIND_UPDATE, content="Stale")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.ApplyWorkingMemoryOps(
-            api.ApplyWorkingMemoryOpsRequest(session_id="ops", expected_version=1, ops=[])
+            api.ApplyWorkingMemoryOpsRequest(parent="sessions/ops", expected_version=1, ops=[stale])
         )
     assert caught.value.code() == grpc.StatusCode.ABORTED
     with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.ApplyWorkingMemoryOps(api.ApplyWorkingMemoryOpsRequest(parent="sessions/ops"))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert details(caught.value)[1] == ["ops"]  # at least one op
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.ApplyWorkingMemoryOps(
             api.ApplyWorkingMemoryOpsRequest(
-                session_id="ops", ops=[pb.SectionOp(section="Bogus", kind=pb.SECTION_OP_KIND_KEEP)]
+                parent="sessions/ops",
+                ops=[pb.SectionOp(section="Bogus", kind=pb.SECTION_OP_KIND_KEEP)],
             )
         )
     assert details(caught.value)[1] == ["ops[0].section"]
-    wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="ops", version=1))
+    wm = await stub.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name="sessions/ops/workingMemories/1")
+    )
     assert wm.version == 1 and next(s.name for s in wm.sections) == "Session Title"
 
 
 async def test_working_memory_not_found_before_any(stub: Stub) -> None:
     await stub.CreateSession(api.CreateSessionRequest(session_id="nowm"))
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="nowm"))
+        await stub.GetWorkingMemory(
+            api.GetWorkingMemoryRequest(name="sessions/nowm/workingMemories/latest")
+        )
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert details(caught.value)[0].reason == "WORKING_MEMORY_NOT_FOUND"
