@@ -40,7 +40,7 @@ STREAM_ALWAYS_RESUMABLE = frozenset(
     }
 )
 # A commit stream re-attaches after these only when the transport, not the service (ErrorInfo domain
-# wm.v1), produced them.
+# wm), produced them.
 STREAM_RESUMABLE_FROM_TRANSPORT = frozenset(
     {
         grpc.StatusCode.INTERNAL,

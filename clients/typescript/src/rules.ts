@@ -29,7 +29,7 @@ export const ENGINE_UNREACHABLE: ReadonlySet<Code> = new Set<Code>([Code.Unavail
 // A commit stream re-attaches (WatchCommit) after these, whoever answered.
 export const STREAM_ALWAYS_RESUMABLE: ReadonlySet<Code> = new Set<Code>([Code.Unavailable, Code.Canceled, Code.DeadlineExceeded]);
 // A commit stream re-attaches after these only when the transport, not the service (ErrorInfo
-// domain wm.v1), produced them.
+// domain wm), produced them.
 export const STREAM_RESUMABLE_FROM_TRANSPORT: ReadonlySet<Code> = new Set<Code>([Code.Internal, Code.Unknown]);
 // The ToolExecutor raises these to the runtime (its retry or backoff decides) instead of answering
 // the model with an error result.

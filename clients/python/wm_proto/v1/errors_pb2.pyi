@@ -35,7 +35,7 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_PAGE_TOKEN_INVALID: _ErrorReason.ValueType  # 4
     """INVALID_ARGUMENT: a page token that is not one this list, session and caller gave out."""
     ERROR_REASON_SESSION_NOT_FOUND: _ErrorReason.ValueType  # 10
-    """NOT_FOUND: no such session in the caller's tenant (metadata session)."""
+    """NOT_FOUND: no such session in the caller's tenant (metadata session_id)."""
     ERROR_REASON_COMMIT_NOT_FOUND: _ErrorReason.ValueType  # 11
     """NOT_FOUND: no such commit in the session (metadata session_id, commit_id)."""
     ERROR_REASON_ARCHIVE_NOT_FOUND: _ErrorReason.ValueType  # 12
@@ -140,7 +140,7 @@ ERROR_REASON_MALFORMED_REQUEST: ErrorReason.ValueType  # 3
 ERROR_REASON_PAGE_TOKEN_INVALID: ErrorReason.ValueType  # 4
 """INVALID_ARGUMENT: a page token that is not one this list, session and caller gave out."""
 ERROR_REASON_SESSION_NOT_FOUND: ErrorReason.ValueType  # 10
-"""NOT_FOUND: no such session in the caller's tenant (metadata session)."""
+"""NOT_FOUND: no such session in the caller's tenant (metadata session_id)."""
 ERROR_REASON_COMMIT_NOT_FOUND: ErrorReason.ValueType  # 11
 """NOT_FOUND: no such commit in the session (metadata session_id, commit_id)."""
 ERROR_REASON_ARCHIVE_NOT_FOUND: ErrorReason.ValueType  # 12

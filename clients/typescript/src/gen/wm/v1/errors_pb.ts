@@ -60,7 +60,7 @@ export enum ErrorReason {
   PAGE_TOKEN_INVALID = 4,
 
   /**
-   * NOT_FOUND: no such session in the caller's tenant (metadata session).
+   * NOT_FOUND: no such session in the caller's tenant (metadata session_id).
    *
    * @generated from enum value: ERROR_REASON_SESSION_NOT_FOUND = 10;
    */
