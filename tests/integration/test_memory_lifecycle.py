@@ -16,6 +16,7 @@ import pytest
 from google.protobuf import field_mask_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from support import wm_names
 from support.errors import details
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for as make_settings
@@ -27,7 +28,7 @@ from wm_server.app import Application, start_application
 
 Stub = service_grpc.WorkingMemoryServiceStub
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-USER = api.MemoryOwner(user_id="u1")
+USER = wm_names.user("u1")
 EVENT_DAYS = 2.0 / 86_400  # events are kept two seconds by default here
 
 
@@ -74,14 +75,13 @@ async def test_a_memory_that_replaces_an_older_one_supersedes_it(stub: Stub) -> 
     old = await _create(stub, "The ledger runs on MySQL 8")
     when = Timestamp(seconds=1_767_225_600)  # 2026-01-01: the new fact holds from then
     new = await _create(
-        stub, "The ledger runs on PostgreSQL 16", supersedes_memory_ids=[old.memory_id],
-        event_time=when,
-    )  # fmt: skip
-    assert list(new.supersedes_memory_ids) == [old.memory_id]
+        stub, "The ledger runs on PostgreSQL 16", supersedes=[old.name], event_time=when
+    )
+    assert list(new.supersedes) == [old.name]
     assert new.valid_from == when and not new.HasField("valid_until")
-    before = await stub.GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
+    before = await stub.GetMemory(api.GetMemoryRequest(name=old.name))
     assert before.state == pb.MEMORY_STATE_SUPERSEDED
-    assert before.superseded_by_memory_id == new.memory_id
+    assert before.superseded_by == new.name
     assert before.valid_until == when and before.valid_from == old.create_time
 
     assert await _search(stub, "ledger runs on") == ["The ledger runs on PostgreSQL 16"]
@@ -91,12 +91,16 @@ async def test_a_memory_that_replaces_an_older_one_supersedes_it(stub: Stub) -> 
     ]
     assert await _listed(stub) == ["The ledger runs on PostgreSQL 16"]
     assert await _listed(stub, pb.MEMORY_STATE_SUPERSEDED) == ["The ledger runs on MySQL 8"]
-    await stub.CreateSession(api.CreateSessionRequest(session_id="s1", user_id="u1"))
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id="s1", session=pb.Session(user_id="u1"))
+    )
     ask = pb.Message(id="q", role=pb.ROLE_USER, parts=[pb.Part(text="what runs the ledger?")])
-    await stub.AddMessages(api.AddMessagesRequest(session_id="s1", messages=[ask]))
+    await stub.AddMessages(api.AddMessagesRequest(parent=wm_names.session("s1"), messages=[ask]))
     context = await stub.AssembleContext(
         api.AssembleContextRequest(
-            session_id="s1", token_budget=50_000, memory_recall=api.MemoryRecall(enabled=True)
+            name=wm_names.session("s1"),
+            token_budget=50_000,
+            memory_recall=api.MemoryRecall(enabled=True),
         )
     )
     assert "PostgreSQL 16" in str(context) and "MySQL" not in str(context)  # recall: current
@@ -105,16 +109,18 @@ async def test_a_memory_that_replaces_an_older_one_supersedes_it(stub: Stub) -> 
     other = (
         await stub.CreateMemory(
             api.CreateMemoryRequest(
-                owner=api.MemoryOwner(user_id="u2"),
+                owner=wm_names.user("u2"),
                 memory=pb.Memory(type=pb.MEMORY_TYPE_DECISION, text="u2 uses SQLite"),
             )
         )
     ).memory
-    for wrong in (old.memory_id, other.memory_id, "mem_00000000000000000000", "nope"):
+    for wrong in (old.name, other.name, "memories/mem_00000000000000000000", "nope"):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await _create(stub, "The ledger runs on Oracle", supersedes_memory_ids=[wrong])
+            await _create(stub, "The ledger runs on Oracle", supersedes=[wrong])
         assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-        assert details(caught.value)[1] == ["memory.supersedes_memory_ids"]
+        # A name of no memory is refused by the contract's pattern, at the element.
+        field = "memory.supersedes[0]" if wrong == "nope" else "memory.supersedes"
+        assert details(caught.value)[1] == [field]
     assert await _listed(stub) == ["The ledger runs on PostgreSQL 16"]
 
 
@@ -132,7 +138,7 @@ async def test_expired_memories_are_gone_from_reads_then_deleted(
     later = Timestamp(seconds=int(time.time()) + 3600)
     updated = await stub.UpdateMemory(
         api.UpdateMemoryRequest(
-            memory=pb.Memory(memory_id=kept.memory_id, expire_time=later),
+            memory=pb.Memory(name=kept.name, expire_time=later),
             update_mask=field_mask_pb2.FieldMask(paths=["expire_time"]),
         )
     )
@@ -143,16 +149,16 @@ async def test_expired_memories_are_gone_from_reads_then_deleted(
     assert await _search(stub, "review demo account") == []
     for gone in (timed, event):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await stub.GetMemory(api.GetMemoryRequest(memory_id=gone.memory_id))
+            await stub.GetMemory(api.GetMemoryRequest(name=gone.name))
         assert caught.value.code() is grpc.StatusCode.NOT_FOUND
 
     assert app.maintenance is not None
     await app.maintenance.round()
     async with app.database.reader() as uow:
         rows = await uow.memories.of_owner(
-            "default", "user:u1", [timed.memory_id, event.memory_id, kept.memory_id]
+            "default", "user:u1", [wm_names.last_segment(m.name) for m in (timed, event, kept)]
         )
-    assert [r.memory_id for r in rows] == [kept.memory_id]  # deleted, not only hidden
+    assert [r.memory_id for r in rows] == [wm_names.last_segment(kept.name)]  # deleted, not only hidden
 
 
 async def test_near_duplicates_are_merged_with_a_decision_record(
@@ -172,21 +178,21 @@ async def test_near_duplicates_are_merged_with_a_decision_record(
 
     assert app.maintenance is not None
     await app.maintenance.round()
-    kept = await stub.GetMemory(api.GetMemoryRequest(memory_id=first.memory_id))
+    kept = await stub.GetMemory(api.GetMemoryRequest(name=first.name))
     assert kept.state == pb.MEMORY_STATE_ACTIVE and kept.version == 2
     (decision,) = kept.history
-    assert twin.memory_id in decision.reason and "token-set" in decision.reason
+    assert wm_names.last_segment(twin.name) in decision.reason and "token-set" in decision.reason
     assert decision.text == first.text  # the text kept; the decision is the record
-    absorbed = await stub.GetMemory(api.GetMemoryRequest(memory_id=twin.memory_id))
+    absorbed = await stub.GetMemory(api.GetMemoryRequest(name=twin.name))
     assert absorbed.state == pb.MEMORY_STATE_RETIRED
-    assert absorbed.retire_reason == f"merged into {first.memory_id}"
+    assert absorbed.retire_reason == f"merged into {wm_names.last_segment(first.name)}"
     for untouched in (other, same_words):  # not similar enough; another type
-        found = await stub.GetMemory(api.GetMemoryRequest(memory_id=untouched.memory_id))
+        found = await stub.GetMemory(api.GetMemoryRequest(name=untouched.name))
         assert found.state == pb.MEMORY_STATE_ACTIVE and found.version == 1
     assert sorted(await _search(stub, "tabs spaces")) == sorted([first.text, same_words.text])
 
     await app.maintenance.round()  # nothing new: no second decision
-    again = await stub.GetMemory(api.GetMemoryRequest(memory_id=first.memory_id))
+    again = await stub.GetMemory(api.GetMemoryRequest(name=first.name))
     assert again.version == 2
 
 
@@ -214,7 +220,7 @@ async def test_racing_successors_on_two_replicas_leave_one_consistent_link(
                 _create(
                     stubs[i % 2],
                     f"The build runs on runner {i}",
-                    supersedes_memory_ids=[old.memory_id],
+                    supersedes=[old.name],
                 )
                 for i in range(16)
             ),
@@ -229,9 +235,9 @@ async def test_racing_successors_on_two_replicas_leave_one_consistent_link(
                     grpc.StatusCode.INVALID_ARGUMENT,
                     grpc.StatusCode.ABORTED,
                 ), error
-        after = await stubs[1].GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
-        assert after.superseded_by_memory_id == won[0].memory_id
-        assert list(won[0].supersedes_memory_ids) == [old.memory_id]
+        after = await stubs[1].GetMemory(api.GetMemoryRequest(name=old.name))
+        assert after.superseded_by == won[0].name
+        assert list(won[0].supersedes) == [old.name]
         assert await _listed(stubs[1]) == [won[0].text]  # the losers stored nothing
         for channel in channels:
             await channel.close()
