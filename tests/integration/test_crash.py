@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from support import builders as b
+from support import commit_flow
 from support.server_process import ServerProcess
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -48,7 +49,7 @@ async def test_sigkill_during_ingest_loses_no_acknowledged_message(tmp_path: Pat
                     ids = [f"b{batch}-{i}" for i in range(20)]
                     await stub.AddMessages(
                         api.AddMessagesRequest(
-                            session_id="ingest",
+                            parent="sessions/ingest",
                             messages=[b.sized(5 + i, mid) for i, mid in enumerate(ids)],
                         ),
                         timeout=5,
@@ -70,7 +71,7 @@ async def test_sigkill_during_ingest_loses_no_acknowledged_message(tmp_path: Pat
     try:
         async with grpc.aio.insecure_channel(server.address, options=FRESH) as channel:
             stub = service_grpc.WorkingMemoryServiceStub(channel)
-            session = await stub.GetSession(api.GetSessionRequest(session_id="ingest"))
+            session = await stub.GetSession(api.GetSessionRequest(name="sessions/ingest"))
             assert session.total_message_count >= len(acked)
             assert session.total_message_count % 20 == 0  # batches are all or nothing
     finally:
@@ -110,16 +111,20 @@ async def test_sigkill_during_phase2_resumes_and_completes_once(tmp_path: Path) 
             stub = service_grpc.WorkingMemoryServiceStub(channel)
             await stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id="crash", messages=[b.user("hello")], create_session_if_missing=True
+                    parent="sessions/crash",
+                    messages=[b.user("hello")],
+                    create_session_if_missing=True,
                 )
             )
-            call = stub.Commit(api.CommitRequest(session_id="crash"))
+            started = await stub.CreateCommit(commit_flow.create_request("crash"))
+            commit = started.name
+            call = stub.WatchCommit(api.WatchCommitRequest(name=commit))
             seen: list[pb.CommitEvent] = []
             async for event in call:
-                seen.append(event)
+                if event.stage != pb.COMMIT_STAGE_HEARTBEAT:
+                    seen.append(event)
                 if event.stage == pb.COMMIT_STAGE_LLM_REQUEST_SENT:
                     break
-            commit_id = seen[0].commit_id
             server.kill()  # mid model call
     finally:
         server.kill()
@@ -129,9 +134,7 @@ async def test_sigkill_during_phase2_resumes_and_completes_once(tmp_path: Path) 
             stub = service_grpc.WorkingMemoryServiceStub(channel)
             events = [
                 e
-                async for e in stub.WatchCommit(
-                    api.WatchCommitRequest(session_id="crash", commit_id=commit_id), timeout=30
-                )
+                async for e in stub.WatchCommit(api.WatchCommitRequest(name=commit), timeout=30)
                 if e.stage != pb.COMMIT_STAGE_HEARTBEAT
             ]
             sequences = [e.sequence for e in events]
@@ -143,11 +146,11 @@ async def test_sigkill_during_phase2_resumes_and_completes_once(tmp_path: Path) 
             assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
             starts = [e for e in events if e.stage == pb.COMMIT_STAGE_PHASE2_STARTED]
             assert [e.phase2_started.attempt for e in starts] == [1, 2]
-            commit = await stub.GetCommit(
-                api.GetCommitRequest(session_id="crash", commit_id=commit_id)
+            stored = await stub.GetCommit(api.GetCommitRequest(name=commit))
+            assert stored.state == pb.COMMIT_STATE_COMPLETED and stored.working_memory_version == 1
+            wm = await stub.GetWorkingMemory(
+                api.GetWorkingMemoryRequest(name="sessions/crash/workingMemories/latest")
             )
-            assert commit.state == pb.COMMIT_STATE_COMPLETED and commit.working_memory_version == 1
-            wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="crash"))
             assert wm.version == 1 and "Crash-safe commit" in wm.document
     finally:
         server.terminate()

@@ -27,7 +27,7 @@ async def _exercise(address: str) -> None:
         stub = service_grpc.WorkingMemoryServiceStub(channel)
         reply = await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="loop",
+                parent="sessions/loop",
                 create_session_if_missing=True,
                 messages=[pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text="hello")])],
             ),

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import grpc
 
+from support import commit_flow
+from support import wm_names as names
 from support.server_process import ServerProcess
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -39,17 +41,20 @@ def test_deleted_memories_and_sessions_are_erased_from_the_files(tmp_path: Path)
     try:
         with grpc.insecure_channel(server.address) as channel:
             stub = service_grpc.WorkingMemoryServiceStub(channel)
-            stub.CreateSession(api.CreateSessionRequest(session_id="keep", user_id="u1"))
-            stub.CreateSession(api.CreateSessionRequest(session_id="gone", user_id="u2"))
+            stub.CreateSession(
+                api.CreateSessionRequest(session_id="keep", session=pb.Session(user_id="u1"))
+            )
+            stub.CreateSession(
+                api.CreateSessionRequest(session_id="gone", session=pb.Session(user_id="u2"))
+            )
 
             def remember(text: str) -> str:
                 reply = stub.CreateMemory(
                     api.CreateMemoryRequest(
-                        owner=api.MemoryOwner(user_id="u1"),
-                        memory=pb.Memory(type=pb.MEMORY_TYPE_ENTITY, text=text),
+                        owner="users/u1", memory=pb.Memory(type=pb.MEMORY_TYPE_ENTITY, text=text)
                     )
                 )
-                return reply.memory.memory_id
+                return reply.memory.name
 
             forgotten = remember(f"The door code is {memory_marker}")
             remember(f"The printer is called {kept_marker}")
@@ -61,12 +66,11 @@ def test_deleted_memories_and_sessions_are_erased_from_the_files(tmp_path: Path)
                 )
                 for n in range(6)
             ]
-            stub.AddMessages(api.AddMessagesRequest(session_id="gone", messages=messages))
-            for event in stub.Commit(api.CommitRequest(session_id="gone", keep_recent_count=0)):
-                if event.terminal:
-                    break
+            stub.AddMessages(api.AddMessagesRequest(parent="sessions/gone", messages=messages))
+            _, events = commit_flow.commit_sync(stub, "gone", 0)
+            assert events[-1].terminal
             hits = stub.SearchArchives(
-                api.SearchArchivesRequest(session_id="gone", query=session_marker)
+                api.SearchArchivesRequest(parent="sessions/gone", query=session_marker)
             )
             assert hits.hits  # archived and indexed: in the tables and the full-text index
             for marker in (memory_marker, session_marker, kept_marker):
@@ -77,13 +81,13 @@ def test_deleted_memories_and_sessions_are_erased_from_the_files(tmp_path: Path)
                     assert time.monotonic() < deadline, marker
                     time.sleep(0.1)
 
-            stub.DeleteMemory(api.DeleteMemoryRequest(memory_id=forgotten))
-            stub.DeleteSession(api.DeleteSessionRequest(session_id="gone"))
+            stub.DeleteMemory(api.DeleteMemoryRequest(name=names.memory(forgotten)))
+            stub.DeleteSession(api.DeleteSessionRequest(name="sessions/gone"))
             assert _until_gone(tmp_path, memory_marker.encode()) == []
             assert _until_gone(tmp_path, session_marker.encode()) == []
             assert _holds(tmp_path, kept_marker.encode())  # what was kept stays
             kept = stub.SearchMemories(
-                api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), query=kept_marker)
+                api.SearchMemoriesRequest(owner="users/u1", query=kept_marker)
             )
             assert len(kept.hits) == 1  # the merged index still finds what it holds
     finally:
@@ -106,11 +110,13 @@ def test_a_purged_user_is_erased_from_the_files(tmp_path: Path) -> None:
             for user, marker in (("dana", memory_marker), ("kim", kept_marker)):
                 stub.CreateMemory(
                     api.CreateMemoryRequest(
-                        owner=api.MemoryOwner(user_id=user),
+                        owner=f"users/{user}",
                         memory=pb.Memory(type=pb.MEMORY_TYPE_PROFILE, text=f"Code {marker}"),
                     )
                 )
-            stub.CreateSession(api.CreateSessionRequest(session_id="dana-1", user_id="dana"))
+            stub.CreateSession(
+                api.CreateSessionRequest(session_id="dana-1", session=pb.Session(user_id="dana"))
+            )
             messages = [
                 pb.Message(
                     id=f"m{n}",
@@ -119,10 +125,9 @@ def test_a_purged_user_is_erased_from_the_files(tmp_path: Path) -> None:
                 )
                 for n in range(4)
             ]
-            stub.AddMessages(api.AddMessagesRequest(session_id="dana-1", messages=messages))
-            for event in stub.Commit(api.CommitRequest(session_id="dana-1", keep_recent_count=0)):
-                if event.terminal:
-                    break
+            stub.AddMessages(api.AddMessagesRequest(parent="sessions/dana-1", messages=messages))
+            _, events = commit_flow.commit_sync(stub, "dana-1", 0)
+            assert events[-1].terminal
             for marker in (memory_marker, session_marker, kept_marker):
                 deadline = time.monotonic() + 20
                 while "wm.sqlite3" not in _holds(tmp_path, marker.encode()):

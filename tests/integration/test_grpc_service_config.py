@@ -76,4 +76,4 @@ async def test_a_real_channel_accepts_the_config(app: Application) -> None:
         tools = await stub.GetToolDefinitions(api.GetToolDefinitionsRequest())
         assert tools.tools
         session = await stub.CreateSession(api.CreateSessionRequest(request_id="cfg-1"))
-        assert session.session_id
+        assert session.name.startswith("sessions/")
