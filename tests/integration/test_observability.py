@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.production import code_of, sample, scrape
 from support.production import settings_for as make_settings
 from support.providers import Answer, ProgrammableProvider, creation, ops
@@ -46,28 +47,28 @@ async def test_access_log_is_json_lines_with_fields_and_no_message_content(
             stub = Stub(channel)
             await stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id="logged",
+                    parent=wm_names.session("logged"),
                     messages=[b.user(f"please remember {SECRET}"), b.assistant(SECRET)],
                     create_session_if_missing=True,
                 ),
                 metadata=(*AUTH, ("x-request-id", "trace-me-1")),
             )
-            events = [
-                e
-                async for e in stub.Commit(
-                    api.CommitRequest(session_id="logged"), metadata=AUTH, timeout=30
-                )
-            ]
+            started = await stub.CreateCommit(
+                api.CreateCommitRequest(parent=wm_names.session("logged")), metadata=AUTH
+            )
+            watch = api.WatchCommitRequest(name=started.name)
+            events = [e async for e in stub.WatchCommit(watch, metadata=AUTH, timeout=30)]
             assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
             await stub.SearchArchives(
-                api.SearchArchivesRequest(session_id="logged", query=SECRET), metadata=AUTH
+                api.SearchArchivesRequest(parent=wm_names.session("logged"), query=SECRET),
+                metadata=AUTH,
             )
             await stub.AssembleContext(
-                api.AssembleContextRequest(session_id="logged", token_budget=50_000),
+                api.AssembleContextRequest(name=wm_names.session("logged"), token_budget=50_000),
                 metadata=AUTH,
             )
             unauthenticated = await code_of(
-                stub.GetSession(api.GetSessionRequest(session_id="logged"))
+                stub.GetSession(api.GetSessionRequest(name=wm_names.session("logged")))
             )
             assert unauthenticated == grpc.StatusCode.UNAUTHENTICATED
             exposition = await asyncio.to_thread(scrape, metrics_port)
@@ -81,7 +82,8 @@ async def test_access_log_is_json_lines_with_fields_and_no_message_content(
     access = [e for e in parsed if e.get("event") == "rpc"]
     assert {e["method"] for e in access} >= {
         f"/{SERVICE}/AddMessages",
-        f"/{SERVICE}/Commit",
+        f"/{SERVICE}/CreateCommit",
+        f"/{SERVICE}/WatchCommit",
         f"/{SERVICE}/SearchArchives",
         f"/{SERVICE}/AssembleContext",
         f"/{SERVICE}/GetSession",
@@ -97,7 +99,8 @@ async def test_access_log_is_json_lines_with_fields_and_no_message_content(
         "logged",
         "trace-me-1",
     )
-    assert by_method["Commit"]["messages_sent"] == len(events)
+    assert by_method["WatchCommit"]["messages_sent"] == len(events)
+    assert by_method["CreateCommit"]["session_id"] == "logged"
     assert by_method["GetSession"]["code"] == "UNAUTHENTICATED"
     assert by_method["GetSession"]["tenant"] == ""
     assert len({e["request_id"] for e in access}) == len(access)  # one fresh id per RPC
@@ -142,34 +145,38 @@ async def test_metrics_endpoint_counts_rpcs_phase2_tokens_guards_and_queue(
         for text in ("first", "second"):
             await stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id="m", messages=[b.user(text)], create_session_if_missing=True
+                    parent=wm_names.session("m"),
+                    messages=[b.user(text)],
+                    create_session_if_missing=True,
                 ),
                 metadata=AUTH,
             )
-            events = [
-                e
-                async for e in stub.Commit(
-                    api.CommitRequest(session_id="m"), metadata=AUTH, timeout=30
-                )
-            ]
+            _, events = await commit_flow.commit(stub, "m", metadata=AUTH)
             assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
         assert (
             await code_of(
-                stub.GetSession(api.GetSessionRequest(session_id="absent"), metadata=AUTH)
+                stub.GetSession(
+                    api.GetSessionRequest(name=wm_names.session("absent")), metadata=AUTH
+                )
             )
             == grpc.StatusCode.NOT_FOUND
         )
         assert (
-            await code_of(stub.GetSession(api.GetSessionRequest(session_id="m")))
+            await code_of(stub.GetSession(api.GetSessionRequest(name=wm_names.session("m"))))
             == grpc.StatusCode.UNAUTHENTICATED
         )
 
         # a job held in the model call shows in the queue depth
         provider.gate = asyncio.Event()
         await stub.AddMessages(
-            api.AddMessagesRequest(session_id="m", messages=[b.user("third")]), metadata=AUTH
+            api.AddMessagesRequest(parent=wm_names.session("m"), messages=[b.user("third")]),
+            metadata=AUTH,
         )
-        call = stub.Commit(api.CommitRequest(session_id="m"), metadata=AUTH, timeout=30)
+        started = await stub.CreateCommit(commit_flow.create_request("m"), metadata=AUTH)
+        assert started.archive  # Phase 1 archived "third"
+        call = stub.WatchCommit(
+            api.WatchCommitRequest(name=started.name), metadata=AUTH, timeout=30
+        )
         first = await call.read()
         assert isinstance(first, pb.CommitEvent) and first.phase1.archived
         held = await _scrape(metered)
@@ -187,7 +194,7 @@ async def test_metrics_endpoint_counts_rpcs_phase2_tokens_guards_and_queue(
     def moved(name: str, **labels: str) -> float:
         return sample(after, name, **labels) - sample(before, name, **labels)
 
-    add, commit = f"{SERVICE}/AddMessages", f"{SERVICE}/Commit"
+    add, commit = f"{SERVICE}/AddMessages", f"{SERVICE}/CreateCommit"
     get = f"{SERVICE}/GetSession"
     assert moved("wm_rpcs_total", method=add, code="OK") == 3
     assert moved("wm_rpcs_total", method=commit, code="OK") == 3
