@@ -17,6 +17,7 @@ import pytest
 from integration.conftest import make_settings
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.errors import details
 from wm_proto.v1 import resources_pb2 as pb
 from wm_proto.v1 import working_memory_service_pb2 as api
@@ -24,7 +25,7 @@ from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.app import start_application
 
 Stub = service_grpc.WorkingMemoryServiceStub
-OWNER = api.MemoryOwner(user_id="u1")
+OWNER = wm_names.user("u1")
 # Stored whole (past the inline limit), and past one page of lines (10,000).
 OUTPUT = "\n".join(f"line {i}" for i in range(10_050))
 
@@ -45,7 +46,7 @@ async def servers(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Stub]
 
 
 async def _commit(stub: Stub, session: str) -> None:
-    events = [e async for e in stub.Commit(api.CommitRequest(session_id=session), timeout=60)]
+    _, events = await commit_flow.commit(stub, session, within=60)
     assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED, events[-1]
 
 
@@ -56,7 +57,7 @@ async def _fill(stub: Stub) -> None:
     for turn in range(2):
         await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="s",
+                parent=wm_names.session("s"),
                 messages=[
                     b.user(f"question {turn}", f"q{turn}"),
                     b.tool_call(f"call{turn}", "run", {"n": turn}, f"c{turn}"),
@@ -68,7 +69,9 @@ async def _fill(stub: Stub) -> None:
         )
         await _commit(stub, "s")
     await stub.AddMessages(
-        api.AddMessagesRequest(session_id="s", messages=[b.user("later"), b.user("latest")])
+        api.AddMessagesRequest(
+            parent=wm_names.session("s"), messages=[b.user("later"), b.user("latest")]
+        )
     )
     for text in ("Ledger runs on PostgreSQL", "Deploys go out on Tuesdays"):
         memory = pb.Memory(type=pb.MEMORY_TYPE_DECISION, text=text)
@@ -77,27 +80,35 @@ async def _fill(stub: Stub) -> None:
 
 async def _first_pages(stub: Stub) -> dict[str, str]:
     """The token after the first item of every paged list."""
-    archive_id = (
-        (await stub.ListArchives(api.ListArchivesRequest(session_id="s"))).archives[0].archive_id
+    archive = (
+        (await stub.ListArchives(api.ListArchivesRequest(parent=wm_names.session("s"))))
+        .archives[0]
+        .name
     )
     tokens = {
         "sessions": (await stub.ListSessions(api.ListSessionsRequest(page_size=1))).next_page_token,
         "messages": (
-            await stub.ListMessages(api.ListMessagesRequest(session_id="s", page_size=1))
+            await stub.ListMessages(
+                api.ListMessagesRequest(parent=wm_names.session("s"), page_size=1)
+            )
         ).next_page_token,
         "commits": (
-            await stub.ListCommits(api.ListCommitsRequest(session_id="s", page_size=1))
+            await stub.ListCommits(
+                api.ListCommitsRequest(parent=wm_names.session("s"), page_size=1)
+            )
         ).next_page_token,
         "archives": (
-            await stub.ListArchives(api.ListArchivesRequest(session_id="s", page_size=1))
+            await stub.ListArchives(
+                api.ListArchivesRequest(parent=wm_names.session("s"), page_size=1)
+            )
         ).next_page_token,
         "archive": (
-            await stub.GetArchive(
-                api.GetArchiveRequest(session_id="s", archive_id=archive_id, page_size=1)
-            )
-        ).next_messages_page_token,
+            await stub.ListMessages(api.ListMessagesRequest(parent=archive, page_size=1))
+        ).next_page_token,
         "tool_output": (
-            await stub.GetToolOutput(api.GetToolOutputRequest(session_id="s", output_id="out.r0.0"))
+            await stub.GetToolOutput(
+                api.GetToolOutputRequest(name=wm_names.tool_output("s", "out.r0.0"))
+            )
         ).next_page_token,
         "memories": (
             await stub.ListMemories(api.ListMemoriesRequest(owner=OWNER, page_size=1))
@@ -109,8 +120,10 @@ async def _first_pages(stub: Stub) -> dict[str, str]:
 
 async def _next_pages(stub: Stub, tokens: dict[str, str]) -> dict[str, int]:
     """How many items the page after each token holds (raises what the server refuses)."""
-    archive_id = (
-        (await stub.ListArchives(api.ListArchivesRequest(session_id="s"))).archives[0].archive_id
+    archive = (
+        (await stub.ListArchives(api.ListArchivesRequest(parent=wm_names.session("s"))))
+        .archives[0]
+        .name
     )
     return {
         "sessions": len(
@@ -121,37 +134,41 @@ async def _next_pages(stub: Stub, tokens: dict[str, str]) -> dict[str, int]:
         "messages": len(
             (
                 await stub.ListMessages(
-                    api.ListMessagesRequest(session_id="s", page_token=tokens["messages"])
+                    api.ListMessagesRequest(
+                        parent=wm_names.session("s"), page_token=tokens["messages"]
+                    )
                 )
             ).messages
         ),
         "commits": len(
             (
                 await stub.ListCommits(
-                    api.ListCommitsRequest(session_id="s", page_token=tokens["commits"])
+                    api.ListCommitsRequest(
+                        parent=wm_names.session("s"), page_token=tokens["commits"]
+                    )
                 )
             ).commits
         ),
         "archives": len(
             (
                 await stub.ListArchives(
-                    api.ListArchivesRequest(session_id="s", page_token=tokens["archives"])
+                    api.ListArchivesRequest(
+                        parent=wm_names.session("s"), page_token=tokens["archives"]
+                    )
                 )
             ).archives
         ),
         "archive": len(
             (
-                await stub.GetArchive(
-                    api.GetArchiveRequest(
-                        session_id="s", archive_id=archive_id, page_token=tokens["archive"]
-                    )
+                await stub.ListMessages(
+                    api.ListMessagesRequest(parent=archive, page_token=tokens["archive"])
                 )
             ).messages
         ),
         "tool_output": (
             await stub.GetToolOutput(
                 api.GetToolOutputRequest(
-                    session_id="s", output_id="out.r0.0", page_token=tokens["tool_output"]
+                    name=wm_names.tool_output("s", "out.r0.0"), page_token=tokens["tool_output"]
                 )
             )
         ).line_count,
