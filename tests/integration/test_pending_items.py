@@ -70,8 +70,8 @@ async def test_a_refused_item_is_shown_until_the_working_memory_holds_it(
         assert [(i.section, i.text, i.source) for i in memory.pending_items] == [
             (KEY_FACTS, text, "bound") for text in REFUSED
         ]
-        assert {i.commit_id for i in memory.pending_items} == {refusing.commit_id}
-        assert {i.archive_id for i in memory.pending_items} == {"archive_002"}
+        assert {i.commit for i in memory.pending_items} == {refusing.name}
+        assert {i.archive for i in memory.pending_items} == {"sessions/p/archives/archive_002"}
         assert memory.pending_item_limit == 5
         # An older version is not the session's present: it carries no pending items.
         older = await wm.get_working_memory("p", version=memory.version - 1)

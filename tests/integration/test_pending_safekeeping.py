@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from support import builders as b
+from support import wm_names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for
 from support.providers import Answer, ProgrammableProvider, creation, ops
 from wm_client import WmClient
 from wm_proto.v1 import resources_pb2 as pb
-from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.app import Application, start_application
 
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
@@ -71,7 +71,7 @@ async def _commit(wm: WmClient, session: str, text: str) -> list[pb.CommitEvent]
 async def test_a_refused_fact_is_pending_or_found_by_search_memories(
     app: Application, provider: ProgrammableProvider
 ) -> None:
-    owner = api.MemoryOwner(session_id="s")
+    owner = wm_names.session("s")
     async with WmClient(app.address) as wm:
         for i in range(1, COMMITS + 1):
             events = await _commit(wm, "s", f"turn {i}")
@@ -96,7 +96,7 @@ async def test_a_refused_fact_is_pending_or_found_by_search_memories(
             assert written.state == pb.MEMORY_STATE_ACTIVE  # no later item superseded it
             assert written.fields["refused_in_archive"] == str(i)
             assert written.type == pb.MEMORY_TYPE_DECISION
-            assert [source.session_id for source in written.sources] == ["s"]
+            assert [source.session for source in written.sources] == ["sessions/s"]
         # Each was written once, though later extractions were shown it no more.
         listed = await wm.list_memories(owner=owner, page_size=100)
         texts = [m.text for m in listed.memories]
@@ -115,7 +115,7 @@ async def test_a_failed_extraction_keeps_the_items_pending(
         memory = await wm.get_working_memory("s")
         pending = "\n".join(item.text for item in memory.pending_items)
         assert [i for i in range(2, COMMITS) if fact(i) not in pending] == []
-        owner = api.MemoryOwner(session_id="s")
+        owner = wm_names.session("s")
         assert not (await wm.list_memories(owner=owner)).memories
 
         provider.default_memories = Answer({"ops": []})

@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from support import commit_flow, wm_names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for
 from support.write_count import counting_writes
@@ -44,16 +45,19 @@ async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[A
 async def _commit(
     stub: service_grpc.WorkingMemoryServiceStub, session: str, user: str
 ) -> list[pb.CommitEvent]:
-    await stub.CreateSession(api.CreateSessionRequest(session_id=session, user_id=user))
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id=session, session=pb.Session(user_id=user))
+    )
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session,
+            parent=wm_names.session(session),
             messages=[
                 pb.Message(role=role, parts=[pb.Part(text=text)]) for role, text in CONVERSATION
             ],
         )
     )
-    return [e async for e in stub.Commit(api.CommitRequest(session_id=session))]
+    started = await stub.CreateCommit(commit_flow.create_request(session))
+    return [e async for e in stub.WatchCommit(api.WatchCommitRequest(name=started.name))]
 
 
 async def test_a_one_call_commit_writes_three_transactions_in_phase2(app: Application) -> None:
@@ -69,7 +73,7 @@ async def test_a_one_call_commit_writes_three_transactions_in_phase2(app: Applic
     assert stages.count(pb.COMMIT_STAGE_LLM_REQUEST_SENT) == 2
     assert stages.count(pb.COMMIT_STAGE_LLM_RESPONSE_RECEIVED) == 2
     extracted = next(e for e in events if e.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED)
-    assert extracted.memories_extracted.created_memory_ids
+    assert extracted.memories_extracted.created_memories
     # Claim, the durable boundary before the model is asked, completion.
     assert writes.phase2 == [
         "wm_server.phase2.store.claim",
