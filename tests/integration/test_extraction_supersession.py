@@ -16,6 +16,8 @@ import pytest
 from integration.conftest import make_settings
 
 from support import builders as b
+from support import commit_flow
+from support import wm_names as names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from wm_core import MemoryOp, MemoryOpKind, MemoryType, memory_tool_arguments
 from wm_proto.v1 import resources_pb2 as pb
@@ -27,7 +29,7 @@ from wm_server.llm.port import MemoryRequest, ModelReply, Usage
 
 Stub = service_grpc.WorkingMemoryServiceStub
 ENGINES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-USER = api.MemoryOwner(user_id="dana")
+USER = "users/dana"
 
 
 class Answering(OfflineProvider):
@@ -71,16 +73,16 @@ async def stub(
 async def _conversation(stub: Stub, *turns: pb.Message) -> pb.MemoryDiff:
     """A new session of the user with these turns, committed; its memory diff."""
     session = f"s-{uuid.uuid4().hex[:10]}"
-    await stub.CreateSession(api.CreateSessionRequest(session_id=session, user_id="dana"))
-    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=list(turns)))
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
-    diff = None
-    async for event in call:
-        if event.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED:
-            diff = event.memories_extracted
-        if event.terminal:
-            break
-    assert diff is not None
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id=session, session=pb.Session(user_id="dana"))
+    )
+    await stub.AddMessages(
+        api.AddMessagesRequest(parent=names.session(session), messages=list(turns))
+    )
+    _, events = await commit_flow.commit(stub, session, 0, within=60)
+    (diff,) = [
+        e.memories_extracted for e in events if e.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED
+    ]
     return diff
 
 
@@ -116,38 +118,36 @@ async def test_a_changed_decision_and_preference_supersede_the_old_ones(stub: St
         "CockroachDB" in decision.text
         and preference.text == "The user now prefers spaces over tabs."
     )
-    assert sorted(diff.superseded_memory_ids) == sorted(
-        [old_decision.memory_id, old_preference.memory_id]
-    )
-    assert {decision.memory_id, preference.memory_id} <= set(diff.created_memory_ids)
+    assert sorted(diff.superseded_memories) == sorted([old_decision.name, old_preference.name])
+    assert {decision.name, preference.name} <= set(diff.created_memories)
     for new, old in ((decision, old_decision), (preference, old_preference)):
-        assert list(new.supersedes_memory_ids) == [old.memory_id]
-        then = await stub.GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
+        assert list(new.supersedes) == [old.name]
+        then = await stub.GetMemory(api.GetMemoryRequest(name=old.name))
         assert then.state == pb.MEMORY_STATE_SUPERSEDED
-        assert then.superseded_by_memory_id == new.memory_id
+        assert then.superseded_by == new.name
         assert then.text == old.text and then.version == 1  # kept as it was, not rewritten
         assert then.HasField("valid_until") and then.valid_until.seconds >= then.valid_from.seconds
     superseded = await _by_type(stub, pb.MEMORY_STATE_SUPERSEDED)
-    assert {m.memory_id for m in superseded.values()} == {
-        old_decision.memory_id, old_preference.memory_id,
+    assert {m.name for m in superseded.values()} == {
+        old_decision.name, old_preference.name,
     }  # fmt: skip
 
     hits = await stub.SearchMemories(
         api.SearchMemoriesRequest(owner=USER, query="which database does the ledger use")
     )
-    assert [h.memory.memory_id for h in hits.hits][:1] == [decision.memory_id]
-    assert old_decision.memory_id not in [h.memory.memory_id for h in hits.hits]
+    assert [h.memory.name for h in hits.hits][:1] == [decision.name]
+    assert old_decision.name not in [h.memory.name for h in hits.hits]
     history = await stub.SearchMemories(
         api.SearchMemoriesRequest(
             owner=USER, query="PostgreSQL ledger replication", include_superseded=True
         )
     )
-    ranked = [h.memory.memory_id for h in history.hits]
-    assert ranked.index(decision.memory_id) < ranked.index(old_decision.memory_id)
+    ranked = [h.memory.name for h in history.hits]
+    assert ranked.index(decision.name) < ranked.index(old_decision.name)
 
     # Saying the current thing again changes nothing.
     again = await _conversation(stub, b.user("I now prefer spaces over tabs.", "c1"))
-    assert list(again.superseded_memory_ids) == [] and list(again.created_memory_ids) == []
+    assert list(again.superseded_memories) == [] and list(again.created_memories) == []
 
 
 async def test_a_models_retire_and_create_of_one_fact_is_a_supersession(
@@ -159,7 +159,7 @@ async def test_a_models_retire_and_create_of_one_fact_is_a_supersession(
         memory_tool_arguments(
             [
                 MemoryOp(
-                    MemoryOpKind.RETIRE, target_ids=(old.memory_id,),
+                    MemoryOpKind.RETIRE, target_ids=(names.last_segment(old.name),),
                     reason="the user said their name is now Dana Brooks",
                     source_message_ids=("b1",),
                 ),
@@ -174,35 +174,33 @@ async def test_a_models_retire_and_create_of_one_fact_is_a_supersession(
         Usage(llm_calls=1),
     )  # fmt: skip
     diff = await _conversation(stub, b.user("I married: my name is now Dana Brooks.", "b1"))
-    assert list(diff.superseded_memory_ids) == [old.memory_id]
-    assert list(diff.retired_memory_ids) == []  # superseded, not retired
+    assert list(diff.superseded_memories) == [old.name]
+    assert list(diff.retired_memories) == []  # superseded, not retired
     new = (await _by_type(stub))[pb.MEMORY_TYPE_PROFILE]
     assert new.text == "The user's name is Dana Brooks."
-    assert list(new.supersedes_memory_ids) == [old.memory_id]
-    then = await stub.GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
-    assert (
-        then.state == pb.MEMORY_STATE_SUPERSEDED and then.superseded_by_memory_id == new.memory_id
-    )
+    assert list(new.supersedes) == [old.name]
+    then = await stub.GetMemory(api.GetMemoryRequest(name=old.name))
+    assert then.state == pb.MEMORY_STATE_SUPERSEDED and then.superseded_by == new.name
 
 
 async def _commit(stub: Stub, session: str, *turns: pb.Message) -> pb.MemoryDiff:
     """These turns added to ``session`` and committed; the commit's memory diff."""
-    await stub.AddMessages(api.AddMessagesRequest(session_id=session, messages=list(turns)))
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
-    diff = None
-    async for event in call:
-        if event.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED:
-            diff = event.memories_extracted
-        if event.terminal:
-            break
-    assert diff is not None
+    await stub.AddMessages(
+        api.AddMessagesRequest(parent=names.session(session), messages=list(turns))
+    )
+    _, events = await commit_flow.commit(stub, session, 0, within=60)
+    (diff,) = [
+        e.memories_extracted for e in events if e.stage == pb.COMMIT_STAGE_MEMORIES_EXTRACTED
+    ]
     return diff
 
 
 async def test_the_user_changing_their_name_home_and_taste_supersedes_the_old_facts(
     stub: Stub,
 ) -> None:
-    await stub.CreateSession(api.CreateSessionRequest(session_id="s-life", user_id="dana"))
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id="s-life", session=pb.Session(user_id="dana"))
+    )
     await _commit(
         stub, "s-life",
         b.user("My name is Dana Whitfield. I live in Berlin.", "a1"),
@@ -222,10 +220,10 @@ async def test_the_user_changing_their_name_home_and_taste_supersedes_the_old_fa
         b.assistant("Congratulations, Dana!", "b2"),
         b.user("I've moved to Lisbon. And I don't prefer tabs any more, I now prefer 4-space indents.", "b3"),
     )  # fmt: skip
-    assert sorted(diff.superseded_memory_ids) == sorted(
-        [old_name.memory_id, old_home.memory_id, old_taste.memory_id]
+    assert sorted(diff.superseded_memories) == sorted(
+        [old_name.name, old_home.name, old_taste.name]
     )
-    assert list(diff.retired_memory_ids) == []
+    assert list(diff.retired_memories) == []
     current = {
         m.text: m for m in (await stub.ListMemories(api.ListMemoriesRequest(owner=USER))).memories
     }
@@ -237,11 +235,11 @@ async def test_the_user_changing_their_name_home_and_taste_supersedes_the_old_fa
     assert set(current) == set(replaced)  # only the current facts are active
     for text, old in replaced.items():
         new = current[text]
-        assert new.memory_id in diff.created_memory_ids
-        assert list(new.supersedes_memory_ids) == [old.memory_id]
-        then = await stub.GetMemory(api.GetMemoryRequest(memory_id=old.memory_id))
+        assert new.name in diff.created_memories
+        assert list(new.supersedes) == [old.name]
+        then = await stub.GetMemory(api.GetMemoryRequest(name=old.name))
         assert then.state == pb.MEMORY_STATE_SUPERSEDED, text
-        assert then.superseded_by_memory_id == new.memory_id
+        assert then.superseded_by == new.name
         assert then.text == old.text and then.version == old.version  # kept as it was
         assert then.HasField("valid_until") and then.valid_until.seconds >= then.valid_from.seconds
         assert then.valid_until.seconds <= new.valid_from.seconds + 1
@@ -250,15 +248,15 @@ async def test_the_user_changing_their_name_home_and_taste_supersedes_the_old_fa
     hits = await stub.SearchMemories(
         api.SearchMemoriesRequest(owner=USER, query="what is the user's name")
     )
-    found = [h.memory.memory_id for h in hits.hits]
-    assert found[:1] == [name.memory_id] and old_name.memory_id not in found
+    found = [h.memory.name for h in hits.hits]
+    assert found[:1] == [name.name] and old_name.name not in found
     history = await stub.SearchMemories(
         api.SearchMemoriesRequest(
             owner=USER, query="what is the user's name", include_superseded=True
         )
     )
-    ranked = [h.memory.memory_id for h in history.hits]
-    assert ranked.index(name.memory_id) < ranked.index(old_name.memory_id)
+    ranked = [h.memory.name for h in history.hits]
+    assert ranked.index(name.name) < ranked.index(old_name.name)
 
 
 async def test_the_extraction_preview_shows_what_each_new_fact_would_supersede(
@@ -271,10 +269,12 @@ async def test_the_extraction_preview_shows_what_each_new_fact_would_supersede(
     )
     before = await stub.ListMemories(api.ListMemoriesRequest(owner=USER))
     old = {m.text: m for m in before.memories}
-    await stub.CreateSession(api.CreateSessionRequest(session_id="s-next", user_id="dana"))
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id="s-next", session=pb.Session(user_id="dana"))
+    )
     preview = await stub.PreviewMemoryExtraction(
         api.PreviewMemoryExtractionRequest(
-            session_id="s-next",
+            name="sessions/s-next",
             messages=[
                 b.user("My name is now Dana Brooks.", "b1"),
                 b.user("I've moved to Lisbon. My sister Laura lives in Toronto.", "b2"),
@@ -282,26 +282,24 @@ async def test_the_extraction_preview_shows_what_each_new_fact_would_supersede(
         )
     )
     shown = {
-        op.text: [(m.memory_id, m.text) for m in op.supersedes]
+        op.text: [(m.memory, m.text) for m in op.supersedes]
         for op in preview.ops
         if op.kind == pb.MEMORY_OP_KIND_CREATE
     }
     name, home = old["The user's name is Dana Whitfield."], old["The user lives in Berlin."]
-    assert shown["The user's name is Dana Brooks."] == [(name.memory_id, name.text)]
-    assert shown["The user has moved to Lisbon."] == [(home.memory_id, home.text)]
+    assert shown["The user's name is Dana Brooks."] == [(name.name, name.text)]
+    assert shown["The user has moved to Lisbon."] == [(home.name, home.text)]
     assert [t for t, found in shown.items() if not found] == [
         "The user's sister Laura lives in Toronto."
     ]  # a fact about someone else supersedes nothing
     retire = [op for op in preview.ops if op.kind == pb.MEMORY_OP_KIND_RETIRE]
     # The offline extractor retires each old fact too (a changed name): that RETIRE is not
     # applied on its own (the memory is superseded) and supersedes nothing itself.
-    assert sorted(op.target_memory_ids[0] for op in retire) == sorted(
-        [name.memory_id, home.memory_id]
-    )
+    assert sorted(op.target_memories[0] for op in retire) == sorted([name.name, home.name])
     assert [list(op.supersedes) for op in retire] == [[], []]
 
     # A dry run: nothing superseded, nothing written.
     after = await stub.ListMemories(api.ListMemoriesRequest(owner=USER))
-    assert [(m.memory_id, m.state, m.version) for m in after.memories] == [
-        (m.memory_id, m.state, m.version) for m in before.memories
+    assert [(m.name, m.state, m.version) for m in after.memories] == [
+        (m.name, m.state, m.version) for m in before.memories
     ]

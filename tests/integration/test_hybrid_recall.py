@@ -15,6 +15,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from support import commit_flow
+from support import wm_names as names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for
 from support.providers import ProgrammableProvider
@@ -51,23 +53,25 @@ async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[A
 
 
 async def _conversation(stub: Stub, session: str = "s") -> None:
-    await stub.CreateSession(api.CreateSessionRequest(session_id=session, user_id="u1"))
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id=session, session=pb.Session(user_id="u1"))
+    )
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session,
+            parent=names.session(session),
             messages=[
                 pb.Message(id=f"m{i}", role=pb.ROLE_USER, parts=[pb.Part(text=t)])
                 for i, t in enumerate(CONVERSATION)
             ],
         )
     )
-    stages = [e.stage async for e in stub.Commit(api.CommitRequest(session_id=session))]
-    assert stages[-1] == pb.COMMIT_STAGE_COMPLETED
+    _, events = await commit_flow.commit(stub, session)
+    assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
 
 
 def _hybrid(query: str, **fields: object) -> api.SearchArchivesRequest:
     return api.SearchArchivesRequest(
-        session_id="s", query=query, mode=api.SEARCH_MODE_HYBRID, **fields
+        parent="sessions/s", query=query, mode=api.SEARCH_MODE_HYBRID, **fields
     )
 
 
@@ -78,18 +82,18 @@ async def test_a_completed_commit_is_searchable_by_meaning(app: Application) -> 
         answer = await stub.SearchArchives(_hybrid("when did she begin ceramics lessons"))
         assert answer.semantic_recall == api.SEMANTIC_RECALL_FULL
         assert answer.unembedded_rows == 0
-        assert answer.hits[0].message_id == "m2"  # no word in common: by meaning
+        assert answer.hits[0].message == "sessions/s/messages/m2"  # no word in common: by meaning
         assert answer.hits[0].dense_score > 0 and answer.hits[0].lexical_score == 0
         for hit in answer.hits:
             assert hit.score == pytest.approx(hit.lexical_score + hit.dense_score)
         both = await stub.SearchArchives(_hybrid("ledger database choice"))
-        assert both.hits[0].message_id == "m0"
+        assert both.hits[0].message == "sessions/s/messages/m0"
         assert both.hits[0].lexical_score > 0 and both.hits[0].dense_score > 0
         strict = await stub.SearchArchives(_hybrid("ledger database choice", min_score=0.9))
-        assert [h.message_id for h in strict.hits] == ["m0"]
+        assert [h.message for h in strict.hits] == ["sessions/s/messages/m0"]
 
         for request, field in (
-            (api.SearchArchivesRequest(session_id="s", query="x", mode=7), "mode"),  # type: ignore[arg-type]
+            (api.SearchArchivesRequest(parent="sessions/s", query="x", mode=7), "mode"),  # type: ignore[arg-type]
             (_hybrid("ledger", min_score=1.5), "min_score"),
         ):
             with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -101,15 +105,17 @@ async def test_a_completed_commit_is_searchable_by_meaning(app: Application) -> 
 async def test_a_written_memory_is_embedded_in_the_background(app: Application) -> None:
     async with grpc.aio.insecure_channel(app.address) as channel:
         stub = Stub(channel)
-        await stub.CreateSession(api.CreateSessionRequest(session_id="s", user_id="u1"))
-        owner = api.MemoryOwner(user_id="u1")
+        await stub.CreateSession(
+            api.CreateSessionRequest(session_id="s", session=pb.Session(user_id="u1"))
+        )
+        owner = "users/u1"
         for text in ("Started a pottery class", "The ledger runs on PostgreSQL"):
             await stub.CreateMemory(
                 api.CreateMemoryRequest(
                     owner=owner, memory=pb.Memory(type=pb.MEMORY_TYPE_EVENT, text=text)
                 )
             )
-        request = api.SearchMemoriesRequest(owner=owner, query="ceramics", limit=1)
+        request = api.SearchMemoriesRequest(owner=owner, query="ceramics", page_size=1)
         for _ in range(100):  # the loop embeds it shortly after the write
             answer = await stub.SearchMemories(request)
             if answer.semantic_recall == api.SEMANTIC_RECALL_FULL:
@@ -123,22 +129,23 @@ async def test_a_written_memory_is_embedded_in_the_background(app: Application) 
         await stub.AddMessages(_ask("s", "ceramics"))  # as the search above
         context = await stub.AssembleContext(_recalling("s"))
         assert context.semantic_recall == api.SEMANTIC_RECALL_FULL
-        assert answer.hits[0].memory.memory_id in context.recalled_memory_ids
+        assert answer.hits[0].memory.name in context.recalled_memories
         plain = await stub.AssembleContext(
-            api.AssembleContextRequest(session_id="s", token_budget=8_000)
+            api.AssembleContextRequest(name="sessions/s", token_budget=8_000)
         )
         assert plain.semantic_recall == api.SEMANTIC_RECALL_UNSPECIFIED  # no recall asked
 
 
 def _ask(session: str, text: str) -> api.AddMessagesRequest:
     return api.AddMessagesRequest(
-        session_id=session, messages=[pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text=text)])]
+        parent=names.session(session),
+        messages=[pb.Message(role=pb.ROLE_USER, parts=[pb.Part(text=text)])],
     )
 
 
 def _recalling(session: str) -> api.AssembleContextRequest:
     return api.AssembleContextRequest(
-        session_id=session,
+        name=names.session(session),
         token_budget=8_000,
         memory_recall=api.MemoryRecall(enabled=True),
     )
@@ -151,17 +158,18 @@ async def test_a_query_of_symbols_only_is_matched_literally(app: Application) ->
         texts = ['Then run grep {"pattern": "TODO"} over src/', "No braces in this one."]
         await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="s",
+                parent="sessions/s",
                 messages=[
                     pb.Message(id=f"m{i}", role=pb.ROLE_USER, parts=[pb.Part(text=t)])
                     for i, t in enumerate(texts)
                 ],
             )
         )
-        stages = [e.stage async for e in stub.Commit(api.CommitRequest(session_id="s"))]
-        assert stages[-1] == pb.COMMIT_STAGE_COMPLETED
+        _, events = await commit_flow.commit(stub, "s")
+        assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
         answer = await stub.SearchArchives(_hybrid('{"'))  # no word for the index to rank
-        assert [h.message_id for h in answer.hits] == ["m0"] and answer.total_matches == 1
+        assert [h.message for h in answer.hits] == ["sessions/s/messages/m0"]
+        assert answer.total_matches == 1
         hit = answer.hits[0]
         assert (hit.score, hit.lexical_score, hit.dense_score) == (1.0, 1.0, 0.0)
         assert '{"pattern"' in hit.snippet
@@ -189,9 +197,10 @@ async def test_no_embedder_or_a_dead_one_answers_lexically_with_the_flag(tmp_pat
                 await _conversation(stub)
                 answer = await stub.SearchArchives(_hybrid("ledger PostgreSQL"))
                 assert answer.semantic_recall == flag
-                assert answer.hits[0].message_id == "m0" and answer.hits[0].dense_score == 0
+                assert answer.hits[0].message == "sessions/s/messages/m0"
+                assert answer.hits[0].dense_score == 0
                 memories = await stub.SearchMemories(
-                    api.SearchMemoriesRequest(owner=api.MemoryOwner(user_id="u1"), query="x")
+                    api.SearchMemoriesRequest(owner="users/u1", query="x")
                 )
                 assert memories.semantic_recall == flag
                 await stub.AddMessages(_ask("s", "what did we pick for the ledger?"))

@@ -14,7 +14,7 @@ import pytest
 from integration.conftest import make_settings
 
 from wm_server.app import start_application
-from wm_server.inspector.params import MAX_INT64
+from wm_server.inspector.params import MAX_INT64, MAX_VERSION
 
 HUGE = "9" * 5_000  # fits a request line; more digits than int() converts
 
@@ -22,6 +22,8 @@ BAD = [
     ("/sessions/s/memory?version=" + HUGE, "version"),
     ("/sessions/s/memory?against=" + "1" * 4_400, "against"),
     (f"/sessions/s/memory?version={MAX_INT64 + 1}", "version"),
+    (f"/sessions/s/memory?version={MAX_VERSION + 1}", "version"),  # more than a name spells
+    (f"/sessions/s/memory?against={MAX_VERSION + 1}", "against"),
     ("/sessions/s/memory?against=-1", "against"),
     ("/sessions/s/memory?version=1e3", "version"),
     ("/sessions/s/memory?version=%D9%A3", "version"),  # an Arabic-Indic digit
@@ -62,8 +64,8 @@ async def test_the_largest_numbers_the_api_carries_reach_it(inspector: str) -> N
     """In range is not the caller's mistake: the API answers (here: nothing of that number)."""
     async with aiohttp.ClientSession() as http:
         for path in (
-            f"/sessions/s/memory?version={MAX_INT64}",
-            f"/sessions/s/memory?against=000{MAX_INT64}",  # leading zeros are the same number
+            f"/sessions/s/memory?version={MAX_VERSION}",  # 18 digits: workingMemories/{version}
+            f"/sessions/s/memory?against=000{MAX_VERSION}",  # leading zeros: the same number
             f"/sessions/s/commits/c/events?after={MAX_INT64}",
         ):
             async with http.get(inspector + path) as answer:

@@ -18,6 +18,7 @@ from pathlib import Path
 import aiohttp
 
 from support.server_process import ServerProcess, free_port
+from support.wm_names import last_segment
 from wm_client import WmClient
 from wm_client.describe import event_detail, stage_name, state_name, when
 from wm_proto.v1 import resources_pb2 as pb
@@ -80,13 +81,14 @@ async def test_the_inspector_draws_its_pages_where_rich_cannot_be_imported(
         async with WmClient(server.address) as client:
             await client.add_messages("s1", _messages(6), create_session_if_missing=True)
             events = [event async for event in client.commit("s1", keep_recent_count=0)]
-            commit = await client.get_commit("s1", events[-1].commit_id)
+            commit = await client.get_commit("s1", events[-1].commit)
             session = await client.get_session("s1")
+        commit_id = last_segment(commit.name)
         assert commit.state == pb.COMMIT_STATE_COMPLETED
         base = f"http://127.0.0.1:{inspector}"
         async with aiohttp.ClientSession() as http:
             pages = {}
-            for path in ("/", "/sessions/s1", f"/sessions/s1/commits/{commit.commit_id}"):
+            for path in ("/", "/sessions/s1", f"/sessions/s1/commits/{commit_id}"):
                 async with http.get(base + path) as answer:
                     assert answer.status == 200, (path, await answer.text())
                     pages[path] = await answer.text()
@@ -94,9 +96,9 @@ async def test_the_inspector_draws_its_pages_where_rich_cannot_be_imported(
         server.terminate()
     assert "No module named 'rich'" not in server.log_path.read_text()
     assert html.escape(when(session.update_time)) in pages["/"]
-    assert commit.commit_id in pages["/sessions/s1"]
+    assert commit_id in pages["/sessions/s1"]
     assert f"state-{state_name(commit.state)}" in pages["/sessions/s1"]
-    commit_page = pages[f"/sessions/s1/commits/{commit.commit_id}"]
+    commit_page = pages[f"/sessions/s1/commits/{commit_id}"]
     assert f"<td id=commit-state>{state_name(commit.state)}</td>" in commit_page
     stored = [e for e in events if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
     assert len(stored) >= 3

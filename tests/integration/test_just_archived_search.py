@@ -11,6 +11,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from support import commit_flow
+from support import wm_names as names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for
 from wm_proto.v1 import resources_pb2 as pb
@@ -40,9 +42,9 @@ async def _search(
     stub: service_grpc.WorkingMemoryServiceStub, query: str, mode: int
 ) -> tuple[list[str], int]:
     answer = await stub.SearchArchives(
-        api.SearchArchivesRequest(session_id="s", query=query, mode=mode, max_hits=5)  # type: ignore[arg-type]
+        api.SearchArchivesRequest(parent="sessions/s", query=query, mode=mode, page_size=5)  # type: ignore[arg-type]
     )
-    return [h.message_id for h in answer.hits], answer.total_matches
+    return [names.last_segment(h.message) for h in answer.hits], answer.total_matches
 
 
 async def _found_first(
@@ -69,20 +71,15 @@ async def test_a_just_archived_message_is_found_by_every_mode_before_phase2(
         messages.append(_said(600, "The zeppelin hangar lease ends in March."))
         for start in range(0, len(messages), 200):
             await stub.AddMessages(
-                api.AddMessagesRequest(session_id="s", messages=messages[start : start + 200])
+                api.AddMessagesRequest(parent="sessions/s", messages=messages[start : start + 200])
             )
-        call = stub.Commit(api.CommitRequest(session_id="s", keep_recent_count=0))
-        first = await call.read()
-        assert isinstance(first, pb.CommitEvent)
-        assert first.phase1.archived_message_count == 601
-        call.cancel()  # the commit goes on without its stream
+        first = await stub.CreateCommit(commit_flow.create_request("s"))
+        assert first.archived_message_count == 601  # Phase 1 is stored; nobody watches
         await _found_first(stub, "zeppelin hangar", "m600")
         # The first archive's earlier messages are found as well, each once.
         hits, total = await _search(stub, "routine status", api.SEARCH_MODE_RANKED)
         assert total == 600 and len(hits) == 5
-        commit = await stub.GetCommit(
-            api.GetCommitRequest(session_id="s", commit_id=first.commit_id)
-        )
+        commit = await stub.GetCommit(api.GetCommitRequest(name=first.name))
         assert commit.state == pb.COMMIT_STATE_PENDING  # Phase 2 has not run
 
 
@@ -92,11 +89,10 @@ async def test_once_phase2_indexed_it_the_message_is_found_the_same(app: Applica
         await stub.CreateSession(api.CreateSessionRequest(session_id="s"))
         await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="s",
+                parent="sessions/s",
                 messages=[_said(0, "The zeppelin hangar lease ends in March."), _said(1, "ok")],
             )
         )
-        call = stub.Commit(api.CommitRequest(session_id="s", keep_recent_count=0))
-        events = [e async for e in call]
+        _, events = await commit_flow.commit(stub, "s")
         assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED  # its rows are written
         await _found_first(stub, "zeppelin hangar", "m0")
