@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from support import commit_flow, wm_names
 from support.errors import details
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for as make_settings
@@ -43,7 +44,7 @@ async def stub(app: Application) -> AsyncIterator[Stub]:
         yield Stub(channel)
 
 
-async def _remember(stub: Stub, owner: api.MemoryOwner, text: str) -> pb.Memory:
+async def _remember(stub: Stub, owner: str, text: str) -> pb.Memory:
     reply = await stub.CreateMemory(
         api.CreateMemoryRequest(
             owner=owner, memory=pb.Memory(type=pb.MEMORY_TYPE_ENTITY, text=text)
@@ -54,7 +55,9 @@ async def _remember(stub: Stub, owner: api.MemoryOwner, text: str) -> pb.Memory:
 
 async def _session_with_history(stub: Stub, session_id: str, user_id: str) -> None:
     """A session of the user with an archive and a stored tool output."""
-    await stub.CreateSession(api.CreateSessionRequest(session_id=session_id, user_id=user_id))
+    await stub.CreateSession(
+        api.CreateSessionRequest(session_id=session_id, session=pb.Session(user_id=user_id))
+    )
     long_output = "\n".join(f"line {n} of the {session_id} build log" for n in range(200))
     messages = [
         pb.Message(id="m0", role=pb.ROLE_USER, parts=[pb.Part(text=f"build {session_id}")]),
@@ -70,13 +73,14 @@ async def _session_with_history(stub: Stub, session_id: str, user_id: str) -> No
         ),
         pb.Message(id="m3", role=pb.ROLE_ASSISTANT, parts=[pb.Part(text="the build passed")]),
     ]
-    await stub.AddMessages(api.AddMessagesRequest(session_id=session_id, messages=messages))
-    async for event in stub.Commit(api.CommitRequest(session_id=session_id, keep_recent_count=0)):
-        if event.terminal:
-            break
+    await stub.AddMessages(
+        api.AddMessagesRequest(parent=wm_names.session(session_id), messages=messages)
+    )
+    _, events = await commit_flow.commit(stub, session_id)
+    assert events[-1].terminal
 
 
-async def _memory_texts(stub: Stub, owner: api.MemoryOwner) -> list[str]:
+async def _memory_texts(stub: Stub, owner: str) -> list[str]:
     texts = []
     for state in (pb.MEMORY_STATE_ACTIVE, pb.MEMORY_STATE_RETIRED, pb.MEMORY_STATE_SUPERSEDED):
         reply = await stub.ListMemories(api.ListMemoriesRequest(owner=owner, state=state))
@@ -102,8 +106,8 @@ async def _code(call: object) -> grpc.StatusCode:
 async def test_purging_a_user_removes_their_memories_and_sessions(
     app: Application, stub: Stub
 ) -> None:
-    u1, u2 = api.MemoryOwner(user_id="u1"), api.MemoryOwner(user_id="u2")
-    agent = api.MemoryOwner(agent_id="helper")
+    u1, u2 = wm_names.user("u1"), wm_names.user("u2")
+    agent = wm_names.agent("helper")
     old = await _remember(stub, u1, "Dana's ledger runs on MySQL")
     await _remember(stub, u1, "Dana lives in Lisbon")
     await stub.CreateMemory(
@@ -112,12 +116,12 @@ async def test_purging_a_user_removes_their_memories_and_sessions(
             memory=pb.Memory(
                 type=pb.MEMORY_TYPE_ENTITY,
                 text="Dana's ledger runs on PostgreSQL",
-                supersedes_memory_ids=[old.memory_id],
+                supersedes=[old.name],
             ),
         )
     )
     retired = await _remember(stub, u1, "Dana works on Fridays")
-    await stub.RetireMemory(api.RetireMemoryRequest(memory_id=retired.memory_id, reason="moved"))
+    await stub.RetireMemory(api.RetireMemoryRequest(name=retired.name, reason="moved"))
     await _remember(stub, u2, "Kim lives in Oslo")
     await _remember(stub, agent, "The helper answers in English")
     await _session_with_history(stub, "u1-a", "u1")
@@ -134,9 +138,11 @@ async def test_purging_a_user_removes_their_memories_and_sessions(
     assert await _memory_texts(stub, u1) == []
     for session in ("u1-a", "u1-b"):
         for call in (
-            stub.GetSession(api.GetSessionRequest(session_id=session)),
-            stub.ListArchives(api.ListArchivesRequest(session_id=session)),
-            stub.SearchArchives(api.SearchArchivesRequest(session_id=session, query="build")),
+            stub.GetSession(api.GetSessionRequest(name=wm_names.session(session))),
+            stub.ListArchives(api.ListArchivesRequest(parent=wm_names.session(session))),
+            stub.SearchArchives(
+                api.SearchArchivesRequest(parent=wm_names.session(session), query="build")
+            ),
         ):
             assert await _code(call) is grpc.StatusCode.NOT_FOUND
     hits = await stub.SearchMemories(api.SearchMemoriesRequest(owner=u1, query="Dana ledger"))
@@ -144,10 +150,10 @@ async def test_purging_a_user_removes_their_memories_and_sessions(
     # Another user's and the agent's data stay.
     assert await _memory_texts(stub, u2) == ["Kim lives in Oslo"]
     assert await _memory_texts(stub, agent) == ["The helper answers in English"]
-    kept = await stub.ListArchives(api.ListArchivesRequest(session_id="u2-a"))
+    kept = await stub.ListArchives(api.ListArchivesRequest(parent=wm_names.session("u2-a")))
     assert len(kept.archives) == 1
     listed = await stub.ListSessions(api.ListSessionsRequest())
-    assert [s.session_id for s in listed.sessions] == ["u2-a"]
+    assert [s.name for s in listed.sessions] == ["sessions/u2-a"]
 
     # A retry answers the first counts; a new call finds nothing left.
     assert await stub.PurgeUserData(request) == reply
@@ -167,11 +173,18 @@ async def test_purging_a_user_removes_their_memories_and_sessions(
     assert await _rows(app, "messages") == 4
     # A user id used again starts afresh.
     await _session_with_history(stub, "u1-a", "u1")
-    assert len((await stub.ListArchives(api.ListArchivesRequest(session_id="u1-a"))).archives) == 1
+    assert (
+        len(
+            (
+                await stub.ListArchives(api.ListArchivesRequest(parent=wm_names.session("u1-a")))
+            ).archives
+        )
+        == 1
+    )
 
 
 async def test_a_bad_user_id_is_invalid_and_purges_nothing(stub: Stub) -> None:
-    owner = api.MemoryOwner(user_id="u1")
+    owner = wm_names.user("u1")
     await _remember(stub, owner, "Dana lives in Lisbon")
     for bad in ("", "not a user/id", "u" * 129):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -186,7 +199,7 @@ async def test_a_user_with_many_memories_is_purged_in_chunks(
 ) -> None:
     """More memories than a chunk (a unit of work each): all go, counted once."""
     monkeypatch.setattr(user_data, "CHUNK", 4)
-    owner = api.MemoryOwner(user_id="many")
+    owner = wm_names.user("many")
     for n in range(11):
         await _remember(stub, owner, f"fact number {n} about the many user")
     reply = await stub.PurgeUserData(api.PurgeUserDataRequest(user_id="many"))

@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from support import commit_flow, wm_names
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.production import settings_for
 from support.providers import ProgrammableProvider
@@ -43,21 +44,24 @@ async def test_a_restart_warms_the_recall_indexes(
     if engine == "postgresql":
         extra["database_url"] = request.getfixturevalue("postgres_url")
     app = await _serve(tmp_path, extra)
-    owner = api.MemoryOwner(user_id="u1")
+    owner = wm_names.user("u1")
     try:
         async with grpc.aio.insecure_channel(app.address) as channel:
             stub = service_grpc.WorkingMemoryServiceStub(channel)
-            await stub.CreateSession(api.CreateSessionRequest(session_id="s", user_id="u1"))
+            await stub.CreateSession(
+                api.CreateSessionRequest(session_id="s", session=pb.Session(user_id="u1"))
+            )
             await stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id="s",
+                    parent=wm_names.session("s"),
                     messages=[
                         pb.Message(id="m1", role=pb.ROLE_USER, parts=[pb.Part(text="The ledger")]),
                         pb.Message(id="m2", role=pb.ROLE_USER, parts=[pb.Part(text="runs on PG")]),
                     ],
                 )
             )
-            stages = [e.stage async for e in stub.Commit(api.CommitRequest(session_id="s"))]
+            _, events = await commit_flow.commit(stub, "s")
+            stages = [e.stage for e in events]
             assert stages[-1] == pb.COMMIT_STAGE_COMPLETED
             for text in ("Started a pottery class", "The ledger runs on PostgreSQL"):
                 await stub.CreateMemory(
@@ -84,7 +88,7 @@ async def test_a_restart_warms_the_recall_indexes(
         async with grpc.aio.insecure_channel(app.address) as channel:
             stub = service_grpc.WorkingMemoryServiceStub(channel)
             found = await stub.SearchMemories(
-                api.SearchMemoriesRequest(owner=owner, query="pottery", limit=1)
+                api.SearchMemoriesRequest(owner=owner, query="pottery", page_size=1)
             )
             assert found.hits[0].memory.text == "Started a pottery class"
     finally:
