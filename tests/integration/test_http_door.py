@@ -26,6 +26,8 @@ from google.rpc import error_details_pb2
 from multidict import CIMultiDict
 
 from support import builders as b
+from support import commit_flow
+from support import wm_names as names
 from support.production import sample, scrape
 from support.production import settings_for as make_settings
 from support.providers import ProgrammableProvider
@@ -38,7 +40,7 @@ from wm_server.telemetry.observability import ACCESS_LOG
 SERVICE = "wm.v1.WorkingMemoryService"
 # The README's line, verbatim; the test swaps in the port the server picked.
 README_CURL = (
-    "curl -X POST -H 'content-type: application/json' -d '{\"session_id\":\"s1\"}'"
+    "curl -X POST -H 'content-type: application/json' -d '{\"name\":\"sessions/s1\"}'"
     " http://127.0.0.1:8081/wm.v1.WorkingMemoryService/GetSession"
 )
 ALPHA_KEY = "alpha-0123456789abcdef-key"
@@ -156,7 +158,7 @@ def decoded_details(error: dict[str, Any]) -> dict[str, Message]:
 def error_info(error: dict[str, Any]) -> error_details_pb2.ErrorInfo:
     info = decoded_details(error)["google.rpc.ErrorInfo"]
     assert isinstance(info, error_details_pb2.ErrorInfo)
-    assert info.domain == "wm.v1"
+    assert info.domain == "wm"
     return info
 
 
@@ -186,12 +188,20 @@ async def _conversation(http: Connect, session: str) -> None:
     reply = await http.json(
         "AddMessages",
         api.AddMessagesRequest(
-            session_id=session,
+            parent=names.session(session),
             messages=[b.user("fix the parser"), b.assistant("done: parser fixed")],
             create_session_if_missing=True,
         ),
     )
     assert reply.status == 200, reply.body
+
+
+async def _create_commit(http: Connect, session: str) -> str:
+    """CreateCommit over the door (unary); the commit's name, to watch."""
+    reply = await http.json("CreateCommit", commit_flow.create_request(session))
+    assert reply.status == 200, reply.body
+    name: str = reply.json()["name"]
+    return name
 
 
 # --- unary -----------------------------------------------------------------------------------
@@ -202,12 +212,12 @@ async def test_the_readme_curl_line_gets_a_session(app: Application, http: Conne
     port = app.http.port
     async with http.session.post(
         f"{http.base}/{SERVICE}/GetSession",
-        data='{"session_id":"s1"}',
+        data='{"name":"sessions/s1"}',
         headers={"content-type": "application/json"},  # what curl sends: nothing else
     ) as response:
         assert response.status == 200
         assert response.headers["content-type"].startswith("application/json")
-        assert json.loads(await response.read())["sessionId"] == "s1"
+        assert json.loads(await response.read())["name"] == "sessions/s1"
         assert response.headers["x-request-id"]
     curl = shutil.which("curl")
     if curl is None:
@@ -218,7 +228,7 @@ async def test_the_readme_curl_line_gets_a_session(app: Application, http: Conne
     )
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)
-    assert body["sessionId"] == "s1"
+    assert body["name"] == "sessions/s1"
     assert "createTime" in body
 
 
@@ -237,12 +247,12 @@ async def test_create_add_and_assemble(http: Connect, codec: str) -> None:
     created = parse(
         await call("CreateSession", api.CreateSessionRequest(session_id=session)), pb.Session
     )
-    assert created.session_id == session
+    assert created.name == f"sessions/{session}"
     added = parse(
         await call(
             "AddMessages",
             api.AddMessagesRequest(
-                session_id=session,
+                parent=names.session(session),
                 messages=[b.user("where is the bug?"), b.assistant("in the tokenizer")],
             ),
         ),
@@ -252,7 +262,7 @@ async def test_create_add_and_assemble(http: Connect, codec: str) -> None:
     assembled = parse(
         await call(
             "AssembleContext",
-            api.AssembleContextRequest(session_id=session, token_budget=50_000),
+            api.AssembleContextRequest(name=names.session(session), token_budget=50_000),
         ),
         api.AssembleContextResponse,
     )
@@ -262,27 +272,27 @@ async def test_create_add_and_assemble(http: Connect, codec: str) -> None:
 
 
 async def test_invalid_argument_carries_field_violations(http: Connect) -> None:
-    reply = await http.json("GetSession", api.GetSessionRequest(session_id="not a valid id!"))
+    reply = await http.json("GetSession", api.GetSessionRequest(name="sessions/not a valid id!"))
     assert reply.status == 400
     assert reply.headers["content-type"].startswith("application/json")
     error = reply.json()
     assert error["code"] == "invalid_argument"
-    assert "session_id" in error["message"]
+    assert "name" in error["message"]
     details = decoded_details(error)
     assert error_info(error).reason == "INVALID_REQUEST"
     bad = details["google.rpc.BadRequest"]
     assert isinstance(bad, error_details_pb2.BadRequest)
-    assert [v.field for v in bad.field_violations] == ["session_id"]
+    assert [v.field for v in bad.field_violations] == ["name"]
     # debug is the same detail in JSON, for people reading the wire
-    assert error["details"][1]["debug"]["fieldViolations"][0]["field"] == "session_id"
+    assert error["details"][1]["debug"]["fieldViolations"][0]["field"] == "name"
 
 
 async def test_not_found_and_undecodable_bodies(http: Connect) -> None:
-    missing = await http.json("GetSession", api.GetSessionRequest(session_id="nobody"))
+    missing = await http.json("GetSession", api.GetSessionRequest(name="sessions/nobody"))
     assert missing.status == 404
     assert missing.json()["code"] == "not_found"
     assert error_info(missing.json()).reason == "SESSION_NOT_FOUND"
-    broken = await http.post("GetSession", b'{"session_id": ', "application/json")
+    broken = await http.post("GetSession", b'{"name": ', "application/json")
     assert broken.status == 400
     assert error_info(broken.json()).reason == "MALFORMED_REQUEST"
     garbage = await http.post("GetSession", b"\xff\xff\xff", "application/proto")
@@ -291,7 +301,7 @@ async def test_not_found_and_undecodable_bodies(http: Connect) -> None:
 
 
 async def test_unknown_method_wrong_verb_and_wrong_content_type(http: Connect) -> None:
-    unknown = await http.json("NoSuchMethod", api.GetSessionRequest(session_id="s"))
+    unknown = await http.json("NoSuchMethod", api.GetSessionRequest(name="sessions/s"))
     assert unknown.status == 404
     assert unknown.json()["code"] == "unimplemented"
     async with http.session.get(f"{http.base}/{SERVICE}/GetSession") as response:
@@ -301,7 +311,7 @@ async def test_unknown_method_wrong_verb_and_wrong_content_type(http: Connect) -
     assert text.status == 415
     streaming_type = await http.post("GetSession", b"{}", "application/connect+json")
     assert streaming_type.status == 415
-    unary_type = await http.post("Commit", b"{}", "application/json")
+    unary_type = await http.post("WatchCommit", b"{}", "application/json")
     assert unary_type.status == 415
 
 
@@ -309,9 +319,9 @@ async def test_gzip_request_bodies_and_unsupported_encodings(http: Connect) -> N
     import gzip
 
     await http.json("CreateSession", api.CreateSessionRequest(session_id="zipped"))
-    body = gzip.compress(b'{"session_id": "zipped"}')
+    body = gzip.compress(b'{"name": "sessions/zipped"}')
     reply = await http.post("GetSession", body, "application/json", {"content-encoding": "gzip"})
-    assert reply.status == 200 and reply.json()["sessionId"] == "zipped"
+    assert reply.status == 200 and reply.json()["name"] == "sessions/zipped"
     refused = await http.post("GetSession", body, "application/json", {"content-encoding": "br"})
     assert refused.status == 501
     assert refused.json()["code"] == "unimplemented"
@@ -322,7 +332,7 @@ async def test_request_ids_echo_and_retries_return_the_same_outcome(
     app: Application, http: Connect
 ) -> None:
     request = api.AddMessagesRequest(
-        session_id="retried",
+        parent="sessions/retried",
         messages=[b.user("only once", message_id="m-1")],
         create_session_if_missing=True,
         request_id="2b0c8a52-6d36-4c4e-9f55-8d5f7f0d4c11",
@@ -353,7 +363,7 @@ async def test_an_http_call_writes_its_access_line_and_moves_the_rpc_metric(
     ACCESS_LOG.configure(buffer, logging.INFO)
     try:
         reply = await http.json(
-            "GetSession", api.GetSessionRequest(session_id="ghost"), {"x-request-id": "access-1"}
+            "GetSession", api.GetSessionRequest(name="sessions/ghost"), {"x-request-id": "access-1"}
         )
         assert reply.status == 404
     finally:
@@ -377,15 +387,16 @@ async def test_an_http_call_writes_its_access_line_and_moves_the_rpc_metric(
 async def test_commit_streams_to_its_terminal_event(http: Connect, codec: str) -> None:
     session = f"stream-{codec}"
     await _conversation(http, session)
+    commit = await _create_commit(http, session)
     reply = await http.stream(
-        "Commit", api.CommitRequest(session_id=session), codec, {"x-request-id": "commit-1"}
+        "WatchCommit", api.WatchCommitRequest(name=commit), codec, {"x-request-id": "commit-1"}
     )
     assert reply.status == 200
     assert reply.headers["content-type"] == f"application/connect+{codec}"
     assert reply.headers["x-request-id"] == "commit-1"  # sent before the first event
     got = events(reply, codec)
     assert got[0].sequence == 1 and got[0].stage == pb.COMMIT_STAGE_ARCHIVED
-    assert got[0].phase1.archived
+    assert got[0].phase1.archived and got[0].commit == commit
     assert got[-1].stage == pb.COMMIT_STAGE_COMPLETED
     sequences = [e.sequence for e in got]
     assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences)
@@ -395,12 +406,11 @@ async def test_commit_streams_to_its_terminal_event(http: Connect, codec: str) -
 
 async def test_watch_commit_resumes_after_a_sequence(http: Connect) -> None:
     await _conversation(http, "watched")
-    whole = events(await http.stream("Commit", api.CommitRequest(session_id="watched")))
-    commit_id = whole[0].commit_id
-    assert commit_id and whole[-1].stage == pb.COMMIT_STAGE_COMPLETED
+    commit = await _create_commit(http, "watched")
+    whole = events(await http.stream("WatchCommit", api.WatchCommitRequest(name=commit)))
+    assert whole[0].commit == commit and whole[-1].stage == pb.COMMIT_STAGE_COMPLETED
     resumed = await http.stream(
-        "WatchCommit",
-        api.WatchCommitRequest(session_id="watched", commit_id=commit_id, after_sequence=1),
+        "WatchCommit", api.WatchCommitRequest(name=commit, after_sequence=1)
     )
     replayed = [e for e in events(resumed) if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
     assert [e.sequence for e in replayed] == [e.sequence for e in whole[1:]]
@@ -409,15 +419,17 @@ async def test_watch_commit_resumes_after_a_sequence(http: Connect) -> None:
 
 
 async def test_stream_errors_travel_in_the_end_of_stream_message(http: Connect) -> None:
-    reply = await http.stream("Commit", api.CommitRequest(session_id="bad id!"))
+    reply = await http.stream(
+        "WatchCommit", api.WatchCommitRequest(name="sessions/bad id!/commits/c")
+    )
     assert reply.status == 200 and reply.messages == []
     error = reply.end["error"]
     assert error["code"] == "invalid_argument"
     bad = decoded_details(error)["google.rpc.BadRequest"]
     assert isinstance(bad, error_details_pb2.BadRequest)
-    assert [v.field for v in bad.field_violations] == ["session_id"]
+    assert [v.field for v in bad.field_violations] == ["name"]
     missing = await http.stream(
-        "WatchCommit", api.WatchCommitRequest(session_id="nobody", commit_id="commit_001")
+        "WatchCommit", api.WatchCommitRequest(name=names.commit("nobody", "commit_001"))
     )
     assert missing.end["error"]["code"] == "not_found"
     assert missing.end["metadata"]["x-request-id"]
@@ -434,16 +446,17 @@ async def test_connect_timeout_ends_a_tailing_stream_with_deadline_exceeded(
         async with aiohttp.ClientSession() as session:
             http = Connect(session, f"http://127.0.0.1:{app.http.port}")
             await _conversation(http, "slow")
+            commit = await _create_commit(http, "slow")
             first = await http.stream(
-                "Commit",
-                api.CommitRequest(session_id="slow"),
+                "WatchCommit",
+                api.WatchCommitRequest(name=commit),
                 headers={"connect-timeout-ms": "300"},
             )
             assert first.end["error"]["code"] == "deadline_exceeded"
-            commit_id = events(first)[0].commit_id
+            assert events(first)[0].commit == commit
             bad = await http.stream(
                 "WatchCommit",
-                api.WatchCommitRequest(session_id="slow", commit_id=commit_id),
+                api.WatchCommitRequest(name=commit),
                 headers={"connect-timeout-ms": "soon"},
             )
             assert bad.status == 200  # a stream's errors are in its end-of-stream message
@@ -472,14 +485,16 @@ async def test_keys_tenants_and_their_isolation(tmp_path: Path) -> None:
                 "ListSessions", api.ListSessionsRequest()
             )
             assert error_info(wrong.json()).reason == "API_KEY_INVALID"
-            stream = await anonymous.stream("Commit", api.CommitRequest(session_id="x"))
+            stream = await anonymous.stream(
+                "WatchCommit", api.WatchCommitRequest(name="sessions/x/commits/c")
+            )
             assert stream.end["error"]["code"] == "unauthenticated"
             made = await alpha.json("CreateSession", api.CreateSessionRequest(session_id="mine"))
             assert made.status == 200
             assert (
-                await alpha.json("GetSession", api.GetSessionRequest(session_id="mine"))
+                await alpha.json("GetSession", api.GetSessionRequest(name="sessions/mine"))
             ).status == 200
-            foreign = await beta.json("GetSession", api.GetSessionRequest(session_id="mine"))
+            foreign = await beta.json("GetSession", api.GetSessionRequest(name="sessions/mine"))
             assert foreign.status == 404
             assert foreign.json()["code"] == "not_found"
             listed = (await beta.json("ListSessions", api.ListSessionsRequest())).json()
@@ -504,11 +519,11 @@ async def test_the_door_uses_the_grpc_certificate(tmp_path: Path) -> None:
             http = Connect(session, f"https://127.0.0.1:{app.http.port}")
             reply = await http.json("CreateSession", api.CreateSessionRequest(session_id="tls"))
             assert reply.status == 200
-            assert reply.json()["sessionId"] == "tls"
+            assert reply.json()["name"] == "sessions/tls"
         async with aiohttp.ClientSession() as session:
             with pytest.raises(aiohttp.ClientError):  # plaintext is not served on that port
                 await Connect(session, f"http://127.0.0.1:{app.http.port}").json(
-                    "GetSession", api.GetSessionRequest(session_id="tls")
+                    "GetSession", api.GetSessionRequest(name="sessions/tls")
                 )
     finally:
         await app.stop(grace=0.5)
@@ -542,7 +557,7 @@ async def test_mutual_tls_asks_the_door_s_callers_for_a_certificate_of_the_ca(
             )
             assert reply.status == 200
             keyless = await Connect(session, base).json(
-                "GetSession", api.GetSessionRequest(session_id="mtls")
+                "GetSession", api.GetSessionRequest(name="sessions/mtls")
             )
             assert keyless.status == 401  # a certificate is not a key
         without_cert = ssl.create_default_context(cafile=str(ca.cert_path))
@@ -551,7 +566,7 @@ async def test_mutual_tls_asks_the_door_s_callers_for_a_certificate_of_the_ca(
         ) as session:
             with pytest.raises(aiohttp.ClientError):
                 await Connect(session, base, ALPHA_KEY).json(
-                    "GetSession", api.GetSessionRequest(session_id="mtls")
+                    "GetSession", api.GetSessionRequest(name="sessions/mtls")
                 )
     finally:
         await app.stop(grace=0.5)
@@ -567,14 +582,17 @@ async def test_shutdown_ends_open_streams_and_closes_the_port(tmp_path: Path) ->
         async with aiohttp.ClientSession() as session:
             http = Connect(session, base)
             await _conversation(http, "open")
-            watch = asyncio.create_task(http.stream("Commit", api.CommitRequest(session_id="open")))
+            commit = await _create_commit(http, "open")
+            watch = asyncio.create_task(
+                http.stream("WatchCommit", api.WatchCommitRequest(name=commit))
+            )
             await asyncio.sleep(0.5)  # the stream is open, tailing Phase 2
             await app.stop(grace=2.0)
             reply = await asyncio.wait_for(watch, 10)
             assert events(reply)[0].stage == pb.COMMIT_STAGE_ARCHIVED
             assert reply.end["error"]["code"] == "unavailable"
             with pytest.raises(aiohttp.ClientConnectionError):
-                await http.json("GetSession", api.GetSessionRequest(session_id="open"))
+                await http.json("GetSession", api.GetSessionRequest(name="sessions/open"))
     finally:
         provider.gate.set()
         await app.stop(grace=0.5)
@@ -642,9 +660,10 @@ async def test_a_caller_that_leaves_a_stream_frees_its_slot_and_is_logged_cancel
         async with aiohttp.ClientSession() as session:
             http = Connect(session, f"http://127.0.0.1:{app.http.port}")
             await _conversation(http, "left")
-            payload = b'{"session_id": "left"}'
+            commit = await _create_commit(http, "left")
+            payload = json.dumps({"name": commit}).encode()
             async with session.post(
-                f"{http.base}/{SERVICE}/Commit",
+                f"{http.base}/{SERVICE}/WatchCommit",
                 data=_ENVELOPE.pack(0, len(payload)) + payload,
                 headers={"content-type": "application/connect+json", "x-request-id": "leaver"},
             ) as response:

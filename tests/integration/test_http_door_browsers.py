@@ -57,7 +57,7 @@ async def test_an_allowed_origin_passes_the_preflight_and_reads_the_answer(
             assert call.status == 200
             assert call.headers["Access-Control-Allow-Origin"] == APP
             assert "x-request-id" in call.headers["Access-Control-Expose-Headers"]
-            assert (await call.json())["sessionId"] == "web"
+            assert (await call.json())["name"] == "sessions/web"
 
 
 async def test_another_origin_is_refused_its_preflight_and_gets_no_header(
@@ -80,7 +80,7 @@ async def test_streams_carry_the_header_too(cors_app: Application) -> None:
     async with (
         aiohttp.ClientSession() as http,
         http.post(
-            _base(cors_app) + "/wm.v1.WorkingMemoryService/Commit",
+            _base(cors_app) + "/wm.v1.WorkingMemoryService/WatchCommit",
             data=envelope,
             headers={"Origin": APP, "content-type": "application/connect+json"},
         ) as call,
@@ -113,14 +113,14 @@ async def test_a_malformed_json_body_says_what_is_wrong(cors_app: Application) -
     url = _base(cors_app) + "/wm.v1.WorkingMemoryService/AssembleContext"
     headers = {"content-type": "application/json"}
     async with aiohttp.ClientSession() as http:
-        async with http.post(url, data=b'{"session_id": ', headers=headers) as broken:
+        async with http.post(url, data=b'{"name": ', headers=headers) as broken:
             assert broken.status == 400
             body = await broken.json()
         assert body["code"] == "invalid_argument"
         assert "not this method's request message in JSON" in body["message"]
         assert "Failed to load JSON" in body["message"]
         assert "protobuf" not in body["message"]
-        wrong = b'{"session_id": "s", "token_budget": "lots"}'
+        wrong = b'{"name": "sessions/s", "token_budget": "lots"}'
         async with http.post(url, data=wrong, headers=headers) as typed:
             assert typed.status == 400
             message = (await typed.json())["message"]
