@@ -32,6 +32,7 @@ import pytest
 from google.protobuf.message import Message as ProtoMessage
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.errors import details, outcome
 from support.postgres import PostgresServer, postgres_server  # noqa: F401 (fixture)
 from support.server_process import ServerProcess
@@ -173,7 +174,7 @@ async def _session(stub: Stub, label: str, messages: int = 0) -> str:
     if messages:
         await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id=sid,
+                parent=wm_names.session(sid),
                 messages=[b.user(f"Please fix bug {i} in src/app_{i}.py") for i in range(messages)],
             ),
             timeout=DEADLINE,
@@ -194,22 +195,28 @@ async def _session_count(stub: Stub) -> int:
 
 
 async def _get_session(stub: Stub, sid: str) -> pb.Session:
-    return await stub.GetSession(api.GetSessionRequest(session_id=sid), timeout=DEADLINE)
+    return await stub.GetSession(
+        api.GetSessionRequest(name=wm_names.session(sid)), timeout=DEADLINE
+    )
 
 
-async def _first_event(call: grpc.aio.UnaryStreamCall[Any, pb.CommitEvent]) -> pb.CommitEvent:
-    """The first event of a commit stream (Phase 1's outcome); Phase 2 goes on without it."""
-    try:
-        event = await call.read()
-    finally:
-        call.cancel()
-    assert isinstance(event, pb.CommitEvent), f"the stream ended without an event: {event!r}"
-    return event
+async def _commit_first(stub: Stub, sid: str, keep: int, rid: str) -> pb.Commit:
+    """CreateCommit: Phase 1's outcome (Phase 2 goes on in the background)."""
+    request = commit_flow.create_request(sid, keep, rid)
+    return await stub.CreateCommit(request, timeout=DEADLINE)
 
 
-async def _commit_first(stub: Stub, sid: str, keep: int, rid: str) -> pb.CommitEvent:
-    request = api.CommitRequest(session_id=sid, keep_recent_count=keep, request_id=rid)
-    return await _first_event(stub.Commit(request, timeout=DEADLINE))
+def _phase1(commit: pb.Commit) -> tuple[object, ...]:
+    """What Phase 1 decided for a commit: the same for every answer about it, whenever asked
+    (its state moves on with Phase 2)."""
+    return (
+        commit.name,
+        commit.archive,
+        commit.archived_message_count,
+        commit.kept_message_count,
+        commit.keep_recent_count,
+        commit.create_time.ToNanoseconds(),
+    )
 
 
 async def _terminal(stub: Stub, sid: str, commit_id: str) -> pb.Commit:
@@ -217,7 +224,7 @@ async def _terminal(stub: Stub, sid: str, commit_id: str) -> pb.Commit:
     deadline = asyncio.get_running_loop().time() + DEADLINE
     while True:
         commit = await stub.GetCommit(
-            api.GetCommitRequest(session_id=sid, commit_id=commit_id), timeout=DEADLINE
+            api.GetCommitRequest(name=wm_names.commit(sid, commit_id)), timeout=DEADLINE
         )
         if commit.state in (
             pb.COMMIT_STATE_COMPLETED,
@@ -232,7 +239,7 @@ async def _terminal(stub: Stub, sid: str, commit_id: str) -> pb.Commit:
 async def _events(stub: Stub, sid: str, commit_id: str) -> list[pb.CommitEvent]:
     """The stored events of a terminal commit (the watch replays them and ends)."""
     call = stub.WatchCommit(
-        api.WatchCommitRequest(session_id=sid, commit_id=commit_id), timeout=DEADLINE
+        api.WatchCommitRequest(name=wm_names.commit(sid, commit_id)), timeout=DEADLINE
     )
     return [e async for e in call if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
 
@@ -292,7 +299,7 @@ async def test_create_session_without_id_retries_create_one_session(callers: Cal
         before = await _session_count(callers.first)
         results = await callers.race(lambda stub: stub.CreateSession(request, timeout=DEADLINE))
         problems = _failed_callers(results)
-        ids = {r.session_id for r in results if isinstance(r, pb.Session)}
+        ids = {r.name for r in results if isinstance(r, pb.Session)}
         if len(ids) > 1:
             problems.append(f"callers got {len(ids)} different session ids")
         created = await _session_count(callers.first) - before
@@ -306,7 +313,7 @@ async def test_create_session_without_id_retries_create_one_session(callers: Cal
 async def test_delete_session_retries_all_succeed(callers: Callers) -> None:
     async def round_(number: int) -> list[str]:
         sid = await _session(callers.first, "delete", messages=3)
-        request = api.DeleteSessionRequest(session_id=sid, request_id=_unique("r"))
+        request = api.DeleteSessionRequest(name=wm_names.session(sid), request_id=_unique("r"))
         results = await callers.race(lambda stub: stub.DeleteSession(request, timeout=DEADLINE))
         problems = _failed_callers(results)
         try:
@@ -328,7 +335,7 @@ async def test_add_messages_retries_store_the_batch_once(callers: Callers) -> No
         sid = await _session(callers.first, "add")
         # No message ids: the server makes them, so only the request_id prevents a second copy.
         request = api.AddMessagesRequest(
-            session_id=sid,
+            parent=wm_names.session(sid),
             messages=[b.user(f"message {i} of round {number}") for i in range(3)],
             request_id=_unique("r"),
         )
@@ -351,7 +358,7 @@ async def test_add_messages_creating_the_session_retries_store_once(callers: Cal
     async def round_(number: int) -> list[str]:
         sid = _unique("add-create")
         request = api.AddMessagesRequest(
-            session_id=sid,
+            parent=wm_names.session(sid),
             messages=[b.user(f"message {i} of round {number}") for i in range(3)],
             create_session_if_missing=True,
             request_id=_unique("r"),
@@ -371,17 +378,29 @@ async def test_add_messages_creating_the_session_retries_store_once(callers: Cal
 
 
 async def _one_commit_problems(
-    callers: Callers, sid: str, results: list[Any], *, live_after: int
+    callers: Callers,
+    sid: str,
+    results: list[Any],
+    retry: Callable[[Stub], Awaitable[pb.Commit]],
+    *,
+    live_after: int,
 ) -> list[str]:
-    """What is wrong after raced Commit or Compact retries: every caller got the same first
-    event, one commit and one archive exist, and ``live_after`` messages stayed live."""
+    """What is wrong after raced CreateCommit or CompactSession retries: every caller got the
+    same commit, one commit and one archive exist, ``live_after`` messages stayed live, and a
+    retry after the commit ended (on the other replica) still answers that commit and
+    archives nothing more."""
     problems = _failed_callers(results)
-    firsts = [r for r in results if isinstance(r, pb.CommitEvent)]
-    if firsts and _distinct(firsts) > 1:
-        ids = {e.commit_id for e in firsts}
-        problems.append(f"{_distinct(firsts)} different first events ({len(ids)} commit ids)")
+    commits = [r for r in results if isinstance(r, pb.Commit)]
+    if len({_phase1(c) for c in commits}) > 1:
+        names = {c.name for c in commits}
+        problems.append(f"{len({_phase1(c) for c in commits})} different commits ({names})")
+    if commits:
+        await _terminal(callers.first, sid, commits[0].name)
+        late = await retry(callers.other)
+        if _phase1(late) != _phase1(commits[0]):
+            problems.append(f"a late retry answered {late.name}, not {commits[0].name}")
     listed = await callers.other.ListCommits(
-        api.ListCommitsRequest(session_id=sid), timeout=DEADLINE
+        api.ListCommitsRequest(parent=wm_names.session(sid)), timeout=DEADLINE
     )
     if len(listed.commits) != 1:
         problems.append(f"{len(listed.commits)} commits stored")
@@ -399,7 +418,9 @@ async def test_commit_retries_make_one_commit(callers: Callers) -> None:
         sid = await _session(callers.first, "commit", messages=4)
         rid = _unique("r")
         results = await callers.race(lambda stub: _commit_first(stub, sid, 1, rid))
-        return await _one_commit_problems(callers, sid, results, live_after=1)
+        return await _one_commit_problems(
+            callers, sid, results, lambda stub: _commit_first(stub, sid, 1, rid), live_after=1
+        )
 
     await _rounds(round_)
 
@@ -407,11 +428,15 @@ async def test_commit_retries_make_one_commit(callers: Callers) -> None:
 async def test_compact_retries_make_one_commit(callers: Callers) -> None:
     async def round_(number: int) -> list[str]:
         sid = await _session(callers.first, "compact", messages=4)
-        request = api.CompactRequest(session_id=sid, request_id=_unique("r"))
-        results = await callers.race(
-            lambda stub: _first_event(stub.Compact(request, timeout=DEADLINE))
+        request = api.CompactSessionRequest(name=wm_names.session(sid), request_id=_unique("r"))
+        results = await callers.race(lambda stub: stub.CompactSession(request, timeout=DEADLINE))
+        return await _one_commit_problems(
+            callers,
+            sid,
+            results,
+            lambda stub: stub.CompactSession(request, timeout=DEADLINE),
+            live_after=0,
         )
-        return await _one_commit_problems(callers, sid, results, live_after=0)
 
     await _rounds(round_)
 
@@ -419,16 +444,16 @@ async def test_compact_retries_make_one_commit(callers: Callers) -> None:
 async def test_retry_commit_retries_reopen_the_commit_once(callers: Callers) -> None:
     async def round_(number: int) -> list[str]:
         sid = await _session(callers.first, "retry", messages=3)
-        commit_id = (await _commit_first(callers.first, sid, 0, "")).commit_id
+        commit_id = (await _commit_first(callers.first, sid, 0, "")).name
         failed = await _terminal(callers.first, sid, commit_id)
         assert failed.state == pb.COMMIT_STATE_FAILED, failed  # the scripted model failed it
         runs = _phase2_runs(await _events(callers.first, sid, commit_id))
         request = api.RetryCommitRequest(
-            session_id=sid, commit_id=commit_id, request_id=_unique("r")
+            name=wm_names.commit(sid, commit_id), request_id=_unique("r")
         )
         results = await callers.race(lambda stub: stub.RetryCommit(request, timeout=DEADLINE))
         problems = _failed_callers(results)
-        ids = {r.commit_id for r in results if isinstance(r, pb.Commit)}
+        ids = {r.name for r in results if isinstance(r, pb.Commit)}
         if ids - {commit_id}:
             problems.append(f"callers got commits {sorted(ids)}")
         # Every caller has its answer: whatever was recorded is in the event log by now.
@@ -447,7 +472,7 @@ async def test_apply_working_memory_ops_retries_apply_once(callers: Callers) -> 
     async def round_(number: int) -> list[str]:
         sid = await _session(callers.first, "apply")
         request = api.ApplyWorkingMemoryOpsRequest(
-            session_id=sid, ops=_ops(number), request_id=_unique("r")
+            parent=wm_names.session(sid), ops=_ops(number), request_id=_unique("r")
         )
         results = await callers.race(
             lambda stub: stub.ApplyWorkingMemoryOps(request, timeout=DEADLINE)
@@ -458,7 +483,7 @@ async def test_apply_working_memory_ops_retries_apply_once(callers: Callers) -> 
         if replies and _distinct(replies) > 1:
             problems.append(f"{_distinct(replies)} different replies (versions {versions})")
         latest = await callers.other.GetWorkingMemory(
-            api.GetWorkingMemoryRequest(session_id=sid), timeout=DEADLINE
+            api.GetWorkingMemoryRequest(name=wm_names.working_memory(sid)), timeout=DEADLINE
         )
         if latest.version != 1:
             problems.append(f"the working memory is at version {latest.version}, not 1")
@@ -473,11 +498,15 @@ async def test_apply_working_memory_ops_retries_apply_once(callers: Callers) -> 
 async def _state(stub: Stub, sid: str) -> list[bytes]:
     """Everything a client can read about a session (and how many sessions there are)."""
     session = await _get_session(stub, sid)
-    commits = await stub.ListCommits(api.ListCommitsRequest(session_id=sid), timeout=DEADLINE)
-    archives = await stub.ListArchives(api.ListArchivesRequest(session_id=sid), timeout=DEADLINE)
+    commits = await stub.ListCommits(
+        api.ListCommitsRequest(parent=wm_names.session(sid)), timeout=DEADLINE
+    )
+    archives = await stub.ListArchives(
+        api.ListArchivesRequest(parent=wm_names.session(sid)), timeout=DEADLINE
+    )
     try:
         memory: ProtoMessage = await stub.GetWorkingMemory(
-            api.GetWorkingMemoryRequest(session_id=sid), timeout=DEADLINE
+            api.GetWorkingMemoryRequest(name=wm_names.working_memory(sid)), timeout=DEADLINE
         )
     except grpc.aio.AioRpcError as error:
         assert error.code() == grpc.StatusCode.NOT_FOUND, outcome(error)
@@ -505,31 +534,35 @@ async def _refused_as_reused(call: Awaitable[object]) -> None:
 
 async def _reuse_add_messages(callers: Callers, sid: str, rid: str) -> Reuse:
     first = api.AddMessagesRequest(
-        session_id=sid, messages=[b.user("first", "m1"), b.user("second", "m2")], request_id=rid
+        parent=wm_names.session(sid),
+        messages=[b.user("first", "m1"), b.user("second", "m2")],
+        request_id=rid,
     )
     reply = await callers.first.AddMessages(first, timeout=DEADLINE)
     assert list(reply.added_message_ids) == ["m1", "m2"]
     return lambda: callers.other.AddMessages(
-        api.AddMessagesRequest(session_id=sid, messages=[b.user("other", "m3")], request_id=rid),
+        api.AddMessagesRequest(
+            parent=wm_names.session(sid), messages=[b.user("other", "m3")], request_id=rid
+        ),
         timeout=DEADLINE,
     )
 
 
 async def _reuse_commit(callers: Callers, sid: str, rid: str) -> Reuse:
     first = await _commit_first(callers.first, sid, 1, rid)
-    assert first.phase1.archived
-    await _terminal(callers.first, sid, first.commit_id)  # nothing moves while we compare
+    assert first.archive
+    await _terminal(callers.first, sid, first.name)  # nothing moves while we compare
     return lambda: _commit_first(callers.other, sid, 0, rid)
 
 
 async def _reuse_apply(callers: Callers, sid: str, rid: str) -> Reuse:
     reply = await callers.first.ApplyWorkingMemoryOps(
-        api.ApplyWorkingMemoryOpsRequest(session_id=sid, ops=_ops(1), request_id=rid),
+        api.ApplyWorkingMemoryOpsRequest(parent=wm_names.session(sid), ops=_ops(1), request_id=rid),
         timeout=DEADLINE,
     )
     assert reply.working_memory.version == 1
     return lambda: callers.other.ApplyWorkingMemoryOps(
-        api.ApplyWorkingMemoryOpsRequest(session_id=sid, ops=_ops(2), request_id=rid),
+        api.ApplyWorkingMemoryOpsRequest(parent=wm_names.session(sid), ops=_ops(2), request_id=rid),
         timeout=DEADLINE,
     )
 
@@ -547,7 +580,7 @@ async def _reuse_create(callers: Callers, sid: str, rid: str) -> Reuse:
 
 REUSES = {
     "AddMessages": _reuse_add_messages,
-    "Commit": _reuse_commit,
+    "CreateCommit": _reuse_commit,
     "ApplyWorkingMemoryOps": _reuse_apply,
     "CreateSession": _reuse_create,
 }
@@ -569,7 +602,9 @@ async def test_same_request_id_with_a_different_request_is_refused(
 
 
 async def _recreate(callers: Callers, sid: str) -> None:
-    await callers.first.DeleteSession(api.DeleteSessionRequest(session_id=sid), timeout=DEADLINE)
+    await callers.first.DeleteSession(
+        api.DeleteSessionRequest(name=wm_names.session(sid)), timeout=DEADLINE
+    )
     await callers.other.CreateSession(api.CreateSessionRequest(session_id=sid), timeout=DEADLINE)
 
 
@@ -578,7 +613,9 @@ async def test_add_messages_request_id_does_not_match_a_recreated_session(
 ) -> None:
     sid = await _session(callers.first, "again")
     request = api.AddMessagesRequest(
-        session_id=sid, messages=[b.user("one", "m1"), b.user("two", "m2")], request_id="rid-1"
+        parent=wm_names.session(sid),
+        messages=[b.user("one", "m1"), b.user("two", "m2")],
+        request_id="rid-1",
     )
     first = await callers.first.AddMessages(request, timeout=DEADLINE)
     assert list(first.added_message_ids) == ["m1", "m2"]
@@ -593,14 +630,16 @@ async def test_apply_ops_request_id_does_not_match_a_recreated_session(
     callers: Callers,
 ) -> None:
     sid = await _session(callers.first, "again")
-    request = api.ApplyWorkingMemoryOpsRequest(session_id=sid, ops=_ops(1), request_id="rid-1")
+    request = api.ApplyWorkingMemoryOpsRequest(
+        parent=wm_names.session(sid), ops=_ops(1), request_id="rid-1"
+    )
     first = await callers.first.ApplyWorkingMemoryOps(request, timeout=DEADLINE)
     assert first.working_memory.version == 1
     await _recreate(callers, sid)
     again = await callers.other.ApplyWorkingMemoryOps(request, timeout=DEADLINE)
     assert again.working_memory.version == 1
     latest = await callers.first.GetWorkingMemory(
-        api.GetWorkingMemoryRequest(session_id=sid), timeout=DEADLINE
+        api.GetWorkingMemoryRequest(name=wm_names.working_memory(sid)), timeout=DEADLINE
     )
     assert latest.version == 1 and "Round 1" in latest.document
 
@@ -608,14 +647,15 @@ async def test_apply_ops_request_id_does_not_match_a_recreated_session(
 async def test_commit_request_id_does_not_match_a_recreated_session(callers: Callers) -> None:
     sid = await _session(callers.first, "again", messages=2)
     first = await _commit_first(callers.first, sid, 0, "rid-1")
-    assert first.phase1.archived
+    assert first.archive
     await _recreate(callers, sid)
     await callers.first.AddMessages(
-        api.AddMessagesRequest(session_id=sid, messages=[b.user("new life")]), timeout=DEADLINE
+        api.AddMessagesRequest(parent=wm_names.session(sid), messages=[b.user("new life")]),
+        timeout=DEADLINE,
     )
     again = await _commit_first(callers.other, sid, 0, "rid-1")
-    assert again.commit_id != first.commit_id
-    assert again.phase1.archived and again.phase1.archived_message_count == 1
+    assert again.name != first.name
+    assert again.archive and again.archived_message_count == 1
     session = await _get_session(callers.first, sid)
     assert (session.archive_count, session.message_count) == (1, 0)
 
@@ -625,14 +665,14 @@ async def test_commit_request_id_does_not_match_a_recreated_session(callers: Cal
 
 async def test_delete_session_retried_after_success_succeeds_again(callers: Callers) -> None:
     sid = await _session(callers.first, "gone", messages=2)
-    request = api.DeleteSessionRequest(session_id=sid, request_id=_unique("r"))
+    request = api.DeleteSessionRequest(name=wm_names.session(sid), request_id=_unique("r"))
     await callers.first.DeleteSession(request, timeout=DEADLINE)
     await callers.other.DeleteSession(request, timeout=DEADLINE)  # the retry: no error
     await callers.first.DeleteSession(request, timeout=DEADLINE)
     # Without the request_id it is a new request, about a session that does not exist.
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await callers.other.DeleteSession(
-            api.DeleteSessionRequest(session_id=sid), timeout=DEADLINE
+            api.DeleteSessionRequest(name=wm_names.session(sid)), timeout=DEADLINE
         )
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND, outcome(caught.value)
     assert details(caught.value)[0].reason == "SESSION_NOT_FOUND"
