@@ -15,6 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.errors import details
 from support.production import settings_for as make_settings
 from support.providers import ProgrammableProvider
@@ -33,7 +34,7 @@ SECTIONS = (
 
 
 async def _read_until(
-    call: grpc.aio.UnaryStreamCall[api.CommitRequest, pb.CommitEvent],
+    call: grpc.aio.UnaryStreamCall[api.WatchCommitRequest, pb.CommitEvent],
     stage: pb.CommitStage.ValueType,
 ) -> list[pb.CommitEvent]:
     """Read a commit stream (skipping heartbeats) up to and including an event of ``stage``."""
@@ -49,7 +50,8 @@ async def _read_until(
 
 
 async def _read_to_end(
-    call: grpc.aio.UnaryStreamCall[api.CommitRequest, pb.CommitEvent], seen: list[pb.CommitEvent]
+    call: grpc.aio.UnaryStreamCall[api.WatchCommitRequest, pb.CommitEvent],
+    seen: list[pb.CommitEvent],
 ) -> grpc.aio.AioRpcError:
     """Read the rest of a stream that must end with an error; return the error."""
     try:
@@ -69,7 +71,7 @@ async def _finish_with_watch(
     return [
         e
         async for e in stub.WatchCommit(
-            api.WatchCommitRequest(session_id=session, commit_id=commit_id, after_sequence=after),
+            api.WatchCommitRequest(name=wm_names.commit(session, commit_id), after_sequence=after),
             timeout=30,
         )
         if e.stage != pb.COMMIT_STAGE_HEARTBEAT
@@ -102,15 +104,17 @@ async def test_stop_drains_then_ends_commit_streams_and_hands_phase2_back(
         stub = Stub(channel)
         await stub.AddMessages(
             api.AddMessagesRequest(
-                session_id="drain", messages=[b.user("hello")], create_session_if_missing=True
+                parent=wm_names.session("drain"),
+                messages=[b.user("hello")],
+                create_session_if_missing=True,
             )
         )
-        commit = stub.Commit(api.CommitRequest(session_id="drain"), timeout=30)
+        created = await stub.CreateCommit(commit_flow.create_request("drain"), timeout=30)
+        commit_id = wm_names.last_segment(created.name)
+        watch_request = api.WatchCommitRequest(name=created.name)
+        commit = stub.WatchCommit(watch_request, timeout=30)  # as a client's commit() follows it
         seen = await _read_until(commit, pb.COMMIT_STAGE_LLM_REQUEST_SENT)
-        commit_id = seen[0].commit_id
-        watch = stub.WatchCommit(
-            api.WatchCommitRequest(session_id="drain", commit_id=commit_id), timeout=30
-        )
+        watch = stub.WatchCommit(watch_request, timeout=30)
         watched = await _read_until(watch, pb.COMMIT_STAGE_LLM_REQUEST_SENT)
 
         started = time.monotonic()
@@ -121,7 +125,9 @@ async def test_stop_drains_then_ends_commit_streams_and_hands_phase2_back(
         for service in ("", "wm.v1.WorkingMemoryService"):
             reply = await health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
             assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
-        session = await stub.GetSession(api.GetSessionRequest(session_id="drain"), timeout=5)
+        session = await stub.GetSession(
+            api.GetSessionRequest(name=wm_names.session("drain")), timeout=5
+        )
         assert session.archive_count == 1
 
         for call, events in ((commit, seen), (watch, watched)):
@@ -143,7 +149,7 @@ async def test_stop_drains_then_ends_commit_streams_and_hands_phase2_back(
             rest = await _finish_with_watch(stub, "drain", commit_id, seen[-1].sequence)
             _assert_resumes(seen, rest)
             got = await stub.GetCommit(
-                api.GetCommitRequest(session_id="drain", commit_id=commit_id)
+                api.GetCommitRequest(name=wm_names.commit("drain", commit_id))
             )
             assert got.state == pb.COMMIT_STATE_COMPLETED and got.working_memory_version == 1
     finally:
@@ -180,12 +186,15 @@ async def test_signal_during_commit_stream_and_phase2_then_restart_completes(
             stub = Stub(channel)
             await stub.AddMessages(
                 api.AddMessagesRequest(
-                    session_id="sig", messages=[b.user("hello")], create_session_if_missing=True
+                    parent=wm_names.session("sig"),
+                    messages=[b.user("hello")],
+                    create_session_if_missing=True,
                 )
             )
-            call = stub.Commit(api.CommitRequest(session_id="sig"), timeout=60)
+            created = await stub.CreateCommit(commit_flow.create_request("sig"), timeout=60)
+            commit_id = wm_names.last_segment(created.name)
+            call = stub.WatchCommit(api.WatchCommitRequest(name=created.name), timeout=60)
             seen = await _read_until(call, pb.COMMIT_STAGE_LLM_REQUEST_SENT)
-            commit_id = seen[0].commit_id
             assert server.proc is not None
             started = time.monotonic()
             server.proc.send_signal(signum)
@@ -214,7 +223,9 @@ async def test_signal_during_commit_stream_and_phase2_then_restart_completes(
             stub = Stub(channel)
             rest = await _finish_with_watch(stub, "sig", commit_id, seen[-1].sequence)
             _assert_resumes(seen, rest)
-            wm = await stub.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="sig"))
+            wm = await stub.GetWorkingMemory(
+                api.GetWorkingMemoryRequest(name=wm_names.working_memory("sig"))
+            )
             assert wm.version == 1 and "Survives a restart" in wm.document
     finally:
         assert restarted.terminate() == 0
