@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from support import wm_names
 from support.providers import ProgrammableProvider
 from support.server_process import ServerProcess
 from wm_client import WmClient
@@ -77,7 +78,7 @@ async def test_an_rpc_is_a_server_span_and_a_commit_traces_phase2(
     spans = exporter.get_finished_spans()
     (job,) = _named(spans, "wm.phase2")
     assert job.attributes is not None
-    assert job.attributes["wm.commit_id"] == terminal.commit_id
+    assert job.attributes["wm.commit_id"] == wm_names.last_segment(terminal.commit)
     assert job.attributes["wm.session_id"] == "traced"
     stages = sorted((s for s in spans if s.parent and s.parent.span_id == job.context.span_id),
                     key=lambda s: s.start_time or 0)  # fmt: skip
