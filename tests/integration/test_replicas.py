@@ -23,6 +23,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from support import builders as b
+from support import commit_flow, wm_names
 from support.errors import outcome
 from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from support.providers import creation
@@ -95,7 +96,7 @@ def _script(path: Path) -> Path:
 
 async def _watch(stub: Stub, session: str, commit_id: str) -> list[pb.CommitEvent]:
     call = stub.WatchCommit(
-        api.WatchCommitRequest(session_id=session, commit_id=commit_id), timeout=60
+        api.WatchCommitRequest(name=wm_names.commit(session, commit_id)), timeout=60
     )
     return [e async for e in call if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
 
@@ -112,12 +113,26 @@ async def _rest(call: grpc.aio.UnaryStreamCall) -> list[pb.CommitEvent]:  # type
             out.append(event)
 
 
-async def _first_event(stub: Stub, session: str, keep: int) -> pb.CommitEvent:
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=keep), timeout=30)
-    event = await call.read()
-    call.cancel()  # Phase 2 goes on without the stream
-    assert isinstance(event, pb.CommitEvent)
-    return event
+async def _first_event(stub: Stub, session: str, keep: int) -> pb.Commit:
+    """CreateCommit: the commit as Phase 1 stored it (Phase 2 goes on, unwatched)."""
+    commit: pb.Commit = await stub.CreateCommit(
+        commit_flow.create_request(session, keep), timeout=30
+    )
+    return commit
+
+
+async def _archived_ids(stub: Stub, archive: str) -> list[str]:
+    """The ids of the messages of the archive named ``archive``, in order."""
+    ids: list[str] = []
+    token = ""
+    while True:
+        page = await stub.ListMessages(
+            api.ListMessagesRequest(parent=archive, page_size=1000, page_token=token)
+        )
+        ids.extend(m.id for m in page.messages)
+        token = page.next_page_token
+        if not token:
+            return ids
 
 
 async def _completions(*servers: ServerProcess, commit_id: str) -> tuple[int, ...]:
@@ -156,16 +171,18 @@ async def test_watch_on_one_replica_sees_every_event_of_a_commit_made_on_another
     a, b_ = _stub(channels, server_a), _stub(channels, server_b)
     await a.AddMessages(
         api.AddMessagesRequest(
-            session_id="s",
+            parent=wm_names.session("s"),
             messages=[b.user(f"message {i}", f"m{i}") for i in range(6)],
             create_session_if_missing=True,
         )
     )
     started = time.monotonic()
-    call = b_.Commit(api.CommitRequest(session_id="s", keep_recent_count=2), timeout=60)
+    created = await b_.CreateCommit(commit_flow.create_request("s", 2), timeout=60)
+    assert created.archive == "sessions/s/archives/archive_001"
+    call = b_.WatchCommit(api.WatchCommitRequest(name=created.name), timeout=60)
     first = await call.read()
-    assert isinstance(first, pb.CommitEvent) and first.phase1.archive_id == "archive_001"
-    watch = asyncio.create_task(_watch(a, "s", first.commit_id))
+    assert isinstance(first, pb.CommitEvent) and first.phase1.archive == created.archive
+    watch = asyncio.create_task(_watch(a, "s", created.name))
     on_b = [first] + await _rest(call)
     on_a = await watch
     elapsed = time.monotonic() - started
@@ -182,7 +199,8 @@ async def test_watch_on_one_replica_sees_every_event_of_a_commit_made_on_another
     assert sum(e.terminal for e in on_a) == 1
     # One replica ran Phase 2; the stream on the other one was woken by NOTIFY, not by its
     # 15 s heartbeat re-read.
-    assert sum(await _completions(server_a, server_b, commit_id=first.commit_id)) == 1
+    commit_id = wm_names.last_segment(created.name)
+    assert sum(await _completions(server_a, server_b, commit_id=commit_id)) == 1
     assert elapsed < 10, f"events reached the other replica only after {elapsed:.1f}s"
 
 
@@ -198,11 +216,11 @@ async def test_concurrent_commits_from_two_replicas_number_archives_without_gaps
     await stubs[0].CreateSession(api.CreateSessionRequest(session_id="s"))
     added: list[str] = []
 
-    async def add_and_commit(replica: int, round_: int) -> pb.CommitEvent:
+    async def add_and_commit(replica: int, round_: int) -> pb.Commit:
         ids = [f"r{replica}-{round_}-{i}" for i in range(3)]
         await stubs[replica].AddMessages(
             api.AddMessagesRequest(
-                session_id="s",
+                parent=wm_names.session("s"),
                 messages=[
                     b.user(f"Please fix bug {i} in src/app_{n}.py", i) for n, i in enumerate(ids)
                 ],
@@ -215,24 +233,22 @@ async def test_concurrent_commits_from_two_replicas_number_archives_without_gaps
         *(add_and_commit(replica, n) for n in range(5) for replica in (0, 1))
     )
     final = await _first_event(stubs[0], "s", keep=0)  # archive whatever the window kept
-    commits = [e for e in [*firsts, final] if e.stage == pb.COMMIT_STAGE_ARCHIVED]
-    archive_ids = sorted(e.phase1.archive_id for e in commits)
-    assert archive_ids == [f"archive_{n:03d}" for n in range(1, len(commits) + 1)]
+    commits = [c for c in [*firsts, final] if c.archive]
+    archives = sorted(c.archive for c in commits)
+    assert archives == [f"sessions/s/archives/archive_{n:03d}" for n in range(1, len(commits) + 1)]
     assert len(commits) >= 2
     # Every commit completes, watched through either replica.
-    for index, event in enumerate(commits):
-        events = await _watch(stubs[(index + 1) % 2], "s", event.commit_id)
+    for index, commit in enumerate(commits):
+        events = await _watch(stubs[(index + 1) % 2], "s", commit.name)
         assert events[-1].stage == pb.COMMIT_STAGE_COMPLETED
     archived: list[str] = []
-    for number, archive_id in enumerate(archive_ids, start=1):
-        archive = await stubs[number % 2].GetArchive(
-            api.GetArchiveRequest(session_id="s", archive_id=archive_id)
-        )
-        archived.extend(m.id for m in archive.messages)
+    for number, name in enumerate(archives, start=1):
+        archive = await stubs[number % 2].GetArchive(api.GetArchiveRequest(name=name))
+        archived.extend(await _archived_ids(stubs[(number + 1) % 2], name))
         # Phase 2 ran strictly in archive order across both replicas, each archive once.
         assert archive.working_memory.version == number
     assert sorted(archived) == sorted(added) and len(archived) == len(added)
-    session = await stubs[1].GetSession(api.GetSessionRequest(session_id="s"))
+    session = await stubs[1].GetSession(api.GetSessionRequest(name=wm_names.session("s")))
     assert (session.archive_count, session.working_memory_version) == (len(commits),) * 2
     assert (session.message_count, session.pending_tokens) == (0, 0)
 
@@ -249,7 +265,7 @@ async def test_ingest_from_several_replicas_loses_nothing_and_counts_pending_exa
     await stubs[0].CreateSession(api.CreateSessionRequest(session_id="s"))
     keep = 3
     skipped = await _first_event(stubs[1], "s", keep=keep)  # remembers keep 3
-    assert skipped.stage == pb.COMMIT_STAGE_SKIPPED
+    assert skipped.state == pb.COMMIT_STATE_SKIPPED
     rng = random.Random(3)
     tokens: dict[str, int] = {}
 
@@ -258,7 +274,7 @@ async def test_ingest_from_several_replicas_loses_nothing_and_counts_pending_exa
             sizes = [rng.randint(1, 60) for _ in range(rng.randint(1, 4))]
             ids = [f"w{replica}{writer}-{batch}-{i}" for i in range(len(sizes))]
             request = api.AddMessagesRequest(
-                session_id="s",
+                parent=wm_names.session("s"),
                 messages=[b.sized(t, i) for t, i in zip(sizes, ids, strict=True)],
                 request_id=f"req-{replica}{writer}-{batch}",
             )
@@ -270,18 +286,16 @@ async def test_ingest_from_several_replicas_loses_nothing_and_counts_pending_exa
             tokens.update(zip(ids, sizes, strict=True))
 
     await asyncio.gather(*(ingest(replica, w) for replica in (0, 1) for w in range(2)))
-    session = await stubs[0].GetSession(api.GetSessionRequest(session_id="s"))
+    session = await stubs[0].GetSession(api.GetSessionRequest(name=wm_names.session("s")))
     assert session.total_message_count == session.message_count == len(tokens)
     assert session.live_tokens == sum(tokens.values())
     # pending_tokens is exactly what a keep-3 commit archives now: everything but the newest 3.
     first = await _first_event(stubs[1], "s", keep=keep)
-    assert first.phase1.archived_message_count == len(tokens) - keep
-    assert first.phase1.archived_tokens == session.pending_tokens
-    archive = await stubs[0].GetArchive(
-        api.GetArchiveRequest(session_id="s", archive_id=first.phase1.archive_id)
-    )
-    assert sum(tokens[m.id] for m in archive.messages) == session.pending_tokens
-    after = await stubs[1].GetSession(api.GetSessionRequest(session_id="s"))
+    assert first.archived_message_count == len(tokens) - keep
+    assert first.archived_tokens == session.pending_tokens
+    archived = await _archived_ids(stubs[0], first.archive)
+    assert sum(tokens[m] for m in archived) == session.pending_tokens
+    after = await stubs[1].GetSession(api.GetSessionRequest(name=wm_names.session("s")))
     assert (after.message_count, after.pending_tokens) == (keep, 0)
     # A page token of one replica is valid on the other: both sign with the key kept in the
     # shared database (WM_PAGE_TOKEN_KEY unset).
@@ -290,7 +304,7 @@ async def test_ingest_from_several_replicas_loses_nothing_and_counts_pending_exa
     rest = await stubs[1].ListSessions(
         api.ListSessionsRequest(page_size=1, page_token=page.next_page_token)
     )
-    assert [x.session_id for x in (*page.sessions, *rest.sessions)] == ["t", "s"]
+    assert [x.name for x in (*page.sessions, *rest.sessions)] == ["sessions/t", "sessions/s"]
 
 
 @pytest.mark.slow
@@ -311,15 +325,14 @@ async def test_replica_killed_during_phase2_is_taken_over_once_the_lease_expires
     stub_b = _stub(channels, server_b)
     await stub_b.AddMessages(
         api.AddMessagesRequest(
-            session_id="s",
+            parent=wm_names.session("s"),
             messages=[b.user(f"message {i}", f"m{i}") for i in range(4)],
             create_session_if_missing=True,
         )
     )
-    call = stub_b.Commit(api.CommitRequest(session_id="s", keep_recent_count=0), timeout=60)
-    first = await call.read()
-    assert isinstance(first, pb.CommitEvent)
-    commit_id = first.commit_id
+    created = await stub_b.CreateCommit(commit_flow.create_request("s"), timeout=60)
+    commit_id = wm_names.last_segment(created.name)
+    call = stub_b.WatchCommit(api.WatchCommitRequest(name=created.name), timeout=60)
     while True:  # B has claimed the job and is waiting on its model
         event = await call.read()
         assert isinstance(event, pb.CommitEvent)
@@ -333,7 +346,7 @@ async def test_replica_killed_during_phase2_is_taken_over_once_the_lease_expires
     stub_a = _stub(channels, server_a)
     watch = asyncio.create_task(_watch(stub_a, "s", commit_id))
     await asyncio.sleep(3)  # longer than a lease: B renews it, so A must not take the job
-    running = await stub_a.GetCommit(api.GetCommitRequest(session_id="s", commit_id=commit_id))
+    running = await stub_a.GetCommit(api.GetCommitRequest(name=wm_names.commit("s", commit_id)))
     assert running.state == pb.COMMIT_STATE_RUNNING and running.attempt_count == 1
     assert not watch.done()
 
@@ -348,13 +361,15 @@ async def test_replica_killed_during_phase2_is_taken_over_once_the_lease_expires
     assert sum(e.terminal for e in events) == 1 and events[-1].stage == pb.COMMIT_STAGE_COMPLETED
     # B renewed its 2 s lease every 2/3 s, so it outlived B by at least 4/3 s.
     assert took_over_after >= 1.0
-    done = await stub_a.GetCommit(api.GetCommitRequest(session_id="s", commit_id=commit_id))
+    done = await stub_a.GetCommit(api.GetCommitRequest(name=wm_names.commit("s", commit_id)))
     assert done.state == pb.COMMIT_STATE_COMPLETED and done.attempt_count == 2
     assert done.working_memory_version == 1
-    memory = await stub_a.GetWorkingMemory(api.GetWorkingMemoryRequest(session_id="s"))
-    assert memory.version == 1 and memory.archive_id == "archive_001"  # stored exactly once
-    listed = await stub_a.ListCommits(api.ListCommitsRequest(session_id="s"))
-    assert [c.commit_id for c in listed.commits] == [commit_id]
+    memory = await stub_a.GetWorkingMemory(
+        api.GetWorkingMemoryRequest(name=wm_names.working_memory("s"))
+    )
+    assert memory.version == 1 and memory.archive == "sessions/s/archives/archive_001"  # once
+    listed = await stub_a.ListCommits(api.ListCommitsRequest(parent=wm_names.session("s")))
+    assert [c.name for c in listed.commits] == [created.name]
     assert await _completions(server_a, server_b, commit_id=commit_id) == (1, 0)
 
 
@@ -371,8 +386,10 @@ async def test_concurrent_memory_writes_on_two_replicas_never_answer_internal(
         processes, (tmp_path / "a", dict(base_env)), (tmp_path / "b", dict(base_env))
     )
     stubs = [_stub(channels, one), _stub(channels, two)]
-    await stubs[0].CreateSession(api.CreateSessionRequest(session_id="m", user_id="u1"))
-    owner = api.MemoryOwner(user_id="u1")
+    await stubs[0].CreateSession(
+        api.CreateSessionRequest(session_id="m", session=pb.Session(user_id="u1"))
+    )
+    owner = wm_names.user("u1")
 
     def create(n: int) -> object:
         return stubs[n % 2].CreateMemory(
@@ -383,10 +400,10 @@ async def test_concurrent_memory_writes_on_two_replicas_never_answer_internal(
             )
         )
 
-    def update(n: int, memory_id: str) -> object:
+    def update(n: int, memory: str) -> object:
         return stubs[n % 2].UpdateMemory(
             api.UpdateMemoryRequest(
-                memory=pb.Memory(memory_id=memory_id, text=f"Prefers tabs, take {n}"),
+                memory=pb.Memory(name=memory, text=f"Prefers tabs, take {n}"),
                 request_id=f"update-{n}",
             )
         )
@@ -412,16 +429,14 @@ async def test_concurrent_memory_writes_on_two_replicas_never_answer_internal(
                 assert _retry_info(result), outcome(result)
     listed = await stubs[1].ListMemories(api.ListMemoriesRequest(owner=owner))
     assert len(listed.memories) == 1  # one memory, however many callers raced
-    memory_id = listed.memories[0].memory_id
-    updated = await asyncio.gather(
-        *(update(n, memory_id) for n in range(8)), return_exceptions=True
-    )  # type: ignore[arg-type]
+    memory = listed.memories[0].name
+    updated = await asyncio.gather(*(update(n, memory) for n in range(8)), return_exceptions=True)  # type: ignore[arg-type]
     codes = [
         r.code() if isinstance(r, grpc.aio.AioRpcError) else grpc.StatusCode.OK for r in updated
     ]
     assert set(codes) <= allowed, [outcome(r) for r in updated]
     assert grpc.StatusCode.OK in codes
-    got = await stubs[0].GetMemory(api.GetMemoryRequest(memory_id=memory_id))
+    got = await stubs[0].GetMemory(api.GetMemoryRequest(name=memory))
     # Every successful update added one version, contiguous, the old texts in the history.
     assert got.version == 1 + codes.count(grpc.StatusCode.OK)
     assert sorted(v.version for v in got.history) == list(range(1, got.version))
@@ -437,15 +452,15 @@ def _retry_info(error: grpc.aio.AioRpcError) -> bool:
 async def _commit_on(stub: Stub, session: str, first: int, texts: list[str]) -> None:
     await stub.AddMessages(
         api.AddMessagesRequest(
-            session_id=session,
+            parent=wm_names.session(session),
             messages=[
                 pb.Message(id=f"m{first + n}", role=pb.ROLE_USER, parts=[pb.Part(text=t)])
                 for n, t in enumerate(texts)
             ],
         )
     )
-    call = stub.Commit(api.CommitRequest(session_id=session, keep_recent_count=0), timeout=60)
-    stages = [e.stage async for e in call if e.stage != pb.COMMIT_STAGE_HEARTBEAT]
+    _, events = await commit_flow.commit(stub, session, within=60)
+    stages = [e.stage for e in events]
     assert stages[-1] == pb.COMMIT_STAGE_COMPLETED
 
 
@@ -463,28 +478,34 @@ async def test_a_replica_searches_what_another_one_embedded_at_its_next_query(
         processes, (tmp_path / "a", dict(base_env)), (tmp_path / "b", dict(base_env))
     )
     a, b = _stub(channels, one), _stub(channels, two)
-    await a.CreateSession(api.CreateSessionRequest(session_id="r", user_id="u1"))
+    await a.CreateSession(
+        api.CreateSessionRequest(session_id="r", session=pb.Session(user_id="u1"))
+    )
     await _commit_on(a, "r", 0, ["We settled on PostgreSQL for the ledger service."])
 
     def hybrid(query: str) -> api.SearchArchivesRequest:
-        return api.SearchArchivesRequest(session_id="r", query=query, mode=api.SEARCH_MODE_HYBRID)
+        return api.SearchArchivesRequest(
+            parent=wm_names.session("r"), query=query, mode=api.SEARCH_MODE_HYBRID
+        )
 
     held = await b.SearchArchives(hybrid("which database for the ledger"))
-    assert held.hits and held.hits[0].message_id == "m0"  # B holds the session's vectors now
+    assert (
+        held.hits and held.hits[0].message == "sessions/r/messages/m0"
+    )  # B holds the session's vectors now
     await _commit_on(a, "r", 1, ["My sister just started a pottery class on Tuesdays."])
     answer = await b.SearchArchives(hybrid("when did she begin ceramics lessons"))
     assert answer.semantic_recall == api.SEMANTIC_RECALL_FULL and answer.unembedded_rows == 0
-    assert answer.hits[0].message_id == "m1"  # no word in common: by meaning
+    assert answer.hits[0].message == "sessions/r/messages/m1"  # no word in common: by meaning
     assert answer.hits[0].dense_score > 0 and answer.hits[0].lexical_score == 0
 
-    owner = api.MemoryOwner(user_id="u1")
+    owner = wm_names.user("u1")
     await b.SearchMemories(api.SearchMemoriesRequest(owner=owner, query="ledger"))  # held
     await a.CreateMemory(
         api.CreateMemoryRequest(
             owner=owner, memory=pb.Memory(type=pb.MEMORY_TYPE_EVENT, text="Started pottery")
         )
     )
-    request = api.SearchMemoriesRequest(owner=owner, query="ceramics", limit=1)
+    request = api.SearchMemoriesRequest(owner=owner, query="ceramics", page_size=1)
     for _ in range(200):  # A's embedding loop stores the vector just after the write
         found = await b.SearchMemories(request)
         if found.semantic_recall == api.SEMANTIC_RECALL_FULL:
