@@ -158,7 +158,8 @@ async def test_expired_memories_are_gone_from_reads_then_deleted(
         rows = await uow.memories.of_owner(
             "default", "user:u1", [wm_names.last_segment(m.name) for m in (timed, event, kept)]
         )
-    assert [r.memory_id for r in rows] == [wm_names.last_segment(kept.name)]  # deleted, not only hidden
+    # deleted, not only hidden
+    assert [r.memory_id for r in rows] == [wm_names.last_segment(kept.name)]
 
 
 async def test_near_duplicates_are_merged_with_a_decision_record(

@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-
 from support import builders as b
 from support import commit_flow, wm_names
 from wm_core import CommitState
@@ -54,13 +52,6 @@ def turn(rng: random.Random, message_id: str, index: int) -> pb.Message:
     if index % 2 == 0:
         return b.user(f"Please fix the failing test in {module}{filler}.", message_id)
     return b.assistant(f"I changed {module}; the test passes now{filler}.", message_id)
-
-
-async def read_events(
-    call: grpc.aio.UnaryStreamCall[object, pb.CommitEvent],
-) -> list[pb.CommitEvent]:
-    """Every non-heartbeat event of a commit stream, until it ends."""
-    return [event async for event in call if event.stage != pb.COMMIT_STAGE_HEARTBEAT]
 
 
 async def wait_terminal(stub: Stub, commit: str, within: float = 30.0) -> list[pb.CommitEvent]:
