@@ -555,6 +555,17 @@ async def _reuse_commit(callers: Callers, sid: str, rid: str) -> Reuse:
     return lambda: _commit_first(callers.other, sid, 0, rid)
 
 
+async def _reuse_compact(callers: Callers, sid: str, rid: str) -> Reuse:
+    """A compaction is the keep-0 commit of the whole session; a keep-1 commit is another
+    request."""
+    first = await callers.first.CompactSession(
+        api.CompactSessionRequest(name=wm_names.session(sid), request_id=rid), timeout=DEADLINE
+    )
+    assert first.archive
+    await _terminal(callers.first, sid, first.name)
+    return lambda: _commit_first(callers.other, sid, 1, rid)
+
+
 async def _reuse_apply(callers: Callers, sid: str, rid: str) -> Reuse:
     reply = await callers.first.ApplyWorkingMemoryOps(
         api.ApplyWorkingMemoryOpsRequest(parent=wm_names.session(sid), ops=_ops(1), request_id=rid),
@@ -581,6 +592,7 @@ async def _reuse_create(callers: Callers, sid: str, rid: str) -> Reuse:
 REUSES = {
     "AddMessages": _reuse_add_messages,
     "CreateCommit": _reuse_commit,
+    "CompactSession": _reuse_compact,
     "ApplyWorkingMemoryOps": _reuse_apply,
     "CreateSession": _reuse_create,
 }
