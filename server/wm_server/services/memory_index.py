@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wm_server.embedding import quantized
 from wm_server.embedding.fusion import from_blobs, nearest_scores
 from wm_server.embedding.port import Vectors
 from wm_server.search import bm25
@@ -57,7 +58,7 @@ class _Part:
     times: np.ndarray  # float64, COALESCE(event_time, record_time)
     expires: np.ndarray  # float64 expire_time, NaN for NULL
     created: np.ndarray  # float64
-    vectors: Vectors  # float32 (rows, dims), zeros where not embedded
+    vectors: quantized.Codes  # (rows, dims), zeros where not embedded
     embedded: np.ndarray  # bool
 
     @property
@@ -77,7 +78,7 @@ class _Part:
         gone = frozenset(int(m) for m in self.mids[~keep])
         return _Part(
             bm25.without(self.segment, gone), self.states[keep], self.kinds[keep],
-            self.times[keep], self.expires[keep], self.created[keep], self.vectors[keep],
+            self.times[keep], self.expires[keep], self.created[keep], self.vectors.take(keep),
             self.embedded[keep],
         )  # fmt: skip
 
@@ -86,10 +87,12 @@ def _merged(parts: Sequence[_Part]) -> _Part:
     return _Part(
         bm25.merge([p.segment for p in parts]),
         *(np.concatenate([getattr(p, f) for p in parts]) for f in _COLUMNS),
+        quantized.concatenate([p.vectors for p in parts]),
+        np.concatenate([p.embedded for p in parts]),
     )
 
 
-_COLUMNS = ("states", "kinds", "times", "expires", "created", "vectors", "embedded")
+_COLUMNS = ("states", "kinds", "times", "expires", "created")
 
 
 def _built(rows: Sequence[IndexedMemory], codes: dict[str, int], dims: int) -> _Part:
@@ -97,12 +100,16 @@ def _built(rows: Sequence[IndexedMemory], codes: dict[str, int], dims: int) -> _
     count = len(rows)
     segment = bm25.build([bm25.Row(r.mid, r.mid, 0.0, r.terms, term_count(r.terms)) for r in rows])
     embedded = np.fromiter((r.vector is not None for r in rows), dtype=bool, count=count)
+    matrix = from_blobs([r.vector for r in rows if r.vector is not None], dims)
     if embedded.all():
-        vectors = from_blobs([r.vector for r in rows if r.vector is not None], dims)
+        vectors = quantized.quantize(matrix)
     else:
-        vectors = np.zeros((count, dims), dtype=np.float32)
-        if embedded.any():
-            vectors[embedded] = from_blobs([r.vector for r in rows if r.vector is not None], dims)
+        coded = quantized.quantize(matrix)
+        vectors = quantized.Codes(
+            np.zeros((count, dims), dtype=np.int8), np.zeros(count, dtype=np.float32)
+        )
+        vectors.codes[embedded] = coded.codes
+        vectors.scales[embedded] = coded.scales
     return _Part(
         segment,
         np.fromiter((codes[r.state] for r in rows), dtype=np.int32, count=count),
@@ -172,7 +179,7 @@ class OwnerMemories:
         for part, mask in zip(self.parts, masks, strict=True):
             searched = mask & part.embedded
             unembedded += int(np.count_nonzero(mask)) - int(np.count_nonzero(searched))
-            product = part.vectors @ vector if part.vectors.shape[1] else np.zeros(mask.shape)
+            product = part.vectors.cosine(vector)
             if not searched.all():
                 product[~searched] = -np.inf
             scores.append(product)

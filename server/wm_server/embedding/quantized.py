@@ -1,0 +1,93 @@
+"""Vectors held in memory as int8 codes with one scale per row, and their cosine to a query.
+
+Why: an owner's 100,000 memories with 256-d float32 vectors held 102 MB of the recall index's
+125 MB, and the server's RSS after 50 SearchMemories was 588 MB against the 500 MB target
+(bench/memory_search_bench.py). Codes take a quarter of that. float16 would halve it, but
+numpy converts float16 without SIMD here: the cosine over 100,000 rows took 55-85 ms, against
+8-13 ms in float32 and 5.5-8.5 ms from int8 codes converted to float32 a block at a time (the
+product is bound by memory, and a block fits the cache).
+
+Each row is scaled by its largest magnitude (``code = round(127 * x / max|x|)``) and the query
+stays float32, so a row's cosine is off by at most ``max|x| / 254`` times the query's L1 norm
+over the row's dimensions, about 0.003 for unit 256-d vectors; the measured top-10 against
+float32 cosine is in ``bench/quantized_agreement_bench.py``. The stored vectors (float32
+BLOBs) are unchanged: only what the server holds is coded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from wm_server.embedding.port import Vectors
+
+# Rows converted to float32 at a time in ``Codes.cosine``: 4,096 x 256 floats (4 MB) was the
+# fastest of 1,024 / 4,096 / 16,384 over 100,000 rows here.
+BLOCK = 4096
+_LEVELS = 127.0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Codes:
+    """Rows of int8 codes (``codes``) and the float32 ``scales`` that bring them back:
+    ``vector ~= codes * scale``. A row of zeros (no vector) has scale 0."""
+
+    codes: np.ndarray  # int8 (rows, dims)
+    scales: np.ndarray  # float32 (rows,)
+
+    @property
+    def rows(self) -> int:
+        return int(self.codes.shape[0])
+
+    @property
+    def dims(self) -> int:
+        return int(self.codes.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.codes.nbytes + self.scales.nbytes)
+
+    def take(self, keep: np.ndarray) -> Codes:
+        """The rows ``keep`` (a boolean mask or indexes) selects."""
+        return Codes(self.codes[keep], self.scales[keep])
+
+    def cosine(self, query: Vectors) -> np.ndarray:
+        """float32 cosine of every row to the unit-length float32 ``query`` (0 for a row of
+        zeros), a block of rows converted at a time: no float32 copy of the matrix."""
+        out = np.empty(self.rows, dtype=np.float32)
+        if self.dims == 0:
+            out[:] = 0.0
+            return out
+        query = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        buffer = np.empty((min(BLOCK, self.rows), self.dims), dtype=np.float32)
+        for start in range(0, self.rows, BLOCK):
+            end = min(start + BLOCK, self.rows)
+            block = buffer[: end - start]
+            np.copyto(block, self.codes[start:end], casting="unsafe")
+            np.matmul(block, query, out=out[start:end])
+        out *= self.scales
+        return out
+
+
+def empty(dims: int) -> Codes:
+    return Codes(np.zeros((0, dims), dtype=np.int8), np.zeros(0, dtype=np.float32))
+
+
+def quantize(matrix: Vectors) -> Codes:
+    """The codes of float32 ``matrix`` (rows, dims)."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.shape[0] == 0 or matrix.shape[1] == 0:
+        return Codes(np.zeros(matrix.shape, dtype=np.int8), np.zeros(matrix.shape[0], np.float32))
+    peaks = np.abs(matrix).max(axis=1)
+    scales = (peaks / _LEVELS).astype(np.float32)
+    divisor = np.where(peaks > 0, scales, np.float32(1.0))
+    codes = np.rint(matrix / divisor[:, None]).astype(np.int8)
+    return Codes(codes, scales)
+
+
+def concatenate(parts: Sequence[Codes]) -> Codes:
+    return Codes(
+        np.concatenate([p.codes for p in parts]), np.concatenate([p.scales for p in parts])
+    )
