@@ -1,17 +1,19 @@
-"""Vectors held in memory as int8 codes with one scale per row, and their cosine to a query.
+"""Vectors held in memory as int16 codes with one scale per row, and their cosine to a query.
 
 Why: an owner's 100,000 memories with 256-d float32 vectors held 102 MB of the recall index's
 125 MB, and the server's RSS after 50 SearchMemories was 588 MB against the 500 MB target
-(bench/memory_search_bench.py). Codes take a quarter of that. float16 would halve it, but
-numpy converts float16 without SIMD here: the cosine over 100,000 rows took 55-85 ms, against
-8-13 ms in float32 and 5.5-8.5 ms from int8 codes converted to float32 a block at a time (the
-product is bound by memory, and a block fits the cache).
+(bench/memory_search_bench.py). Codes take half of that. float16 would too, but numpy converts
+float16 without SIMD here: the cosine over 100,000 rows took 55-85 ms, against 8-13 ms in
+float32 and 6-6.5 ms from int16 codes converted to float32 a block at a time (the product is
+bound by memory, and a block fits the cache).
 
-Each row is scaled by its largest magnitude (``code = round(127 * x / max|x|)``) and the query
-stays float32, so a row's cosine is off by at most ``max|x| / 254`` times the query's L1 norm
-over the row's dimensions, about 0.003 for unit 256-d vectors; the measured top-10 against
-float32 cosine is in ``bench/quantized_agreement_bench.py``. The stored vectors (float32
-BLOBs) are unchanged: only what the server holds is coded.
+Each row is scaled by its largest magnitude (``code = round(32767 * x / max|x|)``) and the
+query stays float32, so a row's cosine is off by at most ``max|x| / 65534`` times the query's
+L1 norm, under 1e-4 for unit 256-d vectors (measured on real text: under 1e-5). int8 codes (a quarter of
+float32, 5-5.5 ms) were measured too and refused: their error (up to 0.002) reordered the
+top 10 of one question in ten on bench/recall's splits (R@10 the same or 0.6 better), while
+int16's top 10 is float32's for every question, ties aside (bench/quantized_agreement_bench.py).
+The stored vectors (float32 BLOBs) are unchanged: only what the server holds is coded.
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ from wm_server.embedding.port import Vectors
 # Rows converted to float32 at a time in ``Codes.cosine``: 4,096 x 256 floats (4 MB) was the
 # fastest of 1,024 / 4,096 / 16,384 over 100,000 rows here.
 BLOCK = 4096
-_LEVELS = 127.0
+_LEVELS = 32767.0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Codes:
-    """Rows of int8 codes (``codes``) and the float32 ``scales`` that bring them back:
+    """Rows of int16 codes (``codes``) and the float32 ``scales`` that bring them back:
     ``vector ~= codes * scale``. A row of zeros (no vector) has scale 0."""
 
-    codes: np.ndarray  # int8 (rows, dims)
+    codes: np.ndarray  # int16 (rows, dims)
     scales: np.ndarray  # float32 (rows,)
 
     @property
@@ -72,18 +74,18 @@ class Codes:
 
 
 def empty(dims: int) -> Codes:
-    return Codes(np.zeros((0, dims), dtype=np.int8), np.zeros(0, dtype=np.float32))
+    return Codes(np.zeros((0, dims), dtype=np.int16), np.zeros(0, dtype=np.float32))
 
 
 def quantize(matrix: Vectors) -> Codes:
     """The codes of float32 ``matrix`` (rows, dims)."""
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.shape[0] == 0 or matrix.shape[1] == 0:
-        return Codes(np.zeros(matrix.shape, dtype=np.int8), np.zeros(matrix.shape[0], np.float32))
+        return Codes(np.zeros(matrix.shape, dtype=np.int16), np.zeros(matrix.shape[0], np.float32))
     peaks = np.abs(matrix).max(axis=1)
     scales = (peaks / _LEVELS).astype(np.float32)
     divisor = np.where(peaks > 0, scales, np.float32(1.0))
-    codes = np.rint(matrix / divisor[:, None]).astype(np.int8)
+    codes = np.rint(matrix / divisor[:, None]).astype(np.int16)
     return Codes(codes, scales)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wm_server import native_heap
 from wm_server.embedding import quantized
 from wm_server.embedding.fusion import from_blobs, nearest_scores
 from wm_server.embedding.port import Vectors
@@ -83,13 +84,18 @@ class _Part:
         )  # fmt: skip
 
 
-def _merged(parts: Sequence[_Part]) -> _Part:
-    return _Part(
+def _merged(parts: list[_Part]) -> _Part:
+    """One part of ``parts``, which it empties: a worker thread's call holds its arguments
+    until after the caller resumed, so pages passed to ``asyncio.to_thread`` outlived the heap's
+    trim that follows a build (measured: 70 MB of 100,000 memories' pages kept)."""
+    merged = _Part(
         bm25.merge([p.segment for p in parts]),
         *(np.concatenate([getattr(p, f) for p in parts]) for f in _COLUMNS),
         quantized.concatenate([p.vectors for p in parts]),
         np.concatenate([p.embedded for p in parts]),
     )
+    parts.clear()
+    return merged
 
 
 _COLUMNS = ("states", "kinds", "times", "expires", "created")
@@ -106,7 +112,7 @@ def _built(rows: Sequence[IndexedMemory], codes: dict[str, int], dims: int) -> _
     else:
         coded = quantized.quantize(matrix)
         vectors = quantized.Codes(
-            np.zeros((count, dims), dtype=np.int8), np.zeros(count, dtype=np.float32)
+            np.zeros((count, dims), dtype=np.int16), np.zeros(count, dtype=np.float32)
         )
         vectors.codes[embedded] = coded.codes
         vectors.scales[embedded] = coded.scales
@@ -241,7 +247,7 @@ class MemoryIndex:
             self._items.move_to_end(key)
             return item
         if not uow.read_only:  # a writer's own rows could still roll back: never kept
-            return await self._refresh(uow, tenant, owner, state, item)
+            return await self._refreshed(uow, tenant, owner, state, item)
         # One build per owner at a time: a search that comes while the warm-up (or another
         # search) reads the owner waits for it, then reads only what changed since (two
         # builds of 100,000 memories at once doubled their transient memory).
@@ -251,12 +257,25 @@ class MemoryIndex:
                 item = self._items.get(key)
                 if item is not None and item.state == state:
                     return item
-                fresh = await self._refresh(uow, tenant, owner, state, item)
+                fresh = await self._refreshed(uow, tenant, owner, state, item)
                 self._put(key, fresh)
                 return fresh
         finally:
             if not lock.locked():
                 self._building.pop(key, None)
+
+    async def _refreshed(
+        self,
+        uow: UnitOfWork,
+        tenant: str,
+        owner: str,
+        state: OwnerState,
+        item: OwnerMemories | None,
+    ) -> OwnerMemories:
+        fresh, read = await self._refresh(uow, tenant, owner, state, item)
+        if read >= _INLINE:  # what the build freed goes back (native_heap), off the loop
+            await asyncio.to_thread(native_heap.release)
+        return fresh
 
     async def _refresh(
         self,
@@ -265,8 +284,10 @@ class MemoryIndex:
         owner: str,
         state: OwnerState,
         item: OwnerMemories | None,
-    ) -> OwnerMemories:
+    ) -> tuple[OwnerMemories, int]:
+        """The owner's memories as of ``state``; how many rows were read."""
         after = item.state[0] if item is not None else 0
+        read = 0
         pages: list[_Part] = []
         last = 0
         while True:
@@ -278,6 +299,7 @@ class MemoryIndex:
             for name in {r.state for r in rows} | {r.type for r in rows}:
                 self._codes.setdefault(name, len(self._codes))
             pages.append(await self._build(rows))
+            read += len(rows)
             last = rows[-1].mid
             if len(rows) < self._page:
                 break
@@ -299,7 +321,7 @@ class MemoryIndex:
             parts = [p for p in parts if p.segment.size]
         if len(parts) > MAX_PARTS:
             parts = [await asyncio.to_thread(_merged, parts)]
-        return OwnerMemories(state, tuple(parts), tuple(self._codes))
+        return OwnerMemories(state, tuple(parts), tuple(self._codes)), read
 
     async def _build(self, rows: list[IndexedMemory]) -> _Part:
         codes = dict(self._codes)
