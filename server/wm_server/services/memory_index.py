@@ -88,17 +88,17 @@ def _merged(parts: list[_Part]) -> _Part:
     """One part of ``parts``, which it empties: a worker thread's call holds its arguments
     until after the caller resumed, so pages passed to ``asyncio.to_thread`` outlived the heap's
     trim that follows a build (measured: 70 MB of 100,000 memories' pages kept)."""
+
+    def joined(column: str) -> np.ndarray:
+        return np.concatenate([getattr(p, column) for p in parts])
+
     merged = _Part(
-        bm25.merge([p.segment for p in parts]),
-        *(np.concatenate([getattr(p, f) for p in parts]) for f in _COLUMNS),
-        quantized.concatenate([p.vectors for p in parts]),
-        np.concatenate([p.embedded for p in parts]),
-    )
+        bm25.merge([p.segment for p in parts]), joined("states"), joined("kinds"),
+        joined("times"), joined("expires"), joined("created"),
+        quantized.concatenate([p.vectors for p in parts]), joined("embedded"),
+    )  # fmt: skip
     parts.clear()
     return merged
-
-
-_COLUMNS = ("states", "kinds", "times", "expires", "created")
 
 
 def _built(rows: Sequence[IndexedMemory], codes: dict[str, int], dims: int) -> _Part:
@@ -198,7 +198,8 @@ class OwnerMemories:
 
 class MemoryIndex:
     """Owners' memories for recall, least recently used out past ``max_bytes``: 100,000
-    memories with 256-d vectors take about 125 MB (bench/memory_search_bench.py)."""
+    memories with 256-d vectors take about 69 MB (their vectors as int16 codes,
+    ``embedding/quantized.py``; 125 MB as float32; bench/memory_search_bench.py)."""
 
     def __init__(
         self,
