@@ -1,16 +1,20 @@
 """Memories ranked by BM25 per owner (issue 34), on every engine: the statistics are the
 owner's memories' only, so another owner's or tenant's memories never change a ranking; the
 owner's in-process index follows every write (create, update, retire, delete, supersede,
-expiry, purge) at the next search; a writer's rows that roll back are never kept; and the
+expiry, purge) at the next search, its held vectors too, scoring as the stored float32 ones;
+a writer's rows that roll back are never kept; and the
 warm-up after a start reads the owners written and the sessions archived last."""
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
+import pytest
 from storage_support import Services
 
 from wm_core import MemoryType, Message, Role, TextPart
+from wm_server.embedding.fusion import to_blob
 from wm_server.security.tenancy import set_tenant
 from wm_server.services.memories import MemoryContent, OwnerSpec
 from wm_server.services.memory_index import MemoryIndex
@@ -175,3 +179,60 @@ async def test_an_owner_read_in_pages_ranks_as_when_read_at_once(services: Servi
     assert held is not None and held.size == 7 and len(held.parts) == 1  # pages merged
     assert [(f.row.mid, f.fused.score) for f in a] == [(f.row.mid, f.fused.score) for f in b]
     assert len(a) == 7
+
+
+MODEL = "test/four"
+
+
+async def _store_vector(services: Services, memory_id: str, vector: list[float]) -> int:
+    async with services.database.unit_of_work() as uow:
+        row = await uow.memories.get("t", memory_id)
+        assert row is not None
+        blob = to_blob(np.array(vector, dtype=np.float32))
+        await uow.vectors.store_memories([(row.mid, row.version, MODEL, 4, blob)])
+        await uow.commit()
+    return row.mid
+
+
+async def _nearest(
+    services: Services, index: MemoryIndex, vector: list[float]
+) -> tuple[list[int], list[float], int]:
+    async with services.database.reader() as uow:
+        held = await index.owner(uow, "t", "user:u1")
+    assert held is not None
+    where = services.memories._filter("user:u1")
+    found, unembedded = held.nearest(np.array(vector, dtype=np.float32), held.admitted(where), 10)
+    return [m for m, _ in found], [c for _, c in found], unembedded
+
+
+async def test_the_vectors_held_follow_every_write_and_score_as_stored(
+    services: Services,
+) -> None:
+    index = MemoryIndex(MODEL, 4, page=2)  # three memories: two pages, merged
+    east_id = await _create(services, "Facing east")
+    north_id = await _create(services, "Facing north")
+    between_id = await _create(services, "Facing north-east")
+    east = await _store_vector(services, east_id, [1, 0, 0, 0])
+    north = await _store_vector(services, north_id, [0, 1, 0, 0])
+    between = await _store_vector(services, between_id, [0.6, 0.8, 0, 0])
+    mids, scores, unembedded = await _nearest(services, index, [1, 0, 0, 0])
+    assert mids == [east, between, north] and unembedded == 0
+    assert scores == pytest.approx([1.0, 0.6, 0.0], abs=1e-4)
+
+    # A rewrite: the old version's vector no longer counts, until the new one is stored.
+    await services.memories.update(north_id, {"text": "Facing east-north-east"}, "", "", "")
+    mids, _, unembedded = await _nearest(services, index, [1, 0, 0, 0])
+    assert mids == [east, between] and unembedded == 1
+    await _store_vector(services, north_id, [0.8, 0.6, 0, 0])
+    mids, scores, unembedded = await _nearest(services, index, [1, 0, 0, 0])
+    assert mids == [east, north, between] and unembedded == 0
+    assert scores == pytest.approx([1.0, 0.8, 0.6], abs=1e-4)
+
+    await services.memories.delete(east_id, "", "")
+    fresh_id = await _create(services, "Facing south")  # a part of its own, no vector yet
+    mids, scores, unembedded = await _nearest(services, index, [0, 1, 0, 0])
+    assert mids == [between, north] and unembedded == 1
+    assert scores == pytest.approx([0.8, 0.6], abs=1e-4)
+    fresh = await _store_vector(services, fresh_id, [0, -1, 0, 0])
+    mids, scores, _ = await _nearest(services, index, [0, 1, 0, 0])
+    assert mids == [between, north, fresh] and scores[-1] == pytest.approx(-1.0, abs=1e-4)

@@ -62,7 +62,7 @@ class Segment:
     vocabulary: np.ndarray  # int64 term hashes, sorted, distinct
     starts: np.ndarray  # int64, len(vocabulary) + 1
     docs: np.ndarray  # int32 row index within the segment
-    tfs: np.ndarray  # float64
+    tfs: np.ndarray  # float32: whole counts, exact to 2**24, and half the bytes of float64
     lengths: np.ndarray  # float64 terms per row
     seqs: np.ndarray  # int64
     positions: np.ndarray  # int64
@@ -114,10 +114,10 @@ def build(rows: Sequence[Row]) -> Segment:
     if hashes.shape[0]:
         new = np.concatenate(([True], (hashes[1:] != hashes[:-1]) | (owners[1:] != owners[:-1])))
         first = np.flatnonzero(new)
-        frequencies = np.diff(np.append(first, hashes.shape[0])).astype(np.float64)
+        frequencies = np.diff(np.append(first, hashes.shape[0])).astype(np.float32)
         hashes, owners = hashes[first], owners[first]
     else:
-        frequencies = np.zeros(0, dtype=np.float64)
+        frequencies = np.zeros(0, dtype=np.float32)
     vocabulary, starts, docs, tfs = _grouped(hashes, owners, frequencies)
     return Segment(
         vocabulary, starts, docs, tfs, lengths,

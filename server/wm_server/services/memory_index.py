@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wm_server import native_heap
+from wm_server.embedding import quantized
 from wm_server.embedding.fusion import from_blobs, nearest_scores
 from wm_server.embedding.port import Vectors
 from wm_server.search import bm25
@@ -57,7 +59,7 @@ class _Part:
     times: np.ndarray  # float64, COALESCE(event_time, record_time)
     expires: np.ndarray  # float64 expire_time, NaN for NULL
     created: np.ndarray  # float64
-    vectors: Vectors  # float32 (rows, dims), zeros where not embedded
+    vectors: quantized.Codes  # (rows, dims), zeros where not embedded
     embedded: np.ndarray  # bool
 
     @property
@@ -77,19 +79,26 @@ class _Part:
         gone = frozenset(int(m) for m in self.mids[~keep])
         return _Part(
             bm25.without(self.segment, gone), self.states[keep], self.kinds[keep],
-            self.times[keep], self.expires[keep], self.created[keep], self.vectors[keep],
+            self.times[keep], self.expires[keep], self.created[keep], self.vectors.take(keep),
             self.embedded[keep],
         )  # fmt: skip
 
 
-def _merged(parts: Sequence[_Part]) -> _Part:
-    return _Part(
-        bm25.merge([p.segment for p in parts]),
-        *(np.concatenate([getattr(p, f) for p in parts]) for f in _COLUMNS),
-    )
+def _merged(parts: list[_Part]) -> _Part:
+    """One part of ``parts``, which it empties: a worker thread's call holds its arguments
+    until after the caller resumed, so pages passed to ``asyncio.to_thread`` outlived the heap's
+    trim that follows a build (measured: 70 MB of 100,000 memories' pages kept)."""
 
+    def joined(column: str) -> np.ndarray:
+        return np.concatenate([getattr(p, column) for p in parts])
 
-_COLUMNS = ("states", "kinds", "times", "expires", "created", "vectors", "embedded")
+    merged = _Part(
+        bm25.merge([p.segment for p in parts]), joined("states"), joined("kinds"),
+        joined("times"), joined("expires"), joined("created"),
+        quantized.concatenate([p.vectors for p in parts]), joined("embedded"),
+    )  # fmt: skip
+    parts.clear()
+    return merged
 
 
 def _built(rows: Sequence[IndexedMemory], codes: dict[str, int], dims: int) -> _Part:
@@ -97,12 +106,16 @@ def _built(rows: Sequence[IndexedMemory], codes: dict[str, int], dims: int) -> _
     count = len(rows)
     segment = bm25.build([bm25.Row(r.mid, r.mid, 0.0, r.terms, term_count(r.terms)) for r in rows])
     embedded = np.fromiter((r.vector is not None for r in rows), dtype=bool, count=count)
+    matrix = from_blobs([r.vector for r in rows if r.vector is not None], dims)
     if embedded.all():
-        vectors = from_blobs([r.vector for r in rows if r.vector is not None], dims)
+        vectors = quantized.quantize(matrix)
     else:
-        vectors = np.zeros((count, dims), dtype=np.float32)
-        if embedded.any():
-            vectors[embedded] = from_blobs([r.vector for r in rows if r.vector is not None], dims)
+        coded = quantized.quantize(matrix)
+        vectors = quantized.Codes(
+            np.zeros((count, dims), dtype=np.int16), np.zeros(count, dtype=np.float32)
+        )
+        vectors.codes[embedded] = coded.codes
+        vectors.scales[embedded] = coded.scales
     return _Part(
         segment,
         np.fromiter((codes[r.state] for r in rows), dtype=np.int32, count=count),
@@ -172,7 +185,7 @@ class OwnerMemories:
         for part, mask in zip(self.parts, masks, strict=True):
             searched = mask & part.embedded
             unembedded += int(np.count_nonzero(mask)) - int(np.count_nonzero(searched))
-            product = part.vectors @ vector if part.vectors.shape[1] else np.zeros(mask.shape)
+            product = part.vectors.cosine(vector)
             if not searched.all():
                 product[~searched] = -np.inf
             scores.append(product)
@@ -185,7 +198,8 @@ class OwnerMemories:
 
 class MemoryIndex:
     """Owners' memories for recall, least recently used out past ``max_bytes``: 100,000
-    memories with 256-d vectors take about 125 MB (bench/memory_search_bench.py)."""
+    memories with 256-d vectors take about 69 MB (their vectors as int16 codes,
+    ``embedding/quantized.py``; 125 MB as float32; bench/memory_search_bench.py)."""
 
     def __init__(
         self,
@@ -234,7 +248,7 @@ class MemoryIndex:
             self._items.move_to_end(key)
             return item
         if not uow.read_only:  # a writer's own rows could still roll back: never kept
-            return await self._refresh(uow, tenant, owner, state, item)
+            return await self._refreshed(uow, tenant, owner, state, item)
         # One build per owner at a time: a search that comes while the warm-up (or another
         # search) reads the owner waits for it, then reads only what changed since (two
         # builds of 100,000 memories at once doubled their transient memory).
@@ -244,12 +258,25 @@ class MemoryIndex:
                 item = self._items.get(key)
                 if item is not None and item.state == state:
                     return item
-                fresh = await self._refresh(uow, tenant, owner, state, item)
+                fresh = await self._refreshed(uow, tenant, owner, state, item)
                 self._put(key, fresh)
                 return fresh
         finally:
             if not lock.locked():
                 self._building.pop(key, None)
+
+    async def _refreshed(
+        self,
+        uow: UnitOfWork,
+        tenant: str,
+        owner: str,
+        state: OwnerState,
+        item: OwnerMemories | None,
+    ) -> OwnerMemories:
+        fresh, read = await self._refresh(uow, tenant, owner, state, item)
+        if read >= _INLINE:  # what the build freed goes back (native_heap), off the loop
+            await asyncio.to_thread(native_heap.release)
+        return fresh
 
     async def _refresh(
         self,
@@ -258,8 +285,10 @@ class MemoryIndex:
         owner: str,
         state: OwnerState,
         item: OwnerMemories | None,
-    ) -> OwnerMemories:
+    ) -> tuple[OwnerMemories, int]:
+        """The owner's memories as of ``state``; how many rows were read."""
         after = item.state[0] if item is not None else 0
+        read = 0
         pages: list[_Part] = []
         last = 0
         while True:
@@ -271,6 +300,7 @@ class MemoryIndex:
             for name in {r.state for r in rows} | {r.type for r in rows}:
                 self._codes.setdefault(name, len(self._codes))
             pages.append(await self._build(rows))
+            read += len(rows)
             last = rows[-1].mid
             if len(rows) < self._page:
                 break
@@ -292,7 +322,7 @@ class MemoryIndex:
             parts = [p for p in parts if p.segment.size]
         if len(parts) > MAX_PARTS:
             parts = [await asyncio.to_thread(_merged, parts)]
-        return OwnerMemories(state, tuple(parts), tuple(self._codes))
+        return OwnerMemories(state, tuple(parts), tuple(self._codes)), read
 
     async def _build(self, rows: list[IndexedMemory]) -> _Part:
         codes = dict(self._codes)

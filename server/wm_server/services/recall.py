@@ -26,6 +26,7 @@ import numpy as np
 import structlog
 from threadpoolctl import threadpool_limits
 
+from wm_server.embedding import quantized
 from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest_scores
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
 from wm_server.search import bm25
@@ -66,27 +67,29 @@ class _NoObserver:
 
 
 class _Session:
-    """One session's archived-message vectors of one model, as one matrix; rows appended in
-    place (the buffers grow by doubling), so an embedded commit costs its own rows."""
+    """One session's archived-message vectors of one model, held as int16 codes
+    (``embedding/quantized.py``: half the bytes of float32, the same top 10); rows appended
+    in place (the buffers grow by doubling), so an embedded commit costs its own rows."""
 
-    __slots__ = ("_matrix", "_positions", "_seqs", "count", "model", "versions")
+    __slots__ = ("_codes", "_positions", "_scales", "_seqs", "count", "model", "versions")
 
     def __init__(
         self,
         model: str,
-        matrix: Vectors,
+        vectors: quantized.Codes,
         seqs: np.ndarray,
         positions: np.ndarray,
         versions: dict[int, int],
     ) -> None:
         self.model = model
-        self._matrix, self._seqs, self._positions = matrix, seqs, positions
-        self.count = int(matrix.shape[0])
+        self._codes, self._scales = vectors.codes, vectors.scales
+        self._seqs, self._positions = seqs, positions
+        self.count = vectors.rows
         self.versions = versions  # {seq: vector_version} of the archives as read
 
     @property
-    def matrix(self) -> Vectors:
-        return self._matrix[: self.count]
+    def vectors(self) -> quantized.Codes:
+        return quantized.Codes(self._codes[: self.count], self._scales[: self.count])
 
     @property
     def seqs(self) -> np.ndarray:
@@ -98,27 +101,31 @@ class _Session:
 
     @property
     def weight(self) -> int:
-        return int(self._matrix.nbytes + self._seqs.nbytes + self._positions.nbytes)
+        arrays = (self._codes, self._scales, self._seqs, self._positions)
+        return sum(int(a.nbytes) for a in arrays)
 
-    def append(self, matrix: Vectors, seqs: np.ndarray, positions: np.ndarray) -> None:
+    def append(self, vectors: quantized.Codes, seqs: np.ndarray, positions: np.ndarray) -> None:
         """Add rows; a position held already takes its new vector."""
         again = np.isin(positions, self.positions)
         if again.any():
             keep = ~np.isin(self.positions, positions)
-            self._matrix = np.concatenate([self.matrix[keep], matrix])
+            joined = quantized.concatenate([self.vectors.take(keep), vectors])
+            self._codes, self._scales = joined.codes, joined.scales
             self._seqs = np.concatenate([self.seqs[keep], seqs])
             self._positions = np.concatenate([self.positions[keep], positions])
-            self.count = int(self._matrix.shape[0])
+            self.count = joined.rows
             return
-        need = self.count + int(matrix.shape[0])
-        if need > self._matrix.shape[0]:
-            size = max(need, 2 * self._matrix.shape[0], 64)
-            grown = np.empty((size, matrix.shape[1]), dtype=matrix.dtype)
-            grown[: self.count] = self.matrix
-            self._matrix = grown
+        need = self.count + vectors.rows
+        if need > self._codes.shape[0]:
+            size = max(need, 2 * self._codes.shape[0], 64)
+            grown = np.empty((size, vectors.dims), dtype=self._codes.dtype)
+            grown[: self.count] = self._codes[: self.count]
+            self._codes = grown
+            self._scales = np.resize(self._scales, size)
             self._seqs = np.resize(self._seqs, size)
             self._positions = np.resize(self._positions, size)
-        self._matrix[self.count : need] = matrix
+        self._codes[self.count : need] = vectors.codes
+        self._scales[self.count : need] = vectors.scales
         self._seqs[self.count : need] = seqs
         self._positions[self.count : need] = positions
         self.count = need
@@ -192,10 +199,10 @@ class VectorCache:
 
 def _matrix(
     rows: Sequence[tuple[int, int, int, bytes]], dims: int
-) -> tuple[Vectors, np.ndarray, np.ndarray]:
+) -> tuple[quantized.Codes, np.ndarray, np.ndarray]:
     """(vectors, seqs, positions) of ``VectorRepository.messages`` rows."""
     return (
-        from_blobs([r[3] for r in rows], dims),
+        quantized.quantize(from_blobs([r[3] for r in rows], dims)),
         np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
         np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows)),
     )
@@ -325,13 +332,13 @@ class HybridRecall:
         versions = await uow.vectors.vector_versions(sids)
         for sid in sids:
             item = await self.cache.session(uow, sid, self.model, vector.shape[0], versions[sid])
-            if item.matrix.shape[0]:
-                scores = item.matrix @ vector
+            if item.count:
+                scores = item.vectors.cosine(vector)
                 if only is not None:
                     scores = np.where(item.seqs == only, scores, -np.inf)
                     held += int(np.count_nonzero(item.seqs == only))
                 else:
-                    held += item.matrix.shape[0]
+                    held += item.count
                 parts.append((sid, item, scores))
         if not parts:
             return [], 0
