@@ -138,11 +138,12 @@ async def extract_memories(state: State, tools: Tools) -> State:
 
 async def embed_and_index(state: State, tools: Tools) -> State:
     job, data = state.job, state.data
-    # The embedder works on its own thread while the full-text rows are read: side by side,
-    # the stage takes the longer of the two rather than their sum.
+    # The embedder starts on its own thread before the full-text rows are analyzed here:
+    # side by side, the stage takes the longer of the two rather than their sum.
     embedding = asyncio.create_task(_embedded(state, tools))
+    await asyncio.sleep(0)  # let it hand its texts over
     try:
-        text = await tools.store.search_rows(data.sid, job.archive_seq)  # in position order
+        text = tools.store.search_rows(data)  # in position order
     except BaseException:
         embedding.cancel()
         raise

@@ -53,6 +53,7 @@ from wm_server.services.extraction import (
 )
 from wm_server.services.memories import MemorySources, apply_plan
 from wm_server.services.transactions import retry_conflicts
+from wm_server.storage.archives import search_rows_of
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
     CommitRecord,
@@ -180,17 +181,18 @@ class JobStore:
             messages: list[Message] = []
             dates: dict[str, str] = {}
             archive: list[StoredMessage] = []
+            archive_time = 0.0
             for seq in job.covered_seqs:
-                bounds = await uow.archives.bounds(row.sid, seq)
-                if bounds is not None:
-                    stored = await uow.messages.between(row.sid, *bounds)
+                placed = await uow.archives.placed(row.sid, seq)
+                if placed is not None:
+                    stored = await uow.messages.between(row.sid, placed[0], placed[1])
                     messages.extend(m.message for m in stored)
                     dates.update(message_dates(stored))
                     if seq == job.archive_seq:
-                        archive = stored
+                        archive, archive_time = stored, placed[2]
         return Phase2Input(
             previous, tuple(messages), job.covered_seqs, row.record.config.provider,
-            tuple(pending), dates, row.sid, tuple(archive),
+            tuple(pending), dates, row.sid, tuple(archive), archive_time,
         )  # fmt: skip
 
     async def memory_context(
@@ -206,11 +208,10 @@ class JobStore:
             raise LeaseLost(job.commit_id)
         return context
 
-    async def search_rows(self, sid: int, seq: int) -> list[SearchRow]:
-        """The full-text rows of archive ``seq``, analyzed (``ArchiveRepository.search_rows``)."""
-        async with self._db.scanner() as uow:
-            bounds = await uow.archives.bounds(sid, seq)
-            return await uow.archives.search_rows(sid, seq, *bounds) if bounds else []
+    def search_rows(self, data: Phase2Input) -> list[SearchRow]:
+        """The full-text rows of the job's archive, analyzed from the messages ``read_input``
+        read (``search_rows_of``): no second read of the archive."""
+        return search_rows_of(self._db.dialect.text_index, data.archive_time, data.archive)
 
     # -- writes of a job holder ------------------------------------------------------------
 
