@@ -63,6 +63,9 @@ from wm_server.storage.records import (
 )
 from wm_server.storage.unit_of_work import UnitOfWork
 
+# The messages Phase 2 reads inline (``Database.reader``) at most: on SQLite a few hundred
+# microseconds on the loop, less than the thread hops of a scan; more are scanned, off it.
+SHORT_READ = 100
 # Archived messages per write of search rows (full-text rows and vectors): tens of
 # microseconds a message, so a 5,000-message archive never holds SQLite's writer long.
 INDEX_CHUNK = 500
@@ -78,6 +81,16 @@ async def _index(
         await uow.write(*uow.archives.indexing(sid, seq, rows))
     if whole:
         await uow.write(uow.archives.indexed(sid, seq))
+
+
+async def _archived(
+    uow: UnitOfWork, sid: int, placed: dict[int, tuple[int, int, float]]
+) -> dict[int, list[StoredMessage]]:
+    """The messages of the archives ``placed`` (seq → first, last, time), by seq in order."""
+    return {
+        seq: await uow.messages.between(sid, first, last)
+        for seq, (first, last, _) in placed.items()
+    }
 
 
 class LeaseLost(Exception):
@@ -171,25 +184,33 @@ class JobStore:
 
     async def read_input(self, job: ClaimedJob) -> Phase2Input:
         """The working memory the claim named and the messages to cover: this archive and
-        the earlier failed, uncovered ones, in order."""
-        async with self._db.scanner() as uow:
+        the earlier failed, uncovered ones, in order. They are a short read unless they
+        are over ``SHORT_READ`` messages; then the messages are scanned, apart (an archived
+        message never changes: only its session's deletion removes it, and the completion
+        finds that out)."""
+        async with self._db.reader() as uow:
             row = await uow.sessions.find(job.tenant, job.session_id)
             if row is None:
                 raise LeaseLost(job.commit_id)
             previous = await uow.working_memories.get(row, job.previous_version)
             pending = await uow.pending_items.of_session(row.sid)
-            messages: list[Message] = []
-            dates: dict[str, str] = {}
-            archive: list[StoredMessage] = []
-            archive_time = 0.0
+            placed: dict[int, tuple[int, int, float]] = {}
             for seq in job.covered_seqs:
-                placed = await uow.archives.placed(row.sid, seq)
-                if placed is not None:
-                    stored = await uow.messages.between(row.sid, placed[0], placed[1])
-                    messages.extend(m.message for m in stored)
-                    dates.update(message_dates(stored))
-                    if seq == job.archive_seq:
-                        archive, archive_time = stored, placed[2]
+                if (found := await uow.archives.placed(row.sid, seq)) is not None:
+                    placed[seq] = found
+            count = sum(last - first + 1 for first, last, _ in placed.values())
+            short = count <= SHORT_READ
+            archived = await _archived(uow, row.sid, placed) if short else {}
+        if not short:
+            async with self._db.scanner() as uow:
+                archived = await _archived(uow, row.sid, placed)
+        messages: list[Message] = []
+        dates: dict[str, str] = {}
+        for stored in archived.values():
+            messages.extend(m.message for m in stored)
+            dates.update(message_dates(stored))
+        archive = archived.get(job.archive_seq, [])
+        archive_time = placed[job.archive_seq][2] if job.archive_seq in placed else 0.0
         return Phase2Input(
             previous, tuple(messages), job.covered_seqs, row.record.config.provider,
             tuple(pending), dates, row.sid, tuple(archive), archive_time,
