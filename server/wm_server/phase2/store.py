@@ -47,8 +47,11 @@ from wm_server.services.extraction import (
     Extraction,
     MemoryContext,
     MemoryState,
+    MemorySubject,
+    backlog_messages,
     diff_json,
     memory_context,
+    memory_subject,
     message_dates,
 )
 from wm_server.services.memories import MemorySources, apply_plan
@@ -219,15 +222,25 @@ class JobStore:
     async def memory_context(
         self, job: ClaimedJob, messages: tuple[Message, ...], *, enabled_by_server: bool
     ) -> MemoryContext:
-        """What memory extraction reads before its model call (see services.extraction)."""
-        async with self._db.scanner() as uow:
-            context = await memory_context(
+        """What memory extraction reads before its model call (see services.extraction):
+        short reads, and a scan of its backlog archives when it has one."""
+        async with self._db.reader() as uow:
+            subject = await memory_subject(
                 uow, tenant=job.tenant, session_id=job.session_id, archive_seq=job.archive_seq,
-                messages=messages, enabled_by_server=enabled_by_server,
+                enabled_by_server=enabled_by_server,
             )  # fmt: skip
-        if context is None:
+            if isinstance(subject, MemorySubject) and not subject.backlog_seqs:
+                return await memory_context(uow, subject, tenant=job.tenant, messages=messages)
+        if subject is None:
             raise LeaseLost(job.commit_id)
-        return context
+        if isinstance(subject, MemoryContext):
+            return subject
+        async with self._db.scanner() as uow:
+            backlog = await backlog_messages(uow, subject)
+        async with self._db.reader() as uow:
+            return await memory_context(
+                uow, subject, tenant=job.tenant, messages=messages, backlog=backlog
+            )
 
     def search_rows(self, data: Phase2Input) -> list[SearchRow]:
         """The full-text rows of the job's archive, analyzed from the messages ``read_input``
