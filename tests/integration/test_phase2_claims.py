@@ -21,6 +21,7 @@ from wm_server.security.tenancy import set_tenant
 from wm_server.services.commit_event_log import EventLog
 from wm_server.services.commit_wakeups import EventBus
 from wm_server.services.commits import CommitService
+from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
 from wm_server.storage.sqlite import SqliteDatabase
 
@@ -38,8 +39,9 @@ async def test_each_new_job_costs_one_claim_and_two_empty_looks(tmp_path: Path) 
     database = SqliteDatabase(tmp_path / "wm.sqlite3")
     await database.open()
     bus, log = EventBus(), EventLog(encode_event)
-    sessions = SessionService(database, log=log)
-    commits = CommitService(database, bus, log, heartbeat_seconds=1.0)
+    tokens = PageTokens.random()
+    sessions = SessionService(database, log=log, tokens=tokens)
+    commits = CommitService(database, bus, log, heartbeat_seconds=1.0, tokens=tokens)
     store = JobStore(database, log)
     claims: list[ClaimedJob | None] = []
     claim = store.claim

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from wm_core import Message, Role, TextPart
+from wm_server.api.commit_event_encoder import encode_event
 from wm_server.security.tenancy import set_tenant
+from wm_server.services.commit_event_log import EventLog
+from wm_server.services.paging import PageTokens
 from wm_server.services.sessions import SessionService
 from wm_server.storage.sqlite import SqliteDatabase
 
@@ -25,7 +28,9 @@ async def _open(tmp_path: Path) -> tuple[SqliteDatabase, SessionService]:
     set_tenant(TENANT)
     database = SqliteDatabase(tmp_path / "wm.sqlite3")
     await database.open()
-    return database, SessionService(database)
+    return database, SessionService(
+        database, log=EventLog(encode_event), tokens=PageTokens.random()
+    )
 
 
 async def test_a_scan_reads_one_snapshot_and_the_next_one_sees_later_writes(
