@@ -3,7 +3,6 @@ returning a new ``State`` with its own part filled in (``phase2/stages.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -83,9 +82,6 @@ class State:
     extraction: Extraction | None = None  # extract_memories
     lost: tuple[PendingItem, ...] = ()  # dropped with nowhere to go (counted, logged)
     index: ArchiveIndex | None = None  # embed_and_index
-    # The archive's vectors and the embedder's model, made from bound_input on (while the
-    # model works) and collected by embed_and_index: a task, the one handle in the state.
-    vectors: asyncio.Task[tuple[list[VectorRow], str]] | None = None
 
     @property
     def data(self) -> Phase2Input:

@@ -357,8 +357,6 @@ class Phase2Worker:
                 await self._fail_or_retry(journal, "INTERNAL", repr(error), True)
                 self._observer.job_finished("error", time.monotonic() - started)
                 return
-            finally:
-                stages.abandon(state)
 
             self._observe(state)
             with span("wm.phase2.complete"):
