@@ -356,6 +356,29 @@ async def test_jobs_run_in_archive_order_per_session(services: Services) -> None
     assert await services.jobs.renew(nxt, 60)
 
 
+async def test_phase2_indexes_the_archive_it_read_as_the_search_reads_it(
+    services: Services,
+) -> None:
+    """The search rows Phase 2 writes come from the archive ``read_input`` read, without a
+    second read; they are the rows the search makes of an archive not indexed yet."""
+    use = (ToolUsePart("t1", "bash", '{"cmd": "ls /srv/ledger"}'),)
+    result = (ToolResultPart("t1", "ledger.db invoices.csv", is_error=True),)
+    await _add(
+        services, "s", Message("u", Role.USER, (TextPart("Ports: 8080 and 9090"),), 3),
+        Message("a", Role.ASSISTANT, use, 3), Message("r", Role.USER, result, 2), _text(1, "z"),
+    )  # fmt: skip
+    await services.commits.phase1("s", 1, None)
+    job = await _claim(services)
+    data = await services.jobs.read_input(job)
+    rows = services.jobs.search_rows(data)
+    async with services.database.reader() as uow:
+        bounds = await uow.archives.bounds(data.sid, job.archive_seq)
+        assert bounds == (1, 3)
+        assert rows == await uow.archives.search_rows(data.sid, job.archive_seq, *bounds)
+    assert [r.position for r in rows] == [1, 2, 3] and all(r.body for r in rows)
+    assert rows[0].archive_time > 0
+
+
 async def test_expired_lease_is_claimed_again(services: Services) -> None:
     await _add(services, "s", _text(1))
     await services.commits.phase1("s", 0, None)

@@ -180,7 +180,7 @@ async def test_the_default_ranking_follows_new_and_re_indexed_archives(
         pass
     assert job is not None
     data = await services.jobs.read_input(job)
-    rows = await services.jobs.search_rows(data.sid, job.archive_seq)
+    rows = services.jobs.search_rows(data)
     assert len(rows) == many + 1
     await services.jobs.index_chunk(job, data.sid, rows[:INDEX_CHUNK], "", [])
     assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]  # still read whole

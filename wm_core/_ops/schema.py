@@ -141,6 +141,50 @@ _UPDATE_VALIDATOR: Final = Draft202012Validator(copy.deepcopy(UPDATE_TOOL["input
 _CREATE_VALIDATOR: Final = Draft202012Validator(copy.deepcopy(CREATE_TOOL["input_schema"]))
 
 
+def _op_branches() -> dict[str, Draft202012Validator]:
+    """A validator per branch of the section op's ``oneOf``, by the op name it requires.
+
+    Each branch requires "op" to be its own name, so the branches exclude each other: an op
+    is valid under the ``oneOf`` exactly when the branch its name picks accepts it."""
+    branches: dict[str, Draft202012Validator] = {}
+    for branch in SECTION_OP_SCHEMA["oneOf"]:
+        (name,) = branch["properties"]["op"]["enum"]
+        assert "op" in branch["required"] and name not in branches
+        branches[name] = Draft202012Validator(copy.deepcopy(branch))
+    return branches
+
+
+def _update_shell() -> Draft202012Validator:
+    """The update schema with every section's op schema left to ``_OP_BRANCHES`` (``True``):
+    the shape around the ops (the "sections" object, its seven keys and nothing else)."""
+    shell = copy.deepcopy(UPDATE_TOOL["input_schema"])
+    sections = shell["properties"]["sections"]["properties"]
+    for name, schema in sections.items():
+        assert schema["oneOf"] == SECTION_OP_SCHEMA["oneOf"], name
+        sections[name] = True
+    return Draft202012Validator(shell)
+
+
+_OP_BRANCHES: Final = _op_branches()
+_UPDATE_SHELL: Final = _update_shell()
+
+
+def _valid_update(arguments: object) -> bool:
+    """Whether ``arguments`` match the update tool's schema, the ``oneOf`` of each op read as
+    the one branch its name picks: the same answer as ``_UPDATE_VALIDATOR`` at a quarter of
+    its cost (it tries all three branches of seven ops, 1.3 ms per answer), which only an
+    invalid answer then pays, for its messages."""
+    if not _UPDATE_SHELL.is_valid(arguments):
+        return False
+    assert isinstance(arguments, dict)
+    for op in arguments["sections"].values():
+        name = op.get("op") if isinstance(op, dict) else None
+        branch = _OP_BRANCHES.get(name) if isinstance(name, str) else None
+        if branch is None or not branch.is_valid(op):
+            return False
+    return True
+
+
 def _where(error: ValidationError) -> str:
     path = "/".join(str(part) for part in error.absolute_path)
     return path or "(arguments)"
@@ -176,6 +220,8 @@ def _messages(validator: Draft202012Validator, arguments: object) -> list[str]:
 
 def validate_update_arguments(arguments: object) -> list[str]:
     """Why ``arguments`` do not match the update tool's schema (empty when they do)."""
+    if _valid_update(arguments):
+        return []
     return _messages(_UPDATE_VALIDATOR, arguments)
 
 

@@ -42,6 +42,7 @@ class Phase2Input:
     message_dates: Mapping[str, str] = field(default_factory=dict)
     sid: int = 0  # the session's key
     archive: tuple[StoredMessage, ...] = ()  # the job's own archive (what is indexed)
+    archive_time: float = 0.0  # when that archive was made (its search rows carry it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,12 +47,16 @@ from wm_server.services.extraction import (
     Extraction,
     MemoryContext,
     MemoryState,
+    MemorySubject,
+    backlog_messages,
     diff_json,
     memory_context,
+    memory_subject,
     message_dates,
 )
 from wm_server.services.memories import MemorySources, apply_plan
 from wm_server.services.transactions import retry_conflicts
+from wm_server.storage.archives import search_rows_of
 from wm_server.storage.database import Database
 from wm_server.storage.records import (
     CommitRecord,
@@ -62,6 +66,9 @@ from wm_server.storage.records import (
 )
 from wm_server.storage.unit_of_work import UnitOfWork
 
+# The messages Phase 2 reads inline (``Database.reader``) at most: on SQLite a few hundred
+# microseconds on the loop, less than the thread hops of a scan; more are scanned, off it.
+SHORT_READ = 100
 # Archived messages per write of search rows (full-text rows and vectors): tens of
 # microseconds a message, so a 5,000-message archive never holds SQLite's writer long.
 INDEX_CHUNK = 500
@@ -77,6 +84,16 @@ async def _index(
         await uow.write(*uow.archives.indexing(sid, seq, rows))
     if whole:
         await uow.write(uow.archives.indexed(sid, seq))
+
+
+async def _archived(
+    uow: UnitOfWork, sid: int, placed: dict[int, tuple[int, int, float]]
+) -> dict[int, list[StoredMessage]]:
+    """The messages of the archives ``placed`` (seq → first, last, time), by seq in order."""
+    return {
+        seq: await uow.messages.between(sid, first, last)
+        for seq, (first, last, _) in placed.items()
+    }
 
 
 class LeaseLost(Exception):
@@ -170,47 +187,65 @@ class JobStore:
 
     async def read_input(self, job: ClaimedJob) -> Phase2Input:
         """The working memory the claim named and the messages to cover: this archive and
-        the earlier failed, uncovered ones, in order."""
-        async with self._db.scanner() as uow:
+        the earlier failed, uncovered ones, in order. They are a short read unless they
+        are over ``SHORT_READ`` messages; then the messages are scanned, apart (an archived
+        message never changes: only its session's deletion removes it, and the completion
+        finds that out)."""
+        async with self._db.reader() as uow:
             row = await uow.sessions.find(job.tenant, job.session_id)
             if row is None:
                 raise LeaseLost(job.commit_id)
             previous = await uow.working_memories.get(row, job.previous_version)
             pending = await uow.pending_items.of_session(row.sid)
-            messages: list[Message] = []
-            dates: dict[str, str] = {}
-            archive: list[StoredMessage] = []
+            placed: dict[int, tuple[int, int, float]] = {}
             for seq in job.covered_seqs:
-                bounds = await uow.archives.bounds(row.sid, seq)
-                if bounds is not None:
-                    stored = await uow.messages.between(row.sid, *bounds)
-                    messages.extend(m.message for m in stored)
-                    dates.update(message_dates(stored))
-                    if seq == job.archive_seq:
-                        archive = stored
+                if (found := await uow.archives.placed(row.sid, seq)) is not None:
+                    placed[seq] = found
+            count = sum(last - first + 1 for first, last, _ in placed.values())
+            short = count <= SHORT_READ
+            archived = await _archived(uow, row.sid, placed) if short else {}
+        if not short:
+            async with self._db.scanner() as uow:
+                archived = await _archived(uow, row.sid, placed)
+        messages: list[Message] = []
+        dates: dict[str, str] = {}
+        for stored in archived.values():
+            messages.extend(m.message for m in stored)
+            dates.update(message_dates(stored))
+        archive = archived.get(job.archive_seq, [])
+        archive_time = placed[job.archive_seq][2] if job.archive_seq in placed else 0.0
         return Phase2Input(
             previous, tuple(messages), job.covered_seqs, row.record.config.provider,
-            tuple(pending), dates, row.sid, tuple(archive),
+            tuple(pending), dates, row.sid, tuple(archive), archive_time,
         )  # fmt: skip
 
     async def memory_context(
         self, job: ClaimedJob, messages: tuple[Message, ...], *, enabled_by_server: bool
     ) -> MemoryContext:
-        """What memory extraction reads before its model call (see services.extraction)."""
-        async with self._db.scanner() as uow:
-            context = await memory_context(
+        """What memory extraction reads before its model call (see services.extraction):
+        short reads, and a scan of its backlog archives when it has one."""
+        async with self._db.reader() as uow:
+            subject = await memory_subject(
                 uow, tenant=job.tenant, session_id=job.session_id, archive_seq=job.archive_seq,
-                messages=messages, enabled_by_server=enabled_by_server,
+                enabled_by_server=enabled_by_server,
             )  # fmt: skip
-        if context is None:
+            if isinstance(subject, MemorySubject) and not subject.backlog_seqs:
+                return await memory_context(uow, subject, tenant=job.tenant, messages=messages)
+        if subject is None:
             raise LeaseLost(job.commit_id)
-        return context
-
-    async def search_rows(self, sid: int, seq: int) -> list[SearchRow]:
-        """The full-text rows of archive ``seq``, analyzed (``ArchiveRepository.search_rows``)."""
+        if isinstance(subject, MemoryContext):
+            return subject
         async with self._db.scanner() as uow:
-            bounds = await uow.archives.bounds(sid, seq)
-            return await uow.archives.search_rows(sid, seq, *bounds) if bounds else []
+            backlog = await backlog_messages(uow, subject)
+        async with self._db.reader() as uow:
+            return await memory_context(
+                uow, subject, tenant=job.tenant, messages=messages, backlog=backlog
+            )
+
+    def search_rows(self, data: Phase2Input) -> list[SearchRow]:
+        """The full-text rows of the job's archive, analyzed from the messages ``read_input``
+        read (``search_rows_of``): no second read of the archive."""
+        return search_rows_of(self._db.dialect.text_index, data.archive_time, data.archive)
 
     # -- writes of a job holder ------------------------------------------------------------
 

@@ -35,13 +35,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import structlog
 
 from wm_server.breaker import CircuitBreaker, backoff_delay
-from wm_server.cancellation import cancel_and_wait, wait_set
+from wm_server.cancellation import cancel_and_wait
 from wm_server.errors import ServiceError
 from wm_server.llm.chain import (
     Backfill,
@@ -103,6 +104,43 @@ STAGES: tuple[tuple[str, Callable[[State, stages.Tools], Awaitable[State]]], ...
 )
 
 
+class _Doorbell:
+    """Wakes one idle claiming loop per ring, or the next loop to wait when none is idle.
+
+    An event would wake every idle loop for each new job: all of them would claim, one
+    would get it and the others would find nothing (on PostgreSQL, three empty claim
+    transactions beside each job's own statements). A loop that gets a job rings again,
+    so one more loop looks for the next job, and so on while there is work."""
+
+    def __init__(self) -> None:
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._rung = False  # rung while no loop was idle: the next wait returns at once
+
+    def ring(self) -> None:
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._rung = True
+
+    async def wait(self, seconds: float) -> None:
+        """Until a ring, or ``seconds`` (the poll that finds work nobody rang for)."""
+        if self._rung:
+            self._rung = False
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._idle.append(waiter)
+        try:
+            async with asyncio.timeout(seconds):
+                await waiter
+        except TimeoutError:
+            pass
+        finally:
+            if not waiter.done():
+                waiter.cancel()  # ring() passes over it
+
+
 class _Journal:
     """The attempt's events not written yet: the model calls' (the chain's) and what the
     worker adds. They are written at the first model request, then at a request only when
@@ -157,7 +195,7 @@ class Phase2Worker:
         self._indexer = indexer  # the archive's vectors (None: no embedder)
         self._backfill = backfill  # fills sections a model left unread (chain.py)
         self._observer = observer or _NoObserver()
-        self._wake = asyncio.Event()
+        self._wake = _Doorbell()
         # One breaker per provider: the default one's gates claiming (most sessions use it);
         # a session's own provider backs its jobs off by its own breaker.
         self._breakers: dict[str, CircuitBreaker] = {}
@@ -173,7 +211,7 @@ class Phase2Worker:
 
     def wake(self) -> None:
         """New work may be claimable (a commit, a retry)."""
-        self._wake.set()
+        self._wake.ring()
 
     async def start(self) -> None:
         for index in range(self._settings.concurrency):
@@ -209,10 +247,9 @@ class Phase2Worker:
             if job is None:
                 if probe:
                     self.breaker.probe_unused()
-                self._wake.clear()
-                await wait_set(self._wake, self._settings.poll_seconds)
+                await self._wake.wait(self._settings.poll_seconds)
                 continue
-            self._wake.set()  # another loop may find more work
+            self._wake.ring()  # another loop may find more work
             self._bus.publish(job.commit_id)  # its Phase2Started is stored
             try:
                 await self._run_with_lease(job)

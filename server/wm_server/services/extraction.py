@@ -2,10 +2,11 @@
 
 The step has three parts, split by what they touch:
 
-- ``memory_context`` (a read): is extraction on for the session, whose memories (the owner),
-  which of them are most similar to the archive (the only ones the model may name), and the
-  messages of earlier archives whose extraction failed (offered again, at most
-  ``MAX_BACKLOG_ARCHIVES`` of them);
+- the reads (``memory_subject``, ``backlog_messages``, ``memory_context``): is extraction on
+  for the session, whose memories (the owner), the messages of earlier archives whose
+  extraction failed (offered again, at most ``MAX_BACKLOG_ARCHIVES`` of them: a long read,
+  apart from the short ones) and which memories are most similar to the archive (the only
+  ones the model may name);
 - ``extract`` (no storage): the provider's ``update_memories`` call per input chunk, the
   answers read by ``wm_core.parse_memory_ops`` and judged by ``wm_core.guard_memory_ops``
   into one plan. A provider outage propagates (Phase 2 waits it out like the working-memory
@@ -124,16 +125,21 @@ def empty_reason(extraction: Extraction, diff: MemoryDiff | None) -> EmptyReason
     return EmptyReason.NOTHING_NEW
 
 
-async def memory_context(
-    uow: UnitOfWork,
-    *,
-    tenant: str,
-    session_id: str,
-    archive_seq: int,
-    messages: Sequence[Message],
-    enabled_by_server: bool,
-) -> MemoryContext | None:
-    """What the step needs, read in ``uow``; None when the session is gone."""
+@dataclass(frozen=True, slots=True)
+class MemorySubject:
+    """Whose memories a commit's extraction works on, and the earlier archives whose
+    extraction failed (the backlog it takes on too)."""
+
+    sid: int
+    owner: MemoryOwner
+    backlog_seqs: tuple[int, ...]
+
+
+async def memory_subject(
+    uow: UnitOfWork, *, tenant: str, session_id: str, archive_seq: int, enabled_by_server: bool
+) -> MemorySubject | MemoryContext | None:
+    """The step's subject, read in ``uow`` (short reads); the context itself when extraction
+    is off; None when the session is gone."""
     row = await uow.sessions.find(tenant, session_id)
     if row is None:
         return None
@@ -141,25 +147,41 @@ async def memory_context(
         return MemoryContext(False, "memory extraction is off on this server")
     if row.record.config.memory_extraction is False:
         return MemoryContext(False, "memory extraction is off for this session")
-    owner = owner_of(row)
     backlog_seqs = await uow.commits.memory_failed_before(
         row.sid, archive_seq, MAX_BACKLOG_ARCHIVES
     )
-    backlog: list[Message] = []
-    dates: dict[str, str] = {}
-    for seq in backlog_seqs:
-        bounds = await uow.archives.bounds(row.sid, seq)
+    return MemorySubject(row.sid, owner_of(row), tuple(backlog_seqs))
+
+
+async def backlog_messages(uow: UnitOfWork, subject: MemorySubject) -> list[StoredMessage]:
+    """The messages of the subject's backlog archives, in order (a long read)."""
+    stored: list[StoredMessage] = []
+    for seq in subject.backlog_seqs:
+        bounds = await uow.archives.bounds(subject.sid, seq)
         if bounds is not None:
-            stored = await uow.messages.between(row.sid, *bounds)
-            backlog.extend(m.message for m in stored)
-            dates.update(message_dates(stored))
-    query = archive_text([*backlog, *messages])[:QUERY_CHARS]
+            stored.extend(await uow.messages.between(subject.sid, *bounds))
+    return stored
+
+
+async def memory_context(
+    uow: UnitOfWork,
+    subject: MemorySubject,
+    *,
+    tenant: str,
+    messages: Sequence[Message],
+    backlog: Sequence[StoredMessage] = (),
+) -> MemoryContext:
+    """What the step needs: the owner's memories most similar to the backlog and
+    ``messages``, read in ``uow``, with the backlog."""
+    older = [m.message for m in backlog]
+    query = archive_text([*older, *messages])[:QUERY_CHARS]
     existing = await similar_memories(
-        uow, tenant=tenant, owner=owner, text=query, limit=SIMILAR_MEMORIES
+        uow, tenant=tenant, owner=subject.owner, text=query, limit=SIMILAR_MEMORIES
     )
     return MemoryContext(
-        True, "", owner, tuple(existing), tuple(backlog), tuple(backlog_seqs), dates
-    )
+        True, "", subject.owner, tuple(existing), tuple(older), subject.backlog_seqs,
+        message_dates(backlog),
+    )  # fmt: skip
 
 
 def message_dates(stored: Sequence[StoredMessage]) -> dict[str, str]:

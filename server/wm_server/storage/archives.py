@@ -7,15 +7,25 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wm_server.search.bm25 import BM25_B, BM25_K1
-from wm_server.storage.codec import message_body
+from wm_server.storage.codec import body_of, message_body
 from wm_server.storage.messages import MESSAGE_COLUMNS, stored_message
 from wm_server.storage.records import SearchRow, StoredMessage
 from wm_server.storage.repository import Repository
 from wm_server.storage.statements import Write
-from wm_server.storage.text_index import term_count
+from wm_server.storage.text_index import TextIndex, term_count
 
 if TYPE_CHECKING:
     pass
+
+
+def search_rows_of(
+    index: TextIndex, archive_time: float, messages: Sequence[StoredMessage]
+) -> list[SearchRow]:
+    """The full-text rows of an archive's ``messages`` already read (``search_rows`` reads
+    them from their rows): the same body, analyzed by the same ``index``."""
+    return [
+        SearchRow(m.position, archive_time, index.indexed(body_of(m.message))) for m in messages
+    ]
 
 
 class ArchiveRepository(Repository):
@@ -53,6 +63,15 @@ class ArchiveRepository(Repository):
             {"sid": sid, "seq": seq},
         )
         return (int(row[0]), int(row[1])) if row else None
+
+    async def placed(self, sid: int, seq: int) -> tuple[int, int, float] | None:
+        """``bounds`` and the time the archive was made (what its search rows carry)."""
+        row = await self._conn.one(
+            "SELECT first_position, last_position, create_time FROM archives"
+            " WHERE sid = :sid AND seq = :seq",
+            {"sid": sid, "seq": seq},
+        )
+        return (int(row[0]), int(row[1]), float(row[2])) if row else None
 
     async def listing(self, sid: int, only: int | None) -> list[tuple[int, int, int]]:
         """(seq, first, last) of the session's archives (or just ``only``), newest first."""

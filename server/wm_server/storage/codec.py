@@ -67,9 +67,14 @@ def searchable_text(message: Message) -> list[str]:
     return out
 
 
+def body_of(message: Message) -> str:
+    """A message's searchable text in one string (what its index entry analyzes)."""
+    return " ".join(searchable_text(message))
+
+
 def message_body(message_id: str, role: str, parts_json: str) -> str:
-    """A stored message's searchable text in one string (what its index entry analyzes)."""
-    return " ".join(searchable_text(message_from_row(message_id, role, parts_json, 0)))
+    """A stored message's ``body_of``, from its row."""
+    return body_of(message_from_row(message_id, role, parts_json, 0))
 
 
 def decisions_json(decisions: Iterable[Decision]) -> str:
