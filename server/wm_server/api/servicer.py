@@ -41,7 +41,7 @@ from wm_server.services.context_assembly import ContextService
 from wm_server.services.context_formats import context_format
 from wm_server.services.context_recall import recall_options
 from wm_server.services.extraction_preview import ExtractionPreviewService
-from wm_server.services.memories import MASKABLE, MemoryService, content_in
+from wm_server.services.memories import MASKABLE, MemoryService, changes_in, content_in
 from wm_server.services.memory_lifecycle import supersedes_in
 from wm_server.services.message_cache import CACHED_FROM
 from wm_server.services.sessions import SessionService
@@ -530,24 +530,16 @@ class WorkingMemoryServicer(service_grpc.WorkingMemoryServiceServicer):
         unknown = sorted(set(paths) - set(MASKABLE))
         if unknown:
             raise invalid("update_mask", f"only {', '.join(MASKABLE)}; not {', '.join(unknown)}")
-        checked = content_in(
-            stored_wire.MEMORY_TYPES_IN.get(memory.type, "entity" if "type" not in paths else ""),
-            memory.text if "text" in paths else "placeholder",
-            dict(memory.fields) if "fields" in paths else {},
-            _seconds(memory, "event_time", "memory.event_time"),
+        given = changes_in(
+            paths,
+            stored_wire.MEMORY_TYPES_IN.get(memory.type, ""),
+            memory.text,
+            dict(memory.fields),
+            _seconds(memory, "event_time", "memory.event_time") if "event_time" in paths else None,
+            _seconds(memory, "expire_time", "memory.expire_time")
+            if "expire_time" in paths
+            else None,
         )
-        given: dict[str, object] = {}
-        for path in paths:
-            if path == "text":
-                given["text"] = checked.text
-            elif path == "type":
-                given["type"] = checked.type
-            elif path == "fields":
-                given["fields"] = dict(checked.fields)
-            elif path == "expire_time":
-                given["expire_time"] = _seconds(memory, "expire_time", "memory.expire_time")
-            else:
-                given["event_time"] = checked.event_time
         view = await self._memories.update(
             names.memory_id(memory.name, "memory.name"), given, request.reason, request.request_id,
             convert.fingerprint(request),

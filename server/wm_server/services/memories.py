@@ -695,6 +695,35 @@ class MemoryService:
         self._on_deleted()
 
 
+def changes_in(
+    paths: Sequence[str],
+    type_value: str,
+    text: str,
+    fields: Mapping[str, str],
+    event_time: float | None,
+    expire_time: float | None,
+) -> dict[str, object]:
+    """The fields of a memory an update names (``paths``, of :data:`MASKABLE`), each checked
+    by its own rule, every violation reported at once; a field not named is not looked at."""
+    checks: dict[str, Callable[[], object]] = {
+        "type": lambda: memory_type(type_value),
+        "text": lambda: memory_text(text),
+        "fields": lambda: memory_fields(fields),
+        "event_time": lambda: event_time,
+        "expire_time": lambda: expire_time,
+    }
+    violations: list[FieldViolation] = []
+    given: dict[str, object] = {}
+    for path in paths:
+        try:
+            given[path] = checks[path]()
+        except InvalidArgument as error:
+            violations.extend(error.violations)
+    if violations:
+        raise InvalidArgument(violations)
+    return given
+
+
 def content_in(
     type_value: str, text: str, fields: Mapping[str, str], event_time: float | None
 ) -> MemoryContent:
