@@ -62,7 +62,7 @@ async def test_v1_lists_services_and_describes_them(app: Application) -> None:
     files = _files(wm)
     service_file = next(f for f in files.values() if f.package == "wm.v1" and f.service)
     methods = {m.name for s in service_file.service for m in s.method}
-    assert {"GetSession", "Commit", "WatchCommit"} <= methods
+    assert {"GetSession", "CreateCommit", "WatchCommit"} <= methods
     (v1_file,) = _files(itself).values()
     assert v1_file.name == "grpc/reflection/v1/reflection.proto"
     assert v1_file.package == "grpc.reflection.v1"

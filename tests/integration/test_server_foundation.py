@@ -14,8 +14,8 @@ from wm_server.app import Application
 
 EXPECTED_RPCS = {
     "CreateSession", "GetSession", "UpdateSession", "ListSessions", "DeleteSession",
-    "AddMessages", "ListMessages", "Commit",
-    "WatchCommit", "GetCommit", "ListCommits", "RetryCommit", "Compact", "GetWorkingMemory",
+    "AddMessages", "ListMessages", "CreateCommit",
+    "WatchCommit", "GetCommit", "ListCommits", "RetryCommit", "CompactSession", "GetWorkingMemory",
     "ApplyWorkingMemoryOps", "AssembleContext", "ListArchives", "GetArchive", "SearchArchives",
     "GetToolDefinitions", "GetToolOutput", "SearchToolOutputs", "SearchMemories",
     "ListMemories", "GetMemory", "CreateMemory", "UpdateMemory", "DeleteMemory", "RetireMemory", "RemoveRecentMessages",

@@ -171,7 +171,7 @@ def test_installed_alone_it_talks_to_a_real_server(
                 )
                 print(json.dumps({
                     "added": len(added.added_message_ids),
-                    "session": session.session_id,
+                    "session": session.name,
                     "context_messages": len(context.messages),
                     "tool": [run.content, run.is_error],
                 }))
@@ -185,7 +185,7 @@ def test_installed_alone_it_talks_to_a_real_server(
     outcome = json.loads(result.stdout)
     assert outcome == {
         "added": 2,
-        "session": "light-1",
+        "session": "sessions/light-1",
         "context_messages": 2,
         "tool": ["nothing archived matches 'parser'", False],
     }
