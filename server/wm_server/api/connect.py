@@ -4,7 +4,7 @@ without a gRPC stack (https://connectrpc.com/docs/protocol).
 Unary methods take ``POST /<service>/<method>`` with an ``application/json`` or
 ``application/proto`` body and answer 200 with the message, or the Connect error JSON
 (``{code, message, details: [{type, value, debug}]}``) with the HTTP status of its code. Server
-streams (Commit, Compact, WatchCommit) take ``application/connect+json`` or
+streams (WatchCommit) take ``application/connect+json`` or
 ``application/connect+proto``: one enveloped request message in, enveloped messages out, and an
 end-of-stream message that carries the error, if any, and the trailing metadata. The details
 are the ones the gRPC path sends (ErrorInfo always, BadRequest field violations, RetryInfo),

@@ -1,4 +1,4 @@
-"""Phase 1 on a locked session: what Commit, Compact and the automatic commits all run.
+"""Phase 1 on a locked session: what CreateCommit, CompactSession and automatic commits run.
 
 It archives the oldest live messages in the caller's unit of work, so a commit that an
 AddMessages write triggers lands in that write's transaction, and one started by the idle
