@@ -14,6 +14,7 @@ Usage: python scripts/gen_limits_table.py [--check]
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -58,6 +59,11 @@ def _string(rule: rules.StringRules) -> list[str]:
             out.append(f"at least {_number(low or 0)} characters")
     if rule.HasField("pattern"):
         out.append(f"matches `{rule.pattern}`")
+    for field, value in rule.ListFields():  # the contract's predefined rules (wm/v1/rules.proto)
+        if field.is_extension and value:
+            expression = field.GetOptions().Extensions[rules.predefined].cel[0].expression
+            said = re.search(r": '([^']*)'$", expression)
+            out.append(said.group(1) if said else field.name)
     if rule.__getattribute__("in"):
         out.append("one of " + ", ".join(f"`{v}`" for v in rule.__getattribute__("in")))
     if rule.not_in:

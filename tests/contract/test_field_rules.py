@@ -184,7 +184,22 @@ def _lengths(value: str, pattern: str) -> Iterator[tuple[str, bool]]:
     yield head + char * (most + 1), False
 
 
+def predefined_pattern(rule: rules.StringRules) -> str | None:
+    """The pattern of the contract's predefined rule set on ``rule`` (wm/v1/rules.proto: a
+    CEL ``this.matches('...')``), if one is."""
+    for field, value in rule.ListFields():
+        if field.is_extension and value:
+            expression = field.GetOptions().Extensions[rules.predefined].cel[0].expression
+            found = re.search(r"this\.matches\('(.*?)'\)", expression)
+            if found:
+                return found.group(1).replace("\\\\", "\\")
+    return None
+
+
 def _string_values(rule: rules.StringRules, value: str) -> Iterator[tuple[str, bool]]:
+    predefined = predefined_pattern(rule)
+    if predefined is not None:
+        yield from _lengths(value, predefined)
     if rule.HasField("pattern"):
         yield from _lengths(value, rule.pattern)
     if rule.HasField("max_len") and not rule.HasField("pattern"):
@@ -323,7 +338,8 @@ def _repeated_cases(
     if rule.HasField("min_items") and rule.min_items > 0:
         yield path, variant(filled(rule.min_items - 1)), False
     after = f"{path}[{len(items)}]"  # the item appended after the base's own
-    if rule.items.WhichOneof("type") == "string" and rule.items.string.HasField("pattern"):
+    items = rule.items.string if rule.items.WhichOneof("type") == "string" else None
+    if items is not None and (items.HasField("pattern") or predefined_pattern(items)):
         yield after, variant(lambda t: getattr(t, field.name).append(sample + " ")), False
     if rule.items.WhichOneof("type") == "string" and getattr(rule.items.string, "in"):
         yield after, variant(lambda t: getattr(t, field.name).append(sample + "x")), False

@@ -15,13 +15,14 @@
  * Off by default: the server checks every request anyway, and a client built from an older
  * contract would refuse what a newer server accepts (v1 only grows, but a limit may be raised).
  */
-import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { createRegistry, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { Path } from "@bufbuild/protobuf/reflect";
 import { createValidator, type Validator, type Violation } from "@bufbuild/protovalidate";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import { ERROR_DOMAIN, WmError, type FieldViolation } from "./errors.js";
 import { BadRequestSchema, ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { file_wm_v1_rules } from "./gen/wm/v1/rules_pb.js";
 
 /** The ErrorInfo reason of a request that breaks a rule of the contract (as the server's). */
 export const INVALID_REQUEST = "INVALID_REQUEST";
@@ -30,13 +31,17 @@ export const MAX_VIOLATIONS = 100;
 
 let shared: Validator | undefined;
 
-/** One validator for the process: it compiles each message's rules once and keeps them. */
+/**
+ * One validator for the process: it compiles each message's rules once and keeps them. The
+ * registry holds the contract's predefined rules (wm/v1/rules.proto): without it their
+ * extensions would be unknown fields, and the rules silently not applied.
+ */
 function validator(): Validator {
-  shared ??= createValidator();
+  shared ??= createValidator({ registry: createRegistry(file_wm_v1_rules) });
   return shared;
 }
 
-/** A field path as the server writes it: `messages[3].parts[0].tool_use.id`, `fields['k']`. */
+/** A field path as the server writes it: `messages[3].parts[0].tool_use.id`, `fields[k]`. */
 export function fieldPath(path: Path): string {
   let out = "";
   for (const element of path) {
@@ -49,7 +54,7 @@ export function fieldPath(path: Path): string {
         out += `[${element.index}]`;
         break;
       case "map_sub":
-        out += typeof element.key === "string" ? `['${element.key}']` : `[${String(element.key)}]`;
+        out += `[${String(element.key)}]`;
         break;
       case "extension":
         out += `[${element.typeName}]`;

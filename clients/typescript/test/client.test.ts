@@ -226,6 +226,16 @@ describe("the TypeScript client against the real server", () => {
       );
       await assert.rejects(client.getSession(id), (e: WmError) => e.codeName === "NOT_FOUND");
 
+      // A predefined rule of the contract (wm/v1/rules.proto), checked as the server checks it.
+      const named = await failure(checking.getMemory("memories/not-a-memory"));
+      assert.deepEqual(named.fieldViolations.map((v) => [v.field, v.reason]), [["name", "string.memory_name"]]);
+      const namedRemote = await failure(client.getMemory("memories/not-a-memory"));
+      assert.deepEqual(
+        namedRemote.fieldViolations.map((v) => [v.field, v.reason]),
+        named.fieldViolations.map((v) => [v.field, v.reason]),
+      );
+      assert.equal(proxy.received.length, 0, "still nothing was sent");
+
       // A rule across fields (a CEL rule of the message), on a commit's start: the stream throws it.
       const both = await failure(checking.commit(id, 1, { keepRecentTurns: 1 }).wait());
       assert.equal(both.clientSide, true);
