@@ -5,6 +5,7 @@ metric); PreviewMemoryExtraction shows the ops and verdicts and writes nothing."
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -111,6 +112,18 @@ def _empty_count(app: Application, reason: str) -> float:
     return value or 0.0
 
 
+async def _counted(app: Application, reason: str, expected: float) -> float:
+    """The counter once it reads ``expected`` (or after 10 s): the worker counts an empty
+    extraction once its completion is committed, and the terminal event can reach the client
+    first (PostgreSQL's notification wakes the watcher before the worker runs on)."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while (value := _empty_count(app, reason)) != expected:
+        if asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.01)
+    return value
+
+
 async def test_the_issue_conversation_is_kept_as_profile_preference_and_decision(
     served: tuple[Stub, Application],
 ) -> None:
@@ -162,7 +175,7 @@ async def test_a_commit_that_keeps_nothing_says_why_in_its_diff_and_a_metric(
     commits = await stub.ListCommits(api.ListCommitsRequest(parent=wm_names.session(session)))
     stored = await stub.GetCommit(api.GetCommitRequest(name=commits.commits[0].name))
     assert stored.memory_diff.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_NOTHING_NEW
-    assert _empty_count(app, "nothing_new") == before + 1
+    assert await _counted(app, "nothing_new", before + 1) == before + 1
 
     # every op refused: a RETIRE of a memory the owner does not have
     provider.answer = ModelReply(
@@ -175,7 +188,7 @@ async def test_a_commit_that_keeps_nothing_says_why_in_its_diff_and_a_metric(
     await stub.AddMessages(api.AddMessagesRequest(parent=wm_names.session(session), messages=chat))
     diff = await _commit(stub, session)
     assert diff.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_ALL_REFUSED
-    assert diff.refused and _empty_count(app, "all_refused") == 1
+    assert diff.refused and await _counted(app, "all_refused", 1) == 1
 
     # the provider answered in prose, without the tool
     provider.answer = ModelReply(None, "end_turn", Usage(llm_calls=1), text="Nothing to keep.")
@@ -183,7 +196,7 @@ async def test_a_commit_that_keeps_nothing_says_why_in_its_diff_and_a_metric(
     diff = await _commit(stub, session)
     assert diff.state == pb.MEMORY_EXTRACTION_STATE_FAILED
     assert diff.empty_reason == pb.MEMORY_EXTRACTION_EMPTY_REASON_NO_TOOL_CALL
-    assert _empty_count(app, "no_tool_call") == 1
+    assert await _counted(app, "no_tool_call", 1) == 1
 
 
 async def test_preview_shows_ops_and_verdicts_and_writes_nothing(

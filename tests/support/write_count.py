@@ -48,8 +48,15 @@ def counting_writes(database: Database) -> Iterator[Writes]:
     original = database._commit
 
     async def counted(conn: Connection) -> None:
-        await original(conn)
+        # Recorded before the commit: once it is committed, what it wrote (a terminal event)
+        # can reach a client before this coroutine runs again; a commit that fails is taken
+        # back out.
         writes.by.append(_committer(sys._getframe(1)))
+        try:
+            await original(conn)
+        except BaseException:
+            writes.by.pop()
+            raise
 
     database._commit = counted  # type: ignore[method-assign]
     try:
