@@ -65,14 +65,18 @@ def _retype(message: Message, fields: dict[int, tuple[str, float]]) -> None:
 
 
 def _commit(commit: pb.Commit, session_id: str) -> None:
-    if commit.name and "/" not in commit.name:
-        commit.name = names.commit(session_id, commit.name)
-    if commit.archive and "/" not in commit.archive:
-        commit.archive = names.archive_of_id(session_id, commit.archive)
-    if commit.covered_by_commit and "/" not in commit.covered_by_commit:
-        commit.covered_by_commit = names.commit(session_id, commit.covered_by_commit)
+    commit.name = _named(commit.name, lambda c: names.commit(session_id, c))
+    commit.archive = _named(commit.archive, lambda a: names.archive_of_id(session_id, a))
+    commit.covered_by_commit = _named(
+        commit.covered_by_commit, lambda c: names.commit(session_id, c)
+    )
     if commit.HasField("memory_diff"):
         _diff(commit.memory_diff, session_id)
+
+
+def _named(value: str, name: Callable[[str], str]) -> str:
+    """An old bare id as its name; empty, or already a name, as it is."""
+    return name(value) if value and "/" not in value else value
 
 
 def _diff(diff: pb.MemoryDiff, session_id: str) -> None:
@@ -91,4 +95,4 @@ def _rename(values: Any, name: Callable[[str], str]) -> None:
     items = list(values)
     if any("/" not in v for v in items):
         del values[:]
-        values.extend(v if "/" in v else name(v) for v in items)
+        values.extend(_named(v, name) for v in items)
