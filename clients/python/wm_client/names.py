@@ -31,14 +31,20 @@ class Pattern:
     collections: tuple[str, ...]  # ("sessions", "commits")
     variables: tuple[str, ...]  # ("session", "commit")
 
+    template: str  # "sessions/{}/commits/{}"
+
     @classmethod
     def of(cls, text: str) -> Pattern:
         parts = text.split("/")
-        return cls(text, tuple(parts[0::2]), tuple(p.strip("{}") for p in parts[1::2]))
+        collections = tuple(parts[0::2])
+        template = "/".join(f"{c}/{{}}" for c in collections)
+        return cls(text, collections, tuple(p.strip("{}") for p in parts[1::2]), template)
 
     def format(self, *ids: str) -> str:
         """The name of the resource with these ids, one for each variable in order."""
-        return "/".join(f"{c}/{i}" for c, i in zip(self.collections, ids, strict=True))
+        if len(ids) != len(self.collections):
+            raise ValueError(f"{self.text} takes {len(self.collections)} ids, not {len(ids)}")
+        return self.template.format(*ids)
 
     def parse(self, name: str) -> tuple[str, ...] | None:
         """The ids of ``name`` (one for each variable), or None when it is not of this
