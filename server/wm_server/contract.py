@@ -39,6 +39,9 @@ MIN_RECALL_TOKENS = field_rules(api.MemoryRecall, "token_budget").int64.gte
 MAX_RECALL_TOKENS = field_rules(api.MemoryRecall, "token_budget").int64.lte
 MAX_RECALLED = field_rules(api.MemoryRecall, "page_size").int32.lte
 MAX_QUERY = field_rules(api.SearchArchivesRequest, "query").string.max_len
+# Every search's query must not be blank: the rule's id and message, for the one case the
+# edge's CEL cannot see (``services.literal_search.checked_query``).
+QUERY_NOT_BLANK = field_rules(api.SearchArchivesRequest, "query").cel[0]
 MAX_SEARCH_HITS = field_rules(api.SearchArchivesRequest, "page_size").int32.lte
 MAX_MEMORY_HITS = field_rules(api.SearchMemoriesRequest, "page_size").int32.lte
 MAX_MEMORY_TEXT = field_rules(res.Memory, "text").string.max_len

@@ -1,13 +1,16 @@
 // Resource names (src/names.ts): a bare id or a full name is accepted wherever a resource is meant.
 import assert from "node:assert/strict";
-import { test } from "node:test";
+import { readFileSync } from "node:fs";
+import { describe, test } from "node:test";
 
 import {
   ALL_SESSIONS,
   archiveName,
   commitName,
   memoryName,
+  messageName,
   ownerName,
+  PATTERNS,
   sessionId,
   sessionName,
   shortId,
@@ -45,4 +48,63 @@ test("memories and their owners", () => {
   assert.equal(ownerName("users/ana"), "users/ana");
   assert.throws(() => ownerName("ana"), RangeError);
   assert.throws(() => ownerName({ userId: "" }), RangeError);
+});
+
+// The shared cases (tests/conformance/names.json at the repository root), which the server's and
+// the Python client's suites run too (tests/conformance/test_resource_names.py).
+interface NameCase {
+  kind: string;
+  name: string;
+  ids?: string[];
+}
+interface ClientCase {
+  function: string;
+  args: (string | number)[];
+  result: string;
+}
+const fixture: { names: NameCase[]; not_names: NameCase[]; client: ClientCase[] } = JSON.parse(
+  readFileSync(new URL("../../../../tests/conformance/names.json", import.meta.url), "utf8"),
+);
+const camel = (snake: string): string => snake.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+const functions: Record<string, (...args: any[]) => string> = {
+  archiveName,
+  commitName,
+  memoryName,
+  messageName,
+  sessionId,
+  sessionName,
+  shortId,
+  toolOutputName,
+  workingMemoryName,
+};
+
+describe("resource names as tests/conformance/names.json says", () => {
+  test("the patterns are the proto's, and the fixture has a case of every kind", () => {
+    assert.deepEqual(Object.keys(PATTERNS).sort(), [...new Set(fixture.names.map((c) => c.kind))].sort());
+    assert.deepEqual(Object.keys(PATTERNS).sort(), [...new Set(fixture.not_names.map((c) => c.kind))].sort());
+    assert.equal(PATTERNS.Commit?.text, "sessions/{session}/commits/{commit}");
+    assert.deepEqual(PATTERNS.ToolOutput?.variables, ["session", "tool_output"]);
+  });
+
+  for (const c of fixture.names) {
+    test(`${c.kind}: ${c.name} has the ids ${c.ids?.join(", ")}`, () => {
+      const pattern = PATTERNS[c.kind]!;
+      assert.equal(pattern.format(...c.ids!), c.name);
+      assert.deepEqual(pattern.parse(c.name), c.ids);
+    });
+  }
+
+  for (const c of fixture.not_names) {
+    test(`${c.kind}: ${JSON.stringify(c.name)} is not one`, () => {
+      assert.equal(PATTERNS[c.kind]!.parse(c.name), undefined);
+    });
+  }
+
+  for (const c of fixture.client) {
+    test(`${camel(c.function)}(${c.args.join(", ")})`, () => {
+      const run = functions[camel(c.function)];
+      assert.ok(run, `the client has ${camel(c.function)}`);
+      assert.equal(run(...c.args), c.result);
+    });
+  }
 });

@@ -13,7 +13,6 @@ from wm_core import fold_text
 from wm_server.embedding.fusion import Fused
 from wm_server.errors import invalid
 from wm_server.security.tenancy import current_tenant
-from wm_server.services import validation
 from wm_server.services.archives import archive_seq
 from wm_server.services.literal_search import Literal, search_terms
 from wm_server.services.recall import HybridRecall, Semantic
@@ -43,11 +42,8 @@ def check_min_score(min_score: float) -> None:
 
 
 def owners(user_id: str, agent_id: str) -> tuple[str | None, str | None]:
-    """The (user, agent) a search over all sessions is restricted to (None: any)."""
-    validation.owner_id(user_id, "user_id")
-    validation.owner_id(agent_id, "agent_id")
-    if user_id and agent_id:
-        raise invalid("agent_id", "not together with user_id", "CONFLICT")
+    """The (user, agent) a search over all sessions is restricted to (None: any). At most
+    one is given, each an owner id: the proto's rules, checked at the edge."""
     return user_id or None, agent_id or None
 
 
@@ -68,7 +64,7 @@ class ArchiveSearchService:
     ) -> tuple[list[tuple[SearchMatch, str]], int]:
         """Archived messages that contain the literal, folded (``Literal``)."""
         needle, limit = search_terms(query, max_hits)
-        sid = None if all_sessions else validation.session_id(session_id)
+        sid = None if all_sessions else session_id
         seq = archive_seq(archive_id) if archive_id else None
         async with self._db.scanner() as uow:
             names = dict(await self._sessions(uow, sid, owners(user_id, agent_id)))
@@ -87,7 +83,7 @@ class ArchiveSearchService:
         """Archived messages ranked by BM25 against the query's words (the full-text index),
         best first, newest first among equal scores."""
         needle, limit = search_terms(query, max_hits)
-        sid = None if all_sessions else validation.session_id(session_id)
+        sid = None if all_sessions else session_id
         seq = archive_seq(archive_id) if archive_id else None
         scope = owners(user_id, agent_id)
         words = query_words(needle)
@@ -121,7 +117,7 @@ class ArchiveSearchService:
         """Archived messages ranked by BM25 and by meaning, fused (services.recall)."""
         needle, limit = search_terms(query, max_hits)
         check_min_score(min_score)
-        sid = None if all_sessions else validation.session_id(session_id)
+        sid = None if all_sessions else session_id
         seq = archive_seq(archive_id) if archive_id else None
         scope = owners(user_id, agent_id)
         words = query_words(needle)

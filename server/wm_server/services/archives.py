@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from wm_core import Message, TextPart, ToolUsePart, archive_number
 from wm_server.errors import NotFound, invalid
-from wm_server.services import paging, validation
+from wm_server.services import paging
 from wm_server.services.sessions import find_session
 from wm_server.storage.database import Database
 from wm_server.storage.records import CommitRecord, StoredMessage, WorkingMemoryRecord
@@ -89,7 +89,7 @@ class ArchiveService:
     async def list(
         self, session_id: str, page_size: int, page_token: str
     ) -> tuple[list[CommitRecord], str]:
-        sid = validation.session_id(session_id)
+        sid = session_id
         size = paging.page_size(page_size)
         after = self._tokens.decode("archives", page_token, sid) or 0
         async with self._db.reader() as uow:
@@ -104,7 +104,7 @@ class ArchiveService:
         self, session_id: str, archive_id: str
     ) -> tuple[CommitRecord, WorkingMemoryRecord | None]:
         """The archive and the working memory that covered it (its messages: :meth:`messages`)."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         seq = archive_seq(archive_id)
         async with self._db.reader() as uow:
             row = await find_session(uow, sid)
@@ -118,7 +118,7 @@ class ArchiveService:
         self, session_id: str, archive_id: str, page_size: int, page_token: str
     ) -> ArchivePage:
         """One page of an archive's raw messages, paged by count and by bytes."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         seq = archive_seq(archive_id)
         if page_size < 0:
             raise invalid("page_size", "must not be negative")
@@ -135,7 +135,7 @@ class ArchiveService:
     async def live(self, session_id: str, page_size: int, page_token: str) -> ArchivePage:
         """One page of the session's live messages (paged like an archive: by count and by
         bytes); a cursor that archiving has passed continues from the first live message."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         if page_size < 0:
             raise invalid("page_size", "must not be negative")
         count = min(page_size, paging.MAX_PAGE_SIZE) if page_size else None

@@ -24,7 +24,7 @@ from wm_server.services.commit_event_log import (
     RetryScheduled,
 )
 from wm_server.services.commit_wakeups import EventBus
-from wm_server.services.phase1 import MAX_KEEP_TURNS, archive, session_commit
+from wm_server.services.phase1 import archive, session_commit
 from wm_server.services.sessions import find_session, locked_session
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
@@ -92,18 +92,7 @@ class CommitService:
     ) -> CommitRecord:
         """Run Phase 1 now and return the commit (its events: :meth:`watch`). A retry with
         the same request id returns the same commit, in its state now."""
-        sid = validation.session_id(session_id)
-        if not 0 <= keep_recent_count <= validation.MAX_KEEP_RECENT:
-            raise invalid(
-                "keep_recent_count", f"must be 0-{validation.MAX_KEEP_RECENT}", "OUT_OF_RANGE"
-            )
-        if not 0 <= keep_recent_turns <= MAX_KEEP_TURNS:
-            raise invalid("keep_recent_turns", f"must be 0-{MAX_KEEP_TURNS}", "OUT_OF_RANGE")
-        if keep_recent_turns and keep_recent_count:
-            raise invalid(
-                "keep_recent_turns", "give keep_recent_count or keep_recent_turns, not both",
-                "CONFLICT",
-            )  # fmt: skip
+        sid = session_id
         rid = validation.request_id(request_id)
         record, created = await self.phase1(
             sid, keep_recent_count, rid, fingerprint, turns=keep_recent_turns
@@ -220,7 +209,7 @@ class CommitService:
             return await uow.events.after(commit_id, after)
 
     async def get(self, session_id: str, commit_id: str) -> CommitRecord:
-        sid = validation.session_id(session_id)
+        sid = session_id
         if not commit_id:
             raise invalid("commit_id", "required", "REQUIRED")
         async with self._db.reader() as uow:
@@ -229,7 +218,7 @@ class CommitService:
     async def list(
         self, session_id: str, page_size: int, page_token: str
     ) -> tuple[list[CommitRecord], str]:
-        sid = validation.session_id(session_id)
+        sid = session_id
         size = paging.page_size(page_size)
         offset = self._tokens.decode("commits", page_token, sid) or 0
         async with self._db.reader() as uow:
@@ -242,7 +231,7 @@ class CommitService:
     async def retry(
         self, session_id: str, commit_id: str, request_id: str, fingerprint: str = ""
     ) -> CommitRecord:
-        sid = validation.session_id(session_id)
+        sid = session_id
         if not commit_id:
             raise invalid("commit_id", "required", "REQUIRED")
         rid = validation.request_id(request_id)

@@ -21,7 +21,6 @@ from wm_core import (
 )
 from wm_server import contract
 from wm_server.errors import invalid
-from wm_server.services import validation
 from wm_server.services.archives import message_bytes
 from wm_server.services.context_formats import ContextFormat, render
 from wm_server.services.context_recall import Recall, RecallBlock, newest_request, recall_block
@@ -86,7 +85,7 @@ class ContextService:
         budget is 40 MB of text; the limit is MAX_CONTEXT_BYTES, shared with the JSON copy
         of the messages in format ``fmt``, when asked) and the
         memories recalled."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         if not 1 <= token_budget <= MAX_BUDGET:
             raise invalid("token_budget", f"must be 1-{MAX_BUDGET:,}", "OUT_OF_RANGE")
         if len(system_prompt.encode()) > MAX_SYSTEM_PROMPT:

@@ -16,13 +16,14 @@ _JSON_ESCAPED = {'"', "\\"}
 
 
 def checked_query(query: str) -> str:
-    """A search's query without its surrounding blanks: required, and at most MAX_QUERY
-    characters (the one rule of every search: literal, ranked, hybrid, memories)."""
+    """A search's query without its surrounding blanks (every search: literal, ranked,
+    hybrid, memories). Its length and that it is not blank are the proto's rules, checked at
+    the edge; but the edge's blank (CEL ``trim()``, Unicode White_Space) leaves U+001C-U+001F,
+    which ``str.strip`` removes, so a query of only those is refused here, not searched as
+    nothing."""
     text = query.strip()
     if not text:
-        raise invalid("query", "required", "REQUIRED")
-    if len(text) > MAX_QUERY:
-        raise invalid("query", f"at most {MAX_QUERY} characters", "TOO_LARGE")
+        raise invalid("query", contract.QUERY_NOT_BLANK.message, contract.QUERY_NOT_BLANK.id)
     return text
 
 

@@ -386,7 +386,8 @@ async def apply_plan(
 # --- the RPCs' use cases -------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class OwnerSpec:
-    """Whose memories a call names: exactly one of the three (validated in ``resolve``)."""
+    """Whose memories a call names: exactly one of the three (each id's shape is the proto's
+    memory_owner rule, checked at the edge)."""
 
     user_id: str = ""
     agent_id: str = ""
@@ -396,12 +397,6 @@ class OwnerSpec:
         given = [v for v in (self.user_id, self.agent_id, self.session_id) if v]
         if len(given) != 1:
             raise invalid(field_name, "exactly one of user_id, agent_id, session_id", "REQUIRED")
-        if self.user_id:
-            validation.owner_id(self.user_id, f"{field_name}.user_id")
-        elif self.agent_id:
-            validation.owner_id(self.agent_id, f"{field_name}.agent_id")
-        else:
-            validation.session_id(self.session_id, f"{field_name}.session_id")
 
 
 async def resolve(uow: UnitOfWork, spec: OwnerSpec) -> tuple[MemoryOwner, SessionRow | None]:

@@ -134,9 +134,7 @@ class SessionService:
         """``config`` is resolved already (the default under what the request set); None:
         the server's default. ``user_id`` and ``agent_id`` own the session's long-term
         memories and never change afterwards."""
-        sid = validation.session_id(session_id) if session_id else validation.new_session_id()
-        validation.owner_id(user_id, "user_id")
-        validation.owner_id(agent_id, "agent_id")
+        sid = session_id or validation.new_session_id()
         # A session does not exist before it is created: the tenant is the resource, so a
         # retry without a session_id finds the session made first, and the same id used for
         # another session is a reuse.
@@ -170,7 +168,7 @@ class SessionService:
         fingerprint: str = "",
     ) -> SessionRecord:
         """Store ``change(current config)``; ``change`` validates (raising changes nothing)."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         req = idempotency.request(
             "UpdateSession", sid, validation.request_id(request_id), fingerprint
         )
@@ -192,7 +190,7 @@ class SessionService:
         return updated.record
 
     async def get(self, session_id: str) -> SessionRecord:
-        sid = validation.session_id(session_id)
+        sid = session_id
         async with self._db.reader() as uow:
             return (await find_session(uow, sid)).record
 
@@ -210,7 +208,7 @@ class SessionService:
     async def delete(self, session_id: str, request_id: str, fingerprint: str = "") -> None:
         """Unlink the session in one short transaction (NOT_FOUND at once, its id free);
         its rows are purged in the background in bounded chunks."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         req = idempotency.request(
             "DeleteSession", sid, validation.request_id(request_id), fingerprint
         )
@@ -237,7 +235,7 @@ class SessionService:
         """Store a batch atomically; ids already stored are duplicates, not errors. Tool
         outputs over the inline threshold are stored whole and replaced by their synopses
         before the transaction (it would hold the session's lock while they are read)."""
-        name = validation.session_id(session_id)
+        name = session_id
         named = [m if m.id else _with_id(m, self._make_id()) for m in messages]
         taken: dict[str, tuple[ExternalOutput, ...]] = {}
         longest = [_longest_output(m) for m in named]
@@ -389,7 +387,7 @@ class SessionService:
         removed position again (a session's live positions stay contiguous, which the window
         arithmetic of ``pending_delta`` and the commit split rely on); the token counters are
         re-derived from what stays. Refused, changing nothing, when fewer are live."""
-        name = validation.session_id(session_id)
+        name = session_id
         if not 1 <= count <= MAX_REMOVED:
             raise invalid("count", f"must be 1-{MAX_REMOVED}")
         req = idempotency.request(

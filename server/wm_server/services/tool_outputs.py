@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wm_server.errors import NotFound, invalid
-from wm_server.services import paging, validation
+from wm_server.services import paging
 from wm_server.services.literal_search import Literal, search_terms
 from wm_server.services.sessions import find_session
 from wm_server.services.snippets import centred
@@ -105,7 +105,7 @@ class ToolOutputService:
     ) -> OutputPage:
         """One page of ``lines`` or ``bytes`` (``request_range``) from ``start`` for
         ``count`` (0: to the end), or the page ``page_token`` continues to."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         if not output_id:
             raise invalid("output_id", "required", "REQUIRED")
         kind = f"tool-output/{output_id}"
@@ -147,7 +147,7 @@ class ToolOutputService:
         self, session_id: str, query: str, output_id: str, max_hits: int
     ) -> tuple[list[OutputHit], int]:
         """Matching lines of the session's outputs (whole), in message and line order."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         needle, limit = search_terms(query, max_hits)
         literal = Literal.of(needle, json_rows=False)
         hits: list[OutputHit] = []

@@ -51,7 +51,6 @@ class UserDataService:
     async def purge(self, user_id: str, request_id: str, fingerprint: str) -> Purged:
         if not user_id:
             raise invalid("user_id", "required", "REQUIRED")
-        validation.owner_id(user_id, "user_id")
         req = idempotency.request(
             "PurgeUserData", user_id, validation.request_id(request_id), fingerprint
         )

@@ -1,37 +1,23 @@
-"""Rules for identifiers and request-level values, shared by every service."""
+"""Rules for identifiers and request-level values, shared by every service.
+
+The shapes of ids (a session's, a user's or an agent's) are the proto's rules, checked at the
+edge for every request (``api.request_rules``) before a service runs: the services take
+their ids from names and fields that passed them, so no copy of those patterns lives here.
+"""
 
 from __future__ import annotations
 
 import itertools
-import re
 import secrets
 import uuid
 
 from wm_server import contract
 from wm_server.errors import invalid
 
-SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
-OWNER_ID_PATTERN = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 MAX_REQUEST_ID = contract.MAX_REQUEST_ID
 MAX_KEEP_RECENT = contract.MAX_KEEP_RECENT
 # The lowest tool-output inline threshold a session config may set (characters).
 MIN_INLINE_CHARS = 1_000
-
-
-def session_id(value: str, field: str = "session_id") -> str:
-    if not value:
-        raise invalid(field, "required", "REQUIRED")
-    if not SESSION_ID_PATTERN.fullmatch(value):
-        raise invalid(field, "must be 1-128 characters of [A-Za-z0-9._-]", "INVALID_FORMAT")
-    return value
-
-
-def owner_id(value: str, field: str) -> str:
-    """A user or agent id (Session.user_id, Session.agent_id, a memory owner); may be empty
-    where the caller allows none."""
-    if value and not OWNER_ID_PATTERN.fullmatch(value):
-        raise invalid(field, "must be 1-128 characters of [A-Za-z0-9._:@-]", "INVALID_FORMAT")
-    return value
 
 
 def request_id(value: str) -> str | None:

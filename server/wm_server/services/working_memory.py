@@ -48,7 +48,7 @@ class WorkingMemoryService:
     async def get(self, session_id: str, version: int) -> WorkingMemoryView:
         """The version asked for; the latest comes with the session's pending items, which
         belong to the session now, not to any version."""
-        sid = validation.session_id(session_id)
+        sid = session_id
         if version < 0:
             raise invalid("version", "must not be negative", "OUT_OF_RANGE")
         async with self._db.reader() as uow:
@@ -90,7 +90,7 @@ class WorkingMemoryService:
         request_id: str,
         fingerprint: str = "",
     ) -> tuple[WorkingMemoryRecord, list[Decision]]:
-        sid = validation.session_id(session_id)
+        sid = session_id
         rid = validation.request_id(request_id)
         if expected_version < 0:
             raise invalid("expected_version", "must not be negative", "OUT_OF_RANGE")
