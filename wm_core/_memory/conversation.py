@@ -18,7 +18,8 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.choices import answer_to_should, options_in, other, pick
-from wm_core._memory.model import MemoryType
+from wm_core._memory.disclosure import asked, confirmed_check, disclosed, pieces
+from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
 from wm_core._memory.rules import Fact, classify
 from wm_core._memory.speech import (
@@ -317,6 +318,38 @@ def _same_event(dated: Fact, facts: Sequence[Fact]) -> bool:
     )
 
 
+def _disclosed(
+    text: str,
+    sentence: str,
+    message: Message,
+    base: str | None,
+    question: str,
+    talk: Talk,
+    *,
+    confirmed: bool = False,
+) -> list[Fact]:
+    """The facts a clause no rule recognised states, read by ``disclosure``: the user's, or
+    an assistant's check the user ``confirmed`` (a leading "he" or "she" is the person named
+    last)."""
+    if message.role is not Role.USER and not confirmed:
+        return []  # what the assistant says alone is no fact about the user
+    found: list[Fact] = []
+    for piece in pieces(text):
+        pronoun = re.match(r"^(?:he|she)(?='s\b|\s)", piece, re.IGNORECASE)
+        if pronoun and talk.last_name and talk.last_person:
+            piece = talk.last_name + piece[pronoun.end() :]
+        read = disclosed(piece, message.role, base, question=question)
+        question = ""
+        if read is None:
+            continue
+        kind, said, when = read
+        fields = {"decided_by": message.role.value} if kind is MemoryType.DECISION else {}
+        if when is not None:
+            fields["when"] = when.label
+        found.append(Fact(kind, said, memory_key(said), sentence, (message.id,), fields, when))
+    return found
+
+
 def conversation_facts(
     messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
 ) -> list[Fact]:
@@ -374,6 +407,14 @@ def conversation_facts(
                 if said_yes.type is MemoryType.DECISION:
                     last_decision = len(found) - 1
                     decided_first = True
+        question = ""
+        if message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
+            question = asked(previous)
+            check = confirmed_check(previous, message)
+            if check is not None and last_decision != len(found) - 1:
+                base = dates.get(previous.id)
+                for fact in _disclosed(check, check, previous, base, "", talk, confirmed=True):
+                    found.append(replace(fact, message_ids=(previous.id, message.id)))
         for line in message.text().split("\n"):
             base = stamp_date(line) or dates.get(message.id)
             for sentence in sentences(line):
@@ -410,6 +451,12 @@ def conversation_facts(
                         stated = before
                     elif stated is not None and signer is None:
                         found[stated] = _continued(found[stated], text, message.role)
+                    elif signer is None:
+                        told = _disclosed(text, sentence, message, base, question, talk)
+                        if told:
+                            stated = len(found)
+                            found.extend(told)
+                    question = ""  # only the first clause answers the question
         previous = message
         recent.append(message)
     return _fold_given_up(found)
