@@ -18,7 +18,7 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.choices import answer_to_should, options_in, other, pick
-from wm_core._memory.disclosure import asked, confirmed_check, disclosed, pieces
+from wm_core._memory.disclosure import asked, confirmed_check, disclosed, no_memory, pieces
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
 from wm_core._memory.rules import Fact, classify
@@ -318,6 +318,12 @@ def _same_event(dated: Fact, facts: Sequence[Fact]) -> bool:
     )
 
 
+def _adds_to_agreed(found: Sequence[Fact], last_decision: int | None, message: Message) -> bool:
+    """Whether ``message`` agreed to the latest decision (it is among its messages), so what
+    else it says goes on from that decision."""
+    return last_decision is not None and message.id in found[last_decision].message_ids
+
+
 def _disclosed(
     text: str,
     sentence: str,
@@ -330,13 +336,13 @@ def _disclosed(
 ) -> list[Fact]:
     """The facts a clause no rule recognised states, read by ``disclosure``: the user's, or
     an assistant's check the user ``confirmed`` (a leading "he" or "she" is the person named
-    last)."""
+    last, "it" the thing)."""
     if message.role is not Role.USER and not confirmed:
         return []  # what the assistant says alone is no fact about the user
     found: list[Fact] = []
     for piece in pieces(text):
-        pronoun = re.match(r"^(?:he|she)(?='s\b|\s)", piece, re.IGNORECASE)
-        if pronoun and talk.last_name and talk.last_person:
+        pronoun = re.match(r"^(?:(?P<person>he|she)|it)(?='s\b|\s)", piece, re.IGNORECASE)
+        if pronoun and talk.last_name and (pronoun.group("person") is None) is not talk.last_person:
             piece = talk.last_name + piece[pronoun.end() :]
         read = disclosed(piece, message.role, base, question=question)
         question = ""
@@ -424,6 +430,7 @@ def conversation_facts(
                     continue
                 talk.follow_on = re.match(r"^\s*(?:and|also|plus)\b", sentence, re.I) is not None
                 stated: int | None = None  # index in found of this sentence's last fact
+                told: list[Fact] = []  # the facts ``disclosure`` read from its last clause
                 for clause in clauses(said):
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):
@@ -448,10 +455,19 @@ def conversation_facts(
                         if fact.type is MemoryType.DECISION:
                             last_decision = len(found) - 1
                     if len(found) > before:
-                        stated = before
-                    elif stated is not None and signer is None:
+                        stated, told = before, []
+                    elif stated is not None and signer is None and not told:
                         found[stated] = _continued(found[stated], text, message.role)
+                    elif signer is None and _adds_to_agreed(found, last_decision, message):
+                        # "Yes, let's do that, it's the cheapest fix": the why of the decision
+                        # the message agrees to, not a fact of its own
+                        assert last_decision is not None
+                        if not no_memory(text) and not _AGREE.match(text):
+                            found[last_decision] = _continued(found[last_decision], text,
+                                                              message.role)  # fmt: skip
                     elif signer is None:
+                        # after a fact read this way, the next clause is read the same way
+                        # (a second fact), not as going on from it
                         told = _disclosed(text, sentence, message, base, question, talk)
                         if told:
                             stated = len(found)
