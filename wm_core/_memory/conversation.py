@@ -21,7 +21,7 @@ from wm_core._memory.choices import answer_to_should, options_in, other, pick
 from wm_core._memory.disclosure import asked, confirmed_check, disclosed, no_memory, pieces
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
-from wm_core._memory.rules import Fact, classify
+from wm_core._memory.rules import Fact, classify, states_nothing
 from wm_core._memory.speech import (
     LEAD,
     REASON,
@@ -319,9 +319,13 @@ def _same_event(dated: Fact, facts: Sequence[Fact]) -> bool:
 
 
 def _adds_to_agreed(found: Sequence[Fact], last_decision: int | None, message: Message) -> bool:
-    """Whether ``message`` agreed to the latest decision (it is among its messages), so what
-    else it says goes on from that decision."""
-    return last_decision is not None and message.id in found[last_decision].message_ids
+    """Whether ``message`` agreed to the latest decision someone else made (it is among its
+    messages), so what else it says goes on from that decision (a decision the message made
+    itself, a pick or an answer, already quotes it)."""
+    if last_decision is None:
+        return False
+    fact = found[last_decision]
+    return message.id in fact.message_ids and fact.fields.get("decided_by") != message.role.value
 
 
 def _disclosed(
@@ -340,6 +344,8 @@ def _disclosed(
     if message.role is not Role.USER and not confirmed:
         return []  # what the assistant says alone is no fact about the user
     found: list[Fact] = []
+    if states_nothing(text, sentence):
+        return found
     for piece in pieces(text):
         pronoun = re.match(r"^(?:(?P<person>he|she)|it)(?='s\b|\s)", piece, re.IGNORECASE)
         if pronoun and talk.last_name and (pronoun.group("person") is None) is not talk.last_person:
@@ -414,6 +420,9 @@ def conversation_facts(
                     last_decision = len(found) - 1
                     decided_first = True
         question = ""
+        # a fact the turn-level reading took from this reply (an answer, a pick, a "yes")
+        # already holds its first sentence: ``disclosure`` starts after it
+        answered = bool(found) and message.id in found[-1].message_ids
         if message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
             question = asked(previous)
             check = confirmed_check(previous, message)
@@ -421,10 +430,13 @@ def conversation_facts(
                 base = dates.get(previous.id)
                 for fact in _disclosed(check, check, previous, base, "", talk, confirmed=True):
                     found.append(replace(fact, message_ids=(previous.id, message.id)))
+        first_sentence = True
         for line in message.text().split("\n"):
             base = stamp_date(line) or dates.get(message.id)
             for sentence in sentences(line):
                 first, decided_first = decided_first, False
+                answered = answered and first_sentence
+                first_sentence = False
                 said = statement(sentence)
                 if said is None:
                     continue
@@ -465,7 +477,7 @@ def conversation_facts(
                         if not no_memory(text) and not _AGREE.match(text):
                             found[last_decision] = _continued(found[last_decision], text,
                                                               message.role)  # fmt: skip
-                    elif signer is None:
+                    elif signer is None and not answered:
                         # after a fact read this way, the next clause is read the same way
                         # (a second fact), not as going on from it
                         told = _disclosed(text, sentence, message, base, question, talk)

@@ -106,6 +106,18 @@ _LICENCE: Final = {
     "preference": frozenset({"cue:taste", "cue:instruction"}),
     "event": frozenset({"dated", "cue:past", "cue:future"}),
 }
+# What passes or is about the assistant is no memory: a state of this moment ("my PR is
+# blocked on review", "I'm working on the auth refactor this week"), praise of an answer ("I
+# like your answer"), a shrug ("whatever works", "not sure yet").
+_PASSING: Final = re.compile(
+    r"^(?:i'm|i am|we're|we are)\s+(?:\w+ly\s+)?\w+ing\b.*\b(?:today|tonight|this (?:morning|"
+    r"afternoon|evening|week)|right now|at the moment|atm)\b|"
+    r"^(?:my|our|the)\s+[\w\-]+\s+(?:is|are)\s+(?:still\s+)?(?:blocked|broken|failing|down|"
+    r"stuck|waiting|pending|red|flaky)\b|"
+    r"\b(?:like|love|liked|loved|appreciate|enjoyed|hate)\s+(?:you|your)\b|"
+    r"\b(?:whatever works|not sure|never mind|doesn't matter|no idea)\b",
+    re.IGNORECASE,
+)
 _MIN_WORDS: Final = 3
 _MAX_WORDS: Final = 40
 # How much the best type must beat "none" by (in the weights' units): the trade of recall for
@@ -127,6 +139,7 @@ def no_memory(clause: str) -> bool:
         or text.endswith("?")
         or (bool(_REQUEST.match(text)) and not _STANDING.search(text))
         or bool(_SMALL_TALK.search(text))
+        or bool(_PASSING.search(text))
     )
 
 

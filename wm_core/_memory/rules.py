@@ -280,6 +280,14 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
     return third_person(clean(body), role)
 
 
+def states_nothing(text: str, sentence: str) -> bool:
+    """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
+    meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
+    new"). The phrasing-agnostic reading (``disclosure``) respects it too."""
+    away = _AWAY.search(text) or _AWAY.search(sentence)
+    return bool(away or _MENTAL.match(text) or _NOTHING.match(text))
+
+
 def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk) -> list[Fact]:
     """The facts one clause states (without message ids)."""
     facts: list[Fact] = []
@@ -291,9 +299,8 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if decision is not None:
         body, choice, fields = decision
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    away = _AWAY.search(text) or _AWAY.search(sentence)  # "I have a meeting at 3, let's …"
-    if not user or away or _MENTAL.match(text) or _NOTHING.match(text):
-        return []  # "I'm going to lunch", "I always thought it was Sydney", "Nothing new"
+    if not user or states_nothing(text, sentence):
+        return []
     their = THEIR_NAME.match(text)
     if their and talk.last_relation:
         name = their.group("name")
