@@ -18,7 +18,13 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.choices import answer_to_should, options_in, other, pick
-from wm_core._memory.disclosure import asked, confirmed_check, disclosed, no_memory, pieces
+from wm_core._memory.disclosure import (
+    asked,
+    confirmed_check,
+    disclosed,
+    no_memory,
+    pieces,
+)
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
 from wm_core._memory.rules import Fact, classify, states_nothing

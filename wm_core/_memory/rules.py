@@ -338,9 +338,11 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     resolved = resolve_pronoun(text, talk)
     if resolved is not None:
         text = resolved
+        when = resolve_when(text, base)  # its place in the text moved with the name
     whose = re.match(r"^i(?:'m| am)\s+(?P<pro>his|her)\s", text, re.IGNORECASE)
     if whose and talk.last_name and talk.last_person:  # "I'm her maid of honour"
         text = f"{text[: whose.start('pro')]}{talk.last_name}'s{text[whose.end('pro') :]}"
+        when = resolve_when(text, base)
     main: Fact | None = None
     vague_time = when is not None and re.match(
         r"this\s+(?:week|month|year)\b", text[when.start : when.end], re.I
