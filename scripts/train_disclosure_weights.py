@@ -33,7 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from memory_extraction_sets import Conversation, Score, _tokens, _word_matches, load, score
+from memory_extraction_sets import (
+    SPLITS,
+    Conversation,
+    Score,
+    _tokens,
+    _word_matches,
+    load,
+    score,
+)
 
 from wm_core import archive_text, guard_memory_ops, parse_memory_ops
 from wm_core._memory import disclosure, disclosure_weights
@@ -41,7 +49,6 @@ from wm_core._memory.when import resolve_when
 from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import MemoryRequest
 
-SPLITS = ("dev", "dev2", "dev3", "heldout", "heldout2", "heldout3", "heldout4", "dev5")
 OUT = ROOT / "wm_core" / "_memory" / "disclosure_weights.py"
 EPOCHS = 12
 COVERAGE = 0.5
