@@ -30,8 +30,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from memory_extraction_sets import (
     SPLITS,
@@ -49,6 +48,7 @@ from wm_core._memory.when import resolve_when
 from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import MemoryRequest
 
+ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "wm_core" / "_memory" / "disclosure_weights.py"
 EPOCHS = 12
 COVERAGE = 0.5

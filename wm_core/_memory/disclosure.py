@@ -28,18 +28,18 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from wm_core._document.sentences import sentences
 from wm_core._memory import disclosure_weights
 from wm_core._memory.model import MemoryType, fold_text
-from wm_core._memory.speech import clean, third_person
+from wm_core._memory.speech import LEAD, clauses, clean, normalized, statement, third_person
 from wm_core._memory.when import When, resolve_when
-from wm_core._document.sentences import sentences
-from wm_core._memory.speech import LEAD, clauses, normalized, statement
 from wm_core._messages import Message, Role
 
 NONE: Final = "none"
 _WORD: Final = re.compile(r"[a-z][a-z'\-]*|\d[\d:.,]*")
 _FIRST_PERSON: Final = frozenset(
-    "i i'm i've i'd i'll im ive my me mine myself we we're we've we'll our ours us".split()
+    {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "my", "me", "mine", "myself"}
+    | {"we", "we're", "we've", "we'll", "our", "ours", "us"}
 )
 _RELATIVES: Final = re.compile(
     r"\b(?:wife|husband|partner|girlfriend|boyfriend|son|daughter|kids?|children|mom|mum|"
@@ -81,22 +81,63 @@ _CUES: Final = (
     ("starts_first", re.compile(r"^(?:i|i'm|i've|i'd|i'll|im|my|we|we're|we've|our)\b", re.I)),
     ("starts_team", re.compile(r"^(?:we|we're|we've|we'll|our|the team)\b", re.I)),
     ("starts_named", re.compile(r"^(?:the\s+)?(?:[A-Z][\w\-]*|\w+[\d._/\-]\w*)\b(?! I\b)")),
-    ("starts_the", re.compile(r"^(?:the|our|their|its)\s+\w+(?:\s+\w+)?\s+(?:is|are|was|"
-                              r"were|runs?|uses?|has|have|lives?|writes?)\b", re.I)),
-    ("past", re.compile(r"\b(?:\w{3,}ed|went|got|had|was|were|did|ran|broke|took|came|"
-                        r"saw|met|left|lost|won|made|began|quit)\b", re.I)),
-    ("future", re.compile(r"\b(?:will|'ll|going to|gonna|planning|plan to|next|tomorrow|"
-                          r"soon|upcoming|in the spring|this (?:saturday|sunday|weekend))\b",
-                          re.I)),
-    ("taste", re.compile(r"\b(?:like|likes|love|loves|prefer|prefers|hate|hates|enjoy|"
-                         r"favou?rite|can't stand|rather|fan of|into)\b", re.I)),
-    ("instruction", re.compile(r"\b(?:always|never|don't|do not|dont|from now on|please|"
-                               r"unless|every time|no more)\b", re.I)),
-    ("choice", re.compile(r"\b(?:decided|decide|chose|choose|going with|go with|switch|"
-                          r"switched|settled|agreed|instead|rather than|drop|dropping|adopt|"
-                          r"migrate|move to|moving to|upgrade|upgraded)\b", re.I)),
-    ("state", re.compile(r"\b(?:am|i'm|is|are|work|works|live|lives|have been|has been|"
-                         r"used to|since)\b", re.I)),
+    (
+        "starts_the",
+        re.compile(
+            r"^(?:the|our|their|its)\s+\w+(?:\s+\w+)?\s+(?:is|are|was|"
+            r"were|runs?|uses?|has|have|lives?|writes?)\b",
+            re.I,
+        ),
+    ),
+    (
+        "past",
+        re.compile(
+            r"\b(?:\w{3,}ed|went|got|had|was|were|did|ran|broke|took|came|"
+            r"saw|met|left|lost|won|made|began|quit)\b",
+            re.I,
+        ),
+    ),
+    (
+        "future",
+        re.compile(
+            r"\b(?:will|'ll|going to|gonna|planning|plan to|next|tomorrow|"
+            r"soon|upcoming|in the spring|this (?:saturday|sunday|weekend))\b",
+            re.I,
+        ),
+    ),
+    (
+        "taste",
+        re.compile(
+            r"\b(?:like|likes|love|loves|prefer|prefers|hate|hates|enjoy|"
+            r"favou?rite|can't stand|rather|fan of|into)\b",
+            re.I,
+        ),
+    ),
+    (
+        "instruction",
+        re.compile(
+            r"\b(?:always|never|don't|do not|dont|from now on|please|"
+            r"unless|every time|no more)\b",
+            re.I,
+        ),
+    ),
+    (
+        "choice",
+        re.compile(
+            r"\b(?:decided|decide|chose|choose|going with|go with|switch|"
+            r"switched|settled|agreed|instead|rather than|drop|dropping|adopt|"
+            r"migrate|move to|moving to|upgrade|upgraded)\b",
+            re.I,
+        ),
+    ),
+    (
+        "state",
+        re.compile(
+            r"\b(?:am|i'm|is|are|work|works|live|lives|have been|has been|"
+            r"used to|since)\b",
+            re.I,
+        ),
+    ),
     ("negation", re.compile(r"\b(?:not|no|never|n't)\b", re.I)),
 )
 # What a type needs one of, whatever the weights say: a decision states a choice, a
@@ -250,12 +291,13 @@ def confirmed_check(previous: Message, reply: Message) -> str | None:
     """The statement an assistant's yes-or-no check makes when the user's reply confirms it
     ("So to confirm, handovers are on Monday?" — "correct"), else None."""
     question = asked(previous)
-    if not question or re.match(r"^(?:what|which|who|where|when|why|how)\b", question, re.I):
-        return None
-    if not _CONFIRM.match(reply.text().strip()):
-        return None
     check = _CHECK_LEAD.match(question)
-    return question[check.end() :] if check else None
+    if check is None or not _CONFIRM.match(reply.text().strip()):
+        return None
+    said = question[check.end() :]
+    if re.match(r"^(?:what|which|who|where|when|why|how)\b", said, re.IGNORECASE):
+        return None  # an open question: a "yes" confirms nothing
+    return said
 
 
 _PIECE: Final = re.compile(r"(?<=[a-z0-9)][.!?])\s+")

@@ -96,9 +96,7 @@ def supersessions(ops: Sequence[MemoryOp], existing: Sequence[MemoryRecord]) -> 
         # message may state another fact of that type too: "I got married, so my name is …")
         same = [later for later, c in creates if _about_the_same(c, c.type, target)]
         shared = [
-            later
-            for later, c in creates
-            if set(op.source_message_ids) & set(c.source_message_ids)
+            later for later, c in creates if set(op.source_message_ids) & set(c.source_message_ids)
         ]
         if same or shared:
             link((same or shared)[0], target.id)
