@@ -15,8 +15,8 @@ Usage::
     .venv/bin/python scripts/train_disclosure_weights.py            # write the weights module
     .venv/bin/python scripts/train_disclosure_weights.py --loso     # leave-one-split-out P/R
 
-``--loso`` trains on every split but one, runs the whole offline extraction (the provider's
-answer, parsing and guards, as the bench does) on the one left out with those weights, and
+``--loso`` trains on every split but one, runs the whole offline extraction (the ops, read
+back from the memory tool's arguments, and the guards, as the offline provider and the bench do) on the one left out with those weights, and
 prints its precision and recall: an honest estimate of how the rules and the classifier do on
 conversations they were not fitted to (the rules themselves were tuned on every split).
 """
@@ -24,7 +24,6 @@ conversations they were not fitted to (the rules themselves were tuned on every 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -42,11 +41,16 @@ from memory_extraction_sets import (
     score,
 )
 
-from wm_core import archive_text, guard_memory_ops, parse_memory_ops
-from wm_core._memory import disclosure, disclosure_weights
-from wm_core._memory.when import resolve_when
-from wm_server.llm.offline import OfflineProvider
-from wm_server.llm.port import MemoryRequest
+from wm_core import (
+    DISCLOSURE_NONE,
+    archive_text,
+    disclosure_features,
+    disclosure_units,
+    extract_memories,
+    guard_memory_ops,
+    memory_tool_arguments,
+    parse_memory_ops,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "wm_core" / "_memory" / "disclosure_weights.py"
@@ -60,9 +64,9 @@ def examples(conversations: Sequence[Conversation]) -> list[tuple[list[str], str
     """(features, label) for every clause of the conversations (see the module docstring)."""
     found: list[tuple[list[str], str]] = []
     for conversation in conversations:
-        for message, clause, question in disclosure.units(conversation.messages):
+        for message, clause, question in disclosure_units(conversation.messages):
             tokens = _tokens(clause)
-            label, best = disclosure.NONE, 0.0
+            label, best = DISCLOSURE_NONE, 0.0
             for expected in conversation.expected:
                 words = [w for term in expected.terms for w in _tokens(term)]
                 words = [w for w in words if not any(c.isdigit() for c in w)]  # dates resolve
@@ -71,8 +75,8 @@ def examples(conversations: Sequence[Conversation]) -> list[tuple[list[str], str
                 covered = sum(_word_matches(w, tokens) for w in words) / len(words)
                 if covered >= COVERAGE and covered > best:
                     label, best = expected.type, covered
-            dated = resolve_when(clause, conversation.date) is not None
-            found.append((disclosure.features(clause, message.role, question, dated), label))
+            feats = disclosure_features(clause, message.role, question, conversation.date)
+            found.append((feats, label))
     return found
 
 
@@ -95,7 +99,7 @@ def pooled(splits: Mapping[str, Sequence[tuple[list[str], str]]]) -> list[tuple[
 
 def train(data: Sequence[tuple[list[str], str]]) -> Weights:
     """An averaged multi-class perceptron, deterministic."""
-    labels = sorted({label for _, label in data} | {disclosure.NONE})
+    labels = sorted({label for _, label in data} | {DISCLOSURE_NONE})
     weights: dict[str, defaultdict[str, float]] = {k: defaultdict(float) for k in labels}
     totals: dict[str, defaultdict[str, float]] = {k: defaultdict(float) for k in labels}
     stamps: dict[str, defaultdict[str, int]] = {k: defaultdict(int) for k in labels}
@@ -104,7 +108,7 @@ def train(data: Sequence[tuple[list[str], str]]) -> Weights:
         for feats, label in data:
             step += 1
             got = {k: sum(weights[k][f] for f in feats) for k in labels}
-            guess = max(labels, key=lambda k: (got[k], k == disclosure.NONE))
+            guess = max(labels, key=lambda k: (got[k], k == DISCLOSURE_NONE))
             if guess == label:
                 continue
             for k, sign in ((label, 1.0), (guess, -1.0)):
@@ -142,28 +146,30 @@ def write(weights: Mapping[str, Mapping[str, float]], splits: Sequence[str]) -> 
     OUT.write_text("\n".join(lines), encoding="utf-8")
 
 
-async def extraction_score(split: str, weights: Weights) -> Score:
-    """The whole offline extraction on ``split`` with ``weights`` (as the bench runs it)."""
-    disclosure_weights.WEIGHTS.clear()
-    disclosure_weights.WEIGHTS.update(weights)
-    provider = OfflineProvider()
+def extraction_score(split: str, weights: Weights) -> Score:
+    """The whole offline extraction on ``split`` with ``weights``, as the offline provider and
+    the bench run it: the ops, as the memory tool's arguments, read back, then guarded."""
     scores: dict[str, Score] = {}
     for conversation in load(split):
-        request = MemoryRequest(conversation.messages, message_dates=conversation.dates)
-        reply = await provider.extract_memories(request)
-        text = archive_text(conversation.messages)
-        plan = guard_memory_ops(parse_memory_ops(reply.tool_input).ops, [], text)
+        ops = extract_memories(
+            conversation.messages,
+            [],
+            message_dates=conversation.dates,
+            disclosure_weights=weights,
+        )
+        parsed = parse_memory_ops(memory_tool_arguments(ops)).ops
+        plan = guard_memory_ops(parsed, [], archive_text(conversation.messages))
         score(conversation, plan.ops, scores)
     return scores.get("all", Score())
 
 
-async def leave_one_out() -> None:
+def leave_one_out() -> None:
     data = {split: examples(load(split)) for split in SPLITS}
     total = Score()
     print(f"{'left out':>9} {'precision':>10} {'recall':>7}")
     for split in SPLITS:
         rest = pooled({other: data[other] for other in SPLITS if other != split})
-        got = await extraction_score(split, train(rest))
+        got = extraction_score(split, train(rest))
         print(f"{split:>9} {got.precision:>10.2f} {got.recall:>7.2f}")
         for name in ("expected", "extracted", "matched_expected", "matched_extracted"):
             setattr(total, name, getattr(total, name) + getattr(got, name))
@@ -175,7 +181,7 @@ def main() -> None:
     parser.add_argument("--loso", action="store_true", help="leave-one-split-out figures")
     args = parser.parse_args()
     if args.loso:
-        asyncio.run(leave_one_out())
+        leave_one_out()
         return
     data = pooled({split: examples(load(split)) for split in SPLITS})
     write(train(data), SPLITS)

@@ -19,6 +19,7 @@ from typing import Final
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.choices import answer_to_should, options_in, other, pick
 from wm_core._memory.disclosure import (
+    Weights,
     asked,
     confirmed_check,
     disclosed,
@@ -343,6 +344,7 @@ def _disclosed(
     talk: Talk,
     *,
     confirmed: bool = False,
+    weights: Weights | None = None,
 ) -> list[Fact]:
     """The facts a clause no rule recognised states, read by ``disclosure``: the user's, or
     an assistant's check the user ``confirmed`` (a leading "he" or "she" is the person named
@@ -356,7 +358,7 @@ def _disclosed(
         pronoun = re.match(r"^(?:(?P<person>he|she)|it)(?='s\b|\s)", piece, re.IGNORECASE)
         if pronoun and talk.last_name and (pronoun.group("person") is None) is not talk.last_person:
             piece = talk.last_name + piece[pronoun.end() :]
-        read = disclosed(piece, message.role, base, question=question)
+        read = disclosed(piece, message.role, base, question=question, weights=weights)
         question = ""
         if read is None:
             continue
@@ -369,12 +371,15 @@ def _disclosed(
 
 
 def conversation_facts(
-    messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
+    messages: Sequence[Message],
+    message_dates: Mapping[str, str] | None = None,
+    weights: Weights | None = None,
 ) -> list[Fact]:
     """Every fact the messages state, in order; see the module docstring.
 
     ``message_dates`` (message id → ISO date of the message) makes relative times absolute;
     a line that starts with a timestamp ("[2026-03-05 09:00] …") uses that date instead.
+    ``weights`` are the clause classifier's (``disclosure``; None: the generated ones).
     """
     dates = message_dates or {}
     messages = [
@@ -434,7 +439,9 @@ def conversation_facts(
             check = confirmed_check(previous, message)
             if check is not None and last_decision != len(found) - 1:
                 base = dates.get(previous.id)
-                for fact in _disclosed(check, check, previous, base, "", talk, confirmed=True):
+                for fact in _disclosed(
+                    check, check, previous, base, "", talk, confirmed=True, weights=weights
+                ):
                     found.append(replace(fact, message_ids=(previous.id, message.id)))
         first_sentence = True
         for line in message.text().split("\n"):
@@ -486,7 +493,9 @@ def conversation_facts(
                     elif signer is None and not answered:
                         # after a fact read this way, the next clause is read the same way
                         # (a second fact), not as going on from it
-                        told = _disclosed(text, sentence, message, base, question, talk)
+                        told = _disclosed(
+                            text, sentence, message, base, question, talk, weights=weights
+                        )
                         if told:
                             stated = len(found)
                             found.extend(told)

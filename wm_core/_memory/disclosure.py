@@ -36,6 +36,8 @@ from wm_core._memory.when import When, resolve_when
 from wm_core._messages import Message, Role
 
 NONE: Final = "none"
+# label → feature → weight (``disclosure_weights.WEIGHTS`` is one)
+Weights = Mapping[str, Mapping[str, float]]
 _WORD: Final = re.compile(r"[a-z][a-z'\-]*|\d[\d:.,]*")
 _FIRST_PERSON: Final = frozenset(
     {"i", "i'm", "i've", "i'd", "i'll", "im", "ive", "my", "me", "mine", "myself"}
@@ -159,11 +161,12 @@ _PASSING: Final = re.compile(
     r"\b(?:whatever works|not sure|never mind|doesn't matter|no idea)\b",
     re.IGNORECASE,
 )
+_STEM: Final = 5
 _MIN_WORDS: Final = 3
 _MAX_WORDS: Final = 40
 # How much the best type must beat "none" by (in the weights' units): the trade of recall for
 # precision, chosen by leave-one-split-out runs of the training script.
-MARGIN: Final = 3.0
+MARGIN: Final = 6.0
 
 
 def _words(text: str) -> list[str]:
@@ -184,12 +187,15 @@ def no_memory(clause: str) -> bool:
     )
 
 
-def features(clause: str, role: Role, question: str = "", dated: bool = False) -> list[str]:
+def features(clause: str, role: Role, question: str = "", base: str | None = None) -> list[str]:
     """The features the classifier weighs: words and first words of the clause, who says it,
-    first person, relatives, names, technical tokens, numbers, a resolved date, and the words
-    of the question the clause answers (prefixed ``q:``)."""
+    first person, relatives, names, technical tokens, numbers, a time resolved against the
+    ``base`` date, cues (``_CUES``), and the words of the question the clause answers
+    (prefixed ``q:``)."""
     words = _words(clause)
-    found = [f"w:{w}" for w in dict.fromkeys(words)]
+    dated = resolve_when(clause, base) is not None
+    # a word by its first five letters: "married" and "marriage", "deploys" and "deployed"
+    found = [f"w:{w}" for w in dict.fromkeys(w[:_STEM] for w in words)]
     if words:
         found.append(f"f:{words[0]}")
     if len(words) > 1:
@@ -214,9 +220,7 @@ def features(clause: str, role: Role, question: str = "", dated: bool = False) -
     return found
 
 
-def scores(
-    found: Sequence[str], weights: Mapping[str, Mapping[str, float]] | None = None
-) -> dict[str, float]:
+def scores(found: Sequence[str], weights: Weights | None = None) -> dict[str, float]:
     """Each label's score for the features (``none`` and every memory type)."""
     table = disclosure_weights.WEIGHTS if weights is None else weights
     return {label: sum(row.get(f, 0.0) for f in found) for label, row in table.items()}
@@ -226,14 +230,14 @@ def classify_clause(
     clause: str,
     role: Role,
     question: str = "",
-    dated: bool = False,
-    weights: Mapping[str, Mapping[str, float]] | None = None,
+    base: str | None = None,
+    weights: Weights | None = None,
 ) -> MemoryType | None:
     """The memory type a clause states, or None when it states none (the filter, then the
     classifier with its ``MARGIN``)."""
     if no_memory(clause):
         return None
-    found = features(clause, role, question, dated)
+    found = features(clause, role, question, base)
     got = scores(found, weights)
     none = got.pop(NONE, 0.0)
     allowed = [k for k in sorted(got) if not _LICENCE.get(k) or _LICENCE[k] & set(found)]
@@ -251,20 +255,20 @@ def disclosed(
     base: str | None,
     *,
     question: str = "",
-    weights: Mapping[str, Mapping[str, float]] | None = None,
+    weights: Weights | None = None,
 ) -> tuple[MemoryType, str, When | None] | None:
     """(type, third-person text, time) of the memory a clause the rules made nothing of
     states, or None. A user's bare answer ("backend dev at a travel startup") is kept with
     the question it answers."""
-    when = resolve_when(clause, base)
-    kind = classify_clause(clause, role, question, when is not None, weights)
+    kind = classify_clause(clause, role, question, base, weights)
     if kind is None:
         return None
+    when = resolve_when(clause, base) if kind is MemoryType.EVENT else None
     text = clean(clause)
     said = third_person(text, role, team=kind is MemoryType.DECISION)
     if question and not _FIRST_PERSON.intersection(_words(text)) and role is Role.USER:
         said = f'Asked "{clean(question)}?", the user said: {text}'
-    return kind, said, when if kind is MemoryType.EVENT else None
+    return kind, said, when
 
 
 # "So to confirm, the rotation is weekly?" — "correct": the assistant's check, confirmed.

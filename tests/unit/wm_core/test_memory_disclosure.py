@@ -62,23 +62,21 @@ def test_standing_instructions_and_plain_statements_pass_the_filter() -> None:
 
 
 def test_features_name_the_cues_whatever_the_words() -> None:
-    found = features(
-        "My sister Ana moved to Seville in 2024", Role.USER, "Where does she live", True
-    )
+    said = "My sister Ana moved to Seville in 2024"
+    found = features(said, Role.USER, "Where does she live", "2026-03-10")
     assert {"first_person", "relative", "name", "number", "dated", "cue:starts_first"} <= set(found)
-    assert {"w:sister", "f:my", "role:user", "q:where", "bias"} <= set(found)
+    assert {"w:siste", "f:my", "role:user", "q:where", "bias"} <= set(found)
     # the same clause gives the same features, in the same order
-    assert found == features(
-        "My sister Ana moved to Seville in 2024", Role.USER, "Where does she live", True
-    )
+    assert found == features(said, Role.USER, "Where does she live", "2026-03-10")
+    assert "dated" not in features("My sister Ana lives in Seville", Role.USER, "", "2026-03-10")
     assert "first_person" not in features("the gateway is kong", Role.USER)
 
 
 def test_the_classifier_picks_the_best_licensed_type_above_none_by_the_margin() -> None:
     weights = {
         "none": {"bias": 1.0},
-        "decision": {"w:kong": 50.0},
-        "entity": {"w:kong": 5.0},
+        "decision": {"w:kong": 10 * (2.0 + disclosure.MARGIN)},
+        "entity": {"w:kong": 2.0 + disclosure.MARGIN},
         "profile": {},
     }
     # a decision needs a choice cue: "the gateway is kong" states none, so the entity wins
