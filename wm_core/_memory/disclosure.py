@@ -75,7 +75,7 @@ _SMALL_TALK: Final = re.compile(
     r"lol|haha|wow|good (?:morning|night|evening)|bye|see you|no worries|got it|makes sense|"
     r"sounds good|all good|wild|interesting|obrigad[oa]|merci|danke|gracias)\b[\s!.,]*"
     r"(?:\w+[\s!.,]*){0,3}$|\b(?:enough for today|that's all|talk (?:to you )?later|"
-    r"signing off|good night)\b",
+    r"signing off|good night)\b|^(?:thanks|thank you|thx|ty)\s+(?:again\s+)?for\b",
     re.IGNORECASE,
 )
 # Cues that say what kind of fact a clause states, whatever its other words.
@@ -173,6 +173,12 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(fold_text(text))
 
 
+def small_talk(clause: str) -> bool:
+    """Whether a clause is a greeting, thanks, an acknowledgement or a goodbye ("ok thats
+    enough for today", "thanks for yesterday's help"), whatever time it names."""
+    return bool(_SMALL_TALK.search(clause.strip()))
+
+
 def no_memory(clause: str) -> bool:
     """Whether the clause holds no memory whatever its words say (see ``_REQUEST``)."""
     text = clause.strip()
@@ -182,7 +188,7 @@ def no_memory(clause: str) -> bool:
         or len(words) > _MAX_WORDS
         or text.endswith("?")
         or (bool(_REQUEST.match(text)) and not _STANDING.search(text))
-        or bool(_SMALL_TALK.search(text))
+        or small_talk(text)
         or bool(_PASSING.search(text))
     )
 

@@ -42,6 +42,7 @@ from wm_core._memory.changes import (
     home_of,
     switch,
 )
+from wm_core._memory.disclosure import small_talk
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import (
     ABOUT_NAMED,
@@ -283,9 +284,10 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
 def states_nothing(text: str, sentence: str) -> bool:
     """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
     meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
-    new"). The phrasing-agnostic reading (``disclosure``) respects it too."""
+    new"), small talk ("ok that's enough for today"). The phrasing-agnostic reading
+    (``disclosure``) respects it too."""
     away = _AWAY.search(text) or _AWAY.search(sentence)
-    return bool(away or _MENTAL.match(text) or _NOTHING.match(text))
+    return bool(away or _MENTAL.match(text) or _NOTHING.match(text) or small_talk(text))
 
 
 def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk) -> list[Fact]:

@@ -14,6 +14,7 @@ from wm_core._memory.disclosure import (
     features,
     no_memory,
     pieces,
+    small_talk,
 )
 
 
@@ -156,3 +157,9 @@ def test_an_agreeing_reply_adds_its_reason_to_the_decision_it_agrees_to() -> Non
 def test_a_time_after_a_pronoun_is_written_where_it_is() -> None:
     found = _talk("U: My dog Rex had his vaccine on Monday.", "U: he turns five in june")
     assert ("event", "Rex turns five in 2026-06.", "2026-06-01") in found
+
+
+def test_small_talk_with_a_time_is_no_event() -> None:
+    assert _talk("U: ok thats enough for today, thanks for the help", date="2026-11-18") == []
+    assert small_talk("thanks for the help with the migration script")
+    assert not small_talk("I moved to Porto in November")
