@@ -6,7 +6,11 @@ replicas"), and "who agreed" is the next turn's "Good, let's go with that" or a 
 signed off on it"; a short answer to a question about something named ("What queue does ferry
 use?" — "NATS") is a fact about it; "I don't prefer tabs any more, I now prefer spaces" is one
 new preference that replaces the one about tabs (``_fold_given_up``). This module walks the
-turns in order, reads each clause with ``rules`` and adds those agreements and choices.
+turns in order, reads each clause with ``rules`` and adds those agreements and choices. A
+clause the rules make nothing of (and do not say states nothing) is read by ``disclosure``,
+phrasing-agnostic; so is an assistant's check the user confirms ("So to confirm, …?" —
+"correct"); what a reply that agrees to a decision adds goes on from that decision ("yep do
+that, we can't afford bigger instances").
 """
 
 from __future__ import annotations

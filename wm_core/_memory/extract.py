@@ -7,7 +7,9 @@ same ops a model would propose, so its output goes through the same guards.
 What a conversation states is read by :mod:`wm_core._memory.rules` (profile facts,
 preferences, decisions with their reason and who agreed, dated events, plans, named people
 and things; one fact per memory, in the third person, with the ids of the messages that state
-it). This module turns those facts into ops against the owner's existing memories.
+it), and a clause no rule recognised by :mod:`wm_core._memory.disclosure` (a no-memory filter
+and a small generated classifier; the clause kept in the third person with its words). This
+module turns those facts into ops against the owner's existing memories.
 
 A profile attribute that holds one value (name, age, home, role), a preference and a decision
 are about a *subject* (stored in the ``subject`` field): a new statement that replaces an
