@@ -1,9 +1,9 @@
 """Memory extraction benchmark: what the offline extractor keeps, and what it costs per commit.
 
-Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--split dev``, ``dev2`` or ``dev3``
-while tuning the rules, or ``heldout``/``heldout2``, which the second round tuned on too; ``heldout3`` was
-written before the second round changed any rule and seen at its end; ``heldout4`` is never
-tuned on: written before the third round changed any rule; ``--show`` to list
+Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--split NAME`` for one
+split; since round five every split here is a tuning split, ``dev5`` included, and the
+untuned figure comes from a sealed split measured by others; the generalization estimate is
+``scripts/train_disclosure_weights.py --loso``, see ``memory_extraction_sets``; ``--show`` to list
 misses and extras, ``--quality-only`` to skip the timings, ``--commits N`` to change the number
 of server commits). It prints figures and asserts nothing. Three tables:
 
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
-from memory_extraction_sets import Score, load, score
+from memory_extraction_sets import SPLITS, Score, load, score
 
 from support import builders as b
 from wm_core import (
@@ -60,7 +60,6 @@ from wm_server.config import Settings
 from wm_server.llm.offline import OfflineProvider
 from wm_server.llm.port import MemoryRequest
 
-SPLITS = ("dev", "dev2", "dev3", "heldout", "heldout2", "heldout3", "heldout4")
 STATEMENTS = (
     "I prefer {x} over {y} for the {z} module.",
     "We decided to move the {z} store to {x} because {y} locks under load.",

@@ -65,7 +65,10 @@ Long-term memory
     (:func:`memory_op_arguments`); :func:`guard_memory_ops` (by
     :func:`memory_key`, :func:`retire_supported` and :func:`missing_anchors`, the
     engine's lexical anchors a rewrite lost); :func:`extract_memories` (the deterministic
-    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`);
+    extractor, judged against :func:`archive_text`; sentences by :func:`sentences`, dated by :func:`stamp_date`;
+    a clause no rule recognises read by a generated linear classifier whose training reads
+    the sets through :func:`disclosure_units` and :func:`disclosure_features`, labels
+    :data:`DISCLOSURE_NONE` or a memory type);
     :func:`supersessions` (:class:`Supersessions`): which existing memories a plan's new
     facts supersede, among those found by :func:`supersession_query`.
 Offline summarizer
@@ -122,6 +125,9 @@ from wm_core._guards.pending import (
     unfold_pending,
 )
 from wm_core._guards.pending import OVERFLOW as PENDING_OVERFLOW
+from wm_core._memory.disclosure import NONE as DISCLOSURE_NONE
+from wm_core._memory.disclosure import features as disclosure_features
+from wm_core._memory.disclosure import units as disclosure_units
 from wm_core._memory.extract import archive_text, extract_memories
 from wm_core._memory.guard import guard_memory_ops, retire_supported
 from wm_core._memory.model import (
@@ -238,6 +244,7 @@ __all__ = [
     "CURRENT_TURN",
     "DEFAULT_AUTO_KEEP",
     "DEFAULT_LIMITS",
+    "DISCLOSURE_NONE",
     "ERRORS_CORRECTIONS",
     "FILES_CONTEXT",
     "KEEP",
@@ -322,6 +329,8 @@ __all__ = [
     "cut_message",
     "cut_text",
     "detect_format",
+    "disclosure_features",
+    "disclosure_units",
     "estimate_tokens",
     "externalize",
     "extract_memories",

@@ -6,7 +6,11 @@ replicas"), and "who agreed" is the next turn's "Good, let's go with that" or a 
 signed off on it"; a short answer to a question about something named ("What queue does ferry
 use?" — "NATS") is a fact about it; "I don't prefer tabs any more, I now prefer spaces" is one
 new preference that replaces the one about tabs (``_fold_given_up``). This module walks the
-turns in order, reads each clause with ``rules`` and adds those agreements and choices.
+turns in order, reads each clause with ``rules`` and adds those agreements and choices. A
+clause the rules make nothing of (and do not say states nothing) is read by ``disclosure``,
+phrasing-agnostic; so is an assistant's check the user confirms ("So to confirm, …?" —
+"correct"); what a reply that agrees to a decision adds goes on from that decision ("yep do
+that, we can't afford bigger instances").
 """
 
 from __future__ import annotations
@@ -18,9 +22,17 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.choices import answer_to_should, options_in, other, pick
-from wm_core._memory.model import MemoryType
+from wm_core._memory.disclosure import (
+    Weights,
+    asked,
+    confirmed_check,
+    disclosed,
+    no_memory,
+    pieces,
+)
+from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
-from wm_core._memory.rules import Fact, classify
+from wm_core._memory.rules import Fact, classify, states_nothing
 from wm_core._memory.speech import (
     LEAD,
     REASON,
@@ -317,13 +329,61 @@ def _same_event(dated: Fact, facts: Sequence[Fact]) -> bool:
     )
 
 
+def _adds_to_agreed(found: Sequence[Fact], last_decision: int | None, message: Message) -> bool:
+    """Whether ``message`` agreed to the latest decision someone else made (it is among its
+    messages), so what else it says goes on from that decision (a decision the message made
+    itself, a pick or an answer, already quotes it)."""
+    if last_decision is None:
+        return False
+    fact = found[last_decision]
+    return message.id in fact.message_ids and fact.fields.get("decided_by") != message.role.value
+
+
+def _disclosed(
+    text: str,
+    sentence: str,
+    message: Message,
+    base: str | None,
+    question: str,
+    talk: Talk,
+    *,
+    confirmed: bool = False,
+    weights: Weights | None = None,
+) -> list[Fact]:
+    """The facts a clause no rule recognised states, read by ``disclosure``: the user's, or
+    an assistant's check the user ``confirmed`` (a leading "he" or "she" is the person named
+    last, "it" the thing)."""
+    if message.role is not Role.USER and not confirmed:
+        return []  # what the assistant says alone is no fact about the user
+    found: list[Fact] = []
+    if states_nothing(text, sentence):
+        return found
+    for piece in pieces(text):
+        pronoun = re.match(r"^(?:(?P<person>he|she)|it)(?='s\b|\s)", piece, re.IGNORECASE)
+        if pronoun and talk.last_name and (pronoun.group("person") is None) is not talk.last_person:
+            piece = talk.last_name + piece[pronoun.end() :]
+        read = disclosed(piece, message.role, base, question=question, weights=weights)
+        question = ""
+        if read is None:
+            continue
+        kind, said, when = read
+        fields = {"decided_by": message.role.value} if kind is MemoryType.DECISION else {}
+        if when is not None:
+            fields["when"] = when.label
+        found.append(Fact(kind, said, memory_key(said), sentence, (message.id,), fields, when))
+    return found
+
+
 def conversation_facts(
-    messages: Sequence[Message], message_dates: Mapping[str, str] | None = None
+    messages: Sequence[Message],
+    message_dates: Mapping[str, str] | None = None,
+    weights: Weights | None = None,
 ) -> list[Fact]:
     """Every fact the messages state, in order; see the module docstring.
 
     ``message_dates`` (message id → ISO date of the message) makes relative times absolute;
     a line that starts with a timestamp ("[2026-03-05 09:00] …") uses that date instead.
+    ``weights`` are the clause classifier's (``disclosure``; None: the generated ones).
     """
     dates = message_dates or {}
     messages = [
@@ -374,15 +434,32 @@ def conversation_facts(
                 if said_yes.type is MemoryType.DECISION:
                     last_decision = len(found) - 1
                     decided_first = True
+        question = ""
+        # a fact the turn-level reading took from this reply (an answer, a pick, a "yes")
+        # already holds its first sentence: ``disclosure`` starts after it
+        answered = bool(found) and message.id in found[-1].message_ids
+        if message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
+            question = asked(previous)
+            check = confirmed_check(previous, message)
+            if check is not None and last_decision != len(found) - 1:
+                base = dates.get(previous.id)
+                for fact in _disclosed(
+                    check, check, previous, base, "", talk, confirmed=True, weights=weights
+                ):
+                    found.append(replace(fact, message_ids=(previous.id, message.id)))
+        first_sentence = True
         for line in message.text().split("\n"):
             base = stamp_date(line) or dates.get(message.id)
             for sentence in sentences(line):
                 first, decided_first = decided_first, False
+                answered = answered and first_sentence
+                first_sentence = False
                 said = statement(sentence)
                 if said is None:
                     continue
                 talk.follow_on = re.match(r"^\s*(?:and|also|plus)\b", sentence, re.I) is not None
                 stated: int | None = None  # index in found of this sentence's last fact
+                told: list[Fact] = []  # the facts ``disclosure`` read from its last clause
                 for clause in clauses(said):
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):
@@ -407,9 +484,26 @@ def conversation_facts(
                         if fact.type is MemoryType.DECISION:
                             last_decision = len(found) - 1
                     if len(found) > before:
-                        stated = before
-                    elif stated is not None and signer is None:
+                        stated, told = before, []
+                    elif stated is not None and signer is None and not told:
                         found[stated] = _continued(found[stated], text, message.role)
+                    elif signer is None and _adds_to_agreed(found, last_decision, message):
+                        # "Yes, let's do that, it's the cheapest fix": the why of the decision
+                        # the message agrees to, not a fact of its own
+                        assert last_decision is not None
+                        if not no_memory(text) and not _AGREE.match(text):
+                            found[last_decision] = _continued(found[last_decision], text,
+                                                              message.role)  # fmt: skip
+                    elif signer is None and not answered:
+                        # after a fact read this way, the next clause is read the same way
+                        # (a second fact), not as going on from it
+                        told = _disclosed(
+                            text, sentence, message, base, question, talk, weights=weights
+                        )
+                        if told:
+                            stated = len(found)
+                            found.extend(told)
+                    question = ""  # only the first clause answers the question
         previous = message
         recent.append(message)
     return _fold_given_up(found)

@@ -7,7 +7,9 @@ same ops a model would propose, so its output goes through the same guards.
 What a conversation states is read by :mod:`wm_core._memory.rules` (profile facts,
 preferences, decisions with their reason and who agreed, dated events, plans, named people
 and things; one fact per memory, in the third person, with the ids of the messages that state
-it). This module turns those facts into ops against the owner's existing memories.
+it), and a clause no rule recognised by :mod:`wm_core._memory.disclosure` (a no-memory filter
+and a small generated classifier; the clause kept in the third person with its words). This
+module turns those facts into ops against the owner's existing memories.
 
 A profile attribute that holds one value (name, age, home, role), a preference and a decision
 are about a *subject* (stored in the ``subject`` field): a new statement that replaces an
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from wm_core._guards.key_facts import missing_anchors
 from wm_core._guards.pending import PendingItem
 from wm_core._memory.conversation import conversation_facts
+from wm_core._memory.disclosure import Weights
 from wm_core._memory.guard import retire_supported
 from wm_core._memory.model import MemoryOp, MemoryOpKind, MemoryRecord, MemoryType, memory_key
 from wm_core._memory.rules import Fact, pending_facts
@@ -82,8 +85,9 @@ def _candidates(
     messages: Sequence[Message],
     pending: Sequence[PendingItem],
     message_dates: Mapping[str, str],
+    weights: Weights | None,
 ) -> list[_Candidate]:
-    facts = conversation_facts(messages, message_dates)
+    facts = conversation_facts(messages, message_dates, weights)
     facts.extend(pending_facts([item.text for item in pending]))
     return [_candidate(fact) for fact in facts]
 
@@ -135,17 +139,21 @@ def extract_memories(
     pending: Sequence[PendingItem] = (),
     *,
     message_dates: Mapping[str, str] | None = None,
+    disclosure_weights: Weights | None = None,
 ) -> list[MemoryOp]:
     """The memory ops the statements of ``messages`` (and the ``pending`` items) call for,
     against the owner's ``existing`` memories; see the module docstring.
 
     ``message_dates`` (message id → ISO date) makes relative dates absolute for messages
-    without a leading timestamp.
+    without a leading timestamp. ``disclosure_weights`` replaces the clause classifier's
+    generated weights (the training script's leave-one-split-out runs pass their own).
     """
     ops: list[MemoryOp] = []
     retired: set[str] = set()
     archive = archive_text(messages, pending)
-    for candidate in _latest_per_subject(_candidates(messages, pending, message_dates or {})):
+    for candidate in _latest_per_subject(
+        _candidates(messages, pending, message_dates or {}, disclosure_weights)
+    ):
         fields = {**candidate.fields, "subject": candidate.subject}
         create = MemoryOp(
             kind=MemoryOpKind.CREATE,

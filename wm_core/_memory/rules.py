@@ -42,6 +42,7 @@ from wm_core._memory.changes import (
     home_of,
     switch,
 )
+from wm_core._memory.disclosure import small_talk
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import (
     ABOUT_NAMED,
@@ -280,6 +281,15 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
     return third_person(clean(body), role)
 
 
+def states_nothing(text: str, sentence: str) -> bool:
+    """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
+    meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
+    new"), small talk ("ok that's enough for today"). The phrasing-agnostic reading
+    (``disclosure``) respects it too."""
+    away = _AWAY.search(text) or _AWAY.search(sentence)
+    return bool(away or _MENTAL.match(text) or _NOTHING.match(text) or small_talk(text))
+
+
 def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk) -> list[Fact]:
     """The facts one clause states (without message ids)."""
     facts: list[Fact] = []
@@ -291,9 +301,8 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     if decision is not None:
         body, choice, fields = decision
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    away = _AWAY.search(text) or _AWAY.search(sentence)  # "I have a meeting at 3, let's …"
-    if not user or away or _MENTAL.match(text) or _NOTHING.match(text):
-        return []  # "I'm going to lunch", "I always thought it was Sydney", "Nothing new"
+    if not user or states_nothing(text, sentence):
+        return []
     their = THEIR_NAME.match(text)
     if their and talk.last_relation:
         name = their.group("name")
@@ -331,9 +340,11 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     resolved = resolve_pronoun(text, talk)
     if resolved is not None:
         text = resolved
+        when = resolve_when(text, base)  # its place in the text moved with the name
     whose = re.match(r"^i(?:'m| am)\s+(?P<pro>his|her)\s", text, re.IGNORECASE)
     if whose and talk.last_name and talk.last_person:  # "I'm her maid of honour"
         text = f"{text[: whose.start('pro')]}{talk.last_name}'s{text[whose.end('pro') :]}"
+        when = resolve_when(text, base)
     main: Fact | None = None
     vague_time = when is not None and re.match(
         r"this\s+(?:week|month|year)\b", text[when.start : when.end], re.I

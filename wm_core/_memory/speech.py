@@ -16,13 +16,15 @@ from wm_core._messages import Role
 # -- what is not a statement -------------------------------------------------------------------
 
 _QUESTION_START: Final = re.compile(
-    r"^(?:what|how|why|when|where|which|who|whom|whose|should|could|would|can|do|does|did|is|"
-    r"are|was|were|will|shall|may|might|have|has|am|any)\b",
+    r"^(?:what|how|why|when|where|which|who|whom|whose|should|could|would|can|does|did|is|"
+    r"are|was|were|will|shall|may|might|have|has|am|any|"
+    # "do you …" asks; "do that, we can't afford more" tells
+    r"do(?=\s+(?:you|we|i|they|he|she|u|people|y'all)\b))\b",
     re.IGNORECASE,
 )
 _HYPOTHETICAL: Final = re.compile(
-    r"\b(?:if|suppose|supposing|imagine|hypothetically|assuming|let's say|in case|unless|"
-    r"whether)\b",
+    # ("unless" is no hypothesis: "no bullet points unless I ask" is a standing rule)
+    r"\b(?:if|suppose|supposing|imagine|hypothetically|assuming|let's say|in case|whether)\b",
     re.IGNORECASE,
 )
 TENTATIVE: Final = re.compile(

@@ -84,16 +84,23 @@ def supersessions(ops: Sequence[MemoryOp], existing: Sequence[MemoryRecord]) -> 
         target = known.get(op.target_ids[0]) if op.target_ids else None
         if op.kind is not MemoryOpKind.RETIRE or target is None or target.id in taken:
             continue
-        for later, create in enumerate(ops):
-            if create.kind is not MemoryOpKind.CREATE or not create.text.strip():
-                continue
-            if create.type is not target.type or later in replacing:
-                continue
-            shared = set(op.source_message_ids) & set(create.source_message_ids)
-            if shared or _about_the_same(create, create.type, target):
-                link(later, target.id)
-                absorbed.add(index)
-                break
+        creates = [
+            (later, create)
+            for later, create in enumerate(ops)
+            if create.kind is MemoryOpKind.CREATE
+            and create.text.strip()
+            and create.type is target.type
+            and later not in replacing
+        ]
+        # the CREATE about the same subject, else the first one from the same message (one
+        # message may state another fact of that type too: "I got married, so my name is …")
+        same = [later for later, c in creates if _about_the_same(c, c.type, target)]
+        shared = [
+            later for later, c in creates if set(op.source_message_ids) & set(c.source_message_ids)
+        ]
+        if same or shared:
+            link((same or shared)[0], target.id)
+            absorbed.add(index)
     for index, op in enumerate(ops):  # a CREATE about the subject of an active memory
         if op.kind is not MemoryOpKind.CREATE or index in replacing or not op.text.strip():
             continue
