@@ -292,8 +292,11 @@ class JobStore:
         (memories, versions, sources and their full-text index), and its diff is stored on
         the commit and streamed before the closing events; ``index``'s rows make the
         archive searchable, by its words and by meaning. So the commit is terminal only
-        when it is retrievable, and a run that loses its lease here applies nothing."""
-        async with self._db.unit_of_work() as uow:
+        when it is retrievable, and a run that loses its lease here applies nothing.
+
+        Pipelined (``Database.unit_of_work``): its many writes, which read nothing back,
+        travel with the read of the commit record, not a round trip each."""
+        async with self._db.unit_of_work(pipelined=True) as uow:
             after = await _hold(uow, job)
             row = await uow.sessions.lock(job.tenant, job.session_id)
             if row is None:

@@ -91,14 +91,7 @@ class UnitOfWork:
         """Run data-modifying statements that do not read each other's rows: the engine may
         send them as one statement (``Connection.chain``). A batch (``Write.rows``) last runs
         after the others, on its own."""
-        *first, last = writes
-        if last.rows is None:
-            await self._conn.chain(first, last)
-            return
-        if first:
-            await self._conn.chain(first[:-1], first[-1])
-        if last.rows:
-            await self._conn.many(last.sql, last.rows)
+        await self._conn.write(writes)
 
     async def commit(self) -> None:
         if self._commit is None:
