@@ -118,8 +118,8 @@ class JobStore:
     @retry_conflicts
     async def claim(self, lease_seconds: float) -> ClaimedJob | None:
         """The oldest runnable job whose session has no earlier unfinished archive, leased,
-        its commit RUNNING and ``Phase2Started`` stored: one transaction."""
-        async with self._db.unit_of_work() as uow:
+        its commit RUNNING and ``Phase2Started`` stored: one transaction, pipelined."""
+        async with self._db.unit_of_work(pipelined=True) as uow:
             found = await uow.jobs.next_claimable()
             if found is None:
                 return None
@@ -251,8 +251,9 @@ class JobStore:
 
     @retry_conflicts
     async def record(self, job: ClaimedJob, *events: CommitEvent) -> None:
-        """Store progress events of a job this worker holds."""
-        async with self._db.unit_of_work() as uow:
+        """Store progress events of a job this worker holds (pipelined: BEGIN and COMMIT
+        cost no round trip of their own)."""
+        async with self._db.unit_of_work(pipelined=True) as uow:
             after = await _hold(uow, job)
             await self._log.append(uow, job.session_id, job.commit_id, after, *events)
             await uow.commit()

@@ -195,10 +195,14 @@ class _Pg(Connection):
 
     async def pipeline(self) -> None:
         """psycopg's pipeline mode: a statement is only queued, and the next one whose answer
-        is needed (or the COMMIT) sends the queue and syncs, BEGIN included."""
+        is needed sends the queue and syncs. BEGIN is a statement of ours, queued too (in a
+        transaction of its own making psycopg would sync right after it), and COMMIT leaves
+        the pipeline with the same sync (``PostgresDatabase._commit``)."""
         if self.piping is None:
+            await self.conn.set_autocommit(True)  # no round trip: the connection is idle
             self.piping = self.conn.pipeline()
             self.piped = await self.piping.__aenter__()
+            await self.conn.execute("BEGIN", prepare=False)
 
     async def unpipe(self) -> None:
         """Leave pipeline mode (one more sync, after the unit's COMMIT or ROLLBACK)."""
@@ -417,6 +421,10 @@ class PostgresDatabase(Database):
 
     async def _commit(self, conn: Connection) -> None:
         assert isinstance(conn, _Pg)
+        if conn.piped is not None:  # the COMMIT, then the sync that leaves the pipeline
+            await conn.conn.execute("COMMIT", prepare=False)
+            await conn.unpipe()
+            return
         await conn.conn.commit()
 
     async def _rollback(self, conn: Connection) -> None:
@@ -427,6 +435,11 @@ class PostgresDatabase(Database):
         next calls would parse their statements again (and send DEALLOCATE ALL)."""
         assert isinstance(conn, _Pg)
         raw = conn.conn
+        if conn.piped is not None:  # what was queued runs (or fails) first
+            with contextlib.suppress(psycopg.Error):
+                if not conn.wrote:  # then COMMIT, in the same sync, unless the queue failed
+                    await raw.execute("COMMIT", prepare=False)
+                await conn.unpipe()
         if not conn.wrote and raw.pgconn.transaction_status == IN_TRANSACTION:
             await raw.commit()
         else:
