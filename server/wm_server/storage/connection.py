@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wm_server.storage.statements import Params, Row, Write
+from wm_server.storage.statements import Params, Read, Row, Write
 from wm_server.storage.text_index import TextIndex
 
 
@@ -45,6 +45,11 @@ class Connection(ABC):
         an answer, in one round trip; their errors then surface there, or at the commit.
         Nothing to do where a statement is a call into a library rather than a round trip."""
         return None
+
+    async def fetch(self, reads: Sequence[Read[Any]]) -> list[list[Row]]:
+        """The rows of each of ``reads``, in order; none of them depends on another's answer,
+        so an engine may send them all before it waits for the first (``UnitOfWork.read``)."""
+        return [await self.all(read.sql, read.params) for read in reads]
 
     async def write(self, writes: Sequence[Write]) -> None:
         """Run data-modifying statements that do not read each other's rows

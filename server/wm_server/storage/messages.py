@@ -13,7 +13,7 @@ from wm_server.storage.records import (
     StoredMessage,
 )
 from wm_server.storage.repository import LAST, Repository, may_contain
-from wm_server.storage.statements import Row, Write
+from wm_server.storage.statements import Read, Row, Write
 
 if TYPE_CHECKING:
     pass
@@ -75,7 +75,13 @@ class MessageRepository(Repository):
         self, sid: int, first: int, last: int | None, limit: int | None = None
     ) -> list[StoredMessage]:
         """Messages at positions first..last (None: to the end), the first ``limit`` if given."""
-        rows = await self._conn.all(
+        return await self._read(self.reading_between(sid, first, last, limit))
+
+    def reading_between(
+        self, sid: int, first: int, last: int | None, limit: int | None = None
+    ) -> Read[list[StoredMessage]]:
+        """``between`` as a read."""
+        return Read(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE sid = :sid"
             " AND position BETWEEN :first AND :last ORDER BY position LIMIT :limit",
             {
@@ -84,8 +90,8 @@ class MessageRepository(Repository):
                 "last": LAST if last is None else last,
                 "limit": LAST if limit is None else limit,
             },
+            lambda rows: [stored_message(r) for r in rows],
         )
-        return [stored_message(r) for r in rows]
 
     async def at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], StoredMessage]:
         """The messages at these (sid, position) keys, in one statement (a search's hits)."""
