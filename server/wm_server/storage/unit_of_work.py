@@ -111,8 +111,8 @@ class UnitOfWork:
 
     async def read(self, *reads: Read[Any]) -> tuple[Any, ...]:
         """The answers of reads that do not depend on each other, in order: sent together
-        (``Connection.fetch``), one round trip on PostgreSQL and one thread hop for SQLite's
-        reader, where each read on its own costs one."""
+        (``Connection.fetch``): one round trip on PostgreSQL, one thread hop for a SQLite
+        scan, where each read on its own costs one."""
         rows = await self._conn.fetch(reads)
         return tuple(read.answer(found) for read, found in zip(reads, rows, strict=True))
 
