@@ -59,6 +59,12 @@ async def test_reads_together_answer_as_each_alone(services: Services, database:
         )
         alone = [await uow.messages.between(row.sid, f, last) for f, last, _ in placed.values()]
         assert each == alone and [len(m) for m in each] == [3, 3]
+        archived, cut = await uow.read(
+            uow.messages.reading_archives(row.sid, [2, 99, 1], 100),
+            uow.messages.reading_archives(row.sid, [1, 2], 4),
+        )
+        assert archived == dict(zip(placed, alone, strict=True))
+        assert cut == {1: alone[0], 2: alone[1][:1]}  # the first four, in order
 
 
 async def test_reads_together_see_the_units_queued_write(

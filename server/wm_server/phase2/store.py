@@ -202,23 +202,24 @@ class JobStore:
 
     async def read_input(self, job: ClaimedJob) -> Phase2Input:
         """The working memory the claim named and the messages to cover: this archive and
-        the earlier failed, uncovered ones, in order. They are a short read unless they
-        are over ``SHORT_READ`` messages; then the messages are scanned, apart (an archived
-        message never changes: only its session's deletion removes it, and the completion
-        finds that out)."""
+        the earlier failed, uncovered ones, in order, all read together. They are a short
+        read unless they are over ``SHORT_READ`` messages; then the messages are scanned,
+        apart (an archived message never changes: only its session's deletion removes it,
+        and the completion finds that out)."""
         async with self._db.reader() as uow:
-            found, previous, pending, placed = await uow.read(
+            found, previous, pending, placed, prefetched = await uow.read(
                 uow.sessions.finding(job.tenant, job.session_id),
                 uow.working_memories.getting(
                     job.sid, job.tenant, job.session_id, job.previous_version
                 ),
                 uow.pending_items.reading(job.sid),
                 uow.archives.placements(job.sid, job.covered_seqs),
+                uow.messages.reading_archives(job.sid, job.covered_seqs, SHORT_READ),
             )
-            row = _same(job, found)
-            count = sum(last - first + 1 for first, last, _ in placed.values())
-            short = count <= SHORT_READ
-            archived = await _archived(uow, row.sid, placed) if short else {}
+        row = _same(job, found)
+        count = sum(last - first + 1 for first, last, _ in placed.values())
+        short = count <= SHORT_READ  # then ``prefetched`` holds them all
+        archived = {seq: prefetched.get(seq, []) for seq in placed}
         if not short:
             async with self._db.scanner() as uow:
                 archived = await _archived(uow, row.sid, placed)

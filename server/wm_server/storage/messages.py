@@ -77,6 +77,28 @@ class MessageRepository(Repository):
         """Messages at positions first..last (None: to the end), the first ``limit`` if given."""
         return await self._read(self.reading_between(sid, first, last, limit))
 
+    def reading_archives(
+        self, sid: int, seqs: Sequence[int], limit: int
+    ) -> Read[dict[int, list[StoredMessage]]]:
+        """The messages of the archives ``seqs`` (``between`` each one's bounds) by seq, in
+        order, the first ``limit``: with a read of those archives, in one go."""
+        members, values = self._dialect.in_list("seqs", seqs)
+
+        def answer(rows: list[Row]) -> dict[int, list[StoredMessage]]:
+            found: dict[int, list[StoredMessage]] = {}
+            for row in rows:
+                found.setdefault(int(row[-1]), []).append(stored_message(row[:-1]))
+            return found
+
+        return Read(
+            f"SELECT {MESSAGE_COLUMNS}, a.seq FROM messages JOIN (SELECT seq, first_position,"
+            f" last_position FROM archives WHERE sid = :sid AND seq {members}) a"
+            " ON position BETWEEN a.first_position AND a.last_position WHERE sid = :sid"
+            " ORDER BY a.seq, position LIMIT :limit",
+            {"sid": sid, "limit": limit, **values},
+            answer,
+        )
+
     def reading_between(
         self, sid: int, first: int, last: int | None, limit: int | None = None
     ) -> Read[list[StoredMessage]]:

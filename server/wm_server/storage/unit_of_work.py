@@ -32,6 +32,7 @@ A = TypeVar("A")
 B = TypeVar("B")
 C = TypeVar("C")
 D = TypeVar("D")
+E = TypeVar("E")
 
 
 class Repositories:
@@ -108,6 +109,11 @@ class UnitOfWork:
     async def read(
         self, a: Read[A], b: Read[B], c: Read[C], d: Read[D], /
     ) -> tuple[A, B, C, D]: ...
+
+    @overload
+    async def read(
+        self, a: Read[A], b: Read[B], c: Read[C], d: Read[D], e: Read[E], /
+    ) -> tuple[A, B, C, D, E]: ...
 
     async def read(self, *reads: Read[Any]) -> tuple[Any, ...]:
         """The answers of reads that do not depend on each other, in order: sent together
