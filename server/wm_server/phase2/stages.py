@@ -140,7 +140,8 @@ async def embed_and_index(state: State, tools: Tools) -> State:
     job, data = state.job, state.data
     # The embedder's thread starts (its tokenizer runs without the GIL) while the full-text
     # rows are analyzed here. Started earlier, beside the stages before, it took longer:
-    # both sides wait for the GIL in turns (bench: 10-21 ms against 9-10.5 ms).
+    # both sides wait for the GIL in turns (bench: 10-21 ms against 9-10.5 ms). A short
+    # archive is embedded at once, on the loop, cheaper than the hop (INLINE_CHARS).
     embedding = asyncio.create_task(_embedded(state, tools))
     await asyncio.sleep(0)  # let it hand its texts over
     try:

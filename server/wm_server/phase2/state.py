@@ -27,6 +27,7 @@ class ClaimedJob:
     queued_at: float = 0.0  # epoch seconds: the job's age bounds how long an outage is waited out
     previous_version: int = 0  # the working memory this attempt updates (0: it creates one)
     covered_seqs: tuple[int, ...] = ()  # the archive and earlier failed, uncovered ones
+    sid: int = 0  # the session's key (its reads need no lookup by name first)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ from wm_server.storage.records import (
     StoredMessage,
     WorkingMemoryRecord,
 )
+from wm_server.storage.sessions import SessionRow
 from wm_server.storage.unit_of_work import UnitOfWork
 
 # The messages Phase 2 reads inline (``Database.reader``) at most: on SQLite a few hundred
@@ -89,11 +90,12 @@ async def _index(
 async def _archived(
     uow: UnitOfWork, sid: int, placed: dict[int, tuple[int, int, float]]
 ) -> dict[int, list[StoredMessage]]:
-    """The messages of the archives ``placed`` (seq → first, last, time), by seq in order."""
-    return {
-        seq: await uow.messages.between(sid, first, last)
-        for seq, (first, last, _) in placed.items()
-    }
+    """The messages of the archives ``placed`` (seq → first, last, time), by seq in order:
+    read together."""
+    found = await uow.read_each(
+        [uow.messages.reading_between(sid, first, last) for first, last, _ in placed.values()]
+    )
+    return dict(zip(placed, found, strict=True))
 
 
 class LeaseLost(Exception):
@@ -102,10 +104,23 @@ class LeaseLost(Exception):
 
 async def _hold(uow: UnitOfWork, job: ClaimedJob) -> int:
     """Hold the job's row until commit; the commit's last event number."""
-    held = await uow.jobs.holder(job.commit_id)
-    if held is None or held[0] != job.lease_token:
+    return _held(job, await uow.jobs.holder(job.commit_id))
+
+
+def _held(job: ClaimedJob, holder: tuple[str, int] | None) -> int:
+    """The commit's last event number, if ``holder`` (``JobRepository.holder``) is this
+    attempt's lease."""
+    if holder is None or holder[0] != job.lease_token:
         raise LeaseLost(job.commit_id)
-    return held[1]
+    return holder[1]
+
+
+def _same(job: ClaimedJob, row: SessionRow | None) -> SessionRow:
+    """``row``, the job's session found by name, if it is the claimed one (a session
+    deleted, or deleted and made again under its name, has lost its jobs)."""
+    if row is None or row.sid != job.sid:
+        raise LeaseLost(job.commit_id)
+    return row
 
 
 class JobStore:
@@ -118,8 +133,8 @@ class JobStore:
     @retry_conflicts
     async def claim(self, lease_seconds: float) -> ClaimedJob | None:
         """The oldest runnable job whose session has no earlier unfinished archive, leased,
-        its commit RUNNING and ``Phase2Started`` stored: one transaction."""
-        async with self._db.unit_of_work() as uow:
+        its commit RUNNING and ``Phase2Started`` stored: one transaction, pipelined."""
+        async with self._db.unit_of_work(pipelined=True) as uow:
             found = await uow.jobs.next_claimable()
             if found is None:
                 return None
@@ -131,7 +146,7 @@ class JobStore:
             record = session.record
             job = ClaimedJob(
                 found.commit_id, record.tenant, record.session_id, found.seq, attempts, token,
-                found.create_time,
+                found.create_time, sid=found.sid,
             )  # fmt: skip
             job = await self._started(uow, job, found.sid, record.wm_version)
             await uow.commit()
@@ -187,23 +202,24 @@ class JobStore:
 
     async def read_input(self, job: ClaimedJob) -> Phase2Input:
         """The working memory the claim named and the messages to cover: this archive and
-        the earlier failed, uncovered ones, in order. They are a short read unless they
-        are over ``SHORT_READ`` messages; then the messages are scanned, apart (an archived
-        message never changes: only its session's deletion removes it, and the completion
-        finds that out)."""
+        the earlier failed, uncovered ones, in order, all read together. They are a short
+        read unless they are over ``SHORT_READ`` messages; then the messages are scanned,
+        apart (an archived message never changes: only its session's deletion removes it,
+        and the completion finds that out)."""
         async with self._db.reader() as uow:
-            row = await uow.sessions.find(job.tenant, job.session_id)
-            if row is None:
-                raise LeaseLost(job.commit_id)
-            previous = await uow.working_memories.get(row, job.previous_version)
-            pending = await uow.pending_items.of_session(row.sid)
-            placed: dict[int, tuple[int, int, float]] = {}
-            for seq in job.covered_seqs:
-                if (found := await uow.archives.placed(row.sid, seq)) is not None:
-                    placed[seq] = found
-            count = sum(last - first + 1 for first, last, _ in placed.values())
-            short = count <= SHORT_READ
-            archived = await _archived(uow, row.sid, placed) if short else {}
+            found, previous, pending, placed, prefetched = await uow.read(
+                uow.sessions.finding(job.tenant, job.session_id),
+                uow.working_memories.getting(
+                    job.sid, job.tenant, job.session_id, job.previous_version
+                ),
+                uow.pending_items.reading(job.sid),
+                uow.archives.placements(job.sid, job.covered_seqs),
+                uow.messages.reading_archives(job.sid, job.covered_seqs, SHORT_READ),
+            )
+        row = _same(job, found)
+        count = sum(last - first + 1 for first, last, _ in placed.values())
+        short = count <= SHORT_READ  # then ``prefetched`` holds them all
+        archived = {seq: prefetched.get(seq, []) for seq in placed}
         if not short:
             async with self._db.scanner() as uow:
                 archived = await _archived(uow, row.sid, placed)
@@ -226,8 +242,8 @@ class JobStore:
         short reads, and a scan of its backlog archives when it has one."""
         async with self._db.reader() as uow:
             subject = await memory_subject(
-                uow, tenant=job.tenant, session_id=job.session_id, archive_seq=job.archive_seq,
-                enabled_by_server=enabled_by_server,
+                uow, tenant=job.tenant, session_id=job.session_id, sid=job.sid,
+                archive_seq=job.archive_seq, enabled_by_server=enabled_by_server,
             )  # fmt: skip
             if isinstance(subject, MemorySubject) and not subject.backlog_seqs:
                 return await memory_context(uow, subject, tenant=job.tenant, messages=messages)
@@ -251,8 +267,9 @@ class JobStore:
 
     @retry_conflicts
     async def record(self, job: ClaimedJob, *events: CommitEvent) -> None:
-        """Store progress events of a job this worker holds."""
-        async with self._db.unit_of_work() as uow:
+        """Store progress events of a job this worker holds (pipelined: BEGIN and COMMIT
+        cost no round trip of their own)."""
+        async with self._db.unit_of_work(pipelined=True) as uow:
             after = await _hold(uow, job)
             await self._log.append(uow, job.session_id, job.commit_id, after, *events)
             await uow.commit()
@@ -292,12 +309,17 @@ class JobStore:
         (memories, versions, sources and their full-text index), and its diff is stored on
         the commit and streamed before the closing events; ``index``'s rows make the
         archive searchable, by its words and by meaning. So the commit is terminal only
-        when it is retrievable, and a run that loses its lease here applies nothing."""
-        async with self._db.unit_of_work() as uow:
-            after = await _hold(uow, job)
-            row = await uow.sessions.lock(job.tenant, job.session_id)
-            if row is None:
-                raise LeaseLost(job.commit_id)
+        when it is retrievable, and a run that loses its lease here applies nothing.
+
+        Pipelined (``Database.unit_of_work``): its many writes, which read nothing back,
+        travel with the read of the commit record, not a round trip each."""
+        async with self._db.unit_of_work(pipelined=True) as uow:
+            holder, found = await uow.read(
+                uow.jobs.holding(job.commit_id),
+                uow.sessions.finding(job.tenant, job.session_id, lock=True),
+            )
+            after = _held(job, holder)
+            row = _same(job, found)
             if row.record.wm_version != job.previous_version:
                 return None
             now = time.time()

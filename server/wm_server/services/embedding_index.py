@@ -67,8 +67,9 @@ async def store_message_vectors(uow: UnitOfWork, model: str, rows: Sequence[Vect
     vector now is marked, so the backfill's count and search read the archives instead of
     every archived message."""
     await uow.vectors.store_messages(rows)
-    for sid in sorted({row[0] for row in rows}):
-        await uow.vectors.mark_embedded(model, sid)
+    await uow.write(
+        *(uow.vectors.marking_embedded(model, sid) for sid in sorted({r[0] for r in rows}))
+    )
 
 
 def message_text(item: StoredMessage) -> str:

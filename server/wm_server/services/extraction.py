@@ -136,20 +136,26 @@ class MemorySubject:
 
 
 async def memory_subject(
-    uow: UnitOfWork, *, tenant: str, session_id: str, archive_seq: int, enabled_by_server: bool
+    uow: UnitOfWork,
+    *,
+    tenant: str,
+    session_id: str,
+    sid: int,
+    archive_seq: int,
+    enabled_by_server: bool,
 ) -> MemorySubject | MemoryContext | None:
-    """The step's subject, read in ``uow`` (short reads); the context itself when extraction
-    is off; None when the session is gone."""
-    row = await uow.sessions.find(tenant, session_id)
-    if row is None:
+    """The step's subject, read in ``uow`` (short reads, together); the context itself when
+    extraction is off; None when the session ``sid`` is gone (no longer found by name)."""
+    row, backlog_seqs = await uow.read(
+        uow.sessions.finding(tenant, session_id),
+        uow.commits.reading_memory_failed(sid, archive_seq, MAX_BACKLOG_ARCHIVES),
+    )
+    if row is None or row.sid != sid:
         return None
     if not enabled_by_server:
         return MemoryContext(False, "memory extraction is off on this server")
     if row.record.config.memory_extraction is False:
         return MemoryContext(False, "memory extraction is off for this session")
-    backlog_seqs = await uow.commits.memory_failed_before(
-        row.sid, archive_seq, MAX_BACKLOG_ARCHIVES
-    )
     return MemorySubject(row.sid, owner_of(row), tuple(backlog_seqs))
 
 

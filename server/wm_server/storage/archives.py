@@ -11,7 +11,7 @@ from wm_server.storage.codec import body_of, message_body
 from wm_server.storage.messages import MESSAGE_COLUMNS, stored_message
 from wm_server.storage.records import SearchRow, StoredMessage
 from wm_server.storage.repository import Repository
-from wm_server.storage.statements import Write
+from wm_server.storage.statements import Read, Write
 from wm_server.storage.text_index import TextIndex, term_count
 
 if TYPE_CHECKING:
@@ -64,14 +64,16 @@ class ArchiveRepository(Repository):
         )
         return (int(row[0]), int(row[1])) if row else None
 
-    async def placed(self, sid: int, seq: int) -> tuple[int, int, float] | None:
-        """``bounds`` and the time the archive was made (what its search rows carry)."""
-        row = await self._conn.one(
-            "SELECT first_position, last_position, create_time FROM archives"
-            " WHERE sid = :sid AND seq = :seq",
-            {"sid": sid, "seq": seq},
+    def placements(self, sid: int, seqs: Sequence[int]) -> Read[dict[int, tuple[int, int, float]]]:
+        """``bounds`` of the archives ``seqs`` that exist and the time each was made (what
+        its search rows carry), by seq in order."""
+        members, values = self._dialect.in_list("seqs", seqs)
+        return Read(
+            "SELECT seq, first_position, last_position, create_time FROM archives"
+            f" WHERE sid = :sid AND seq {members} ORDER BY seq",
+            {"sid": sid, **values},
+            lambda rows: {int(s): (int(a), int(b), float(t)) for s, a, b, t in rows},
         )
-        return (int(row[0]), int(row[1]), float(row[2])) if row else None
 
     async def listing(self, sid: int, only: int | None) -> list[tuple[int, int, int]]:
         """(seq, first, last) of the session's archives (or just ``only``), newest first."""

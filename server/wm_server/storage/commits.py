@@ -15,7 +15,7 @@ from wm_server.storage.records import (
     StoredEvent,
 )
 from wm_server.storage.repository import Repository
-from wm_server.storage.statements import Row, Write
+from wm_server.storage.statements import Read, Row, Write
 
 if TYPE_CHECKING:
     pass
@@ -174,12 +174,16 @@ class CommitRepository(Repository):
     async def memory_failed_before(self, sid: int, seq: int, limit: int) -> list[int]:
         """The newest ``limit`` archives before ``seq`` whose memory extraction failed and
         that no later extraction has covered, oldest first."""
-        rows = await self._conn.all(
+        return await self._read(self.reading_memory_failed(sid, seq, limit))
+
+    def reading_memory_failed(self, sid: int, seq: int, limit: int) -> Read[list[int]]:
+        """``memory_failed_before`` as a read."""
+        return Read(
             "SELECT archive_seq FROM commits WHERE sid = :sid AND memory_state = 'failed'"
             " AND archive_seq < :seq ORDER BY archive_seq DESC LIMIT :limit",
             {"sid": sid, "seq": seq, "limit": limit},
+            lambda rows: sorted(int(s) for (s,) in rows),
         )
-        return sorted(int(s) for (s,) in rows)
 
     def memory_recovering(self, sid: int, seqs: Sequence[int]) -> Write:
         """The archives ``seqs`` had their memories extracted by a later commit (whose diff

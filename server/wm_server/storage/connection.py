@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wm_server.storage.statements import Params, Row, Write
+from wm_server.storage.statements import Params, Read, Row, Write
 from wm_server.storage.text_index import TextIndex
 
 
@@ -38,6 +38,30 @@ class Connection(ABC):
     @abstractmethod
     async def many(self, sql: str, rows: Sequence[Row]) -> None:
         """Execute once per row; each row holds the values of the names in order."""
+
+    async def pipeline(self) -> None:
+        """Until the unit of work ends, the engine may hold back the statements whose results
+        nobody reads (``write``, ``many``) and send them with the next statement that needs
+        an answer, in one round trip; their errors then surface there, or at the commit.
+        Nothing to do where a statement is a call into a library rather than a round trip."""
+        return None
+
+    async def fetch(self, reads: Sequence[Read[Any]]) -> list[list[Row]]:
+        """The rows of each of ``reads``, in order; none of them depends on another's answer,
+        so an engine may send them all before it waits for the first (``UnitOfWork.read``)."""
+        return [await self.all(read.sql, read.params) for read in reads]
+
+    async def write(self, writes: Sequence[Write]) -> None:
+        """Run data-modifying statements that do not read each other's rows
+        (``UnitOfWork.write``): in one ``chain``, a batch (``Write.rows``) last on its own."""
+        *first, last = writes
+        if last.rows is None:
+            await self.chain(first, last)
+            return
+        if first:
+            await self.chain(first[:-1], first[-1])
+        if last.rows:
+            await self.many(last.sql, last.rows)
 
     async def chain(self, writes: Sequence[Write], last: Write) -> Row | None:
         """Run ``writes``, then ``last``; return ``last``'s first row.

@@ -87,9 +87,11 @@ class Database(ABC):
     @abstractmethod
     async def _rollback(self, conn: Connection) -> None: ...
 
-    def unit_of_work(self) -> _Unit:
-        """One write transaction: rolled back unless ``await uow.commit()`` ran."""
-        return _Unit(self, Kind.WRITE)
+    def unit_of_work(self, *, pipelined: bool = False) -> _Unit:
+        """One write transaction: rolled back unless ``await uow.commit()`` ran. ``pipelined``:
+        writes whose results nobody reads travel with the next read (``Connection.pipeline``),
+        for a unit of many writes between few reads."""
+        return _Unit(self, Kind.WRITE, pipelined)
 
     def reader(self) -> _Unit:
         """Short reads; nothing to commit."""
@@ -137,11 +139,12 @@ class _Unit:
     """``async with database.unit_of_work() as uow``: a plain class rather than a generator
     context manager, because AddMessages pays for every layer on its hot path."""
 
-    __slots__ = ("_conn", "_db", "_kind", "_uow")
+    __slots__ = ("_conn", "_db", "_kind", "_pipelined", "_uow")
 
-    def __init__(self, db: Database, kind: Kind) -> None:
+    def __init__(self, db: Database, kind: Kind, pipelined: bool = False) -> None:
         self._db = db
         self._kind = kind
+        self._pipelined = pipelined
 
     async def __aenter__(self) -> UnitOfWork:
         try:
@@ -149,6 +152,12 @@ class _Unit:
         except Exception as error:
             raise self._db._translate(error) from error
         self._conn = conn
+        if self._pipelined:
+            try:
+                await conn.pipeline()
+            except Exception as error:
+                await self._db._release(self._kind, conn)
+                raise self._db._translate(error) from error
         commit = self._db._commit if self._kind is Kind.WRITE else None
         self._uow = UnitOfWork(conn, self._db._repositories(conn), commit)
         return self._uow

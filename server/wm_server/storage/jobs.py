@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wm_server.storage.repository import Repository
-from wm_server.storage.statements import Write
+from wm_server.storage.statements import Read, Write
 
 if TYPE_CHECKING:
     pass
@@ -57,13 +57,19 @@ class JobRepository(Repository):
     async def holder(self, commit_id: str) -> tuple[str, int] | None:
         """The lease token of a running job and its commit's last event number, the job's
         row held until commit (so no other writer appends to the commit meanwhile)."""
-        row = await self._conn.one(
+        return await self._read(self.holding(commit_id))
+
+    def holding(self, commit_id: str) -> Read[tuple[str, int] | None]:
+        """``holder`` as a read."""
+        return Read(
             "SELECT j.lease_token, c.last_sequence FROM phase2_jobs j"
             " JOIN commits c ON c.commit_id = j.commit_id"
             " WHERE j.commit_id = :id AND j.state = 'running'" + self._dialect.lock_job,
             {"id": commit_id},
+            lambda rows: (
+                (str(rows[0][0]), int(rows[0][1])) if rows and rows[0][0] is not None else None
+            ),
         )
-        return (str(row[0]), int(row[1])) if row and row[0] is not None else None
 
     async def renew(self, commit_id: str, token: str, seconds: float) -> bool:
         changed = await self._conn.run(

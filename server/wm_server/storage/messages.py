@@ -13,7 +13,7 @@ from wm_server.storage.records import (
     StoredMessage,
 )
 from wm_server.storage.repository import LAST, Repository, may_contain
-from wm_server.storage.statements import Row, Write
+from wm_server.storage.statements import Read, Row, Write
 
 if TYPE_CHECKING:
     pass
@@ -75,7 +75,35 @@ class MessageRepository(Repository):
         self, sid: int, first: int, last: int | None, limit: int | None = None
     ) -> list[StoredMessage]:
         """Messages at positions first..last (None: to the end), the first ``limit`` if given."""
-        rows = await self._conn.all(
+        return await self._read(self.reading_between(sid, first, last, limit))
+
+    def reading_archives(
+        self, sid: int, seqs: Sequence[int], limit: int
+    ) -> Read[dict[int, list[StoredMessage]]]:
+        """The messages of the archives ``seqs`` (``between`` each one's bounds) by seq, in
+        order, the first ``limit``: with a read of those archives, in one go."""
+        members, values = self._dialect.in_list("seqs", seqs)
+
+        def answer(rows: list[Row]) -> dict[int, list[StoredMessage]]:
+            found: dict[int, list[StoredMessage]] = {}
+            for row in rows:
+                found.setdefault(int(row[-1]), []).append(stored_message(row[:-1]))
+            return found
+
+        return Read(
+            f"SELECT {MESSAGE_COLUMNS}, a.seq FROM messages JOIN (SELECT seq, first_position,"
+            f" last_position FROM archives WHERE sid = :sid AND seq {members}) a"
+            " ON position BETWEEN a.first_position AND a.last_position WHERE sid = :sid"
+            " ORDER BY a.seq, position LIMIT :limit",
+            {"sid": sid, "limit": limit, **values},
+            answer,
+        )
+
+    def reading_between(
+        self, sid: int, first: int, last: int | None, limit: int | None = None
+    ) -> Read[list[StoredMessage]]:
+        """``between`` as a read."""
+        return Read(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE sid = :sid"
             " AND position BETWEEN :first AND :last ORDER BY position LIMIT :limit",
             {
@@ -84,8 +112,8 @@ class MessageRepository(Repository):
                 "last": LAST if last is None else last,
                 "limit": LAST if limit is None else limit,
             },
+            lambda rows: [stored_message(r) for r in rows],
         )
-        return [stored_message(r) for r in rows]
 
     async def at(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], StoredMessage]:
         """The messages at these (sid, position) keys, in one statement (a search's hits)."""

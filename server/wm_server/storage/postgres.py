@@ -26,6 +26,7 @@ next call reconnects; until then calls answer UNAVAILABLE.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import re
@@ -35,7 +36,7 @@ from typing import Any
 
 import psycopg
 import structlog
-from psycopg import AsyncConnection, errors, sql
+from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, errors, sql
 from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -44,7 +45,7 @@ from wm_server.errors import ServiceError, StorageConflict, StorageFull, Storage
 from wm_server.storage.connection import Connection, Dialect
 from wm_server.storage.database import NAMED, Database, Kind, positional, pyformat
 from wm_server.storage.schema_postgres import MESSAGE_TEXT, MIGRATIONS
-from wm_server.storage.statements import Params, Row, Write
+from wm_server.storage.statements import Params, Read, Row, Write
 from wm_server.storage.text_index import TsvectorIndex
 from wm_server.storage.text_reindex import reindex
 
@@ -181,18 +182,50 @@ async def _check(conn: Conn) -> None:
 
 
 class _Pg(Connection):
-    __slots__ = ("conn", "wrote")
+    __slots__ = ("conn", "piped", "piping", "wrote")
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
         # Whether a statement other than a SELECT ran: a unit that only read ends with
         # COMMIT rather than ROLLBACK (PostgresDatabase._rollback).
         self.wrote = False
+        # psycopg's pipeline mode (``pipeline``) and its context, left when the unit ends.
+        self.piped: AsyncPipeline | None = None
+        self.piping: contextlib.AbstractAsyncContextManager[AsyncPipeline] | None = None
+
+    async def pipeline(self) -> None:
+        """psycopg's pipeline mode: a statement is only queued, and the next one whose answer
+        is needed sends the queue and syncs. BEGIN is a statement of ours, queued too (in a
+        transaction of its own making psycopg would sync right after it), and COMMIT leaves
+        the pipeline with the same sync (``PostgresDatabase._commit``)."""
+        if self.piping is None:
+            await self.conn.set_autocommit(True)  # no round trip: the connection is idle
+            self.piping = self.conn.pipeline()
+            self.piped = await self.piping.__aenter__()
+            await self.conn.execute("BEGIN", prepare=False)
+
+    async def unpipe(self) -> None:
+        """Leave pipeline mode (one more sync, after the unit's COMMIT or ROLLBACK)."""
+        piping, self.piping, self.piped = self.piping, None, None
+        if piping is not None:
+            await piping.__aexit__(None, None, None)
+
+    async def _execute(self, sql: str, params: Params) -> AsyncCursor[Row]:
+        """Run ``sql``; in pipeline mode, together with everything queued before it."""
+        cur = await self.conn.execute(_psycopg_sql(sql), params)
+        if self.piped is not None:
+            await self.piped.sync()
+        return cur
+
+    async def _send(self, sql: str, params: Params) -> None:
+        """Run ``sql`` whose answer nobody reads: in pipeline mode, only queued."""
+        self.wrote = True
+        await self.conn.execute(_psycopg_sql(sql), params)
 
     async def one(self, sql: str, params: Params) -> Row | None:
         if not sql.startswith("SELECT"):
             self.wrote = True
-        cur = await self.conn.execute(_psycopg_sql(sql), params)
+        cur = await self._execute(sql, params)
         # The result's status, not ``cur.description``: that builds an object per column.
         result = cur.pgresult
         return await cur.fetchone() if result and result.status == TUPLES_OK else None
@@ -200,13 +233,27 @@ class _Pg(Connection):
     async def all(self, sql: str, params: Params) -> list[Row]:
         if not sql.startswith("SELECT"):
             self.wrote = True
-        cur = await self.conn.execute(_psycopg_sql(sql), params)
+        cur = await self._execute(sql, params)
         return await cur.fetchall()
 
     async def run(self, sql: str, params: Params) -> int:
         self.wrote = True
-        cur = await self.conn.execute(_psycopg_sql(sql), params)
+        cur = await self._execute(sql, params)
         return cur.rowcount
+
+    async def fetch(self, reads: Sequence[Read[Any]]) -> list[list[Row]]:
+        """All of them queued in pipeline mode, then one sync: one round trip. The pipeline
+        of a unit that has none is left at once (its exit is that sync)."""
+        if len(reads) < 2:
+            return await super().fetch(reads)
+        conn = self.conn
+        if self.piped is not None:
+            cursors = [await conn.execute(_psycopg_sql(r.sql), r.params) for r in reads]
+            await self.piped.sync()
+        else:
+            async with conn.pipeline():
+                cursors = [await conn.execute(_psycopg_sql(r.sql), r.params) for r in reads]
+        return [await cur.fetchall() for cur in cursors]
 
     async def many(self, sql: str, rows: Sequence[Row]) -> None:
         if not rows:
@@ -214,14 +261,37 @@ class _Pg(Connection):
         self.wrote = True
         folded = _columns(sql, rows, "")
         if folded is None:  # not a plain row of values: row by row
-            async with self.conn.cursor() as cur:
+            async with self.conn.cursor() as cur:  # in pipeline mode, only queued
                 await cur.executemany(positional(sql, "%s"), rows)
             return
-        await self.run(*folded)
+        await self._send(*folded)
+
+    async def write(self, writes: Sequence[Write]) -> None:
+        if self.piped is None:
+            await super().write(writes)
+            return
+        *first, last = writes
+        if last.rows is not None:  # in pipeline mode a batch costs no round trip of its own
+            if first:
+                await self.write(first)
+            await self.many(last.sql, last.rows)
+            return
+        chained = self._chained(first, last)
+        if chained is None:
+            await super().write(writes)
+        else:
+            await self._send(*chained)
 
     async def chain(self, writes: Sequence[Write], last: Write) -> Row | None:
+        chained = self._chained(writes, last)
+        if chained is None:
+            return await super().chain(writes, last)
+        return await self.one(*chained)
+
+    def _chained(self, writes: Sequence[Write], last: Write) -> tuple[str, dict[str, Any]] | None:
         """One statement: each write becomes a data-modifying CTE of ``last`` (each with its
-        parameters renamed apart), so PostgreSQL runs them all over one snapshot."""
+        parameters renamed apart), so PostgreSQL runs them all over one snapshot; None when
+        a batch has no such form."""
         ctes: list[str] = []
         params: dict[str, Any] = {}
         for i, write in enumerate(writes):
@@ -231,7 +301,7 @@ class _Pg(Connection):
                     continue
                 folded = _columns(write.sql, write.rows, prefix)
                 if folded is None:
-                    return await super().chain(writes, last)
+                    return None
                 ctes.append(f"w{i} AS ({folded[0]})")
                 params.update(folded[1])
             else:
@@ -239,7 +309,7 @@ class _Pg(Connection):
                 params.update({prefix + k: v for k, v in (write.params or {}).items()})
         params.update(last.params or {})
         head = "WITH " + ", ".join(ctes) + " " if ctes else ""
-        return await self.one(head + last.sql, params)
+        return head + last.sql, params
 
 
 class PostgresDatabase(Database):
@@ -357,6 +427,7 @@ class PostgresDatabase(Database):
         raw = conn.conn
         if kind is Kind.WRITE:
             try:
+                await conn.unpipe()
                 await raw.set_autocommit(True)
             except psycopg.Error:  # still in a transaction (a lost connection): never lend it
                 await raw.close()
@@ -364,6 +435,10 @@ class PostgresDatabase(Database):
 
     async def _commit(self, conn: Connection) -> None:
         assert isinstance(conn, _Pg)
+        if conn.piped is not None:  # the COMMIT, then the sync that leaves the pipeline
+            await conn.conn.execute("COMMIT", prepare=False)
+            await conn.unpipe()
+            return
         await conn.conn.commit()
 
     async def _rollback(self, conn: Connection) -> None:
@@ -374,6 +449,11 @@ class PostgresDatabase(Database):
         next calls would parse their statements again (and send DEALLOCATE ALL)."""
         assert isinstance(conn, _Pg)
         raw = conn.conn
+        if conn.piped is not None:  # what was queued runs (or fails) first
+            with contextlib.suppress(psycopg.Error):
+                if not conn.wrote:  # then COMMIT, in the same sync, unless the queue failed
+                    await raw.execute("COMMIT", prepare=False)
+                await conn.unpipe()
         if not conn.wrote and raw.pgconn.transaction_status == IN_TRANSACTION:
             await raw.commit()
         else:

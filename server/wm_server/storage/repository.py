@@ -3,10 +3,13 @@ families share (a key above every key, the "may contain" filter of literal searc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from wm_server.storage.connection import Connection, Dialect
+    from wm_server.storage.statements import Read
+
+T = TypeVar("T")
 
 
 LAST = 2**62  # "no upper bound" for positions and keys
@@ -24,6 +27,10 @@ class Repository:
     def __init__(self, conn: Connection, dialect: Dialect) -> None:
         self._conn = conn
         self._dialect = dialect
+
+    async def _read(self, read: Read[T]) -> T:
+        """A read on its own (``UnitOfWork.read`` sends several together)."""
+        return read.answer(await self._conn.all(read.sql, read.params))
 
     def terms(self, query: str) -> list[str]:
         """The analyzed terms a ranked query of this database searches for."""

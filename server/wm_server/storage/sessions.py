@@ -14,7 +14,7 @@ from wm_server.storage.records import (
     SessionRecord,
 )
 from wm_server.storage.repository import LAST, Repository
-from wm_server.storage.statements import Row, Write
+from wm_server.storage.statements import Read, Row, Write
 
 if TYPE_CHECKING:
     pass
@@ -49,6 +49,10 @@ class SessionRow:
     last_add_time: float | None
     last_commit_time: float | None
     record: SessionRecord
+
+
+def _first_session(rows: list[Row]) -> SessionRow | None:
+    return _session(rows[0]) if rows else None
 
 
 def _session(row: Row) -> SessionRow:
@@ -129,20 +133,22 @@ class SessionRepository(Repository):
         return [(str(t), str(n)) for t, n in rows]
 
     async def find(self, tenant: str, session_id: str) -> SessionRow | None:
-        row = await self._conn.one(
-            f"SELECT {_SESSION} FROM sessions WHERE tenant = :tenant AND session_id = :session_id",
+        return await self._read(self.finding(tenant, session_id))
+
+    def finding(
+        self, tenant: str, session_id: str, *, lock: bool = False
+    ) -> Read[SessionRow | None]:
+        """``find`` as a read; ``lock``: ``lock``'s."""
+        return Read(
+            f"SELECT {_SESSION} FROM sessions WHERE tenant = :tenant AND session_id = :session_id"
+            + (self._dialect.lock_row if lock else ""),
             {"tenant": tenant, "session_id": session_id},
+            _first_session,
         )
-        return _session(row) if row else None
 
     async def lock(self, tenant: str, session_id: str) -> SessionRow | None:
         """Find and serialize against every other writer of the session until commit."""
-        row = await self._conn.one(
-            f"SELECT {_SESSION} FROM sessions WHERE tenant = :tenant AND session_id = :session_id"
-            + self._dialect.lock_row,
-            {"tenant": tenant, "session_id": session_id},
-        )
-        return _session(row) if row else None
+        return await self._read(self.finding(tenant, session_id, lock=True))
 
     async def by_sid(self, sid: int) -> SessionRow | None:
         row = await self._conn.one(

@@ -35,7 +35,7 @@ from wm_server.storage.connection import Connection, Dialect
 from wm_server.storage.database import Database, Kind, positional
 from wm_server.storage.schema_sqlite import MESSAGE_TEXT, MIGRATIONS
 from wm_server.storage.sqlite_checkpoint import Checkpointer
-from wm_server.storage.statements import Params, Row
+from wm_server.storage.statements import Params, Read, Row
 from wm_server.storage.text_index import Fts5Index
 from wm_server.storage.text_reindex import reindex
 
@@ -158,6 +158,11 @@ class _Threaded(Connection):
 
     async def all(self, sql: str, params: Params) -> list[Row]:
         return await self._call(lambda: self._conn.execute(sql, params).fetchall())
+
+    async def fetch(self, reads: Sequence[Read[Any]]) -> list[list[Row]]:
+        """All of them in one hop."""
+        conn = self._conn
+        return await self._call(lambda: [conn.execute(r.sql, r.params).fetchall() for r in reads])
 
     async def run(self, sql: str, params: Params) -> int:
         return await self._call(lambda: self._conn.execute(sql, params).rowcount)

@@ -1,14 +1,15 @@
-"""What the repositories hand to a connection: rows, named parameters, and writes that an
-engine may send together (``Connection.chain``)."""
+"""What the repositories hand to a connection: rows, named parameters, and writes and reads
+that an engine may send together (``Connection.chain``, ``Connection.fetch``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 Row = tuple[Any, ...]
 Params = Mapping[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,3 +21,13 @@ class Write:
     sql: str
     params: Params | None = None
     rows: Sequence[Row] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Read(Generic[T]):
+    """A SELECT and what its rows mean (``answer``): reads that do not depend on each other
+    go together (``UnitOfWork.read``), in one round trip where each statement is one."""
+
+    sql: str
+    params: Params
+    answer: Callable[[list[Row]], T]

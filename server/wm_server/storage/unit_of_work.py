@@ -7,8 +7,8 @@ failure anywhere (a lost lease, a full disk, a bug) leaves nothing half-written.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from wm_server.storage.archives import ArchiveRepository
 from wm_server.storage.commits import CommitRepository, EventRepository
@@ -26,7 +26,13 @@ from wm_server.storage.working_memories import PendingItemRepository, WorkingMem
 
 if TYPE_CHECKING:
     from wm_server.storage.connection import Connection, Dialect
-    from wm_server.storage.statements import Write
+    from wm_server.storage.statements import Read, Write
+
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+D = TypeVar("D")
+E = TypeVar("E")
 
 
 class Repositories:
@@ -91,14 +97,35 @@ class UnitOfWork:
         """Run data-modifying statements that do not read each other's rows: the engine may
         send them as one statement (``Connection.chain``). A batch (``Write.rows``) last runs
         after the others, on its own."""
-        *first, last = writes
-        if last.rows is None:
-            await self._conn.chain(first, last)
-            return
-        if first:
-            await self._conn.chain(first[:-1], first[-1])
-        if last.rows:
-            await self._conn.many(last.sql, last.rows)
+        await self._conn.write(writes)
+
+    @overload
+    async def read(self, a: Read[A], b: Read[B], /) -> tuple[A, B]: ...
+
+    @overload
+    async def read(self, a: Read[A], b: Read[B], c: Read[C], /) -> tuple[A, B, C]: ...
+
+    @overload
+    async def read(
+        self, a: Read[A], b: Read[B], c: Read[C], d: Read[D], /
+    ) -> tuple[A, B, C, D]: ...
+
+    @overload
+    async def read(
+        self, a: Read[A], b: Read[B], c: Read[C], d: Read[D], e: Read[E], /
+    ) -> tuple[A, B, C, D, E]: ...
+
+    async def read(self, *reads: Read[Any]) -> tuple[Any, ...]:
+        """The answers of reads that do not depend on each other, in order: sent together
+        (``Connection.fetch``): one round trip on PostgreSQL, one thread hop for a SQLite
+        scan, where each read on its own costs one."""
+        rows = await self._conn.fetch(reads)
+        return tuple(read.answer(found) for read, found in zip(reads, rows, strict=True))
+
+    async def read_each(self, reads: Sequence[Read[A]]) -> list[A]:
+        """``read`` for any number of reads of one kind."""
+        rows = await self._conn.fetch(reads)
+        return [read.answer(found) for read, found in zip(reads, rows, strict=True)]
 
     async def commit(self) -> None:
         if self._commit is None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from wm_server.storage.statements import Write
+
 if TYPE_CHECKING:
     from wm_server.storage.connection import Connection, Dialect
 
@@ -139,12 +141,16 @@ class VectorRepository:
         """Mark the archives (of session ``sid`` if given) whose every message has a vector
         of ``model``; how many were marked. A model change unmarks them all at once (they
         name the old one)."""
-        changed = await self._conn.run(
+        marking = self.marking_embedded(model, sid)
+        return int(await self._conn.run(marking.sql, marking.params or {}))
+
+    def marking_embedded(self, model: str, sid: int | None = None) -> Write:
+        """``mark_embedded`` as a write, for a caller that needs no count."""
+        return Write(
             f"UPDATE archives SET embedded_model = :model WHERE {_EMBEDDED}"
             " AND (CAST(:sid AS BIGINT) IS NULL OR sid = :sid)",
             {"model": model, "sid": sid},
         )
-        return int(changed)
 
     async def missing_count(self, model: str) -> int:
         """Rows of both kinds still to embed with ``model`` (the backfill's progress): the

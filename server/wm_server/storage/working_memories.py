@@ -12,7 +12,7 @@ from wm_server.storage.records import (
     WorkingMemoryRecord,
 )
 from wm_server.storage.repository import Repository
-from wm_server.storage.statements import Write
+from wm_server.storage.statements import Read, Row, Write
 
 if TYPE_CHECKING:
     from wm_server.storage.sessions import SessionRow
@@ -57,24 +57,29 @@ class WorkingMemoryRepository(Repository):
 
     async def get(self, session: SessionRow, version: int) -> WorkingMemoryRecord | None:
         """The given version (none below 1)."""
-        row = await self._conn.one(
-            f"SELECT {_WM} FROM working_memories WHERE sid = :sid AND version = :version",
-            {"sid": session.sid, "version": version},
-        )
-        if row is None:
-            return None
-        version, document, archive_seq, commit_id, tokens, created, decisions = row
         record = session.record
-        return WorkingMemoryRecord(
-            record.tenant,
-            record.session_id,
-            int(version),
-            document,
-            archive_seq,
-            commit_id,
-            int(tokens),
-            created,
-            decisions,
+        return await self._read(
+            self.getting(session.sid, record.tenant, record.session_id, version)
+        )
+
+    def getting(
+        self, sid: int, tenant: str, session_id: str, version: int
+    ) -> Read[WorkingMemoryRecord | None]:
+        """``get`` as a read, of the session ``sid`` named ``tenant``/``session_id``."""
+
+        def answer(rows: list[Row]) -> WorkingMemoryRecord | None:
+            if not rows:
+                return None
+            version, document, archive_seq, commit_id, tokens, created, decisions = rows[0]
+            return WorkingMemoryRecord(
+                tenant, session_id, int(version), document, archive_seq, commit_id,
+                int(tokens), created, decisions,
+            )  # fmt: skip
+
+        return Read(
+            f"SELECT {_WM} FROM working_memories WHERE sid = :sid AND version = :version",
+            {"sid": sid, "version": version},
+            answer,
         )
 
     async def covered_seq(self, sid: int, version: int) -> int:
@@ -90,21 +95,33 @@ class PendingItemRepository(Repository):
     """A session's pending items (wm_core.carry_pending decides them), in order."""
 
     async def of_session(self, sid: int) -> list[PendingItem]:
-        return [item for item, _ in await self.with_commits(sid)]
+        return await self._read(self.reading(sid))
+
+    def reading(self, sid: int) -> Read[list[PendingItem]]:
+        """``of_session`` as a read."""
+        with_commits = self._with_commits(sid)
+        return Read(
+            with_commits.sql,
+            with_commits.params,
+            lambda rows: [item for item, _ in with_commits.answer(rows)],
+        )
 
     async def with_commits(self, sid: int) -> list[tuple[PendingItem, str | None]]:
         """The items and the commit whose archive refused each (None: no archive, as for
         the overflow item)."""
-        rows = await self._conn.all(
+        return await self._read(self._with_commits(sid))
+
+    def _with_commits(self, sid: int) -> Read[list[tuple[PendingItem, str | None]]]:
+        return Read(
             "SELECT p.section, p.item, p.source, p.archive_seq, a.commit_id FROM pending_items p"
             " LEFT JOIN archives a ON a.sid = p.sid AND a.seq = p.archive_seq"
             " WHERE p.sid = :sid ORDER BY p.batch, p.position",
             {"sid": sid},
+            lambda rows: [
+                (PendingItem(str(a), str(b), str(c), int(d)), str(e) if e is not None else None)
+                for a, b, c, d, e in rows
+            ],
         )
-        return [
-            (PendingItem(str(a), str(b), str(c), int(d)), str(e) if e is not None else None)
-            for a, b, c, d, e in rows
-        ]
 
     def replacing(self, sid: int, batch: int, items: Sequence[PendingItem]) -> list[Write]:
         """The writes that make ``items`` the session's pending items; ``batch`` (the archive
