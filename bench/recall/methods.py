@@ -17,7 +17,7 @@ from typing import Final
 from rank_bm25 import BM25Okapi
 
 from bench.retrieval.generator import Dataset, Message, Question
-from bench.retrieval.harness import MAX_HITS, literal_keywords
+from bench.retrieval.harness import MAX_HITS, literal_keywords, memories
 from wm_client import WmClient
 
 _WORD: Final = re.compile(r"[^\W_]+")
@@ -122,3 +122,12 @@ async def _dense(context: Context, question: Question) -> list[str]:
 
 register(Method("dense", "in-process cosine of the default embedder (wordllama)", _dense))
 register(Method("hybrid", "hybrid SearchArchives (lexical + dense, fused)", _hybrid))
+
+
+async def _memories(context: Context, question: Question) -> list[str]:
+    return await memories(context.client, question)
+
+
+register(
+    Method("memories", "SearchMemories: the messages behind the memories it finds", _memories)
+)
