@@ -154,8 +154,10 @@ class EmbeddingIndexer(BackgroundLoop):
     @retry_conflicts
     async def _backlog(self) -> int:
         """What is left to embed, after marking the archives embedded by other paths
-        (before the archives were marked, or by another replica)."""
-        async with self._db.reader() as uow:
+        (before the archives were marked, or by another replica). The first count reads
+        every archive and active memory: a scan, off SQLite's event loop, since every commit
+        wakes this round."""
+        async with self._db.scanner() as uow:
             backlog = await uow.vectors.missing_count(self.model)
         if not backlog:
             return 0

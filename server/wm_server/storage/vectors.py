@@ -146,9 +146,14 @@ class VectorRepository:
 
     def marking_embedded(self, model: str, sid: int | None = None) -> Write:
         """``mark_embedded`` as a write, for a caller that needs no count."""
+        # Two statements, not "(:sid IS NULL OR sid = :sid)": a prepared generic plan of
+        # that would read every archive for one session's completion.
+        if sid is None:
+            return Write(
+                f"UPDATE archives SET embedded_model = :model WHERE {_EMBEDDED}", {"model": model}
+            )
         return Write(
-            f"UPDATE archives SET embedded_model = :model WHERE {_EMBEDDED}"
-            " AND (CAST(:sid AS BIGINT) IS NULL OR sid = :sid)",
+            f"UPDATE archives SET embedded_model = :model WHERE sid = :sid AND {_EMBEDDED}",
             {"model": model, "sid": sid},
         )
 
