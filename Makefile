@@ -8,6 +8,12 @@ RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
+# Python writes its bytecode caches (__pycache__, ignored by git) even where the environment
+# says PYTHONDONTWRITEBYTECODE: the tests start hundreds of Python processes (servers, the CLI,
+# pytest's workers), and without the caches each one compiles again every module it imports
+# (about 0.7 CPU s per server start, 6 CPU s per collection of the suite).
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: install install-runtime run test test-fast checks lint format typecheck protos stubs-check \
 	client-rules buf-lint pytest pytest-fast pytest-quick pytest-slow node-test bench clean
 
@@ -59,19 +65,22 @@ run: install-runtime
 #
 # `make test-fast` is the loop while you work, side by side: lint (ruff, the import contracts),
 # typecheck (mypy) and pytest-quick. pytest-quick runs the fast tier's tests under QUICK_TESTS
-# (the domain in tests/unit, the contract and conformance cases, the storage suite with its
-# port coverage check, and the service on loopback in tests/integration) except those marked
-# `server_process` (every test of a module that runs wm-server as a child process: replicas,
-# restarts, request ids across servers, log formats, the ready line, tracing, event loops),
-# on the xdist workers. Why not the whole fast tier: it needs about 360 CPU s, so no less than
-# 3 minutes on 2 cores. Left to `make test` (and `make pytest-fast`): the server-process
-# tests, tests/clients (the CLI, the client library), tests/docs (the docs' code blocks),
-# tests/reliability (faults, fuzzing, load), tests/integrations (the agent frameworks) and the
-# ci, deploy, bench and examples checks.
+# (the domain in tests/unit, the contract and conformance cases, the storage suite on both
+# engines with its port coverage check, and the service on loopback in tests/integration on
+# SQLite) except those marked `server_process` (every test of a module that runs wm-server as
+# a child process: replicas, restarts, request ids across servers, log formats, the ready
+# line, tracing, event loops) or `postgres_service` (the service tests' PostgreSQL cases: the
+# storage suite already runs every statement on PostgreSQL; these cost about 52 CPU s, most of
+# it in the PostgreSQL server), on the xdist workers: about 190 CPU s with a warm mypy cache,
+# so about 95 s on 2 quiet cores. Why not the whole fast tier: it needs about 500 CPU s, so no
+# less than 4 minutes on 2 cores. Left to `make test` (and `make pytest-fast`): the
+# server-process tests, the service tests on PostgreSQL, tests/clients (the CLI, the client
+# library), tests/docs (the docs' code blocks), tests/reliability (faults, fuzzing, load),
+# tests/integrations (the agent frameworks) and the ci, deploy, bench and examples checks.
 PYTEST_WORKERS ?= 2
 FAST_TIER := not slow and not serial
 SLOW_TIER := slow or serial
-QUICK_TIER := $(FAST_TIER) and not server_process
+QUICK_TIER := $(FAST_TIER) and not server_process and not postgres_service
 QUICK_TESTS := tests/unit tests/contract tests/conformance tests/storage tests/integration
 
 test: install
