@@ -8,8 +8,15 @@ RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 NPM_CI := npm ci --no-audit --no-fund --loglevel=error
 
+# Python writes its bytecode caches (__pycache__, ignored by git) even where the environment
+# says PYTHONDONTWRITEBYTECODE: the tests start hundreds of Python processes (servers, the CLI,
+# pytest's workers), and without the caches each one compiles again every module it imports
+# (about 0.7 CPU s per server start, 6 CPU s per collection of the suite).
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: install install-runtime run test test-fast checks lint format typecheck protos stubs-check \
-	client-rules buf-lint pytest pytest-fast pytest-quick pytest-slow node-test bench clean
+	client-rules buf-lint pytest pytest-fast pytest-quick pytest-slow pytest-container node-test \
+	bench clean
 
 # Two distributions, both editable: the light client (clients/python: wm_client, wm_proto, the
 # `wm` CLI) and the server, which depends on it. Given in one pip command, the local client
@@ -50,8 +57,8 @@ run: install-runtime
 
 # `make test` runs everything, in tiers side by side (scripts/test_tiers.py: each tier's output
 # whole as it ends, a summary, a failure if any tier fails): the checks (buf, stub drift, ruff,
-# mypy), the fast pytest tier on PYTEST_WORKERS xdist workers, the slow pytest tier in one
-# process, and the node tests. The tiers are pytest markers (pyproject.toml; tests/conftest.py
+# mypy), the fast pytest tier on PYTEST_WORKERS xdist workers, the slow pytest tier in two
+# processes (pytest-slow, pytest-container), and the node tests. The tiers are pytest markers (pyproject.toml; tests/conftest.py
 # puts whole folders in the slow tier): `slow` (container build, soak, packaging, PostgreSQL
 # restarts, process kills, the browser) and `serial` (measures time or memory: never on a
 # shared worker) make the slow tier, everything else the fast one, so together they are the
@@ -59,23 +66,26 @@ run: install-runtime
 #
 # `make test-fast` is the loop while you work, side by side: lint (ruff, the import contracts),
 # typecheck (mypy) and pytest-quick. pytest-quick runs the fast tier's tests under QUICK_TESTS
-# (the domain in tests/unit, the contract and conformance cases, the storage suite with its
-# port coverage check, and the service on loopback in tests/integration) except those marked
-# `server_process` (every test of a module that runs wm-server as a child process: replicas,
-# restarts, request ids across servers, log formats, the ready line, tracing, event loops),
-# on the xdist workers. Why not the whole fast tier: it needs about 360 CPU s, so no less than
-# 3 minutes on 2 cores. Left to `make test` (and `make pytest-fast`): the server-process
-# tests, tests/clients (the CLI, the client library), tests/docs (the docs' code blocks),
-# tests/reliability (faults, fuzzing, load), tests/integrations (the agent frameworks) and the
-# ci, deploy, bench and examples checks.
+# (the domain in tests/unit, the contract and conformance cases, the storage suite on both
+# engines with its port coverage check, and the service on loopback in tests/integration on
+# SQLite) except those marked `server_process` (every test of a module that runs wm-server as
+# a child process: replicas, restarts, request ids across servers, log formats, the ready
+# line, tracing, event loops) or `postgres_service` (the service tests' PostgreSQL cases: the
+# storage suite already runs every statement on PostgreSQL; these cost about 52 CPU s, most of
+# it in the PostgreSQL server), on the xdist workers: about 190 CPU s with a warm mypy cache,
+# so about 95 s on 2 quiet cores. Why not the whole fast tier: it needs about 500 CPU s, so no
+# less than 4 minutes on 2 cores. Left to `make test` (and `make pytest-fast`): the
+# server-process tests, the service tests on PostgreSQL, tests/clients (the CLI, the client
+# library), tests/docs (the docs' code blocks), tests/reliability (faults, fuzzing, load),
+# tests/integrations (the agent frameworks) and the ci, deploy, bench and examples checks.
 PYTEST_WORKERS ?= 2
 FAST_TIER := not slow and not serial
 SLOW_TIER := slow or serial
-QUICK_TIER := $(FAST_TIER) and not server_process
+QUICK_TIER := $(FAST_TIER) and not server_process and not postgres_service
 QUICK_TESTS := tests/unit tests/contract tests/conformance tests/storage tests/integration
 
 test: install
-	$(BIN)/python scripts/test_tiers.py checks pytest-fast pytest-slow node-test
+	$(BIN)/python scripts/test_tiers.py checks pytest-fast pytest-slow pytest-container node-test
 
 test-fast: install
 	$(BIN)/python scripts/test_tiers.py lint typecheck pytest-quick
@@ -128,7 +138,7 @@ CI_SEED := $(if $(filter true,$(CI)),--hypothesis-seed=0)
 # Both pytest tiers side by side; `$(BIN)/pytest` alone still runs the whole suite in one
 # process, and `$(BIN)/pytest -n 2` on two workers.
 pytest: install
-	$(BIN)/python scripts/test_tiers.py pytest-fast pytest-slow
+	$(BIN)/python scripts/test_tiers.py pytest-fast pytest-slow pytest-container
 
 pytest-fast: install
 	$(BIN)/pytest -m "$(FAST_TIER)" -n $(PYTEST_WORKERS) --durations=15 $(CI_SEED)
@@ -136,8 +146,16 @@ pytest-fast: install
 pytest-quick: install
 	$(BIN)/pytest -m "$(QUICK_TIER)" -n $(PYTEST_WORKERS) --durations=15 $(CI_SEED) $(QUICK_TESTS)
 
+# The slow tier in two processes: the container build (CONTAINER_TEST: up to three minutes
+# when the tree has changed, mostly the image's pip install and layer commits) beside the rest,
+# which would otherwise wait for it in one serial process (the longest tier of `make test`).
+CONTAINER_TEST := tests/deploy/test_container.py
+
 pytest-slow: install
-	$(BIN)/pytest -m "$(SLOW_TIER)" --durations=15 $(CI_SEED)
+	$(BIN)/pytest -m "$(SLOW_TIER)" --durations=15 $(CI_SEED) --ignore=$(CONTAINER_TEST)
+
+pytest-container: install
+	$(BIN)/pytest -m "$(SLOW_TIER)" --durations=15 $(CI_SEED) $(CONTAINER_TEST)
 
 # The polyglot proof: the TypeScript client (clients/typescript) and its agent example
 # (examples/typescript) against the real Python server: npm ci, the drift check of the code

@@ -177,10 +177,11 @@ def run(root: Path, names: list[str]) -> int:
         return 130
 
     print(f"\nside by side in {time.monotonic() - began:.0f} s:")
+    width = max(len(t.name) for t in targets)
     for target in targets:
         tests = ", ".join(f"{n} {k}" for k, n in target.counts.items() if n) or "-"
         print(
-            f"  {target.name:<14} {target.result:<20} {target.seconds:6.0f} s"
+            f"  {target.name:<{width}} {target.result:<20} {target.seconds:6.0f} s"
             f" {target.cpu_seconds:7.0f} CPU s   {tests}"
         )
     cpu = sum(t.cpu_seconds for t in targets)

@@ -47,6 +47,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if _starts_server_processes(item):
             item.add_marker(pytest.mark.server_process)
+        if parts[:1] == ("integration",) and item.get_closest_marker("postgres") is not None:
+            item.add_marker(pytest.mark.postgres_service)
 
 
 @pytest.fixture(autouse=True)

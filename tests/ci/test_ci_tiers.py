@@ -69,6 +69,18 @@ def test_modules_that_run_server_processes_are_left_out_of_the_quick_loop() -> N
     assert unmarked and all(t.startswith(paths[1]) for t in unmarked), unmarked
 
 
+@pytest.mark.slow  # collects two modules in a child process
+def test_only_the_service_tests_on_postgres_are_left_out_of_the_quick_loop() -> None:
+    """`make test-fast` selects `not postgres_service`: the PostgreSQL cases of tests/integration
+    are marked, their SQLite cases and the storage suite's PostgreSQL cases are not."""
+    paths = ("tests/integration/test_long_term_memory.py", "tests/storage/test_store.py")
+    marked = _selected("postgres_service", *paths)
+    assert marked and all(t.startswith(paths[0]) and "[postgresql" in t for t in marked), marked
+    kept = _selected("not postgres_service", *paths)
+    assert any(t.startswith(paths[0]) and "[sqlite" in t for t in kept), kept
+    assert any(t.startswith(paths[1]) and "[postgresql" in t for t in kept), kept
+
+
 def test_the_closing_lines_of_pytest_and_node_are_added_up() -> None:
     output = textwrap.dedent("""
         ===== 2 failed, 1200 passed, 3 skipped, 1 xfailed, 1 error in 61.20s (0:01:01) =====
