@@ -688,7 +688,7 @@ async def test_resume_points_past_the_end_of_a_commit_never_hang(
                 )
             )  # fmt: skip
             assert error.code() == grpc.StatusCode.OUT_OF_RANGE
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < 3.0  # at once, not at the 10 s deadline
         tail = stub.WatchCommit(
             api.WatchCommitRequest(
                 name=wm_names.commit("s", commit_id), after_sequence=last.sequence
