@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
+from wm_core._memory.appraisal import subject_fact
 from wm_core._memory.choices import answer_to_should, options_in, other, pick
 from wm_core._memory.disclosure import (
     Weights,
@@ -464,6 +465,7 @@ def conversation_facts(
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):
                         continue
+                    text = subject_fact(text) or text  # "Orla from accounting is a legend"
                     before = len(found)
                     signer = _signer(text) if last_decision is not None else None
                     if signer is not None and last_decision is not None:

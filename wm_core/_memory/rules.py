@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
+from wm_core._memory.appraisal import only_appraises
 from wm_core._memory.changes import (
     MOVED,
     given_up,
@@ -285,9 +286,16 @@ def states_nothing(text: str, sentence: str) -> bool:
     """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
     meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
     new"), small talk ("ok that's enough for today"). The phrasing-agnostic reading
-    (``disclosure``) respects it too."""
+    (``disclosure``) respects it too. So is a clause that only appraises ("Orla is a legend",
+    "I'm gutted", "I'm allergic" with its object lost: ``appraisal``)."""
     away = _AWAY.search(text) or _AWAY.search(sentence)
-    return bool(away or _MENTAL.match(text) or _NOTHING.match(text) or small_talk(text))
+    return bool(
+        away
+        or _MENTAL.match(text)
+        or _NOTHING.match(text)
+        or small_talk(text)
+        or only_appraises(text)
+    )
 
 
 def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk) -> list[Fact]:
