@@ -146,16 +146,33 @@ _FROM_NOW: Final = re.compile(
     re.IGNORECASE,
 )
 _DECISION_IS: Final = re.compile(r"^(?:the|our) decision (?:is|was) to\s+(?P<what>\w.*)$", re.I)
+# One lexicon of choice verbs for every form a choice is said in ("we'll go with", "we're
+# switching to", "we'll be using", "we're not upgrading to", "let's stick with").
+_CHOOSE_VERBS: Final = (
+    r"go(?:ing)? with|use|using|keep|keeping|stick(?:ing)? with|switch(?:ing)?|drop(?:ping)?|"
+    r"adopt(?:ing)?|migrat(?:e|ing)|mov(?:e|ing)|deprecat(?:e|ing)|pin(?:ning)?|"
+    r"replac(?:e|ing)|standardi[sz](?:e|ing) on|upgrad(?:e|ing)|downgrad(?:e|ing)|"
+    r"retir(?:e|ing)|sunset(?:ting)?|postpon(?:e|ing)|delay(?:ing)?|cap(?:ping)?|"
+    r"limit(?:ing)?|freez(?:e|ing)|enforc(?:e|ing)|requir(?:e|ing)|ban(?:ning)?|"
+    r"settl(?:e|ing) on|opt(?:ing)? for|pick(?:ing)?|choos(?:e|ing)"
+)
 _WILL: Final = re.compile(
-    r"^(?:we|the team)(?:'ll|\s+will|'re going to|\s+are going to|'re|\s+are|\s+should)\s+"
-    r"(?P<what>(?:go(?:ing)? with|use|using|keep|keeping|stick(?:ing)? with|switch(?:ing)?|"
-    r"drop(?:ping)?|adopt(?:ing)?|migrat(?:e|ing)|mov(?:e|ing)|deprecat(?:e|ing)|pin(?:ning)?|"
-    r"replac(?:e|ing)|standardi[sz](?:e|ing) on)\b.+)$",
+    r"^(?:we|the team|(?:the|our)\s+[\w\-]+\s+team)(?:'ll|\s+will|'re going to|\s+are going to|'re|"
+    r"\s+are|\s+should)(?:\s+(?:be|now|also|just|definitely|all|officially))*\s+"
+    rf"(?P<what>(?:not\s+|no longer\s+)?(?:{_CHOOSE_VERBS})\b.+)$",
     re.IGNORECASE,
 )
 _LETS: Final = re.compile(
-    r"^let's\s+(?P<what>(?:use|go with|switch|stick with|pick|choose|keep|drop|adopt|move|"
-    r"migrate|pin|split|deprecate|freeze|replace|standardi[sz]e on|do|make|go for)\b.+)$",
+    r"^let's\s+(?P<what>(?:not\s+)?(?:use|go with|switch|stick with|pick|choose|keep|drop|adopt|"
+    r"move|migrate|pin|split|deprecate|freeze|replace|standardi[sz]e on|do|make|go for|add|cap|"
+    r"rotate|set|limit|postpone|delay|skip|ship|remove|enable|disable|turn on|turn off)\b.+)$",
+    re.IGNORECASE,
+)
+# A choice said as its outcome: "SQS it is", "Final answer on the logo: the teal one".
+_IT_IS: Final = re.compile(r"^(?P<what>[\w][\w .\-+#/]{0,40}?)\s+it is\b(?P<rest>.*)$", re.I)
+_FINAL: Final = re.compile(
+    r"^(?:(?:the\s+)?final\s+(?:answer|call|decision|verdict|choice|word)|(?:the\s+)?verdict|"
+    r"decision)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40}))?\s*[:,-]\s*(?P<what>\w.+)$",
     re.IGNORECASE,
 )
 
@@ -221,13 +238,51 @@ _DECISION_LEAD: Final = re.compile(
 )
 
 
+# Where a decision may start inside a clause: "We had a retro today and the team agreed to …",
+# "ok final call: we're not upgrading …".
+_DECISION_INSIDE: Final = re.compile(
+    r"(?:,|:|\band\b|\bso\b|\bthen\b|\bbut\b)\s+(?=(?:we|i|the|our|they|let's)\b)", re.I
+)
+
+
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     lead = _DECISION_LEAD.match(text)
     if lead is not None:
         found = _decision_at(text[lead.end() :], role)
         if found is not None:
             return found
-    return _decision_at(text, role)
+    found = _decision_at(text, role) or _outcome(text, role)
+    if found is not None:
+        return found
+    for inside in _DECISION_INSIDE.finditer(text):
+        found = _decision_at(text[inside.end() :], role)
+        if found is not None:
+            return found
+    return None
+
+
+def _outcome(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
+    """A choice said as its outcome ("SQS it is", "Final call on the logo: the teal one")."""
+    final = _FINAL.match(text)
+    if final is not None:
+        topic = final.group("topic")
+        choice = clean(final.group("what"))
+        what = f"{clean(topic)}: {choice}" if topic else choice
+        why = ""
+    else:
+        it_is = _IT_IS.match(text)
+        rest = it_is.group("rest") if it_is else ""
+        if it_is is None or (rest.strip(" .!") and not re.match(r"^\s*[.,;:!\-—]", rest)):
+            return None  # "SQS it is. nobody wants to babysit it": what follows is the why
+        what = choice = clean(it_is.group("what"))
+        why = clean(rest.strip(" .,;:!-—"))
+    if not choice or choice.lower().split()[0] in VAGUE:
+        return None
+    decided = third_person(what, role, sentence=False, team=True)
+    fields = {"decision": decided, "decided_by": role.value}
+    if why:
+        fields["reason"] = third_person(why, role, sentence=False, team=True)
+    return third_person(clean(text), role, team=True), _CHOICE_VERB.sub("", choice), fields
 
 
 def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:

@@ -270,7 +270,10 @@ def statement(sentence: str) -> str | None:
     text = LEAD.sub("", sentence).strip()
     if not text or text.endswith("?") or _QUESTION_START.match(text):
         return None
-    if _HYPOTHETICAL.search(text) or TENTATIVE.match(text):
+    # a hypothesis in the first clause makes the sentence one ("If we moved to Go, …", "I'd use
+    # Redis if we had more memory"); after a comma it is a purpose or a condition of what the
+    # sentence states ("moving it to Monday, so someone's around if it breaks")
+    if _HYPOTHETICAL.search(text.split(",", 1)[0]) or TENTATIVE.match(text):
         return None
     return text
 
