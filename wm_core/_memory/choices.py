@@ -106,7 +106,9 @@ def pick(reply: str, options: tuple[str, str]) -> tuple[str, str, str] | None:
     reply picks one of two options, else None (see the module docstring)."""
     found = sentences(reply)
     first = LEAD.sub("", found[0]).strip() if found else ""
-    head, _, rest = first.partition(",")
+    # the head ends at the first comma or full stop: "k8s cronjobs. we want it in one place"
+    cut = re.search(r",|[.;!]\s", first)
+    head, rest = (first[: cut.start()], first[cut.end() :]) if cut else (first, "")
     if not head or head.endswith("?") or _REFUSAL.match(head) or TENTATIVE.match(head):
         return None
     if len(head.split()) > _MAX_HEAD_WORDS:
@@ -116,7 +118,7 @@ def pick(reply: str, options: tuple[str, str]) -> tuple[str, str, str] | None:
     if max(scores) == 0 or scores[0] == scores[1]:
         return None
     chosen = options[scores.index(max(scores))]
-    return chosen, clean(head), clean(f"{head},{rest}" if rest else head)
+    return chosen, clean(head), clean(f"{head}, {rest.strip()}" if rest.strip() else head)
 
 
 def other(options: tuple[str, str], chosen: str) -> str:

@@ -55,12 +55,15 @@ _PROPOSAL: Final = re.compile(
     # "I'd move them to a background job": what the assistant would do, offered
     r"i(?:'d|\s+would)\s+(?:probably\s+|just\s+)?(?=(?!(?:like|love|say|think|guess|rather|be|"
     r"have|need|want|prefer|suggest|recommend|propose|go with)\b)[a-z]+\s)|"
-    r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+)(?P<what>.+)$",
+    r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+|"
+    # a proposal said as a noun: "Proposal: rotate the keys …", "My suggestion is to …"
+    r"(?:my\s+)?(?:proposal|suggestion|recommendation)(?:\s+is)?(?:\s+to)?\s*:?\s+)(?P<what>.+)$",
     re.IGNORECASE,
 )
 _AGREE: Final = re.compile(
     r"^(?:yes|yeah|yep|sure|ok(?:ay)?|agreed|agree|sounds good|sounds great|good|great|"
-    r"perfect|fine|deal|do it|go ahead|let's do (?:it|that)|let's go with (?:it|that|this)|"
+    r"perfect|fine|deal|do it|go ahead|go for it|ship it|let's do (?:it|that)|"
+    r"let's go with (?:it|that|this)|"
     r"makes sense|exactly|correct|works for me|that works|lgtm|approved)\b",
     re.IGNORECASE,
 )
@@ -340,6 +343,37 @@ def _adds_to_agreed(found: Sequence[Fact], last_decision: int | None, message: M
     return message.id in fact.message_ids and fact.fields.get("decided_by") != message.role.value
 
 
+def _echoes(
+    found: Sequence[Fact], last_decision: int | None, previous: Message | None, message: Message
+) -> bool:
+    """Whether a decision read from ``message`` only echoes the one the other side made in the
+    message before ("We chose row-level security" — "RLS it is."): the assistant decides
+    nothing for the user by repeating it, and the user's "ok, X it is" after the assistant's
+    decision is an agreement, not a second memory."""
+    if last_decision is None or previous is None:
+        return False
+    fact = found[last_decision]
+    made_by = fact.fields.get("decided_by")
+    return (
+        previous.role is not message.role
+        and previous.id in fact.message_ids
+        and made_by == previous.role.value
+    )
+
+
+def _over(fact: Fact, offered: tuple[str, str]) -> Fact:
+    """A user's decision in reply to a message that offered two alternatives ("SQS or run NATS
+    ourselves" — "SQS it is, nobody wants to babysit a cluster"), with the one it set aside
+    when its text names exactly one of them."""
+    said = {w[:5] for w in re.findall(r"[a-z0-9]+", fact.text.lower()) if len(w) > 2}
+    hits = [bool(said & {w[:5] for w in re.findall(r"[a-z0-9]+", o.lower()) if len(w) > 2})
+            for o in offered]  # fmt: skip
+    if hits.count(True) != 1:
+        return fact
+    chosen = offered[hits.index(True)]
+    return replace(fact, text=f"{fact.text} (over {other(offered, chosen)})")
+
+
 def _disclosed(
     text: str,
     sentence: str,
@@ -409,10 +443,12 @@ def conversation_facts(
         # the first sentence picked an option or answered "Should we …?": the decision it
         # states is that one, not a second one read from its clauses
         decided_first = False
+        turn_decision: int | None = None  # the decision the turn-level reading made here
+        offered = options_in(previous.text()) if previous is not None else None
         picked = _picked(recent[-2:], message) if message.role is Role.USER else None
         if picked is not None:
             found.append(picked)
-            last_decision = len(found) - 1
+            last_decision = turn_decision = len(found) - 1
             decided_first = True
         elif message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
             proposal = _proposal(previous) if agreed else None
@@ -421,7 +457,7 @@ def conversation_facts(
                 fields = {"decision": proposal, "decided_by": "assistant", "agreed_by": "user"}
                 found.append(Fact(MemoryType.DECISION, text, proposal, proposal,
                                   (previous.id, message.id), fields))  # fmt: skip
-                last_decision = len(found) - 1
+                last_decision = turn_decision = len(found) - 1
             question = _asked_about_user(previous)
             answer = _answer(message, question) if question else None
             about = _asked_about_named(previous, talk) if question is None else None
@@ -433,7 +469,7 @@ def conversation_facts(
             if said_yes is not None:
                 found.append(said_yes)
                 if said_yes.type is MemoryType.DECISION:
-                    last_decision = len(found) - 1
+                    last_decision = turn_decision = len(found) - 1
                     decided_first = True
         question = ""
         # a fact the turn-level reading took from this reply (an answer, a pick, a "yes")
@@ -481,6 +517,22 @@ def conversation_facts(
                             continue  # the sign-off itself is the decision's, not an event
                         if first and fact.type is MemoryType.DECISION:
                             continue  # already read as the pick or the answer
+                        if fact.type is MemoryType.DECISION and turn_decision is not None:
+                            # "Yes, let's do that, it's the cheapest fix": one decision per
+                            # reply that accepted or picked, the rest of it goes on from it
+                            found[turn_decision] = _continued(found[turn_decision], text,
+                                                              message.role)  # fmt: skip
+                            continue
+                        if fact.type is MemoryType.DECISION and _echoes(
+                            found, last_decision, previous, message
+                        ):
+                            # "Monday the 4th it is." after the user's decision: agreement
+                            assert last_decision is not None
+                            found[last_decision] = _agreed_by(found[last_decision],
+                                                              message.role.value, message.id)  # fmt: skip
+                            continue
+                        if fact.type is MemoryType.DECISION and offered is not None:
+                            fact = _over(fact, offered)
                         found.append(Fact(fact.type, fact.text, fact.subject, fact.source,
                                           (message.id,), fact.fields, fact.when))  # fmt: skip
                         if fact.type is MemoryType.DECISION:
@@ -489,7 +541,10 @@ def conversation_facts(
                         stated, told = before, []
                     elif stated is not None and signer is None and not told:
                         found[stated] = _continued(found[stated], text, message.role)
-                    elif signer is None and _adds_to_agreed(found, last_decision, message):
+                    elif signer is None and (
+                        _adds_to_agreed(found, last_decision, message)
+                        or (turn_decision == last_decision is not None and not first)
+                    ):
                         # "Yes, let's do that, it's the cheapest fix": the why of the decision
                         # the message agrees to, not a fact of its own
                         assert last_decision is not None

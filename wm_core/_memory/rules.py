@@ -168,6 +168,8 @@ _LETS: Final = re.compile(
     r"rotate|set|limit|postpone|delay|skip|ship|remove|enable|disable|turn on|turn off)\b.+)$",
     re.IGNORECASE,
 )
+# A refusal that puts a choice off decides nothing: "let's not pin anything yet".
+_PUT_OFF: Final = re.compile(r"^(?:not|no longer)\b(?:.*\b(?:yet|anything)\b)", re.I)
 # A choice said as its outcome: "SQS it is", "Final answer on the logo: the teal one".
 _IT_IS: Final = re.compile(r"^(?P<what>[\w][\w .\-+#/]{0,40}?)\s+it is\b(?P<rest>.*)$", re.I)
 _FINAL: Final = re.compile(
@@ -299,6 +301,8 @@ def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | Non
     if personal and "verb" in match.groupdict() and match.group("verb").lower() in _MOVES:
         return None  # "I moved to Berlin" is about the user, not a choice of the team
     what = match.group("what").strip()
+    if _PUT_OFF.match(what):
+        return None  # "let's not pin anything yet" puts the choice off
     parts = REASON.split(what, maxsplit=1)
     choice = clean(parts[0])
     why = clean(parts[1]) if len(parts) > 1 else ""
