@@ -361,6 +361,38 @@ def _echoes(
     )
 
 
+_REFERS: Final = re.compile(
+    r"\b(?:that|it|this|these|those|both|them|the\s+[\w\-]+\s+(?:thing|one|option|idea))\b", re.I
+)
+_MIN_STEM: Final = 3
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= _MIN_STEM}
+
+
+def _in_context(fact: Fact, asked: Message) -> Fact:
+    """A user's decision that answers the assistant's message before it ("ok, let's add that
+    index", "Go with 14 days, yes", "do the event thing") carries the sentence of that message
+    it takes up (the one sharing most words with it, at least one): the reply alone does not
+    say what "that index" is, and the same fact is then one memory, not a proposal in one
+    and its acceptance in another."""
+    said = _stems(fact.text) - _stems("the user team and others will")
+    if not said and not _REFERS.search(fact.text):
+        return fact
+    best, shared = "", 0
+    for sentence in sentences(asked.text()):
+        text = LEAD.sub("", sentence).strip()
+        common = len(said & _stems(text))
+        if common > shared and len(text.split()) > 2:
+            best, shared = text, common
+    if not best or (shared == 0) or clean(best).lower() in fact.text.lower():
+        return fact
+    taken = third_person(clean(best), Role.ASSISTANT, sentence=False, team=True)
+    ids = tuple(dict.fromkeys((asked.id, *fact.message_ids)))
+    return replace(fact, text=f"{fact.text} (the assistant had said: {taken})", message_ids=ids)
+
+
 def _over(fact: Fact, offered: tuple[str, str]) -> Fact:
     """A user's decision in reply to a message that offered two alternatives ("SQS or run NATS
     ourselves" — "SQS it is, nobody wants to babysit a cluster"), with the one it set aside
@@ -443,6 +475,7 @@ def conversation_facts(
         # the first sentence picked an option or answered "Should we …?": the decision it
         # states is that one, not a second one read from its clauses
         decided_first = False
+        start = len(found)
         turn_decision: int | None = None  # the decision the turn-level reading made here
         offered = options_in(previous.text()) if previous is not None else None
         picked = _picked(recent[-2:], message) if message.role is Role.USER else None
@@ -561,6 +594,10 @@ def conversation_facts(
                             stated = len(found)
                             found.extend(told)
                     question = ""  # only the first clause answers the question
+        if previous is not None and previous.role is Role.ASSISTANT is not message.role:
+            for index in range(start, len(found)):
+                if index != turn_decision and found[index].type is MemoryType.DECISION:
+                    found[index] = _in_context(found[index], previous)
         previous = message
         recent.append(message)
     return _fold_given_up(found)
