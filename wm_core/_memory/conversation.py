@@ -365,6 +365,8 @@ _REFERS: Final = re.compile(
     r"\b(?:that|it|this|these|those|both|them|the\s+[\w\-]+\s+(?:thing|one|option|idea))\b", re.I
 )
 _MIN_STEM: Final = 3
+# A reply this short says what it decides only with the message it answers.
+_SHORT_REPLY_WORDS: Final = 6
 
 
 def _stems(text: str) -> set[str]:
@@ -372,17 +374,21 @@ def _stems(text: str) -> set[str]:
 
 
 def _in_context(fact: Fact, asked: Message) -> Fact:
-    """A user's decision that answers the assistant's message before it ("ok, let's add that
-    index", "Go with 14 days, yes", "do the event thing") carries the sentence of that message
-    it takes up (the one sharing most words with it, at least one): the reply alone does not
+    """A user's decision that answers the assistant's message before it and refers to it or is
+    short ("ok, let's add that index", "Go with 14 days, yes") carries the sentence of that
+    message it takes up (not a question; the one sharing most words with it, at least one):
+    the reply alone does not
     say what "that index" is, and the same fact is then one memory, not a proposal in one
     and its acceptance in another."""
     said = _stems(fact.text) - _stems("the user team and others will")
-    if not said and not _REFERS.search(fact.text):
-        return fact
+    short = len(fact.source.split()) <= _SHORT_REPLY_WORDS
+    if not (short or _REFERS.search(fact.fields.get("decision", fact.text))):
+        return fact  # "We decided to use PostgreSQL 16 for the ledger …" says it all
     best, shared = "", 0
     for sentence in sentences(asked.text()):
         text = LEAD.sub("", sentence).strip()
+        if text.endswith("?"):
+            continue  # the question is not what the reply takes up
         common = len(said & _stems(text))
         if common > shared and len(text.split()) > 2:
             best, shared = text, common
