@@ -55,7 +55,7 @@ _CHOICE_CUE: Final = re.compile(
     r"vs\.?|versus|between|could|recommend|suggest|look at|either|want|would you like)\b",
     re.IGNORECASE,
 )
-_MAX_OPTION_WORDS: Final = 5
+_MAX_OPTION_WORDS: Final = 8
 _MAX_HEAD_WORDS: Final = 6
 _REFUSAL: Final = re.compile(
     r"^(?:neither|none|no idea|not sure|don't know|let me think|both|either|depends|hmm)\b", re.I

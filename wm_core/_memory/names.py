@@ -78,7 +78,8 @@ _APPOSITIVE: Final = re.compile(
 )
 # "It's called Crumb & Co.": the name of the thing the clause before spoke of ("a bakery").
 IT_CALLED: Final = re.compile(
-    r"^(?:it|it's|it is|it was)\s+(?:(?:is|was)\s+)?(?:called|named)\s+[`\"']?"
+    r"^(?:it|it's|it is|it was|she|she's|she is|he|he's|he is)\s+(?:(?:is|was)\s+)?"
+    r"(?:called|named)\s+[`\"']?"
     r"(?P<name>(?-i:[A-Z0-9])[\w&.'\-]*(?:\s+(?:&\s+)?(?-i:[A-Z0-9])[\w&.'\-]*){0,3})",
     re.IGNORECASE,
 )

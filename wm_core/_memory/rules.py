@@ -259,7 +259,8 @@ def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     for inside in _DECISION_INSIDE.finditer(text):
         found = _decision_at(text[inside.end() :], role)
         if found is not None:
-            return found
+            # the memory keeps the whole clause: "Priya and I settled on GraphQL" names Priya
+            return third_person(clean(text), role, team=True), found[1], found[2]
     return None
 
 

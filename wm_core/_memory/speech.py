@@ -22,6 +22,10 @@ _QUESTION_START: Final = re.compile(
     r"do(?=\s+(?:you|we|i|they|he|she|u|people|y'all)\b))\b",
     re.IGNORECASE,
 )
+_THANKS: Final = re.compile(
+    r"^\s*(?:thanks|thank you|thx|ty|cheers|many thanks)(?:\s+(?:so much|a lot|again))?\s+for\b",
+    re.IGNORECASE,
+)
 _HYPOTHETICAL: Final = re.compile(
     # ("unless" is no hypothesis: "no bullet points unless I ask" is a standing rule)
     r"\b(?:if|suppose|supposing|imagine|hypothetically|assuming|let's say|in case|whether)\b",
@@ -35,7 +39,8 @@ TENTATIVE: Final = re.compile(
 LEAD: Final = re.compile(
     r"^\s*(?:(?:ok(?:ay)?|great|nice|thanks|thank you|perfect|cool|also|and|so|now|btw|"
     r"by the way|fyi|actually|just so you know|for the record|oh|well|yes|yeah|yep|right|"
-    r"hey|hi|hello|ha|haha|sure|sorry|no|nope|anyway|honestly|good|fine)\b(?:\s+there)?"
+    r"hey|hi|hello|ha|haha|sure|sorry|no|nope|anyway|honestly|good|fine|ugh|argh|meh|omg|"
+    r"lol|wow|phew|man)\b(?:\s+there)?"
     r"[,.!]?\s*)+",
     re.IGNORECASE,
 )
@@ -267,6 +272,8 @@ VAGUE: Final = frozenset({"it", "that", "this", "them", "those", "so", "you", "o
 
 def statement(sentence: str) -> str | None:
     """The sentence without its lead-in, or None when it states nothing."""
+    if _THANKS.match(sentence):
+        return None  # "thanks for the help today!" thanks, it tells nothing
     text = LEAD.sub("", sentence).strip()
     if not text or text.endswith("?") or _QUESTION_START.match(text):
         return None
