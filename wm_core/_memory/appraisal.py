@@ -38,7 +38,7 @@ _EMOTION: Final = frozenset(
 _EVALUATION: Final = frozenset(
     """legend hero star genius saint champ rockstar gem angel idiot nightmare disaster mess
     pain joke dream treat blast awful terrible horrible dreadful bad worse worst amazing
-    awesome brilliant fantastic wonderful lovely nice cool fun funny hilarious weird strange
+    awesome best greatest brilliant fantastic wonderful lovely nice cool fun funny hilarious weird strange
     odd crazy insane wild ridiculous stupid silly annoying boring beautiful gorgeous cute
     perfect incredible unreal epic rubbish trash garbage useless pointless chaos chaotic
     madness hell heaven excellent superb outstanding decent meh""".split()
@@ -48,7 +48,7 @@ _FILLER: Final = frozenset(
     absolutely completely utterly honestly tbh lol haha though too again still always all
     today tonight now right this week weekend morning lately literally bloody damn fucking
     freaking rather fairly kinda sorta and but it its it's is was as well ever most more
-    getting here there out""".split()
+    getting here there out total complete real proper absolute utter""".split()
 )
 # Adjectives that say nothing without their object: "allergic" (to what?), "afraid" (of what?).
 _NEEDS_OBJECT: Final = frozenset(

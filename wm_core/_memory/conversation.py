@@ -51,7 +51,7 @@ from wm_core._messages import Message, Role, TextPart
 
 _PROPOSAL: Final = re.compile(
     r"^(?:i(?:\s+would|'d)?\s+(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
-    r"we\s+(?:could|should)\s+|how about\s+|what about\s+|i'd go with\s+|"
+    r"(?:we|you)\s+(?:could|should|might want to)\s+|how about\s+|what about\s+|i'd go with\s+|"
     # "I'd move them to a background job": what the assistant would do, offered
     r"i(?:'d|\s+would)\s+(?:probably\s+|just\s+)?(?=(?!(?:like|love|say|think|guess|rather|be|"
     r"have|need|want|prefer|suggest|recommend|propose|go with)\b)[a-z]+\s)|"
@@ -343,6 +343,10 @@ def _adds_to_agreed(found: Sequence[Fact], last_decision: int | None, message: M
     return message.id in fact.message_ids and fact.fields.get("decided_by") != message.role.value
 
 
+# A reply this short that states a decision right after the other side's only repeats it.
+_ECHO_WORDS: Final = 6
+
+
 def _echoes(
     found: Sequence[Fact], last_decision: int | None, previous: Message | None, message: Message
 ) -> bool:
@@ -354,11 +358,12 @@ def _echoes(
         return False
     fact = found[last_decision]
     made_by = fact.fields.get("decided_by")
-    return (
-        previous.role is not message.role
-        and previous.id in fact.message_ids
-        and made_by == previous.role.value
-    )
+    if previous.role is message.role or previous.id not in fact.message_ids:
+        return False
+    if made_by != previous.role.value:
+        return False
+    said = sentences(message.text())
+    return bool(said) and len(said[0].split()) <= _ECHO_WORDS
 
 
 _REFERS: Final = re.compile(

@@ -158,14 +158,19 @@ _CHOOSE_VERBS: Final = (
 )
 _WILL: Final = re.compile(
     r"^(?:we|the team|(?:the|our)\s+[\w\-]+\s+team)(?:'ll|\s+will|'re going to|\s+are going to|'re|"
-    r"\s+are|\s+should)(?:\s+(?:be|now|also|just|definitely|all|officially))*\s+"
-    rf"(?P<what>(?:not\s+|no longer\s+)?(?:{_CHOOSE_VERBS})\b.+)$",
+    r"\s+are|\s+should|\s+is|'s)(?:\s+(?:be|now|also|just|definitely|all|officially))*\s+"
+    # after "no longer" any verb: "no longer supporting CentOS 7"
+    rf"(?P<what>(?:no longer\s+[a-z]+|(?:not\s+)?(?:{_CHOOSE_VERBS}))\b.+)$",
     re.IGNORECASE,
 )
 _LETS: Final = re.compile(
-    r"^let's\s+(?P<what>(?:not\s+)?(?:use|go with|switch|stick with|pick|choose|keep|drop|adopt|"
-    r"move|migrate|pin|split|deprecate|freeze|replace|standardi[sz]e on|do|make|go for|add|cap|"
-    r"rotate|set|limit|postpone|delay|skip|ship|remove|enable|disable|turn on|turn off)\b.+)$",
+    # "let's not X" sets a rule whatever X is; "let's X" decides when X is a verb of choice or
+    # of change ("let's raise that limit"), not of the work at hand ("let's look at the logs")
+    r"^let's\s+(?P<what>(?:not\s+(?!(?:worry|bother|forget|panic|get ahead)\b)[a-z]+|use|"
+    r"go with|switch|stick with|pick|choose|keep|drop|adopt|move|migrate|pin|split|deprecate|"
+    r"freeze|replace|standardi[sz]e on|do|make|go for|add|cap|rotate|set|limit|postpone|delay|"
+    r"skip|ship|remove|enable|disable|turn on|turn off|raise|lower|increase|reduce|bump|"
+    r"upgrade|downgrade|rename|retire|archive|schedule|move)\b.+)$",
     re.IGNORECASE,
 )
 # A refusal that puts a choice off decides nothing: "let's not pin anything yet".

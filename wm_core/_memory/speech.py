@@ -68,6 +68,7 @@ _CLAUSE_SPLIT: Final = re.compile(
     rf",?\s+(?:and|but|although|though|while|whereas)\s+{_SUBJECT_AHEAD}",
     re.IGNORECASE,
 )
+_LONE_NAME: Final = re.compile(r"(?:^|,\s+)(?-i:[A-Z][\w\-']+)(?:\s+(?-i:[A-Z][\w\-']+))?$")
 # "I grew up in Nairobi and moved to Toronto": the second clause's subject is the first's.
 # A life verb after "and" with no subject of its own starts a clause of the same speaker.
 _ELIDED: Final = re.compile(
@@ -290,6 +291,11 @@ def clauses(sentence: str) -> list[str]:
     ", so", a comma or colon before a new subject, "and"/"but" before one; a clause whose
     subject is left out after "and" ("… and moved to Toronto") gets the first clause's "I"."""
     parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(sentence)]
+    for index in range(len(parts) - 2, -1, -1):
+        # "Priya and I settled on GraphQL": one subject of two people, not two clauses
+        pair = f"{parts[index]} and {parts[index + 1]}"
+        if _LONE_NAME.search(parts[index]) and pair in sentence:
+            parts[index : index + 2] = [pair]
     found: list[str] = []
     for part in parts:
         if not part:

@@ -1,0 +1,158 @@
+"""The offline extraction mechanisms of the sixth round (wm_core): clauses that only appraise,
+decisions by one choice-verb lexicon and said as their outcome, one decision per reply that
+accepts or picks, an echo as an agreement, the alternative set aside, the assistant's sentence
+a short reply takes up; and what each must still refuse. The phrasings here are not those of
+the bench splits: each test reads a mechanism, not a sentence it was fitted on."""
+
+from __future__ import annotations
+
+from wm_core import MemoryOp, MemoryType, Message, Role, TextPart, extract_memories
+from wm_core._memory.appraisal import only_appraises, subject_fact
+
+
+def _said(date: str, *turns: str) -> list[MemoryOp]:
+    """The ops of a conversation given as "U: …" / "A: …" turns, every message of ``date``."""
+    messages = [
+        Message(
+            f"m{i}",
+            Role.USER if turn.startswith("U:") else Role.ASSISTANT,
+            (TextPart(turn[2:].strip()),),
+        )
+        for i, turn in enumerate(turns)
+    ]
+    return extract_memories(messages, [], message_dates={m.id: date for m in messages})
+
+
+def _decisions(ops: list[MemoryOp]) -> list[MemoryOp]:
+    return [op for op in ops if op.type is MemoryType.DECISION]
+
+
+def test_a_clause_that_only_appraises_states_nothing() -> None:
+    for clause in (
+        "I'm absolutely knackered tonight",
+        "ugh my manager is such a star",
+        "The onboarding docs are a total mess honestly",
+        "the new office is lovely but it's loud",  # "loud" is no appraisal word: kept
+        "I'm allergic",
+    ):
+        assert only_appraises(clause) is (clause != "the new office is lovely but it's loud")
+    # what the predicate says beyond the appraisal keeps the clause
+    for clause in ("I'm nervous about the visa interview", "I'm allergic to shellfish",
+                   "I'm vegan", "My brother is a pilot"):  # fmt: skip
+        assert not only_appraises(clause)
+    assert _said("2026-05-02", "U: honestly the standup today was a disaster lol") == []
+
+
+def test_the_subject_of_an_appraisal_that_names_someone_is_kept() -> None:
+    assert subject_fact("Dmitri from legal is a hero") == "Dmitri is from legal"
+    assert subject_fact("my aunt Rosa is the best") == "My aunt is named Rosa"
+    assert subject_fact("Dmitri is a hero") is None
+    ops = _said("2026-05-02", "U: Dmitri from legal is an absolute hero, he sorted the NDA.")
+    assert any("Dmitri" in op.text and "legal" in op.text for op in ops)
+    assert not any("hero" in op.text for op in ops)
+
+
+def test_one_lexicon_of_choice_verbs_reads_decisions_in_any_form() -> None:
+    ops = _said(
+        "2026-05-04",
+        "U: we'll be standardising on uv for every python repo",
+        "U: The platform team is no longer supporting CentOS 7 because nobody patches it.",
+        "U: We met on Tuesday and the board agreed to freeze hiring until Q3.",
+    )
+    assert [op.fields["decision"] for op in _decisions(ops)] == [
+        "standardising on uv for every python repo",
+        "no longer supporting CentOS 7",
+        "to freeze hiring until Q3",
+    ]
+    assert "the board agreed" in _decisions(ops)[2].text
+
+
+def test_a_choice_said_as_its_outcome_is_a_decision_with_its_reason() -> None:
+    ops = _said(
+        "2026-05-05",
+        "U: Caddy it is, the certificates renew themselves",
+        "U: Final decision on the mascot: the otter.",
+    )
+    first, second = _decisions(ops)
+    assert first.fields["decision"] == "Caddy"
+    assert first.fields["reason"] == "the certificates renew themselves"
+    assert second.fields["decision"] == "the mascot: the otter"
+    # "that's it" and "it is what it is" choose nothing
+    assert _decisions(_said("2026-05-05", "U: That it is.", "U: Well it is what it is.")) == []
+
+
+def test_putting_a_choice_off_decides_nothing() -> None:
+    assert _decisions(_said("2026-05-05", "U: let's not migrate anything yet")) == []
+    (kept,) = _decisions(_said("2026-05-05", "U: let's not deploy on a Friday"))
+    assert kept.fields["decision"] == "not deploy on a Friday"
+
+
+def test_a_reply_that_accepts_a_proposal_is_one_decision_with_its_why() -> None:
+    ops = _said(
+        "2026-05-06",
+        "A: My recommendation: move the thumbnails to a CDN and drop the resize endpoint.",
+        "U: yep, let's do that. the app server can't keep up anyway.",
+    )
+    (decision,) = _decisions(ops)
+    assert "thumbnails to a CDN" in decision.text and "keep up" in decision.text
+    assert decision.fields["agreed_by"] == "user"
+    assert decision.source_message_ids == ("m0", "m1")
+
+
+def test_an_echo_of_the_other_sides_decision_is_an_agreement() -> None:
+    ops = _said(
+        "2026-05-07",
+        "U: we're moving the cron jobs to Nomad since the VM is going away",
+        "A: Nomad it is.",
+    )
+    (decision,) = _decisions(ops)
+    assert decision.fields["decided_by"] == "user" and decision.fields["agreed_by"] == "assistant"
+    # the user deciding after the assistant's own decision is not an echo
+    ops = _said(
+        "2026-05-07",
+        "A: We'll use Nomad for the cron jobs.",
+        "U: We're keeping the billing jobs on the VM though.",
+    )
+    assert len(_decisions(ops)) == 2
+
+
+def test_a_decision_in_reply_to_two_alternatives_names_the_one_set_aside() -> None:
+    ops = _said(
+        "2026-05-08",
+        "A: For the docs site we could go with Docusaurus or MkDocs.",
+        "U: MkDocs it is, the team writes Python anyway",
+    )
+    (decision,) = _decisions(ops)
+    assert "MkDocs" in decision.text and "Docusaurus" in decision.text
+
+
+def test_a_short_reply_carries_the_sentence_it_takes_up() -> None:
+    ops = _said(
+        "2026-05-09",
+        "A: The worker restarts every night. You could raise its memory limit to 2 GB.",
+        "U: ok, let's raise that limit.",
+    )
+    (decision,) = _decisions(ops)
+    assert "2 GB" in decision.text and decision.source_message_ids == ("m0", "m1")
+    # a reply that says it all alone is left as it is, and a question is never the context
+    ops = _said(
+        "2026-05-09",
+        "A: Which broker should the invoices go through?",
+        "U: We decided to route invoices through RabbitMQ because it is already deployed.",
+    )
+    (decision,) = _decisions(ops)
+    assert "broker" not in decision.text
+
+
+def test_thanks_and_habits_are_no_dated_events() -> None:
+    assert _said("2026-05-10", "U: thanks so much for the help with the slides!") == []
+    ops = _said("2026-05-10", "U: I've joined a choir, rehearsals on monday evenings")
+    assert all(op.event_time is None for op in ops)
+
+
+def test_a_name_and_i_is_one_subject_not_two_clauses() -> None:
+    ops = _said("2026-05-11", "U: In the end, Keiko and I opted for Tauri over Electron.")
+    (decision,) = _decisions(ops)
+    assert "Keiko" in decision.text and "Tauri" in decision.text
+    (event,) = _said("2026-05-11", "U: Yesterday, Marco and I hiked up Vesuvius.")
+    assert "Marco" in event.text and event.event_time == "2026-05-10"
