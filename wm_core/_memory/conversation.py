@@ -381,7 +381,8 @@ def _stems(text: str) -> set[str]:
 def _in_context(fact: Fact, asked: Message) -> Fact:
     """A user's decision that answers the assistant's message before it and refers to it or is
     short ("ok, let's add that index", "Go with 14 days, yes") carries the sentence of that
-    message it takes up (not a question; the one sharing most words with it, at least one):
+    message it takes up (the one sharing most words with it, at least one: "Does it have retries
+    configured?" — "We agreed to keep it at three"):
     the reply alone does not
     say what "that index" is, and the same fact is then one memory, not a proposal in one
     and its acceptance in another."""
@@ -392,8 +393,6 @@ def _in_context(fact: Fact, asked: Message) -> Fact:
     best, shared = "", 0
     for sentence in sentences(asked.text()):
         text = LEAD.sub("", sentence).strip()
-        if text.endswith("?"):
-            continue  # the question is not what the reply takes up
         common = len(said & _stems(text))
         if common > shared and len(text.split()) > 2:
             best, shared = text, common

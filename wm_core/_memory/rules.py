@@ -121,7 +121,10 @@ _PROMOTED: Final = re.compile(
 )
 
 # Decisions.
-_MOVES: Final = ("moved", "switched")
+_MOVES: Final = (
+    "moved", "switched", "set up", "introduced", "enabled", "disabled", "deprecated", "banned",
+    "ruled", "mandated",
+)
 # What a decision's subject is without its verb: "go with Redis for the cache" is about
 # "Redis for the cache", as a later "we'll use Memcached for the cache" is.
 _CHOICE_VERB: Final = re.compile(
@@ -136,7 +139,9 @@ _DECIDED: Final = re.compile(
     r"leadership|management))(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
     r"(?:it was|it's been)\s+)?"
     r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|opted for|switched|moved|picked|"
-    r"committed to|ended up|voted|standardi[sz]ed on)\b(?P<what>.*)$",
+    r"committed to|ended up|voted|standardi[sz]ed on|"
+    # what a team set in place is its choice: "We've set up cert-manager to auto-renew"
+    r"set up|introduced|enabled|disabled|deprecated|banned|ruled|mandated)\b(?P<what>.*)$",
     re.IGNORECASE,
 )
 # A rule the speaker sets for themselves from now on: "From now on I'll keep notes in git".
@@ -157,10 +162,11 @@ _CHOOSE_VERBS: Final = (
     r"settl(?:e|ing) on|opt(?:ing)? for|pick(?:ing)?|choos(?:e|ing)"
 )
 _WILL: Final = re.compile(
-    r"^(?:we|the team|(?:the|our)\s+[\w\-]+\s+team)(?:'ll|\s+will|'re going to|\s+are going to|'re|"
-    r"\s+are|\s+should|\s+is|'s)(?:\s+(?:be|now|also|just|definitely|all|officially))*\s+"
-    # after "no longer" any verb: "no longer supporting CentOS 7"
-    rf"(?P<what>(?:no longer\s+[a-z]+|(?:not\s+)?(?:{_CHOOSE_VERBS}))\b.+)$",
+    r"^(?:we|the team|(?:the|our)\s+[\w\-]+\s+team)(?:'ll|\s+will|'re|\s+are|\s+should|\s+is|'s)"
+    # a refusal takes any verb: "we're not going to support IE11", "no longer supporting it"
+    r"(?:\s+(?P<neg>not|no longer))?(?:\s+going to)?"
+    r"(?:\s+(?:be|now|also|just|definitely|all|officially))*\s+"
+    rf"(?P<what>(?(neg)[a-z]+|(?:{_CHOOSE_VERBS}))\b.+)$",
     re.IGNORECASE,
 )
 _LETS: Final = re.compile(
@@ -245,6 +251,12 @@ _DECISION_LEAD: Final = re.compile(
 )
 
 
+_UNDECIDED: Final = re.compile(
+    r"\b(?:haven't|have not|hasn't|has not|didn't|did not|can't|cannot|couldn't|not yet|never)\s+"
+    r"(?:yet\s+|really\s+|fully\s+)?(?:decided|agreed|chosen|chose|settled|picked|decide|agree|"
+    r"choose|settle|pick)\b",
+    re.IGNORECASE,
+)
 # Where a decision may start inside a clause: "We had a retro today and the team agreed to …",
 # "ok final call: we're not upgrading …".
 _DECISION_INSIDE: Final = re.compile(
@@ -253,6 +265,8 @@ _DECISION_INSIDE: Final = re.compile(
 
 
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
+    if _UNDECIDED.search(text):
+        return None  # "we haven't decided between gRPC and REST yet"
     lead = _DECISION_LEAD.match(text)
     if lead is not None:
         found = _decision_at(text[lead.end() :], role)
@@ -304,9 +318,14 @@ def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | Non
     if match is None:
         return None
     personal = re.match(r"^i\b", text, re.I) is not None
-    if personal and "verb" in match.groupdict() and match.group("verb").lower() in _MOVES:
+    verb = match.group("verb").lower() if "verb" in match.groupdict() else ""
+    if personal and verb in _MOVES:
         return None  # "I moved to Berlin" is about the user, not a choice of the team
+    if verb in _MOVES[2:] and text.lower().startswith(verb):
+        return None  # "Set up the project: …" asks for work; "we've set up X" tells a choice
     what = match.group("what").strip()
+    if match.groupdict().get("neg"):
+        what = f"{match.group('neg').lower()} {what}"
     if _PUT_OFF.match(what):
         return None  # "let's not pin anything yet" puts the choice off
     parts = REASON.split(what, maxsplit=1)
@@ -351,7 +370,8 @@ def states_nothing(text: str, sentence: str) -> bool:
     """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
     meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
     new"), small talk ("ok that's enough for today"). The phrasing-agnostic reading
-    (``disclosure``) respects it too. So is a clause that only appraises ("Orla is a legend",
+    (``disclosure``) respects it too. So is a choice not made ("we haven't decided yet") and a
+    clause that only appraises ("Orla is a legend",
     "I'm gutted", "I'm allergic" with its object lost: ``appraisal``)."""
     away = _AWAY.search(text) or _AWAY.search(sentence)
     return bool(
@@ -360,6 +380,7 @@ def states_nothing(text: str, sentence: str) -> bool:
         or _NOTHING.match(text)
         or small_talk(text)
         or only_appraises(text)
+        or _UNDECIDED.search(text)
     )
 
 

@@ -156,3 +156,24 @@ def test_a_name_and_i_is_one_subject_not_two_clauses() -> None:
     assert "Keiko" in decision.text and "Tauri" in decision.text
     (event,) = _said("2026-05-11", "U: Yesterday, Marco and I hiked up Vesuvius.")
     assert "Marco" in event.text and event.event_time == "2026-05-10"
+
+
+def test_a_refusal_said_with_going_to_and_a_rule_set_in_place_are_decisions() -> None:
+    ops = _said(
+        "2026-05-12",
+        "U: We're not going to ship the Windows build this quarter, nobody has signed the cert.",
+        "U: We've introduced a two-reviewer rule for the payments repo.",
+    )
+    refused, rule = _decisions(ops)
+    assert refused.fields["decision"].startswith("not ship the Windows build this quarter")
+    assert rule.fields["decision"] == "a two-reviewer rule for the payments repo"
+    # the same verbs as a request, or about the user alone, decide nothing
+    assert _decisions(_said("2026-05-12", "U: Set up the repo: Go 1.22, make, golangci-lint.")) == []
+    assert _decisions(_said("2026-05-12", "U: I introduced my parents to sushi.")) == []
+
+
+def test_a_choice_not_made_states_nothing() -> None:
+    ops = _said("2026-05-13", "U: Hmm, we still haven't settled on a name for the bot yet.")
+    assert ops == []
+    (decision,) = _decisions(_said("2026-05-13", "U: hmm no, let's rename the bot to Pip instead"))
+    assert decision.fields["decision"] == "rename the bot to Pip"
