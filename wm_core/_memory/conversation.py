@@ -191,6 +191,10 @@ def _asked_about_named(message: Message, talk: Talk) -> tuple[str, str] | None:
     return None
 
 
+# An answer the user takes back: "all of them lol, never mind".
+_TAKEN_BACK: Final = re.compile(r"\b(?:never ?mind|nvm|forget it|doesn't matter|scratch that)\b", re.I)
+
+
 def _answer(reply: Message, question: str, name: str = "") -> Fact | None:
     """A fact from a reply that answers a question about the user with a bare phrase
     ("Mostly Go and gRPC"): the phrase states nothing alone, so the memory quotes the question."""
@@ -201,6 +205,7 @@ def _answer(reply: Message, question: str, name: str = "") -> Fact | None:
         or phrase.endswith("?")
         or len(phrase.split()) > 12
         or _CLAUSE_START.match(phrase)
+        or _TAKEN_BACK.search(reply.text())
     ):
         return None
     phrase = clauses(phrase)[0]  # "Mostly science fiction, but I can't stand horror"
@@ -396,7 +401,12 @@ def _in_context(fact: Fact, asked: Message) -> Fact:
         common = len(said & _stems(text))
         if common > shared and len(text.split()) > 2:
             best, shared = text, common
-    if not best or (shared == 0) or clean(best).lower() in fact.text.lower():
+    if not best and _REFERS.search(fact.fields.get("decision", fact.text)):
+        # "Does it have retries configured?" — "We agreed to keep it at three": "it" is what
+        # the message before was about, its last sentence
+        last = [s for s in sentences(asked.text()) if len(s.split()) > 2]
+        best = LEAD.sub("", last[-1]).strip() if last else ""
+    if not best or clean(best).lower() in fact.text.lower():
         return fact
     taken = third_person(clean(best), Role.ASSISTANT, sentence=False, team=True)
     ids = tuple(dict.fromkeys((asked.id, *fact.message_ids)))

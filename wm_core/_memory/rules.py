@@ -138,7 +138,8 @@ _DECIDED: Final = re.compile(
     r"(?:(?:we|i|they|(?:the|our)\s+(?:[\w\-]+\s+){0,3}(?:team|group|board|committee|leads|"
     r"leadership|management))(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
     r"(?:it was|it's been)\s+)?"
-    r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|opted for|switched|moved|picked|"
+    r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|opted for|switched|moved|"
+    r"picked(?!\s+up\b)|"
     r"committed to|ended up|voted|standardi[sz]ed on|"
     # what a team set in place is its choice: "We've set up cert-manager to auto-renew"
     r"set up|introduced|enabled|disabled|deprecated|banned|ruled|mandated)\b(?P<what>.*)$",
@@ -245,7 +246,9 @@ _EVENTFUL: Final = re.compile(
 # ("after a lot of back and forth we're going with …", "so in the end the team chose …").
 _DECISION_LEAD: Final = re.compile(
     r"^(?:(?:so|ok|okay|anyway|then|and)\s+)?(?:(?:after|following|in the end|eventually|"
-    r"finally|ultimately|as of|since|last|this|earlier|yesterday|today|on|at|by|for now)\b"
+    r"finally|ultimately|as of|since|last|this|earlier|yesterday|today|on|at|by|for now|"
+    # the part of the work it is about: "For the HTTP layer we went with Litestar"
+    r"for|as for|regarding|about|in)\b"
     r"[^,]{0,50}?,?\s+)(?=(?:we|we've|we're|we'll|i|i've|i'll|the team|our team|the \w+ team)\s)",
     re.IGNORECASE,
 )
@@ -264,12 +267,20 @@ _DECISION_INSIDE: Final = re.compile(
 )
 
 
+_TOPIC_LEAD: Final = re.compile(
+    r"^(?:(?:so|ok|okay|anyway|then|and)\s+)*(?:for|as for|regarding|about|in)\b", re.I
+)
+
+
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     if _UNDECIDED.search(text):
         return None  # "we haven't decided between gRPC and REST yet"
     lead = _DECISION_LEAD.match(text)
     if lead is not None:
         found = _decision_at(text[lead.end() :], role)
+        if found is not None and _TOPIC_LEAD.match(text[: lead.end()]):
+            # "for the search index we'll go with Meilisearch": the topic stays in the memory
+            return third_person(clean(text), role, team=True), found[1], found[2]
         if found is not None:
             return found
     found = _decision_at(text, role) or _outcome(text, role)

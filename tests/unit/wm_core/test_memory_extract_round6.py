@@ -177,3 +177,35 @@ def test_a_choice_not_made_states_nothing() -> None:
     assert ops == []
     (decision,) = _decisions(_said("2026-05-13", "U: hmm no, let's rename the bot to Pip instead"))
     assert decision.fields["decision"] == "rename the bot to Pip"
+
+
+def test_a_topic_before_the_decision_stays_in_it() -> None:
+    (decision,) = _decisions(
+        _said("2026-05-14", "U: for the status page we went with Upptime since it's free")
+    )
+    assert "status page" in decision.text and decision.fields["reason"] == "it's free"
+    # "picked up" is fetched, not chosen
+    assert _decisions(_said("2026-05-14", "U: We picked up the new sofa from IKEA.")) == []
+
+
+def test_a_bare_question_of_two_alternatives_offers_a_choice_but_a_habit_picks_none() -> None:
+    ops = _said("2026-05-15", "A: Tabs or spaces for it?", "U: spaces")
+    (decision,) = _decisions(ops)
+    assert "spaces" in decision.text and "Tabs" in decision.text
+    ops = _said("2026-05-15", "A: Trains or planes?", "U: trains usually, I hate airports")
+    assert _decisions(ops) == []
+
+
+def test_a_reference_with_no_shared_word_takes_the_last_sentence_before_it() -> None:
+    ops = _said(
+        "2026-05-16",
+        "A: Is the cache warmed on deploy?",
+        "U: We decided to warm it on deploy because cold starts hurt the p99.",
+    )
+    (decision,) = _decisions(ops)
+    assert decision.text.endswith("(the assistant had said: Is the cache warmed on deploy?).")
+
+
+def test_an_answer_taken_back_is_no_memory() -> None:
+    ops = _said("2026-05-16", "A: What kind of music do you play?", "U: jazz mostly, never mind")
+    assert ops == []
