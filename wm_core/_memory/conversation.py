@@ -147,8 +147,10 @@ _SCOPE: Final = re.compile(
 )
 
 
-def _proposal(message: Message) -> str | None:
-    """What an assistant's message proposes ("I suggest we pin pydantic"), if anything."""
+def _proposal(message: Message, reply: str = "") -> str | None:
+    """What an assistant's message proposes ("I suggest we pin pydantic"), if anything; with
+    the sentence before it when the proposal or the ``reply`` accepting it refers to it
+    ("replace both with ruff format")."""
     found = sentences(message.text())
     for index in range(len(found) - 1, -1, -1):
         text = _SCOPE.sub("", LEAD.sub("", found[index]).strip())
@@ -159,7 +161,8 @@ def _proposal(message: Message) -> str | None:
             what = third_person(
                 clean(match.group("what")), Role.ASSISTANT, sentence=False, team=True
             )
-            if index and re.search(r"\b(?:it|them|this|that|these|those)\b", what, re.I):
+            refers = re.search(r"\b(?:it|them|this|that|these|those)\b", what, re.I)
+            if index and (refers or re.search(r"\b(?:both|them|these|those)\b", reply, re.I)):
                 # "I'd move them to a background job": what "them" is, the sentence before says
                 what += f" ({clean(found[index - 1])})"
             return what
@@ -504,7 +507,7 @@ def conversation_facts(
             last_decision = turn_decision = len(found) - 1
             decided_first = True
         elif message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
-            proposal = _proposal(previous) if agreed else None
+            proposal = _proposal(previous, message.text()) if agreed else None
             if proposal is not None:
                 text = f"The user agreed to the assistant's proposal: {proposal}"
                 fields = {"decision": proposal, "decided_by": "assistant", "agreed_by": "user"}

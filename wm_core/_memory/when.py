@@ -103,6 +103,8 @@ _HOLIDAYS: Final = {
 _FUTURE: Final = re.compile(
     r"\b(?:will|'ll|shall|going to|gonna|plan(?:ning)? to|planned|scheduled|expecting|"
     r"is turning|are turning|upcoming|next|tomorrow|starts|begins|is due|are due|due|"
+    # a booking is for what is coming: "I've signed up for the marathon in October"
+    r"signed up for|booked|registered for|(?:bought|got) tickets|"
     r"i'm (?:starting|taking|flying|going|visiting|running|seeing|playing|meeting)|"
     r"(?:we're|we are|i am) \w+ing)\b",
     re.IGNORECASE,

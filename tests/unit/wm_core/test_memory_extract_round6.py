@@ -209,3 +209,18 @@ def test_a_reference_with_no_shared_word_takes_the_last_sentence_before_it() -> 
 def test_an_answer_taken_back_is_no_memory() -> None:
     ops = _said("2026-05-16", "A: What kind of music do you play?", "U: jazz mostly, never mind")
     assert ops == []
+
+
+def test_an_accepted_proposal_keeps_the_sentence_the_reply_refers_to() -> None:
+    ops = _said(
+        "2026-05-17",
+        "A: You have both Jest and Vitest installed, and they clash. I suggest keeping Vitest.",
+        "U: agreed, drop both and keep vitest only",
+    )
+    (decision,) = _decisions(ops)
+    assert "Jest" in decision.text and "Vitest" in decision.text
+
+
+def test_what_is_booked_is_coming_not_past() -> None:
+    ops = _said("2026-05-18", "U: I've signed up for the Berlin half marathon in April!")
+    assert [op.event_time for op in ops if op.type is MemoryType.EVENT] == ["2027-04-01"]
