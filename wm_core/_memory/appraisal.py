@@ -27,33 +27,36 @@ _COPULA: Final = re.compile(
     r"get|getting)|'s|'m|'re)\s+(?P<predicate>.+)$",
     re.IGNORECASE,
 )
-_EMOTION: Final = frozenset(
+
+
+def _lexicon(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_EMOTION: Final = _lexicon(
     """tired exhausted knackered shattered sleepy gutted thrilled excited happy sad upset
     stressed annoyed frustrated bored angry furious cross miserable depressed heartbroken
     devastated delighted relieved worried nervous anxious scared overwhelmed lonely grumpy
-    hungry dead destroyed wrecked broken fried done stoked pumped ecstatic glad
-    sorry jealous embarrassed ashamed proud grateful thankful lucky blessed confused lost
-    stuck fine ok okay alright good great""".split()
+    hungry dead destroyed wrecked broken fried done stoked pumped ecstatic glad sorry jealous embarrassed ashamed proud grateful thankful lucky blessed confused lost
+    stuck fine ok okay alright good great"""
 )
-_EVALUATION: Final = frozenset(
+_EVALUATION: Final = _lexicon(
     """legend hero star genius saint champ rockstar gem angel idiot nightmare disaster mess
     pain joke dream treat blast awful terrible horrible dreadful bad worse worst amazing
-    awesome best greatest brilliant fantastic wonderful lovely nice cool fun funny hilarious weird strange
-    odd crazy insane wild ridiculous stupid silly annoying boring beautiful gorgeous cute
+    awesome best greatest brilliant fantastic wonderful lovely nice cool fun funny hilarious
+    weird strange odd crazy insane wild ridiculous stupid silly annoying boring beautiful gorgeous cute
     perfect incredible unreal epic rubbish trash garbage useless pointless chaos chaotic
-    madness hell heaven excellent superb outstanding decent meh""".split()
+    madness hell heaven excellent superb outstanding decent meh"""
 )
-_FILLER: Final = frozenset(
+_FILLER: Final = _lexicon(
     """so very really super pretty quite a an the such bit little kind sort of just totally
     absolutely completely utterly honestly tbh lol haha though too again still always all
     today tonight now right this week weekend morning lately literally bloody damn fucking
     freaking rather fairly kinda sorta and but it its it's is was as well ever most more
-    getting here there out total complete real proper absolute utter""".split()
+    getting here there out total complete real proper absolute utter"""
 )
 # Adjectives that say nothing without their object: "allergic" (to what?), "afraid" (of what?).
-_NEEDS_OBJECT: Final = frozenset(
-    """allergic afraid scared terrified fond aware capable addicted""".split()
-)
+_NEEDS_OBJECT: Final = _lexicon("""allergic afraid scared terrified fond aware capable addicted""")
 _WORD: Final = re.compile(r"[a-z']+|\d+", re.IGNORECASE)
 
 
@@ -70,9 +73,7 @@ def only_appraises(clause: str) -> bool:
     if words[-1] in _NEEDS_OBJECT and all(w in _FILLER or w in _NEEDS_OBJECT for w in words):
         return True
     judged = [w for w in words if w in _EMOTION or w in _EVALUATION]
-    return bool(judged) and all(
-        w in _EMOTION or w in _EVALUATION or w in _FILLER for w in words
-    )
+    return bool(judged) and all(w in _EMOTION or w in _EVALUATION or w in _FILLER for w in words)
 
 
 # What the subject of an appraisal says on its own: "Orla from accounting" (is a legend),

@@ -58,7 +58,9 @@ _CHOICE_CUE: Final = re.compile(
 _MAX_OPTION_WORDS: Final = 8
 _MAX_HEAD_WORDS: Final = 6
 _MAX_BARE_WORDS: Final = 5
-_HABIT: Final = re.compile(r"\b(?:mostly|usually|always|normally|often|generally|typically)\b", re.I)
+_HABIT: Final = re.compile(
+    r"\b(?:mostly|usually|always|normally|often|generally|typically)\b", re.I
+)
 _REFUSAL: Final = re.compile(
     r"^(?:neither|none|no idea|not sure|don't know|let me think|both|either|depends|hmm)\b", re.I
 )

@@ -195,7 +195,9 @@ def _asked_about_named(message: Message, talk: Talk) -> tuple[str, str] | None:
 
 
 # An answer the user takes back: "all of them lol, never mind".
-_TAKEN_BACK: Final = re.compile(r"\b(?:never ?mind|nvm|forget it|doesn't matter|scratch that)\b", re.I)
+_TAKEN_BACK: Final = re.compile(
+    r"\b(?:never ?mind|nvm|forget it|doesn't matter|scratch that)\b", re.I
+)
 
 
 def _answer(reply: Message, question: str, name: str = "") -> Fact | None:

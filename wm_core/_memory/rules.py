@@ -122,8 +122,16 @@ _PROMOTED: Final = re.compile(
 
 # Decisions.
 _MOVES: Final = (
-    "moved", "switched", "set up", "introduced", "enabled", "disabled", "deprecated", "banned",
-    "ruled", "mandated",
+    "moved",
+    "switched",
+    "set up",
+    "introduced",
+    "enabled",
+    "disabled",
+    "deprecated",
+    "banned",
+    "ruled",
+    "mandated",
 )
 # What a decision's subject is without its verb: "go with Redis for the cache" is about
 # "Redis for the cache", as a later "we'll use Memcached for the cache" is.

@@ -168,7 +168,9 @@ def test_a_refusal_said_with_going_to_and_a_rule_set_in_place_are_decisions() ->
     assert refused.fields["decision"].startswith("not ship the Windows build this quarter")
     assert rule.fields["decision"] == "a two-reviewer rule for the payments repo"
     # the same verbs as a request, or about the user alone, decide nothing
-    assert _decisions(_said("2026-05-12", "U: Set up the repo: Go 1.22, make, golangci-lint.")) == []
+    assert (
+        _decisions(_said("2026-05-12", "U: Set up the repo: Go 1.22, make, golangci-lint.")) == []
+    )
     assert _decisions(_said("2026-05-12", "U: I introduced my parents to sushi.")) == []
 
 
