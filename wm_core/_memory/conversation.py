@@ -11,6 +11,12 @@ clause the rules make nothing of (and do not say states nothing) is read by ``di
 phrasing-agnostic; so is an assistant's check the user confirms ("So to confirm, …?" —
 "correct"); what a reply that agrees to a decision adds goes on from that decision ("yep do
 that, we can't afford bigger instances").
+
+One fact is one memory across turns, too: a reply that accepts or picks is one decision (a
+later decision clause in it goes on from it); a short repeat of the other side's decision
+("RLS it is.") is an agreement (``_echoes``); a user's decision in reply to two alternatives
+names the one set aside (``_over``), and one that is short or refers back ("let's add that
+index") carries the assistant's sentence it takes up (``_in_context``).
 """
 
 from __future__ import annotations

@@ -7,12 +7,17 @@ the order of turns:
 
 - a statement is cut into clauses ("I prefer tabs over spaces, and my name is Dana" is a
   preference and a profile fact); a question, a hypothetical or a tentative opening states
-  nothing;
+  nothing, nor does a clause that only appraises (``appraisal``: "Orla is a legend", "I'm
+  gutted", "I'm allergic" with its object lost);
 - ``profile``: who the user is (name, age, home, work, health, diet, languages, habits);
 - ``preference`` (read by ``preferences``): what the user likes, dislikes, prefers, and what
   they want the assistant to always or never do;
 - ``decision`` (either role): "we decided / agreed / chose / switched …", "we'll use …",
-  "let's use …", with the reason ("because", "since") in its fields, and who agreed: the other
+  "let's use …" — one lexicon of choice verbs for every form (``_CHOOSE_VERBS``: "we'll be
+  using", "we're not going to support", "the platform team is no longer …"), a choice said as
+  its outcome ("SQS it is", "final call on X: Y"), a decision starting inside a clause ("… and
+  the team agreed to"), a topic before it kept ("for the HTTP layer we went with …"), a choice
+  not made refused ("we haven't decided yet") — with the reason ("because", "since") in its fields, and who agreed: the other
   role's "Good, let's go with that" right after, or the user's "Agreed" to an assistant's
   proposal ("I suggest …", "I'd batch them …"), or the user's pick among the options an
   assistant asked about, or someone named signing off ("Our CTO, Hana, approved it");
