@@ -226,3 +226,10 @@ def test_an_accepted_proposal_keeps_the_sentence_the_reply_refers_to() -> None:
 def test_what_is_booked_is_coming_not_past() -> None:
     ops = _said("2026-05-18", "U: I've signed up for the Berlin half marathon in April!")
     assert [op.event_time for op in ops if op.type is MemoryType.EVENT] == ["2027-04-01"]
+
+
+def test_a_demonym_is_no_name_and_a_name_may_trail_a_filler() -> None:
+    ops = _said("2026-05-19", "U: I'm Greek, and I work as a sound engineer.")
+    assert not any(op.fields.get("name") == "Greek" for op in ops)
+    ops = _said("2026-05-19", "U: I'm Tomasz btw, I run the infra team at Pollen.")
+    assert "The user's name is Tomasz." in [op.text for op in ops]
