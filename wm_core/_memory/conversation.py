@@ -603,7 +603,13 @@ def conversation_facts(
                             last_decision = len(found) - 1
                     if len(found) > before:
                         stated, told = before, []
-                    elif stated is not None and signer is None and not told:
+                    elif (
+                        stated is not None
+                        and signer is None
+                        and not told
+                        # a name goes on from nothing: "I'm Tomasz btw, I run the infra team"
+                        and found[stated].subject != "name"
+                    ):
                         found[stated] = _continued(found[stated], text, message.role)
                     elif signer is None and (
                         _adds_to_agreed(found, last_decision, message)
