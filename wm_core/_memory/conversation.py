@@ -515,7 +515,14 @@ def conversation_facts(
             last_decision = turn_decision = len(found) - 1
             decided_first = True
         elif message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
-            proposal = _proposal(previous, message.text()) if agreed else None
+            # an agreement to the assistant's own decision ("Let's cap the cache at 512 MB." —
+            # "fine by me") already marked it agreed: the proposal is that one, not a second
+            decided_there = (
+                last_decision is not None
+                and previous.id in found[last_decision].message_ids
+                and found[last_decision].fields.get("decided_by") == previous.role.value
+            )
+            proposal = _proposal(previous, message.text()) if agreed and not decided_there else None
             if proposal is not None:
                 text = f"The user agreed to the assistant's proposal: {proposal}"
                 fields = {"decision": proposal, "decided_by": "assistant", "agreed_by": "user"}

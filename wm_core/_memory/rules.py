@@ -151,7 +151,8 @@ _DECIDED: Final = re.compile(
     r"(?:(?:we|i|they|(?:the|our)\s+(?:[\w\-]+\s+){0,3}(?:team|group|board|committee|leads|"
     r"leadership|management))(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
     r"(?:it was|it's been)\s+)?"
-    r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|opted for|switched|moved|"
+    r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|gone with|went for|gone for|"
+    r"opted for|landed on|switched|moved|"
     r"picked(?!\s+up\b)|"
     r"committed to|ended up|voted|standardi[sz]ed on|"
     # what a team set in place is its choice: "We've set up cert-manager to auto-renew"
@@ -160,11 +161,18 @@ _DECIDED: Final = re.compile(
 )
 # A rule the speaker sets for themselves from now on: "From now on I'll keep notes in git".
 _FROM_NOW: Final = re.compile(
-    r"^(?:from now on|going forward|from today on|in future|in the future),?\s+(?:i|we)(?:'ll|"
-    r"\s+will|'re going to|\s+are going to|'m going to|\s+am going to)\s+(?P<what>\w.+)$",
+    r"^(?:from now on|going forward|moving forward|from today on|in future|in the future),?\s+"
+    r"(?:i|we)(?:'ll|\s+will|'re going to|\s+are going to|'m going to|\s+am going to)\s+"
+    r"(?P<what>\w.+)$|"
+    r"^(?:we|the team)(?:'ll|\s+will|'re going to|\s+are going to)\s+(?P<rule>\w.+?),?\s+"
+    r"(?:from now on|going forward|moving forward|from today on)$",
     re.IGNORECASE,
 )
-_DECISION_IS: Final = re.compile(r"^(?:the|our) decision (?:is|was) to\s+(?P<what>\w.*)$", re.I)
+_DECISION_IS: Final = re.compile(
+    r"^(?:the|our)\s+(?:new\s+|final\s+)?(?:decision|rule|policy|convention)\s+(?:is|was)"
+    r"(?:\s+to)?\s+(?P<what>\w.*)$",
+    re.I,
+)
 # One lexicon of choice verbs for every form a choice is said in ("we'll go with", "we're
 # switching to", "we'll be using", "we're not upgrading to", "let's stick with").
 _CHOOSE_VERBS: Final = (
@@ -182,6 +190,10 @@ _WILL: Final = re.compile(
     r"(?:\s+(?:be|now|also|just|definitely|all|officially))*\s+"
     rf"(?P<what>(?(neg)[a-z]+|(?:{_CHOOSE_VERBS}))\b.+)$",
     re.IGNORECASE,
+)
+# The user's own choice said as what they will do: "I'll use Poetry for this project".
+_I_WILL: Final = re.compile(
+    rf"^i(?:'ll|\s+will|'m going to|\s+am going to)\s+(?P<what>(?:{_CHOOSE_VERBS})\b.+)$", re.I
 )
 _LETS: Final = re.compile(
     # "let's not X" sets a rule whatever X is; "let's X" decides when X is a verb of choice or
@@ -338,6 +350,7 @@ def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | Non
         or _WILL.match(text)
         or _LETS.match(text)
         or _FROM_NOW.match(text)
+        or (_I_WILL.match(text) if role is Role.USER else None)
     )
     if match is None:
         return None
@@ -347,7 +360,7 @@ def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | Non
         return None  # "I moved to Berlin" is about the user, not a choice of the team
     if verb in _MOVES[2:] and text.lower().startswith(verb):
         return None  # "Set up the project: …" asks for work; "we've set up X" tells a choice
-    what = match.group("what").strip()
+    what = (match.group("what") or match.groupdict().get("rule") or "").strip()
     if match.groupdict().get("neg"):
         what = f"{match.group('neg').lower()} {what}"
     if _PUT_OFF.match(what):

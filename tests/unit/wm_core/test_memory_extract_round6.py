@@ -233,3 +233,25 @@ def test_a_demonym_is_no_name_and_a_name_may_trail_a_filler() -> None:
     assert not any(op.fields.get("name") == "Greek" for op in ops)
     ops = _said("2026-05-19", "U: I'm Tomasz btw, I run the infra team at Pollen.")
     assert "The user's name is Tomasz." in [op.text for op in ops]
+
+
+def test_more_forms_of_a_choice_are_decisions() -> None:
+    ops = _said(
+        "2026-05-20",
+        "U: We've gone with Fly.io for the preview environments.",
+        "U: I'll switch to Neovim for this project, VS Code is too slow on the laptop.",
+        "U: Our new policy is one on-call week per person per quarter.",
+    )
+    assert [op.fields["decision"] for op in _decisions(ops)] == [
+        "Fly.io for the preview environments",
+        "switch to Neovim for this project, VS Code is too slow on the laptop",
+        "one on-call week per person per quarter",
+    ]
+    # what the assistant says it will do is no choice of the user's
+    assert _decisions(_said("2026-05-20", "A: I'll use the existing retry helper.")) == []
+
+
+def test_agreeing_to_the_assistants_own_decision_is_no_second_decision() -> None:
+    ops = _said("2026-05-21", "A: Let's pin the base image to a digest.", "U: fine by me")
+    (decision,) = _decisions(ops)
+    assert decision.fields["decided_by"] == "assistant" and decision.fields["agreed_by"] == "user"
