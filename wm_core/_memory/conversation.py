@@ -63,7 +63,7 @@ _PROPOSAL: Final = re.compile(
     r"have|need|want|prefer|suggest|recommend|propose|go with)\b)[a-z]+\s)|"
     r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+|"
     # a proposal said as a noun: "Proposal: rotate the keys …", "My suggestion is to …"
-    r"(?:my\s+)?(?:proposal|suggestion|recommendation)(?:\s+is)?(?:\s+to)?\s*:?\s+)(?P<what>.+)$",
+    r"(?:my\s+)?(?:proposal|suggestion|recommendation)(?:\s+(?:is|would be))?(?:\s+to)?\s*:?\s+)(?P<what>.+)$",
     re.IGNORECASE,
 )
 _AGREE: Final = re.compile(
@@ -84,6 +84,7 @@ _SIGN_OFF: Final = re.compile(
     r"agreed(?=\s*(?:$|[.!,]|too\b|as well\b|with (?:it|that|this|us|me|the plan)\b)))",
     re.IGNORECASE,
 )
+_THANKS: Final = re.compile(r"\b(?:thanks|thank you|thx|got it|noted|i see|will do)\b", re.I)
 _DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
 _OPTIONS: Final = re.compile(
     r"^(?:should (?:we|i)|(?:do|would) you (?:want|like|prefer)(?: me)?(?: to)?|shall (?:we|i)|"
@@ -141,12 +142,28 @@ def _last_question(message: Message) -> str:
 
 
 def _agreement(text: str) -> bool:
+    text = re.sub(r"^[^\w\s]+\s*", "", text.strip())  # "👍 do it"
+    if _THANKS.search(text):
+        return False  # "ok thanks", "cool, got it": the reply acknowledges, it accepts nothing
     first = LEAD.sub("", text.strip()) if not _AGREE.match(text.strip()) else text.strip()
     return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not _DISAGREE.search(
         text.split(".")[0]
     )
 
 
+# A sentence that recommends, wherever the word is: "The simplest fix is to …", "Consider …",
+# "It'd be better to …", "One option is to …", "My suggestion would be …".
+_PROPOSAL_CUE: Final = re.compile(
+    r"\b(?:suggest|suggestion|recommend|recommendation|propose|proposal|consider|better to|"
+    r"best to|simplest|cleanest|easiest|safest|option is|approach (?:is|would be)|"
+    r"might want to)\b",
+    re.IGNORECASE,
+)
+# What comes before the proposal's content: "The simplest fix is to", "My suggestion would be".
+_PROPOSAL_HEAD: Final = re.compile(
+    r"^(?:.{0,50}?\b(?:is|would be|'d be|are)\s+(?:to\s+)?(?=\w)|consider\s+)", re.IGNORECASE
+)
+_MIN_PROPOSAL_WORDS: Final = 4
 # What a proposal may open with before its "I'd suggest": "For the search box, I'd suggest …".
 _SCOPE: Final = re.compile(
     r"^(?:for|in|on|to|with|given|since|as for|about|here|in that case|then)\b[^,]{0,60},\s+", re.I
@@ -163,10 +180,13 @@ def _proposal(message: Message, reply: str = "") -> str | None:
         if text.endswith("?"):
             continue
         match = _PROPOSAL.match(text)
-        if match and object_of(match.group("what")) is not None:
-            what = third_person(
-                clean(match.group("what")), Role.ASSISTANT, sentence=False, team=True
-            )
+        said = match.group("what") if match else ""
+        if not match and _PROPOSAL_CUE.search(text) and len(text.split()) > _MIN_PROPOSAL_WORDS:
+            # "The simplest fix is to batch the inserts", "Consider switching to orjson": a
+            # sentence that recommends, whatever its opening, is the proposal itself
+            said = _PROPOSAL_HEAD.sub("", text)
+        if said and object_of(said) is not None:
+            what = third_person(clean(said), Role.ASSISTANT, sentence=False, team=True)
             refers = re.search(r"\b(?:it|them|this|that|these|those)\b", what, re.I)
             if index and (refers or re.search(r"\b(?:both|them|these|those)\b", reply, re.I)):
                 # "I'd move them to a background job": what "them" is, the sentence before says

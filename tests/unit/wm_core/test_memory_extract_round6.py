@@ -255,3 +255,16 @@ def test_agreeing_to_the_assistants_own_decision_is_no_second_decision() -> None
     ops = _said("2026-05-21", "A: Let's pin the base image to a digest.", "U: fine by me")
     (decision,) = _decisions(ops)
     assert decision.fields["decided_by"] == "assistant" and decision.fields["agreed_by"] == "user"
+
+
+def test_a_sentence_that_recommends_is_a_proposal_whatever_its_opening() -> None:
+    for proposal, content in (
+        ("A: The easiest fix is to cache the token for an hour.", "cache the token for an hour"),
+        ("A: Consider moving the images to a bucket.", "moving the images to a bucket"),
+        ("A: My suggestion would be to split the job in two.", "split the job in two"),
+    ):
+        (decision,) = _decisions(_said("2026-05-22", proposal, "U: 👍 sounds good"))
+        assert decision.fields["decision"] == content
+    # an acknowledgement accepts nothing
+    ops = _said("2026-05-22", "A: The easiest fix is to cache the token.", "U: ok thanks")
+    assert _decisions(ops) == []
