@@ -149,10 +149,14 @@ _DECIDED: Final = re.compile(
     # "After discussing it, the team chose …": a short lead-in before the decision
     r"^(?:(?:after|following|in the end|eventually|finally|ultimately)\b[^,]{0,40},\s+)?"
     r"(?:(?:we|i|they|(?:the|our)\s+(?:[\w\-]+\s+){0,3}(?:team|group|board|committee|leads|"
-    r"leadership|management))(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
+    r"leadership|management|client|customer)|management|leadership|everyone|everybody|"
+    # someone named with the user: "Priya and I settled on …" (a name alone deciding may be
+    # a fact of their life: "Sarah decided to quit her job")
+    r"(?-i:[A-Z][a-z]+)\s+and\s+i)"
+    r"(?:\s+have|\s+has|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
     r"(?:it was|it's been)\s+)?"
     r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|gone with|went for|gone for|"
-    r"opted for|landed on|switched|moved|"
+    r"opted for|opted to|landed on|switched|moved|"
     r"picked(?!\s+up\b)|"
     r"committed to|ended up|voted|standardi[sz]ed on|"
     # what a team set in place is its choice: "We've set up cert-manager to auto-renew"
@@ -211,7 +215,7 @@ _PUT_OFF: Final = re.compile(r"^(?:not|no longer)\b(?:.*\b(?:yet|anything)\b)", 
 _IT_IS: Final = re.compile(r"^(?P<what>[\w][\w .\-+#/]{0,40}?)\s+it is\b(?P<rest>.*)$", re.I)
 _FINAL: Final = re.compile(
     r"^(?:(?:the\s+)?final\s+(?:answer|call|decision|verdict|choice|word)|(?:the\s+)?verdict|"
-    r"decision)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40}))?\s*[:,-]\s*(?P<what>\w.+)$",
+    r"decision|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40}))?\s*[:,-]\s*(?P<what>\w.+)$",
     re.IGNORECASE,
 )
 

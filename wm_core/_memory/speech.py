@@ -68,7 +68,9 @@ _CLAUSE_SPLIT: Final = re.compile(
     rf",?\s+(?:and|but|although|though|while|whereas)\s+{_SUBJECT_AHEAD}",
     re.IGNORECASE,
 )
-_LONE_NAME: Final = re.compile(r"(?:^|,\s+)(?-i:[A-Z][\w\-']+)(?:\s+(?-i:[A-Z][\w\-']+))?$")
+_LONE_NAME: Final = re.compile(
+    r"(?:^|,\s+)(?:(?-i:[A-Z][\w\-']+)(?:\s+(?-i:[A-Z][\w\-']+))?|(?i:my|our)\s+[a-z\-]+)$"
+)
 # "I grew up in Nairobi and moved to Toronto": the second clause's subject is the first's.
 # A life verb after "and" with no subject of its own starts a clause of the same speaker.
 _ELIDED: Final = re.compile(
@@ -189,7 +191,9 @@ _LY_VERBS: Final = frozenset(
 )
 _PAST_FORMS_TEXT: Final = (
     "went had got broke lost quit left took made met saw came began ran won bought sold "
-    "gave fell wrote spent found became grew flew drove ate told said"
+    "gave fell wrote spent found became grew flew drove ate told said chose rode spoke woke "
+    "wore swam sang sat stood understood forgot thought brought bought caught taught kept "
+    "slept felt sent built paid held heard"
 )
 _PAST_FORMS: Final = frozenset(_PAST_FORMS_TEXT.split())
 # Present verbs that end like a past ("I need" is "the user needs").
@@ -334,4 +338,8 @@ def expanded(text: str) -> str:
     return text
 
 
-REASON: Final = re.compile(r",?\s+(?:because|since|given that|due to|so that)\s+", re.I)
+REASON: Final = re.compile(
+    # "as" only before a subject: "as we need replay", not "as a service"
+    r",?\s+(?:because|since|given that|due to|so that|as(?=\s+(?:we|i|it|they|the|our|there)\b))\s+",
+    re.I,
+)

@@ -268,3 +268,22 @@ def test_a_sentence_that_recommends_is_a_proposal_whatever_its_opening() -> None
     # an acknowledgement accepts nothing
     ops = _said("2026-05-22", "A: The easiest fix is to cache the token.", "U: ok thanks")
     assert _decisions(ops) == []
+
+
+def test_more_subjects_reasons_and_heads_of_a_decision() -> None:
+    ops = _said(
+        "2026-05-23",
+        "U: We're standardising on Bazel as the monorepo outgrew Make.",
+        "U: Leadership decided the office closes on Fridays.",
+        "U: My husband and I chose Kyoto for the anniversary trip.",
+        "U: Settled: the retro moves to Thursdays.",
+    )
+    bazel, office, kyoto, retro = _decisions(ops)
+    assert bazel.fields["reason"] == "the monorepo outgrew Make"
+    assert office.text.startswith("Leadership decided")
+    assert kyoto.text == "The user's husband and the user chose Kyoto for the anniversary trip."
+    assert retro.fields["decision"] == "the retro moves to Thursdays"
+    # "as" before no subject is no reason, and a name alone deciding is a fact of their life
+    (saas,) = _decisions(_said("2026-05-23", "U: We're adopting Grafana as a service."))
+    assert "reason" not in saas.fields
+    assert _decisions(_said("2026-05-23", "U: Sarah decided to quit her job.")) == []
