@@ -383,6 +383,19 @@ def _adds_to_agreed(found: Sequence[Fact], last_decision: int | None, message: M
 _ECHO_WORDS: Final = 6
 
 
+def _so_reason(fact: Fact, sentence: str, clause: str, role: Role) -> str | None:
+    """The reason of a decision whose clause follows ", so" in its sentence (what comes
+    before it, in the third person), or None; the fact that clause stated, if any, is the
+    decision's reason rather than a memory of its own."""
+    if fact.type is not MemoryType.DECISION or "reason" in fact.fields:
+        return None
+    before = re.search(rf"^(?P<why>.+?),\s+so\s+{re.escape(clause)}", sentence, re.IGNORECASE)
+    if before is None:
+        return None
+    why = third_person(clean(LEAD.sub("", before.group("why"))), role, sentence=False)
+    return why[:1].lower() + why[1:] if why else None
+
+
 def _echoes(
     found: Sequence[Fact], last_decision: int | None, previous: Message | None, message: Message
 ) -> bool:
@@ -624,6 +637,21 @@ def conversation_facts(
                             continue
                         if fact.type is MemoryType.DECISION and offered is not None:
                             fact = _over(fact, offered)
+                        why = _so_reason(fact, sentence, text, message.role)
+                        if why is not None:
+                            # "The API is slow on cold starts, so we're moving it to Cloud
+                            # Run": one decision with its reason, not a fact and a decision
+                            fact = replace(
+                                fact,
+                                text=f"{fact.text}, because {why}",
+                                fields={**fact.fields, "reason": why},
+                            )
+                            if stated is not None and found[stated].type is not (
+                                MemoryType.DECISION
+                            ):
+                                found[stated] = replace(fact, message_ids=(message.id,))
+                                last_decision = stated
+                                continue
                         found.append(Fact(fact.type, fact.text, fact.subject, fact.source,
                                           (message.id,), fact.fields, fact.when))  # fmt: skip
                         if fact.type is MemoryType.DECISION:

@@ -287,3 +287,12 @@ def test_more_subjects_reasons_and_heads_of_a_decision() -> None:
     (saas,) = _decisions(_said("2026-05-23", "U: We're adopting Grafana as a service."))
     assert "reason" not in saas.fields
     assert _decisions(_said("2026-05-23", "U: Sarah decided to quit her job.")) == []
+
+
+def test_a_decision_after_so_takes_the_clause_before_as_its_reason() -> None:
+    ops = _said(
+        "2026-05-24", "U: The nightly build takes two hours, so we're switching to Buildkite."
+    )
+    (decision,) = ops
+    assert decision.type is MemoryType.DECISION
+    assert decision.fields["reason"] == "the nightly build takes two hours"
