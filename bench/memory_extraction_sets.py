@@ -38,6 +38,20 @@ heldout4 0.65/0.51 -> 0.67/0.63, dev5 0.86/0.52 -> 0.88/0.67; leave-one-split-ou
 P/R 0.86/0.81 (heldout4 0.62/0.58, dev5 0.81/0.55, heldout3 0.79/0.73): still short of
 the targets on data nothing was fitted to.
 
+Round six: ``dev6`` (41 conversations, 46 memories, decision-heavy: choices stated by either
+side in many forms, proposals accepted by "sounds good" or "ship it", team decisions
+reported, reasons after since / because / as / so; then personal-life chat and chat with no
+memory, emotions and evaluations among it) was written and committed before any rule
+changed (first figure P 0.58, R 0.48), then tuned on with the others. The sealed splits
+were not run. Mechanisms rather than phrasings: one choice-verb lexicon, a choice said as its
+outcome, one decision per reply that accepts or picks (with the assistant's sentence a short
+or referring reply takes up, the alternative set aside), an echo as an agreement, and clauses
+that only appraise dropped (``wm_core._memory.appraisal``). In sample dev6 0.58/0.48 ->
+0.89/0.72, heldout4 0.67/0.63 -> 0.76/0.72, dev5 0.88/0.67 -> 0.91/0.72, heldout3 0.81/0.77
+-> 0.85/0.80, the rest unchanged; leave-one-split-out pooled 0.84/0.78 -> 0.88/0.82
+(heldout4 0.62/0.58 -> 0.73/0.67, dev5 0.84/0.54 -> 0.84/0.61, heldout3 0.79/0.75 ->
+0.82/0.75; dev6 in every figure, before and after).
+
 File format: ``=== <id> <ISO date of the messages>`` opens a conversation; ``U: text`` and
 ``A: text`` are user and assistant turns; ``+ <type>: term | term | …`` is one expected
 memory; ``#`` lines are comments.
@@ -63,7 +77,7 @@ from wm_core import MemoryOp, Message, Role, TextPart, fold_text, message_tokens
 
 SETS = Path(__file__).resolve().parent / "memory_extraction"
 # Every one a tuning split since round five (see the docstring).
-SPLITS = ("dev", "dev2", "dev3", "dev5", "heldout", "heldout2", "heldout3", "heldout4")
+SPLITS = ("dev", "dev2", "dev3", "dev5", "dev6", "heldout", "heldout2", "heldout3", "heldout4")
 # Written blind and never tuned on: measured, never trained on, their misses never read.
 SEALED = ("heldout5", "heldout6")
 

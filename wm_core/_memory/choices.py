@@ -55,8 +55,12 @@ _CHOICE_CUE: Final = re.compile(
     r"vs\.?|versus|between|could|recommend|suggest|look at|either|want|would you like)\b",
     re.IGNORECASE,
 )
-_MAX_OPTION_WORDS: Final = 5
+_MAX_OPTION_WORDS: Final = 8
 _MAX_HEAD_WORDS: Final = 6
+_MAX_BARE_WORDS: Final = 5
+_HABIT: Final = re.compile(
+    r"\b(?:mostly|usually|always|normally|often|generally|typically)\b", re.I
+)
 _REFUSAL: Final = re.compile(
     r"^(?:neither|none|no idea|not sure|don't know|let me think|both|either|depends|hmm)\b", re.I
 )
@@ -86,8 +90,9 @@ def options_in(text: str) -> tuple[str, str] | None:
     for index in range(len(found) - 1, -1, -1):
         said = LEAD.sub("", found[index]).strip()
         after = found[index + 1] if index + 1 < len(found) else ""
-        if not _CHOICE_CUE.search(said) and not _CHOICE_CUE.search(after):
-            continue  # "… in Redis, or in process memory. Which do you prefer?" asks after
+        bare = said.endswith("?") and len(said.split()) <= _MAX_BARE_WORDS
+        if not _CHOICE_CUE.search(said) and not _CHOICE_CUE.search(after) and not bare:
+            continue  # (a bare "Schema-first or code-first?" offers a choice by its form)  # "… in Redis, or in process memory. Which do you prefer?" asks after
         for pattern in (_BETWEEN, _OR):
             for match in pattern.finditer(said):
                 a = _option(match.group("a"), last=False)
@@ -106,17 +111,20 @@ def pick(reply: str, options: tuple[str, str]) -> tuple[str, str, str] | None:
     reply picks one of two options, else None (see the module docstring)."""
     found = sentences(reply)
     first = LEAD.sub("", found[0]).strip() if found else ""
-    head, _, rest = first.partition(",")
+    # the head ends at the first comma or full stop: "k8s cronjobs. we want it in one place"
+    cut = re.search(r",|[.;!]\s", first)
+    head, rest = (first[: cut.start()], first[cut.end() :]) if cut else (first, "")
     if not head or head.endswith("?") or _REFUSAL.match(head) or TENTATIVE.match(head):
         return None
-    if len(head.split()) > _MAX_HEAD_WORDS:
+    if _HABIT.search(head) or len(head.split()) > _MAX_HEAD_WORDS:
+        return None  # "Indoor mostly": how the user lives, not a choice made
         return None
     said = _stems(head)
     scores = [len(said & _stems(option)) for option in options]
     if max(scores) == 0 or scores[0] == scores[1]:
         return None
     chosen = options[scores.index(max(scores))]
-    return chosen, clean(head), clean(f"{head},{rest}" if rest else head)
+    return chosen, clean(head), clean(f"{head}, {rest.strip()}" if rest.strip() else head)
 
 
 def other(options: tuple[str, str], chosen: str) -> str:

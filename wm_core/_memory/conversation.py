@@ -11,6 +11,12 @@ clause the rules make nothing of (and do not say states nothing) is read by ``di
 phrasing-agnostic; so is an assistant's check the user confirms ("So to confirm, …?" —
 "correct"); what a reply that agrees to a decision adds goes on from that decision ("yep do
 that, we can't afford bigger instances").
+
+One fact is one memory across turns, too: a reply that accepts or picks is one decision (a
+later decision clause in it goes on from it); a short repeat of the other side's decision
+("RLS it is.") is an agreement (``_echoes``); a user's decision in reply to two alternatives
+names the one set aside (``_over``), and one that is short or refers back ("let's add that
+index") carries the assistant's sentence it takes up (``_in_context``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import replace
 from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
+from wm_core._memory.appraisal import subject_fact
 from wm_core._memory.choices import answer_to_should, options_in, other, pick
 from wm_core._memory.disclosure import (
     Weights,
@@ -50,16 +57,19 @@ from wm_core._messages import Message, Role, TextPart
 
 _PROPOSAL: Final = re.compile(
     r"^(?:i(?:\s+would|'d)?\s+(?:suggest|recommend|propose)(?:\s+that)?\s+(?:we\s+)?|"
-    r"we\s+(?:could|should)\s+|how about\s+|what about\s+|i'd go with\s+|"
+    r"(?:we|you)\s+(?:could|should|might want to)\s+|how about\s+|what about\s+|i'd go with\s+|"
     # "I'd move them to a background job": what the assistant would do, offered
     r"i(?:'d|\s+would)\s+(?:probably\s+|just\s+)?(?=(?!(?:like|love|say|think|guess|rather|be|"
     r"have|need|want|prefer|suggest|recommend|propose|go with)\b)[a-z]+\s)|"
-    r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+)(?P<what>.+)$",
+    r"i(?:'ll| will)\s+(?=use|go with|switch|pin|keep)|let's\s+|"
+    # a proposal said as a noun: "Proposal: rotate the keys …", "My suggestion is to …"
+    r"(?:my\s+)?(?:proposal|suggestion|recommendation)(?:\s+(?:is|would be))?(?:\s+to)?\s*:?\s+)(?P<what>.+)$",
     re.IGNORECASE,
 )
 _AGREE: Final = re.compile(
     r"^(?:yes|yeah|yep|sure|ok(?:ay)?|agreed|agree|sounds good|sounds great|good|great|"
-    r"perfect|fine|deal|do it|go ahead|let's do (?:it|that)|let's go with (?:it|that|this)|"
+    r"perfect|fine|deal|do it|go ahead|go for it|ship it|let's do (?:it|that)|"
+    r"let's go with (?:it|that|this)|"
     r"makes sense|exactly|correct|works for me|that works|lgtm|approved)\b",
     re.IGNORECASE,
 )
@@ -74,6 +84,7 @@ _SIGN_OFF: Final = re.compile(
     r"agreed(?=\s*(?:$|[.!,]|too\b|as well\b|with (?:it|that|this|us|me|the plan)\b)))",
     re.IGNORECASE,
 )
+_THANKS: Final = re.compile(r"\b(?:thanks|thank you|thx|got it|noted|i see|will do)\b", re.I)
 _DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
 _OPTIONS: Final = re.compile(
     r"^(?:should (?:we|i)|(?:do|would) you (?:want|like|prefer)(?: me)?(?: to)?|shall (?:we|i)|"
@@ -131,31 +142,53 @@ def _last_question(message: Message) -> str:
 
 
 def _agreement(text: str) -> bool:
+    text = re.sub(r"^[^\w\s]+\s*", "", text.strip())  # "👍 do it"
+    if _THANKS.search(text):
+        return False  # "ok thanks", "cool, got it": the reply acknowledges, it accepts nothing
     first = LEAD.sub("", text.strip()) if not _AGREE.match(text.strip()) else text.strip()
     return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not _DISAGREE.search(
         text.split(".")[0]
     )
 
 
+# A sentence that recommends, wherever the word is: "The simplest fix is to …", "Consider …",
+# "It'd be better to …", "One option is to …", "My suggestion would be …".
+_PROPOSAL_CUE: Final = re.compile(
+    r"\b(?:suggest|suggestion|recommend|recommendation|propose|proposal|consider|better to|"
+    r"best to|simplest|cleanest|easiest|safest|option is|approach (?:is|would be)|"
+    r"might want to)\b",
+    re.IGNORECASE,
+)
+# What comes before the proposal's content: "The simplest fix is to", "My suggestion would be".
+_PROPOSAL_HEAD: Final = re.compile(
+    r"^(?:.{0,50}?\b(?:is|would be|'d be|are)\s+(?:to\s+)?(?=\w)|consider\s+)", re.IGNORECASE
+)
+_MIN_PROPOSAL_WORDS: Final = 4
 # What a proposal may open with before its "I'd suggest": "For the search box, I'd suggest …".
 _SCOPE: Final = re.compile(
     r"^(?:for|in|on|to|with|given|since|as for|about|here|in that case|then)\b[^,]{0,60},\s+", re.I
 )
 
 
-def _proposal(message: Message) -> str | None:
-    """What an assistant's message proposes ("I suggest we pin pydantic"), if anything."""
+def _proposal(message: Message, reply: str = "") -> str | None:
+    """What an assistant's message proposes ("I suggest we pin pydantic"), if anything; with
+    the sentence before it when the proposal or the ``reply`` accepting it refers to it
+    ("replace both with ruff format")."""
     found = sentences(message.text())
     for index in range(len(found) - 1, -1, -1):
         text = _SCOPE.sub("", LEAD.sub("", found[index]).strip())
         if text.endswith("?"):
             continue
         match = _PROPOSAL.match(text)
-        if match and object_of(match.group("what")) is not None:
-            what = third_person(
-                clean(match.group("what")), Role.ASSISTANT, sentence=False, team=True
-            )
-            if index and re.search(r"\b(?:it|them|this|that|these|those)\b", what, re.I):
+        said = match.group("what") if match else ""
+        if not match and _PROPOSAL_CUE.search(text) and len(text.split()) > _MIN_PROPOSAL_WORDS:
+            # "The simplest fix is to batch the inserts", "Consider switching to orjson": a
+            # sentence that recommends, whatever its opening, is the proposal itself
+            said = _PROPOSAL_HEAD.sub("", text)
+        if said and object_of(said) is not None:
+            what = third_person(clean(said), Role.ASSISTANT, sentence=False, team=True)
+            refers = re.search(r"\b(?:it|them|this|that|these|those)\b", what, re.I)
+            if index and (refers or re.search(r"\b(?:both|them|these|those)\b", reply, re.I)):
                 # "I'd move them to a background job": what "them" is, the sentence before says
                 what += f" ({clean(found[index - 1])})"
             return what
@@ -187,6 +220,12 @@ def _asked_about_named(message: Message, talk: Talk) -> tuple[str, str] | None:
     return None
 
 
+# An answer the user takes back: "all of them lol, never mind".
+_TAKEN_BACK: Final = re.compile(
+    r"\b(?:never ?mind|nvm|forget it|doesn't matter|scratch that)\b", re.I
+)
+
+
 def _answer(reply: Message, question: str, name: str = "") -> Fact | None:
     """A fact from a reply that answers a question about the user with a bare phrase
     ("Mostly Go and gRPC"): the phrase states nothing alone, so the memory quotes the question."""
@@ -197,6 +236,7 @@ def _answer(reply: Message, question: str, name: str = "") -> Fact | None:
         or phrase.endswith("?")
         or len(phrase.split()) > 12
         or _CLAUSE_START.match(phrase)
+        or _TAKEN_BACK.search(reply.text())
     ):
         return None
     phrase = clauses(phrase)[0]  # "Mostly science fiction, but I can't stand horror"
@@ -339,6 +379,97 @@ def _adds_to_agreed(found: Sequence[Fact], last_decision: int | None, message: M
     return message.id in fact.message_ids and fact.fields.get("decided_by") != message.role.value
 
 
+# A reply this short that states a decision right after the other side's only repeats it.
+_ECHO_WORDS: Final = 6
+
+
+def _so_reason(fact: Fact, sentence: str, clause: str, role: Role) -> str | None:
+    """The reason of a decision whose clause follows ", so" in its sentence (what comes
+    before it, in the third person), or None; the fact that clause stated, if any, is the
+    decision's reason rather than a memory of its own."""
+    if fact.type is not MemoryType.DECISION or "reason" in fact.fields:
+        return None
+    before = re.search(rf"^(?P<why>.+?),\s+so\s+{re.escape(clause)}", sentence, re.IGNORECASE)
+    if before is None:
+        return None
+    why = third_person(clean(LEAD.sub("", before.group("why"))), role, sentence=False)
+    return why[:1].lower() + why[1:] if why else None
+
+
+def _echoes(
+    found: Sequence[Fact], last_decision: int | None, previous: Message | None, message: Message
+) -> bool:
+    """Whether a decision read from ``message`` only echoes the one the other side made in the
+    message before ("We chose row-level security" — "RLS it is."): the assistant decides
+    nothing for the user by repeating it, and the user's "ok, X it is" after the assistant's
+    decision is an agreement, not a second memory."""
+    if last_decision is None or previous is None:
+        return False
+    fact = found[last_decision]
+    made_by = fact.fields.get("decided_by")
+    if previous.role is message.role or previous.id not in fact.message_ids:
+        return False
+    if made_by != previous.role.value:
+        return False
+    said = sentences(message.text())
+    return bool(said) and len(said[0].split()) <= _ECHO_WORDS
+
+
+_REFERS: Final = re.compile(
+    r"\b(?:that|it|this|these|those|both|them|the\s+[\w\-]+\s+(?:thing|one|option|idea))\b", re.I
+)
+_MIN_STEM: Final = 3
+# A reply this short says what it decides only with the message it answers.
+_SHORT_REPLY_WORDS: Final = 6
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= _MIN_STEM}
+
+
+def _in_context(fact: Fact, asked: Message) -> Fact:
+    """A user's decision that answers the assistant's message before it and refers to it or is
+    short ("ok, let's add that index", "Go with 14 days, yes") carries the sentence of that
+    message it takes up (the one sharing most words with it, at least one: "Does it have retries
+    configured?" — "We agreed to keep it at three"):
+    the reply alone does not
+    say what "that index" is, and the same fact is then one memory, not a proposal in one
+    and its acceptance in another."""
+    said = _stems(fact.text) - _stems("the user team and others will")
+    short = len(fact.source.split()) <= _SHORT_REPLY_WORDS
+    if not (short or _REFERS.search(fact.fields.get("decision", fact.text))):
+        return fact  # "We decided to use PostgreSQL 16 for the ledger …" says it all
+    best, shared = "", 0
+    for sentence in sentences(asked.text()):
+        text = LEAD.sub("", sentence).strip()
+        common = len(said & _stems(text))
+        if common > shared and len(text.split()) > 2:
+            best, shared = text, common
+    if not best and _REFERS.search(fact.fields.get("decision", fact.text)):
+        # "Does it have retries configured?" — "We agreed to keep it at three": "it" is what
+        # the message before was about, its last sentence
+        last = [s for s in sentences(asked.text()) if len(s.split()) > 2]
+        best = LEAD.sub("", last[-1]).strip() if last else ""
+    if not best or clean(best).lower() in fact.text.lower():
+        return fact
+    taken = third_person(clean(best), Role.ASSISTANT, sentence=False, team=True)
+    ids = tuple(dict.fromkeys((asked.id, *fact.message_ids)))
+    return replace(fact, text=f"{fact.text} (the assistant had said: {taken})", message_ids=ids)
+
+
+def _over(fact: Fact, offered: tuple[str, str]) -> Fact:
+    """A user's decision in reply to a message that offered two alternatives ("SQS or run NATS
+    ourselves" — "SQS it is, nobody wants to babysit a cluster"), with the one it set aside
+    when its text names exactly one of them."""
+    said = {w[:5] for w in re.findall(r"[a-z0-9]+", fact.text.lower()) if len(w) > 2}
+    hits = [bool(said & {w[:5] for w in re.findall(r"[a-z0-9]+", o.lower()) if len(w) > 2})
+            for o in offered]  # fmt: skip
+    if hits.count(True) != 1:
+        return fact
+    chosen = offered[hits.index(True)]
+    return replace(fact, text=f"{fact.text} (over {other(offered, chosen)})")
+
+
 def _disclosed(
     text: str,
     sentence: str,
@@ -408,19 +539,29 @@ def conversation_facts(
         # the first sentence picked an option or answered "Should we …?": the decision it
         # states is that one, not a second one read from its clauses
         decided_first = False
+        start = len(found)
+        turn_decision: int | None = None  # the decision the turn-level reading made here
+        offered = options_in(previous.text()) if previous is not None else None
         picked = _picked(recent[-2:], message) if message.role is Role.USER else None
         if picked is not None:
             found.append(picked)
-            last_decision = len(found) - 1
+            last_decision = turn_decision = len(found) - 1
             decided_first = True
         elif message.role is Role.USER and previous is not None and previous.role is Role.ASSISTANT:
-            proposal = _proposal(previous) if agreed else None
+            # an agreement to the assistant's own decision ("Let's cap the cache at 512 MB." —
+            # "fine by me") already marked it agreed: the proposal is that one, not a second
+            decided_there = (
+                last_decision is not None
+                and previous.id in found[last_decision].message_ids
+                and found[last_decision].fields.get("decided_by") == previous.role.value
+            )
+            proposal = _proposal(previous, message.text()) if agreed and not decided_there else None
             if proposal is not None:
                 text = f"The user agreed to the assistant's proposal: {proposal}"
                 fields = {"decision": proposal, "decided_by": "assistant", "agreed_by": "user"}
                 found.append(Fact(MemoryType.DECISION, text, proposal, proposal,
                                   (previous.id, message.id), fields))  # fmt: skip
-                last_decision = len(found) - 1
+                last_decision = turn_decision = len(found) - 1
             question = _asked_about_user(previous)
             answer = _answer(message, question) if question else None
             about = _asked_about_named(previous, talk) if question is None else None
@@ -432,7 +573,7 @@ def conversation_facts(
             if said_yes is not None:
                 found.append(said_yes)
                 if said_yes.type is MemoryType.DECISION:
-                    last_decision = len(found) - 1
+                    last_decision = turn_decision = len(found) - 1
                     decided_first = True
         question = ""
         # a fact the turn-level reading took from this reply (an answer, a pick, a "yes")
@@ -464,6 +605,7 @@ def conversation_facts(
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):
                         continue
+                    text = subject_fact(text) or text  # "Orla from accounting is a legend"
                     before = len(found)
                     signer = _signer(text) if last_decision is not None else None
                     if signer is not None and last_decision is not None:
@@ -479,15 +621,55 @@ def conversation_facts(
                             continue  # the sign-off itself is the decision's, not an event
                         if first and fact.type is MemoryType.DECISION:
                             continue  # already read as the pick or the answer
+                        if fact.type is MemoryType.DECISION and turn_decision is not None:
+                            # "Yes, let's do that, it's the cheapest fix": one decision per
+                            # reply that accepted or picked, the rest of it goes on from it
+                            found[turn_decision] = _continued(found[turn_decision], text,
+                                                              message.role)  # fmt: skip
+                            continue
+                        if fact.type is MemoryType.DECISION and _echoes(
+                            found, last_decision, previous, message
+                        ):
+                            # "Monday the 4th it is." after the user's decision: agreement
+                            assert last_decision is not None
+                            found[last_decision] = _agreed_by(found[last_decision],
+                                                              message.role.value, message.id)  # fmt: skip
+                            continue
+                        if fact.type is MemoryType.DECISION and offered is not None:
+                            fact = _over(fact, offered)
+                        why = _so_reason(fact, sentence, text, message.role)
+                        if why is not None:
+                            # "The API is slow on cold starts, so we're moving it to Cloud
+                            # Run": one decision with its reason, not a fact and a decision
+                            fact = replace(
+                                fact,
+                                text=f"{fact.text}, because {why}",
+                                fields={**fact.fields, "reason": why},
+                            )
+                            if stated is not None and found[stated].type is not (
+                                MemoryType.DECISION
+                            ):
+                                found[stated] = replace(fact, message_ids=(message.id,))
+                                last_decision = stated
+                                continue
                         found.append(Fact(fact.type, fact.text, fact.subject, fact.source,
                                           (message.id,), fact.fields, fact.when))  # fmt: skip
                         if fact.type is MemoryType.DECISION:
                             last_decision = len(found) - 1
                     if len(found) > before:
                         stated, told = before, []
-                    elif stated is not None and signer is None and not told:
+                    elif (
+                        stated is not None
+                        and signer is None
+                        and not told
+                        # a name goes on from nothing: "I'm Tomasz btw, I run the infra team"
+                        and found[stated].subject != "name"
+                    ):
                         found[stated] = _continued(found[stated], text, message.role)
-                    elif signer is None and _adds_to_agreed(found, last_decision, message):
+                    elif signer is None and (
+                        _adds_to_agreed(found, last_decision, message)
+                        or (turn_decision == last_decision is not None and not first)
+                    ):
                         # "Yes, let's do that, it's the cheapest fix": the why of the decision
                         # the message agrees to, not a fact of its own
                         assert last_decision is not None
@@ -504,6 +686,10 @@ def conversation_facts(
                             stated = len(found)
                             found.extend(told)
                     question = ""  # only the first clause answers the question
+        if previous is not None and previous.role is Role.ASSISTANT is not message.role:
+            for index in range(start, len(found)):
+                if index != turn_decision and found[index].type is MemoryType.DECISION:
+                    found[index] = _in_context(found[index], previous)
         previous = message
         recent.append(message)
     return _fold_given_up(found)

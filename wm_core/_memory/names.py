@@ -36,7 +36,14 @@ _NOT_NAMES_TEXT: Final = (
     "Indoor Outdoor Once Twice Cold Hot Perfect Will Let Please Monday Tuesday Wednesday "
     "Thursday Friday Saturday Sunday January February March April May June July August "
     "September October November December Christmas Easter Sprint Grades Lentil Rarely "
-    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many I'd I'm I'll I've"
+    "Slowly Today Yesterday Tomorrow Last Next Every Each Some Most Many I'd I'm I'll I've "
+    # who someone is, not their name: "I'm Dutch", "I'm Catholic"
+    "Dutch French Swiss Irish British English Scottish Welsh Spanish Portuguese Italian "
+    "German Polish Danish Swedish Finnish Norwegian Greek Turkish Thai Chinese Japanese "
+    "Korean Vietnamese Indian Pakistani Brazilian Mexican Canadian American Australian "
+    "Russian Ukrainian Czech Austrian Belgian Hungarian Romanian Nigerian Kenyan Egyptian "
+    "Israeli Lebanese Iranian Persian Filipino Indonesian Argentinian Chilean Colombian "
+    "Peruvian Jewish Muslim Catholic Christian Hindu Buddhist Vegan Vegetarian Bilingual"
 )
 NOT_NAMES: Final = frozenset(_NOT_NAMES_TEXT.split())
 
@@ -78,7 +85,8 @@ _APPOSITIVE: Final = re.compile(
 )
 # "It's called Crumb & Co.": the name of the thing the clause before spoke of ("a bakery").
 IT_CALLED: Final = re.compile(
-    r"^(?:it|it's|it is|it was)\s+(?:(?:is|was)\s+)?(?:called|named)\s+[`\"']?"
+    r"^(?:it|it's|it is|it was|she|she's|she is|he|he's|he is)\s+(?:(?:is|was)\s+)?"
+    r"(?:called|named)\s+[`\"']?"
     r"(?P<name>(?-i:[A-Z0-9])[\w&.'\-]*(?:\s+(?:&\s+)?(?-i:[A-Z0-9])[\w&.'\-]*){0,3})",
     re.IGNORECASE,
 )

@@ -29,7 +29,10 @@ YEARLY: Final = re.compile(r"^(?:my|our)\s+(?:birthday|wedding anniversary|anniv
 _MY_NAME: Final = re.compile(
     rf"^(?:my name is|my name's|call me|i go by)\s+(?P<name>{NAME})", re.IGNORECASE
 )
-_IM_NAME: Final = re.compile(rf"^(?i:i'm|i am)\s+(?P<name>{NAME})\s*(?:,\s*(?P<rest>.+))?$")
+_IM_NAME: Final = re.compile(
+    rf"^(?i:i'm|i am)\s+(?P<name>{NAME})(?i:\s+(?:btw|by the way|here|fyi))?\s*"
+    r"(?:,\s*(?P<rest>.+))?$"
+)
 # A self-introduction without "I'm": "Quick intro: Beatriz Moreno, staff engineer at Quillsoft".
 _INTRO: Final = re.compile(
     rf"^(?:(?:quick|short|a quick|brief)\s+)?(?i:intro(?:duction)?|about me)\s*:\s*(?P<name>{NAME})"

@@ -7,12 +7,17 @@ the order of turns:
 
 - a statement is cut into clauses ("I prefer tabs over spaces, and my name is Dana" is a
   preference and a profile fact); a question, a hypothetical or a tentative opening states
-  nothing;
+  nothing, nor does a clause that only appraises (``appraisal``: "Orla is a legend", "I'm
+  gutted", "I'm allergic" with its object lost);
 - ``profile``: who the user is (name, age, home, work, health, diet, languages, habits);
 - ``preference`` (read by ``preferences``): what the user likes, dislikes, prefers, and what
   they want the assistant to always or never do;
 - ``decision`` (either role): "we decided / agreed / chose / switched …", "we'll use …",
-  "let's use …", with the reason ("because", "since") in its fields, and who agreed: the other
+  "let's use …" — one lexicon of choice verbs for every form (``_CHOOSE_VERBS``: "we'll be
+  using", "we're not going to support", "the platform team is no longer …"), a choice said as
+  its outcome ("SQS it is", "final call on X: Y"), a decision starting inside a clause ("… and
+  the team agreed to"), a topic before it kept ("for the HTTP layer we went with …"), a choice
+  not made refused ("we haven't decided yet") — with the reason ("because", "since") in its fields, and who agreed: the other
   role's "Good, let's go with that" right after, or the user's "Agreed" to an assistant's
   proposal ("I suggest …", "I'd batch them …"), or the user's pick among the options an
   assistant asked about, or someone named signing off ("Our CTO, Hana, approved it");
@@ -36,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
+from wm_core._memory.appraisal import only_appraises
 from wm_core._memory.changes import (
     MOVED,
     given_up,
@@ -120,7 +126,18 @@ _PROMOTED: Final = re.compile(
 )
 
 # Decisions.
-_MOVES: Final = ("moved", "switched")
+_MOVES: Final = (
+    "moved",
+    "switched",
+    "set up",
+    "introduced",
+    "enabled",
+    "disabled",
+    "deprecated",
+    "banned",
+    "ruled",
+    "mandated",
+)
 # What a decision's subject is without its verb: "go with Redis for the cache" is about
 # "Redis for the cache", as a later "we'll use Memcached for the cache" is.
 _CHOICE_VERB: Final = re.compile(
@@ -132,29 +149,73 @@ _DECIDED: Final = re.compile(
     # "After discussing it, the team chose …": a short lead-in before the decision
     r"^(?:(?:after|following|in the end|eventually|finally|ultimately)\b[^,]{0,40},\s+)?"
     r"(?:(?:we|i|they|(?:the|our)\s+(?:[\w\-]+\s+){0,3}(?:team|group|board|committee|leads|"
-    r"leadership|management))(?:\s+have|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
+    r"leadership|management|client|customer)|management|leadership|everyone|everybody|"
+    # someone named with the user: "Priya and I settled on …" (a name alone deciding may be
+    # a fact of their life: "Sarah decided to quit her job")
+    r"(?-i:[A-Z][a-z]+)\s+and\s+i)"
+    r"(?:\s+have|\s+has|'ve|\s+all|\s+finally|\s+just|\s+also)*\s+|"
     r"(?:it was|it's been)\s+)?"
-    r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|opted for|switched|moved|picked|"
-    r"committed to|ended up|voted|standardi[sz]ed on)\b(?P<what>.*)$",
+    r"(?P<verb>decided|agreed|chose|chosen|settled on|went with|gone with|went for|gone for|"
+    r"opted for|opted to|landed on|switched|moved|"
+    r"picked(?!\s+up\b)|"
+    r"committed to|ended up|voted|standardi[sz]ed on|"
+    # what a team set in place is its choice: "We've set up cert-manager to auto-renew"
+    r"set up|introduced|enabled|disabled|deprecated|banned|ruled|mandated)\b(?P<what>.*)$",
     re.IGNORECASE,
 )
 # A rule the speaker sets for themselves from now on: "From now on I'll keep notes in git".
 _FROM_NOW: Final = re.compile(
-    r"^(?:from now on|going forward|from today on|in future|in the future),?\s+(?:i|we)(?:'ll|"
-    r"\s+will|'re going to|\s+are going to|'m going to|\s+am going to)\s+(?P<what>\w.+)$",
+    r"^(?:from now on|going forward|moving forward|from today on|in future|in the future),?\s+"
+    r"(?:i|we)(?:'ll|\s+will|'re going to|\s+are going to|'m going to|\s+am going to)\s+"
+    r"(?P<what>\w.+)$|"
+    r"^(?:we|the team)(?:'ll|\s+will|'re going to|\s+are going to)\s+(?P<rule>\w.+?),?\s+"
+    r"(?:from now on|going forward|moving forward|from today on)$",
     re.IGNORECASE,
 )
-_DECISION_IS: Final = re.compile(r"^(?:the|our) decision (?:is|was) to\s+(?P<what>\w.*)$", re.I)
+_DECISION_IS: Final = re.compile(
+    r"^(?:the|our)\s+(?:new\s+|final\s+)?(?:decision|rule|policy|convention)\s+(?:is|was)"
+    r"(?:\s+to)?\s+(?P<what>\w.*)$",
+    re.I,
+)
+# One lexicon of choice verbs for every form a choice is said in ("we'll go with", "we're
+# switching to", "we'll be using", "we're not upgrading to", "let's stick with").
+_CHOOSE_VERBS: Final = (
+    r"go(?:ing)? with|use|using|keep|keeping|stick(?:ing)? with|switch(?:ing)?|drop(?:ping)?|"
+    r"adopt(?:ing)?|migrat(?:e|ing)|mov(?:e|ing)|deprecat(?:e|ing)|pin(?:ning)?|"
+    r"replac(?:e|ing)|standardi[sz](?:e|ing) on|upgrad(?:e|ing)|downgrad(?:e|ing)|"
+    r"retir(?:e|ing)|sunset(?:ting)?|postpon(?:e|ing)|delay(?:ing)?|cap(?:ping)?|"
+    r"limit(?:ing)?|freez(?:e|ing)|enforc(?:e|ing)|requir(?:e|ing)|ban(?:ning)?|"
+    r"settl(?:e|ing) on|opt(?:ing)? for|pick(?:ing)?|choos(?:e|ing)"
+)
 _WILL: Final = re.compile(
-    r"^(?:we|the team)(?:'ll|\s+will|'re going to|\s+are going to|'re|\s+are|\s+should)\s+"
-    r"(?P<what>(?:go(?:ing)? with|use|using|keep|keeping|stick(?:ing)? with|switch(?:ing)?|"
-    r"drop(?:ping)?|adopt(?:ing)?|migrat(?:e|ing)|mov(?:e|ing)|deprecat(?:e|ing)|pin(?:ning)?|"
-    r"replac(?:e|ing)|standardi[sz](?:e|ing) on)\b.+)$",
+    r"^(?:we|the team|(?:the|our)\s+[\w\-]+\s+team)(?:'ll|\s+will|'re|\s+are|\s+should|\s+is|'s)"
+    # a refusal takes any verb: "we're not going to support IE11", "no longer supporting it"
+    r"(?:\s+(?P<neg>not|no longer))?(?:\s+going to)?"
+    r"(?:\s+(?:be|now|also|just|definitely|all|officially))*\s+"
+    rf"(?P<what>(?(neg)[a-z]+|(?:{_CHOOSE_VERBS}))\b.+)$",
     re.IGNORECASE,
+)
+# The user's own choice said as what they will do: "I'll use Poetry for this project".
+_I_WILL: Final = re.compile(
+    rf"^i(?:'ll|\s+will|'m going to|\s+am going to)\s+(?P<what>(?:{_CHOOSE_VERBS})\b.+)$", re.I
 )
 _LETS: Final = re.compile(
-    r"^let's\s+(?P<what>(?:use|go with|switch|stick with|pick|choose|keep|drop|adopt|move|"
-    r"migrate|pin|split|deprecate|freeze|replace|standardi[sz]e on|do|make|go for)\b.+)$",
+    # "let's not X" sets a rule whatever X is; "let's X" decides when X is a verb of choice or
+    # of change ("let's raise that limit"), not of the work at hand ("let's look at the logs")
+    r"^let's\s+(?P<what>(?:not\s+(?!(?:worry|bother|forget|panic|get ahead)\b)[a-z]+|use|"
+    r"go with|switch|stick with|pick|choose|keep|drop|adopt|move|migrate|pin|split|deprecate|"
+    r"freeze|replace|standardi[sz]e on|do|make|go for|add|cap|rotate|set|limit|postpone|delay|"
+    r"skip|ship|remove|enable|disable|turn on|turn off|raise|lower|increase|reduce|bump|"
+    r"upgrade|downgrade|rename|retire|archive|schedule|move)\b.+)$",
+    re.IGNORECASE,
+)
+# A refusal that puts a choice off decides nothing: "let's not pin anything yet".
+_PUT_OFF: Final = re.compile(r"^(?:not|no longer)\b(?:.*\b(?:yet|anything)\b)", re.I)
+# A choice said as its outcome: "SQS it is", "Final answer on the logo: the teal one".
+_IT_IS: Final = re.compile(r"^(?P<what>[\w][\w .\-+#/]{0,40}?)\s+it is\b(?P<rest>.*)$", re.I)
+_FINAL: Final = re.compile(
+    r"^(?:(?:the\s+)?final\s+(?:answer|call|decision|verdict|choice|word)|(?:the\s+)?verdict|"
+    r"decision|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40}))?\s*[:,-]\s*(?P<what>\w.+)$",
     re.IGNORECASE,
 )
 
@@ -214,19 +275,76 @@ _EVENTFUL: Final = re.compile(
 # ("after a lot of back and forth we're going with …", "so in the end the team chose …").
 _DECISION_LEAD: Final = re.compile(
     r"^(?:(?:so|ok|okay|anyway|then|and)\s+)?(?:(?:after|following|in the end|eventually|"
-    r"finally|ultimately|as of|since|last|this|earlier|yesterday|today|on|at|by|for now)\b"
+    r"finally|ultimately|as of|since|last|this|earlier|yesterday|today|on|at|by|for now|"
+    # the part of the work it is about: "For the HTTP layer we went with Litestar"
+    r"for|as for|regarding|about|in)\b"
     r"[^,]{0,50}?,?\s+)(?=(?:we|we've|we're|we'll|i|i've|i'll|the team|our team|the \w+ team)\s)",
     re.IGNORECASE,
 )
 
 
+_UNDECIDED: Final = re.compile(
+    r"\b(?:haven't|have not|hasn't|has not|didn't|did not|can't|cannot|couldn't|not yet|never)\s+"
+    r"(?:yet\s+|really\s+|fully\s+)?(?:decided|agreed|chosen|chose|settled|picked|decide|agree|"
+    r"choose|settle|pick)\b",
+    re.IGNORECASE,
+)
+# Where a decision may start inside a clause: "We had a retro today and the team agreed to …",
+# "ok final call: we're not upgrading …".
+_DECISION_INSIDE: Final = re.compile(
+    r"(?:,|:|\band\b|\bso\b|\bthen\b|\bbut\b)\s+(?=(?:we|i|the|our|they|let's)\b)", re.I
+)
+
+
+_TOPIC_LEAD: Final = re.compile(
+    r"^(?:(?:so|ok|okay|anyway|then|and)\s+)*(?:for|as for|regarding|about|in)\b", re.I
+)
+
+
 def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
+    if _UNDECIDED.search(text):
+        return None  # "we haven't decided between gRPC and REST yet"
     lead = _DECISION_LEAD.match(text)
     if lead is not None:
         found = _decision_at(text[lead.end() :], role)
+        if found is not None and _TOPIC_LEAD.match(text[: lead.end()]):
+            # "for the search index we'll go with Meilisearch": the topic stays in the memory
+            return third_person(clean(text), role, team=True), found[1], found[2]
         if found is not None:
             return found
-    return _decision_at(text, role)
+    found = _decision_at(text, role) or _outcome(text, role)
+    if found is not None:
+        return found
+    for inside in _DECISION_INSIDE.finditer(text):
+        found = _decision_at(text[inside.end() :], role)
+        if found is not None:
+            # the memory keeps the whole clause: "Priya and I settled on GraphQL" names Priya
+            return third_person(clean(text), role, team=True), found[1], found[2]
+    return None
+
+
+def _outcome(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
+    """A choice said as its outcome ("SQS it is", "Final call on the logo: the teal one")."""
+    final = _FINAL.match(text)
+    if final is not None:
+        topic = final.group("topic")
+        choice = clean(final.group("what"))
+        what = f"{clean(topic)}: {choice}" if topic else choice
+        why = ""
+    else:
+        it_is = _IT_IS.match(text)
+        rest = it_is.group("rest") if it_is else ""
+        if it_is is None or (rest.strip(" .!") and not re.match(r"^\s*[.,;:!\-—]", rest)):
+            return None  # "SQS it is. nobody wants to babysit it": what follows is the why
+        what = choice = clean(it_is.group("what"))
+        why = clean(rest.strip(" .,;:!-—"))
+    if not choice or choice.lower().split()[0] in VAGUE:
+        return None
+    decided = third_person(what, role, sentence=False, team=True)
+    fields = {"decision": decided, "decided_by": role.value}
+    if why:
+        fields["reason"] = third_person(why, role, sentence=False, team=True)
+    return third_person(clean(text), role, team=True), _CHOICE_VERB.sub("", choice), fields
 
 
 def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
@@ -236,13 +354,21 @@ def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | Non
         or _WILL.match(text)
         or _LETS.match(text)
         or _FROM_NOW.match(text)
+        or (_I_WILL.match(text) if role is Role.USER else None)
     )
     if match is None:
         return None
     personal = re.match(r"^i\b", text, re.I) is not None
-    if personal and "verb" in match.groupdict() and match.group("verb").lower() in _MOVES:
+    verb = match.group("verb").lower() if "verb" in match.groupdict() else ""
+    if personal and verb in _MOVES:
         return None  # "I moved to Berlin" is about the user, not a choice of the team
-    what = match.group("what").strip()
+    if verb in _MOVES[2:] and text.lower().startswith(verb):
+        return None  # "Set up the project: …" asks for work; "we've set up X" tells a choice
+    what = (match.group("what") or match.groupdict().get("rule") or "").strip()
+    if match.groupdict().get("neg"):
+        what = f"{match.group('neg').lower()} {what}"
+    if _PUT_OFF.match(what):
+        return None  # "let's not pin anything yet" puts the choice off
     parts = REASON.split(what, maxsplit=1)
     choice = clean(parts[0])
     why = clean(parts[1]) if len(parts) > 1 else ""
@@ -285,9 +411,18 @@ def states_nothing(text: str, sentence: str) -> bool:
     """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
     meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
     new"), small talk ("ok that's enough for today"). The phrasing-agnostic reading
-    (``disclosure``) respects it too."""
+    (``disclosure``) respects it too. So is a choice not made ("we haven't decided yet") and a
+    clause that only appraises ("Orla is a legend",
+    "I'm gutted", "I'm allergic" with its object lost: ``appraisal``)."""
     away = _AWAY.search(text) or _AWAY.search(sentence)
-    return bool(away or _MENTAL.match(text) or _NOTHING.match(text) or small_talk(text))
+    return bool(
+        away
+        or _MENTAL.match(text)
+        or _NOTHING.match(text)
+        or small_talk(text)
+        or only_appraises(text)
+        or _UNDECIDED.search(text)
+    )
 
 
 def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk) -> list[Fact]:

@@ -22,6 +22,10 @@ _QUESTION_START: Final = re.compile(
     r"do(?=\s+(?:you|we|i|they|he|she|u|people|y'all)\b))\b",
     re.IGNORECASE,
 )
+_THANKS: Final = re.compile(
+    r"^\s*(?:thanks|thank you|thx|ty|cheers|many thanks)(?:\s+(?:so much|a lot|again))?\s+for\b",
+    re.IGNORECASE,
+)
 _HYPOTHETICAL: Final = re.compile(
     # ("unless" is no hypothesis: "no bullet points unless I ask" is a standing rule)
     r"\b(?:if|suppose|supposing|imagine|hypothetically|assuming|let's say|in case|whether)\b",
@@ -35,7 +39,8 @@ TENTATIVE: Final = re.compile(
 LEAD: Final = re.compile(
     r"^\s*(?:(?:ok(?:ay)?|great|nice|thanks|thank you|perfect|cool|also|and|so|now|btw|"
     r"by the way|fyi|actually|just so you know|for the record|oh|well|yes|yeah|yep|right|"
-    r"hey|hi|hello|ha|haha|sure|sorry|no|nope|anyway|honestly|good|fine)\b(?:\s+there)?"
+    r"hey|hi|hello|ha|haha|sure|sorry|no|nope|anyway|honestly|good|fine|ugh|argh|meh|omg|"
+    r"lol|wow|phew|man|hmm+(?=,|\s+(?:no|nope|ok|okay|yes|yeah|yep|actually|so|well)\b))\b(?:\s+there)?"
     r"[,.!]?\s*)+",
     re.IGNORECASE,
 )
@@ -62,6 +67,9 @@ _CLAUSE_SPLIT: Final = re.compile(
     rf"(?:,|:)\s+{_COMMA_SUBJECT}|"
     rf",?\s+(?:and|but|although|though|while|whereas)\s+{_SUBJECT_AHEAD}",
     re.IGNORECASE,
+)
+_LONE_NAME: Final = re.compile(
+    r"(?:^|,\s+)(?:(?-i:[A-Z][\w\-']+)(?:\s+(?-i:[A-Z][\w\-']+))?|(?i:my|our)\s+[a-z\-]+)$"
 )
 # "I grew up in Nairobi and moved to Toronto": the second clause's subject is the first's.
 # A life verb after "and" with no subject of its own starts a clause of the same speaker.
@@ -183,7 +191,9 @@ _LY_VERBS: Final = frozenset(
 )
 _PAST_FORMS_TEXT: Final = (
     "went had got broke lost quit left took made met saw came began ran won bought sold "
-    "gave fell wrote spent found became grew flew drove ate told said"
+    "gave fell wrote spent found became grew flew drove ate told said chose rode spoke woke "
+    "wore swam sang sat stood understood forgot thought brought bought caught taught kept "
+    "slept felt sent built paid held heard"
 )
 _PAST_FORMS: Final = frozenset(_PAST_FORMS_TEXT.split())
 # Present verbs that end like a past ("I need" is "the user needs").
@@ -267,10 +277,15 @@ VAGUE: Final = frozenset({"it", "that", "this", "them", "those", "so", "you", "o
 
 def statement(sentence: str) -> str | None:
     """The sentence without its lead-in, or None when it states nothing."""
+    if _THANKS.match(sentence):
+        return None  # "thanks for the help today!" thanks, it tells nothing
     text = LEAD.sub("", sentence).strip()
     if not text or text.endswith("?") or _QUESTION_START.match(text):
         return None
-    if _HYPOTHETICAL.search(text) or TENTATIVE.match(text):
+    # a hypothesis in the first clause makes the sentence one ("If we moved to Go, …", "I'd use
+    # Redis if we had more memory"); after a comma it is a purpose or a condition of what the
+    # sentence states ("moving it to Monday, so someone's around if it breaks")
+    if _HYPOTHETICAL.search(text.split(",", 1)[0]) or TENTATIVE.match(text):
         return None
     return text
 
@@ -280,6 +295,11 @@ def clauses(sentence: str) -> list[str]:
     ", so", a comma or colon before a new subject, "and"/"but" before one; a clause whose
     subject is left out after "and" ("… and moved to Toronto") gets the first clause's "I"."""
     parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(sentence)]
+    for index in range(len(parts) - 2, -1, -1):
+        # "Priya and I settled on GraphQL": one subject of two people, not two clauses
+        pair = f"{parts[index]} and {parts[index + 1]}"
+        if _LONE_NAME.search(parts[index]) and pair in sentence:
+            parts[index : index + 2] = [pair]
     found: list[str] = []
     for part in parts:
         if not part:
@@ -318,4 +338,8 @@ def expanded(text: str) -> str:
     return text
 
 
-REASON: Final = re.compile(r",?\s+(?:because|since|given that|due to|so that)\s+", re.I)
+REASON: Final = re.compile(
+    # "as" only before a subject: "as we need replay", not "as a service"
+    r",?\s+(?:because|since|given that|due to|so that|as(?=\s+(?:we|i|it|they|the|our|there)\b))\s+",
+    re.I,
+)

@@ -78,7 +78,12 @@ _PATTERNS: Final = (
     ("in_n", re.compile(rf"\bin\s+({_NUM})\s+(day|week|month|year)s?\b", re.I)),
     ("rel_unit", re.compile(r"\b(last|next|this)\s+(week|month|year|weekend)\b", re.I)),
     ("season", re.compile(r"\b(last|next|this)\s+(summer|winter|spring|autumn|fall)\b", re.I)),
-    ("rel_day", re.compile(rf"\b(last|next|this|on|by|coming|until)\s+({_DAY})\b", re.I)),
+    # ("on Thursday evenings" is a habit, not a date)
+    ("rel_day", re.compile(
+        rf"\b(last|next|this|on|by|coming|until)\s+({_DAY})\b"
+        r"(?!\s+(?:evenings|mornings|nights|afternoons|lunchtimes)\b)",
+        re.I,
+    )),
     ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until)\s+({_MONTH})\b(?!\s+\d)", re.I)),
     ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b", re.I)),
     ("year", re.compile(r"\b(?:in|since|during)\s+((?:19|20)\d{2})\b", re.I)),
@@ -98,6 +103,8 @@ _HOLIDAYS: Final = {
 _FUTURE: Final = re.compile(
     r"\b(?:will|'ll|shall|going to|gonna|plan(?:ning)? to|planned|scheduled|expecting|"
     r"is turning|are turning|upcoming|next|tomorrow|starts|begins|is due|are due|due|"
+    # a booking is for what is coming: "I've signed up for the marathon in October"
+    r"signed up for|booked|registered for|(?:bought|got) tickets|"
     r"i'm (?:starting|taking|flying|going|visiting|running|seeing|playing|meeting)|"
     r"(?:we're|we are|i am) \w+ing)\b",
     re.IGNORECASE,
