@@ -50,7 +50,11 @@ _RELATIVES: Final = re.compile(
     re.IGNORECASE,
 )
 _NAME: Final = re.compile(r"(?<=\w )(?:[A-Z][\w\-&]*)")
-_TECH: Final = re.compile(r"\w[\w\-]*[\d._/:][\w\-./:]*|\b\w+_\w+\b")
+# A technical token ("v2.1", "src/app.py", "auth_token", "db-01:5432"): a word character, then
+# hyphens, then a digit or one of ``._/:``. Only whether the clause holds one is read, so the
+# shortest form is searched: the longer "\w[\w-]*[\d._/:]…" backtracks over every long word
+# (quadratic: a 64 KB word took 90 s), this one reads each character once.
+_TECH: Final = re.compile(r"\w-*[\d._/:]")
 
 # No memory, whatever the words: a request or question to the assistant, a greeting, thanks,
 # an acknowledgement, leaving, or a clause too short to state anything alone.

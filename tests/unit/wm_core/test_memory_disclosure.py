@@ -6,6 +6,11 @@ the third person with its words."""
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from wm_core import MemoryType, Message, Role, TextPart, extract_memories
 from wm_core._memory import disclosure
 from wm_core._memory.disclosure import (
@@ -163,3 +168,20 @@ def test_small_talk_with_a_time_is_no_event() -> None:
     assert _talk("U: ok thats enough for today, thanks for the help", date="2026-11-18") == []
     assert small_talk("thanks for the help with the migration script")
     assert not small_talk("I moved to Porto in November")
+
+
+# The technical-token cue as first written: it backtracked over every long word (a 64 KB word
+# took 90 s in a commit's extraction). The shorter form must find a token in exactly the same
+# clauses.
+_TECH_AS_WRITTEN = re.compile(r"\w[\w\-]*[\d._/:][\w\-./:]*|\b\w+_\w+\b")
+
+
+@given(st.text(alphabet="aZ1._/:- é", max_size=24))
+def test_the_technical_token_cue_reads_what_the_longer_pattern_read(clause: str) -> None:
+    assert ("tech" in features(clause, Role.USER)) == bool(_TECH_AS_WRITTEN.search(clause))
+
+
+def test_a_long_word_reads_as_one_word() -> None:
+    word = "y" * 200_000  # linear now: well under a second; quadratic, hours
+    assert "tech" not in features(word, Role.USER)
+    assert "tech" in features(word + "_2", Role.USER)
