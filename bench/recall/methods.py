@@ -128,6 +128,4 @@ async def _memories(context: Context, question: Question) -> list[str]:
     return await memories(context.client, question)
 
 
-register(
-    Method("memories", "SearchMemories: the messages behind the memories it finds", _memories)
-)
+register(Method("memories", "SearchMemories: the messages behind the memories it finds", _memories))
