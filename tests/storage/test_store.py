@@ -391,6 +391,27 @@ async def test_expired_lease_is_claimed_again(services: Services) -> None:
         await services.jobs.complete(first, _completion("doc", (1,)))
 
 
+async def test_progress_events_go_after_the_commits_last_event(services: Services) -> None:
+    """A progress write trusts the attempt's own last event number (one statement where a
+    statement is a round trip); with a stale one it stores nothing and the events go after
+    the commit's real last event, numbered without a gap."""
+    await _add(services, "s", _text(1))
+    commit, _ = await services.commits.phase1("s", 0, None)
+    job = await _claim(services)
+    assert job.last_sequence == 2  # Phase 1, the claim's Phase2Started
+    job = await services.jobs.record(job, Phase2Started(1, True, 0, (1,)))
+    assert job.last_sequence == 3
+    events = (Phase2Started(1, True, 0, (1,)), Phase2Started(1, True, 0, (1,)))
+    stale = await services.jobs.record(replace(job, last_sequence=1), *events)
+    assert stale.last_sequence == 5
+    assert await _sequences(services, commit.commit_id) == [1, 2, 3, 4, 5]
+    assert (await services.commits.get("s", commit.commit_id)).last_sequence == 5
+    await services.jobs.release(stale)
+    with pytest.raises(LeaseLost):  # the number is right, the lease is gone
+        await services.jobs.record(stale, Phase2Started(1, True, 0, (1,)))
+    assert await _sequences(services, commit.commit_id) == [1, 2, 3, 4, 5]
+
+
 async def test_wm_conflict_is_detected(services: Services) -> None:
     await _add(services, "s", _text(1))
     await services.commits.phase1("s", 0, None)

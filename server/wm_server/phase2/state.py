@@ -28,6 +28,9 @@ class ClaimedJob:
     previous_version: int = 0  # the working memory this attempt updates (0: it creates one)
     covered_seqs: tuple[int, ...] = ()  # the archive and earlier failed, uncovered ones
     sid: int = 0  # the session's key (its reads need no lookup by name first)
+    # The commit's last event number as this attempt last wrote it: a hint that lets a
+    # progress write check the lease and append in one statement (``JobStore.record``).
+    last_sequence: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,8 +161,8 @@ class JobStore:
         job = replace(job, previous_version=wm_version, covered_seqs=(*seqs, job.archive_seq))
         started = Phase2Started(job.attempts, wm_version == 0, wm_version, job.covered_seqs)
         await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
-        await self._log.append(uow, job.session_id, job.commit_id, after, started)
-        return job
+        last = await self._log.append(uow, job.session_id, job.commit_id, after, started)
+        return replace(job, last_sequence=last)
 
     @retry_conflicts
     async def restart(self, job: ClaimedJob, events: Sequence[CommitEvent]) -> ClaimedJob:
@@ -266,13 +266,31 @@ class JobStore:
     # -- writes of a job holder ------------------------------------------------------------
 
     @retry_conflicts
-    async def record(self, job: ClaimedJob, *events: CommitEvent) -> None:
-        """Store progress events of a job this worker holds (pipelined: BEGIN and COMMIT
-        cost no round trip of their own)."""
+    async def record(self, job: ClaimedJob, *events: CommitEvent) -> ClaimedJob:
+        """Store progress events of a job this worker holds; the job with its new last
+        event number.
+
+        Where a statement is a round trip, the events go numbered after the attempt's own
+        last one (``ClaimedJob.last_sequence``) in one statement that stores them only while
+        the lease is held and that number is still the commit's (``EventLog.appending_if``),
+        sent with BEGIN and COMMIT: one round trip. If it stored nothing, the lease is
+        checked and the events appended as every other write does (``LeaseLost``, or the
+        commit's real last number)."""
+        if not events:
+            return job
+        if self._db.dialect.round_trips:
+            async with self._db.unit_of_work(pipelined=True) as uow:
+                write, last = self._log.appending_if(
+                    uow, job.session_id, job.commit_id, job.last_sequence, events,
+                    uow.jobs.held(), {"token": job.lease_token},
+                )  # fmt: skip
+                if await uow.commit_with(write) == len(events):
+                    return replace(job, last_sequence=last)
         async with self._db.unit_of_work(pipelined=True) as uow:
             after = await _hold(uow, job)
-            await self._log.append(uow, job.session_id, job.commit_id, after, *events)
+            last = await self._log.append(uow, job.session_id, job.commit_id, after, *events)
             await uow.commit()
+        return replace(job, last_sequence=last)
 
     @retry_conflicts
     async def index_chunk(

@@ -222,6 +222,15 @@ class _Pg(Connection):
         self.wrote = True
         await self.conn.execute(_psycopg_sql(sql), params)
 
+    async def last_write(self, write: Write) -> Callable[[], int]:
+        """In pipeline mode only queued: the COMMIT's sync sends it, and its count is read
+        from its cursor afterwards."""
+        if self.piped is None:
+            return await super().last_write(write)
+        self.wrote = True
+        cur = await self.conn.execute(_psycopg_sql(write.sql), write.params or {})
+        return lambda: cur.rowcount
+
     async def one(self, sql: str, params: Params) -> Row | None:
         if not sql.startswith("SELECT"):
             self.wrote = True
