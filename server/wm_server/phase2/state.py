@@ -10,6 +10,7 @@ from wm_core import Message, PendingItem
 from wm_server.llm.chain import Generation
 from wm_server.services.embedding_index import VectorRow
 from wm_server.services.extraction import Extraction
+from wm_server.services.memories import MemoryOwner
 from wm_server.storage.records import SearchRow, StoredMessage, WorkingMemoryRecord
 
 
@@ -47,6 +48,9 @@ class Phase2Input:
     sid: int = 0  # the session's key
     archive: tuple[StoredMessage, ...] = ()  # the job's own archive (what is indexed)
     archive_time: float = 0.0  # when that archive was made (its search rows carry it)
+    # Whose memories, as the session said when this was read: extraction reads the similar
+    # ones with its own reads, and checks it then (``services.extraction.memory_subject``).
+    owner: MemoryOwner | None = None
 
 
 @dataclass(frozen=True, slots=True)

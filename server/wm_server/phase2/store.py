@@ -54,7 +54,7 @@ from wm_server.services.extraction import (
     memory_subject,
     message_dates,
 )
-from wm_server.services.memories import MemorySources, apply_plan
+from wm_server.services.memories import MemoryOwner, MemorySources, apply_plan, owner_of
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.archives import search_rows_of
 from wm_server.storage.database import Database
@@ -232,18 +232,25 @@ class JobStore:
         archive_time = placed[job.archive_seq][2] if job.archive_seq in placed else 0.0
         return Phase2Input(
             previous, tuple(messages), job.covered_seqs, row.record.config.provider,
-            tuple(pending), dates, row.sid, tuple(archive), archive_time,
+            tuple(pending), dates, row.sid, tuple(archive), archive_time, owner_of(row),
         )  # fmt: skip
 
     async def memory_context(
-        self, job: ClaimedJob, messages: tuple[Message, ...], *, enabled_by_server: bool
+        self,
+        job: ClaimedJob,
+        messages: tuple[Message, ...],
+        *,
+        enabled_by_server: bool,
+        owner: MemoryOwner | None = None,
     ) -> MemoryContext:
         """What memory extraction reads before its model call (see services.extraction):
-        short reads, and a scan of its backlog archives when it has one."""
+        short reads (with the memories similar to ``messages`` while ``owner`` is still the
+        session's), and a scan of its backlog archives when it has one."""
         async with self._db.reader() as uow:
             subject = await memory_subject(
                 uow, tenant=job.tenant, session_id=job.session_id, sid=job.sid,
                 archive_seq=job.archive_seq, enabled_by_server=enabled_by_server,
+                owner=owner, messages=messages,
             )  # fmt: skip
             if isinstance(subject, MemorySubject) and not subject.backlog_seqs:
                 return await memory_context(uow, subject, tenant=job.tenant, messages=messages)

@@ -90,7 +90,8 @@ def _values(sql: str) -> tuple[int, int, list[str]] | None:
     match = _VALUES_START.search(sql)
     if match is None:
         return None
-    depth, quoted, item, items = 0, False, match.end(), []
+    depth, quoted, item = 0, False, match.end()
+    items: list[str] = []
     for i in range(match.end() - 1, len(sql)):
         char = sql[i]
         if char == "'":
