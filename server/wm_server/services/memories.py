@@ -256,6 +256,8 @@ def similar_reading(
 ) -> Read[list[MemoryRecord]] | None:
     """``similar_memories`` as one read, to send with others (``UnitOfWork.read``), where
     the engine asks it with one query; None where it may take more (then call it)."""
+    if not uow.memories.ranks_in_one_query:  # before the text is analyzed for nothing
+        return None
     read = uow.memories.ranking(
         MemoryFilter(tenant, owner.key), uow.memories.terms(text), max(1, min(limit, MAX_LIMIT))
     )

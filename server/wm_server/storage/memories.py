@@ -346,15 +346,21 @@ class MemoryRepository(Repository):
                 break
         return _scored(rows)
 
+    @property
+    def ranks_in_one_query(self) -> bool:
+        """``ranked`` asks one query whatever the words: the engine keeps no counts of rows
+        per word to choose the cheaper words from (then ``ranking`` has a read)."""
+        return self._dialect.text_index.frequencies("memories") is None
+
     def ranking(
         self, where: MemoryFilter, words: list[str], limit: int
     ) -> Read[list[tuple[MemoryRow, float]]] | None:
         """``ranked`` as one read, where the engine asks it with one query (no counts of
         rows per word to choose the cheaper words from); None where it may need more, or
         none (no words)."""
-        index = self._dialect.text_index
-        if not words or (len(words) >= 2 and index.frequencies("memories") is not None):
+        if not words or (len(words) >= 2 and not self.ranks_in_one_query):
             return None
+        index = self._dialect.text_index
         return Read(*self._ranked_query(where, index.query(words), limit), _scored)
 
     def _ranked_query(
