@@ -15,6 +15,7 @@ from storage_support import Services, build_services
 from wm_core import Message, Role, TextPart, message_tokens
 from wm_server.security.tenancy import set_tenant
 from wm_server.storage.postgres import PostgresDatabase
+from wm_server.storage.records import SearchRow
 
 pytestmark = pytest.mark.postgres
 
@@ -128,3 +129,63 @@ async def test_a_batch_keeps_every_character_of_its_rows(
         assert row is not None
         stored = await uow.messages.between(row.sid, 0, None)
     assert [s.message.parts for s in stored] == parts
+
+
+async def test_a_batch_of_computed_values_goes_as_one_statement(
+    single: tuple[PostgresDatabase, Services],
+) -> None:
+    """An archive's full-text rows (each vector computed by ``to_tsvector`` from its text) go
+    as one INSERT over arrays, not a statement per row, and each row gets the vector of its
+    own text."""
+    database, services = single
+    await services.sessions.add_messages("s", [_text(1)], create_if_missing=True, request_id="")
+    index = database.dialect.text_index
+    for seq in range(1, 7):  # prepared on its fifth run: its text can be read
+        rows = [SearchRow(p, 1.0, index.indexed(f"word{seq}x{p} common")) for p in range(1, 4)]
+        async with database.unit_of_work() as uow:
+            session = await uow.sessions.find("t", "s")
+            assert session is not None
+            await uow.write(*uow.archives.indexing(session.sid, seq, rows))
+            await uow.commit()
+    async with database.reader() as uow:
+        prepared = await uow._conn.all(
+            "SELECT statement FROM pg_prepared_statements"
+            " WHERE statement LIKE '%INSERT INTO archived_texts%'",
+            {},
+        )
+        stored = await uow._conn.all(
+            "SELECT seq, position, search::text FROM archived_texts ORDER BY seq, position", {}
+        )
+    assert len(prepared) == 1 and "unnest" in prepared[0][0]
+    assert [(s, p) for s, p, _ in stored] == [(s, p) for s in range(1, 7) for p in range(1, 4)]
+    assert all(text == f"'common':2 'word{s}x{p}':1" for s, p, text in stored)
+
+
+async def test_working_memory_documents_are_compressed_with_lz4(
+    single: tuple[PostgresDatabase, Services],
+) -> None:
+    """Every Phase 2 writes a document of tens of kilobytes: lz4 compresses it in a third
+    of pglz's time (this cluster is built with lz4), and the document reads back whole."""
+    database, services = single
+    await services.sessions.create("s", "")
+    document = "# Working Memory\n" + "".join(f"- fact {n}: port {8000 + n}\n" for n in range(2000))
+    async with database.unit_of_work() as uow:
+        session = await uow.sessions.find("t", "s")
+        assert session is not None
+        inserting = uow.working_memories.inserting(
+            session.sid, 1, document, archive_seq=None, covered_seq=0, commit_id=None,
+            tokens=1, now=1.0, decisions_json="[]",
+        )  # fmt: skip
+        await uow.write(inserting)
+        await uow.commit()
+    async with database.reader() as uow:
+        method = await uow._conn.one(
+            "SELECT attcompression FROM pg_attribute"
+            " WHERE attrelid = 'working_memories'::regclass AND attname = 'document'",
+            {},
+        )
+        stored = await uow._conn.one(
+            "SELECT pg_column_compression(document), document FROM working_memories", {}
+        )
+    assert method == ("l",)
+    assert stored == ("lz4", document)

@@ -23,6 +23,7 @@ from storage_support import ENGINES, Services, build_services, make_database
 from wm_core import (
     AutoCommitPolicy,
     CommitState,
+    MemoryType,
     Message,
     OpKind,
     PendingItem,
@@ -50,6 +51,7 @@ from wm_server.security.tenancy import set_tenant
 from wm_server.services import paging
 from wm_server.services.commit_event_log import EventLog, Phase2Started
 from wm_server.services.context_formats import ContextFormat
+from wm_server.services.memories import MemoryContent, MemoryOwner, OwnerSpec
 from wm_server.storage.database import Database
 from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.storage.statements import Write
@@ -389,6 +391,60 @@ async def test_expired_lease_is_claimed_again(services: Services) -> None:
     assert not await services.jobs.renew(first, 60)
     with pytest.raises(LeaseLost):
         await services.jobs.complete(first, _completion("doc", (1,)))
+
+
+async def test_progress_events_go_after_the_commits_last_event(services: Services) -> None:
+    """A progress write trusts the attempt's own last event number (one statement where a
+    statement is a round trip); with a stale one it stores nothing and the events go after
+    the commit's real last event, numbered without a gap."""
+    await _add(services, "s", _text(1))
+    commit, _ = await services.commits.phase1("s", 0, None)
+    job = await _claim(services)
+    assert job.last_sequence == 2  # Phase 1, the claim's Phase2Started
+    job = await services.jobs.record(job, Phase2Started(1, True, 0, (1,)))
+    assert job.last_sequence == 3
+    events = (Phase2Started(1, True, 0, (1,)), Phase2Started(1, True, 0, (1,)))
+    stale = await services.jobs.record(replace(job, last_sequence=1), *events)
+    assert stale.last_sequence == 5
+    assert await _sequences(services, commit.commit_id) == [1, 2, 3, 4, 5]
+    assert (await services.commits.get("s", commit.commit_id)).last_sequence == 5
+    await services.jobs.release(stale)
+    with pytest.raises(LeaseLost):  # the number is right, the lease is gone
+        await services.jobs.record(stale, Phase2Started(1, True, 0, (1,)))
+    assert await _sequences(services, commit.commit_id) == [1, 2, 3, 4, 5]
+
+
+async def test_memory_context_reads_the_similar_memories_of_the_sessions_owner(
+    services: Services,
+) -> None:
+    """Extraction's context: the owner's memories like the archive's messages. The owner the
+    input was read with lets them be read with the session (one round trip on PostgreSQL);
+    a wrong one is checked against the session and the memories read for the right one."""
+    await services.sessions.create("s", "", user_id="u1")
+    for text in ("Kiwi pie recipe from grandma", "The build uses port 8080"):
+        await services.memories.create(
+            OwnerSpec(user_id="u1"), MemoryContent(MemoryType.ENTITY, text), "", ""
+        )
+    await services.memories.create(
+        OwnerSpec(user_id="u2"), MemoryContent(MemoryType.ENTITY, "Kiwi jam"), "", ""
+    )
+    parts = (TextPart("bake the kiwi pie tonight"),)
+    await _add(services, "s", Message("m", Role.USER, parts, message_tokens(parts)))
+    await services.commits.phase1("s", 0, None)
+    job = await _claim(services)
+    data = await services.jobs.read_input(job)
+    assert data.owner == MemoryOwner("user:u1")
+    contexts = [
+        await services.jobs.memory_context(job, data.messages, enabled_by_server=True, owner=owner)
+        for owner in (data.owner, None, MemoryOwner("user:u2"))
+    ]
+    for context in contexts:
+        assert context.enabled and context.owner == MemoryOwner("user:u1")
+        assert [m.text for m in context.existing] == ["Kiwi pie recipe from grandma"]
+    off = await services.jobs.memory_context(
+        job, data.messages, enabled_by_server=False, owner=data.owner
+    )
+    assert not off.enabled and off.existing == ()
 
 
 async def test_wm_conflict_is_detected(services: Services) -> None:

@@ -21,7 +21,11 @@ def free_port() -> int:
 class ServerProcess:
     """A ``wm-server`` child on a fixed loopback port, with its log captured to a file."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, **env: str) -> None:
+    def __init__(
+        self, data_dir: Path, port: int | None = None, *, python: str = sys.executable, **env: str
+    ) -> None:
+        """``python``: the interpreter that runs the server (a benchmark's other checkout)."""
+        self.python = python
         self.data_dir = data_dir
         self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -44,7 +48,7 @@ class ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wm_server"], env=env, stdout=log, stderr=log
+            [self.python, "-m", "wm_server"], env=env, stdout=log, stderr=log
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

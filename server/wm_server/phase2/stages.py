@@ -104,7 +104,7 @@ async def update_working_memory(state: State, tools: Tools) -> State:
 async def extract_memories(state: State, tools: Tools) -> State:
     job, data, settings = state.job, state.data, tools.settings
     context = await tools.store.memory_context(
-        job, data.messages, enabled_by_server=settings.memory_extraction
+        job, data.messages, enabled_by_server=settings.memory_extraction, owner=data.owner
     )
     extraction = await extract(
         tools.provider,

@@ -10,6 +10,7 @@ from wm_core import Message, PendingItem
 from wm_server.llm.chain import Generation
 from wm_server.services.embedding_index import VectorRow
 from wm_server.services.extraction import Extraction
+from wm_server.services.memories import MemoryOwner
 from wm_server.storage.records import SearchRow, StoredMessage, WorkingMemoryRecord
 
 
@@ -28,6 +29,9 @@ class ClaimedJob:
     previous_version: int = 0  # the working memory this attempt updates (0: it creates one)
     covered_seqs: tuple[int, ...] = ()  # the archive and earlier failed, uncovered ones
     sid: int = 0  # the session's key (its reads need no lookup by name first)
+    # The commit's last event number as this attempt last wrote it: a hint that lets a
+    # progress write check the lease and append in one statement (``JobStore.record``).
+    last_sequence: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,9 @@ class Phase2Input:
     sid: int = 0  # the session's key
     archive: tuple[StoredMessage, ...] = ()  # the job's own archive (what is indexed)
     archive_time: float = 0.0  # when that archive was made (its search rows carry it)
+    # Whose memories, as the session said when this was read: extraction reads the similar
+    # ones with its own reads, and checks it then (``services.extraction.memory_subject``).
+    owner: MemoryOwner | None = None
 
 
 @dataclass(frozen=True, slots=True)

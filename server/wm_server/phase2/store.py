@@ -54,7 +54,7 @@ from wm_server.services.extraction import (
     memory_subject,
     message_dates,
 )
-from wm_server.services.memories import MemorySources, apply_plan
+from wm_server.services.memories import MemoryOwner, MemorySources, apply_plan, owner_of
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.archives import search_rows_of
 from wm_server.storage.database import Database
@@ -161,8 +161,8 @@ class JobStore:
         job = replace(job, previous_version=wm_version, covered_seqs=(*seqs, job.archive_seq))
         started = Phase2Started(job.attempts, wm_version == 0, wm_version, job.covered_seqs)
         await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
-        await self._log.append(uow, job.session_id, job.commit_id, after, started)
-        return job
+        last = await self._log.append(uow, job.session_id, job.commit_id, after, started)
+        return replace(job, last_sequence=last)
 
     @retry_conflicts
     async def restart(self, job: ClaimedJob, events: Sequence[CommitEvent]) -> ClaimedJob:
@@ -232,18 +232,25 @@ class JobStore:
         archive_time = placed[job.archive_seq][2] if job.archive_seq in placed else 0.0
         return Phase2Input(
             previous, tuple(messages), job.covered_seqs, row.record.config.provider,
-            tuple(pending), dates, row.sid, tuple(archive), archive_time,
+            tuple(pending), dates, row.sid, tuple(archive), archive_time, owner_of(row),
         )  # fmt: skip
 
     async def memory_context(
-        self, job: ClaimedJob, messages: tuple[Message, ...], *, enabled_by_server: bool
+        self,
+        job: ClaimedJob,
+        messages: tuple[Message, ...],
+        *,
+        enabled_by_server: bool,
+        owner: MemoryOwner | None = None,
     ) -> MemoryContext:
         """What memory extraction reads before its model call (see services.extraction):
-        short reads, and a scan of its backlog archives when it has one."""
+        short reads (with the memories similar to ``messages`` while ``owner`` is still the
+        session's), and a scan of its backlog archives when it has one."""
         async with self._db.reader() as uow:
             subject = await memory_subject(
                 uow, tenant=job.tenant, session_id=job.session_id, sid=job.sid,
                 archive_seq=job.archive_seq, enabled_by_server=enabled_by_server,
+                owner=owner, messages=messages,
             )  # fmt: skip
             if isinstance(subject, MemorySubject) and not subject.backlog_seqs:
                 return await memory_context(uow, subject, tenant=job.tenant, messages=messages)
@@ -266,13 +273,31 @@ class JobStore:
     # -- writes of a job holder ------------------------------------------------------------
 
     @retry_conflicts
-    async def record(self, job: ClaimedJob, *events: CommitEvent) -> None:
-        """Store progress events of a job this worker holds (pipelined: BEGIN and COMMIT
-        cost no round trip of their own)."""
+    async def record(self, job: ClaimedJob, *events: CommitEvent) -> ClaimedJob:
+        """Store progress events of a job this worker holds; the job with its new last
+        event number.
+
+        Where a statement is a round trip, the events go numbered after the attempt's own
+        last one (``ClaimedJob.last_sequence``) in one statement that stores them only while
+        the lease is held and that number is still the commit's (``EventLog.appending_if``),
+        sent with BEGIN and COMMIT: one round trip. If it stored nothing, the lease is
+        checked and the events appended as every other write does (``LeaseLost``, or the
+        commit's real last number)."""
+        if not events:
+            return job
+        if self._db.dialect.round_trips:
+            async with self._db.unit_of_work(pipelined=True) as uow:
+                write, last = self._log.appending_if(
+                    uow, job.session_id, job.commit_id, job.last_sequence, events,
+                    uow.jobs.held(), {"token": job.lease_token},
+                )  # fmt: skip
+                if await uow.commit_with(write) == len(events):
+                    return replace(job, last_sequence=last)
         async with self._db.unit_of_work(pipelined=True) as uow:
             after = await _hold(uow, job)
-            await self._log.append(uow, job.session_id, job.commit_id, after, *events)
+            last = await self._log.append(uow, job.session_id, job.commit_id, after, *events)
             await uow.commit()
+        return replace(job, last_sequence=last)
 
     @retry_conflicts
     async def index_chunk(

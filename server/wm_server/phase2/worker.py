@@ -162,7 +162,7 @@ class _Journal:
         now = time.monotonic()
         if self._written is not None and now - self._written < self._every:
             return False
-        await self._store.record(self.job, *self.take())
+        self.job = await self._store.record(self.job, *self.take())
         self._written = now
         return True
 

@@ -11,13 +11,14 @@ storage and services never build ``wm.v1`` messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from wm_core import CommitState, Decision
 from wm_server.errors import StorageConflict
 from wm_server.llm.chain import LlmCallFinished, LlmCallStarted, OpsParsed
 from wm_server.storage.records import CommitRecord
+from wm_server.storage.statements import Params, Write
 from wm_server.storage.unit_of_work import UnitOfWork
 
 
@@ -132,14 +133,38 @@ class EventLog:
         """
         if not events:
             return after
-        last = after + len(events)
-        rows = [
-            (seq, self.encode(session_id, commit_id, seq, event), is_terminal(event))
-            for seq, event in enumerate(events, start=after + 1)
-        ]
+        rows = self._rows(session_id, commit_id, after, events)
+        last = rows[-1][0]
         stored = await uow.commits.extend_events(
             commit_id, after, last, storing=[uow.events.inserting(commit_id, rows)]
         )
         if not stored:
             raise StorageConflict(f"events of commit {commit_id} were appended concurrently")
         return last
+
+    def appending_if(
+        self,
+        uow: UnitOfWork,
+        session_id: str,
+        commit_id: str,
+        after: int,
+        events: Sequence[CommitEvent],
+        condition: str,
+        params: Params,
+    ) -> tuple[Write, int]:
+        """``append`` as one statement that stores ``events`` only while the commit's last
+        event is still ``after`` and ``condition`` holds (``CommitRepository.extending_if``;
+        PostgreSQL): the write, which changes ``len(events)`` rows or none, and the new last
+        sequence. For a writer that knows ``after`` without reading it (the lease holder)."""
+        rows = self._rows(session_id, commit_id, after, events)
+        write = uow.commits.extending_if(commit_id, after, rows, condition, params)
+        return write, rows[-1][0]
+
+    def _rows(
+        self, session_id: str, commit_id: str, after: int, events: Sequence[CommitEvent]
+    ) -> list[tuple[int, bytes, bool]]:
+        """Each event numbered after ``after``: (sequence, wire bytes, terminal)."""
+        return [
+            (seq, self.encode(session_id, commit_id, seq, event), is_terminal(event))
+            for seq, event in enumerate(events, start=after + 1)
+        ]

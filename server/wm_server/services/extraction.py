@@ -44,7 +44,13 @@ from wm_core import (
 )
 from wm_server.llm.chain import ChainEvent, LlmCallFinished, LlmCallStarted
 from wm_server.llm.port import LlmError, LlmProvider, MemoryRequest, Purpose, Usage, usage_record
-from wm_server.services.memories import MemoryDiff, MemoryOwner, owner_of, similar_memories
+from wm_server.services.memories import (
+    MemoryDiff,
+    MemoryOwner,
+    owner_of,
+    similar_memories,
+    similar_reading,
+)
 from wm_server.storage.records import StoredMessage
 from wm_server.storage.unit_of_work import UnitOfWork
 
@@ -143,20 +149,41 @@ async def memory_subject(
     sid: int,
     archive_seq: int,
     enabled_by_server: bool,
+    owner: MemoryOwner | None = None,
+    messages: Sequence[Message] = (),
 ) -> MemorySubject | MemoryContext | None:
     """The step's subject, read in ``uow`` (short reads, together); the context itself when
-    extraction is off; None when the session ``sid`` is gone (no longer found by name)."""
-    row, backlog_seqs = await uow.read(
-        uow.sessions.finding(tenant, session_id),
-        uow.commits.reading_memory_failed(sid, archive_seq, MAX_BACKLOG_ARCHIVES),
+    extraction is off; None when the session ``sid`` is gone (no longer found by name).
+
+    With ``owner``, the session's owner when the commit's input was read, the memories
+    similar to ``messages`` are read with them (where that is one read: one round trip
+    instead of two on PostgreSQL), and the context is returned when that is still the
+    owner and there is no backlog (whose messages would join the query)."""
+    enabled = enabled_by_server
+    similar = (
+        similar_reading(
+            uow, tenant=tenant, owner=owner, text=memory_query(messages), limit=SIMILAR_MEMORIES
+        )
+        if owner is not None and enabled
+        else None
     )
+    session = uow.sessions.finding(tenant, session_id)
+    failed = uow.commits.reading_memory_failed(sid, archive_seq, MAX_BACKLOG_ARCHIVES)
+    if similar is None:
+        row, backlog_seqs = await uow.read(session, failed)
+        found = None
+    else:
+        row, backlog_seqs, found = await uow.read(session, failed, similar)
     if row is None or row.sid != sid:
         return None
-    if not enabled_by_server:
+    if not enabled:
         return MemoryContext(False, "memory extraction is off on this server")
     if row.record.config.memory_extraction is False:
         return MemoryContext(False, "memory extraction is off for this session")
-    return MemorySubject(row.sid, owner_of(row), tuple(backlog_seqs))
+    subject = MemorySubject(row.sid, owner_of(row), tuple(backlog_seqs))
+    if found is not None and subject.owner == owner and not subject.backlog_seqs:
+        return _context(subject, found)
+    return subject
 
 
 async def backlog_messages(uow: UnitOfWork, subject: MemorySubject) -> list[StoredMessage]:
@@ -180,13 +207,26 @@ async def memory_context(
     """What the step needs: the owner's memories most similar to the backlog and
     ``messages``, read in ``uow``, with the backlog."""
     older = [m.message for m in backlog]
-    query = archive_text([*older, *messages])[:QUERY_CHARS]
     existing = await similar_memories(
-        uow, tenant=tenant, owner=subject.owner, text=query, limit=SIMILAR_MEMORIES
-    )
+        uow, tenant=tenant, owner=subject.owner, text=memory_query([*older, *messages]),
+        limit=SIMILAR_MEMORIES,
+    )  # fmt: skip
+    return _context(subject, existing, backlog)
+
+
+def memory_query(messages: Sequence[Message]) -> str:
+    """What the owner's memories are ranked against: the messages' text, bounded."""
+    return archive_text(messages)[:QUERY_CHARS]
+
+
+def _context(
+    subject: MemorySubject,
+    existing: Sequence[MemoryRecord],
+    backlog: Sequence[StoredMessage] = (),
+) -> MemoryContext:
     return MemoryContext(
-        True, "", subject.owner, tuple(existing), tuple(older), subject.backlog_seqs,
-        message_dates(backlog),
+        True, "", subject.owner, tuple(existing), tuple(m.message for m in backlog),
+        subject.backlog_seqs, message_dates(backlog),
     )  # fmt: skip
 
 

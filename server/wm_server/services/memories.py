@@ -60,6 +60,7 @@ from wm_server.storage.memory_expiry import Retention
 from wm_server.storage.memory_lifecycle import NO_LIFECYCLE, Lifecycle
 from wm_server.storage.records import MemoryRow, MemorySourceRow, MemoryVersionRow
 from wm_server.storage.sessions import SessionRow
+from wm_server.storage.statements import Read
 from wm_server.storage.text_index import query_words
 from wm_server.storage.unit_of_work import UnitOfWork
 
@@ -248,6 +249,21 @@ async def similar_memories(
         MemoryFilter(tenant, owner.key), uow.memories.terms(text), max(1, min(limit, MAX_LIMIT))
     )
     return [record_of(row) for row, _ in found]
+
+
+def similar_reading(
+    uow: UnitOfWork, *, tenant: str, owner: MemoryOwner, text: str, limit: int = 10
+) -> Read[list[MemoryRecord]] | None:
+    """``similar_memories`` as one read, to send with others (``UnitOfWork.read``), where
+    the engine asks it with one query; None where it may take more (then call it)."""
+    if not uow.memories.ranks_in_one_query:  # before the text is analyzed for nothing
+        return None
+    read = uow.memories.ranking(
+        MemoryFilter(tenant, owner.key), uow.memories.terms(text), max(1, min(limit, MAX_LIMIT))
+    )
+    if read is None:
+        return None
+    return Read(read.sql, read.params, lambda rows: [record_of(r) for r, _ in read.answer(rows)])
 
 
 async def _store(

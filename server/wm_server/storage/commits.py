@@ -15,7 +15,7 @@ from wm_server.storage.records import (
     StoredEvent,
 )
 from wm_server.storage.repository import Repository
-from wm_server.storage.statements import Read, Row, Write
+from wm_server.storage.statements import Params, Read, Row, Write
 
 if TYPE_CHECKING:
     pass
@@ -217,6 +217,35 @@ class CommitRepository(Repository):
             ),
         )
         return row is not None
+
+    def extending_if(
+        self,
+        commit_id: str,
+        after: int,
+        events: Sequence[tuple[int, bytes, bool]],
+        condition: str,
+        params: Params,
+    ) -> Write:
+        """``extend_events`` and the events' rows as one statement, only while the commit's
+        last event number is ``after`` and ``condition`` (SQL, with ``params``) holds: it
+        changes one row per event, or none. A data-modifying CTE: PostgreSQL only."""
+        return Write(
+            "WITH moved AS (UPDATE commits SET last_sequence = :last WHERE commit_id = :id"
+            f" AND last_sequence = :after AND {condition} RETURNING commit_id)"
+            " INSERT INTO commit_events (commit_id, sequence, terminal, payload)"
+            " SELECT moved.commit_id, u.sequence, u.terminal, u.payload FROM moved,"
+            " unnest(:sequences::bigint[], :terminals::boolean[], :payloads::bytea[])"
+            " AS u(sequence, terminal, payload)",
+            {
+                **params,
+                "id": commit_id,
+                "after": after,
+                "last": events[-1][0],
+                "sequences": [s for s, _, _ in events],
+                "terminals": [t for _, _, t in events],
+                "payloads": [p for _, p, _ in events],
+            },
+        )
 
 
 class EventRepository(Repository):

@@ -39,6 +39,13 @@ class Connection(ABC):
     async def many(self, sql: str, rows: Sequence[Row]) -> None:
         """Execute once per row; each row holds the values of the names in order."""
 
+    async def last_write(self, write: Write) -> Callable[[], int]:
+        """Run ``write``, the unit's last statement before its commit: the number of rows it
+        changed, to read once the unit has committed (``UnitOfWork.commit_with``). An engine
+        with round trips may send it with the COMMIT."""
+        changed = await self.run(write.sql, write.params or {})
+        return lambda: changed
+
     async def pipeline(self) -> None:
         """Until the unit of work ends, the engine may hold back the statements whose results
         nobody reads (``write``, ``many``) and send them with the next statement that needs

@@ -71,6 +71,14 @@ class JobRepository(Repository):
             ),
         )
 
+    def held(self) -> str:
+        """``holder``'s check as a condition of a statement: the job of commit ``:id`` runs
+        under the lease ``:token``, its row held until commit."""
+        return (
+            "EXISTS (SELECT 1 FROM phase2_jobs j WHERE j.commit_id = :id AND j.state = 'running'"
+            " AND j.lease_token = :token" + self._dialect.lock_job + ")"
+        )
+
     async def renew(self, commit_id: str, token: str, seconds: float) -> bool:
         changed = await self._conn.run(
             f"UPDATE phase2_jobs SET lease_expires = {self._dialect.now} + :seconds"

@@ -14,7 +14,7 @@ from wm_server.storage.records import (
     MemoryVersionRow,
 )
 from wm_server.storage.repository import LAST, Repository
-from wm_server.storage.statements import Row
+from wm_server.storage.statements import Read, Row
 from wm_server.storage.text_index import CANDIDATES, ENOUGH
 
 if TYPE_CHECKING:
@@ -339,16 +339,43 @@ class MemoryRepository(Repository):
         among equal scores."""
         if not words:
             return []
-        index = self._dialect.text_index
-        sql, params = self._where(where)
+        rows: list[Row] = []
         for query in await self._match_queries("memories", words):
-            rows = await self._conn.all(
-                f"SELECT {_MEMORY}, {index.score('memories')} FROM memories m"
-                f"{index.source('memories')} LEFT JOIN sessions s ON s.sid = m.sid"
-                f"{sql} AND {index.match('memories')} ORDER BY 16 DESC, m.mid DESC"
-                " LIMIT :limit",
-                {**params, "query": query, "limit": limit},
-            )
+            rows = await self._conn.all(*self._ranked_query(where, query, limit))
             if len(rows) >= limit:
                 break
-        return [(_memory(r), float(r[15])) for r in rows]
+        return _scored(rows)
+
+    @property
+    def ranks_in_one_query(self) -> bool:
+        """``ranked`` asks one query whatever the words: the engine keeps no counts of rows
+        per word to choose the cheaper words from (then ``ranking`` has a read)."""
+        return self._dialect.text_index.frequencies("memories") is None
+
+    def ranking(
+        self, where: MemoryFilter, words: list[str], limit: int
+    ) -> Read[list[tuple[MemoryRow, float]]] | None:
+        """``ranked`` as one read, where the engine asks it with one query (no counts of
+        rows per word to choose the cheaper words from); None where it may need more, or
+        none (no words)."""
+        if not words or (len(words) >= 2 and not self.ranks_in_one_query):
+            return None
+        index = self._dialect.text_index
+        return Read(*self._ranked_query(where, index.query(words), limit), _scored)
+
+    def _ranked_query(
+        self, where: MemoryFilter, query: str, limit: int
+    ) -> tuple[str, dict[str, Any]]:
+        index = self._dialect.text_index
+        sql, params = self._where(where)
+        return (
+            f"SELECT {_MEMORY}, {index.score('memories')} FROM memories m"
+            f"{index.source('memories')} LEFT JOIN sessions s ON s.sid = m.sid"
+            f"{sql} AND {index.match('memories')} ORDER BY 16 DESC, m.mid DESC"
+            " LIMIT :limit",
+            {**params, "query": query, "limit": limit},
+        )
+
+
+def _scored(rows: list[Row]) -> list[tuple[MemoryRow, float]]:
+    return [(_memory(r), float(r[15])) for r in rows]

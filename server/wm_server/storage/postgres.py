@@ -80,40 +80,76 @@ IN_TRANSACTION = TransactionStatus.INTRANS
 
 
 _VALUES = re.compile(r"\bVALUES\s*(\([^()]*\))", re.IGNORECASE)
+_VALUES_START = re.compile(r"\bVALUES\s*\(", re.IGNORECASE)
 _ARRAY_TYPES = {bool: "boolean", int: "bigint", float: "float8", str: "text", bytes: "bytea"}
+
+
+def _values(sql: str) -> tuple[int, int, list[str]] | None:
+    """Where the ``VALUES (…)`` of an INSERT starts and ends, and its items (split at the
+    commas outside parentheses and quotes); None without one."""
+    match = _VALUES_START.search(sql)
+    if match is None:
+        return None
+    depth, quoted, item = 0, False, match.end()
+    items: list[str] = []
+    for i in range(match.end() - 1, len(sql)):
+        char = sql[i]
+        if char == "'":
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return match.start(), i + 1, [*items, sql[item:i]]
+        elif char == "," and depth == 1:
+            items.append(sql[item:i])
+            item = i + 1
+    return None
 
 
 @functools.cache
 def _unnest(
     sql: str, types: tuple[str, ...], shared: tuple[bool, ...], prefix: str
 ) -> tuple[str, tuple[str, ...]] | None:
-    """``INSERT … VALUES (:a, :b, …) …`` as an INSERT of every row at once, from one array
-    parameter per column (``:{prefix}a``, typed ``types``) or, for a column whose value every
-    row shares (``shared``: the session, the time), that one value; with the names in column
-    order; None for another shape.
+    """``INSERT … VALUES (:a, f(:b), …) …`` as an INSERT of every row at once, from one
+    array parameter per column (``:{prefix}a``, typed ``types``) or, for a column whose
+    value every row shares (``shared``: the session, the time), that one value; with the
+    names in column order; None for another shape. An item may be an expression of its one
+    parameter (``to_tsvector('simple', :body)``): it is applied to each row's value.
 
     psycopg then adapts one array per varying column instead of a parameter per value (an
     array costs it microseconds per element, so a shared column is sent once), and
     PostgreSQL plans one statement instead of one per row.
     """
-    match = _VALUES.search(sql)
-    if match is None:
+    found = _values(sql)
+    if found is None:
         return None
-    names = tuple(NAMED.findall(match.group(1)))
-    if len(names) != len(types) or "".join(match.group(1).split()) != (
-        "(" + ",".join(f":{n}" for n in names) + ")"
-    ):
+    begin, end, items = found
+    named = [NAMED.findall(item) for item in items]
+    if len(items) != len(types) or any(len(n) != 1 for n in named):
         return None
+    names = tuple(n[0] for n in named)
     if all(shared):
         shared = (False,) * len(shared)  # unnest needs an array to give the number of rows
-    columns = list(zip(names, types, shared, strict=True))
-    values = [f":{prefix}{n}::{t}" if one else f"u.{n}" for n, t, one in columns]
-    varying = [(n, t) for n, t, one in columns if not one]
+    columns = list(zip(items, names, types, shared, strict=True))
+    values = [
+        _named(item.strip(), n, f":{prefix}{n}::{t}" if one else f"u.{n}")
+        for item, n, t, one in columns
+    ]
+    varying = [(n, t) for _, n, t, one in columns if not one]
     arrays = ", ".join(f":{prefix}{n}::{t}[]" for n, t in varying)
     rows = (
         f"SELECT {', '.join(values)} FROM unnest({arrays}) AS u({', '.join(n for n, _ in varying)})"
     )
-    return f"{sql[: match.start()]}{rows}{sql[match.end(1) :]}", names
+    return f"{sql[:begin]}{rows}{sql[end:]}", names
+
+
+def _named(item: str, name: str, value: str) -> str:
+    """``item`` with its parameter ``:name`` replaced by ``value``."""
+    return NAMED.sub(lambda m: value if m.group(1) == name else m.group(0), item)
 
 
 def _array_types(row: Row) -> tuple[str, ...] | None:
@@ -221,6 +257,15 @@ class _Pg(Connection):
         """Run ``sql`` whose answer nobody reads: in pipeline mode, only queued."""
         self.wrote = True
         await self.conn.execute(_psycopg_sql(sql), params)
+
+    async def last_write(self, write: Write) -> Callable[[], int]:
+        """In pipeline mode only queued: the COMMIT's sync sends it, and its count is read
+        from its cursor afterwards."""
+        if self.piped is None:
+            return await super().last_write(write)
+        self.wrote = True
+        cur = await self.conn.execute(_psycopg_sql(write.sql), write.params or {})
+        return lambda: cur.rowcount
 
     async def one(self, sql: str, params: Params) -> Row | None:
         if not sql.startswith("SELECT"):

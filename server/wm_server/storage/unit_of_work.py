@@ -127,6 +127,14 @@ class UnitOfWork:
         rows = await self._conn.fetch(reads)
         return [read.answer(found) for read, found in zip(reads, rows, strict=True)]
 
+    async def commit_with(self, write: Write) -> int:
+        """Run ``write`` last and commit: the rows it changed. In a pipelined unit on
+        PostgreSQL the write, the COMMIT (and a queued BEGIN) go in one round trip, so
+        ``write`` must be right to commit whatever it changed, nothing included."""
+        changed = await self._conn.last_write(write)
+        await self.commit()
+        return changed()
+
     async def commit(self) -> None:
         if self._commit is None:
             raise RuntimeError("a read-only unit of work has nothing to commit")
