@@ -54,7 +54,11 @@ async def test_the_methods_run_against_a_real_server_and_a_verbatim_query_ranks_
     absent = Question("absent", planted.user, "single", "zebra quartz nebula", ("nowhere",))
     tiny = Dataset(data.seed, data.sessions, [verbatim, absent])
     scores = {s.method: s for s in await recall(tiny, list(METHODS.values()), None)}
-    assert set(scores) == {"literal", "lexical", "bm25", "dense", "hybrid"}
+    assert set(scores) == {"literal", "lexical", "bm25", "dense", "hybrid", "memories"}
+    # memories find what extraction kept, which a verbatim sentence need not be; the absent
+    # question they miss like every method
+    memories = scores.pop("memories")
+    assert len(memories.recalls[25]) == 2 and memories.recalls[25][1] == 0.0
     for score in scores.values():
         assert score.recalls[5][0] == 1.0 / len(verbatim.evidence), score.method
         assert score.recalls[25][1] == 0.0 and score.missed == 1, score.method
