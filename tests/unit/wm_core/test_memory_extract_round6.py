@@ -6,21 +6,9 @@ the bench splits: each test reads a mechanism, not a sentence it was fitted on."
 
 from __future__ import annotations
 
-from wm_core import MemoryOp, MemoryType, Message, Role, TextPart, extract_memories
+from support.extraction_talk import said as _said
+from wm_core import MemoryOp, MemoryType
 from wm_core._memory.appraisal import only_appraises, subject_fact
-
-
-def _said(date: str, *turns: str) -> list[MemoryOp]:
-    """The ops of a conversation given as "U: …" / "A: …" turns, every message of ``date``."""
-    messages = [
-        Message(
-            f"m{i}",
-            Role.USER if turn.startswith("U:") else Role.ASSISTANT,
-            (TextPart(turn[2:].strip()),),
-        )
-        for i, turn in enumerate(turns)
-    ]
-    return extract_memories(messages, [], message_dates={m.id: date for m in messages})
 
 
 def _decisions(ops: list[MemoryOp]) -> list[MemoryOp]:

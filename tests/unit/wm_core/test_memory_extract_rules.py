@@ -3,20 +3,8 @@ what each one must still refuse."""
 
 from __future__ import annotations
 
-from wm_core import MemoryOp, MemoryType, Message, Role, TextPart, extract_memories
-
-
-def _said(date: str, *turns: str) -> list[MemoryOp]:
-    """The ops of a conversation given as "U: …" / "A: …" turns, every message of ``date``."""
-    messages = [
-        Message(
-            f"m{i}",
-            Role.USER if turn.startswith("U:") else Role.ASSISTANT,
-            (TextPart(turn[2:].strip()),),
-        )
-        for i, turn in enumerate(turns)
-    ]
-    return extract_memories(messages, [], message_dates={m.id: date for m in messages})
+from support.extraction_talk import said as _said
+from wm_core import MemoryOp, MemoryType
 
 
 def _facts(ops: list[MemoryOp]) -> list[tuple[str, str]]:
