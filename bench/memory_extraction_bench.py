@@ -12,7 +12,9 @@ of server commits). It prints figures and asserts nothing. Three tables:
    file format and the matching rule: same type and every key term, words compared by their
    first five letters, dates by prefix, one-to-one maximum matching): precision and recall
    per memory type, memories per 1,000 turns, and the offline step's cost per conversation
-   (the provider's answer, reading it back and the guards, as one commit runs them);
+   (the provider's answer, reading it back and the guards, as one commit runs them); for
+   each sealed split, the same table for a second human reader's memories (the ceiling the
+   annotation itself allows, see ``memory_extraction_sets``);
 
 1. the extraction step alone, in process: the offline provider's answer, reading it back
    (``parse_memory_ops``) and the guards (``guard_memory_ops``) against 20 existing memories,
@@ -39,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
-from memory_extraction_sets import SEALED, SPLITS, Score, load, score
+from memory_extraction_sets import SEALED, SPLITS, Score, load, score, second_reader
 
 from support import builders as b
 from wm_core import (
@@ -132,16 +134,32 @@ async def quality_figures(split: str, show: bool) -> None:
             for op in extra:
                 print(f"   extra  {op.type}: {op.text} {op.event_time or ''}")
     print(f"quality, split {split}: {len(load(split))} conversations, {turns} turns")
-    print(f"{'type':>11} {'expected':>9} {'extracted':>10} {'precision':>10} {'recall':>7}")
-    for kind in [*(k for k in sorted(scores) if k != "all"), "all"]:
-        s = scores[kind]
-        print(f"{kind:>11} {s.expected:>9} {s.extracted:>10} {s.precision:>10.2f} {s.recall:>7.2f}")
+    print_scores(scores)
     made = scores["all"].extracted if "all" in scores else 0
     times.sort()
     print(
         f"memories per 1,000 turns: {made * 1000 / max(turns, 1):.0f}; offline step per "
         f"conversation: median {statistics.median(times):.2f} ms, max {times[-1]:.2f} ms"
     )
+
+
+def print_scores(scores: dict[str, Score]) -> None:
+    """Precision and recall per memory type, then over all types."""
+    print(f"{'type':>11} {'expected':>9} {'extracted':>10} {'precision':>10} {'recall':>7}")
+    for kind in [*(k for k in sorted(scores) if k != "all"), "all"]:
+        s = scores[kind]
+        print(f"{kind:>11} {s.expected:>9} {s.extracted:>10} {s.precision:>10.2f} {s.recall:>7.2f}")
+
+
+def second_reader_figures(split: str) -> None:
+    """Table 0 for a second human reader of a sealed split (``memory_extraction_sets``)."""
+    conversations = load(split)
+    made = second_reader(split)
+    scores: dict[str, Score] = {}
+    for conversation in conversations:
+        score(conversation, made.get(conversation.id, []), scores)
+    print(f"second human reader, split {split}: {len(conversations)} conversations")
+    print_scores(scores)
 
 
 async def step_figures(rounds: int) -> None:
@@ -223,6 +241,9 @@ async def main() -> None:
     for split in (*SPLITS, *SEALED) if args.split == "all" else (args.split,):
         await quality_figures(split, args.show)
         print()
+        if split in SEALED:
+            second_reader_figures(split)
+            print()
     if args.quality_only:
         return
     await step_figures(args.rounds)
