@@ -14,9 +14,11 @@ are dropped; the script prints each side's median, quartiles and minimum, and th
 average before and after.
 
 A checkout is a source tree: its ``.venv/bin/python`` runs its server when it has one;
-otherwise this interpreter does, with the checkout's ``server/`` first on ``PYTHONPATH``
-(so ``git worktree add /tmp/base main`` with no venv of its own is enough). The client,
-the workload and the PostgreSQL cluster are this checkout's.
+otherwise this interpreter does, with the checkout's ``server/`` and root (``wm_core``)
+first on ``PYTHONPATH`` (so ``git worktree add /tmp/base main`` with no venv of its own is
+enough). ``PYTHONSAFEPATH`` keeps the working folder off the server's path: run from a
+checkout, ``python -m`` would otherwise import that checkout's ``wm_core`` for both sides.
+The client, the workload and the PostgreSQL cluster are this checkout's.
 """
 
 from __future__ import annotations
@@ -43,13 +45,21 @@ from support.server_process import ServerProcess  # noqa: E402
 WARM_UP = 2
 
 
-def server(checkout: Path, folder: Path, env: dict[str, str]) -> ServerProcess:
-    """A server of ``checkout`` (see the module docstring for which interpreter runs it)."""
+def interpreter(checkout: Path, env: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    """The interpreter that runs ``checkout``'s server, and ``env`` with what it needs (see
+    the module docstring)."""
     python = checkout / ".venv" / "bin" / "python"
+    env = {**env, "PYTHONSAFEPATH": "1"}
     if not python.exists():
         python = Path(sys.executable)
-        paths = [str(checkout / "server"), os.environ.get("PYTHONPATH", "")]
-        env = {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+        paths = [str(checkout / "server"), str(checkout), os.environ.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    return python, env
+
+
+def server(checkout: Path, folder: Path, env: dict[str, str]) -> ServerProcess:
+    """A server of ``checkout``."""
+    python, env = interpreter(checkout, env)
     return ServerProcess(
         folder, python=str(python), WM_LOG_LEVEL="warning",
         WM_TENANT_MUTATION_BURST="1000000", **env,

@@ -358,6 +358,19 @@ async def test_jobs_run_in_archive_order_per_session(services: Services) -> None
     assert await services.jobs.renew(nxt, 60)
 
 
+async def test_a_claim_says_whether_another_job_is_claimable(services: Services) -> None:
+    """What the worker wakes another claiming loop for: a job claimable beside the claimed
+    one (another session's), not one that waits for it (the same session's next)."""
+    for session in ("s", "s", "t"):
+        await _add(services, session, _text(1))
+        await services.commits.phase1(session, 0, None)
+    first = await _claim(services)
+    assert first.session_id == "s" and first.others_claimable  # "t"'s job is claimable
+    second = await _claim(services)
+    assert second.session_id == "t" and not second.others_claimable  # "s"'s next one waits
+    assert await services.jobs.claim(60) is None
+
+
 async def test_phase2_indexes_the_archive_it_read_as_the_search_reads_it(
     services: Services,
 ) -> None:

@@ -109,8 +109,10 @@ class _Doorbell:
 
     An event would wake every idle loop for each new job: all of them would claim, one
     would get it and the others would find nothing (on PostgreSQL, three empty claim
-    transactions beside each job's own statements). A loop that gets a job rings again,
-    so one more loop looks for the next job, and so on while there is work."""
+    transactions beside each job's own statements). A loop that gets a job rings again
+    when its claim saw another claimable job, so one more loop looks for it, and so on
+    while there is work; a job that becomes claimable later rings for itself (a commit, a
+    retry), is found by the loop that finished the job before it, or by the poll."""
 
     def __init__(self) -> None:
         self._idle: deque[asyncio.Future[None]] = deque()
@@ -249,7 +251,8 @@ class Phase2Worker:
                     self.breaker.probe_unused()
                 await self._wake.wait(self._settings.poll_seconds)
                 continue
-            self._wake.ring()  # another loop may find more work
+            if job.others_claimable:
+                self._wake.ring()  # another loop finds more work
             self._bus.publish(job.commit_id)  # its Phase2Started is stored
             try:
                 await self._run_with_lease(job)
