@@ -113,6 +113,7 @@ def serve(out_dir: str, profile: bool) -> None:
     from wm_server.phase2 import stages, worker
     from wm_server.phase2.store import JobStore
     from wm_server.phase2.worker import Phase2Worker
+    from wm_server.services.commits import CommitService
 
     claim, run = JobStore.claim, Phase2Worker._run_with_lease
     started: dict[str, tuple[float, float, list[Any]]] = {}
@@ -170,6 +171,7 @@ def serve(out_dir: str, profile: bool) -> None:
     stages.complete = step("complete", stages.complete)
     JobStore.record = step("record (progress events)", JobStore.record)  # type: ignore[method-assign]
     claim = step("claim", claim)
+    CommitService._events_after = step("watch: events read", CommitService._events_after)  # type: ignore[method-assign]
     JobStore.claim = claimed  # type: ignore[method-assign]
     Phase2Worker._run_with_lease = measured  # type: ignore[method-assign]
     if profiler is not None:
@@ -181,7 +183,7 @@ def serve(out_dir: str, profile: bool) -> None:
 def prepare(checkout: Path, database: str | None, profile: bool) -> tuple[Path, ServerProcess]:
     """A folder for the run and the server to start in it (not started yet): ``checkout``'s
     interpreter running this module's ``--serve``, the settings of ``overhead_env``."""
-    from bench.phase2_ab import interpreter
+    from bench.phase2_ab import interpreter, measuring
     from bench.service_bench import overhead_env
     from support.server_process import ServerProcess
 
@@ -190,16 +192,9 @@ def prepare(checkout: Path, database: str | None, profile: bool) -> tuple[Path, 
     if database:
         env["WM_DATABASE_URL"] = database
     python, env = interpreter(checkout, env)
-    # ServerProcess runs ``python -m wm_server``; this module's ``--serve`` wraps that main
-    wrapper = folder / "wrapper"
-    wrapper.write_text(
-        f"#!/bin/sh\nexec {python} {Path(__file__).resolve()} --serve {folder}"
-        f" {'--profile' if profile else ''}\n"
-    )
-    wrapper.chmod(0o755)
     server = ServerProcess(
-        folder / "data", python=str(wrapper), WM_LOG_LEVEL="warning",
-        WM_TENANT_MUTATION_BURST="1000000", **env,
+        folder / "data", python=str(measuring(python, folder, profile=profile)),
+        WM_LOG_LEVEL="warning", WM_TENANT_MUTATION_BURST="1000000", **env,
     )  # fmt: skip
     return folder, server
 
