@@ -253,7 +253,7 @@ class Phase2Worker:
                 continue
             if job.others_claimable:
                 self._wake.ring()  # another loop finds more work
-            self._bus.publish(job.commit_id)  # its Phase2Started is stored
+            self._bus.stored(job.commit_id)  # its Phase2Started is stored
             try:
                 await self._run_with_lease(job)
             finally:
@@ -287,7 +287,7 @@ class Phase2Worker:
             log.exception("phase2_crashed", commit_id=job.commit_id)
         finally:
             await cancel_and_wait(renewer)
-            self._bus.publish(job.commit_id)
+            self._bus.stored(job.commit_id)
 
     async def _renew(self, journal: _Journal, runner: asyncio.Task[None]) -> None:
         interval = self._settings.lease_seconds / 3
@@ -381,7 +381,7 @@ class Phase2Worker:
                 return
             log.info("phase2_rerun_on_newer_wm", commit_id=job.commit_id)
             journal.job = await self._store.restart(job, journal.take())
-            self._bus.publish(job.commit_id)
+            self._bus.stored(job.commit_id)
         await self._fail_or_retry(journal, "INTERNAL", "working memory kept changing", True)
 
     async def _stage(
@@ -409,7 +409,7 @@ class Phase2Worker:
             if isinstance(event, LlmCallFinished) and not event.error:
                 breaker.succeeded()  # the provider answers: no outage
             if await journal.add(event):
-                self._bus.publish(journal.job.commit_id)
+                self._bus.stored(journal.job.commit_id)
 
         return stages.Tools(
             self._store, provider, self._settings, on_event, self._backfill, self._indexer
