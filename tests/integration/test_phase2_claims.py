@@ -75,9 +75,7 @@ class _Rig:
     async def commit(self, session: str, text: str) -> str:
         """Phase 1 of a commit of one message (its job queued, no loop woken)."""
         message = Message(f"m-{session}-{len(self.claims)}", Role.USER, (TextPart(text),))
-        await self.sessions.add_messages(
-            session, [message], create_if_missing=True, request_id=""
-        )
+        await self.sessions.add_messages(session, [message], create_if_missing=True, request_id="")
         record, _ = await self.commits.phase1(session, 0, None)
         return record.commit_id
 
