@@ -5,6 +5,12 @@ section required, no extra properties); the enum-of-one form is used for op name
 schema dialects accept it than ``const``. Validation messages are written for a repair prompt:
 for a malformed op they describe what the op it claims to be is missing, rather than jsonschema's
 generic "not valid under any of the given schemas".
+
+jsonschema stays the statement and the judge of an invalid answer; a valid one (nearly every
+answer) is recognised by plain checks read once from the schema, because jsonschema's walk of
+the seven sections cost 0.25 ms of every Phase 2 (on the event loop) and the checks 0.003 ms.
+The property test holds the checks to jsonschema's verdict in both directions, and the checks
+refuse at import to be made from a schema shape they do not read.
 """
 
 from __future__ import annotations
