@@ -7,16 +7,19 @@ machine's load between the runs (other jobs on 2 shared cores) moves its median 
 than a change of the code does (10-20 ms runs of one commit were seen). Here both servers
 run side by side, one per checkout, each on its own SQLite folder (or its own database of
 one private PostgreSQL cluster), and the rounds alternate between them (A B, B A, A B, …),
-so whatever the machine does falls on both alike. Each round is
+so whatever the machine does falls on both alike. ``--cpu`` also prints each side's CPU
+time of the event loop's thread per job, measured inside the server (``phase2_profile.py``). Each round is
 ``service_bench.overhead_round``: one commit of 20 messages over a 12K-token working memory,
 Phase2Started to Completed less the model calls. The first two rounds of each warm up and
 are dropped; the script prints each side's median, quartiles and minimum, and the load
 average before and after.
 
 A checkout is a source tree: its ``.venv/bin/python`` runs its server when it has one;
-otherwise this interpreter does, with the checkout's ``server/`` first on ``PYTHONPATH``
-(so ``git worktree add /tmp/base main`` with no venv of its own is enough). The client,
-the workload and the PostgreSQL cluster are this checkout's.
+otherwise this interpreter does, with the checkout's ``server/`` and root (``wm_core``)
+first on ``PYTHONPATH`` (so ``git worktree add /tmp/base main`` with no venv of its own is
+enough). ``PYTHONSAFEPATH`` keeps the working folder off the server's path: run from a
+checkout, ``python -m`` would otherwise import that checkout's ``wm_core`` for both sides.
+The client, the workload and the PostgreSQL cluster are this checkout's.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -43,24 +47,55 @@ from support.server_process import ServerProcess  # noqa: E402
 WARM_UP = 2
 
 
-def server(checkout: Path, folder: Path, env: dict[str, str]) -> ServerProcess:
-    """A server of ``checkout`` (see the module docstring for which interpreter runs it)."""
+def interpreter(checkout: Path, env: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    """The interpreter that runs ``checkout``'s server, and ``env`` with what it needs (see
+    the module docstring)."""
     python = checkout / ".venv" / "bin" / "python"
+    env = {**env, "PYTHONSAFEPATH": "1"}
     if not python.exists():
         python = Path(sys.executable)
-        paths = [str(checkout / "server"), os.environ.get("PYTHONPATH", "")]
-        env = {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+        paths = [str(checkout / "server"), str(checkout), os.environ.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    return python, env
+
+
+def measuring(python: Path, folder: Path, *, profile: bool = False) -> Path:
+    """A stand-in for ``python`` that runs the server under ``phase2_profile.py --serve``:
+    each job's CPU time goes to ``folder/jobs.jsonl`` (and with ``profile``, its cProfile to
+    ``folder/jobs.prof``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapper = folder / "python"
+    script = Path(__file__).resolve().parent / "phase2_profile.py"
+    flag = " --profile" if profile else ""
+    wrapper.write_text(f"#!/bin/sh\nexec {python} {script} --serve {folder}{flag}\n")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def server(checkout: Path, folder: Path, env: dict[str, str], cpu: bool = False) -> ServerProcess:
+    """A server of ``checkout``; with ``cpu``, its jobs' CPU time measured (``measuring``)."""
+    python, env = interpreter(checkout, env)
+    if cpu:
+        python = measuring(python, folder)
     return ServerProcess(
         folder, python=str(python), WM_LOG_LEVEL="warning",
         WM_TENANT_MUTATION_BURST="1000000", **env,
     ).start()  # fmt: skip
 
 
+def job_cpu(folder: Path) -> list[float]:
+    """The loop-thread CPU (ms) of each job a measured server ran, warm-up dropped."""
+    lines = (folder / "jobs.jsonl").read_text().splitlines()
+    return [float(json.loads(line)["thread_ms"]) for line in lines][WARM_UP:]
+
+
 async def alternate(
-    checkouts: list[Path], rounds: int, databases: list[str] | None
-) -> list[list[float]]:
-    """Each checkout's overhead samples (ms), rounds alternated, warm-up dropped."""
+    checkouts: list[Path], rounds: int, databases: list[str] | None, cpu: bool = False
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Each checkout's overhead samples (ms), rounds alternated, warm-up dropped; with
+    ``cpu``, also each one's loop-thread CPU per job (ms)."""
     samples: list[list[float]] = [[], []]
+    used: list[list[float]] = [[], []]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         env = overhead_env(folder)
@@ -68,7 +103,7 @@ async def alternate(
         try:
             for i, checkout in enumerate(checkouts):
                 extra = {"WM_DATABASE_URL": databases[i]} if databases else {}
-                servers.append(server(checkout, folder / f"s{i}", {**env, **extra}))
+                servers.append(server(checkout, folder / f"s{i}", {**env, **extra}, cpu))
             async with contextlib.AsyncExitStack() as stack:
                 stubs = []
                 for s in servers:
@@ -81,7 +116,9 @@ async def alternate(
         finally:
             for s in servers:
                 s.terminate()
-    return [s[WARM_UP:] for s in samples]
+        if cpu:
+            used = [job_cpu(folder / f"s{i}") for i in (0, 1)]
+    return [s[WARM_UP:] for s in samples], used
 
 
 def summary(values: list[float]) -> str:
@@ -100,6 +137,9 @@ def main() -> None:
     parser.add_argument(
         "--postgres", action="store_true", help="a private PostgreSQL cluster, one database each"
     )
+    parser.add_argument(
+        "--cpu", action="store_true", help="also each job's loop-thread CPU time, in the server"
+    )
     args = parser.parse_args()
     checkouts = [p.resolve() for p in args.checkouts]
     print(f"load average before: {os.getloadavg()}")
@@ -110,13 +150,19 @@ def main() -> None:
 
             cluster = stack.enter_context(private_postgres_server())
             databases = [cluster.create_database(), cluster.create_database()]
-        found = asyncio.run(alternate(checkouts, args.rounds + WARM_UP, databases))
+        found, used = asyncio.run(alternate(checkouts, args.rounds + WARM_UP, databases, args.cpu))
     engine = "PostgreSQL" if args.postgres else "SQLite"
     print(f"Phase 2 overhead outside the model call ({engine}, ms, rounds alternated)")
     for name, checkout, values in zip("AB", checkouts, found, strict=True):
         print(f"  {name} {summary(values)}  {checkout}")
     a, b = (statistics.median(v) for v in found)
     print(f"  B - A: {b - a:+.2f} ms ({(b - a) / a:+.0%})")
+    if args.cpu:
+        print("Loop-thread CPU per job, in the server (claim to end of run, ms)")
+        for name, checkout, values in zip("AB", checkouts, used, strict=True):
+            print(f"  {name} {summary(values)}  {checkout}")
+        a, b = (statistics.median(v) for v in used)
+        print(f"  B - A: {b - a:+.2f} ms ({(b - a) / a:+.0%})")
     print(f"load average after: {os.getloadavg()}")
 
 

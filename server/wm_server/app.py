@@ -326,7 +326,7 @@ def _build_services(
     """Build every service over the storage and the providers; nothing runs yet."""
     database, tokens, embedder = storage.database, storage.tokens, storage.embedder
     recall, indexer, provider = storage.recall, storage.indexer, providers.default
-    bus = EventBus()
+    bus = EventBus(relayed=database.relays_events)
     database.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
     log_ = EventLog(encode_event)
     check_model = _model_check(providers, settings)

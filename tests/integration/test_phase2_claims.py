@@ -1,4 +1,5 @@
-"""A new Phase 2 job wakes one idle claiming loop, not all of them.
+"""A new Phase 2 job wakes one idle claiming loop, not all of them; a claim wakes another
+loop only when it saw another claimable job.
 
 Real SQLite file, the real worker with four loops, the offline provider; the claims are
 counted on the job store the worker uses (every call goes on to the real claim).
@@ -13,6 +14,8 @@ from pathlib import Path
 from wm_core import CommitState, Message, Role, TextPart
 from wm_server.api.commit_event_encoder import encode_event
 from wm_server.llm.offline import OfflineProvider
+from wm_server.llm.port import LlmProvider
+from wm_server.llm.scripted import ScriptedProvider, ScriptedResponse
 from wm_server.phase2.settings import WorkerSettings
 from wm_server.phase2.state import ClaimedJob
 from wm_server.phase2.store import JobStore
@@ -34,34 +37,57 @@ async def _until(check: Callable[[], Awaitable[bool]], within: float = 30.0) -> 
     raise AssertionError("not reached in time")
 
 
-async def test_each_new_job_costs_one_claim_and_two_empty_looks(tmp_path: Path) -> None:
-    set_tenant("t")
-    database = SqliteDatabase(tmp_path / "wm.sqlite3")
-    await database.open()
-    bus, log = EventBus(), EventLog(encode_event)
-    tokens = PageTokens.random()
-    sessions = SessionService(database, log=log, tokens=tokens)
-    commits = CommitService(database, bus, log, heartbeat_seconds=1.0, tokens=tokens)
-    store = JobStore(database, log)
-    claims: list[ClaimedJob | None] = []
-    claim = store.claim
+class _Rig:
+    """A real SQLite file, the services, and the real worker (four loops, polls an hour
+    apart: every claim is one a wake-up caused), its claims recorded in order."""
 
-    async def counted(lease_seconds: float) -> ClaimedJob | None:
-        job = await claim(lease_seconds)
-        claims.append(job)
-        return job
+    def __init__(self, tmp_path: Path) -> None:
+        set_tenant("t")
+        self.database = SqliteDatabase(tmp_path / "wm.sqlite3")
+        self.bus, self.log = EventBus(), EventLog(encode_event)
+        tokens = PageTokens.random()
+        self.sessions = SessionService(self.database, log=self.log, tokens=tokens)
+        self.commits = CommitService(
+            self.database, self.bus, self.log, heartbeat_seconds=1.0, tokens=tokens
+        )
+        self.claims: list[ClaimedJob | None] = []
 
-    store.claim = counted  # type: ignore[method-assign]
-    # Polls an hour apart: every claim below is one a wake-up caused.
-    settings = WorkerSettings(concurrency=4, poll_seconds=3600.0)
-    worker = Phase2Worker(store, OfflineProvider(), bus, settings)
-    await worker.start()
+    async def start(self, provider: LlmProvider) -> Phase2Worker:
+        await self.database.open()
+        store = JobStore(self.database, self.log)
+        claim = store.claim
+
+        async def counted(lease_seconds: float) -> ClaimedJob | None:
+            job = await claim(lease_seconds)
+            self.claims.append(job)
+            return job
+
+        store.claim = counted  # type: ignore[method-assign]
+        settings = WorkerSettings(concurrency=4, poll_seconds=3600.0)
+        worker = Phase2Worker(store, provider, self.bus, settings)
+        await worker.start()
+        await _until(self.looked)  # each loop looks once at start, finds nothing, waits
+        return worker
+
+    async def looked(self) -> bool:
+        return len(self.claims) == 4
+
+    async def commit(self, session: str, text: str) -> str:
+        """Phase 1 of a commit of one message (its job queued, no loop woken)."""
+        message = Message(f"m-{session}-{len(self.claims)}", Role.USER, (TextPart(text),))
+        await self.sessions.add_messages(session, [message], create_if_missing=True, request_id="")
+        record, _ = await self.commits.phase1(session, 0, None)
+        return record.commit_id
+
+    async def state(self, session: str, commit_id: str) -> CommitState:
+        return (await self.commits.get(session, commit_id)).state
+
+
+async def test_each_new_job_costs_one_claim_and_one_empty_look(tmp_path: Path) -> None:
+    rig = _Rig(tmp_path)
+    worker = await rig.start(OfflineProvider())
+    claims, commits, sessions = rig.claims, rig.commits, rig.sessions
     try:
-
-        async def looked() -> bool:  # each loop looks once at start, finds nothing, waits
-            return len(claims) == 4
-
-        await _until(looked)
         for round_ in range(3):
             del claims[:]
             text = (TextPart(f"We chose PostgreSQL 16 for the ledger, round {round_}."),)
@@ -78,11 +104,35 @@ async def test_each_new_job_costs_one_claim_and_two_empty_looks(tmp_path: Path) 
 
             await _until(completed)
             await asyncio.sleep(0.1)  # the looks the job caused are over by now
-            # One loop took the job and rang once more, so one other loop looked and found
-            # nothing; the first one looked again after the job. Not every loop.
-            assert [job.commit_id if job else None for job in claims] == [commit_id, None, None], (
-                claims
-            )
+            # One loop took the job; its claim saw no other job, so it woke no other loop;
+            # it looked again after the job. Not every loop.
+            assert [job.commit_id if job else None for job in claims] == [commit_id, None], claims
     finally:
         await worker.stop()
-        await database.close()
+        await rig.database.close()
+
+
+async def test_a_claim_that_sees_another_job_wakes_another_loop(tmp_path: Path) -> None:
+    """Two sessions' jobs queued, one wake-up: the loop that claims the first wakes another,
+    which claims the second while the first still runs (its model call takes a second)."""
+    rig = _Rig(tmp_path)
+    slow = ScriptedProvider(
+        [ScriptedResponse(tool_input="not a tool call", text="no")], delay=1.0, loop=True
+    )
+    worker = await rig.start(slow)
+    try:
+        del rig.claims[:]
+        first = await rig.commit("a", "We chose PostgreSQL 16 for the ledger.")
+        second = await rig.commit("b", "We chose SQLite for the cache.")
+        worker.wake()
+
+        async def both_claimed() -> bool:
+            return len([job for job in rig.claims if job is not None]) == 2
+
+        await _until(both_claimed, within=0.9)  # before the first model call answered
+        assert [job.commit_id for job in rig.claims[:2] if job] == [first, second]
+        assert await rig.state("a", first) is CommitState.RUNNING
+        assert await rig.state("b", second) is CommitState.RUNNING
+    finally:
+        await worker.stop()
+        await rig.database.close()

@@ -44,7 +44,9 @@ REPOSITORIES = sorted(
     (cls for cls in Repository.__subclasses__() if cls.__name__ != "LifecycleRepository"),
     key=lambda cls: cls.__name__,
 )
-ENGINE_METHODS = ("open", "close", "unit_of_work", "reader", "scanner", "subscribe_events")
+ENGINE_METHODS = (
+    "open", "close", "unit_of_work", "reader", "scanner", "subscribe_events", "relays_events",
+)  # fmt: skip
 
 
 def public_methods() -> set[str]:

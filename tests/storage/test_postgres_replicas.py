@@ -8,6 +8,7 @@ import itertools
 import random
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
 from storage_support import Services, build_services
 
@@ -193,3 +194,28 @@ async def test_stored_events_notify_every_replica(
     assert job is not None
     await a.jobs.record(job, Phase2Started(1, True, 0, (1,)))
     assert await asyncio.wait_for(seen.get(), 10) == commit.commit_id
+
+
+async def test_a_lost_listener_stops_relaying_until_it_is_back(
+    replicas: tuple[Services, Services], postgres_url: str
+) -> None:
+    """While the LISTEN connection is gone, the engine does not claim to relay its own
+    events (the worker then wakes its streams itself); it does again once reconnected."""
+    a, _ = replicas
+    database = a.database
+    assert database.relays_events()
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE query LIKE 'LISTEN%' AND datname = current_database()"
+        )
+    for _ in range(500):
+        if not database.relays_events():
+            break
+        await asyncio.sleep(0.01)
+    assert not database.relays_events()
+    for _ in range(1000):
+        if database.relays_events():
+            break
+        await asyncio.sleep(0.01)
+    assert database.relays_events()

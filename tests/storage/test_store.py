@@ -358,6 +358,40 @@ async def test_jobs_run_in_archive_order_per_session(services: Services) -> None
     assert await services.jobs.renew(nxt, 60)
 
 
+async def test_an_engine_that_relays_its_own_events_calls_back_for_them(
+    services: Services,
+) -> None:
+    """What lets the Phase 2 worker leave a stream's wake-up to the engine
+    (``EventBus.stored``): while the engine says it relays events, the ones this very
+    process stores come back through ``subscribe_events``; one that does not say so (one
+    process: SQLite) needs the worker's own wake-up."""
+    database = services.database
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    database.subscribe_events(heard.put_nowait)
+    await _add(services, "s", _text(1))
+    commit, _ = await services.commits.phase1("s", 0, None)
+    if not database.relays_events():
+        assert isinstance(database, SqliteDatabase)
+        return
+    assert await asyncio.wait_for(heard.get(), 10) == commit.commit_id
+    job = await _claim(services)
+    await services.jobs.record(job, Phase2Started(1, True, 0, (1,)))  # the worker's writes
+    assert [await asyncio.wait_for(heard.get(), 10) for _ in range(2)] == [commit.commit_id] * 2
+
+
+async def test_a_claim_says_whether_another_job_is_claimable(services: Services) -> None:
+    """What the worker wakes another claiming loop for: a job claimable beside the claimed
+    one (another session's), not one that waits for it (the same session's next)."""
+    for session in ("s", "s", "t"):
+        await _add(services, session, _text(1))
+        await services.commits.phase1(session, 0, None)
+    first = await _claim(services)
+    assert first.session_id == "s" and first.others_claimable  # "t"'s job is claimable
+    second = await _claim(services)
+    assert second.session_id == "t" and not second.others_claimable  # "s"'s next one waits
+    assert await services.jobs.claim(60) is None
+
+
 async def test_phase2_indexes_the_archive_it_read_as_the_search_reads_it(
     services: Services,
 ) -> None:

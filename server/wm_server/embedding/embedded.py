@@ -65,7 +65,25 @@ def _wordllama(dimensions: int) -> tuple[Any, threading.Lock]:
 
     folder = Path(wordllama.__file__).parent
     model = WordLlama.load(dim=dimensions, cache_dir=folder, disable_download=True)
+    _tokenize_fast(model)
     return model, threading.Lock()
+
+
+def _tokenize_fast(model: Any) -> None:
+    """Have ``model`` tokenize with ``encode_batch_fast``: the same ids and attention masks as
+    the ``encode_batch`` wordllama calls (``tests/unit/server/test_wordllama_tokens.py``),
+    without the character offsets nobody reads; a fifth less time on a commit's 20 short
+    messages (1.36 against 1.66 ms here), every commit and every query. A tokenizers
+    release without it keeps wordllama's own."""
+    tokenizer = model.tokenizer
+    if not hasattr(tokenizer, "encode_batch_fast"):
+        return
+
+    def tokenize(texts: str | list[str]) -> list[Any]:
+        batch = [texts] if isinstance(texts, str) else texts
+        return list(tokenizer.encode_batch_fast(batch, add_special_tokens=False))
+
+    model.tokenize = tokenize
 
 
 class WordLlamaEmbedder:

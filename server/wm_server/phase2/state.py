@@ -32,6 +32,9 @@ class ClaimedJob:
     # The commit's last event number as this attempt last wrote it: a hint that lets a
     # progress write check the lease and append in one statement (``JobStore.record``).
     last_sequence: int = 0
+    # Whether another job was claimable when the claim found this one: only then does the
+    # worker wake another claiming loop (an empty claim is a transaction beside the job's).
+    others_claimable: bool = True
 
 
 @dataclass(frozen=True, slots=True)

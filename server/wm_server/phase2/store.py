@@ -146,7 +146,7 @@ class JobStore:
             record = session.record
             job = ClaimedJob(
                 found.commit_id, record.tenant, record.session_id, found.seq, attempts, token,
-                found.create_time, sid=found.sid,
+                found.create_time, sid=found.sid, others_claimable=found.others,
             )  # fmt: skip
             job = await self._started(uow, job, found.sid, record.wm_version)
             await uow.commit()

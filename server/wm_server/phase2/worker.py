@@ -109,8 +109,10 @@ class _Doorbell:
 
     An event would wake every idle loop for each new job: all of them would claim, one
     would get it and the others would find nothing (on PostgreSQL, three empty claim
-    transactions beside each job's own statements). A loop that gets a job rings again,
-    so one more loop looks for the next job, and so on while there is work."""
+    transactions beside each job's own statements). A loop that gets a job rings again
+    when its claim saw another claimable job, so one more loop looks for it, and so on
+    while there is work; a job that becomes claimable later rings for itself (a commit, a
+    retry), is found by the loop that finished the job before it, or by the poll."""
 
     def __init__(self) -> None:
         self._idle: deque[asyncio.Future[None]] = deque()
@@ -249,8 +251,9 @@ class Phase2Worker:
                     self.breaker.probe_unused()
                 await self._wake.wait(self._settings.poll_seconds)
                 continue
-            self._wake.ring()  # another loop may find more work
-            self._bus.publish(job.commit_id)  # its Phase2Started is stored
+            if job.others_claimable:
+                self._wake.ring()  # another loop finds more work
+            self._bus.stored(job.commit_id)  # its Phase2Started is stored
             try:
                 await self._run_with_lease(job)
             finally:
@@ -284,7 +287,7 @@ class Phase2Worker:
             log.exception("phase2_crashed", commit_id=job.commit_id)
         finally:
             await cancel_and_wait(renewer)
-            self._bus.publish(job.commit_id)
+            self._bus.stored(job.commit_id)
 
     async def _renew(self, journal: _Journal, runner: asyncio.Task[None]) -> None:
         interval = self._settings.lease_seconds / 3
@@ -378,7 +381,7 @@ class Phase2Worker:
                 return
             log.info("phase2_rerun_on_newer_wm", commit_id=job.commit_id)
             journal.job = await self._store.restart(job, journal.take())
-            self._bus.publish(job.commit_id)
+            self._bus.stored(job.commit_id)
         await self._fail_or_retry(journal, "INTERNAL", "working memory kept changing", True)
 
     async def _stage(
@@ -406,7 +409,7 @@ class Phase2Worker:
             if isinstance(event, LlmCallFinished) and not event.error:
                 breaker.succeeded()  # the provider answers: no outage
             if await journal.add(event):
-                self._bus.publish(journal.job.commit_id)
+                self._bus.stored(journal.job.commit_id)
 
         return stages.Tools(
             self._store, provider, self._settings, on_event, self._backfill, self._indexer

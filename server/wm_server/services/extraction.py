@@ -162,7 +162,11 @@ async def memory_subject(
     enabled = enabled_by_server
     similar = (
         similar_reading(
-            uow, tenant=tenant, owner=owner, text=memory_query(messages), limit=SIMILAR_MEMORIES
+            uow,
+            tenant=tenant,
+            owner=owner,
+            text=lambda: memory_query(messages),
+            limit=SIMILAR_MEMORIES,
         )
         if owner is not None and enabled
         else None

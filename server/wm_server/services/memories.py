@@ -252,14 +252,20 @@ async def similar_memories(
 
 
 def similar_reading(
-    uow: UnitOfWork, *, tenant: str, owner: MemoryOwner, text: str, limit: int = 10
+    uow: UnitOfWork,
+    *,
+    tenant: str,
+    owner: MemoryOwner,
+    text: Callable[[], str],
+    limit: int = 10,
 ) -> Read[list[MemoryRecord]] | None:
-    """``similar_memories`` as one read, to send with others (``UnitOfWork.read``), where
-    the engine asks it with one query; None where it may take more (then call it)."""
-    if not uow.memories.ranks_in_one_query:  # before the text is analyzed for nothing
+    """``similar_memories`` of the text ``text()`` makes, as one read, to send with others
+    (``UnitOfWork.read``), where the engine asks it with one query; None where it may take
+    more (then call it)."""
+    if not uow.memories.ranks_in_one_query:  # before the text is made and analyzed for nothing
         return None
     read = uow.memories.ranking(
-        MemoryFilter(tenant, owner.key), uow.memories.terms(text), max(1, min(limit, MAX_LIMIT))
+        MemoryFilter(tenant, owner.key), uow.memories.terms(text()), max(1, min(limit, MAX_LIMIT))
     )
     if read is None:
         return None

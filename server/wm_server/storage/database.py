@@ -69,6 +69,11 @@ class Database(ABC):
         """
         del callback
 
+    def relays_events(self) -> bool:
+        """Whether ``subscribe_events``' callback now hears of this process's own stored
+        events too (so a stream it wakes needs no other wake-up); no by default."""
+        return False
+
     @abstractmethod
     def classify(self, error: Exception) -> ServiceError | None:
         """The storage error a driver error stands for, or None for a bug."""

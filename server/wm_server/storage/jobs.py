@@ -19,6 +19,9 @@ class ClaimableJob:
     seq: int
     attempts: int
     create_time: float = 0.0  # when the job was queued (or requeued by RetryCommit)
+    # Whether another job was claimable beside this one when it was found (its lock aside):
+    # only then is another claiming loop worth waking.
+    others: bool = True
 
 
 class JobRepository(Repository):
@@ -29,23 +32,38 @@ class JobRepository(Repository):
             {"id": commit_id, "sid": sid, "seq": seq, "now": now},
         )
 
+    def _claimable(self, job: str) -> str:
+        """The condition that the job row ``job`` (an alias) is claimable: runnable (queued
+        and due, or running under an expired lease) with no earlier unfinished job of its
+        session."""
+        now = self._dialect.now
+        return (
+            f"{job}.state <> 'done'"
+            f" AND (({job}.state = 'queued' AND {job}.not_before <= {now})"
+            f"  OR ({job}.state = 'running' AND {job}.lease_expires < {now}))"
+            " AND NOT EXISTS (SELECT 1 FROM phase2_jobs k WHERE k.sid = " + job + ".sid"
+            f"  AND k.seq < {job}.seq AND k.state <> 'done')"
+        )
+
     async def next_claimable(self) -> ClaimableJob | None:
-        """The oldest runnable job whose session has no earlier unfinished one."""
+        """The oldest runnable job whose session has no earlier unfinished one, and whether
+        another one is claimable too."""
         row = await self._conn.one(
-            "SELECT j.commit_id, j.sid, j.seq, j.attempts, j.create_time FROM phase2_jobs j"
-            " WHERE j.state <> 'done'"
-            f" AND ((j.state = 'queued' AND j.not_before <= {self._dialect.now})"
-            f"  OR (j.state = 'running' AND j.lease_expires < {self._dialect.now}))"
-            " AND NOT EXISTS (SELECT 1 FROM phase2_jobs k WHERE k.sid = j.sid"
-            "  AND k.seq < j.seq AND k.state <> 'done')"
-            " ORDER BY j.not_before, j.create_time LIMIT 1" + self._dialect.skip_locked,
+            "SELECT j.commit_id, j.sid, j.seq, j.attempts, j.create_time,"
+            " EXISTS (SELECT 1 FROM phase2_jobs o WHERE o.commit_id <> j.commit_id AND "
+            + self._claimable("o")
+            + ") FROM phase2_jobs j WHERE "
+            + self._claimable("j")
+            + " ORDER BY j.not_before, j.create_time LIMIT 1"
+            + self._dialect.skip_locked,
             {},
         )
         if row is None:
             return None
         return ClaimableJob(
-            str(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4] or 0.0)
-        )
+            str(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4] or 0.0),
+            bool(row[5]),
+        )  # fmt: skip
 
     async def lease(self, commit_id: str, attempts: int, token: str, seconds: float) -> None:
         await self._conn.run(

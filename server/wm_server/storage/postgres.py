@@ -429,6 +429,11 @@ class PostgresDatabase(Database):
     def subscribe_events(self, callback: Callable[[str], None]) -> None:
         self._subscribers.append(callback)
 
+    def relays_events(self) -> bool:
+        """While LISTEN runs, the NOTIFY of every transaction that stores events comes back,
+        this process's own too."""
+        return self._listening.is_set()
+
     async def _listen(self) -> None:
         """Relay NOTIFY payloads to the subscribers, reconnecting after a lost connection."""
         delay = 0.5
@@ -441,8 +446,11 @@ class PostgresDatabase(Database):
                     if not first:
                         log.info("event_listener_reconnected")
                     first, delay = False, 0.5
-                    async for note in conn.notifies():
-                        self._relay(note.payload)
+                    try:
+                        async for note in conn.notifies():
+                            self._relay(note.payload)
+                    finally:
+                        self._listening.clear()  # this process's writes wake locally again
             except asyncio.CancelledError:
                 raise
             except (psycopg.Error, OSError) as exc:
