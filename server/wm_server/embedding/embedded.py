@@ -109,7 +109,7 @@ class WordLlamaEmbedder:
 
     def _run(self, texts: list[str]) -> Vectors:
         with self._lock:
-            vectors = self._model.embed(texts, norm=True)
+            vectors = self._model.embed(texts, norm=False)  # normalized(): an empty text 0, not NaN
         return normalized(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
 
     async def embed(self, texts: list[str], role: TextRole) -> Vectors:

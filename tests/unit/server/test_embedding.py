@@ -43,6 +43,15 @@ async def test_the_embedded_default_embeds_offline_and_similar_texts_score_highe
     assert os.environ["HF_HUB_OFFLINE"] == "1"
 
 
+async def test_a_text_without_words_embeds_as_a_zero_vector_not_nan() -> None:
+    """An empty or blank text (a message of tool calls only) is a zero row, which scores 0
+    against every query; a NaN row would make every ranking that reads it undefined."""
+    embedder = WordLlamaEmbedder()
+    vectors = await embedder.embed(["", "the ledger runs on Postgres", "   "], TextRole.PASSAGE)
+    assert not np.isnan(vectors).any()
+    assert not vectors[0].any() and abs(float(np.linalg.norm(vectors[1])) - 1.0) < 1e-5
+
+
 def test_none_turns_semantic_recall_off() -> None:
     assert build_embedder(Settings(embedder="none")) is None
 
