@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support import session_feed as feed
 from support.providers import SECTION_NAMES
 from support.server_process import ServerProcess, free_port
 
-WM = Path(sys.executable).with_name("wm")
 KEY = "inspector-key-" + "9" * 24
 FILES = "- app/db.py — the schema, do not touch\n- app/cli.py — entry point"
 PLANTED = "- app/cli.py — the planted change"
@@ -35,15 +33,6 @@ def _creation() -> dict[str, object]:
         "Files & Context": FILES,
     }
     return {"tool_input": bodies}
-
-
-def _wm(address: str, *args: str, stdin: str | None = None) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WM_")}
-    env.update(WM_ADDRESS=address, WM_API_KEY=KEY, NO_COLOR="1")
-    done = subprocess.run(
-        [str(WM), *args], input=stdin, capture_output=True, text=True, env=env, timeout=120
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _pair(n: int) -> str:
@@ -91,9 +80,9 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, S
     ).start()
     try:
         for n in (1, 2):
-            _wm(server.address, "add", "ins", "-", stdin=_pair(n))
-            _wm(server.address, "commit", "ins", "--keep", "0", "--follow")
-        _wm(server.address, "add", "ins", "-", stdin=_pair(3))  # live: not committed
+            feed.add(server.address, KEY, "ins", _pair(n))
+            feed.commit(server.address, KEY, "ins")
+        feed.add(server.address, KEY, "ins", _pair(3))  # live: not committed
         yield f"http://127.0.0.1:{port}", server
     finally:
         server.terminate()

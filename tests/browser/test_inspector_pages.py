@@ -20,6 +20,7 @@ import grpc
 import pytest
 from playwright.sync_api import expect
 
+from support import session_feed as feed
 from support.providers import SECTION_NAMES
 from support.server_process import ServerProcess, free_port
 from wm_proto.v1 import resources_pb2 as pb
@@ -108,11 +109,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
                 ),
                 metadata=AUTH,
             )
-            _wm(server.address, "add", "own", "-", stdin=_turns("o", 3))
-            _wm(server.address, "commit", "own", "--keep", "0", "--follow")
+            feed.add(server.address, KEY, "own", _turns("o", 3))
+            feed.commit(server.address, KEY, "own")
             for n in range(7):  # session "many": 7 commits, more than a page draws inline
-                _wm(server.address, "add", "many", "-", stdin=_turns(f"m{n}-", 1))
-                _wm(server.address, "commit", "many", "--keep", "0", "--follow")
+                feed.add(server.address, KEY, "many", _turns(f"m{n}-", 1))
+                feed.commit(server.address, KEY, "many")
             hostile = [
                 {"id": "h1", "role": "user", "content": HOSTILE},
                 {
@@ -133,14 +134,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
                     "content": [{"type": "tool_result", "tool_use_id": "t1", "content": HOSTILE}],
                 },
             ]
-            _wm(server.address, "add", "evil", "-", stdin="\n".join(json.dumps(m) for m in hostile))
-            _wm(server.address, "commit", "evil", "--keep", "0", "--follow")
-            _wm(
+            feed.add(server.address, KEY, "evil", "\n".join(json.dumps(m) for m in hostile))
+            feed.commit(server.address, KEY, "evil")
+            feed.add(
                 server.address,
-                "add",
+                KEY,
                 "evil",
-                "-",
-                stdin=json.dumps({"id": "h4", "role": "user", "content": HOSTILE}),
+                json.dumps({"id": "h4", "role": "user", "content": HOSTILE}),
             )
             stub.CreateMemory(
                 api.CreateMemoryRequest(
@@ -151,8 +151,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server
                 ),
                 metadata=AUTH,
             )
-            _wm(server.address, "add", "client", "-", stdin=_turns("c", 1))
-            _wm(server.address, "commit", "client", "--keep", "0", "--follow")
+            feed.add(server.address, KEY, "client", _turns("c", 1))
+            feed.commit(server.address, KEY, "client")
             stub.ApplyWorkingMemoryOps(  # drops the path: the files guard restores it
                 api.ApplyWorkingMemoryOpsRequest(
                     parent="sessions/client",

@@ -3,17 +3,21 @@ targets side by side (`make test`, `make test-fast`)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _pytest.mark.expression import Expression
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = "not slow and not serial"
@@ -34,19 +38,52 @@ def _load_script() -> ModuleType:
 tiers = _load_script()
 
 
+# The paths the marker tests below look at, collected once for the module (a collection in a
+# child process costs its conftest's imports and the modules', ~5 CPU s; one per expression
+# was six).
+COLLECTED = (
+    "tests/browser", "tests/packaging", "tests/reliability/test_soak.py", "tests/deploy",
+    "tests/unit/server/test_config.py", "tests/integration/test_ready_line.py",
+    "tests/integration/test_commits.py", "tests/integration/test_long_term_memory.py",
+    "tests/storage/test_store.py",
+)  # fmt: skip
+
+
+@functools.cache
+def _collected() -> dict[str, frozenset[str]]:
+    """Every test under COLLECTED with its markers' names, as pytest's ``-m`` sees them
+    (support/marker_listing.py writes them after tests/conftest.py has marked the items)."""
+    with tempfile.TemporaryDirectory() as folder:
+        listing = Path(folder) / "markers.jsonl"
+        # A caller's PYTEST_ADDOPTS (-m, -k, plugins) would change what is collected.
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        env["MARKER_LISTING_OUT"] = str(listing)
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(REPO / "tests"), env.get("PYTHONPATH")])
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+             "-p", "support.marker_listing", *COLLECTED],
+            cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        rows = [json.loads(line) for line in listing.read_text().splitlines()]
+    return {row["id"]: frozenset(row["marks"]) for row in rows}
+
+
 def _selected(marker: str, *paths: str) -> set[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "-m", marker, *paths],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-        # The listing is read line by line: a caller's PYTEST_ADDOPTS (-v) would change it.
-        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},
-    )  # fmt: skip
-    assert result.returncode in (0, 5), result.stdout + result.stderr  # 5: nothing selected
-    return {line for line in result.stdout.splitlines() if "::" in line}
+    """The tests under ``paths`` that ``pytest -m MARKER`` selects: pytest's own expression
+    evaluated over each test's markers."""
+    assert all(path.startswith(COLLECTED) for path in paths), paths
+    expression = Expression.compile(marker)
+
+    def matches(marks: frozenset[str]) -> bool:
+        return expression.evaluate(lambda name, /, **kwargs: not kwargs and name in marks)
+
+    return {t for t, marks in _collected().items() if t.startswith(paths) and matches(marks)}
 
 
-@pytest.mark.slow  # collects part of the suite twice in child processes (~40 s under CI)
+@pytest.mark.slow  # collects part of the suite in a child process (_collected: once per module)
 def test_folders_fixtures_and_marks_put_tests_in_the_slow_tier() -> None:
     paths = ("tests/browser", "tests/packaging", "tests/reliability/test_soak.py",
              "tests/deploy", "tests/unit/server/test_config.py")  # fmt: skip
@@ -58,7 +95,7 @@ def test_folders_fixtures_and_marks_put_tests_in_the_slow_tier() -> None:
     assert any(t.startswith("tests/deploy/test_container.py") for t in slow)  # marked itself
 
 
-@pytest.mark.slow  # collects two modules in a child process
+@pytest.mark.slow  # reads the collection in a child process (_collected: once per module)
 def test_modules_that_run_server_processes_are_left_out_of_the_quick_loop() -> None:
     """`make test-fast` selects `not server_process`: every test of a module that has
     ServerProcess is marked, and no test of a module without it."""
@@ -69,7 +106,7 @@ def test_modules_that_run_server_processes_are_left_out_of_the_quick_loop() -> N
     assert unmarked and all(t.startswith(paths[1]) for t in unmarked), unmarked
 
 
-@pytest.mark.slow  # collects two modules in a child process
+@pytest.mark.slow  # reads the collection in a child process (_collected: once per module)
 def test_only_the_service_tests_on_postgres_are_left_out_of_the_quick_loop() -> None:
     """`make test-fast` selects `not postgres_service`: the PostgreSQL cases of tests/integration
     are marked, their SQLite cases and the storage suite's PostgreSQL cases are not."""

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import uuid
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.memory import Memory
-
 from wm_client import WmClient
-from wm_client.integrations.llamaindex import WmMemoryBlock
 from wm_proto.v1 import resources_pb2 as pb
 
 
 async def test_flushed_messages_are_committed_and_come_back_in_the_block(client: WmClient) -> None:
+    # Imported here, not at the top: every collection would pay LlamaIndex's import (~2 CPU s).
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    from llama_index.core.memory import Memory
+
+    from wm_client.integrations.llamaindex import WmMemoryBlock
+
     session = f"li-{uuid.uuid4().hex[:8]}"
     await client.create_session(session, user_id="gus")
     await client.create_memory("users/gus", pb.MEMORY_TYPE_PREFERENCE, "Gus wants invoices in CSV")

@@ -12,17 +12,18 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx2
 import pytest
 from integration_support import seeded_session
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from support.server_process import ServerProcess
 from wm_client import WmClient
-from wm_client.integrations.mcp_server import WmMcp
+
+# The MCP SDK (and the integration on it) is imported where it is used, not here: every
+# collection of the suite would pay its import (~2 CPU s).
+if TYPE_CHECKING:
+    from wm_client.integrations.mcp_server import WmMcp
 
 WM_MCP = str(Path(sys.executable).with_name("wm-mcp"))
 KEY = "integration-key-0123456789"
@@ -35,6 +36,8 @@ def _text(result: object) -> str:
 
 @pytest.fixture
 async def wm(server: ServerProcess, client: WmClient) -> AsyncIterator[WmMcp]:
+    from wm_client.integrations.mcp_server import WmMcp
+
     session = f"mcp-{uuid.uuid4().hex[:8]}"
     await seeded_session(client, session, "ana")
     mcp = WmMcp(server.address, session_id=session)
@@ -43,6 +46,8 @@ async def wm(server: ServerProcess, client: WmClient) -> AsyncIterator[WmMcp]:
 
 
 async def test_the_tools_are_listed_with_descriptions_for_models(wm: WmMcp) -> None:
+    from mcp import Client
+
     async with Client(wm.server) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
         templates = (await mcp.list_resource_templates()).resource_templates
@@ -62,6 +67,8 @@ async def test_the_tools_are_listed_with_descriptions_for_models(wm: WmMcp) -> N
 
 
 async def test_recall_tool_outputs_working_memory_and_context_in_process(wm: WmMcp) -> None:
+    from mcp import Client
+
     async with Client(wm.server) as mcp:
         recalled = _text(await mcp.call_tool("recall", {"query": "PostgreSQL ledger"}))
         assert "archive_001, message u1 (user; words and meaning)" in recalled
@@ -101,6 +108,8 @@ async def test_recall_tool_outputs_working_memory_and_context_in_process(wm: WmM
 
 
 async def test_memories_are_remembered_searched_read_and_forgotten(wm: WmMcp) -> None:
+    from mcp import Client
+
     async with Client(wm.server) as mcp:
         stored = _text(await mcp.call_tool(
             "remember", {"text": "Ana prefers rollbacks scripted in Bash", "type": "preference"}))  # fmt: skip
@@ -122,6 +131,10 @@ async def test_memories_are_remembered_searched_read_and_forgotten(wm: WmMcp) ->
 
 
 async def test_refusals_are_tool_errors_a_model_can_read(wm: WmMcp) -> None:
+    from mcp import Client
+
+    from wm_client.integrations.mcp_server import WmMcp
+
     async with Client(wm.server) as mcp:
         unknown = await mcp.call_tool("read_working_memory", {"session_id": "nope"})
         assert unknown.is_error and "session 'nope' not found" in _text(unknown)
@@ -143,6 +156,9 @@ def _environment(address: str, **extra: str) -> dict[str, str]:
 
 
 async def test_wm_mcp_over_stdio(server: ServerProcess, client: WmClient) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
     await seeded_session(client, "mcp-stdio", "bo")
     params = StdioServerParameters(
         command=WM_MCP, args=["--session", "mcp-stdio"], env=_environment(server.address)
@@ -189,6 +205,12 @@ def http_mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerP
 async def test_wm_mcp_over_streamable_http_with_an_api_key(
     http_mcp: tuple[ServerProcess, str],
 ) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from wm_client.integrations.mcp_server import WmMcp
+
     secured, url = http_mcp
     async with WmClient(secured.address, api_key=KEY) as wm:
         await seeded_session(wm, "mcp-http", "cy")

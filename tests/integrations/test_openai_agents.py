@@ -7,30 +7,37 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import openai
 import pytest
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
 
 from support.fake_openai import FakeOpenAI, text_only, tool_call
 from wm_client import FailedPreconditionError, WmClient
-from wm_client.integrations.openai_agents import WmAgentsSession, item_to_message, message_to_items
+
+# The SDKs (the Agents SDK, openai, and the integration that imports them) are imported where
+# they are used, not here: every collection of the suite would pay their import (~3.5 CPU s).
+if TYPE_CHECKING:
+    from agents import Agent
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
+    from agents import set_tracing_disabled
+
     set_tracing_disabled(True)
     with FakeOpenAI() as server:
         yield server
 
 
-@function_tool
-def ledger_balance(account: str) -> str:
-    """The balance of a ledger account."""
-    return f"{account}: 1,234.56 EUR"
-
-
 def _agent(fake: FakeOpenAI) -> Agent:
+    import openai
+    from agents import Agent, OpenAIChatCompletionsModel, function_tool
+
+    @function_tool
+    def ledger_balance(account: str) -> str:
+        """The balance of a ledger account."""
+        return f"{account}: 1,234.56 EUR"
+
     model = OpenAIChatCompletionsModel(
         model="gpt-fake", openai_client=openai.AsyncOpenAI(api_key="test", base_url=fake.base_url)
     )
@@ -41,6 +48,10 @@ def _agent(fake: FakeOpenAI) -> Agent:
 async def test_a_runner_stores_its_turns_and_reads_them_back(
     fake: FakeOpenAI, client: WmClient
 ) -> None:
+    from agents import Runner
+
+    from wm_client.integrations.openai_agents import WmAgentsSession
+
     session = WmAgentsSession(f"agents-{uuid.uuid4().hex[:8]}", client, history="live",
                               user_id="dee")  # fmt: skip
     fake.enqueue(tool_call({"account": "cash"}, name="ledger_balance"), text_only("Cash: 1,234.56"))
@@ -76,6 +87,8 @@ async def test_a_runner_stores_its_turns_and_reads_them_back(
 async def test_assembled_history_summarizes_archived_turns_and_pop_refuses_them(
     fake: FakeOpenAI, client: WmClient
 ) -> None:
+    from wm_client.integrations.openai_agents import WmAgentsSession
+
     session = WmAgentsSession(f"agents-{uuid.uuid4().hex[:8]}", client)
     await session.add_items([
         {"role": "user", "content": "Migrate the ledger to PostgreSQL."},
@@ -92,6 +105,8 @@ async def test_assembled_history_summarizes_archived_turns_and_pop_refuses_them(
 
 
 def test_items_round_trip_through_messages() -> None:
+    from wm_client.integrations.openai_agents import item_to_message, message_to_items
+
     reasoning = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text",
                  "text": "think"}]}  # fmt: skip
     items = [
