@@ -312,13 +312,15 @@ async def test_a_time_stored_out_of_range_never_poisons_a_read(
     await _session(stub, "s", "u1")
     far = await _remember(stub, "Pottery class on Tuesdays", "s")
     early = await _remember(stub, "Pottery kiln bought", "s")
-    async with app.database.unit_of_work() as uow:
-        for memory, value in ((far, 1e12), (early, -(2.0**40))):
+    # One row per transaction: the embedding backfill updates the same rows meanwhile, and two
+    # transactions taking the two rows in opposite orders deadlock on PostgreSQL.
+    for memory, value in ((far, 1e12), (early, -(2.0**40))):
+        async with app.database.unit_of_work() as uow:
             await uow._conn.run(
                 "UPDATE memories SET event_time = :t WHERE memory_id = :m",
                 {"t": value, "m": wm_names.last_segment(memory.name)},
             )
-        await uow.commit()
+            await uow.commit()
     got = await stub.GetMemory(api.GetMemoryRequest(name=wm_names.memory(far.name)), metadata=ALPHA)
     assert not got.HasField("event_time") and got.text == "Pottery class on Tuesdays"
     json_format.MessageToJson(got)  # what the HTTP door writes: no ValueError
