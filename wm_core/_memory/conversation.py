@@ -346,6 +346,16 @@ def _fold_given_up(found: Sequence[Fact]) -> list[Fact]:
 _MAX_CONTINUATION_WORDS: Final = 14
 
 
+import os
+_SEPARATE = os.environ.get("X7_SEP") == "1"
+
+
+def _goes_on(fact: Fact, clause: str) -> bool:
+    """Whether ``clause`` may go on from ``fact`` (see ``_continued``); what goes on from an
+    entity is what the rules read about it, or nothing ("he's way better than me")."""
+    return len(clause.split()) <= _MAX_CONTINUATION_WORDS or fact.type is MemoryType.ENTITY
+
+
 def _continued(fact: Fact, clause: str, role: Role) -> Fact:
     """``fact`` with the clause after it in its sentence added to its text, when that clause
     states nothing alone (it says why, how or what instead; see ``_MAX_CONTINUATION_WORDS``).
@@ -505,6 +515,13 @@ def _disclosed(
     return found
 
 
+def _clauses(said: str) -> list[str]:
+    """The clauses of a statement, a sentence typed in lower case inside it ("quick one. we run
+    k8s", which the sentence splitter keeps as one) cut off as a clause of its own; one that
+    asks or supposes states nothing (``statement``)."""
+    return [piece for clause in clauses(said) for piece in pieces(clause) if statement(piece)]
+
+
 def conversation_facts(
     messages: Sequence[Message],
     message_dates: Mapping[str, str] | None = None,
@@ -601,7 +618,7 @@ def conversation_facts(
                 talk.follow_on = re.match(r"^\s*(?:and|also|plus)\b", sentence, re.I) is not None
                 stated: int | None = None  # index in found of this sentence's last fact
                 told: list[Fact] = []  # the facts ``disclosure`` read from its last clause
-                for clause in clauses(said):
+                for clause in _clauses(said):
                     text = LEAD.sub("", clause).strip()
                     if not text or TENTATIVE.match(text):
                         continue
@@ -664,6 +681,15 @@ def conversation_facts(
                         and not told
                         # a name goes on from nothing: "I'm Tomasz btw, I run the infra team"
                         and found[stated].subject != "name"
+                        # nor does anything from an entity, nor a clause long enough to be a
+                        # fact of its own: ``disclosure`` reads it (below) rather than losing it
+                        and _goes_on(found[stated], text)
+                        and not (
+                            _SEPARATE
+                            and _disclosed(
+                                text, sentence, message, base, "", talk, weights=weights
+                            )
+                        )
                     ):
                         found[stated] = _continued(found[stated], text, message.role)
                     elif signer is None and (

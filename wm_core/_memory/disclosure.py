@@ -314,7 +314,7 @@ def confirmed_check(previous: Message, reply: Message) -> str | None:
     return said
 
 
-_PIECE: Final = re.compile(r"(?<=[a-z0-9)][.!?])\s+")
+_PIECE: Final = re.compile(r"(?<=[a-z0-9)][.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\betc\.)\s+")
 
 
 def pieces(clause: str) -> list[str]:
@@ -345,6 +345,8 @@ def units(messages: Sequence[Message]) -> list[tuple[Message, str, str]]:
                 continue
             for clause in clauses(said):
                 for text in pieces(LEAD.sub("", clause).strip()):
+                    if statement(text) is None:
+                        continue  # a piece that asks states nothing (``conversation``)
                     if message.role is Role.USER:
                         found.append((message, text, question if first else ""))
                     first = False

@@ -65,7 +65,7 @@ _PRONOUNS: Final = re.compile(
 )
 # What the user's team or company is: "we're a team of six", "we're a small agency".
 _WE_ARE: Final = re.compile(
-    r"^we(?:'re| are)\s+(?:(?:just|only|still)\s+)?(?:a|an)\s+(?:[\w\-]+\s+){0,3}?(?:team|"
+    r"^we(?:'re| are)\s+(?:(?:just|only|still|pretty much|\w+ly)\s+)?(?:a|an)\s+(?:[\w\-+#.]+\s+){0,3}?(?:team|"
     r"company|startup|start-up|shop|agency|studio|family|couple|group|org|organi[sz]ation|"
     r"nonprofit|non-profit|lab|consultancy|household)\b",
     re.I,
@@ -103,9 +103,18 @@ _MY_IS: Final = re.compile(
     re.IGNORECASE,
 )
 # How the user's team works ("Our team uses trunk-based development"): a fact about the user.
+# Any adverb may come before the verb ("we mostly use PyTorch"), a place of work before the
+# clause ("in our shop we use GitHub Actions"), and what runs where is said of "everything" or
+# of one of the team's things too ("everything runs on Databricks", "our data lives in
+# BigQuery").
 _TEAM_USES: Final = re.compile(
-    r"^(?:(?:our|my)\s+(?:team|company|org|organi[sz]ation|shop)\s+(?:uses|works|follows|"
-    r"practi[cs]es|deploys|runs|ships)|we\s+(?:use|work|follow|practi[cs]e|deploy|ship))\b",
+    r"^(?:(?:in|at)\s+(?:our|my)\s+(?:team|company|org|shop|job|work|place)\s*,?\s+)?"
+    r"(?:(?:our|my)\s+(?:team|company|org|organi[sz]ation|shop)\s+(?:\w+ly\s+)?(?:uses|works|"
+    r"follows|practi[cs]es|deploys|runs|ships|builds|hosts|writes)|"
+    r"we\s+(?:(?:all|also|still|now|\w+ly)\s+)?(?:use|work|follow|practi[cs]e|deploy|ship|"
+    r"host|build|write|code|run\s+(?:on|everything|all|our|it)|are on|'re on)|"
+    r"(?:everything|(?:all\s+)?(?:of\s+)?our\s+[\w\-]+(?:\s+[\w\-]+)?)\s+(?:\w+ly\s+)?(?:runs?|"
+    r"lives?|is hosted|are hosted|sits?|deploys?|go|goes)\s+(?:on|in|to|through|via)\b)\b",
     re.IGNORECASE,
 )
 _FREQUENCY: Final = re.compile(

@@ -32,7 +32,7 @@ _HYPOTHETICAL: Final = re.compile(
     re.IGNORECASE,
 )
 TENTATIVE: Final = re.compile(
-    r"^(?:maybe|perhaps|probably|i might|i could|i may|i wonder|i'm not sure|not sure|"
+    r"^(?:maybe|perhaps|probably|(?:i|we) might|(?:i|we) could|(?:i|we) may|i wonder|i'm not sure|not sure|"
     r"i guess|i think i|i'll think|hmm)\b",
     re.IGNORECASE,
 )

@@ -84,8 +84,11 @@ _PATTERNS: Final = (
         r"(?!\s+(?:evenings|mornings|nights|afternoons|lunchtimes)\b)",
         re.I,
     )),
-    ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until)\s+({_MONTH})\b(?!\s+\d)", re.I)),
-    ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b", re.I)),
+    # "at the end of June", "mid-May": a part of the month is read as the month
+    ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until|(?:end|start|beginning|middle)"
+                             rf"\s+of|mid)[\s-]+({_MONTH})\b(?!\s+\d)", re.I)),
+    # "on the 2nd" is this or next month's, unless a month follows ("the 2nd of May": "dm")
+    ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+of\b)", re.I)),
     ("year", re.compile(r"\b(?:in|since|during)\s+((?:19|20)\d{2})\b", re.I)),
     ("holiday", re.compile(r"\b(christmas eve|christmas|new year's eve|new year's day|halloween|"
                            r"valentine's day)\b", re.I)),
@@ -260,6 +263,7 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
             found = base + datetime.timedelta(days=(target - base.weekday()) % 7 or 7)
     elif kind == "rel_month":
         word, month = g[0].lower(), _month(g[1])
+        word = "in" if word.startswith(("end", "start", "beginning", "middle", "mid")) else word
         year = base.year
         if word == "last" or (word in ("in", "since") and past):
             year -= month > base.month or (word == "last" and month == base.month)
@@ -299,9 +303,8 @@ def resolve_when(sentence: str, base: str | None) -> When | None:
         for match in pattern.finditer(sentence):
             if kind not in ("iso", "dmy", "mdy", "year") and day is None:
                 continue
-            if kind == "rel_month" and match.group(2).lower() == "may" and match.group(1).lower() not in (
-                "last", "next", "in", "this", "since"
-            ):  # fmt: skip
+            if kind == "rel_month" and match.group(2).lower() == "may" and not match.group(1).lower(
+            ).startswith(("last", "next", "in", "this", "since", "end", "start", "beginning", "mid")):  # fmt: skip
                 continue
             found = _resolve(kind, match, day or datetime.date(1970, 1, 1), past)
             if found is not None and (best is None or found.start < best.start):
