@@ -515,6 +515,36 @@ def _disclosed(
     return found
 
 
+# The assistant's "you" is the user's "I": "your team uses FastAPI" confirmed is "my team uses
+# FastAPI" said by the user.
+_SECOND_PERSON: Final = (
+    (re.compile(r"\byou're\b", re.I), "I'm"),
+    (re.compile(r"\byou've\b", re.I), "I've"),
+    (re.compile(r"\byou'll\b", re.I), "I'll"),
+    (re.compile(r"\byou'd\b", re.I), "I'd"),
+    (re.compile(r"\byou are\b", re.I), "I am"),
+    (re.compile(r"\byou were\b", re.I), "I was"),
+    (re.compile(r"\byours\b", re.I), "mine"),
+    (re.compile(r"\byour\b", re.I), "my"),
+    (re.compile(r"\byou\b", re.I), "I"),
+)
+
+
+def _confirmed_facts(check: str, reply: Message, base: str | None, talk: Talk) -> list[Fact]:
+    """What an assistant's check the user confirmed states, read by the clause rules as the
+    user's own words (``_SECOND_PERSON``; the check's lead-in before "it looks like" dropped)."""
+    said = re.sub(r"^.*?\b(?:looks like|seems like|sounds like|understand that|see that)\s+",
+                  "", check, flags=re.I)  # fmt: skip
+    for pattern, mine in _SECOND_PERSON:
+        said = pattern.sub(mine, said)
+    found: list[Fact] = []
+    for clause in _clauses(said):
+        text = LEAD.sub("", clause).strip()
+        if text:
+            found.extend(classify(text, said, Role.USER, base, talk))
+    return [replace(f, message_ids=(reply.id,)) for f in found]
+
+
 def _clauses(said: str) -> list[str]:
     """The clauses of a statement, a sentence typed in lower case inside it ("quick one. we run
     k8s", which the sentence splitter keeps as one) cut off as a clause of its own; one that
@@ -601,9 +631,10 @@ def conversation_facts(
             check = confirmed_check(previous, message)
             if check is not None and last_decision != len(found) - 1:
                 base = dates.get(previous.id)
-                for fact in _disclosed(
+                confirmed = _confirmed_facts(check, message, base, talk) or _disclosed(
                     check, check, previous, base, "", talk, confirmed=True, weights=weights
-                ):
+                )
+                for fact in confirmed:
                     found.append(replace(fact, message_ids=(previous.id, message.id)))
         first_sentence = True
         for line in message.text().split("\n"):

@@ -301,14 +301,27 @@ def asked(message: Message) -> str:
     return last[:-1].strip() if last.endswith("?") else ""
 
 
+# A statement with a tag that asks to confirm it: "your team uses FastAPI, is that right?".
+_CHECK_TAG: Final = re.compile(
+    r"[,;]?\s+(?:(?:is|was)\s+(?:that|this|it)\s+(?:still\s+)?(?:right|correct|true|accurate|"
+    r"the case)|(?:does|do)\s+(?:that|this|it)\s+still\s+(?:hold|apply|stand)|am i right|"
+    r"right|correct)$",
+    re.IGNORECASE,
+)
+
+
 def confirmed_check(previous: Message, reply: Message) -> str | None:
     """The statement an assistant's yes-or-no check makes when the user's reply confirms it
-    ("So to confirm, handovers are on Monday?" — "correct"), else None."""
+    ("So to confirm, handovers are on Monday?", "Your team deploys on Fly.io, is that
+    right?" — "correct"), else None."""
     question = asked(previous)
     check = _CHECK_LEAD.match(question)
-    if check is None or not _CONFIRM.match(reply.text().strip()):
+    tag = _CHECK_TAG.search(question) if check is None else None
+    if (check is None and tag is None) or not _CONFIRM.match(reply.text().strip()):
         return None
-    said = question[check.end() :]
+    said = question[check.end() :] if check is not None else question[: tag.start()] if tag else ""
+    # "to confirm before I draft anything: your API …": what leads up to the colon is no check
+    said = said.split(": ", 1)[-1]
     if re.match(r"^(?:what|which|who|where|when|why|how)\b", said, re.IGNORECASE):
         return None  # an open question: a "yes" confirms nothing
     return said

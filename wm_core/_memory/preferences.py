@@ -110,6 +110,10 @@ def read_preference(text: str, instructing: bool = False) -> tuple[str, str] | N
     original, text = text, expanded(text)
     for pattern in (_PREFER, _RATHER, _INTO):
         match = pattern.match(text)
+        you = re.match(r"^you\s+(?P<do>\w.+)$", match.group("what"), re.I) if match else None
+        if you and pattern is _RATHER:  # "I'd rather you answer in English": an instruction
+            body = third_person(clean(you.group("do")), sentence=False)
+            return f"The user wants the assistant to {body}", clean(you.group("do"))
         if match:
             what = object_of(match.group("what"))
             if what is None:

@@ -142,6 +142,19 @@ _PROFILE_NOT: Final = re.compile(
 )
 
 
+# What the user does for a living, in any present-tense verb: "I do ML at a startup called
+# Veridia", "I handle billing for Acme", "I mostly write Go at Lumio". A past or passing verb
+# is no profile ("I met Sara at Google", "I bought it at IKEA").
+_WORK_AT: Final = re.compile(
+    r"^i\s+(?:(?:mostly|mainly|currently|now|still|also|basically|actually)\s+)?"
+    r"(?!(?:met|saw|was|went|had|got|bought|ran|left|lost|found|took|made|sent|came|did|said|"
+    r"told|heard|read|ate|spent|paid|sold|won|broke|put|need|want|think|guess|hope|wish|feel|"
+    r"will|can|could|would|should|might|must)\b)[a-z]+(?<!ed)\s+(?:[\w\-+#/.]+\s+){0,6}?"
+    r"(?:at|for)\s+(?:(?:a|an|the)\s+(?:[\w\-]+\s+){0,3}?(?:called|named)\s+)?(?-i:[A-Z])",
+    re.IGNORECASE,
+)
+
+
 def profile_facts(text: str) -> list[tuple[str, str, dict[str, str]]]:
     """(text, subject, fields) of identity statements in a user's clause."""
     found: list[tuple[str, str, dict[str, str]]]
@@ -202,7 +215,8 @@ def profile_facts(text: str) -> list[tuple[str, str, dict[str, str]]]:
         return found  # "My PR is blocked on review": a state of work, not who the user is
     if _FOR_NOW.search(text):
         return found  # "I'm working on the auth refactor this week"
-    if _PROFILE_START.match(text) or my_is or habit or team or YEARLY.match(text):
+    work = _WORK_AT.match(text)
+    if _PROFILE_START.match(text) or my_is or habit or team or work or YEARLY.match(text):
         body = third_person(clean(original))
         lower = text.lower()
         subject = memory_key(body)

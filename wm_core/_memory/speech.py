@@ -275,12 +275,17 @@ def clean(text: str) -> str:
 VAGUE: Final = frozenset({"it", "that", "this", "them", "those", "so", "you", "one"})
 
 
+# A condition before a comma, not a question: "when you write Python for me, use type hints".
+_CONDITION: Final = re.compile(r"^(?:when|whenever)\s+(?:you|i|we)\s+[^,?]{3,60},\s+\w", re.I)
+
+
 def statement(sentence: str) -> str | None:
     """The sentence without its lead-in, or None when it states nothing."""
     if _THANKS.match(sentence):
         return None  # "thanks for the help today!" thanks, it tells nothing
     text = LEAD.sub("", sentence).strip()
-    if not text or text.endswith("?") or _QUESTION_START.match(text):
+    condition = _CONDITION.match(text)  # "when you write Python, type hints everywhere"
+    if not text or text.endswith("?") or (_QUESTION_START.match(text) and not condition):
         return None
     # a hypothesis in the first clause makes the sentence one ("If we moved to Go, …", "I'd use
     # Redis if we had more memory"); after a comma it is a purpose or a condition of what the
