@@ -50,6 +50,7 @@ from wm_core._memory.speech import (
     object_of,
     statement,
     third_person,
+    with_subject,
 )
 from wm_core._memory.subjects import REPLACES
 from wm_core._memory.when import is_past
@@ -651,6 +652,8 @@ def conversation_facts(
                 told: list[Fact] = []  # the facts ``disclosure`` read from its last clause
                 for clause in _clauses(said):
                     text = LEAD.sub("", clause).strip()
+                    if message.role is Role.USER:
+                        text = with_subject(text)  # "lost my wallet yesterday"
                     if not text or TENTATIVE.match(text):
                         continue
                     text = subject_fact(text) or text  # "Orla from accounting is a legend"

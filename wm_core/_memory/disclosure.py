@@ -31,7 +31,15 @@ from typing import Final
 from wm_core._document.sentences import sentences
 from wm_core._memory import disclosure_weights
 from wm_core._memory.model import MemoryType, fold_text
-from wm_core._memory.speech import LEAD, clauses, clean, normalized, statement, third_person
+from wm_core._memory.speech import (
+    LEAD,
+    clauses,
+    clean,
+    normalized,
+    statement,
+    third_person,
+    with_subject,
+)
 from wm_core._memory.when import When, resolve_when
 from wm_core._messages import Message, Role
 
@@ -327,7 +335,7 @@ def confirmed_check(previous: Message, reply: Message) -> str | None:
     return said
 
 
-_PIECE: Final = re.compile(r"(?<=[a-z0-9)][.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\betc\.)\s+")
+_PIECE: Final = re.compile(r"(?<=[a-z0-9)][.!?]|[.!?][.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\betc\.)\s+")
 
 
 def pieces(clause: str) -> list[str]:
@@ -361,6 +369,7 @@ def units(messages: Sequence[Message]) -> list[tuple[Message, str, str]]:
                     if statement(text) is None:
                         continue  # a piece that asks states nothing (``conversation``)
                     if message.role is Role.USER:
+                        text = with_subject(text)
                         found.append((message, text, question if first else ""))
                     first = False
         previous = message

@@ -199,6 +199,14 @@ _WILL: Final = re.compile(
 _I_WILL: Final = re.compile(
     rf"^i(?:'ll|\s+will|'m going to|\s+am going to)\s+(?P<what>(?:{_CHOOSE_VERBS})\b.+)$", re.I
 )
+# A move of the user's household, not of the team's software: the "we" who move has family,
+# a home or a city in the clause.
+_HOME_MOVE: Final = re.compile(
+    rf"^\S+\s+(?:'re|are|will|'ll)?\s*(?:be\s+)?(?:moving|relocating|mov(?:e|ing) house)\b"
+    rf"(?=.*\b(?:my|our)\s+(?:{RELATIONS}|kids|family|house|flat|apartment|home)\b|"
+    r".*\b(?:house|flat|apartment|city|country|abroad)\b)",
+    re.IGNORECASE,
+)
 _LETS: Final = re.compile(
     # "let's not X" sets a rule whatever X is; "let's X" decides when X is a verb of choice or
     # of change ("let's raise that limit"), not of the work at hand ("let's look at the logs")
@@ -358,6 +366,8 @@ def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | Non
     )
     if match is None:
         return None
+    if match.re is _WILL and _HOME_MOVE.search(text):
+        return None  # "we're moving to Edinburgh because my wife …": a family's move, an event
     personal = re.match(r"^i\b", text, re.I) is not None
     verb = match.group("verb").lower() if "verb" in match.groupdict() else ""
     if personal and verb in _MOVES:
@@ -397,7 +407,10 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
         body = f"{text[: when.end]} ({when.label}){text[when.end :]}"
     elif when is not None and not re.match(r"\d{4}-\d{2}-\d{2}$", text[when.start : when.end]):
         phrase = text[when.start : when.end]
-        lead = re.match(r"^(?:on|by|in|until|since|during)\s+", phrase, re.I)
+        lead = re.match(
+            r"^(?:on|by|in|until|since|during|(?:end|start|beginning|middle)\s+of|mid)[\s-]+",
+            phrase, re.I
+        )  # fmt: skip
         prep = lead.group().strip().lower() if lead else ("on" if when.precision == "day" else "in")
         before = text[: when.start]
         if re.search(r"\b(?:on|by|in|until|since|during|from|at)\s*$", before, re.I):

@@ -348,3 +348,25 @@ REASON: Final = re.compile(
     r",?\s+(?:because|since|given that|due to|so that|as(?=\s+(?:we|i|it|they|the|our|there)\b))\s+",
     re.I,
 )
+
+
+# Chat drops the "I": "been getting into bouldering lately", "lost my wallet on the tram
+# yesterday", "haven't been sleeping well". A clause that opens with a verb in the past or
+# perfect (never a bare verb: "use pytest" asks the assistant) is the speaker's.
+_DROPPED_I: Final = re.compile(
+    r"^(?:(?:just|finally|also|recently|actually|already|still|totally|kinda|literally)\s+)?"
+    r"(?:been|haven't|hasn't|have been|had|got|went|lost|found|bought|took|made|sent|met|saw|"
+    r"spent|left|quit|sold|won|broke|ran|flew|drove|ate|began|fell|felt|thought|told|heard|"
+    r"kept|paid|hurt|caught|[a-z]{2,}ed(?<!\bneed)(?<!\bfeed)(?<!\bseed)(?<!\bspeed)(?<!\bshed)"
+    r"(?<!\bembed))\s+(?!(?:you|it|that|this|them)\b)\w",
+    re.IGNORECASE,
+)
+
+
+def with_subject(clause: str) -> str:
+    """A user's clause with the "I" it left out put back (``_DROPPED_I``), else as it is."""
+    if not _DROPPED_I.match(clause):
+        return clause
+    said = clause if clause[:2].isupper() else clause[:1].lower() + clause[1:]
+    return f"I've {said}" if said.startswith("been ") else f"I {said}"
+
