@@ -173,6 +173,12 @@ _PASSING: Final = re.compile(
     r"\b(?:whatever works|not sure|never mind|doesn't matter|no idea)\b",
     re.IGNORECASE,
 )
+# Someone named alone choosing makes a fact of their life, not the user's or the team's
+# decision (the rules' own reading, ``rules._DECIDED``, says the same).
+_THEIR_CHOICE: Final = re.compile(
+    r"^(?-i:[A-Z][a-z]+)(?:\s+(?:just|finally|also|has|have))*\s+(?:decided|chose|picked|"
+    r"opted|settled|went with)\b"
+)
 _STEM: Final = 5
 _MIN_WORDS: Final = 3
 _MAX_WORDS: Final = 40
@@ -259,6 +265,8 @@ def classify_clause(
     got = scores(found, weights)
     none = got.pop(NONE, 0.0)
     allowed = [k for k in sorted(got) if not _LICENCE.get(k) or _LICENCE[k] & set(found)]
+    if _THEIR_CHOICE.match(clause.strip()):
+        allowed = [k for k in allowed if k != "decision"]  # "Sarah decided to quit her job"
     if not allowed:
         return None
     label = max(allowed, key=lambda k: got[k])
@@ -335,7 +343,9 @@ def confirmed_check(previous: Message, reply: Message) -> str | None:
     return said
 
 
-_PIECE: Final = re.compile(r"(?<=[a-z0-9)][.!?]|[.!?][.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\betc\.)\s+")
+_PIECE: Final = re.compile(
+    r"(?<=[a-z0-9)][.!?]|[.!?][.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\betc\.)\s+(?=[a-z])"
+)
 
 
 def pieces(clause: str) -> list[str]:
