@@ -67,11 +67,23 @@ _PROPOSAL: Final = re.compile(
     r"(?:my\s+)?(?:proposal|suggestion|recommendation)(?:\s+(?:is|would be))?(?:\s+to)?\s*:?\s+)(?P<what>.+)$",
     re.IGNORECASE,
 )
+# An imperative of change the user then accepts ("Try gradient clipping at 1.0" — "clipping
+# fixed it, keeping that"), unless it answers the user's how-to question ("How do I undo a
+# commit?" — "Use git reset --soft" — "that worked": a how-to, no decision).
+_IMPERATIVE_PROPOSAL: Final = re.compile(
+    r"^(?:try|use|switch to|enable|disable|pin|bump|raise|lower|increase|reduce|cap|limit|"
+    r"replace|drop|partition|split|add|set)\s+(?P<what>\w.+)$",
+    re.IGNORECASE,
+)
+_HOW_TO: Final = re.compile(r"^(?:how|what|which|where|can|could|is there)\b[^?]*\?\s*$", re.I)
 _AGREE: Final = re.compile(
     r"^(?:yes|yeah|yep|sure|ok(?:ay)?|agreed|agree|sounds good|sounds great|good|great|"
     r"perfect|fine|deal|do it|go ahead|go for it|ship it|let's do (?:it|that)|"
     r"let's go with (?:it|that|this)|"
-    r"makes sense|exactly|correct|works for me|that works|lgtm|approved)\b",
+    r"makes sense|exactly|correct|works for me|that works|lgtm|approved|"
+    # the proposal tried and kept: "clipping fixed it, keeping that", "that did the trick"
+    r"(?:[\w\-]+\s+){0,2}(?:fixed it|worked|did the trick)|keeping (?:it|that|this)|"
+    r"(?:i'll|we'll|i will|we will) (?:do|take|keep) (?:it|that|this))\b",
     re.IGNORECASE,
 )
 # Someone else agrees to the latest decision: "Our CTO, Hana, approved it", "Marta signed off".
@@ -171,16 +183,17 @@ _SCOPE: Final = re.compile(
 )
 
 
-def _proposal(message: Message, reply: str = "") -> str | None:
-    """What an assistant's message proposes ("I suggest we pin pydantic"), if anything; with
-    the sentence before it when the proposal or the ``reply`` accepting it refers to it
-    ("replace both with ruff format")."""
+def _proposal(message: Message, reply: str = "", how_to: bool = False) -> str | None:
+    """What an assistant's message proposes ("I suggest we pin pydantic", or an imperative of
+    change unless it answers a ``how_to`` question), if anything; with the sentence before it
+    when the proposal or the ``reply`` accepting it refers to it ("replace both with ruff
+    format")."""
     found = sentences(message.text())
     for index in range(len(found) - 1, -1, -1):
         text = _SCOPE.sub("", LEAD.sub("", found[index]).strip())
         if text.endswith("?"):
             continue
-        match = _PROPOSAL.match(text)
+        match = _PROPOSAL.match(text) or (None if how_to else _IMPERATIVE_PROPOSAL.match(text))
         said = match.group("what") if match else ""
         if not match and _PROPOSAL_CUE.search(text) and len(text.split()) > _MIN_PROPOSAL_WORDS:
             # "The simplest fix is to batch the inserts", "Consider switching to orjson": a
@@ -603,7 +616,12 @@ def conversation_facts(
                 and previous.id in found[last_decision].message_ids
                 and found[last_decision].fields.get("decided_by") == previous.role.value
             )
-            proposal = _proposal(previous, message.text()) if agreed and not decided_there else None
+            how_to = len(recent) > 1 and bool(_HOW_TO.match(recent[-2].text().strip()))
+            proposal = (
+                _proposal(previous, message.text(), how_to)
+                if agreed and not decided_there
+                else None
+            )
             if proposal is not None:
                 text = f"The user agreed to the assistant's proposal: {proposal}"
                 fields = {"decision": proposal, "decided_by": "assistant", "agreed_by": "user"}

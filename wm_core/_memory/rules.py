@@ -223,7 +223,9 @@ _PUT_OFF: Final = re.compile(r"^(?:not|no longer)\b(?:.*\b(?:yet|anything)\b)", 
 _IT_IS: Final = re.compile(r"^(?P<what>[\w][\w .\-+#/]{0,40}?)\s+it is\b(?P<rest>.*)$", re.I)
 _FINAL: Final = re.compile(
     r"^(?:(?:the\s+)?final\s+(?:answer|call|decision|verdict|choice|word)|(?:the\s+)?verdict|"
-    r"decision|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40}))?\s*[:,-]\s*(?P<what>\w.+)$",
+    # "Final answer from the architecture review today: …": where it came from is no topic
+    r"decision|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40})|"
+    r"\s+(?:from|after|at|in|of)\s+[^:,]{1,40})?\s*[:,-]\s*(?P<what>\w.+)$",
     re.IGNORECASE,
 )
 
@@ -300,12 +302,10 @@ _UNDECIDED: Final = re.compile(
 # Where a decision may start inside a clause: "We had a retro today and the team agreed to …",
 # "ok final call: we're not upgrading …".
 _DECISION_INSIDE: Final = re.compile(
-    r"(?:,|:|\band\b|\bso\b|\bthen\b|\bbut\b)\s+(?=(?:we|i|the|our|they|let's)\b)", re.I
-)
-
-
-_TOPIC_LEAD: Final = re.compile(
-    r"^(?:(?:so|ok|okay|anyway|then|and)\s+)*(?:for|as for|regarding|about|in)\b", re.I
+    # "after Wednesday's outage the on-call group agreed to …": what led to it, no comma
+    r"(?:,|:|\band\b|\bso\b|\bthen\b|\bbut\b|\b(?:after|following)\s+[\w'\-]+(?:\s+[\w'\-]+){0,4}?)"
+    r"\s+(?=(?:we|i|the|our|they|let's)\b)",
+    re.I,
 )
 
 
@@ -315,11 +315,10 @@ def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     lead = _DECISION_LEAD.match(text)
     if lead is not None:
         found = _decision_at(text[lead.end() :], role)
-        if found is not None and _TOPIC_LEAD.match(text[: lead.end()]):
-            # "for the search index we'll go with Meilisearch": the topic stays in the memory
-            return third_person(clean(text), role, team=True), found[1], found[2]
         if found is not None:
-            return found
+            # "for the search index we'll go with Meilisearch", "after the incident review we
+            # decided …": the topic or the occasion stays in the memory, in the clause's words
+            return third_person(clean(text), role, team=True), found[1], found[2]
     found = _decision_at(text, role) or _outcome(text, role)
     if found is not None:
         return found
