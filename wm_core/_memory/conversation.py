@@ -93,6 +93,8 @@ _SIGN_OFF: Final = re.compile(
     r"(?:signed off|approved|okayed|ok'd|green-?lit|gave (?:it|us|the team) the go-ahead|"
     r"(?:is|are) on board|(?:is|are) fine with (?:it|that|this)|(?:is|are) happy with (?:it|that|"
     r"this)|liked (?:it|the idea)|\+1'?d|"
+    # who argued for it: "Ines pushed for it because the bot redeployed prod in a loop"
+    r"(?:pushed|argued|lobbied|campaigned) for (?:it|that|this)|(?:proposed|suggested) (?:it|that|this)|"
     # "Marco agreed." — agreeing to what was said, not "Hana agreed to move the DB"
     r"agreed(?=\s*(?:$|[.!,]|too\b|as well\b|with (?:it|that|this|us|me|the plan)\b)))",
     re.IGNORECASE,
@@ -324,6 +326,16 @@ def _picked(recent: Sequence[Message], reply: Message) -> Fact | None:
         ids = (earlier.id, reply.id)
         return Fact(MemoryType.DECISION, text, fields["decision"], reply.text(), ids, fields)
     return None
+
+
+def _with_reason(fact: Fact, clause: str, role: Role) -> Fact:
+    """A decision with the reason a sign-off gives ("Ines pushed for it because …"), when it
+    has none yet."""
+    parts = REASON.split(clause, maxsplit=1)
+    if len(parts) < 2 or "reason" in fact.fields or not parts[1].strip():
+        return fact
+    why = third_person(clean(parts[1]), role, sentence=False)
+    return replace(fact, text=f"{fact.text}, because {why}", fields={**fact.fields, "reason": why})
 
 
 def _agreed_by(fact: Fact, who: str, message_id: str) -> Fact:
@@ -678,7 +690,10 @@ def conversation_facts(
                     before = len(found)
                     signer = _signer(text) if last_decision is not None else None
                     if signer is not None and last_decision is not None:
-                        found[last_decision] = _agreed_by(found[last_decision], signer, message.id)
+                        found[last_decision] = _with_reason(
+                            _agreed_by(found[last_decision], signer, message.id), text,
+                            message.role
+                        )  # fmt: skip
                     facts = classify(text, sentence, message.role, base, talk)
                     if stated is not None and _same_event(found[stated], facts):
                         # "Two days ago our database failed over and we lost five minutes of
