@@ -255,7 +255,7 @@ def _answer(reply: Message, question: str, name: str = "") -> Fact | None:
         or _TAKEN_BACK.search(reply.text())
     ):
         return None
-    phrase = clauses(phrase)[0]  # "Mostly science fiction, but I can't stand horror"
+    phrase = pieces(clauses(phrase)[0])[0]  # "Mostly sci-fi, but I can't stand horror"
     if name and not re.search(r"[A-Z]", phrase[1:]):
         return None  # "Four days.": a bare amount, no name of a thing
     if name:
@@ -402,6 +402,23 @@ def _same_event(dated: Fact, facts: Sequence[Fact]) -> bool:
         and len(facts) == 1
         and facts[0].type is MemoryType.EVENT
         and facts[0].when is None
+    )
+
+
+# The assistant's "X it is" that echoes no decision of the user's takes up a wish or an
+# answer ("I'd rather you answer in English" — "Sure, English it is"): no decision of its own.
+_TAKES_UP: Final = re.compile(r"\bit is\s*[.!]*$", re.IGNORECASE)
+
+
+def _dates_event(undated: Fact, facts: Sequence[Fact]) -> bool:
+    """Whether a clause's only fact is a dated event going on from the undated event its
+    sentence stated just before (the same event, then when it is)."""
+    return (
+        undated.type is MemoryType.EVENT
+        and undated.when is None
+        and len(facts) == 1
+        and facts[0].type is MemoryType.EVENT
+        and facts[0].when is not None
     )
 
 
@@ -700,6 +717,15 @@ def conversation_facts(
                         # writes": one event, told in two clauses
                         found[stated] = _continued(found[stated], text, message.role)
                         continue
+                    if stated is not None and _dates_event(found[stated], facts):
+                        # "we booked the trip to Japan!! we fly out on the 2nd of May": the
+                        # event, then its date, one memory
+                        found[stated] = replace(
+                            _continued(found[stated], text, message.role),
+                            when=facts[0].when,
+                            fields={**found[stated].fields, **facts[0].fields},
+                        )
+                        continue
                     for fact in facts:
                         if signer is not None and fact.type is not MemoryType.ENTITY:
                             continue  # the sign-off itself is the decision's, not an event
@@ -719,6 +745,12 @@ def conversation_facts(
                             found[last_decision] = _agreed_by(found[last_decision],
                                                               message.role.value, message.id)  # fmt: skip
                             continue
+                        if (
+                            fact.type is MemoryType.DECISION
+                            and message.role is Role.ASSISTANT
+                            and _TAKES_UP.search(text)
+                        ):
+                            continue  # "Sure, English it is": the user's wish taken up
                         if fact.type is MemoryType.DECISION and offered is not None:
                             fact = _over(fact, offered)
                         why = _so_reason(fact, sentence, text, message.role)

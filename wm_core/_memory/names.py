@@ -252,8 +252,8 @@ def resolve_pronoun(text: str, talk: Talk) -> str | None:
     if match is None or not talk.last_name:
         return None
     rest = text[match.end("pro") :]
-    if rest.startswith("'s"):
-        rest = " is" + rest[2:]
+    if rest.startswith("'s"):  # "she's been doing it for years": has, else is
+        rest = (" has" if re.match(r"'s\s+(?:been|got|had)\b", rest) else " is") + rest[2:]
     pro = match.group("pro").lower()
     mismatch = talk.last_person is not None and (pro == "it") is talk.last_person
     if pro == "they" or mismatch:

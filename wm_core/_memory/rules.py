@@ -207,6 +207,13 @@ _HOME_MOVE: Final = re.compile(
     r".*\b(?:house|flat|apartment|city|country|abroad)\b)",
     re.IGNORECASE,
 )
+# Two decisions listed after a colon: "we decided: no more Friday deploys, and every migration
+# needs a rollback script" is one memory per decision.
+_DECIDED_LIST: Final = re.compile(
+    r"^(?P<head>[^:]{0,80}\b(?:decided|agreed|settled|rules?|decisions?)\s*:\s*)"
+    r"(?P<a>\w[^,:]{3,80}?),?\s+and\s+(?P<b>\w[^:]{3,120})$",
+    re.IGNORECASE,
+)
 _LETS: Final = re.compile(
     # "let's not X" sets a rule whatever X is; "let's X" decides when X is a verb of choice or
     # of change ("let's raise that limit"), not of the work at hand ("let's look at the logs")
@@ -251,7 +258,8 @@ _PLAN: Final = re.compile(
 # Something that happened to the user, said without a time ("We just got back from Iceland",
 # "I also cancelled my cards"): an event all the same, undated.
 _EXPERIENCE: Final = re.compile(
-    r"^(?:i|we)\s+(?:(?:just|finally|also|recently|already|even|both)\s+)*(?:got back from|"
+    r"^(?:i|we|(?:my|our)\s+[\w\-]+(?:\s+(?-i:[A-Z])[\w\-]+)?\s+and\s+i)\s+"
+    r"(?:(?:just|finally|also|recently|already|even|both)\s+)*(?:got back from|booked|"
     r"came back from|returned from|went to|visited|travell?ed to|flew to|saw|met|lost|broke|"
     r"cancell?ed|finished|passed|won|adopted|bought|sold|graduated|got married|got engaged|"
     r"climbed|hiked|completed|launched|shipped|released)\s+"
@@ -412,8 +420,9 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
         )  # fmt: skip
         prep = lead.group().strip().lower() if lead else ("on" if when.precision == "day" else "in")
         before = text[: when.start]
-        if re.search(r"\b(?:on|by|in|until|since|during|from|at)\s*$", before, re.I):
-            prep = ""  # "back on January 6": the preposition is already there
+        if re.search(r"\b(?:on|by|in|until|since|during|from|at)(?:\s+the)?\s*$", before, re.I):
+            prep = ""  # "back on January 6", "on the 2nd of May": the preposition is there
+            before = re.sub(r"(?<=\s)the\s*$", "", before, flags=re.I)
         if not re.search(r"\d{4}", phrase):
             body = f"{before}{prep} {when.label}{text[when.end :]}".replace("  ", " ")
     return third_person(clean(body), role)
@@ -447,6 +456,14 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     decision = _decision(text, role)
     if decision is not None:
         body, choice, fields = decision
+        listed = _DECIDED_LIST.match(text)
+        if listed is not None:  # "we decided: no more Friday deploys, and every migration …"
+            return [
+                Fact(MemoryType.DECISION, third_person(clean(listed.group("head") + item), role,
+                     team=True), memory_key(item), sentence, (), {**fields, "decision": item},
+                     when)
+                for item in (clean(listed.group("a")), clean(listed.group("b")))
+            ]  # fmt: skip
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
     if not user or states_nothing(text, sentence):
         return []
