@@ -36,7 +36,8 @@ _CHOOSE_VERBS = (
 )
 _PREFER: Final = re.compile(
     rf"^i\s+{_ADV}(?P<verb>{_LIKE_VERBS}|(?:always|never|only|mostly|usually|exclusively)\s+"
-    rf"(?:{_CHOOSE_VERBS})|drink|eat|take)\s+(?P<what>.+)$",
+    # "I always want type hints": a standing wish is a preference, not a habit
+    rf"(?:{_CHOOSE_VERBS}|want|need)|drink|eat|take)\s+(?P<what>.+)$",
     re.IGNORECASE,
 )
 _RATHER: Final = re.compile(
