@@ -231,7 +231,7 @@ _IT_IS: Final = re.compile(r"^(?P<what>[\w][\w .\-+#/]{0,40}?)\s+it is\b(?P<rest
 _FINAL: Final = re.compile(
     r"^(?:(?:the\s+)?final\s+(?:answer|call|decision|verdict|choice|word)|(?:the\s+)?verdict|"
     # "Final answer from the architecture review today: …": where it came from is no topic
-    r"decision|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40})|"
+    r"decision(?:\s+(?:made|taken|is in))?|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40})|"
     r"\s+(?:from|after|at|in|of)\s+[^:,]{1,40})?\s*[:,-]\s*(?P<what>\w.+)$",
     re.IGNORECASE,
 )
@@ -428,6 +428,10 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
     return third_person(clean(body), role)
 
 
+# A clause that only leads on to what follows its colon: "so the plan is: we migrate …".
+_LEADS_ON: Final = re.compile(r"^[\w\s']{0,40}\b(?:is|are|was|were)\s*:?$", re.IGNORECASE)
+
+
 def states_nothing(text: str, sentence: str) -> bool:
     """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
     meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
@@ -465,7 +469,7 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
                 for item in (clean(listed.group("a")), clean(listed.group("b")))
             ]  # fmt: skip
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    if not user or states_nothing(text, sentence):
+    if not user or states_nothing(text, sentence) or _LEADS_ON.search(text):
         return []
     their = THEIR_NAME.match(text)
     if their and talk.last_relation:
