@@ -97,7 +97,9 @@ _IMPERATIVE: Final = re.compile(
 )
 _GENERAL: Final = re.compile(
     r"\b(?:for all|in all|all new|every|each|whenever|from now on|by default|in general|"
-    r"always|never|,\s*not\s+\w)",
+    # what the assistant writes, in the plural, is every answer: "keep answers short"
+    r"always|never|,\s*not\s+\w|(?:your\s+)?(?:answers|responses|replies|explanations|"
+    r"examples|summaries|code samples)\b)",
     re.IGNORECASE,
 )
 

@@ -38,7 +38,8 @@ TENTATIVE: Final = re.compile(
 )
 LEAD: Final = re.compile(
     r"^\s*(?:(?:ok(?:ay)?|great|nice|thanks|thank you|perfect|cool|also|and|so|now|btw|"
-    r"by the way|fyi|actually|just so you know|for the record|oh|well|yes|yeah|yep|right|"
+    r"by the way|fyi|fwiw|tbh|ftr|heads up|quick context|small update|side note|"
+    r"actually|just so you know|for the record|oh|well|yes|yeah|yep|right|"
     r"hey|hi|hello|ha|haha|sure|sorry|no|nope|anyway|honestly|good|fine|ugh|argh|meh|omg|"
     r"lol|wow|phew|man|hmm+(?=,|\s+(?:no|nope|ok|okay|yes|yeah|yep|actually|so|well)\b))\b(?:\s+there)?"
     r"[,.!]?\s*)+",
