@@ -326,13 +326,17 @@ _CHECK_TAG: Final = re.compile(
 )
 
 
+_TAG_CHARS: Final = 60
+
+
 def confirmed_check(previous: Message, reply: Message) -> str | None:
     """The statement an assistant's yes-or-no check makes when the user's reply confirms it
     ("So to confirm, handovers are on Monday?", "Your team deploys on Fly.io, is that
     right?" — "correct"), else None."""
     question = asked(previous)
     check = _CHECK_LEAD.match(question)
-    tag = _CHECK_TAG.search(question) if check is None else None
+    tail = max(0, len(question) - _TAG_CHARS)  # the tag ends the question: read its end only
+    tag = _CHECK_TAG.search(question, tail) if check is None else None
     if (check is None and tag is None) or not _CONFIRM.match(reply.text().strip()):
         return None
     said = question[check.end() :] if check is not None else question[: tag.start()] if tag else ""

@@ -109,7 +109,10 @@ _FUTURE: Final = re.compile(
     # a booking is for what is coming: "I've signed up for the marathon in October"
     r"signed up for|booked|registered for|(?:bought|got) tickets|"
     r"i'm (?:starting|taking|flying|going|visiting|running|seeing|playing|meeting)|"
-    r"(?:we're|we are|i am) \w+ing)\b",
+    r"(?:we're|we are|i am) \w+ing|"
+    # "is getting married in October", "they're moving in June": a present progressive, dated
+    r"(?:is|are|'s|'re|'m)\s+(?:\w+ly\s+)?(?:getting|moving|starting|having|coming|flying|"
+    r"leaving|visiting|taking|going|doing|running|playing|hosting|throwing|expecting))\b",
     re.IGNORECASE,
 )
 _PAST: Final = re.compile(
@@ -183,6 +186,18 @@ def is_past(sentence: str) -> bool:
     present: a possession, not a past)."""
     text = _HAVE_GOT.sub("have", sentence)
     return not _FUTURE.search(text) and bool(_PAST.search(text))
+
+
+def _tense_near(sentence: str, match: re.Match[str], past: bool) -> bool:
+    """Whether the part of the sentence a time is said in (between the commas around it)
+    reads as past: "I broke my wrist in February, the cast comes off next week" puts February
+    behind; the sentence's own tense (``past``) when that part has no tense of its own."""
+    start = max(sentence.rfind(",", 0, match.start()), sentence.rfind(";", 0, match.start())) + 1
+    ends = [i for i in (sentence.find(",", match.end()), sentence.find(";", match.end())) if i >= 0]
+    part = _HAVE_GOT.sub("have", sentence[start : min(ends) if ends else len(sentence)])
+    if _FUTURE.search(part):
+        return False
+    return True if _PAST.search(part) else past
 
 
 def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -> When | None:
@@ -306,7 +321,9 @@ def resolve_when(sentence: str, base: str | None) -> When | None:
             if kind == "rel_month" and match.group(2).lower() == "may" and not match.group(1).lower(
             ).startswith(("last", "next", "in", "this", "since", "end", "start", "beginning", "mid")):  # fmt: skip
                 continue
-            found = _resolve(kind, match, day or datetime.date(1970, 1, 1), past)
+            found = _resolve(
+                kind, match, day or datetime.date(1970, 1, 1), _tense_near(sentence, match, past)
+            )
             if found is not None and (best is None or found.start < best.start):
                 best = found
             break
