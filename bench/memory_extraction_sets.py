@@ -80,7 +80,18 @@ from wm_core import MemoryOp, Message, Role, TextPart, fold_text, message_tokens
 
 SETS = Path(__file__).resolve().parent / "memory_extraction"
 # Every one a tuning split since round five (see the docstring).
-SPLITS = ("dev", "dev2", "dev3", "dev5", "dev6", "dev7", "heldout", "heldout2", "heldout3", "heldout4")
+SPLITS = (
+    "dev",
+    "dev2",
+    "dev3",
+    "dev5",
+    "dev6",
+    "dev7",
+    "heldout",
+    "heldout2",
+    "heldout3",
+    "heldout4",
+)
 # Written blind and never tuned on: measured, never trained on, their misses never read.
 SEALED = ("heldout5", "heldout6")
 

@@ -372,10 +372,6 @@ def _fold_given_up(found: Sequence[Fact]) -> list[Fact]:
 _MAX_CONTINUATION_WORDS: Final = 14
 
 
-import os
-_SEPARATE = os.environ.get("X7_SEP") == "1"
-
-
 def _goes_on(fact: Fact, clause: str) -> bool:
     """Whether ``clause`` may go on from ``fact`` (see ``_continued``); what goes on from an
     entity is what the rules read about it, or nothing ("he's way better than me")."""
@@ -780,15 +776,9 @@ def conversation_facts(
                         and not told
                         # a name goes on from nothing: "I'm Tomasz btw, I run the infra team"
                         and found[stated].subject != "name"
-                        # nor does anything from an entity, nor a clause long enough to be a
-                        # fact of its own: ``disclosure`` reads it (below) rather than losing it
+                        # nor does a clause long enough to be a fact of its own: ``disclosure``
+                        # reads it (below) rather than losing it (see ``_goes_on``)
                         and _goes_on(found[stated], text)
-                        and not (
-                            _SEPARATE
-                            and _disclosed(
-                                text, sentence, message, base, "", talk, weights=weights
-                            )
-                        )
                     ):
                         found[stated] = _continued(found[stated], text, message.role)
                     elif signer is None and (

@@ -370,4 +370,3 @@ def with_subject(clause: str) -> str:
         return clause
     said = clause if clause[:2].isupper() else clause[:1].lower() + clause[1:]
     return f"I've {said}" if said.startswith("been ") else f"I {said}"
-

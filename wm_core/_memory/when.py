@@ -118,6 +118,8 @@ _FUTURE: Final = re.compile(
 _PAST: Final = re.compile(
     r"\b(?:was|were|had|did|went|got|broke|lost|quit|left|took|made|met|saw|came|began|ran|"
     r"won|bought|sold|gave|fell|wrote|spent|found|became|grew|flew|drove|ate|told|said|"
+    r"tore|hurt|caught|sent|kept|felt|paid|threw|wore|slept|built|held|sat|stood|chose|"
+    r"forgot|rode|swam|sang|drank|taught|brought|thought|heard|understood|"
     r"been|ago|yesterday|last|\w{3,}ed)\b",
     re.IGNORECASE,
 )
