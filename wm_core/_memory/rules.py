@@ -137,6 +137,16 @@ _MOVES: Final = (
     "banned",
     "ruled",
     "mandated",
+    "dropped",
+    "ditched",
+    "replaced",
+    "swapped",
+    "migrated",
+)
+# A change made (``_MOVES``) as against a choice made: dated in the past, the first is an event.
+_DONE: Final = re.compile(rf"\b(?:{'|'.join(_MOVES)})\b", re.IGNORECASE)
+_CHOSE: Final = re.compile(
+    r"\b(?:decided|agreed|chose|chosen|settled|opted|picked|voted|went with|gone with)\b", re.I
 )
 # What a decision's subject is without its verb: "go with Redis for the cache" is about
 # "Redis for the cache", as a later "we'll use Memcached for the cache" is.
@@ -149,7 +159,8 @@ _DECIDED: Final = re.compile(
     # "After discussing it, the team chose …": a short lead-in before the decision
     r"^(?:(?:after|following|in the end|eventually|finally|ultimately)\b[^,]{0,40},\s+)?"
     r"(?:(?:we|i|they|(?:the|our)\s+(?:[\w\-]+\s+){0,3}(?:team|group|board|committee|leads|"
-    r"leadership|management|client|customer)|management|leadership|everyone|everybody|"
+    r"leadership|management|client|customer|guild|squad|council|panel|department|org)|"
+    r"management|leadership|everyone|everybody|"
     # someone named with the user: "Priya and I settled on …" (a name alone deciding may be
     # a fact of their life: "Sarah decided to quit her job")
     r"(?-i:[A-Z][a-z]+)\s+and\s+i)"
@@ -160,7 +171,9 @@ _DECIDED: Final = re.compile(
     r"picked(?!\s+up\b)|"
     r"committed to|ended up|voted|standardi[sz]ed on|"
     # what a team set in place is its choice: "We've set up cert-manager to auto-renew"
-    r"set up|introduced|enabled|disabled|deprecated|banned|ruled|mandated)\b(?P<what>.*)$",
+    r"set up|introduced|enabled|disabled|deprecated|banned|ruled|mandated|"
+    # what the team let go of or swapped: "we dropped Memcached for Redis"
+    r"dropped|ditched|replaced|swapped|migrated)\b(?P<what>.*)$",
     re.IGNORECASE,
 )
 # A rule the speaker sets for themselves from now on: "From now on I'll keep notes in git".
@@ -458,6 +471,11 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         text = resolve_there(text, talk)
     when = resolve_when(text, base)
     decision = _decision(text, role)
+    past = when is not None and bool(base) and when.iso < (base or "")[:10]
+    if decision is not None and past and _DONE.search(text) and not _CHOSE.search(text):
+        # "we migrated the auth service to Java 21 two weeks ago": a change done then is an
+        # event; "last week we decided to migrate" stays a decision
+        decision = None
     if decision is not None:
         body, choice, fields = decision
         listed = _DECIDED_LIST.match(text)
