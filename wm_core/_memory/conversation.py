@@ -373,9 +373,10 @@ _MAX_CONTINUATION_WORDS: Final = 14
 
 
 def _goes_on(fact: Fact, clause: str) -> bool:
-    """Whether ``clause`` may go on from ``fact`` (see ``_continued``); what goes on from an
-    entity is what the rules read about it, or nothing ("he's way better than me")."""
-    return len(clause.split()) <= _MAX_CONTINUATION_WORDS or fact.type is MemoryType.ENTITY
+    """Whether ``clause`` may go on from ``fact`` (see ``_continued``): not from an entity
+    (what follows one is its own fact or none: "he used to be an instructor"), nor a clause
+    long enough to state a fact of its own."""
+    return len(clause.split()) <= _MAX_CONTINUATION_WORDS and fact.type is not MemoryType.ENTITY
 
 
 def _continued(fact: Fact, clause: str, role: Role) -> Fact:

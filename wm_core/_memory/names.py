@@ -139,7 +139,11 @@ LASTING: Final = re.compile(
 )
 PASSING: Final = re.compile(
     r"\bfor\s+(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|several)\s+"
-    r"(?:days?|weeks?|months?)\b",
+    r"(?:days?|weeks?|months?)\b|"
+    # a stretch of now, or how someone compares with the user: "she's been practising all week",
+    # "he's way better than me"
+    r"\ball\s+(?:day|week|morning|evening|night|weekend)\b|"
+    r"\b(?:better|worse|faster|slower)\s+than\s+(?:me|us|i am)\b",
     re.IGNORECASE,
 )
 
