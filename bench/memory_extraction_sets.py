@@ -55,6 +55,44 @@ at its end: heldout5 0.58/0.42 -> 0.58/0.42 (decisions 0.14/0.07 -> 0.30/0.21), 
 0.58/0.40 -> 0.55/0.40: leave-one-split-out over splits the rules were fitted to does not
 predict fresh text, and the gap to the targets is on text nobody tuned on.
 
+Round seven: ``dev7`` (50 conversations, 96 memories: a user with a coding, ops or data
+assistant, personal companion chat with relative dates, chat with no memory; lowercase,
+typos, long messages with several facts, facts the assistant states and the user confirms,
+negations, changes) was written before its writer read the extractor and committed with its
+first figure, P 0.51, R 0.34 (decision 0.46/0.46, entity 0.50/0.35, event 0.68/0.59,
+preference 0.20/0.11, profile 0.46/0.19): as far from the targets as the sealed splits, and
+mostly for the same reasons. Its misses were clauses no rule read (a lower-case sentence
+swallowed by the fact before it, a clause after a fact dropped as its "continuation", the "I"
+chat leaves out, a stack or a job said with another verb), then the wrong type (a household's
+"we're moving" read as a team decision, a dated change read as a decision), then split or
+merged facts. What changed, as mechanisms: a lower-case sentence inside a sentence is a clause
+of its own; a clause too long to go on from a fact, or following an entity, is read by
+``disclosure`` instead of lost; the left-out "I" is put back (``speech.with_subject``, past and
+perfect verbs only); the team's stack and the user's work in any verb form (adverbs,
+"everything runs on", "our data lives in", "I do X at Org"); an assistant's check with a tag
+("…, is that right?") confirmed is read by the clause rules as the user's own words; a
+decision keeps its occasion ("after the review we decided …"), "final answer from …:" and
+"decision made:" are outcomes, an assistant's imperative of change the user keeps is agreed
+(not when it answers a how-to), a sign-off that says why gives the reason, two decisions
+listed after "decided:" are two, choice verbs "dropped / replaced / swapped / migrated", and a
+change dated in the past is an event; an undated event and the date said next are one memory;
+a time's direction is read in the part of the sentence that says it; "the 1st of September",
+"end of June" and "mid-May" resolve. Figures, before -> after (tuning splits in sample, the
+weights regenerated with dev7): dev7 0.51/0.34 -> 0.72/0.55, dev 0.90/0.93 -> 0.90/0.92, dev2
+0.91/0.93 -> 0.91/0.93, dev3 0.97/1.00 -> 0.99/1.00, dev5 0.91/0.72 -> 0.87/0.71 (its stack,
+annotated as entities, is a profile now, as the annotation rule below asks), dev6 0.89/0.72 ->
+0.89/0.72, heldout 0.92/0.88 -> 0.91/0.88, heldout2 0.97/0.99 -> 0.97/0.99, heldout3
+0.85/0.80 -> 0.87/0.82, heldout4 0.76/0.72 -> 0.76/0.72. Leave-one-split-out (dev7 among the
+splits, before and after): pooled 0.85/0.76 -> 0.85/0.78, dev7 0.51/0.34 -> 0.64/0.50 (the
+honest figure for these changes' generality: the classifier not trained on dev7, the rules
+studied on its misses), dev5 0.85/0.61 -> 0.81/0.60, heldout3 0.84/0.76 -> 0.81/0.73,
+heldout4 0.74/0.68 -> 0.75/0.71. Still far from the targets on text nobody tuned on; the
+sealed splits were not run.
+
+Annotation (every split from round seven on): identity facts are ``profile`` (name, role and
+employer, the team's stack), people are ``entity`` (name | relation), dated happenings are
+``event`` with the resolved ISO date as a term.
+
 File format: ``=== <id> <ISO date of the messages>`` opens a conversation; ``U: text`` and
 ``A: text`` are user and assistant turns; ``+ <type>: term | term | …`` is one expected
 memory; ``#`` lines are comments.

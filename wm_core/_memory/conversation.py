@@ -8,9 +8,12 @@ use?" — "NATS") is a fact about it; "I don't prefer tabs any more, I now prefe
 new preference that replaces the one about tabs (``_fold_given_up``). This module walks the
 turns in order, reads each clause with ``rules`` and adds those agreements and choices. A
 clause the rules make nothing of (and do not say states nothing) is read by ``disclosure``,
-phrasing-agnostic; so is an assistant's check the user confirms ("So to confirm, …?" —
-"correct"); what a reply that agrees to a decision adds goes on from that decision ("yep do
-that, we can't afford bigger instances").
+phrasing-agnostic; an assistant's check the user confirms ("So to confirm, …?", "your team
+uses FastAPI, is that right?" — "correct") is read by the clause rules as the user's own
+words (``_confirmed_facts``), else by ``disclosure``; what a reply that agrees to a decision
+adds goes on from that decision ("yep do that, we can't afford bigger instances"). A
+sentence typed in lower case inside another ("quick one. we run k8s") is a clause of its own
+(``_clauses``), and the "I" chat leaves out is put back (``speech.with_subject``).
 
 One fact is one memory across turns, too: a reply that accepts or picks is one decision (a
 later decision clause in it goes on from it); a short repeat of the other side's decision
