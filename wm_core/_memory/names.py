@@ -96,7 +96,8 @@ LAST_THING: Final = re.compile(
 )
 _CALLED: Final = re.compile(
     r"\b(?:(?P<det>(?i:a|an|the|our|my|their))\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
-    rf"(?:is\s+|was\s+)?(?:called|named)\s+[`\"']?(?P<name>{_THING})[`\"']?",
+    # "I hate being called buddy": how the user is addressed, no name of a thing
+    rf"(?<!being )(?<!get )(?<!gets )(?<!got )(?:is\s+|was\s+)?(?:called|named)\s+[`\"']?(?P<name>{_THING})[`\"']?",
 )
 _IS_OUR: Final = re.compile(
     r"^[`\"']?(?P<name>[A-Z][\w.\-/]*\w|[\w.\-]+/[\w.\-]+)[`\"']?\s+is\s+(?:our|my)\s+"

@@ -113,7 +113,13 @@ def read_preference(text: str, instructing: bool = False) -> tuple[str, str] | N
     original, text = text, expanded(text)
     for pattern in (_PREFER, _RATHER, _INTO):
         match = pattern.match(text)
-        you = re.match(r"^you\s+(?P<do>\w.+)$", match.group("what"), re.I) if match else None
+        you = (
+            re.match(r"^(?:it\s+if\s+)?you\s+(?P<do>\w.+)$", match.group("what"), re.I)
+            if match
+            else None
+        )  # "I'd love it if you kept examples in Go"
+        if you and pattern is _RATHER and you.group().lower().startswith("it"):
+            return third_person(clean(original)), clean(you.group("do"))  # "… it if you kept …"
         if you and pattern is _RATHER:  # "I'd rather you answer in English": an instruction
             body = third_person(clean(you.group("do")), sentence=False)
             return f"The user wants the assistant to {body}", clean(you.group("do"))

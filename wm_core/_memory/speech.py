@@ -28,7 +28,9 @@ _THANKS: Final = re.compile(
 )
 _HYPOTHETICAL: Final = re.compile(
     # ("unless" is no hypothesis: "no bullet points unless I ask" is a standing rule)
-    r"\b(?:if|suppose|supposing|imagine|hypothetically|assuming|let's say|in case|whether)\b",
+    # ("I'd love it if you …" is a polite request, no hypothesis either)
+    r"\b(?:(?<!love it )(?<!like it )(?<!appreciate it )if|suppose|supposing|imagine|"
+    r"hypothetically|assuming|let's say|in case|whether)\b",
     re.IGNORECASE,
 )
 TENTATIVE: Final = re.compile(
@@ -280,11 +282,23 @@ VAGUE: Final = frozenset({"it", "that", "this", "them", "those", "so", "you", "o
 _CONDITION: Final = re.compile(r"^(?:when|whenever)\s+(?:you|i|we)\s+[^,?]{3,60},\s+\w", re.I)
 
 
+# A request for every later answer asked as a question is an instruction, not a question.
+_STANDING_ASK: Final = re.compile(
+    r"^(?:can|could|would|will)\s+you\s+(?:please\s+)?"
+    r"(?P<rest>(?=.*\b(?:always|never|from now on|going forward|in future|by default)\b)[^?]+)"
+    r"\?*$",
+    re.IGNORECASE,
+)
+
+
 def statement(sentence: str) -> str | None:
     """The sentence without its lead-in, or None when it states nothing."""
     if _THANKS.match(sentence):
         return None  # "thanks for the help today!" thanks, it tells nothing
     text = LEAD.sub("", sentence).strip()
+    standing = _STANDING_ASK.match(text)  # "can you always answer in bullets from now on?"
+    if standing is not None:
+        return standing.group("rest")
     condition = _CONDITION.match(text)  # "when you write Python, type hints everywhere"
     if not text or text.endswith("?") or (_QUESTION_START.match(text) and not condition):
         return None
@@ -364,8 +378,32 @@ _DROPPED_I: Final = re.compile(
 )
 
 
+# ... and the "I'm" before a taste or a state: "not a fan of emojis", "big fan of jazz".
+_DROPPED_IM: Final = re.compile(
+    r"^(?:not\s+)?(?:(?:a\s+)?(?:big\s+|huge\s+)?fan of|(?:really\s+)?into|big on|keen on|"
+    r"sick of|tired of|obsessed with|allergic to|more of an?)\s+\w",
+    re.IGNORECASE,
+)
+
+
 def with_subject(clause: str) -> str:
-    """A user's clause with the "I" it left out put back (``_DROPPED_I``), else as it is."""
+    """A user's clause with the "I" it left out put back (``_DROPPED_I``, ``_DROPPED_IM``),
+    else as it is."""
+    if _DROPPED_IM.match(clause):
+        article = (
+            ""
+            if re.match(
+                r"^(?:not\s+)?(?:a\s|an\s|(?:really\s+)?into|big on|keen|sick|"
+                r"tired|obsessed|allergic|more)",
+                clause,
+                re.I,
+            )
+            else "a "
+        )
+        said = clause[:1].lower() + clause[1:]
+        if article and said.lower().startswith("not "):
+            return f"I'm not a {said[4:]}"
+        return f"I'm {article}{said}"
     if not _DROPPED_I.match(clause):
         return clause
     said = clause if clause[:2].isupper() else clause[:1].lower() + clause[1:]

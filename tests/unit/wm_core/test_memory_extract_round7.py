@@ -165,3 +165,18 @@ def test_long_inputs_read_in_linear_time() -> None:
     ):
         _said("2026-07-01", f"U: {text}")
         _said("2026-07-01", f"A: {text}", "U: yes")
+
+
+def test_tastes_and_standing_requests_in_other_forms_are_preferences() -> None:
+    for line, text in (
+        ("U: not a fan of dark patterns in onboarding", "The user is not a fan of dark patterns"),
+        ("U: could you always cite the RFC from now on", "The user wants the assistant to always"),
+        ("U: I'd love it if you wrote tests first", "The user would love it if the assistant"),
+        ("U: keep your answers to one screen", "The user wants the assistant to keep"),
+    ):
+        (op,) = _said("2026-07-01", line)
+        assert op.type is MemoryType.PREFERENCE and op.text.startswith(text), line
+    # a one-off question is still no memory, and being called a name names no thing
+    assert _said("2026-07-01", "U: could you check this query?") == []
+    ops = _said("2026-07-01", "U: I hate being called champ")
+    assert [op.type for op in ops] == [MemoryType.PREFERENCE]
