@@ -271,7 +271,8 @@ _PLAN: Final = re.compile(
 # Something that happened to the user, said without a time ("We just got back from Iceland",
 # "I also cancelled my cards"): an event all the same, undated.
 _EXPERIENCE: Final = re.compile(
-    r"^(?:i|we|(?:my|our)\s+[\w\-]+(?:\s+(?-i:[A-Z])[\w\-]+)?\s+and\s+i)\s+"
+    r"^(?:i|we|(?:my|our)\s+[\w\-]+(?:\s+(?-i:[A-Z])[\w\-]+)?\s+and\s+i|"
+    r"me\s+and\s+(?:my|our)\s+[\w\-]+(?:\s+(?-i:[A-Z])[\w\-]+)?)\s+"
     r"(?:(?:just|finally|also|recently|already|even|both)\s+)*(?:got back from|booked|"
     r"came back from|returned from|went to|visited|travell?ed to|flew to|saw|met|lost|broke|"
     r"cancell?ed|finished|passed|won|adopted|bought|sold|graduated|got married|got engaged|"
@@ -445,6 +446,14 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
 _LEADS_ON: Final = re.compile(r"^[\w\s']{0,40}\b(?:is|are|was|were)\s*:?$", re.IGNORECASE)
 
 
+# Someone named with the group they belong to: "Grace from compliance", "Sara from finance".
+_FROM_GROUP: Final = re.compile(
+    r"(?:^|(?<=\s))(?P<name>(?-i:[A-Z][a-z]+))\s+from\s+(?P<group>(?-i:[a-z][\w\-]+)"
+    r"(?:\s+(?-i:[a-z][\w\-]+))?)(?=\s+(?:wants|owns|says|said|is|was|has|runs|leads|asked|"
+    r"told|thinks|will|needs|approved|signed|handles|manages)\b)"
+)
+
+
 def states_nothing(text: str, sentence: str) -> bool:
     """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
     meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
@@ -604,7 +613,34 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
                           {"home": place}))  # fmt: skip
     for body, name, fields in named:
         facts.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
-    return facts
+    group = _FROM_GROUP.search(text)
+    if (
+        group is not None
+        and group.group("name").split()[0] not in NOT_NAMES
+        and not any(f.type is MemoryType.ENTITY and f.subject == group.group("name") for f in facts)
+    ):  # "Sara from finance wants the report by Friday": who Sara is, besides the event
+        name, where = group.group("name"), group.group("group")
+        facts.append(Fact(MemoryType.ENTITY, f"{name} is from {where}", name, sentence, (),
+                          {"name": name, "kind": where}))  # fmt: skip
+    # "Pip is my parrot" read both as who Pip is and as a fact about the user: one memory, the
+    # entity when it names someone (a relation, a pet), else the profile ("Papiamento is my
+    # first language")
+    profiles = {memory_key(f.text) for f in facts if f.type is MemoryType.PROFILE}
+    someone = {
+        memory_key(f.text)
+        for f in facts
+        if f.type is MemoryType.ENTITY and IS_RELATION.match(f.fields.get("kind", ""))
+    }
+    return [
+        f
+        for f in facts
+        if not (f.type is MemoryType.PROFILE and memory_key(f.text) in someone)
+        and not (
+            f.type is MemoryType.ENTITY
+            and memory_key(f.text) in profiles
+            and memory_key(f.text) not in someone
+        )
+    ]
 
 
 def pending_facts(texts: Sequence[str]) -> list[Fact]:

@@ -72,7 +72,8 @@ _CLAUSE_SPLIT: Final = re.compile(
     re.IGNORECASE,
 )
 _LONE_NAME: Final = re.compile(
-    r"(?:^|,\s+)(?:(?-i:[A-Z][\w\-']+)(?:\s+(?-i:[A-Z][\w\-']+))?|(?i:my|our)\s+[a-z\-]+)$"
+    r"(?:^|,\s+)(?:(?-i:[A-Z][\w\-']+)(?:\s+(?-i:[A-Z][\w\-']+))?|(?i:my|our)\s+[a-z\-]+|"
+    r"(?i:me))$"
 )
 # "I grew up in Nairobi and moved to Toronto": the second clause's subject is the first's.
 # A life verb after "and" with no subject of its own starts a clause of the same speaker.

@@ -180,3 +180,19 @@ def test_tastes_and_standing_requests_in_other_forms_are_preferences() -> None:
     assert _said("2026-07-01", "U: could you check this query?") == []
     ops = _said("2026-07-01", "U: I hate being called champ")
     assert [op.type for op in ops] == [MemoryType.PREFERENCE]
+
+
+def test_someone_from_a_group_a_pet_once_and_me_and_my_partner() -> None:
+    ops = _said("2026-07-01", "U: Tobias from legal needs the contract by monday")
+    assert "Tobias is from legal." in [op.text for op in _kinds(ops, MemoryType.ENTITY)]
+    assert _kinds(ops, MemoryType.EVENT)[0].event_time == "2026-07-06"
+    # one memory for "X is my <pet>", and a language of the user's stays a profile fact
+    assert [(op.type, op.text) for op in _said("2026-07-01", "U: Biscuit is my hamster")] == [
+        (MemoryType.ENTITY, "Biscuit is the user's hamster.")
+    ]
+    assert [op.type for op in _said("2026-07-01", "U: Basque is my first language")] == [
+        MemoryType.PROFILE
+    ]
+    ops = _said("2026-07-01", "U: me and my wife Ines just bought a campervan")
+    assert [op.type for op in ops] == [MemoryType.EVENT, MemoryType.ENTITY]
+    assert "campervan" in ops[0].text and "Ines" in ops[0].text
