@@ -77,17 +77,21 @@ decision keeps its occasion ("after the review we decided …"), "final answer f
 listed after "decided:" are two, choice verbs "dropped / replaced / swapped / migrated", and a
 change dated in the past is an event; an undated event and the date said next are one memory;
 a time's direction is read in the part of the sentence that says it; "the 1st of September",
-"end of June" and "mid-May" resolve. Figures, before -> after (tuning splits in sample, the
-weights regenerated with dev7): dev7 0.51/0.34 -> 0.72/0.55, dev 0.90/0.93 -> 0.90/0.92, dev2
-0.91/0.93 -> 0.91/0.93, dev3 0.97/1.00 -> 0.99/1.00, dev5 0.91/0.72 -> 0.87/0.71 (its stack,
-annotated as entities, is a profile now, as the annotation rule below asks), dev6 0.89/0.72 ->
-0.89/0.72, heldout 0.92/0.88 -> 0.91/0.88, heldout2 0.97/0.99 -> 0.97/0.99, heldout3
-0.85/0.80 -> 0.87/0.82, heldout4 0.76/0.72 -> 0.76/0.72. Leave-one-split-out (dev7 among the
-splits, before and after): pooled 0.85/0.76 -> 0.85/0.78, dev7 0.51/0.34 -> 0.64/0.50 (the
-honest figure for these changes' generality: the classifier not trained on dev7, the rules
-studied on its misses), dev5 0.85/0.61 -> 0.81/0.60, heldout3 0.84/0.76 -> 0.81/0.73,
-heldout4 0.74/0.68 -> 0.75/0.71. Still far from the targets on text nobody tuned on; the
-sealed splits were not run.
+"end of June" and "mid-May" resolve; then, from probes written fresh rather than from the
+splits: a taste with its "I'm" left out ("not a fan of …"), a standing request asked as a
+question ("can you always … from now on"), "I'd love it if you …", someone named with their
+group ("Sara from finance …") an entity, "X is my parrot" one memory. Figures, before -> after
+(tuning splits in sample, the weights regenerated with dev7): dev7 0.51/0.34 -> 0.72/0.56
+(430 -> 497 memories per 1,000 turns), dev 0.90/0.93 -> 0.90/0.92, dev2 0.91/0.93 ->
+0.91/0.93, dev3 0.97/1.00 -> 0.99/1.00, dev5 0.91/0.72 -> 0.86/0.71 (its stack, annotated as
+entities, is a profile now, as the annotation rule below asks), dev6 0.89/0.72 -> 0.89/0.72,
+heldout 0.92/0.88 -> 0.91/0.88, heldout2 0.97/0.99 -> 0.97/0.99, heldout3 0.85/0.80 ->
+0.85/0.82, heldout4 0.76/0.72 -> 0.76/0.73. Leave-one-split-out (dev7 among the splits,
+before and after): pooled 0.85/0.76 -> 0.85/0.78, dev7 0.51/0.34 -> 0.64/0.51 (the honest
+figure for these changes' generality: the classifier not trained on dev7, the rules studied
+on its misses), dev5 0.85/0.61 -> 0.80/0.60, heldout3 0.84/0.76 -> 0.80/0.73, heldout4
+0.74/0.68 -> 0.76/0.72. Still far from the targets on text nobody tuned on; the sealed
+splits were not run.
 
 Annotation (every split from round seven on): identity facts are ``profile`` (name, role and
 employer, the team's stack), people are ``entity`` (name | relation), dated happenings are
