@@ -4,7 +4,8 @@ Why it exists: a decision is often made across turns ("I suggest we pin pydantic
 pin it"; "Should we use local disk or object storage?" — "Object storage, since we run
 replicas"), and "who agreed" is the next turn's "Good, let's go with that" or a later "Marta
 signed off on it"; a short answer to a question about something named ("What queue does ferry
-use?" — "NATS") is a fact about it; "I don't prefer tabs any more, I now prefer spaces" is one
+use?" — "NATS") is a fact about it (the readers of a reply to a question are ``replies``);
+"I don't prefer tabs any more, I now prefer spaces" is one
 new preference that replaces the one about tabs (``_fold_given_up``). This module walks the
 turns in order, reads each clause with ``rules`` and adds those agreements and choices. A
 clause the rules make nothing of (and do not say states nothing) is read by ``disclosure``,
@@ -31,7 +32,7 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.appraisal import subject_fact
-from wm_core._memory.choices import answer_to_should, options_in, other, pick
+from wm_core._memory.choices import options_in, other
 from wm_core._memory.disclosure import (
     Weights,
     asked,
@@ -42,6 +43,15 @@ from wm_core._memory.disclosure import (
 )
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
+from wm_core._memory.replies import (
+    DISAGREE,
+    asked_about_named,
+    asked_about_user,
+    bare_answer,
+    picked_option,
+    should_answer,
+    yes_to,
+)
 from wm_core._memory.rules import Fact, classify, states_nothing
 from wm_core._memory.speech import (
     LEAD,
@@ -56,7 +66,6 @@ from wm_core._memory.speech import (
     with_subject,
 )
 from wm_core._memory.subjects import REPLACES
-from wm_core._memory.when import is_past
 from wm_core._messages import Message, Role, TextPart
 
 _PROPOSAL: Final = re.compile(
@@ -103,42 +112,6 @@ _SIGN_OFF: Final = re.compile(
     re.IGNORECASE,
 )
 _THANKS: Final = re.compile(r"\b(?:thanks|thank you|thx|got it|noted|i see|will do)\b", re.I)
-_DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
-_OPTIONS: Final = re.compile(
-    r"^(?:should (?:we|i)|(?:do|would) you (?:want|like|prefer)(?: me)?(?: to)?|shall (?:we|i)|"
-    r"(?:do|would) you prefer|(?:which|what)\b[^?,]*,)\s+(?P<body>.+?)\s+or\s+(?P<other>.+?)\?$",
-    re.IGNORECASE,
-)
-
-
-# A yes-or-no question the user answers "yes": "Should the keys expire?" is a decision (with
-# what the user adds: "Yes, set a TTL of 30 minutes"), "Do you want low-carb recipes?" a
-# preference, and so is "Should I summarize …?" when the answer is a habit ("… after each
-# call"). An offer of a one-off task ("Do you want me to …?", "Should I update it?") is none.
-_SHOULD: Final = re.compile(
-    r"^should\s+(?P<who>we|i|the|it|they|this|that|our|all|every)\b.+\?$", re.I
-)
-_HABIT: Final = re.compile(r"\b(?:each|every|always|never|from now on|whenever|by default)\b", re.I)
-_WANT: Final = re.compile(
-    r"^(?:do|would)\s+you\s+(?:want|like|prefer)\s+(?!me\b|to\b|it\b|that\b|this\b|help\b|"
-    r"a hand\b|anything\b|something\b|some help\b)(?P<what>[\w\-][^?]*)\?$",
-    re.IGNORECASE,
-)
-_YES: Final = re.compile(r"^(?:yes|yeah|yep|sure|definitely|absolutely|please do)\b[\s,.!]*", re.I)
-# An open question about the user ("What stack do you use?"), or about the kind of what the
-# user just said ("What kind of illustration?", "What style?", "Any favourite dishes?").
-_ASKED: Final = re.compile(
-    r"^(?:(?:what|which|where)\b[^?]*\byou(?:r)?\b[^?]*|(?:what|which)\s+(?:kind|sort|type|style)"
-    r"\b[^?]*|any\s+favou?rite\b[^?]*)\?$",
-    re.IGNORECASE,
-)
-_TASTE: Final = re.compile(r"\b(?:like|prefer|enjoy|love|favou?rite|fan of|style)\b", re.I)
-# A reply that starts like a sentence is read by the clause rules, not as a bare answer.
-_CLAUSE_START: Final = re.compile(
-    r"^(?:i|i'm|i've|i'll|i'd|my|we|we're|our|it|it's|he|she|they|the|this|that|there|yes|no|"
-    r"sure|thanks|sorry|not|nothing|none|let's|please|[\w']+\s+(?:is|are|was|were)\b)",
-    re.IGNORECASE,
-)
 
 
 def _signer(clause: str) -> str | None:
@@ -151,20 +124,12 @@ def _signer(clause: str) -> str | None:
     return names[-1] if names else clean(who)
 
 
-def _last_question(message: Message) -> str:
-    """The last sentence of a message without what leads up to a colon ("Before I refactor:
-    should the API keep XML?" asks "should the API keep XML?")."""
-    found = sentences(message.text())
-    last = LEAD.sub("", found[-1]).strip() if found else ""
-    return last.rsplit(": ", 1)[-1] if last.endswith("?") else last
-
-
 def _agreement(text: str) -> bool:
     text = re.sub(r"^[^\w\s]+\s*", "", text.strip())  # "👍 do it"
     if _THANKS.search(text):
         return False  # "ok thanks", "cool, got it": the reply acknowledges, it accepts nothing
     first = LEAD.sub("", text.strip()) if not _AGREE.match(text.strip()) else text.strip()
-    return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not _DISAGREE.search(
+    return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not DISAGREE.search(
         text.split(".")[0]
     )
 
@@ -211,123 +176,6 @@ def _proposal(message: Message, reply: str = "", how_to: bool = False) -> str | 
                 # "I'd move them to a background job": what "them" is, the sentence before says
                 what += f" ({clean(found[index - 1])})"
             return what
-    return None
-
-
-def _asked_about_user(message: Message) -> str | None:
-    """The open question an assistant's message ends with about the user ("What stack do
-    you use?"), if any: a short answer to it is a fact about the user."""
-    found = sentences(message.text())
-    last = LEAD.sub("", found[-1]).strip() if found else ""
-    if _ASKED.match(last) and not is_past(last):
-        return last  # the answer to a question about the past is no fact about the user now
-    return None
-
-
-def _asked_about_named(message: Message, talk: Talk) -> tuple[str, str] | None:
-    """(question, name) when an assistant's message ends with an open question about someone
-    or something named before ("What storage does ferry use?"): a short answer that names
-    something ("MinIO in each region") is a fact about them."""
-    last = _last_question(message)
-    if not re.match(r"^(?:what|which)\b[^?]*\?$", last, re.I) or re.search(
-        r"\b(?:you|your|did|was|were|had)\b", last, re.I
-    ):
-        return None
-    for name in sorted(talk.names | {talk.last_name}):
-        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", last, re.IGNORECASE):
-            return last, name
-    return None
-
-
-# An answer the user takes back: "all of them lol, never mind".
-_TAKEN_BACK: Final = re.compile(
-    r"\b(?:never ?mind|nvm|forget it|doesn't matter|scratch that)\b", re.I
-)
-
-
-def _answer(reply: Message, question: str, name: str = "") -> Fact | None:
-    """A fact from a reply that answers a question about the user with a bare phrase
-    ("Mostly Go and gRPC"): the phrase states nothing alone, so the memory quotes the question."""
-    found = sentences(reply.text())
-    phrase = LEAD.sub("", found[0]).strip() if found else ""
-    if (
-        not phrase
-        or phrase.endswith("?")
-        or len(phrase.split()) > 12
-        or _CLAUSE_START.match(phrase)
-        or _TAKEN_BACK.search(reply.text())
-    ):
-        return None
-    phrase = pieces(clauses(phrase)[0])[0]  # "Mostly sci-fi, but I can't stand horror"
-    if name and not re.search(r"[A-Z]", phrase[1:]):
-        return None  # "Four days.": a bare amount, no name of a thing
-    if name:
-        text = f'Asked "{question}", the user said: {clean(phrase)}'
-        fields = {"question": question, "name": name}
-        return Fact(MemoryType.ENTITY, text, name, found[0], (reply.id,), fields)
-    kind = MemoryType.PREFERENCE if _TASTE.search(question) else MemoryType.PROFILE
-    text = f'The user\'s answer to "{question}": {clean(phrase)}'
-    return Fact(kind, text, clean(phrase), found[0], (reply.id,), {"question": question})
-
-
-def _yes_to(previous: Message, reply: Message) -> Fact | None:
-    """A decision or a preference from a "yes" to the yes-or-no question an assistant's
-    message ends with (see ``_SHOULD`` and ``_WANT``)."""
-    question = _last_question(previous)
-    yes = _YES.match(reply.text().strip())
-    if yes is None or _DISAGREE.search(clauses(reply.text().split(".")[0])[0]):
-        return None
-    ids = (previous.id, reply.id)
-    should = _SHOULD.match(question)
-    if should:
-        rest = clauses(reply.text().strip()[yes.end() :])
-        added = clean(rest[0]) if rest and not _CLAUSE_START.match(rest[0]) else ""
-        added = third_person(added, sentence=False)
-        if should.group("who").lower() == "i":
-            if not added or not _HABIT.search(added):
-                return None
-            text = f"The user wants the assistant to {added}"
-            return Fact(MemoryType.PREFERENCE, text, added, reply.text(), ids)
-        return None  # "Should we …?": any answer that states something (``_should_answer``)
-    want = _WANT.match(question)
-    if want and object_of(want.group("what")) is not None:
-        what = third_person(clean(want.group("what")), Role.ASSISTANT, sentence=False)
-        return Fact(MemoryType.PREFERENCE, f"The user wants {what}", what, reply.text(), ids)
-    return None
-
-
-def _should_answer(previous: Message, reply: Message) -> Fact | None:
-    """A decision from the user's answer to an assistant's "Should we …?" (``choices``)."""
-    question = _last_question(previous)
-    answer = answer_to_should(question, reply.text())
-    if answer is None:
-        return None
-    said = third_person(answer, sentence=False, team=True)
-    text = f'Asked "{question}", the user answered: {said}'
-    fields = {"decision": said, "decided_by": "user"}
-    return Fact(MemoryType.DECISION, text, question, reply.text(), (previous.id, reply.id), fields)
-
-
-def _picked(recent: Sequence[Message], reply: Message) -> Fact | None:
-    """A decision from a user's reply that picks one of the alternatives the turns before it
-    named (the assistant's, or the user's own question the assistant answered): see
-    ``choices``."""
-    for earlier in reversed(recent):
-        options = options_in(earlier.text())
-        if options is None:
-            continue
-        found = pick(reply.text(), options)
-        if found is None:
-            return None
-        chosen, head, said = found
-        said = third_person(said, sentence=False, team=True)
-        text = f"The user chose {chosen} over {other(options, chosen)}: {said}"
-        fields = {"decision": third_person(head, sentence=False, team=True), "decided_by": "user"}
-        why = REASON.split(said, maxsplit=1)
-        if len(why) > 1:
-            fields["reason"] = clean(why[1])
-        ids = (earlier.id, reply.id)
-        return Fact(MemoryType.DECISION, text, fields["decision"], reply.text(), ids, fields)
     return None
 
 
@@ -632,7 +480,7 @@ def conversation_facts(
         start = len(found)
         turn_decision: int | None = None  # the decision the turn-level reading made here
         offered = options_in(previous.text()) if previous is not None else None
-        picked = _picked(recent[-2:], message) if message.role is Role.USER else None
+        picked = picked_option(recent[-2:], message) if message.role is Role.USER else None
         if picked is not None:
             found.append(picked)
             last_decision = turn_decision = len(found) - 1
@@ -657,14 +505,14 @@ def conversation_facts(
                 found.append(Fact(MemoryType.DECISION, text, proposal, proposal,
                                   (previous.id, message.id), fields))  # fmt: skip
                 last_decision = turn_decision = len(found) - 1
-            question = _asked_about_user(previous)
-            answer = _answer(message, question) if question else None
-            about = _asked_about_named(previous, talk) if question is None else None
+            question = asked_about_user(previous)
+            answer = bare_answer(message, question) if question else None
+            about = asked_about_named(previous, talk) if question is None else None
             if about is not None:
-                answer = _answer(message, *about)
+                answer = bare_answer(message, *about)
             if answer is not None:
                 found.append(answer)
-            said_yes = _yes_to(previous, message) or _should_answer(previous, message)
+            said_yes = yes_to(previous, message) or should_answer(previous, message)
             if said_yes is not None:
                 found.append(said_yes)
                 if said_yes.type is MemoryType.DECISION:
