@@ -55,6 +55,49 @@ at its end: heldout5 0.58/0.42 -> 0.58/0.42 (decisions 0.14/0.07 -> 0.30/0.21), 
 0.58/0.40 -> 0.55/0.40: leave-one-split-out over splits the rules were fitted to does not
 predict fresh text, and the gap to the targets is on text nobody tuned on.
 
+Round seven: ``dev7`` (50 conversations, 96 memories: a user with a coding, ops or data
+assistant, personal companion chat with relative dates, chat with no memory; lowercase,
+typos, long messages with several facts, facts the assistant states and the user confirms,
+negations, changes) was written before its writer read the extractor and committed with its
+first figure, P 0.51, R 0.34 (decision 0.46/0.46, entity 0.50/0.35, event 0.68/0.59,
+preference 0.20/0.11, profile 0.46/0.19): as far from the targets as the sealed splits, and
+mostly for the same reasons. Its misses were clauses no rule read (a lower-case sentence
+swallowed by the fact before it, a clause after a fact dropped as its "continuation", the "I"
+chat leaves out, a stack or a job said with another verb), then the wrong type (a household's
+"we're moving" read as a team decision, a dated change read as a decision), then split or
+merged facts. What changed, as mechanisms: a lower-case sentence inside a sentence is a clause
+of its own; a clause too long to go on from a fact, or following an entity, is read by
+``disclosure`` instead of lost; the left-out "I" is put back (``speech.with_subject``, past and
+perfect verbs only); the team's stack and the user's work in any verb form (adverbs,
+"everything runs on", "our data lives in", "I do X at Org"); an assistant's check with a tag
+("…, is that right?") confirmed is read by the clause rules as the user's own words; a
+decision keeps its occasion ("after the review we decided …"), "final answer from …:" and
+"decision made:" are outcomes, an assistant's imperative of change the user keeps is agreed
+(not when it answers a how-to), a sign-off that says why gives the reason, two decisions
+listed after "decided:" are two, choice verbs "dropped / replaced / swapped / migrated", and a
+change dated in the past is an event; an undated event and the date said next are one memory;
+a time's direction is read in the part of the sentence that says it; "the 1st of September",
+"end of June" and "mid-May" resolve; then, from probes written fresh rather than from the
+splits: a taste with its "I'm" left out ("not a fan of …"), a standing request asked as a
+question ("can you always … from now on"), "I'd love it if you …", someone named with their
+group ("Sara from finance …") an entity, "X is my parrot" one memory. Figures, before -> after
+(tuning splits in sample, the weights regenerated with dev7): dev7 0.51/0.34 -> 0.72/0.56
+(430 -> 497 memories per 1,000 turns), dev 0.90/0.93 -> 0.90/0.92, dev2 0.91/0.93 ->
+0.91/0.93, dev3 0.97/1.00 -> 0.99/1.00, dev5 0.91/0.72 -> 0.86/0.71 (its stack, annotated as
+entities, is a profile now, as the annotation rule below asks), dev6 0.89/0.72 -> 0.89/0.72,
+heldout 0.92/0.88 -> 0.91/0.88, heldout2 0.97/0.99 -> 0.97/0.99, heldout3 0.85/0.80 ->
+0.85/0.82, heldout4 0.76/0.72 -> 0.76/0.73. Leave-one-split-out (dev7 among the splits,
+before and after): pooled 0.85/0.76 -> 0.85/0.78, dev7 0.51/0.34 -> 0.64/0.51 (the honest
+figure for these changes' generality: the classifier not trained on dev7, the rules studied
+on its misses), dev5 0.85/0.61 -> 0.80/0.60, heldout3 0.84/0.76 -> 0.80/0.73, heldout4
+0.74/0.68 -> 0.76/0.72. Still far from the targets on text nobody tuned on. The sealed
+splits, measured by the lead at its end: heldout5 0.58/0.42 -> 0.61/0.43, heldout6 0.55/0.40
+-> 0.58/0.47.
+
+Annotation (every split from round seven on): identity facts are ``profile`` (name, role and
+employer, the team's stack), people are ``entity`` (name | relation), dated happenings are
+``event`` with the resolved ISO date as a term.
+
 A second human reader of the sealed splits (2026-12-06, after round six): a writer who saw
 neither the extractor, its output nor the sealed annotation read the sealed conversations
 with the expected memories removed, wrote the memories a reader expects (type and key terms),
@@ -63,10 +106,10 @@ conversation, type, text, event_time). Scored like the extractor against the sea
 annotation, a human reaches P/R 0.79/0.82 on heldout5 and 0.76/0.83 on heldout6 (profile and
 preference 0.58-0.70 precision: where identity ends and a preference or a decision begins is
 a judgement; compared by key terms alone, the type set aside and one shared key word
-enough, the two readers name the same facts: 0.95/0.98 and 0.88/0.97). So on text the extractor's writer did not annotate, precision 0.9 is
-above what a second careful human reaches under this matching rule: the annotation's own
-ambiguity, not only the rules, bounds the untuned figure. The bench prints this table next to
-each sealed split's.
+enough, the two readers name the same facts: 0.95/0.98 and 0.88/0.97). So on text the
+extractor's writer did not annotate, precision 0.9 is above what a second careful human
+reaches under this matching rule: the annotation's own ambiguity, not only the rules, bounds
+the untuned figure. The bench prints this table next to each sealed split's.
 
 File format: ``=== <id> <ISO date of the messages>`` opens a conversation; ``U: text`` and
 ``A: text`` are user and assistant turns; ``+ <type>: term | term | …`` is one expected
@@ -103,7 +146,18 @@ from wm_core import (
 
 SETS = Path(__file__).resolve().parent / "memory_extraction"
 # Every one a tuning split since round five (see the docstring).
-SPLITS = ("dev", "dev2", "dev3", "dev5", "dev6", "heldout", "heldout2", "heldout3", "heldout4")
+SPLITS = (
+    "dev",
+    "dev2",
+    "dev3",
+    "dev5",
+    "dev6",
+    "dev7",
+    "heldout",
+    "heldout2",
+    "heldout3",
+    "heldout4",
+)
 # Written blind and never tuned on: measured, never trained on, their misses never read.
 SEALED = ("heldout5", "heldout6")
 

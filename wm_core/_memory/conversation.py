@@ -4,13 +4,17 @@ Why it exists: a decision is often made across turns ("I suggest we pin pydantic
 pin it"; "Should we use local disk or object storage?" — "Object storage, since we run
 replicas"), and "who agreed" is the next turn's "Good, let's go with that" or a later "Marta
 signed off on it"; a short answer to a question about something named ("What queue does ferry
-use?" — "NATS") is a fact about it; "I don't prefer tabs any more, I now prefer spaces" is one
+use?" — "NATS") is a fact about it (the readers of a reply to a question are ``replies``);
+"I don't prefer tabs any more, I now prefer spaces" is one
 new preference that replaces the one about tabs (``_fold_given_up``). This module walks the
 turns in order, reads each clause with ``rules`` and adds those agreements and choices. A
 clause the rules make nothing of (and do not say states nothing) is read by ``disclosure``,
-phrasing-agnostic; so is an assistant's check the user confirms ("So to confirm, …?" —
-"correct"); what a reply that agrees to a decision adds goes on from that decision ("yep do
-that, we can't afford bigger instances").
+phrasing-agnostic; an assistant's check the user confirms ("So to confirm, …?", "your team
+uses FastAPI, is that right?" — "correct") is read by the clause rules as the user's own
+words (``_confirmed_facts``), else by ``disclosure``; what a reply that agrees to a decision
+adds goes on from that decision ("yep do that, we can't afford bigger instances"). A
+sentence typed in lower case inside another ("quick one. we run k8s") is a clause of its own
+(``_clauses``), and the "I" chat leaves out is put back (``speech.with_subject``).
 
 One fact is one memory across turns, too: a reply that accepts or picks is one decision (a
 later decision clause in it goes on from it); a short repeat of the other side's decision
@@ -28,7 +32,7 @@ from typing import Final
 
 from wm_core._document.sentences import sentences, stamp_date
 from wm_core._memory.appraisal import subject_fact
-from wm_core._memory.choices import answer_to_should, options_in, other, pick
+from wm_core._memory.choices import options_in, other
 from wm_core._memory.disclosure import (
     Weights,
     asked,
@@ -39,6 +43,15 @@ from wm_core._memory.disclosure import (
 )
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import NAME, NOT_NAMES, Talk, note_question
+from wm_core._memory.replies import (
+    DISAGREE,
+    asked_about_named,
+    asked_about_user,
+    bare_answer,
+    picked_option,
+    should_answer,
+    yes_to,
+)
 from wm_core._memory.rules import Fact, classify, states_nothing
 from wm_core._memory.speech import (
     LEAD,
@@ -50,9 +63,9 @@ from wm_core._memory.speech import (
     object_of,
     statement,
     third_person,
+    with_subject,
 )
 from wm_core._memory.subjects import REPLACES
-from wm_core._memory.when import is_past
 from wm_core._messages import Message, Role, TextPart
 
 _PROPOSAL: Final = re.compile(
@@ -66,11 +79,23 @@ _PROPOSAL: Final = re.compile(
     r"(?:my\s+)?(?:proposal|suggestion|recommendation)(?:\s+(?:is|would be))?(?:\s+to)?\s*:?\s+)(?P<what>.+)$",
     re.IGNORECASE,
 )
+# An imperative of change the user then accepts ("Try gradient clipping at 1.0" — "clipping
+# fixed it, keeping that"), unless it answers the user's how-to question ("How do I undo a
+# commit?" — "Use git reset --soft" — "that worked": a how-to, no decision).
+_IMPERATIVE_PROPOSAL: Final = re.compile(
+    r"^(?:try|use|switch to|enable|disable|pin|bump|raise|lower|increase|reduce|cap|limit|"
+    r"replace|drop|partition|split|add|set)\s+(?P<what>\w.+)$",
+    re.IGNORECASE,
+)
+_HOW_TO: Final = re.compile(r"^(?:how|what|which|where|can|could|is there)\b[^?]*\?\s*$", re.I)
 _AGREE: Final = re.compile(
     r"^(?:yes|yeah|yep|sure|ok(?:ay)?|agreed|agree|sounds good|sounds great|good|great|"
     r"perfect|fine|deal|do it|go ahead|go for it|ship it|let's do (?:it|that)|"
     r"let's go with (?:it|that|this)|"
-    r"makes sense|exactly|correct|works for me|that works|lgtm|approved)\b",
+    r"makes sense|exactly|correct|works for me|that works|lgtm|approved|"
+    # the proposal tried and kept: "clipping fixed it, keeping that", "that did the trick"
+    r"(?:[\w\-]+\s+){0,2}(?:fixed it|worked|did the trick)|keeping (?:it|that|this)|"
+    r"(?:i'll|we'll|i will|we will) (?:do|take|keep) (?:it|that|this))\b",
     re.IGNORECASE,
 )
 # Someone else agrees to the latest decision: "Our CTO, Hana, approved it", "Marta signed off".
@@ -80,47 +105,13 @@ _SIGN_OFF: Final = re.compile(
     r"(?:signed off|approved|okayed|ok'd|green-?lit|gave (?:it|us|the team) the go-ahead|"
     r"(?:is|are) on board|(?:is|are) fine with (?:it|that|this)|(?:is|are) happy with (?:it|that|"
     r"this)|liked (?:it|the idea)|\+1'?d|"
+    # who argued for it: "Ines pushed for it because the bot redeployed prod in a loop"
+    r"(?:pushed|argued|lobbied|campaigned) for (?:it|that|this)|(?:proposed|suggested) (?:it|that|this)|"
     # "Marco agreed." — agreeing to what was said, not "Hana agreed to move the DB"
     r"agreed(?=\s*(?:$|[.!,]|too\b|as well\b|with (?:it|that|this|us|me|the plan)\b)))",
     re.IGNORECASE,
 )
 _THANKS: Final = re.compile(r"\b(?:thanks|thank you|thx|got it|noted|i see|will do)\b", re.I)
-_DISAGREE: Final = re.compile(r"\b(?:no|not|don't|but|instead|rather|wait)\b", re.I)
-_OPTIONS: Final = re.compile(
-    r"^(?:should (?:we|i)|(?:do|would) you (?:want|like|prefer)(?: me)?(?: to)?|shall (?:we|i)|"
-    r"(?:do|would) you prefer|(?:which|what)\b[^?,]*,)\s+(?P<body>.+?)\s+or\s+(?P<other>.+?)\?$",
-    re.IGNORECASE,
-)
-
-
-# A yes-or-no question the user answers "yes": "Should the keys expire?" is a decision (with
-# what the user adds: "Yes, set a TTL of 30 minutes"), "Do you want low-carb recipes?" a
-# preference, and so is "Should I summarize …?" when the answer is a habit ("… after each
-# call"). An offer of a one-off task ("Do you want me to …?", "Should I update it?") is none.
-_SHOULD: Final = re.compile(
-    r"^should\s+(?P<who>we|i|the|it|they|this|that|our|all|every)\b.+\?$", re.I
-)
-_HABIT: Final = re.compile(r"\b(?:each|every|always|never|from now on|whenever|by default)\b", re.I)
-_WANT: Final = re.compile(
-    r"^(?:do|would)\s+you\s+(?:want|like|prefer)\s+(?!me\b|to\b|it\b|that\b|this\b|help\b|"
-    r"a hand\b|anything\b|something\b|some help\b)(?P<what>[\w\-][^?]*)\?$",
-    re.IGNORECASE,
-)
-_YES: Final = re.compile(r"^(?:yes|yeah|yep|sure|definitely|absolutely|please do)\b[\s,.!]*", re.I)
-# An open question about the user ("What stack do you use?"), or about the kind of what the
-# user just said ("What kind of illustration?", "What style?", "Any favourite dishes?").
-_ASKED: Final = re.compile(
-    r"^(?:(?:what|which|where)\b[^?]*\byou(?:r)?\b[^?]*|(?:what|which)\s+(?:kind|sort|type|style)"
-    r"\b[^?]*|any\s+favou?rite\b[^?]*)\?$",
-    re.IGNORECASE,
-)
-_TASTE: Final = re.compile(r"\b(?:like|prefer|enjoy|love|favou?rite|fan of|style)\b", re.I)
-# A reply that starts like a sentence is read by the clause rules, not as a bare answer.
-_CLAUSE_START: Final = re.compile(
-    r"^(?:i|i'm|i've|i'll|i'd|my|we|we're|our|it|it's|he|she|they|the|this|that|there|yes|no|"
-    r"sure|thanks|sorry|not|nothing|none|let's|please|[\w']+\s+(?:is|are|was|were)\b)",
-    re.IGNORECASE,
-)
 
 
 def _signer(clause: str) -> str | None:
@@ -133,20 +124,12 @@ def _signer(clause: str) -> str | None:
     return names[-1] if names else clean(who)
 
 
-def _last_question(message: Message) -> str:
-    """The last sentence of a message without what leads up to a colon ("Before I refactor:
-    should the API keep XML?" asks "should the API keep XML?")."""
-    found = sentences(message.text())
-    last = LEAD.sub("", found[-1]).strip() if found else ""
-    return last.rsplit(": ", 1)[-1] if last.endswith("?") else last
-
-
 def _agreement(text: str) -> bool:
     text = re.sub(r"^[^\w\s]+\s*", "", text.strip())  # "👍 do it"
     if _THANKS.search(text):
         return False  # "ok thanks", "cool, got it": the reply acknowledges, it accepts nothing
     first = LEAD.sub("", text.strip()) if not _AGREE.match(text.strip()) else text.strip()
-    return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not _DISAGREE.search(
+    return bool(_AGREE.match(text.strip()) or _AGREE.match(first)) and not DISAGREE.search(
         text.split(".")[0]
     )
 
@@ -170,16 +153,17 @@ _SCOPE: Final = re.compile(
 )
 
 
-def _proposal(message: Message, reply: str = "") -> str | None:
-    """What an assistant's message proposes ("I suggest we pin pydantic"), if anything; with
-    the sentence before it when the proposal or the ``reply`` accepting it refers to it
-    ("replace both with ruff format")."""
+def _proposal(message: Message, reply: str = "", how_to: bool = False) -> str | None:
+    """What an assistant's message proposes ("I suggest we pin pydantic", or an imperative of
+    change unless it answers a ``how_to`` question), if anything; with the sentence before it
+    when the proposal or the ``reply`` accepting it refers to it ("replace both with ruff
+    format")."""
     found = sentences(message.text())
     for index in range(len(found) - 1, -1, -1):
         text = _SCOPE.sub("", LEAD.sub("", found[index]).strip())
         if text.endswith("?"):
             continue
-        match = _PROPOSAL.match(text)
+        match = _PROPOSAL.match(text) or (None if how_to else _IMPERATIVE_PROPOSAL.match(text))
         said = match.group("what") if match else ""
         if not match and _PROPOSAL_CUE.search(text) and len(text.split()) > _MIN_PROPOSAL_WORDS:
             # "The simplest fix is to batch the inserts", "Consider switching to orjson": a
@@ -195,121 +179,14 @@ def _proposal(message: Message, reply: str = "") -> str | None:
     return None
 
 
-def _asked_about_user(message: Message) -> str | None:
-    """The open question an assistant's message ends with about the user ("What stack do
-    you use?"), if any: a short answer to it is a fact about the user."""
-    found = sentences(message.text())
-    last = LEAD.sub("", found[-1]).strip() if found else ""
-    if _ASKED.match(last) and not is_past(last):
-        return last  # the answer to a question about the past is no fact about the user now
-    return None
-
-
-def _asked_about_named(message: Message, talk: Talk) -> tuple[str, str] | None:
-    """(question, name) when an assistant's message ends with an open question about someone
-    or something named before ("What storage does ferry use?"): a short answer that names
-    something ("MinIO in each region") is a fact about them."""
-    last = _last_question(message)
-    if not re.match(r"^(?:what|which)\b[^?]*\?$", last, re.I) or re.search(
-        r"\b(?:you|your|did|was|were|had)\b", last, re.I
-    ):
-        return None
-    for name in sorted(talk.names | {talk.last_name}):
-        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", last, re.IGNORECASE):
-            return last, name
-    return None
-
-
-# An answer the user takes back: "all of them lol, never mind".
-_TAKEN_BACK: Final = re.compile(
-    r"\b(?:never ?mind|nvm|forget it|doesn't matter|scratch that)\b", re.I
-)
-
-
-def _answer(reply: Message, question: str, name: str = "") -> Fact | None:
-    """A fact from a reply that answers a question about the user with a bare phrase
-    ("Mostly Go and gRPC"): the phrase states nothing alone, so the memory quotes the question."""
-    found = sentences(reply.text())
-    phrase = LEAD.sub("", found[0]).strip() if found else ""
-    if (
-        not phrase
-        or phrase.endswith("?")
-        or len(phrase.split()) > 12
-        or _CLAUSE_START.match(phrase)
-        or _TAKEN_BACK.search(reply.text())
-    ):
-        return None
-    phrase = clauses(phrase)[0]  # "Mostly science fiction, but I can't stand horror"
-    if name and not re.search(r"[A-Z]", phrase[1:]):
-        return None  # "Four days.": a bare amount, no name of a thing
-    if name:
-        text = f'Asked "{question}", the user said: {clean(phrase)}'
-        fields = {"question": question, "name": name}
-        return Fact(MemoryType.ENTITY, text, name, found[0], (reply.id,), fields)
-    kind = MemoryType.PREFERENCE if _TASTE.search(question) else MemoryType.PROFILE
-    text = f'The user\'s answer to "{question}": {clean(phrase)}'
-    return Fact(kind, text, clean(phrase), found[0], (reply.id,), {"question": question})
-
-
-def _yes_to(previous: Message, reply: Message) -> Fact | None:
-    """A decision or a preference from a "yes" to the yes-or-no question an assistant's
-    message ends with (see ``_SHOULD`` and ``_WANT``)."""
-    question = _last_question(previous)
-    yes = _YES.match(reply.text().strip())
-    if yes is None or _DISAGREE.search(clauses(reply.text().split(".")[0])[0]):
-        return None
-    ids = (previous.id, reply.id)
-    should = _SHOULD.match(question)
-    if should:
-        rest = clauses(reply.text().strip()[yes.end() :])
-        added = clean(rest[0]) if rest and not _CLAUSE_START.match(rest[0]) else ""
-        added = third_person(added, sentence=False)
-        if should.group("who").lower() == "i":
-            if not added or not _HABIT.search(added):
-                return None
-            text = f"The user wants the assistant to {added}"
-            return Fact(MemoryType.PREFERENCE, text, added, reply.text(), ids)
-        return None  # "Should we …?": any answer that states something (``_should_answer``)
-    want = _WANT.match(question)
-    if want and object_of(want.group("what")) is not None:
-        what = third_person(clean(want.group("what")), Role.ASSISTANT, sentence=False)
-        return Fact(MemoryType.PREFERENCE, f"The user wants {what}", what, reply.text(), ids)
-    return None
-
-
-def _should_answer(previous: Message, reply: Message) -> Fact | None:
-    """A decision from the user's answer to an assistant's "Should we …?" (``choices``)."""
-    question = _last_question(previous)
-    answer = answer_to_should(question, reply.text())
-    if answer is None:
-        return None
-    said = third_person(answer, sentence=False, team=True)
-    text = f'Asked "{question}", the user answered: {said}'
-    fields = {"decision": said, "decided_by": "user"}
-    return Fact(MemoryType.DECISION, text, question, reply.text(), (previous.id, reply.id), fields)
-
-
-def _picked(recent: Sequence[Message], reply: Message) -> Fact | None:
-    """A decision from a user's reply that picks one of the alternatives the turns before it
-    named (the assistant's, or the user's own question the assistant answered): see
-    ``choices``."""
-    for earlier in reversed(recent):
-        options = options_in(earlier.text())
-        if options is None:
-            continue
-        found = pick(reply.text(), options)
-        if found is None:
-            return None
-        chosen, head, said = found
-        said = third_person(said, sentence=False, team=True)
-        text = f"The user chose {chosen} over {other(options, chosen)}: {said}"
-        fields = {"decision": third_person(head, sentence=False, team=True), "decided_by": "user"}
-        why = REASON.split(said, maxsplit=1)
-        if len(why) > 1:
-            fields["reason"] = clean(why[1])
-        ids = (earlier.id, reply.id)
-        return Fact(MemoryType.DECISION, text, fields["decision"], reply.text(), ids, fields)
-    return None
+def _with_reason(fact: Fact, clause: str, role: Role) -> Fact:
+    """A decision with the reason a sign-off gives ("Ines pushed for it because …"), when it
+    has none yet."""
+    parts = REASON.split(clause, maxsplit=1)
+    if len(parts) < 2 or "reason" in fact.fields or not parts[1].strip():
+        return fact
+    why = third_person(clean(parts[1]), role, sentence=False)
+    return replace(fact, text=f"{fact.text}, because {why}", fields={**fact.fields, "reason": why})
 
 
 def _agreed_by(fact: Fact, who: str, message_id: str) -> Fact:
@@ -346,6 +223,13 @@ def _fold_given_up(found: Sequence[Fact]) -> list[Fact]:
 _MAX_CONTINUATION_WORDS: Final = 14
 
 
+def _goes_on(fact: Fact, clause: str) -> bool:
+    """Whether ``clause`` may go on from ``fact`` (see ``_continued``): not from an entity
+    (what follows one is its own fact or none: "he used to be an instructor"), nor a clause
+    long enough to state a fact of its own."""
+    return len(clause.split()) <= _MAX_CONTINUATION_WORDS and fact.type is not MemoryType.ENTITY
+
+
 def _continued(fact: Fact, clause: str, role: Role) -> Fact:
     """``fact`` with the clause after it in its sentence added to its text, when that clause
     states nothing alone (it says why, how or what instead; see ``_MAX_CONTINUATION_WORDS``).
@@ -366,6 +250,23 @@ def _same_event(dated: Fact, facts: Sequence[Fact]) -> bool:
         and len(facts) == 1
         and facts[0].type is MemoryType.EVENT
         and facts[0].when is None
+    )
+
+
+# The assistant's "X it is" that echoes no decision of the user's takes up a wish or an
+# answer ("I'd rather you answer in English" — "Sure, English it is"): no decision of its own.
+_TAKES_UP: Final = re.compile(r"\bit is\s*[.!]*$", re.IGNORECASE)
+
+
+def _dates_event(undated: Fact, facts: Sequence[Fact]) -> bool:
+    """Whether a clause's only fact is a dated event going on from the undated event its
+    sentence stated just before (the same event, then when it is)."""
+    return (
+        undated.type is MemoryType.EVENT
+        and undated.when is None
+        and len(facts) == 1
+        and facts[0].type is MemoryType.EVENT
+        and facts[0].when is not None
     )
 
 
@@ -505,6 +406,43 @@ def _disclosed(
     return found
 
 
+# The assistant's "you" is the user's "I": "your team uses FastAPI" confirmed is "my team uses
+# FastAPI" said by the user.
+_SECOND_PERSON: Final = (
+    (re.compile(r"\byou're\b", re.I), "I'm"),
+    (re.compile(r"\byou've\b", re.I), "I've"),
+    (re.compile(r"\byou'll\b", re.I), "I'll"),
+    (re.compile(r"\byou'd\b", re.I), "I'd"),
+    (re.compile(r"\byou are\b", re.I), "I am"),
+    (re.compile(r"\byou were\b", re.I), "I was"),
+    (re.compile(r"\byours\b", re.I), "mine"),
+    (re.compile(r"\byour\b", re.I), "my"),
+    (re.compile(r"\byou\b", re.I), "I"),
+)
+
+
+def _confirmed_facts(check: str, reply: Message, base: str | None, talk: Talk) -> list[Fact]:
+    """What an assistant's check the user confirmed states, read by the clause rules as the
+    user's own words (``_SECOND_PERSON``; the check's lead-in before "it looks like" dropped)."""
+    said = re.sub(r"^.*?\b(?:looks like|seems like|sounds like|understand that|see that)\s+",
+                  "", check, flags=re.I)  # fmt: skip
+    for pattern, mine in _SECOND_PERSON:
+        said = pattern.sub(mine, said)
+    found: list[Fact] = []
+    for clause in _clauses(said):
+        text = LEAD.sub("", clause).strip()
+        if text:
+            found.extend(classify(text, said, Role.USER, base, talk))
+    return [replace(f, message_ids=(reply.id,)) for f in found]
+
+
+def _clauses(said: str) -> list[str]:
+    """The clauses of a statement, a sentence typed in lower case inside it ("quick one. we run
+    k8s", which the sentence splitter keeps as one) cut off as a clause of its own; one that
+    asks or supposes states nothing (``statement``)."""
+    return [piece for clause in clauses(said) for piece in pieces(clause) if statement(piece)]
+
+
 def conversation_facts(
     messages: Sequence[Message],
     message_dates: Mapping[str, str] | None = None,
@@ -542,7 +480,7 @@ def conversation_facts(
         start = len(found)
         turn_decision: int | None = None  # the decision the turn-level reading made here
         offered = options_in(previous.text()) if previous is not None else None
-        picked = _picked(recent[-2:], message) if message.role is Role.USER else None
+        picked = picked_option(recent[-2:], message) if message.role is Role.USER else None
         if picked is not None:
             found.append(picked)
             last_decision = turn_decision = len(found) - 1
@@ -555,21 +493,26 @@ def conversation_facts(
                 and previous.id in found[last_decision].message_ids
                 and found[last_decision].fields.get("decided_by") == previous.role.value
             )
-            proposal = _proposal(previous, message.text()) if agreed and not decided_there else None
+            how_to = len(recent) > 1 and bool(_HOW_TO.match(recent[-2].text().strip()))
+            proposal = (
+                _proposal(previous, message.text(), how_to)
+                if agreed and not decided_there
+                else None
+            )
             if proposal is not None:
                 text = f"The user agreed to the assistant's proposal: {proposal}"
                 fields = {"decision": proposal, "decided_by": "assistant", "agreed_by": "user"}
                 found.append(Fact(MemoryType.DECISION, text, proposal, proposal,
                                   (previous.id, message.id), fields))  # fmt: skip
                 last_decision = turn_decision = len(found) - 1
-            question = _asked_about_user(previous)
-            answer = _answer(message, question) if question else None
-            about = _asked_about_named(previous, talk) if question is None else None
+            question = asked_about_user(previous)
+            answer = bare_answer(message, question) if question else None
+            about = asked_about_named(previous, talk) if question is None else None
             if about is not None:
-                answer = _answer(message, *about)
+                answer = bare_answer(message, *about)
             if answer is not None:
                 found.append(answer)
-            said_yes = _yes_to(previous, message) or _should_answer(previous, message)
+            said_yes = yes_to(previous, message) or should_answer(previous, message)
             if said_yes is not None:
                 found.append(said_yes)
                 if said_yes.type is MemoryType.DECISION:
@@ -584,9 +527,10 @@ def conversation_facts(
             check = confirmed_check(previous, message)
             if check is not None and last_decision != len(found) - 1:
                 base = dates.get(previous.id)
-                for fact in _disclosed(
+                confirmed = _confirmed_facts(check, message, base, talk) or _disclosed(
                     check, check, previous, base, "", talk, confirmed=True, weights=weights
-                ):
+                )
+                for fact in confirmed:
                     found.append(replace(fact, message_ids=(previous.id, message.id)))
         first_sentence = True
         for line in message.text().split("\n"):
@@ -601,20 +545,34 @@ def conversation_facts(
                 talk.follow_on = re.match(r"^\s*(?:and|also|plus)\b", sentence, re.I) is not None
                 stated: int | None = None  # index in found of this sentence's last fact
                 told: list[Fact] = []  # the facts ``disclosure`` read from its last clause
-                for clause in clauses(said):
+                for clause in _clauses(said):
                     text = LEAD.sub("", clause).strip()
+                    if message.role is Role.USER:
+                        text = with_subject(text)  # "lost my wallet yesterday"
                     if not text or TENTATIVE.match(text):
                         continue
                     text = subject_fact(text) or text  # "Orla from accounting is a legend"
                     before = len(found)
                     signer = _signer(text) if last_decision is not None else None
                     if signer is not None and last_decision is not None:
-                        found[last_decision] = _agreed_by(found[last_decision], signer, message.id)
+                        found[last_decision] = _with_reason(
+                            _agreed_by(found[last_decision], signer, message.id), text,
+                            message.role
+                        )  # fmt: skip
                     facts = classify(text, sentence, message.role, base, talk)
                     if stated is not None and _same_event(found[stated], facts):
                         # "Two days ago our database failed over and we lost five minutes of
                         # writes": one event, told in two clauses
                         found[stated] = _continued(found[stated], text, message.role)
+                        continue
+                    if stated is not None and _dates_event(found[stated], facts):
+                        # "we booked the trip to Japan!! we fly out on the 2nd of May": the
+                        # event, then its date, one memory
+                        found[stated] = replace(
+                            _continued(found[stated], text, message.role),
+                            when=facts[0].when,
+                            fields={**found[stated].fields, **facts[0].fields},
+                        )
                         continue
                     for fact in facts:
                         if signer is not None and fact.type is not MemoryType.ENTITY:
@@ -635,6 +593,12 @@ def conversation_facts(
                             found[last_decision] = _agreed_by(found[last_decision],
                                                               message.role.value, message.id)  # fmt: skip
                             continue
+                        if (
+                            fact.type is MemoryType.DECISION
+                            and message.role is Role.ASSISTANT
+                            and _TAKES_UP.search(text)
+                        ):
+                            continue  # "Sure, English it is": the user's wish taken up
                         if fact.type is MemoryType.DECISION and offered is not None:
                             fact = _over(fact, offered)
                         why = _so_reason(fact, sentence, text, message.role)
@@ -664,6 +628,9 @@ def conversation_facts(
                         and not told
                         # a name goes on from nothing: "I'm Tomasz btw, I run the infra team"
                         and found[stated].subject != "name"
+                        # nor does a clause long enough to be a fact of its own: ``disclosure``
+                        # reads it (below) rather than losing it (see ``_goes_on``)
+                        and _goes_on(found[stated], text)
                     ):
                         found[stated] = _continued(found[stated], text, message.role)
                     elif signer is None and (

@@ -31,7 +31,15 @@ from typing import Final
 from wm_core._document.sentences import sentences
 from wm_core._memory import disclosure_weights
 from wm_core._memory.model import MemoryType, fold_text
-from wm_core._memory.speech import LEAD, clauses, clean, normalized, statement, third_person
+from wm_core._memory.speech import (
+    LEAD,
+    clauses,
+    clean,
+    normalized,
+    statement,
+    third_person,
+    with_subject,
+)
 from wm_core._memory.when import When, resolve_when
 from wm_core._messages import Message, Role
 
@@ -165,6 +173,12 @@ _PASSING: Final = re.compile(
     r"\b(?:whatever works|not sure|never mind|doesn't matter|no idea)\b",
     re.IGNORECASE,
 )
+# Someone named alone choosing makes a fact of their life, not the user's or the team's
+# decision (the rules' own reading, ``rules._DECIDED``, says the same).
+_THEIR_CHOICE: Final = re.compile(
+    r"^(?-i:[A-Z][a-z]+)(?:\s+(?:just|finally|also|has|have))*\s+(?:decided|chose|picked|"
+    r"opted|settled|went with)\b"
+)
 _STEM: Final = 5
 _MIN_WORDS: Final = 3
 _MAX_WORDS: Final = 40
@@ -251,6 +265,8 @@ def classify_clause(
     got = scores(found, weights)
     none = got.pop(NONE, 0.0)
     allowed = [k for k in sorted(got) if not _LICENCE.get(k) or _LICENCE[k] & set(found)]
+    if _THEIR_CHOICE.match(clause.strip()):
+        allowed = [k for k in allowed if k != "decision"]  # "Sarah decided to quit her job"
     if not allowed:
         return None
     label = max(allowed, key=lambda k: got[k])
@@ -301,20 +317,39 @@ def asked(message: Message) -> str:
     return last[:-1].strip() if last.endswith("?") else ""
 
 
+# A statement with a tag that asks to confirm it: "your team uses FastAPI, is that right?".
+_CHECK_TAG: Final = re.compile(
+    r"[,;]?\s+(?:(?:is|was)\s+(?:that|this|it)\s+(?:still\s+)?(?:right|correct|true|accurate|"
+    r"the case)|(?:does|do)\s+(?:that|this|it)\s+still\s+(?:hold|apply|stand)|am i right|"
+    r"right|correct)$",
+    re.IGNORECASE,
+)
+
+
+_TAG_CHARS: Final = 60
+
+
 def confirmed_check(previous: Message, reply: Message) -> str | None:
     """The statement an assistant's yes-or-no check makes when the user's reply confirms it
-    ("So to confirm, handovers are on Monday?" — "correct"), else None."""
+    ("So to confirm, handovers are on Monday?", "Your team deploys on Fly.io, is that
+    right?" — "correct"), else None."""
     question = asked(previous)
     check = _CHECK_LEAD.match(question)
-    if check is None or not _CONFIRM.match(reply.text().strip()):
+    tail = max(0, len(question) - _TAG_CHARS)  # the tag ends the question: read its end only
+    tag = _CHECK_TAG.search(question, tail) if check is None else None
+    if (check is None and tag is None) or not _CONFIRM.match(reply.text().strip()):
         return None
-    said = question[check.end() :]
+    said = question[check.end() :] if check is not None else question[: tag.start()] if tag else ""
+    # "to confirm before I draft anything: your API …": what leads up to the colon is no check
+    said = said.split(": ", 1)[-1]
     if re.match(r"^(?:what|which|who|where|when|why|how)\b", said, re.IGNORECASE):
         return None  # an open question: a "yes" confirms nothing
     return said
 
 
-_PIECE: Final = re.compile(r"(?<=[a-z0-9)][.!?])\s+")
+_PIECE: Final = re.compile(
+    r"(?<=[a-z0-9)][.!?]|[.!?][.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\betc\.)\s+(?=[a-z])"
+)
 
 
 def pieces(clause: str) -> list[str]:
@@ -345,7 +380,10 @@ def units(messages: Sequence[Message]) -> list[tuple[Message, str, str]]:
                 continue
             for clause in clauses(said):
                 for text in pieces(LEAD.sub("", clause).strip()):
+                    if statement(text) is None:
+                        continue  # a piece that asks states nothing (``conversation``)
                     if message.role is Role.USER:
+                        text = with_subject(text)
                         found.append((message, text, question if first else ""))
                     first = False
         previous = message

@@ -96,7 +96,8 @@ LAST_THING: Final = re.compile(
 )
 _CALLED: Final = re.compile(
     r"\b(?:(?P<det>(?i:a|an|the|our|my|their))\s+)?(?P<kind>(?:[\w\-]+\s+){0,2}?[\w\-]+)\s+"
-    rf"(?:is\s+|was\s+)?(?:called|named)\s+[`\"']?(?P<name>{_THING})[`\"']?",
+    # "I hate being called buddy": how the user is addressed, no name of a thing
+    rf"(?<!being )(?<!get )(?<!gets )(?<!got )(?:is\s+|was\s+)?(?:called|named)\s+[`\"']?(?P<name>{_THING})[`\"']?",
 )
 _IS_OUR: Final = re.compile(
     r"^[`\"']?(?P<name>[A-Z][\w.\-/]*\w|[\w.\-]+/[\w.\-]+)[`\"']?\s+is\s+(?:our|my)\s+"
@@ -139,7 +140,11 @@ LASTING: Final = re.compile(
 )
 PASSING: Final = re.compile(
     r"\bfor\s+(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|several)\s+"
-    r"(?:days?|weeks?|months?)\b",
+    r"(?:days?|weeks?|months?)\b|"
+    # a stretch of now, or how someone compares with the user: "she's been practising all week",
+    # "he's way better than me"
+    r"\ball\s+(?:day|week|morning|evening|night|weekend)\b|"
+    r"\b(?:better|worse|faster|slower)\s+than\s+(?:me|us|i am)\b",
     re.IGNORECASE,
 )
 
@@ -252,8 +257,8 @@ def resolve_pronoun(text: str, talk: Talk) -> str | None:
     if match is None or not talk.last_name:
         return None
     rest = text[match.end("pro") :]
-    if rest.startswith("'s"):
-        rest = " is" + rest[2:]
+    if rest.startswith("'s"):  # "she's been doing it for years": has, else is
+        rest = (" has" if re.match(r"'s\s+(?:been|got|had)\b", rest) else " is") + rest[2:]
     pro = match.group("pro").lower()
     mismatch = talk.last_person is not None and (pro == "it") is talk.last_person
     if pro == "they" or mismatch:

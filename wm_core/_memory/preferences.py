@@ -36,7 +36,8 @@ _CHOOSE_VERBS = (
 )
 _PREFER: Final = re.compile(
     rf"^i\s+{_ADV}(?P<verb>{_LIKE_VERBS}|(?:always|never|only|mostly|usually|exclusively)\s+"
-    rf"(?:{_CHOOSE_VERBS})|drink|eat|take)\s+(?P<what>.+)$",
+    # "I always want type hints": a standing wish is a preference, not a habit
+    rf"(?:{_CHOOSE_VERBS}|want|need)|drink|eat|take)\s+(?P<what>.+)$",
     re.IGNORECASE,
 )
 _RATHER: Final = re.compile(
@@ -96,7 +97,9 @@ _IMPERATIVE: Final = re.compile(
 )
 _GENERAL: Final = re.compile(
     r"\b(?:for all|in all|all new|every|each|whenever|from now on|by default|in general|"
-    r"always|never|,\s*not\s+\w)",
+    # what the assistant writes, in the plural, is every answer: "keep answers short"
+    r"always|never|,\s*not\s+\w|(?:your\s+)?(?:answers|responses|replies|explanations|"
+    r"examples|summaries|code samples)\b)",
     re.IGNORECASE,
 )
 
@@ -110,6 +113,16 @@ def read_preference(text: str, instructing: bool = False) -> tuple[str, str] | N
     original, text = text, expanded(text)
     for pattern in (_PREFER, _RATHER, _INTO):
         match = pattern.match(text)
+        you = (
+            re.match(r"^(?:it\s+if\s+)?you\s+(?P<do>\w.+)$", match.group("what"), re.I)
+            if match
+            else None
+        )  # "I'd love it if you kept examples in Go"
+        if you and pattern is _RATHER and you.group().lower().startswith("it"):
+            return third_person(clean(original)), clean(you.group("do"))  # "… it if you kept …"
+        if you and pattern is _RATHER:  # "I'd rather you answer in English": an instruction
+            body = third_person(clean(you.group("do")), sentence=False)
+            return f"The user wants the assistant to {body}", clean(you.group("do"))
         if match:
             what = object_of(match.group("what"))
             if what is None:

@@ -65,7 +65,7 @@ _PRONOUNS: Final = re.compile(
 )
 # What the user's team or company is: "we're a team of six", "we're a small agency".
 _WE_ARE: Final = re.compile(
-    r"^we(?:'re| are)\s+(?:(?:just|only|still)\s+)?(?:a|an)\s+(?:[\w\-]+\s+){0,3}?(?:team|"
+    r"^we(?:'re| are)\s+(?:(?:just|only|still|pretty much|\w+ly)\s+)?(?:a|an)\s+(?:[\w\-+#.]+\s+){0,3}?(?:team|"
     r"company|startup|start-up|shop|agency|studio|family|couple|group|org|organi[sz]ation|"
     r"nonprofit|non-profit|lab|consultancy|household)\b",
     re.I,
@@ -103,9 +103,18 @@ _MY_IS: Final = re.compile(
     re.IGNORECASE,
 )
 # How the user's team works ("Our team uses trunk-based development"): a fact about the user.
+# Any adverb may come before the verb ("we mostly use PyTorch"), a place of work before the
+# clause ("in our shop we use GitHub Actions"), and what runs where is said of "everything" or
+# of one of the team's things too ("everything runs on Databricks", "our data lives in
+# BigQuery").
 _TEAM_USES: Final = re.compile(
-    r"^(?:(?:our|my)\s+(?:team|company|org|organi[sz]ation|shop)\s+(?:uses|works|follows|"
-    r"practi[cs]es|deploys|runs|ships)|we\s+(?:use|work|follow|practi[cs]e|deploy|ship))\b",
+    r"^(?:(?:in|at)\s+(?:our|my)\s+(?:team|company|org|shop|job|work|place)\s*,?\s+)?"
+    r"(?:(?:our|my)\s+(?:team|company|org|organi[sz]ation|shop)\s+(?:\w+ly\s+)?(?:uses|works|"
+    r"follows|practi[cs]es|deploys|runs|ships|builds|hosts|writes)|"
+    r"we\s+(?:(?:all|also|still|now|\w+ly)\s+)?(?:use|work|follow|practi[cs]e|deploy|ship|"
+    r"host|build|write|code|run\s+(?:on|everything|all|our|it)|are on|'re on)|"
+    r"(?:everything|(?:all\s+)?(?:of\s+)?our\s+[\w\-]+(?:\s+[\w\-]+)?)\s+(?:\w+ly\s+)?(?:runs?|"
+    r"lives?|is hosted|are hosted|sits?|deploys?|go|goes)\s+(?:on|in|to|through|via)\b)\b",
     re.IGNORECASE,
 )
 _FREQUENCY: Final = re.compile(
@@ -129,6 +138,19 @@ _PROFILE_NOT: Final = re.compile(
     r"^i(?:'m| am)\s+(?:a\s+(?:bit|little|fan|big fan|huge fan)|not sure|sorry|glad|happy|"
     r"trying|looking|thinking|wondering|done|back|going to|planning)\b|^i need (?:help|you)|"
     r"^i have (?:a|an) (?:question|idea|problem|issue|bug|error)",
+    re.IGNORECASE,
+)
+
+
+# What the user does for a living, in any present-tense verb: "I do ML at a startup called
+# Veridia", "I handle billing for Acme", "I mostly write Go at Lumio". A past or passing verb
+# is no profile ("I met Sara at Google", "I bought it at IKEA").
+_WORK_AT: Final = re.compile(
+    r"^i\s+(?:(?:mostly|mainly|currently|now|still|also|basically|actually)\s+)?"
+    r"(?!(?:met|saw|was|went|had|got|bought|ran|left|lost|found|took|made|sent|came|did|said|"
+    r"told|heard|read|ate|spent|paid|sold|won|broke|put|need|want|think|guess|hope|wish|feel|"
+    r"will|can|could|would|should|might|must)\b)[a-z]+(?<!ed)\s+(?:[\w\-+#/.]+\s+){0,6}?"
+    r"(?:at|for)\s+(?:(?:a|an|the)\s+(?:[\w\-]+\s+){0,3}?(?:called|named)\s+)?(?-i:[A-Z])",
     re.IGNORECASE,
 )
 
@@ -193,7 +215,8 @@ def profile_facts(text: str) -> list[tuple[str, str, dict[str, str]]]:
         return found  # "My PR is blocked on review": a state of work, not who the user is
     if _FOR_NOW.search(text):
         return found  # "I'm working on the auth refactor this week"
-    if _PROFILE_START.match(text) or my_is or habit or team or YEARLY.match(text):
+    work = _WORK_AT.match(text)
+    if _PROFILE_START.match(text) or my_is or habit or team or work or YEARLY.match(text):
         body = third_person(clean(original))
         lower = text.lower()
         subject = memory_key(body)

@@ -137,6 +137,16 @@ _MOVES: Final = (
     "banned",
     "ruled",
     "mandated",
+    "dropped",
+    "ditched",
+    "replaced",
+    "swapped",
+    "migrated",
+)
+# A change made (``_MOVES``) as against a choice made: dated in the past, the first is an event.
+_DONE: Final = re.compile(rf"\b(?:{'|'.join(_MOVES)})\b", re.IGNORECASE)
+_CHOSE: Final = re.compile(
+    r"\b(?:decided|agreed|chose|chosen|settled|opted|picked|voted|went with|gone with)\b", re.I
 )
 # What a decision's subject is without its verb: "go with Redis for the cache" is about
 # "Redis for the cache", as a later "we'll use Memcached for the cache" is.
@@ -149,7 +159,8 @@ _DECIDED: Final = re.compile(
     # "After discussing it, the team chose …": a short lead-in before the decision
     r"^(?:(?:after|following|in the end|eventually|finally|ultimately)\b[^,]{0,40},\s+)?"
     r"(?:(?:we|i|they|(?:the|our)\s+(?:[\w\-]+\s+){0,3}(?:team|group|board|committee|leads|"
-    r"leadership|management|client|customer)|management|leadership|everyone|everybody|"
+    r"leadership|management|client|customer|guild|squad|council|panel|department|org)|"
+    r"management|leadership|everyone|everybody|"
     # someone named with the user: "Priya and I settled on …" (a name alone deciding may be
     # a fact of their life: "Sarah decided to quit her job")
     r"(?-i:[A-Z][a-z]+)\s+and\s+i)"
@@ -160,7 +171,9 @@ _DECIDED: Final = re.compile(
     r"picked(?!\s+up\b)|"
     r"committed to|ended up|voted|standardi[sz]ed on|"
     # what a team set in place is its choice: "We've set up cert-manager to auto-renew"
-    r"set up|introduced|enabled|disabled|deprecated|banned|ruled|mandated)\b(?P<what>.*)$",
+    r"set up|introduced|enabled|disabled|deprecated|banned|ruled|mandated|"
+    # what the team let go of or swapped: "we dropped Memcached for Redis"
+    r"dropped|ditched|replaced|swapped|migrated)\b(?P<what>.*)$",
     re.IGNORECASE,
 )
 # A rule the speaker sets for themselves from now on: "From now on I'll keep notes in git".
@@ -199,6 +212,21 @@ _WILL: Final = re.compile(
 _I_WILL: Final = re.compile(
     rf"^i(?:'ll|\s+will|'m going to|\s+am going to)\s+(?P<what>(?:{_CHOOSE_VERBS})\b.+)$", re.I
 )
+# A move of the user's household, not of the team's software: the "we" who move has family,
+# a home or a city in the clause.
+_HOME_MOVE: Final = re.compile(
+    rf"^\S+\s+(?:'re|are|will|'ll)?\s*(?:be\s+)?(?:moving|relocating|mov(?:e|ing) house)\b"
+    rf"(?=.*\b(?:my|our)\s+(?:{RELATIONS}|kids|family|house|flat|apartment|home)\b|"
+    r".*\b(?:house|flat|apartment|city|country|abroad)\b)",
+    re.IGNORECASE,
+)
+# Two decisions listed after a colon: "we decided: no more Friday deploys, and every migration
+# needs a rollback script" is one memory per decision.
+_DECIDED_LIST: Final = re.compile(
+    r"^(?P<head>[^:]{0,80}\b(?:decided|agreed|settled|rules?|decisions?)\s*:\s*)"
+    r"(?P<a>\w[^,:]{3,80}?),?\s+and\s+(?P<b>\w[^:]{3,120})$",
+    re.IGNORECASE,
+)
 _LETS: Final = re.compile(
     # "let's not X" sets a rule whatever X is; "let's X" decides when X is a verb of choice or
     # of change ("let's raise that limit"), not of the work at hand ("let's look at the logs")
@@ -215,7 +243,9 @@ _PUT_OFF: Final = re.compile(r"^(?:not|no longer)\b(?:.*\b(?:yet|anything)\b)", 
 _IT_IS: Final = re.compile(r"^(?P<what>[\w][\w .\-+#/]{0,40}?)\s+it is\b(?P<rest>.*)$", re.I)
 _FINAL: Final = re.compile(
     r"^(?:(?:the\s+)?final\s+(?:answer|call|decision|verdict|choice|word)|(?:the\s+)?verdict|"
-    r"decision|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40}))?\s*[:,-]\s*(?P<what>\w.+)$",
+    # "Final answer from the architecture review today: …": where it came from is no topic
+    r"decision(?:\s+(?:made|taken|is in))?|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40})|"
+    r"\s+(?:from|after|at|in|of)\s+[^:,]{1,40})?\s*[:,-]\s*(?P<what>\w.+)$",
     re.IGNORECASE,
 )
 
@@ -241,7 +271,9 @@ _PLAN: Final = re.compile(
 # Something that happened to the user, said without a time ("We just got back from Iceland",
 # "I also cancelled my cards"): an event all the same, undated.
 _EXPERIENCE: Final = re.compile(
-    r"^(?:i|we)\s+(?:(?:just|finally|also|recently|already|even|both)\s+)*(?:got back from|"
+    r"^(?:i|we|(?:my|our)\s+[\w\-]+(?:\s+(?-i:[A-Z])[\w\-]+)?\s+and\s+i|"
+    r"me\s+and\s+(?:my|our)\s+[\w\-]+(?:\s+(?-i:[A-Z])[\w\-]+)?)\s+"
+    r"(?:(?:just|finally|also|recently|already|even|both)\s+)*(?:got back from|booked|"
     r"came back from|returned from|went to|visited|travell?ed to|flew to|saw|met|lost|broke|"
     r"cancell?ed|finished|passed|won|adopted|bought|sold|graduated|got married|got engaged|"
     r"climbed|hiked|completed|launched|shipped|released)\s+"
@@ -292,12 +324,10 @@ _UNDECIDED: Final = re.compile(
 # Where a decision may start inside a clause: "We had a retro today and the team agreed to …",
 # "ok final call: we're not upgrading …".
 _DECISION_INSIDE: Final = re.compile(
-    r"(?:,|:|\band\b|\bso\b|\bthen\b|\bbut\b)\s+(?=(?:we|i|the|our|they|let's)\b)", re.I
-)
-
-
-_TOPIC_LEAD: Final = re.compile(
-    r"^(?:(?:so|ok|okay|anyway|then|and)\s+)*(?:for|as for|regarding|about|in)\b", re.I
+    # "after Wednesday's outage the on-call group agreed to …": what led to it, no comma
+    r"(?:,|:|\band\b|\bso\b|\bthen\b|\bbut\b|\b(?:after|following)\s+[\w'\-]+(?:\s+[\w'\-]+){0,4}?)"
+    r"\s+(?=(?:we|i|the|our|they|let's)\b)",
+    re.I,
 )
 
 
@@ -307,11 +337,10 @@ def _decision(text: str, role: Role) -> tuple[str, str, dict[str, str]] | None:
     lead = _DECISION_LEAD.match(text)
     if lead is not None:
         found = _decision_at(text[lead.end() :], role)
-        if found is not None and _TOPIC_LEAD.match(text[: lead.end()]):
-            # "for the search index we'll go with Meilisearch": the topic stays in the memory
-            return third_person(clean(text), role, team=True), found[1], found[2]
         if found is not None:
-            return found
+            # "for the search index we'll go with Meilisearch", "after the incident review we
+            # decided …": the topic or the occasion stays in the memory, in the clause's words
+            return third_person(clean(text), role, team=True), found[1], found[2]
     found = _decision_at(text, role) or _outcome(text, role)
     if found is not None:
         return found
@@ -358,6 +387,8 @@ def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | Non
     )
     if match is None:
         return None
+    if match.re is _WILL and _HOME_MOVE.search(text):
+        return None  # "we're moving to Edinburgh because my wife …": a family's move, an event
     personal = re.match(r"^i\b", text, re.I) is not None
     verb = match.group("verb").lower() if "verb" in match.groupdict() else ""
     if personal and verb in _MOVES:
@@ -397,14 +428,30 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
         body = f"{text[: when.end]} ({when.label}){text[when.end :]}"
     elif when is not None and not re.match(r"\d{4}-\d{2}-\d{2}$", text[when.start : when.end]):
         phrase = text[when.start : when.end]
-        lead = re.match(r"^(?:on|by|in|until|since|during)\s+", phrase, re.I)
+        lead = re.match(
+            r"^(?:on|by|in|until|since|during|(?:end|start|beginning|middle)\s+of|mid)[\s-]+",
+            phrase, re.I
+        )  # fmt: skip
         prep = lead.group().strip().lower() if lead else ("on" if when.precision == "day" else "in")
         before = text[: when.start]
-        if re.search(r"\b(?:on|by|in|until|since|during|from|at)\s*$", before, re.I):
-            prep = ""  # "back on January 6": the preposition is already there
+        if re.search(r"\b(?:on|by|in|until|since|during|from|at)(?:\s+the)?\s*$", before, re.I):
+            prep = ""  # "back on January 6", "on the 2nd of May": the preposition is there
+            before = re.sub(r"(?<=\s)the\s*$", "", before, flags=re.I)
         if not re.search(r"\d{4}", phrase):
             body = f"{before}{prep} {when.label}{text[when.end :]}".replace("  ", " ")
     return third_person(clean(body), role)
+
+
+# A clause that only leads on to what follows its colon: "so the plan is: we migrate …".
+_LEADS_ON: Final = re.compile(r"^[\w\s']{0,40}\b(?:is|are|was|were)\s*:?$", re.IGNORECASE)
+
+
+# Someone named with the group they belong to: "Grace from compliance", "Sara from finance".
+_FROM_GROUP: Final = re.compile(
+    r"(?:^|(?<=\s))(?P<name>(?-i:[A-Z][a-z]+))\s+from\s+(?P<group>(?-i:[a-z][\w\-]+)"
+    r"(?:\s+(?-i:[a-z][\w\-]+))?)(?=\s+(?:wants|owns|says|said|is|was|has|runs|leads|asked|"
+    r"told|thinks|will|needs|approved|signed|handles|manages)\b)"
+)
 
 
 def states_nothing(text: str, sentence: str) -> bool:
@@ -433,10 +480,23 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         text = resolve_there(text, talk)
     when = resolve_when(text, base)
     decision = _decision(text, role)
+    past = when is not None and bool(base) and when.iso < (base or "")[:10]
+    if decision is not None and past and _DONE.search(text) and not _CHOSE.search(text):
+        # "we migrated the auth service to Java 21 two weeks ago": a change done then is an
+        # event; "last week we decided to migrate" stays a decision
+        decision = None
     if decision is not None:
         body, choice, fields = decision
+        listed = _DECIDED_LIST.match(text)
+        if listed is not None:  # "we decided: no more Friday deploys, and every migration …"
+            return [
+                Fact(MemoryType.DECISION, third_person(clean(listed.group("head") + item), role,
+                     team=True), memory_key(item), sentence, (), {**fields, "decision": item},
+                     when)
+                for item in (clean(listed.group("a")), clean(listed.group("b")))
+            ]  # fmt: skip
         return [Fact(MemoryType.DECISION, body, choice, sentence, (), fields, when)]
-    if not user or states_nothing(text, sentence):
+    if not user or states_nothing(text, sentence) or _LEADS_ON.search(text):
         return []
     their = THEIR_NAME.match(text)
     if their and talk.last_relation:
@@ -553,7 +613,34 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
                           {"home": place}))  # fmt: skip
     for body, name, fields in named:
         facts.append(Fact(MemoryType.ENTITY, body, name, sentence, (), fields))
-    return facts
+    group = _FROM_GROUP.search(text)
+    if (
+        group is not None
+        and group.group("name").split()[0] not in NOT_NAMES
+        and not any(f.type is MemoryType.ENTITY and f.subject == group.group("name") for f in facts)
+    ):  # "Sara from finance wants the report by Friday": who Sara is, besides the event
+        name, where = group.group("name"), group.group("group")
+        facts.append(Fact(MemoryType.ENTITY, f"{name} is from {where}", name, sentence, (),
+                          {"name": name, "kind": where}))  # fmt: skip
+    # "Pip is my parrot" read both as who Pip is and as a fact about the user: one memory, the
+    # entity when it names someone (a relation, a pet), else the profile ("Papiamento is my
+    # first language")
+    profiles = {memory_key(f.text) for f in facts if f.type is MemoryType.PROFILE}
+    someone = {
+        memory_key(f.text)
+        for f in facts
+        if f.type is MemoryType.ENTITY and IS_RELATION.match(f.fields.get("kind", ""))
+    }
+    return [
+        f
+        for f in facts
+        if not (f.type is MemoryType.PROFILE and memory_key(f.text) in someone)
+        and not (
+            f.type is MemoryType.ENTITY
+            and memory_key(f.text) in profiles
+            and memory_key(f.text) not in someone
+        )
+    ]
 
 
 def pending_facts(texts: Sequence[str]) -> list[Fact]:

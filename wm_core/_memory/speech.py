@@ -28,17 +28,20 @@ _THANKS: Final = re.compile(
 )
 _HYPOTHETICAL: Final = re.compile(
     # ("unless" is no hypothesis: "no bullet points unless I ask" is a standing rule)
-    r"\b(?:if|suppose|supposing|imagine|hypothetically|assuming|let's say|in case|whether)\b",
+    # ("I'd love it if you …" is a polite request, no hypothesis either)
+    r"\b(?:(?<!love it )(?<!like it )(?<!appreciate it )if|suppose|supposing|imagine|"
+    r"hypothetically|assuming|let's say|in case|whether)\b",
     re.IGNORECASE,
 )
 TENTATIVE: Final = re.compile(
-    r"^(?:maybe|perhaps|probably|i might|i could|i may|i wonder|i'm not sure|not sure|"
+    r"^(?:maybe|perhaps|probably|(?:i|we) might|(?:i|we) could|(?:i|we) may|i wonder|i'm not sure|not sure|"
     r"i guess|i think i|i'll think|hmm)\b",
     re.IGNORECASE,
 )
 LEAD: Final = re.compile(
     r"^\s*(?:(?:ok(?:ay)?|great|nice|thanks|thank you|perfect|cool|also|and|so|now|btw|"
-    r"by the way|fyi|actually|just so you know|for the record|oh|well|yes|yeah|yep|right|"
+    r"by the way|fyi|fwiw|tbh|ftr|heads up|quick context|small update|side note|"
+    r"actually|just so you know|for the record|oh|well|yes|yeah|yep|right|"
     r"hey|hi|hello|ha|haha|sure|sorry|no|nope|anyway|honestly|good|fine|ugh|argh|meh|omg|"
     r"lol|wow|phew|man|hmm+(?=,|\s+(?:no|nope|ok|okay|yes|yeah|yep|actually|so|well)\b))\b(?:\s+there)?"
     r"[,.!]?\s*)+",
@@ -69,7 +72,8 @@ _CLAUSE_SPLIT: Final = re.compile(
     re.IGNORECASE,
 )
 _LONE_NAME: Final = re.compile(
-    r"(?:^|,\s+)(?:(?-i:[A-Z][\w\-']+)(?:\s+(?-i:[A-Z][\w\-']+))?|(?i:my|our)\s+[a-z\-]+)$"
+    r"(?:^|,\s+)(?:(?-i:[A-Z][\w\-']+)(?:\s+(?-i:[A-Z][\w\-']+))?|(?i:my|our)\s+[a-z\-]+|"
+    r"(?i:me))$"
 )
 # "I grew up in Nairobi and moved to Toronto": the second clause's subject is the first's.
 # A life verb after "and" with no subject of its own starts a clause of the same speaker.
@@ -275,12 +279,29 @@ def clean(text: str) -> str:
 VAGUE: Final = frozenset({"it", "that", "this", "them", "those", "so", "you", "one"})
 
 
+# A condition before a comma, not a question: "when you write Python for me, use type hints".
+_CONDITION: Final = re.compile(r"^(?:when|whenever)\s+(?:you|i|we)\s+[^,?]{3,60},\s+\w", re.I)
+
+
+# A request for every later answer asked as a question is an instruction, not a question.
+_STANDING_ASK: Final = re.compile(
+    r"^(?:can|could|would|will)\s+you\s+(?:please\s+)?"
+    r"(?P<rest>(?=.*\b(?:always|never|from now on|going forward|in future|by default)\b)[^?]+)"
+    r"\?*$",
+    re.IGNORECASE,
+)
+
+
 def statement(sentence: str) -> str | None:
     """The sentence without its lead-in, or None when it states nothing."""
     if _THANKS.match(sentence):
         return None  # "thanks for the help today!" thanks, it tells nothing
     text = LEAD.sub("", sentence).strip()
-    if not text or text.endswith("?") or _QUESTION_START.match(text):
+    standing = _STANDING_ASK.match(text)  # "can you always answer in bullets from now on?"
+    if standing is not None:
+        return standing.group("rest")
+    condition = _CONDITION.match(text)  # "when you write Python, type hints everywhere"
+    if not text or text.endswith("?") or (_QUESTION_START.match(text) and not condition):
         return None
     # a hypothesis in the first clause makes the sentence one ("If we moved to Go, …", "I'd use
     # Redis if we had more memory"); after a comma it is a purpose or a condition of what the
@@ -343,3 +364,48 @@ REASON: Final = re.compile(
     r",?\s+(?:because|since|given that|due to|so that|as(?=\s+(?:we|i|it|they|the|our|there)\b))\s+",
     re.I,
 )
+
+
+# Chat drops the "I": "been getting into bouldering lately", "lost my wallet on the tram
+# yesterday", "haven't been sleeping well". A clause that opens with a verb in the past or
+# perfect (never a bare verb: "use pytest" asks the assistant) is the speaker's.
+_DROPPED_I: Final = re.compile(
+    r"^(?:(?:just|finally|also|recently|actually|already|still|totally|kinda|literally)\s+)?"
+    r"(?:been|haven't|hasn't|have been|had|got|went|lost|found|bought|took|made|sent|met|saw|"
+    r"spent|left|quit|sold|won|broke|ran|flew|drove|ate|began|fell|felt|thought|told|heard|"
+    r"kept|paid|hurt|caught|[a-z]{2,}ed(?<!\bneed)(?<!\bfeed)(?<!\bseed)(?<!\bspeed)(?<!\bshed)"
+    r"(?<!\bembed))\s+(?!(?:you|it|that|this|them)\b)\w",
+    re.IGNORECASE,
+)
+
+
+# ... and the "I'm" before a taste or a state: "not a fan of emojis", "big fan of jazz".
+_DROPPED_IM: Final = re.compile(
+    r"^(?:not\s+)?(?:(?:a\s+)?(?:big\s+|huge\s+)?fan of|(?:really\s+)?into|big on|keen on|"
+    r"sick of|tired of|obsessed with|allergic to|more of an?)\s+\w",
+    re.IGNORECASE,
+)
+
+
+def with_subject(clause: str) -> str:
+    """A user's clause with the "I" it left out put back (``_DROPPED_I``, ``_DROPPED_IM``),
+    else as it is."""
+    if _DROPPED_IM.match(clause):
+        article = (
+            ""
+            if re.match(
+                r"^(?:not\s+)?(?:a\s|an\s|(?:really\s+)?into|big on|keen|sick|"
+                r"tired|obsessed|allergic|more)",
+                clause,
+                re.I,
+            )
+            else "a "
+        )
+        said = clause[:1].lower() + clause[1:]
+        if article and said.lower().startswith("not "):
+            return f"I'm not a {said[4:]}"
+        return f"I'm {article}{said}"
+    if not _DROPPED_I.match(clause):
+        return clause
+    said = clause if clause[:2].isupper() else clause[:1].lower() + clause[1:]
+    return f"I've {said}" if said.startswith("been ") else f"I {said}"

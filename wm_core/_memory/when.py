@@ -84,8 +84,11 @@ _PATTERNS: Final = (
         r"(?!\s+(?:evenings|mornings|nights|afternoons|lunchtimes)\b)",
         re.I,
     )),
-    ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until)\s+({_MONTH})\b(?!\s+\d)", re.I)),
-    ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b", re.I)),
+    # "at the end of June", "mid-May": a part of the month is read as the month
+    ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until|(?:end|start|beginning|middle)"
+                             rf"\s+of|mid)[\s-]+({_MONTH})\b(?!\s+\d)", re.I)),
+    # "on the 2nd" is this or next month's, unless a month follows ("the 2nd of May": "dm")
+    ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+of\b)", re.I)),
     ("year", re.compile(r"\b(?:in|since|during)\s+((?:19|20)\d{2})\b", re.I)),
     ("holiday", re.compile(r"\b(christmas eve|christmas|new year's eve|new year's day|halloween|"
                            r"valentine's day)\b", re.I)),
@@ -106,12 +109,17 @@ _FUTURE: Final = re.compile(
     # a booking is for what is coming: "I've signed up for the marathon in October"
     r"signed up for|booked|registered for|(?:bought|got) tickets|"
     r"i'm (?:starting|taking|flying|going|visiting|running|seeing|playing|meeting)|"
-    r"(?:we're|we are|i am) \w+ing)\b",
+    r"(?:we're|we are|i am) \w+ing|"
+    # "is getting married in October", "they're moving in June": a present progressive, dated
+    r"(?:is|are|'s|'re|'m)\s+(?:\w+ly\s+)?(?:getting|moving|starting|having|coming|flying|"
+    r"leaving|visiting|taking|going|doing|running|playing|hosting|throwing|expecting))\b",
     re.IGNORECASE,
 )
 _PAST: Final = re.compile(
     r"\b(?:was|were|had|did|went|got|broke|lost|quit|left|took|made|met|saw|came|began|ran|"
     r"won|bought|sold|gave|fell|wrote|spent|found|became|grew|flew|drove|ate|told|said|"
+    r"tore|hurt|caught|sent|kept|felt|paid|threw|wore|slept|built|held|sat|stood|chose|"
+    r"forgot|rode|swam|sang|drank|taught|brought|thought|heard|understood|"
     r"been|ago|yesterday|last|\w{3,}ed)\b",
     re.IGNORECASE,
 )
@@ -180,6 +188,18 @@ def is_past(sentence: str) -> bool:
     present: a possession, not a past)."""
     text = _HAVE_GOT.sub("have", sentence)
     return not _FUTURE.search(text) and bool(_PAST.search(text))
+
+
+def _tense_near(sentence: str, match: re.Match[str], past: bool) -> bool:
+    """Whether the part of the sentence a time is said in (between the commas around it)
+    reads as past: "I broke my wrist in February, the cast comes off next week" puts February
+    behind; the sentence's own tense (``past``) when that part has no tense of its own."""
+    start = max(sentence.rfind(",", 0, match.start()), sentence.rfind(";", 0, match.start())) + 1
+    ends = [i for i in (sentence.find(",", match.end()), sentence.find(";", match.end())) if i >= 0]
+    part = _HAVE_GOT.sub("have", sentence[start : min(ends) if ends else len(sentence)])
+    if _FUTURE.search(part):
+        return False
+    return True if _PAST.search(part) else past
 
 
 def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -> When | None:
@@ -260,6 +280,7 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
             found = base + datetime.timedelta(days=(target - base.weekday()) % 7 or 7)
     elif kind == "rel_month":
         word, month = g[0].lower(), _month(g[1])
+        word = "in" if word.startswith(("end", "start", "beginning", "middle", "mid")) else word
         year = base.year
         if word == "last" or (word in ("in", "since") and past):
             year -= month > base.month or (word == "last" and month == base.month)
@@ -299,11 +320,12 @@ def resolve_when(sentence: str, base: str | None) -> When | None:
         for match in pattern.finditer(sentence):
             if kind not in ("iso", "dmy", "mdy", "year") and day is None:
                 continue
-            if kind == "rel_month" and match.group(2).lower() == "may" and match.group(1).lower() not in (
-                "last", "next", "in", "this", "since"
-            ):  # fmt: skip
+            if kind == "rel_month" and match.group(2).lower() == "may" and not match.group(1).lower(
+            ).startswith(("last", "next", "in", "this", "since", "end", "start", "beginning", "mid")):  # fmt: skip
                 continue
-            found = _resolve(kind, match, day or datetime.date(1970, 1, 1), past)
+            found = _resolve(
+                kind, match, day or datetime.date(1970, 1, 1), _tense_near(sentence, match, past)
+            )
             if found is not None and (best is None or found.start < best.start):
                 best = found
             break

@@ -123,7 +123,10 @@ def test_a_switch_replaces_the_decision_it_names_for_the_same_purpose() -> None:
     assert _superseding([CI], "We switched from Jenkins to GitHub Actions.") == {
         "The team switched from Jenkins to GitHub Actions.": "mem_ci"
     }
-    assert _superseding([CI], "We replaced Jenkins with Buildkite for CI.") == {}  # no decision
+    # "replaced" is a choice verb too (round seven): the change names what it replaces
+    assert _superseding([CI], "We replaced Jenkins with Buildkite for CI.") == {
+        "The team replaced Jenkins with Buildkite for CI.": "mem_ci"
+    }
     assert _superseding([CI], "We decided to replace Jenkins with Buildkite for CI.") == {
         "The team decided to replace Jenkins with Buildkite for CI.": "mem_ci"
     }

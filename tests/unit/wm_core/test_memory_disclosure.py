@@ -118,8 +118,8 @@ def test_an_assistant_check_is_a_statement_only_when_the_user_confirms_it() -> N
 
 
 def test_a_phrasing_no_rule_knows_is_kept_with_its_words_in_the_third_person() -> None:
-    assert _talk("U: our staging cluster runs on three hetzner boxes in falkenstein") == [
-        ("entity", "The user's staging cluster runs on three hetzner boxes in falkenstein.", None)
+    assert _talk("U: our staging cluster is three hetzner boxes in falkenstein") == [
+        ("entity", "The user's staging cluster is three hetzner boxes in falkenstein.", None)
     ]
     assert _talk("U: my brother teaches chemistry in a high school in Graz") == [
         ("entity", "The user's brother teaches chemistry in a high school in Graz.", None)
@@ -127,8 +127,11 @@ def test_a_phrasing_no_rule_knows_is_kept_with_its_words_in_the_third_person() -
 
 
 def test_a_confirmed_check_is_kept_and_a_denied_one_is_not() -> None:
-    assert _talk("A: So to confirm, the weekly report goes out on Fridays at 9?", "U: correct") == [
-        ("entity", "The weekly report goes out on Fridays at 9.", None)
+    # its type is the generated classifier's (a fact about the team or a thing): what is
+    # asserted is that it is kept, with its words
+    kept = _talk("A: So to confirm, the weekly report goes out on Fridays at 9?", "U: correct")
+    assert [(text, when) for _, text, when in kept] == [
+        ("The weekly report goes out on Fridays at 9.", None)
     ]
     assert _talk("A: So to confirm, the weekly report goes out on Fridays at 9?", "U: no") == []
 

@@ -177,6 +177,8 @@ async def test_offline_extracts_deterministically_in_the_tool_shape() -> None:
     assert parsed.problems == ()
     assert [(op.kind, op.type, op.text) for op in parsed.ops] == [
         (MemoryOpKind.CREATE, MemoryType.PREFERENCE, "The user prefers tabs over spaces."),
+        # the team's new choice replaces the one about Memcached it names
+        (MemoryOpKind.UPDATE, MemoryType.DECISION, "The team dropped Memcached for Redis."),
         (
             MemoryOpKind.CREATE,
             MemoryType.DECISION,
@@ -184,6 +186,7 @@ async def test_offline_extracts_deterministically_in_the_tool_shape() -> None:
         ),
     ]
     assert parsed.ops[0].source_message_ids == ("m1",)
+    assert parsed.ops[1].target_ids == ("mem_7",)
 
 
 async def test_scripted_replays_memory_answers_apart_from_the_working_memory_calls(
