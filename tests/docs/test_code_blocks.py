@@ -130,11 +130,20 @@ def ts_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     TS_LOCK.parent.mkdir(exist_ok=True)
     with TS_LOCK.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (TS_CLIENT / "node_modules").is_dir():
+        if not _client_installed():
             subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=TS_CLIENT, check=True)
         if not _client_built():
             subprocess.run([npm, "run", "--silent", "build"], cwd=TS_CLIENT, check=True)
         yield _reader_project(tmp_path_factory)
+
+
+def _client_installed() -> bool:
+    """Whether clients/typescript's node_modules was installed from its lock file as it is
+    now (npm records what it installed in node_modules/.package-lock.json): a checkout whose
+    lock file changed since (a dependency added) is installed again."""
+    installed = TS_CLIENT / "node_modules" / ".package-lock.json"
+    lock = TS_CLIENT / "package-lock.json"
+    return installed.is_file() and installed.stat().st_mtime >= lock.stat().st_mtime
 
 
 # What the client's build (`npm run build`: tsc over src/ and test/, then the service config
