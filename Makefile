@@ -78,13 +78,15 @@ run: install-runtime
 # a child process: replicas, restarts, request ids across servers, log formats, the ready
 # line, tracing, event loops) or `postgres_service` (the service tests' PostgreSQL cases: the
 # storage suite already runs every statement on PostgreSQL; these cost about 52 CPU s, most of
-# it in the PostgreSQL server), on the xdist workers: about 190 CPU s with a warm mypy cache,
-# so about 95 s on 2 quiet cores. Why not the whole fast tier: it needs about 500 CPU s, so no
-# less than 4 minutes on 2 cores. Left to `make test` (and `make pytest-fast`): the
+# it in the PostgreSQL server), on the xdist workers: about 210 CPU s with a warm mypy cache.
+# Four workers on two cores, because a test spends much of its time waiting (a server
+# starting, a stream, a timeout): measured here on 2 quiet (slow) cores, 1,701 tests, 2
+# workers 248 s wall, 4 workers 157 s, 6 workers 160 s (more CPU in their collections). Why
+# not the whole fast tier: it needs about 480 CPU s, so no less than 4 minutes on 2 cores. Left to `make test` (and `make pytest-fast`): the
 # server-process tests, the service tests on PostgreSQL, tests/clients (the CLI, the client
 # library), tests/docs (the docs' code blocks), tests/reliability (faults, fuzzing, load),
 # tests/integrations (the agent frameworks) and the ci, deploy, bench and examples checks.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 4
 FAST_TIER := not slow and not serial
 SLOW_TIER := slow or serial
 QUICK_TIER := $(FAST_TIER) and not server_process and not postgres_service
