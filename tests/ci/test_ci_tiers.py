@@ -131,11 +131,15 @@ def test_the_closing_lines_of_pytest_and_node_are_added_up() -> None:
     assert tiers.count_tests(output) == {"passed": 1311, "failed": 4, "skipped": 6}
 
 
+# `bad` ends after `ok` whatever the machine's load: it waits for the file `ok` writes last
+# (a fixed sleep was once shorter than `ok`'s start on a loaded machine), then a moment more.
 MAKEFILE = """\
 ok:
 \t@echo "first tier says hello"
 \t@echo "=============== 3 passed in 0.10s ==============="
+\t@touch ok.done
 bad:
+\t@while [ ! -e ok.done ]; do sleep 0.05; done
 \t@sleep 0.5
 \t@echo "second tier fails"
 \t@echo "========== 1 failed, 2 passed in 0.20s =========="
