@@ -84,8 +84,8 @@ run: install-runtime
 # tests, 2 workers 248 s wall, 4 workers 157 s, 6 workers 160 s (more CPU in their
 # collections). Under `make test` the other tiers fill that waiting, so its fast tier keeps
 # PYTEST_WORKERS=2 (with 4: 1,175 CPU s instead of 1,075 and no shorter). Why not the whole
-# fast tier: it needs about 480 CPU s, so no less than 4 minutes on 2 cores. Left to `make test` (and `make pytest-fast`): the
-# server-process tests, the service tests on PostgreSQL, tests/clients (the CLI, the client
+# fast tier: it needs about 480 CPU s, so no less than 4 minutes on 2 cores. Left to `make
+# test` (and `make pytest-fast`): the server-process tests, the service tests on PostgreSQL, tests/clients (the CLI, the client
 # library), tests/docs (the docs' code blocks), tests/reliability (faults, fuzzing, load),
 # tests/integrations (the agent frameworks) and the ci, deploy, bench and examples checks.
 PYTEST_WORKERS ?= 2

@@ -32,6 +32,7 @@ from wm_core._document.sentences import sentences
 from wm_core._memory import disclosure_weights
 from wm_core._memory.model import MemoryType, fold_text
 from wm_core._memory.speech import (
+    CHOSE,
     LEAD,
     clauses,
     clean,
@@ -176,8 +177,7 @@ _PASSING: Final = re.compile(
 # Someone named alone choosing makes a fact of their life, not the user's or the team's
 # decision (the rules' own reading, ``rules._DECIDED``, says the same).
 _THEIR_CHOICE: Final = re.compile(
-    r"^(?-i:[A-Z][a-z]+)(?:\s+(?:just|finally|also|has|have))*\s+(?:decided|chose|picked|"
-    r"opted|settled|went with)\b"
+    rf"^(?-i:[A-Z][a-z]+)(?:\s+(?:just|finally|also|has|have))*\s+(?:{'|'.join(CHOSE)})\b"
 )
 _STEM: Final = 5
 _MIN_WORDS: Final = 3

@@ -70,6 +70,7 @@ from wm_core._memory.names import (
 from wm_core._memory.preferences import read_preference
 from wm_core._memory.profile import YEARLY, profile_facts
 from wm_core._memory.speech import (
+    CHOSE,
     REASON,
     VAGUE,
     clean,
@@ -146,7 +147,7 @@ _MOVES: Final = (
 # A change made (``_MOVES``) as against a choice made: dated in the past, the first is an event.
 _DONE: Final = re.compile(rf"\b(?:{'|'.join(_MOVES)})\b", re.IGNORECASE)
 _CHOSE: Final = re.compile(
-    r"\b(?:decided|agreed|chose|chosen|settled|opted|picked|voted|went with|gone with)\b", re.I
+    rf"\b(?:{'|'.join((*CHOSE, 'agreed', 'chosen', 'voted', 'gone with'))})\b", re.I
 )
 # What a decision's subject is without its verb: "go with Redis for the cache" is about
 # "Redis for the cache", as a later "we'll use Memcached for the cache" is.

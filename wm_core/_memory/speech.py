@@ -33,6 +33,10 @@ _HYPOTHETICAL: Final = re.compile(
     r"hypothetically|assuming|let's say|in case|whether)\b",
     re.IGNORECASE,
 )
+# The past-tense verbs of a choice made ("we decided", "Sarah went with"): one list for the
+# rules (``rules._CHOSE`` adds the group verbs "agreed" and "voted" and the participles) and
+# the clause classifier (``disclosure._THEIR_CHOICE``).
+CHOSE: Final = ("decided", "chose", "picked", "opted", "settled", "went with")
 TENTATIVE: Final = re.compile(
     r"^(?:maybe|perhaps|probably|(?:i|we) might|(?:i|we) could|(?:i|we) may|i wonder|i'm not sure|not sure|"
     r"i guess|i think i|i'll think|hmm)\b",
