@@ -153,6 +153,7 @@ SPLITS = (
     "dev5",
     "dev6",
     "dev7",
+    "dev8",
     "heldout",
     "heldout2",
     "heldout3",
