@@ -175,7 +175,7 @@ _PASSING: Final = re.compile(
     re.IGNORECASE,
 )
 # Someone named alone choosing makes a fact of their life, not the user's or the team's
-# decision (the rules' own reading, ``rules._DECIDED``, says the same).
+# decision (the rules' own reading, ``decisions._DECIDED``, says the same).
 _THEIR_CHOICE: Final = re.compile(
     rf"^(?-i:[A-Z][a-z]+)(?:\s+(?:just|finally|also|has|have))*\s+(?:{'|'.join(CHOSE)})\b"
 )

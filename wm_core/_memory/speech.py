@@ -34,7 +34,7 @@ _HYPOTHETICAL: Final = re.compile(
     re.IGNORECASE,
 )
 # The past-tense verbs of a choice made ("we decided", "Sarah went with"): one list for the
-# rules (``rules._CHOSE`` adds the group verbs "agreed" and "voted" and the participles) and
+# rules (``decisions._CHOSE`` adds the group verbs "agreed" and "voted" and the participles) and
 # the clause classifier (``disclosure._THEIR_CHOICE``).
 CHOSE: Final = ("decided", "chose", "picked", "opted", "settled", "went with")
 TENTATIVE: Final = re.compile(
