@@ -114,15 +114,75 @@ _INFORMAL: Final = tuple(
         (r"i", "I"),
         (r"idk", "I don't know"),
         (r"tbh|honestly|ngl", ""),
+        (r"hes", "he's"),
+        (r"shes", "she's"),
+        (r"whats", "what's"),
+        (r"thats", "that's"),
+        (r"tmrw|tmr|tomoz", "tomorrow"),
+        # "name's Priya", "name is Priya" with the "my" chat leaves out
+        (r"(?<!\w\s)name(?:'s|\s+is)(?=\s+(?-i:[A-Z]))", "my name is"),
+        # "backend @ Kestrel Labs": "@" before a name is "at" (not an address or a handle)
+        (r"(?<=\s)@(?=\s+(?-i:[A-Z]))", "at"),
     )
 )
+# A weekday written short after the word that dates it ("next thu", "on fri", "by weds"); alone
+# "sat" and "sun" are other words.
+_SHORT_DAYS: Final = (
+    ("mon", "monday"),
+    ("tue|tues", "tuesday"),
+    ("wed|weds", "wednesday"),
+    ("thu|thur|thurs", "thursday"),
+    ("fri", "friday"),
+    ("sat", "saturday"),
+    ("sun", "sunday"),
+)
+_SHORT_DAY: Final = tuple(
+    (
+        re.compile(rf"\b(?P<when>next|last|this|on|by|until|till|coming|from)\s+(?:{short})\b",
+                   re.IGNORECASE),
+        full,
+    )
+    for short, full in _SHORT_DAYS
+)  # fmt: skip
+# A day of the month said in words ("from the fifteenth", "the thirtieth of September", "on
+# the twenty first"): written in digits, so the time rules read one spelling.
+_ORDINALS: Final = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+    "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13,
+    "fourteenth": 14, "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18,
+    "nineteenth": 19, "twentieth": 20, "thirtieth": 30,
+}  # fmt: skip
+_ORDINAL_WORD = "|".join(sorted(_ORDINALS, key=len, reverse=True))
+_ORDINAL_DAY: Final = re.compile(
+    rf"\bthe\s+(?:(?P<tens>twenty|thirty)[\s-]+)?(?P<unit>{_ORDINAL_WORD})\b"
+    # a date only where a date is meant: after "on", "from", "by" …, or before "of <month>"
+    r"(?=\s+of\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))|"
+    rf"\b(?P<prep>on|by|from|until|till|before|after|since)\s+the\s+(?:(?P<tens2>twenty|thirty)"
+    rf"[\s-]+)?(?P<unit2>{_ORDINAL_WORD})\b(?!\s+(?:time|one|round|place|half|week|day)\b)",
+    re.IGNORECASE,
+)
+
+
+def _ordinal_day(match: re.Match[str]) -> str:
+    tens = (match.group("tens") or match.group("tens2") or "").lower()
+    unit = _ORDINALS[(match.group("unit") or match.group("unit2")).lower()]
+    day = unit + {"": 0, "twenty": 20, "thirty": 30}[tens]
+    if day > 31 or (tens and unit > 9):
+        return match.group()
+    suffix = "th" if 10 < day % 100 < 14 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    prep = f"{match.group('prep')} " if match.group("prep") else ""
+    return f"{prep}the {day}{suffix}"
 
 
 def normalized(text: str) -> str:
     """``text`` with its informal spellings written out ("gonna" → "going to", "w/" →
-    "with", "bc" → "because", a lone "i" → "I"), so every rule reads one spelling."""
+    "with", "bc" → "because", a lone "i" → "I", "next thu" → "next thursday", "from the
+    fifteenth" → "from the 15th"), so every rule reads one spelling."""
     for pattern, full in _INFORMAL:
         text = pattern.sub(full, text)
+    for pattern, full in _SHORT_DAY:
+        text = pattern.sub(rf"\g<when> {full}", text)
+    text = _ORDINAL_DAY.sub(_ordinal_day, text)
     return re.sub(r"[ \t]{2,}", " ", text).strip()
 
 

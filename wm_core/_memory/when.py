@@ -88,7 +88,8 @@ _PATTERNS: Final = (
     ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until|(?:end|start|beginning|middle)"
                              rf"\s+of|mid)[\s-]+({_MONTH})\b(?!\s+\d)", re.I)),
     # "on the 2nd" is this or next month's, unless a month follows ("the 2nd of May": "dm")
-    ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+of\b)", re.I)),
+    ("nth", re.compile(r"\b(?:on|by|until|from|before)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+of\b)",
+                       re.I)),
     ("year", re.compile(r"\b(?:in|since|during)\s+((?:19|20)\d{2})\b", re.I)),
     ("holiday", re.compile(r"\b(christmas eve|christmas|new year's eve|new year's day|halloween|"
                            r"valentine's day)\b", re.I)),
