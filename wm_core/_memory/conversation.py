@@ -74,6 +74,7 @@ from wm_core._memory.speech import (
     clauses,
     clean,
     normalized,
+    premise,
     statement,
     third_person,
     with_subject,
@@ -218,7 +219,12 @@ def _clauses(said: str) -> list[str]:
     """The clauses of a statement, a sentence typed in lower case inside it ("quick one. we run
     k8s", which the sentence splitter keeps as one) cut off as a clause of its own; one that
     asks or supposes states nothing (``statement``)."""
-    return [piece for clause in clauses(said) for piece in pieces(clause) if statement(piece)]
+    return [
+        premise(piece) or piece
+        for clause in clauses(said)
+        for piece in pieces(clause)
+        if statement(piece)
+    ]
 
 
 def conversation_facts(

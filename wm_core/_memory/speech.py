@@ -356,14 +356,37 @@ _STANDING_ASK: Final = re.compile(
 )
 
 
+# A question that states its premise first: "since I'm allergic to penicillin, is amoxicillin
+# a problem?" tells the allergy, "As a nurse on night shifts, how do I sleep by day?" the job.
+_PREMISE: Final = re.compile(
+    r"^(?:(?:since|as|because|given that|seeing as)\s+(?P<fact>(?:i|i'm|i've|my|we|we're|we've|"
+    r"our)\s[^,?]{3,120})|as\s+(?P<role>an?\s+[^,?]{2,80}?)(?:\s+\([^)]*\))?),\s+"
+    r"(?=(?:what|how|why|when|where|which|who|should|could|would|can|does|do|is|are|will|any)\b)"
+    r"[^?]*\?$",
+    re.IGNORECASE,
+)
+
+
+def premise(question: str) -> str | None:
+    """What a question states as its premise (``_PREMISE``), as a statement, or None."""
+    found = _PREMISE.match(LEAD.sub("", question).strip())
+    if found is None:
+        return None
+    return found.group("fact") or f"I'm {found.group('role')}"
+
+
 def statement(sentence: str) -> str | None:
-    """The sentence without its lead-in, or None when it states nothing."""
+    """The sentence without its lead-in, or None when it states nothing (a question states
+    only its premise: ``_PREMISE``)."""
     if _THANKS.match(sentence):
         return None  # "thanks for the help today!" thanks, it tells nothing
     text = LEAD.sub("", sentence).strip()
     standing = _STANDING_ASK.match(text)  # "can you always answer in bullets from now on?"
     if standing is not None:
         return standing.group("rest")
+    told = premise(text)
+    if told is not None:
+        return told
     condition = _CONDITION.match(text)  # "when you write Python, type hints everywhere"
     if not text or text.endswith("?") or (_QUESTION_START.match(text) and not condition):
         return None
