@@ -184,7 +184,7 @@ def _event_text(text: str, when: When | None, role: Role) -> str:
         before = text[: when.start]
         if re.search(r"\b(?:on|by|in|until|since|during|from|at)(?:\s+the)?\s*$", before, re.I):
             prep = ""  # "back on January 6", "on the 2nd of May": the preposition is there
-            before = re.sub(r"(?<=\s)the\s*$", "", before, flags=re.I)
+        before = re.sub(r"(?<=\s)the\s*$", "", before, flags=re.I)  # "is the 30th of May"
         if not re.search(r"\d{4}", phrase):
             body = f"{before}{prep} {when.label}{text[when.end :]}".replace("  ", " ")
     return third_person(clean(body), role)

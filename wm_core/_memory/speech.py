@@ -398,11 +398,34 @@ def statement(sentence: str) -> str | None:
     return text
 
 
+# A sentence said aloud and transcribed has no punctuation: "he's coming from the 15th he just
+# finished his degree", "my last day is the 30th of september i start in october". In such a
+# run-on (``_RUN_ON_WORDS`` words or more, no comma) a new subject after a time or after a
+# name's mention ("the dog her name is Biscuit") starts a new clause.
+_RUN_ON_WORDS: Final = 16
+_RUN_ON_BREAK: Final = re.compile(
+    r"(?<=\S\s)(?P<after>\S+\s+(?:today|tonight|tomorrow|yesterday|now|week|month|year|weekend|"
+    r"morning|evening|\d{1,2}(?:st|nd|rd|th)|\d{4}|(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+    r"january|february|march|april|may|june|july|august|september|october|november|december))"
+    r"\s+(?=(?:i|i'm|i've|i'll|he|she|he's|she's|we|we're|we've|my|our|they|they're)\s)|"
+    r"(?<=\S)\s+(?=(?:his|her|their)\s+name\s+is\b)",
+    re.IGNORECASE,
+)
+
+
+def _run_on(sentence: str) -> str:
+    """``sentence`` with a semicolon where a run-on starts a new clause (``_RUN_ON_BREAK``)."""
+    if "," in sentence or len(sentence.split()) < _RUN_ON_WORDS:
+        return sentence
+    return _RUN_ON_BREAK.sub(lambda m: f"{m.group('after') or ''}; ", sentence)
+
+
 def clauses(sentence: str) -> list[str]:
     """The clauses of a sentence that can each state one fact: cut at a semicolon, a dash,
-    ", so", a comma or colon before a new subject, "and"/"but" before one; a clause whose
-    subject is left out after "and" ("… and moved to Toronto") gets the first clause's "I"."""
-    parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(sentence)]
+    ", so", a comma or colon before a new subject, "and"/"but" before one, a new subject in a
+    run-on (``_run_on``); a clause whose subject is left out after "and" ("… and moved to
+    Toronto") gets the first clause's "I"."""
+    parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(_run_on(sentence))]
     for index in range(len(parts) - 2, -1, -1):
         # "Priya and I settled on GraphQL": one subject of two people, not two clauses
         pair = f"{parts[index]} and {parts[index + 1]}"

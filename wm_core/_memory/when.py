@@ -111,6 +111,9 @@ _FUTURE: Final = re.compile(
     r"signed up for|booked|registered for|(?:bought|got) tickets|"
     r"i'm (?:starting|taking|flying|going|visiting|running|seeing|playing|meeting)|"
     r"(?:we're|we are|i am) \w+ing|"
+    # a timetable in the present simple: "then I start at a consultancy in October"
+    r"(?:i|we|they|he|she)\s+(?:then\s+)?(?:start|starts|begin|begins|leave|leaves|fly|flies|"
+    r"move|moves|arrive|arrives|finish|finishes|return|returns)\s|"
     # "is getting married in October", "they're moving in June": a present progressive, dated
     r"(?:is|are|'s|'re|'m)\s+(?:\w+ly\s+)?(?:getting|moving|starting|having|coming|flying|"
     r"leaving|visiting|taking|going|doing|running|playing|hosting|throwing|expecting))\b",
@@ -121,7 +124,9 @@ _PAST: Final = re.compile(
     r"won|bought|sold|gave|fell|wrote|spent|found|became|grew|flew|drove|ate|told|said|"
     r"tore|hurt|caught|sent|kept|felt|paid|threw|wore|slept|built|held|sat|stood|chose|"
     r"forgot|rode|swam|sang|drank|taught|brought|thought|heard|understood|"
-    r"been|ago|yesterday|last|\w{3,}ed)\b",
+    # "last" dates the past ("last week", "last May"), not "my last day is the 30th"
+    rf"been|ago|yesterday|last(?=\s+(?:week|weekend|month|year|night|time|summer|winter|spring|"
+    rf"autumn|fall|{_DAY}|{_MONTH})\b)|\w{{3,}}ed)\b",
     re.IGNORECASE,
 )
 
