@@ -49,6 +49,7 @@ from wm_core._memory.agreements import (
 )
 from wm_core._memory.appraisal import subject_fact
 from wm_core._memory.choices import options_in
+from wm_core._memory.corrections import corrected, correction, instead_of, retraction
 from wm_core._memory.disclosure import (
     Weights,
     asked,
@@ -317,6 +318,7 @@ def conversation_facts(
                 for fact in confirmed:
                     found.append(replace(fact, message_ids=(previous.id, message.id)))
         first_sentence = True
+        retracted = ""  # a choice this message took back, for the decision that replaces it
         for line in message.text().split("\n"):
             base = stamp_date(line) or dates.get(message.id)
             for sentence in sentences(line):
@@ -330,6 +332,15 @@ def conversation_facts(
                 stated: int | None = None  # index in found of this sentence's last fact
                 told: list[Fact] = []  # the facts ``disclosure`` read from its last clause
                 for clause in _clauses(said):
+                    fix = correction(clause) if message.role is Role.USER else None
+                    fixed = corrected(found, *fix, base) if fix is not None else None
+                    if fixed is not None:  # "actually it's the 16th not the 14th"
+                        found[:] = fixed
+                        continue
+                    taken_back = retraction(clause) if message.role is Role.USER else None
+                    if taken_back is not None:  # "we said we'd use MySQL but scrap that"
+                        retracted = taken_back
+                        continue
                     text = LEAD.sub("", clause).strip()
                     if message.role is Role.USER:
                         text = with_subject(text)  # "lost my wallet yesterday"
@@ -400,6 +411,8 @@ def conversation_facts(
                                 found[stated] = replace(fact, message_ids=(message.id,))
                                 last_decision = stated
                                 continue
+                        if fact.type is MemoryType.DECISION and retracted:
+                            fact, retracted = instead_of(fact, retracted, message.role), ""
                         found.append(Fact(fact.type, fact.text, fact.subject, fact.source,
                                           (message.id,), fact.fields, fact.when))  # fmt: skip
                         if fact.type is MemoryType.DECISION:
