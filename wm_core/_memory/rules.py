@@ -49,6 +49,7 @@ from wm_core._memory.names import (
     IT_CALLED,
     LAST_THING,
     LASTING,
+    NAME,
     NAME_SUBJECT,
     NOT_NAMES,
     PASSING,
@@ -94,6 +95,14 @@ _ABOUT_RELATIVE: Final = re.compile(
     r"worked|lives|lived|has|loves|likes|hates|speaks|plays|studies|teaches|runs|owns|can't|"
     r"cannot|doesn't|never|always)\b",
     re.IGNORECASE,
+)
+# Someone named last, by a possessive before a relation and a name: "her husband Piotr".
+_THEIR_RELATION: Final = re.compile(
+    rf"\b(?:his|her)(?=\s+(?:{RELATIONS})\s+(?P<name>{NAME}))", re.I
+)
+# A subject said twice, as some speakers of other languages do: "My son Mateus he is …".
+_RESUMPTIVE: Final = re.compile(
+    rf"^(?P<who>(?:my|our)\s+(?:{RELATIONS})\s+{NAME}),?\s+(?:he|she)\s+(?=\w)", re.I
 )
 # "I've been working at IBM since 2015": a lasting state since then, not an event then.
 _SINCE_STATE: Final = re.compile(
@@ -226,6 +235,7 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
     user = role is Role.USER
     if user:
         text = resolve_there(text, talk)
+        text = _RESUMPTIVE.sub(r"\g<who> ", text)  # "My son Mateus he is starting …"
     when = resolve_when(text, base)
     decision = decision_in(text, role)
     past = when is not None and bool(base) and when.iso < (base or "")[:10]
@@ -256,6 +266,11 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
         talk.last_name, talk.last_person = name, False
         return [Fact(MemoryType.ENTITY, f"{name} is the {talk.last_thing}", name, sentence, (),
                      {"name": name, "kind": talk.last_thing})]  # fmt: skip
+    whose = _THEIR_RELATION.search(text)
+    relative_named = ""  # who "her husband Piotr" is about: Piotr
+    if whose and talk.last_name and talk.last_person:  # "her husband Piotr built it"
+        text = f"{text[: whose.start()]}{talk.last_name}'s{text[whose.end() :]}"
+        relative_named = whose.group("name")
     thing = LAST_THING.search(text)
     talk.last_thing = thing.group("thing") if thing else ""
     named = named_facts(text, talk)
@@ -339,6 +354,8 @@ def classify(text: str, sentence: str, role: Role, base: str | None, talk: Talk)
             about = subject_match.group("name")
         elif resolved is not None:
             about = talk.last_name
+        elif relative_named:
+            about = relative_named
         elif len(named) == 1:
             about = named[0][1]
         if about and not about.lower().endswith("ing"):
