@@ -111,6 +111,14 @@ _WILL: Final = re.compile(
 _I_WILL: Final = re.compile(
     rf"^i(?:'ll|\s+will|'m going to|\s+am going to)\s+(?P<what>(?:{_CHOOSE_VERBS})\b.+)$", re.I
 )
+# A choice chat says without its subject: "dropping redis for the session store", "switching
+# to pnpm" ("moving to Leeds" is a move, "dropping the kids off" an errand).
+_GERUND_CHOICE: Final = re.compile(
+    r"^(?P<what>(?:dropping|ditching|switching(?:\s+(?:to|from))?|going with|sticking with|"
+    r"replacing|migrating(?:\s+(?:to|from))?|standardi[sz]ing on|adopting)\s+"
+    r"(?!(?:off|by|in|out|back|home|the kids|him|her|them)\b)\w.+)$",
+    re.IGNORECASE,
+)
 # A move of the user's household, not of the team's software: the "we" who move has family,
 # a home or a city in the clause.
 _HOME_MOVE: Final = re.compile(
@@ -143,7 +151,10 @@ _IT_IS: Final = re.compile(r"^(?P<what>[\w][\w .\-+#/]{0,40}?)\s+it is\b(?P<rest
 _FINAL: Final = re.compile(
     r"^(?:(?:the\s+)?final\s+(?:answer|call|decision|verdict|choice|word)|(?:the\s+)?verdict|"
     # "Final answer from the architecture review today: …": where it came from is no topic
-    r"decision(?:\s+(?:made|taken|is in))?|decided|settled|agreed)(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40})|"
+    r"decision(?:\s+(?:made|taken|is in))?|decided|settled|agreed|"
+    # a vote's outcome: "ok team voted: standups go async"
+    r"(?:(?:the|our)\s+)?(?:team|group|committee|board|everyone|we)\s+(?:voted|decided|agreed))"
+    r"(?:\s+(?:on|for|about)\s+(?P<topic>[^:,]{1,40})|"
     r"\s+(?:from|after|at|in|of)\s+[^:,]{1,40})?\s*[:,-]\s*(?P<what>\w.+)$",
     re.IGNORECASE,
 )
@@ -172,7 +183,9 @@ UNDECIDED: Final = re.compile(
 _DECISION_INSIDE: Final = re.compile(
     # "after Wednesday's outage the on-call group agreed to …": what led to it, no comma
     r"(?:,|:|\band\b|\bso\b|\bthen\b|\bbut\b|\b(?:after|following)\s+[\w'\-]+(?:\s+[\w'\-]+){0,4}?)"
-    r"\s+(?=(?:we|i|the|our|they|let's)\b)",
+    # "… and finally we will use Keycloak": how it went, between the link and the subject
+    r"\s+(?:(?:finally|eventually|ultimately|in the end|now|then),?\s+)?"
+    r"(?=(?:we|i|the|our|they|let's)\b)",
     re.I,
 )
 
@@ -232,6 +245,7 @@ def _decision_at(text: str, role: Role) -> tuple[str, str, dict[str, str]] | Non
         or _LETS.match(text)
         or _FROM_NOW.match(text)
         or (_I_WILL.match(text) if role is Role.USER else None)
+        or (_GERUND_CHOICE.match(text) if role is Role.USER else None)
     )
     if match is None:
         return None
