@@ -68,7 +68,9 @@ _SIGN_OFF: Final = re.compile(
     # who argued for it: "Ines pushed for it because the bot redeployed prod in a loop"
     r"(?:pushed|argued|lobbied|campaigned) for (?:it|that|this)|(?:proposed|suggested) (?:it|that|this)|"
     # "Marco agreed." — agreeing to what was said, not "Hana agreed to move the DB"
-    r"agreed(?=\s*(?:$|[.!,]|too\b|as well\b|with (?:it|that|this|us|me|the plan)\b)))",
+    r"agreed(?=\s*(?:$|[.!,]|too\b|as well\b|with (?:it|that|this|us|me|the plan)\b))|"
+    # the verb as a speaker of another language may say it: "Mr. Okafor is agree with this"
+    r"(?:is\s+|are\s+)?agrees?(?=\s+with (?:it|that|this|us|me|the plan)\b))",
     re.IGNORECASE,
 )
 _THANKS: Final = re.compile(r"\b(?:thanks|thank you|thx|got it|noted|i see|will do)\b", re.I)
