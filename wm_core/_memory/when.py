@@ -85,8 +85,9 @@ _PATTERNS: Final = (
         re.I,
     )),
     # "at the end of June", "mid-May": a part of the month is read as the month
-    ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until|(?:end|start|beginning|middle)"
-                             rf"\s+of|mid)[\s-]+({_MONTH})\b(?!\s+\d)", re.I)),
+    ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until|from|throughout|all\s+of|"
+                             rf"(?:end|start|beginning|middle)\s+of|mid)[\s-]+({_MONTH})\b(?!\s+\d)",
+                             re.I)),
     # "on the 2nd" is this or next month's, unless a month follows ("the 2nd of May": "dm")
     ("nth", re.compile(r"\b(?:on|by|until|from|before)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+of\b)",
                        re.I)),
@@ -286,7 +287,8 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
             found = base + datetime.timedelta(days=(target - base.weekday()) % 7 or 7)
     elif kind == "rel_month":
         word, month = g[0].lower(), _month(g[1])
-        word = "in" if word.startswith(("end", "start", "beginning", "middle", "mid")) else word
+        parts = ("end", "start", "beginning", "middle", "mid", "from", "throughout", "all")
+        word = "in" if word.startswith(parts) else word
         year = base.year
         if word == "last" or (word in ("in", "since") and past):
             year -= month > base.month or (word == "last" and month == base.month)
