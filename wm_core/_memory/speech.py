@@ -367,6 +367,11 @@ _PREMISE: Final = re.compile(
 )
 
 
+# A question typed in lower case after a statement, which the sentence splitter keeps as one
+# sentence ("… flying home on the 29th. any day trips you'd recommend?"): the statement holds.
+_ASKED_AFTER: Final = re.compile(r"^(?P<head>.+?[.!])\s+(?=[a-z])[^.!?]+\?\s*$")
+
+
 def premise(question: str) -> str | None:
     """What a question states as its premise (``_PREMISE``), as a statement, or None."""
     found = _PREMISE.match(LEAD.sub("", question).strip())
@@ -387,6 +392,9 @@ def statement(sentence: str) -> str | None:
     told = premise(text)
     if told is not None:
         return told
+    asked_after = _ASKED_AFTER.match(text)
+    if asked_after is not None:  # "… home on the 29th. any day trips you'd recommend?"
+        return statement(asked_after.group("head"))
     condition = _CONDITION.match(text)  # "when you write Python, type hints everywhere"
     if not text or text.endswith("?") or (_QUESTION_START.match(text) and not condition):
         return None

@@ -112,6 +112,8 @@ _FUTURE: Final = re.compile(
     r"signed up for|booked|registered for|(?:bought|got) tickets|"
     r"i'm (?:starting|taking|flying|going|visiting|running|seeing|playing|meeting)|"
     r"(?:we're|we are|i am) \w+ing|"
+    # what must still be done is ahead: "need to get the application in by 30 September"
+    r"needs? to|must|deadline|due by|"
     # a timetable in the present simple: "then I start at a consultancy in October"
     r"(?:i|we|they|he|she)\s+(?:then\s+)?(?:start|starts|begin|begins|leave|leaves|fly|flies|"
     r"move|moves|arrive|arrives|finish|finishes|return|returns)\s|"
