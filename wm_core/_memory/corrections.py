@@ -39,9 +39,7 @@ _CORRECTION: Final = re.compile(
 )
 # A choice taken back at the end of a clause: "we said we'd use MySQL but scrap that".
 _RETRACTION: Final = re.compile(
-    r"^(?P<said>.{3,}?)[\s,]*(?:\bbut\s+|\band\s+)?(?:scrap|forget|ignore|never mind|cancel|"
-    r"disregard)\s+(?:that|it|this)[\s.!]*$",
-    re.IGNORECASE,
+    r"\b(?:scrap|forget|ignore|never mind|cancel|disregard)\s+(?:that|it|this)[.!]*$", re.I
 )
 
 
@@ -94,8 +92,15 @@ def corrected(found: Sequence[Fact], old: str, new: str, base: str | None) -> li
 def retraction(clause: str) -> str | None:
     """What a clause takes back ("we said we'd use MySQL but scrap that": "we said we'd use
     MySQL"), or None."""
-    found = _RETRACTION.match(clause.strip())
-    return clean(found.group("said")) if found else None
+    text = clause.strip()
+    found = _RETRACTION.search(text)
+    if found is None:
+        return None
+    said = text[: found.start()].rstrip(" ,")
+    for link in (" but", " and"):
+        if said.lower().endswith(link):
+            said = said[: -len(link)].rstrip(" ,")
+    return clean(said) if len(said) >= 3 else None
 
 
 def instead_of(fact: Fact, retracted: str, role: Role) -> Fact:
