@@ -169,7 +169,9 @@ def picked_option(recent: Sequence[Message], reply: Message) -> Fact | None:
         if numbered is not None:  # "(1) Loki, (2) Elasticsearch …" — "1. cheapest to run"
             chosen, others, said = numbered
             said = third_person(said, sentence=False, team=True) if said else ""
-            text = f"The user chose {chosen} over {', '.join(others)}" + (f": {said}" if said else "")
+            text = f"The user chose {chosen} over {', '.join(others)}" + (
+                f": {said}" if said else ""
+            )
             fields = {"decision": chosen, "decided_by": "user"}
             if said:
                 fields["reason"] = said

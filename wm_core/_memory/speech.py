@@ -360,7 +360,11 @@ _STANDING_ASK: Final = re.compile(
 # a problem?" tells the allergy, "As a nurse on night shifts, how do I sleep by day?" the job.
 _PREMISE: Final = re.compile(
     r"^(?:(?:since|as|because|given that|seeing as)\s+(?P<fact>(?:i|i'm|i've|my|we|we're|we've|"
-    r"our)\s[^,?]{3,120})|as\s+(?P<role>an?\s+[^,?]{2,80}?)(?:\s+\([^)]*\))?),\s+"
+    r"our)\s[^,?]{3,120})|as\s+(?P<role>an?\s+"
+    # "as a rule", "as a result": set phrases, no one's role
+    r"(?!(?:rule|result|matter|reminder|test|whole|bonus|joke|favou?r|courtesy|side|quick|"
+    r"first|start|last|example|precaution|group|team|company|family)\b)[^,?]{2,80}?)"
+    r"(?:\s+\([^)]*\))?),\s+"
     r"(?=(?:what|how|why|when|where|which|who|should|could|would|can|does|do|is|are|will|any)\b)"
     r"[^?]*\?$",
     re.IGNORECASE,
