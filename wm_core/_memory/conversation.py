@@ -174,7 +174,9 @@ def _disclosed(
         pronoun = re.match(r"^(?:(?P<person>he|she)|it)(?='s\b|\s)", piece, re.IGNORECASE)
         if pronoun and talk.last_name and (pronoun.group("person") is None) is not talk.last_person:
             piece = talk.last_name + piece[pronoun.end() :]
-        read = disclosed(piece, message.role, base, question=question, weights=weights)
+        read = disclosed(
+            piece, message.role, base, question=question, weights=weights, confirmed=confirmed
+        )
         question = ""
         if read is None:
             continue

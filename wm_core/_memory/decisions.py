@@ -289,3 +289,10 @@ def change_done(text: str) -> bool:
     dated in the past, "we migrated the auth service to Java 21 two weeks ago" is an event,
     while "last week we decided to migrate" stays a decision."""
     return bool(_DONE.search(text)) and not _CHOSE.search(text)
+
+
+def puts_off(text: str) -> bool:
+    """Whether a clause puts a choice off ("let's not migrate anything yet"): no decision, and
+    no fact for any other reader either."""
+    lets = _LETS.match(text)
+    return lets is not None and _PUT_OFF.match(lets.group("what")) is not None

@@ -41,7 +41,13 @@ from wm_core._memory.changes import (
     given_up,
     home_of,
 )
-from wm_core._memory.decisions import DECIDED_LIST, UNDECIDED, change_done, decision_in
+from wm_core._memory.decisions import (
+    DECIDED_LIST,
+    UNDECIDED,
+    change_done,
+    decision_in,
+    puts_off,
+)
 from wm_core._memory.disclosure import small_talk
 from wm_core._memory.model import MemoryType, memory_key
 from wm_core._memory.names import (
@@ -223,9 +229,9 @@ def states_nothing(text: str, sentence: str) -> bool:
     """Whether a clause says it holds no fact: a moment away ("I'm going to lunch", "I have a
     meeting at 3, let's …"), a thought ("I always thought it was Sydney"), a denial ("Nothing
     new"), small talk ("ok that's enough for today"). The phrasing-agnostic reading
-    (``disclosure``) respects it too. So is a choice not made ("we haven't decided yet") and a
-    clause that only appraises ("Orla is a legend",
-    "I'm gutted", "I'm allergic" with its object lost: ``appraisal``)."""
+    (``disclosure``) respects it too. So is a choice not made ("we haven't decided yet") or
+    put off ("let's not migrate anything yet"), and a clause that only appraises ("Orla is a
+    legend", "I'm gutted", "I'm allergic" with its object lost: ``appraisal``)."""
     away = _AWAY.search(text) or _away_in(sentence)
     return bool(
         away
@@ -234,6 +240,7 @@ def states_nothing(text: str, sentence: str) -> bool:
         or small_talk(text)
         or only_appraises(text)
         or UNDECIDED.search(text)
+        or puts_off(text)
     )
 
 
