@@ -1,7 +1,7 @@
 """Memory extraction benchmark: what the offline extractor keeps, and what it costs per commit.
 
 Run with ``.venv/bin/python bench/memory_extraction_bench.py`` (``--split NAME`` for one
-split; since round five every split here is a tuning split, ``dev5`` to ``dev7`` included,
+split; since round five every split here is a tuning split, ``dev5`` to ``dev8`` included,
 and the untuned figure comes from the sealed splits ``heldout5`` and ``heldout6``, written
 blind, measured here and never tuned on; the generalization estimate is
 ``scripts/train_disclosure_weights.py --loso``, see ``memory_extraction_sets``; ``--show`` to list

@@ -94,6 +94,48 @@ on its misses), dev5 0.85/0.61 -> 0.80/0.60, heldout3 0.84/0.76 -> 0.80/0.73, he
 splits, measured by the lead at its end: heldout5 0.58/0.42 -> 0.61/0.43, heldout6 0.55/0.40
 -> 0.58/0.47.
 
+Round eight (2026-12-07). ``dev8`` (50 conversations, 100 expected memories, in registers
+unlike dev7's: terse chat-app messages, long rambling ones with several facts, non-native
+English, voice transcripts without punctuation, facts told in passing inside a question,
+corrections, facts about other people, plans with deadlines, amounts, places, health, money,
+work decisions with reasons, 20 % chat with nothing worth keeping) was written before its
+writer read the extractor and committed with its first figure, P 0.37, R 0.19 (decision
+0.50/0.08, entity 0.35/0.19, event 0.43/0.22, preference 0.33/0.20, profile 0.33/0.21): further
+from the targets than any split before, the registers themselves being what the rules had
+never read. Before any rule changed, ``rules`` and ``conversation`` were split by job
+(``decisions``: a clause's decision; ``agreements``: proposals, agreements and sign-offs
+across turns), every non-sealed split's table identical. What changed, as mechanisms: chat
+and voice spellings read as one (a short weekday after the word that dates it, "next thu"; a
+day said in words, "from the fifteenth", "the thirtieth of September"; "name's X", "@ Org");
+a question states its premise ("since I'm allergic to …, is …?", "As a nurse on night shifts,
+how …?") and a statement with a lower-case question typed after it still states; a run-on
+said aloud (16 words or more, no comma) is cut where a new subject follows a time or "her
+name is" starts; corrections (``corrections``: "actually it's the 16th not the 14th", "sorry
+not Sandra, it's Sunita" fix the facts of the latest message that said the old value; a choice
+taken back, "… but scrap that", states nothing and the next decision names what it replaces);
+"her husband Piotr" after Anneliese is Anneliese's; a subject said twice ("My son Mateus he
+is …") is read once; a title without its dot ("Dr Femi Adeyemi"); decisions said the chat way
+("dropping redis for …", "… and finally we will use …", "team voted: …"), a sign-off in
+another speaker's grammar ("is agree with this"), a pick from a numbered list ("(1) Loki, (2)
+…" — "1. cheapest to run"); a timetable's present ("then I start … in October"), an
+obligation ("need to … by 30 September") and "my last day is the 30th" read as ahead, a month
+after "from" or "all of" dated; a choice put off ("let's not … yet") states nothing for the
+classifier either, and a check the user confirmed is kept whatever the classifier's none says.
+Not done, seen in dev8's misses: a fact inside a question that has no premise clause ("a gift
+for my wife Leonor's 40th?"), an answer naming a pet ("What's your cat's name?" — "Mochi"),
+reported speech ("the doctor said I have …"), a verbless fragment carrying an amount after
+its fact ("23k over 9 years"), a meeting's outcome in the present ("…: we keep the monolith").
+Figures, before -> after (tuning splits in sample, the weights regenerated with dev8): dev8
+0.37/0.19 -> 0.66/0.42 (340 -> 427 memories per 1,000 turns), dev7 0.72/0.56 -> 0.72/0.60,
+dev5 0.86/0.71 -> 0.87/0.72, dev 0.90/0.92 -> 0.90/0.93, dev2 0.91/0.93, dev3 0.99/1.00, dev6
+0.89/0.72, heldout 0.91/0.88, heldout2 0.97/0.99, heldout3 0.85/0.82, heldout4 0.76/0.73 (those
+six unchanged). Leave-one-split-out (dev8 among the splits, before and after): pooled
+0.81/0.71 -> 0.83/0.74, dev8 0.37/0.19 -> 0.60/0.36 (the classifier not trained on dev8, the
+rules studied on its misses), dev7 0.63/0.50 -> 0.64/0.49, dev5 0.79/0.61 -> 0.79/0.61,
+heldout3 0.80/0.75 -> 0.82/0.76, heldout4 0.72/0.72 -> 0.73/0.73. Offline extraction CPU per
+conversation over the 495 non-sealed conversations, median 1.52 -> 1.78 ms (mean 1.66 ->
+1.91 ms). The sealed splits are the lead's to measure.
+
 Annotation (every split from round seven on): identity facts are ``profile`` (name, role and
 employer, the team's stack), people are ``entity`` (name | relation), dated happenings are
 ``event`` with the resolved ISO date as a term.
@@ -153,6 +195,7 @@ SPLITS = (
     "dev5",
     "dev6",
     "dev7",
+    "dev8",
     "heldout",
     "heldout2",
     "heldout3",

@@ -22,6 +22,10 @@ question, not "not sure") is a decision, whatever its first word: "Yes, XML stay
 "No, drop it", "For three more months, then remove them" (but "No, not yet" puts it off). The memory
 quotes the question, since the answer alone says nothing.
 
+And a fourth: ``numbered_pick``: a reply that answers a numbered list of options ("(1) Loki,
+(2) Elasticsearch, (3) CloudWatch") by its number or its rank ("1. cheapest to run", "option
+2", "the second one") picks that option.
+
 Pure: text in, answers out.
 """
 
@@ -145,3 +149,46 @@ def answer_to_should(question: str, reply: str) -> str | None:
     if TENTATIVE.match(said) or _REFUSAL.match(said) or _DEFERRED.match(first):
         return None
     return clean(first)
+
+
+# A numbered option: "(1) Loki", "1. Loki", "2) Elasticsearch".
+_NUMBER: Final = re.compile(r"(?:^|(?<=[\s:;,]))\(?(?P<n>[1-9])[.)]\s+")
+# A reply that picks by number or rank: "1.", "1, cheapest", "option 2", "#3", "the second one".
+_RANKS: Final = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5}
+_BY_NUMBER: Final = re.compile(
+    r"^\s*(?:(?:option|number|#)\s*(?P<n1>[1-9])\b|\(?(?P<n>[1-9])(?=[.):,!]|\s*[-—]|\s*$))"
+    r"[.):,!]?\s*(?:[-—]\s*)?(?P<rest>.*)$|"
+    r"^\s*(?:the\s+)?(?P<rank>first|second|third|fourth|fifth)\s+(?:one|option)\b[.,:]?\s*"
+    r"(?P<rest2>.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def numbered_options(text: str) -> list[str]:
+    """The options of a numbered list in ``text`` (1, 2, … in order), or [] without one."""
+    marks = list(_NUMBER.finditer(text))
+    options: list[str] = []
+    for index, mark in enumerate(marks):
+        if int(mark.group("n")) != len(options) + 1:
+            break
+        end = marks[index + 1].start() if index + 1 < len(marks) else len(text)
+        option = re.split(r"[.;:!?\n]|,\s*(?:or\s+)?$", text[mark.end() : end])[0]
+        option = re.sub(r"[,\s]+(?:or|and)?\s*$", "", option).strip()
+        if option:
+            options.append(option)
+    return options if len(options) > 1 else []
+
+
+def numbered_pick(offer: str, reply: str) -> tuple[str, list[str], str] | None:
+    """(the option picked, the others, the rest of the reply) when ``reply`` picks one of the
+    numbered options ``offer`` lists by its number or rank, else None."""
+    found = _BY_NUMBER.match(reply)
+    if found is None:
+        return None
+    options = numbered_options(offer)
+    number = found.group("n") or found.group("n1")
+    n = int(number) if number else _RANKS[found.group("rank").lower()]
+    if not options or n > len(options):
+        return None
+    rest = clean(found.group("rest") or found.group("rest2") or "")
+    return options[n - 1], [o for i, o in enumerate(options) if i != n - 1], rest

@@ -175,7 +175,7 @@ _PASSING: Final = re.compile(
     re.IGNORECASE,
 )
 # Someone named alone choosing makes a fact of their life, not the user's or the team's
-# decision (the rules' own reading, ``rules._DECIDED``, says the same).
+# decision (the rules' own reading, ``decisions._DECIDED``, says the same).
 _THEIR_CHOICE: Final = re.compile(
     rf"^(?-i:[A-Z][a-z]+)(?:\s+(?:just|finally|also|has|have))*\s+(?:{'|'.join(CHOSE)})\b"
 )
@@ -256,9 +256,12 @@ def classify_clause(
     question: str = "",
     base: str | None = None,
     weights: Weights | None = None,
+    *,
+    confirmed: bool = False,
 ) -> MemoryType | None:
     """The memory type a clause states, or None when it states none (the filter, then the
-    classifier with its ``MARGIN``)."""
+    classifier with its ``MARGIN``; a clause the user ``confirmed`` states a fact, and the
+    classifier only says which type)."""
     if no_memory(clause):
         return None
     found = features(clause, role, question, base)
@@ -270,7 +273,7 @@ def classify_clause(
     if not allowed:
         return None
     label = max(allowed, key=lambda k: got[k])
-    if got[label] <= none + MARGIN:
+    if got[label] <= none + MARGIN and not confirmed:
         return None
     return MemoryType(label)
 
@@ -282,11 +285,12 @@ def disclosed(
     *,
     question: str = "",
     weights: Weights | None = None,
+    confirmed: bool = False,
 ) -> tuple[MemoryType, str, When | None] | None:
     """(type, third-person text, time) of the memory a clause the rules made nothing of
     states, or None. A user's bare answer ("backend dev at a travel startup") is kept with
-    the question it answers."""
-    kind = classify_clause(clause, role, question, base, weights)
+    the question it answers; one the user ``confirmed``, see ``classify_clause``."""
+    kind = classify_clause(clause, role, question, base, weights, confirmed=confirmed)
     if kind is None:
         return None
     when = resolve_when(clause, base) if kind is MemoryType.EVENT else None

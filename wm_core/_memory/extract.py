@@ -5,9 +5,9 @@ plainly said, and tests need an extractor whose output is known in advance. It a
 same ops a model would propose, so its output goes through the same guards.
 
 What a conversation states is read by :mod:`wm_core._memory.rules` (profile facts,
-preferences, decisions with their reason and who agreed, dated events, plans, named people
-and things; one fact per memory, in the third person, with the ids of the messages that state
-it), and a clause no rule recognised by :mod:`wm_core._memory.disclosure` (a no-memory filter
+preferences, decisions with their reason — :mod:`wm_core._memory.decisions` — and who agreed
+— :mod:`wm_core._memory.agreements` —, dated events, plans, named people and things; one fact
+per memory, in the third person, with the ids of the messages that state it), and a clause no rule recognised by :mod:`wm_core._memory.disclosure` (a no-memory filter
 and a small generated classifier; the clause kept in the third person with its words). This
 module turns those facts into ops against the owner's existing memories.
 

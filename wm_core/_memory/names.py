@@ -22,7 +22,7 @@ from wm_core._memory.speech import clean, third_person
 _UPPER: Final = "A-ZÀ-ÖØ-Þ"
 _LOWER: Final = "a-zß-öø-ÿ"
 NAME: Final = (
-    rf"(?-i:(?:(?:Mr|Mrs|Ms|Dr|Prof)\.\s+)?[{_UPPER}][{_LOWER}'\-]+"
+    rf"(?-i:(?:(?:Mr|Mrs|Ms|Dr|Prof)\.?\s+)?[{_UPPER}][{_LOWER}'\-]+"
     rf"(?:\s+[{_UPPER}][{_LOWER}'\-]+){{0,2}})"
 )
 _THING: Final = (

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from wm_core._document.sentences import sentences
-from wm_core._memory.choices import answer_to_should, options_in, other, pick
+from wm_core._memory.choices import answer_to_should, numbered_pick, options_in, other, pick
 from wm_core._memory.disclosure import pieces
 from wm_core._memory.model import MemoryType
 from wm_core._memory.names import Talk
@@ -165,6 +165,18 @@ def picked_option(recent: Sequence[Message], reply: Message) -> Fact | None:
     named (the assistant's, or the user's own question the assistant answered): see
     ``choices``."""
     for earlier in reversed(recent):
+        numbered = numbered_pick(earlier.text(), reply.text())
+        if numbered is not None:  # "(1) Loki, (2) Elasticsearch …" — "1. cheapest to run"
+            chosen, others, said = numbered
+            said = third_person(said, sentence=False, team=True) if said else ""
+            text = f"The user chose {chosen} over {', '.join(others)}" + (
+                f": {said}" if said else ""
+            )
+            fields = {"decision": chosen, "decided_by": "user"}
+            if said:
+                fields["reason"] = said
+            return Fact(MemoryType.DECISION, text, chosen, reply.text(), (earlier.id, reply.id),
+                        fields)  # fmt: skip
         options = options_in(earlier.text())
         if options is None:
             continue

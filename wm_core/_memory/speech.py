@@ -34,7 +34,7 @@ _HYPOTHETICAL: Final = re.compile(
     re.IGNORECASE,
 )
 # The past-tense verbs of a choice made ("we decided", "Sarah went with"): one list for the
-# rules (``rules._CHOSE`` adds the group verbs "agreed" and "voted" and the participles) and
+# rules (``decisions._CHOSE`` adds the group verbs "agreed" and "voted" and the participles) and
 # the clause classifier (``disclosure._THEIR_CHOICE``).
 CHOSE: Final = ("decided", "chose", "picked", "opted", "settled", "went with")
 TENTATIVE: Final = re.compile(
@@ -114,15 +114,75 @@ _INFORMAL: Final = tuple(
         (r"i", "I"),
         (r"idk", "I don't know"),
         (r"tbh|honestly|ngl", ""),
+        (r"hes", "he's"),
+        (r"shes", "she's"),
+        (r"whats", "what's"),
+        (r"thats", "that's"),
+        (r"tmrw|tmr|tomoz", "tomorrow"),
+        # "name's Priya", "name is Priya" with the "my" chat leaves out
+        (r"(?<!\w\s)name(?:'s|\s+is)(?=\s+(?-i:[A-Z]))", "my name is"),
+        # "backend @ Kestrel Labs": "@" before a name is "at" (not an address or a handle)
+        (r"(?<=\s)@(?=\s+(?-i:[A-Z]))", "at"),
     )
 )
+# A weekday written short after the word that dates it ("next thu", "on fri", "by weds"); alone
+# "sat" and "sun" are other words.
+_SHORT_DAYS: Final = (
+    ("mon", "monday"),
+    ("tue|tues", "tuesday"),
+    ("wed|weds", "wednesday"),
+    ("thu|thur|thurs", "thursday"),
+    ("fri", "friday"),
+    ("sat", "saturday"),
+    ("sun", "sunday"),
+)
+_SHORT_DAY: Final = tuple(
+    (
+        re.compile(rf"\b(?P<when>next|last|this|on|by|until|till|coming|from)\s+(?:{short})\b",
+                   re.IGNORECASE),
+        full,
+    )
+    for short, full in _SHORT_DAYS
+)  # fmt: skip
+# A day of the month said in words ("from the fifteenth", "the thirtieth of September", "on
+# the twenty first"): written in digits, so the time rules read one spelling.
+_ORDINALS: Final = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+    "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13,
+    "fourteenth": 14, "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18,
+    "nineteenth": 19, "twentieth": 20, "thirtieth": 30,
+}  # fmt: skip
+_ORDINAL_WORD = "|".join(sorted(_ORDINALS, key=len, reverse=True))
+_ORDINAL_DAY: Final = re.compile(
+    rf"\bthe\s+(?:(?P<tens>twenty|thirty)[\s-]+)?(?P<unit>{_ORDINAL_WORD})\b"
+    # a date only where a date is meant: after "on", "from", "by" …, or before "of <month>"
+    r"(?=\s+of\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))|"
+    rf"\b(?P<prep>on|by|from|until|till|before|after|since)\s+the\s+(?:(?P<tens2>twenty|thirty)"
+    rf"[\s-]+)?(?P<unit2>{_ORDINAL_WORD})\b(?!\s+(?:time|one|round|place|half|week|day)\b)",
+    re.IGNORECASE,
+)
+
+
+def _ordinal_day(match: re.Match[str]) -> str:
+    tens = (match.group("tens") or match.group("tens2") or "").lower()
+    unit = _ORDINALS[(match.group("unit") or match.group("unit2")).lower()]
+    day = unit + {"": 0, "twenty": 20, "thirty": 30}[tens]
+    if day > 31 or (tens and unit > 9):
+        return match.group()
+    suffix = "th" if 10 < day % 100 < 14 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    prep = f"{match.group('prep')} " if match.group("prep") else ""
+    return f"{prep}the {day}{suffix}"
 
 
 def normalized(text: str) -> str:
     """``text`` with its informal spellings written out ("gonna" → "going to", "w/" →
-    "with", "bc" → "because", a lone "i" → "I"), so every rule reads one spelling."""
+    "with", "bc" → "because", a lone "i" → "I", "next thu" → "next thursday", "from the
+    fifteenth" → "from the 15th"), so every rule reads one spelling."""
     for pattern, full in _INFORMAL:
         text = pattern.sub(full, text)
+    for pattern, full in _SHORT_DAY:
+        text = pattern.sub(rf"\g<when> {full}", text)
+    text = _ORDINAL_DAY.sub(_ordinal_day, text)
     return re.sub(r"[ \t]{2,}", " ", text).strip()
 
 
@@ -296,14 +356,49 @@ _STANDING_ASK: Final = re.compile(
 )
 
 
+# A question that states its premise first: "since I'm allergic to penicillin, is amoxicillin
+# a problem?" tells the allergy, "As a nurse on night shifts, how do I sleep by day?" the job.
+_PREMISE: Final = re.compile(
+    r"^(?:(?:since|as|because|given that|seeing as)\s+(?P<fact>(?:i|i'm|i've|my|we|we're|we've|"
+    r"our)\s[^,?]{3,120})|as\s+(?P<role>an?\s+"
+    # "as a rule", "as a result": set phrases, no one's role
+    r"(?!(?:rule|result|matter|reminder|test|whole|bonus|joke|favou?r|courtesy|side|quick|"
+    r"first|start|last|example|precaution|group|team|company|family)\b)[^,?]{2,80}?)"
+    r"(?:\s+\([^)]*\))?),\s+"
+    r"(?=(?:what|how|why|when|where|which|who|should|could|would|can|does|do|is|are|will|any)\b)"
+    r"[^?]*\?$",
+    re.IGNORECASE,
+)
+
+
+# A question typed in lower case after a statement, which the sentence splitter keeps as one
+# sentence ("… flying home on the 29th. any day trips you'd recommend?"): the statement holds.
+_ASKED_AFTER: Final = re.compile(r"^(?P<head>.+?[.!])\s+(?=[a-z])[^.!?]+\?\s*$")
+
+
+def premise(question: str) -> str | None:
+    """What a question states as its premise (``_PREMISE``), as a statement, or None."""
+    found = _PREMISE.match(LEAD.sub("", question).strip())
+    if found is None:
+        return None
+    return found.group("fact") or f"I'm {found.group('role')}"
+
+
 def statement(sentence: str) -> str | None:
-    """The sentence without its lead-in, or None when it states nothing."""
+    """The sentence without its lead-in, or None when it states nothing (a question states
+    only its premise: ``_PREMISE``)."""
     if _THANKS.match(sentence):
         return None  # "thanks for the help today!" thanks, it tells nothing
     text = LEAD.sub("", sentence).strip()
     standing = _STANDING_ASK.match(text)  # "can you always answer in bullets from now on?"
     if standing is not None:
         return standing.group("rest")
+    told = premise(text)
+    if told is not None:
+        return told
+    asked_after = _ASKED_AFTER.match(text)
+    if asked_after is not None:  # "… home on the 29th. any day trips you'd recommend?"
+        return statement(asked_after.group("head"))
     condition = _CONDITION.match(text)  # "when you write Python, type hints everywhere"
     if not text or text.endswith("?") or (_QUESTION_START.match(text) and not condition):
         return None
@@ -315,11 +410,34 @@ def statement(sentence: str) -> str | None:
     return text
 
 
+# A sentence said aloud and transcribed has no punctuation: "he's coming from the 15th he just
+# finished his degree", "my last day is the 30th of september i start in october". In such a
+# run-on (``_RUN_ON_WORDS`` words or more, no comma) a new subject after a time or after a
+# name's mention ("the dog her name is Biscuit") starts a new clause.
+_RUN_ON_WORDS: Final = 16
+_RUN_ON_BREAK: Final = re.compile(
+    r"(?<=\S\s)(?P<after>\S+\s+(?:today|tonight|tomorrow|yesterday|now|week|month|year|weekend|"
+    r"morning|evening|\d{1,2}(?:st|nd|rd|th)|\d{4}|(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+    r"january|february|march|april|may|june|july|august|september|october|november|december))"
+    r"\s+(?=(?:i|i'm|i've|i'll|he|she|he's|she's|we|we're|we've|my|our|they|they're)\s)|"
+    r"(?<=\S)\s+(?=(?:his|her|their)\s+name\s+is\b)",
+    re.IGNORECASE,
+)
+
+
+def _run_on(sentence: str) -> str:
+    """``sentence`` with a semicolon where a run-on starts a new clause (``_RUN_ON_BREAK``)."""
+    if "," in sentence or len(sentence.split()) < _RUN_ON_WORDS:
+        return sentence
+    return _RUN_ON_BREAK.sub(lambda m: f"{m.group('after') or ''}; ", sentence)
+
+
 def clauses(sentence: str) -> list[str]:
     """The clauses of a sentence that can each state one fact: cut at a semicolon, a dash,
-    ", so", a comma or colon before a new subject, "and"/"but" before one; a clause whose
-    subject is left out after "and" ("… and moved to Toronto") gets the first clause's "I"."""
-    parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(sentence)]
+    ", so", a comma or colon before a new subject, "and"/"but" before one, a new subject in a
+    run-on (``_run_on``); a clause whose subject is left out after "and" ("… and moved to
+    Toronto") gets the first clause's "I"."""
+    parts = [p.strip(" ,") for p in _CLAUSE_SPLIT.split(_run_on(sentence))]
     for index in range(len(parts) - 2, -1, -1):
         # "Priya and I settled on GraphQL": one subject of two people, not two clauses
         pair = f"{parts[index]} and {parts[index + 1]}"

@@ -85,10 +85,12 @@ _PATTERNS: Final = (
         re.I,
     )),
     # "at the end of June", "mid-May": a part of the month is read as the month
-    ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until|(?:end|start|beginning|middle)"
-                             rf"\s+of|mid)[\s-]+({_MONTH})\b(?!\s+\d)", re.I)),
+    ("rel_month", re.compile(rf"\b(last|next|this|in|since|by|until|from|throughout|all\s+of|"
+                             rf"(?:end|start|beginning|middle)\s+of|mid)[\s-]+({_MONTH})\b(?!\s+\d)",
+                             re.I)),
     # "on the 2nd" is this or next month's, unless a month follows ("the 2nd of May": "dm")
-    ("nth", re.compile(r"\b(?:on|by|until)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+of\b)", re.I)),
+    ("nth", re.compile(r"\b(?:on|by|until|from|before)\s+the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+of\b)",
+                       re.I)),
     ("year", re.compile(r"\b(?:in|since|during)\s+((?:19|20)\d{2})\b", re.I)),
     ("holiday", re.compile(r"\b(christmas eve|christmas|new year's eve|new year's day|halloween|"
                            r"valentine's day)\b", re.I)),
@@ -110,6 +112,11 @@ _FUTURE: Final = re.compile(
     r"signed up for|booked|registered for|(?:bought|got) tickets|"
     r"i'm (?:starting|taking|flying|going|visiting|running|seeing|playing|meeting)|"
     r"(?:we're|we are|i am) \w+ing|"
+    # what must still be done is ahead: "need to get the application in by 30 September"
+    r"needs? to|must|deadline|due by|"
+    # a timetable in the present simple: "then I start at a consultancy in October"
+    r"(?:i|we|they|he|she)\s+(?:then\s+)?(?:start|starts|begin|begins|leave|leaves|fly|flies|"
+    r"move|moves|arrive|arrives|finish|finishes|return|returns)\s|"
     # "is getting married in October", "they're moving in June": a present progressive, dated
     r"(?:is|are|'s|'re|'m)\s+(?:\w+ly\s+)?(?:getting|moving|starting|having|coming|flying|"
     r"leaving|visiting|taking|going|doing|running|playing|hosting|throwing|expecting))\b",
@@ -120,7 +127,9 @@ _PAST: Final = re.compile(
     r"won|bought|sold|gave|fell|wrote|spent|found|became|grew|flew|drove|ate|told|said|"
     r"tore|hurt|caught|sent|kept|felt|paid|threw|wore|slept|built|held|sat|stood|chose|"
     r"forgot|rode|swam|sang|drank|taught|brought|thought|heard|understood|"
-    r"been|ago|yesterday|last|\w{3,}ed)\b",
+    # "last" dates the past ("last week", "last May"), not "my last day is the 30th"
+    rf"been|ago|yesterday|last(?=\s+(?:week|weekend|month|year|night|time|summer|winter|spring|"
+    rf"autumn|fall|{_DAY}|{_MONTH})\b)|\w{{3,}}ed)\b",
     re.IGNORECASE,
 )
 
@@ -280,7 +289,8 @@ def _resolve(kind: str, match: re.Match[str], base: datetime.date, past: bool) -
             found = base + datetime.timedelta(days=(target - base.weekday()) % 7 or 7)
     elif kind == "rel_month":
         word, month = g[0].lower(), _month(g[1])
-        word = "in" if word.startswith(("end", "start", "beginning", "middle", "mid")) else word
+        parts = ("end", "start", "beginning", "middle", "mid", "from", "throughout", "all")
+        word = "in" if word.startswith(parts) else word
         year = base.year
         if word == "last" or (word in ("in", "since") and past):
             year -= month > base.month or (word == "last" and month == base.month)
