@@ -98,6 +98,15 @@ async def _archived(
     return dict(zip(placed, found, strict=True))
 
 
+def _starting(
+    job: ClaimedJob, wm_version: int, failed: Sequence[int]
+) -> tuple[ClaimedJob, Phase2Started]:
+    """The attempt of ``job`` over working memory ``wm_version``, covering the ``failed``
+    archives before its own, and the event that says so."""
+    job = replace(job, previous_version=wm_version, covered_seqs=(*failed, job.archive_seq))
+    return job, Phase2Started(job.attempts, wm_version == 0, wm_version, job.covered_seqs)
+
+
 class LeaseLost(Exception):
     """This worker no longer holds the job's lease (it expired and another took it)."""
 
@@ -133,33 +142,56 @@ class JobStore:
     @retry_conflicts
     async def claim(self, lease_seconds: float) -> ClaimedJob | None:
         """The oldest runnable job whose session has no earlier unfinished archive, leased,
-        its commit RUNNING and ``Phase2Started`` stored: one transaction, pipelined."""
+        its commit RUNNING and ``Phase2Started`` stored: one transaction, pipelined.
+
+        Where a statement is a round trip, that is three of them: the job found; the lease
+        (queued) with the session, the commit's last event number and the failed archives
+        it covers, read together; the commit's state (queued) with the event, stored only
+        while the lease and the last number hold (``EventLog.appending_if``), and COMMIT.
+        Before, each statement was a round trip of its own (8 in all)."""
         async with self._db.unit_of_work(pipelined=True) as uow:
             found = await uow.jobs.next_claimable()
             if found is None:
                 return None
-            session = await uow.sessions.by_sid(found.sid)
-            assert session is not None
             token = uuid.uuid4().hex
             attempts = found.attempts + 1
-            await uow.jobs.lease(found.commit_id, attempts, token, lease_seconds)
+            await uow.write(uow.jobs.leasing(found.commit_id, attempts, token, lease_seconds))
+            session, holder, seqs = await uow.read(
+                uow.sessions.by_sid_reading(found.sid),
+                uow.jobs.holding(found.commit_id),
+                uow.commits.failed_uncovered(found.sid, found.seq),
+            )
+            assert session is not None
             record = session.record
             job = ClaimedJob(
                 found.commit_id, record.tenant, record.session_id, found.seq, attempts, token,
                 found.create_time, sid=found.sid, others_claimable=found.others,
             )  # fmt: skip
-            job = await self._started(uow, job, found.sid, record.wm_version)
-            await uow.commit()
-        return job
+            after = _held(job, holder)
+            job, started = _starting(job, record.wm_version, seqs)
+            await uow.write(uow.commits.setting_state(job.commit_id, CommitState.RUNNING, attempts))
+            if self._db.dialect.round_trips:
+                write, last = self._log.appending_if(
+                    uow, job.session_id, job.commit_id, after, (started,),
+                    uow.jobs.held(), {"token": token},
+                )  # fmt: skip
+                if await uow.commit_with(write) == 1:
+                    return replace(job, last_sequence=last)
+                # The commit's events moved on meanwhile (nothing else may write them while
+                # the job is leased): the lease and the state are stored, the event follows.
+            else:
+                last = await self._log.append(uow, job.session_id, job.commit_id, after, started)
+                await uow.commit()
+                return replace(job, last_sequence=last)
+        return await self.record(job, started)  # its last number unknown: checked there
 
     async def _started(
-        self, uow: UnitOfWork, job: ClaimedJob, sid: int, wm_version: int
+        self, uow: UnitOfWork, job: ClaimedJob, sid: int, wm_version: int, after: int
     ) -> ClaimedJob:
-        """Mark the commit running and say what this attempt covers (in ``uow``)."""
-        after = await _hold(uow, job)
+        """Mark the commit running and say what this attempt covers (in ``uow``), the
+        commit's events numbered after ``after``."""
         seqs = await uow.commits.failed_uncovered_before(sid, job.archive_seq)
-        job = replace(job, previous_version=wm_version, covered_seqs=(*seqs, job.archive_seq))
-        started = Phase2Started(job.attempts, wm_version == 0, wm_version, job.covered_seqs)
+        job, started = _starting(job, wm_version, seqs)
         await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
         last = await self._log.append(uow, job.session_id, job.commit_id, after, started)
         return replace(job, last_sequence=last)
@@ -173,8 +205,8 @@ class JobStore:
             if row is None:
                 raise LeaseLost(job.commit_id)
             after = await _hold(uow, job)
-            await self._log.append(uow, job.session_id, job.commit_id, after, *events)
-            job = await self._started(uow, job, row.sid, row.record.wm_version)
+            after = await self._log.append(uow, job.session_id, job.commit_id, after, *events)
+            job = await self._started(uow, job, row.sid, row.record.wm_version, after)
             await uow.commit()
         return job
 

@@ -107,12 +107,16 @@ class CommitRepository(Repository):
         return [_commit(r) for r in rows]
 
     async def failed_uncovered_before(self, sid: int, seq: int) -> list[int]:
-        rows = await self._conn.all(
+        return await self._read(self.failed_uncovered(sid, seq))
+
+    def failed_uncovered(self, sid: int, seq: int) -> Read[list[int]]:
+        """``failed_uncovered_before`` as a read."""
+        return Read(
             "SELECT archive_seq FROM commits WHERE sid = :sid AND state = :failed"
             " AND covered_by_seq IS NULL AND archive_seq < :seq ORDER BY archive_seq",
             {"sid": sid, "failed": CommitState.FAILED.value, "seq": seq},
+            lambda rows: [int(s) for (s,) in rows],
         )
-        return [int(s) for (s,) in rows]
 
     async def set_state(
         self,
@@ -125,7 +129,20 @@ class CommitRepository(Repository):
     ) -> None:
         """Move to ``state``; ``error`` (reason, message) is kept, else cleared; ``now`` is
         the completion time of a terminal state."""
-        await self._conn.run(
+        write = self.setting_state(commit_id, state, attempts, error=error, now=now)
+        await self._conn.run(write.sql, write.params or {})
+
+    def setting_state(
+        self,
+        commit_id: str,
+        state: CommitState,
+        attempts: int,
+        *,
+        error: tuple[str, str] | None = None,
+        now: float | None = None,
+    ) -> Write:
+        """``set_state`` as a write."""
+        return Write(
             "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = :reason,"
             " error_message = :message, complete_time = :now WHERE commit_id = :id",
             {
