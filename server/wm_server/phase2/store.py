@@ -136,6 +136,8 @@ class JobStore:
     def __init__(self, database: Database, log: EventLog) -> None:
         self._db = database
         self._log = log
+        # Where a statement is a round trip, a unit's last events go with its COMMIT.
+        self._together = database.dialect.round_trips
 
     # -- the lease -------------------------------------------------------------------------
 
@@ -146,9 +148,8 @@ class JobStore:
 
         Where a statement is a round trip, that is three of them: the job found; the lease
         (queued) with the session, the commit's last event number and the failed archives
-        it covers, read together; the commit's state (queued) with the event, stored only
-        while the lease and the last number hold (``EventLog.appending_if``), and COMMIT.
-        Before, each statement was a round trip of its own (8 in all)."""
+        it covers, read together; the commit's state (queued) with the event and COMMIT
+        (``EventLog.append_and_commit``). Before, each statement was a round trip of its own (8 in all)."""
         async with self._db.unit_of_work(pipelined=True) as uow:
             found = await uow.jobs.next_claimable()
             if found is None:
@@ -170,27 +171,17 @@ class JobStore:
             after = _held(job, holder)
             job, started = _starting(job, record.wm_version, seqs)
             await uow.write(uow.commits.setting_state(job.commit_id, CommitState.RUNNING, attempts))
-            if self._db.dialect.round_trips:
-                write, last = self._log.appending_if(
-                    uow, job.session_id, job.commit_id, after, (started,),
-                    uow.jobs.held(), {"token": token},
-                )  # fmt: skip
-                if await uow.commit_with(write) == 1:
-                    return replace(job, last_sequence=last)
-                # The commit's events moved on meanwhile (nothing else may write them while
-                # the job is leased): the lease and the state are stored, the event follows.
-            else:
-                last = await self._log.append(uow, job.session_id, job.commit_id, after, started)
-                await uow.commit()
-                return replace(job, last_sequence=last)
-        return await self.record(job, started)  # its last number unknown: checked there
+            last = await self._log.append_and_commit(
+                uow, job.session_id, job.commit_id, after, (started,), together=self._together
+            )
+        return replace(job, last_sequence=last)
 
     async def _started(
         self, uow: UnitOfWork, job: ClaimedJob, sid: int, wm_version: int, after: int
     ) -> ClaimedJob:
         """Mark the commit running and say what this attempt covers (in ``uow``), the
         commit's events numbered after ``after``."""
-        seqs = await uow.commits.failed_uncovered_before(sid, job.archive_seq)
+        [seqs] = await uow.read_each([uow.commits.failed_uncovered(sid, job.archive_seq)])
         job, started = _starting(job, wm_version, seqs)
         await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
         last = await self._log.append(uow, job.session_id, job.commit_id, after, started)
@@ -435,17 +426,10 @@ class JobStore:
                 version, wm.estimated_tokens, record.abstract,
                 len(completion.pending or ()), completion.pending_dropped,
             )  # fmt: skip
-            last = await self._log.append(
-                uow,
-                job.session_id,
-                job.commit_id,
-                after,
-                *events,
-                stored,
-                *memory_events,
-                Completed(record),
+            closing = (*events, stored, *memory_events, Completed(record))
+            last = await self._log.append_and_commit(
+                uow, job.session_id, job.commit_id, after, closing, together=self._together
             )
-            await uow.commit()
         return _with_last(record, last), wm
 
     @retry_conflicts

@@ -65,10 +65,6 @@ class JobRepository(Repository):
             bool(row[5]),
         )  # fmt: skip
 
-    async def lease(self, commit_id: str, attempts: int, token: str, seconds: float) -> None:
-        write = self.leasing(commit_id, attempts, token, seconds)
-        await self._conn.run(write.sql, write.params or {})
-
     def leasing(self, commit_id: str, attempts: int, token: str, seconds: float) -> Write:
         """The job running under the lease ``token`` for ``seconds``, its attempt counted."""
         return Write(
