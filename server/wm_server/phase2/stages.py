@@ -229,6 +229,17 @@ def _completion(state: State) -> Phase2Completion:
     )
 
 
+def leaves_rows_unembedded(state: State, empty_reason: str) -> bool:
+    """Whether the completed attempt left rows without a vector for the embedding loop: the
+    memories its extraction wrote (it wrote some unless it says why not), or its archive's
+    messages when the embedder failed. A round of that loop reads its backlogs (four
+    statements, about a millisecond of the loop on PostgreSQL), so a commit that wrote no
+    memory and embedded its archive does not start one."""
+    wrote = state.extracted.state is MemoryState.EXTRACTED and not empty_reason
+    index = state.index
+    return wrote or (index is not None and bool(state.data.archive) and not index.vectors)
+
+
 def empty_reason(done: tuple[CommitRecord, WorkingMemoryRecord]) -> str:
     """Why the completed commit's extraction wrote nothing ("" when it wrote something)."""
     return str(json.loads(done[0].memory_diff_json or "{}").get("empty_reason") or "")
