@@ -48,17 +48,18 @@ from wm_core import (
     Guard,
     Message,
     OpKind,
+    ParsedDocument,
     PendingItem,
     SectionOp,
     WmLimits,
     bound_document,
     bullet_items,
     canonical_name,
-    is_working_memory,
     item_key,
     merge,
     normalize_creation,
     parse_document,
+    parse_document_detailed,
     parse_tool_arguments,
     pending_reminder,
     section_reminders,
@@ -426,8 +427,14 @@ class _Run:
         self.problems.extend(created.problems)
         return created.document, parse_document(created.document)
 
-    def merge(self, previous: str, ops: Mapping[str, SectionOp], mode: Mode) -> Generation:
-        merged = merge(previous, ops, self.limits)
+    def merge(
+        self,
+        previous: str,
+        ops: Mapping[str, SectionOp],
+        mode: Mode,
+        parsed: ParsedDocument | None = None,
+    ) -> Generation:
+        merged = merge(previous, ops, self.limits, parsed=parsed)
         decisions = (*self.backfilled, *merged.decisions)
         return self.result(merged.document, mode, decisions, dict(ops))
 
@@ -449,7 +456,10 @@ async def generate_working_memory(
     untouched), and lets :class:`LlmError` from the provider propagate.
     """
     run = _Run(provider, on_event, limits)
-    previous_is_wm = previous_document is not None and is_working_memory(previous_document)
+    # The previous document read once, for the reminders and the merge: it has a section
+    # exactly when it is a working memory (``is_working_memory``, held to it by a test).
+    parsed = parse_document_detailed(previous_document)
+    previous_is_wm = previous_document is not None and bool(parsed.bodies)
 
     if not messages:
         if previous_document is not None and previous_is_wm:
@@ -469,7 +479,10 @@ async def generate_working_memory(
         messages=tuple(messages),
         reminders="\n\n".join(
             text
-            for text in (section_reminders(previous_document), pending_reminder(pending))
+            for text in (
+                section_reminders(previous_document, bodies=parsed.bodies),
+                pending_reminder(pending),
+            )
             if text.strip()
         ),
     )
@@ -508,7 +521,7 @@ async def generate_working_memory(
 
     if reading.usable:
         await run.emit(OpsParsed(reading.ops, reading.problems))
-        return run.merge(previous_document, reading.ops, "update")
+        return run.merge(previous_document, reading.ops, "update", parsed)
 
     run.problems.append("update and repair gave nothing usable; recreating with the previous one")
     _, bodies = await run.create(messages, previous_document)
@@ -516,4 +529,4 @@ async def generate_working_memory(
     # the previous document held (paths, errors, open issues, the title).
     ops = {name: SectionOp.update(bodies[name]) if bodies.get(name) else KEEP for name in SECTIONS}
     await run.emit(OpsParsed(ops, ("derived from a creation answer",)))
-    return run.merge(previous_document, ops, "create")
+    return run.merge(previous_document, ops, "create", parsed)
