@@ -140,6 +140,8 @@ class Generation:
     problems: list[str] = field(default_factory=list)
     ops: dict[str, SectionOp] | None = None
     calls: tuple[Purpose, ...] = ()
+    # The document's section bodies as the merge or the bound made them (None: not known).
+    sections: Mapping[str, str] | None = None
 
 
 class GenerationFailed(Exception):
@@ -393,6 +395,7 @@ class _Run:
         mode: Mode,
         decisions: Sequence[Decision] = (),
         ops: dict[str, SectionOp] | None = None,
+        sections: Mapping[str, str] | None = None,
     ) -> Generation:
         return Generation(
             document=document,
@@ -402,6 +405,7 @@ class _Run:
             problems=list(self.problems),
             ops=ops,
             calls=tuple(self.calls),
+            sections=sections,
         )
 
     async def create(
@@ -436,7 +440,7 @@ class _Run:
     ) -> Generation:
         merged = merge(previous, ops, self.limits, parsed=parsed)
         decisions = (*self.backfilled, *merged.decisions)
-        return self.result(merged.document, mode, decisions, dict(ops))
+        return self.result(merged.document, mode, decisions, dict(ops), merged.sections)
 
 
 async def generate_working_memory(
@@ -472,7 +476,7 @@ async def generate_working_memory(
             run.problems.append("previous document has none of the seven sections; recreated")
         document, _ = await run.create(messages, previous_document)
         bounded = bound_document(document, limits)
-        return run.result(bounded.document, "create", bounded.decisions)
+        return run.result(bounded.document, "create", bounded.decisions, None, bounded.sections)
 
     request = UpdateRequest(
         previous_document=previous_document,

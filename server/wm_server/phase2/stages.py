@@ -220,7 +220,7 @@ def _completion(state: State) -> Phase2Completion:
     return Phase2Completion(
         document=generation.document,
         estimated_tokens=estimate_tokens(generation.document),
-        abstract=abstract_of(generation.document),
+        abstract=abstract_of(generation.document, bodies=generation.sections),
         decisions_json=codec.decisions_json(generation.decisions),
         usage_json=usage_json(generation.usage),
         covered_seqs=state.data.covered_seqs,

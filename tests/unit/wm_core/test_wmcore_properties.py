@@ -14,6 +14,9 @@ from wm_core import (
     SECTIONS,
     CreationRejected,
     SectionOp,
+    WmLimits,
+    abstract_of,
+    bound_document,
     is_working_memory,
     merge,
     normalize_creation,
@@ -318,3 +321,14 @@ def test_a_document_read_by_the_caller_merges_and_reminds_alike(document: str, o
     parsed = parse_document_detailed(document)
     assert merge(document, ops, parsed=parsed) == merge(document, ops)  # type: ignore[arg-type]
     assert section_reminders(document, bodies=parsed.bodies) == section_reminders(document)
+
+
+@SETTINGS
+@given(documents, op_maps)
+def test_a_merges_sections_give_its_documents_abstract(document: str, ops: object) -> None:
+    """Phase 2's completion takes the abstract from the merge's sections, not from reading
+    the merged document again: the same line either way (also after a bound's cut)."""
+    merged = merge(document, ops, limits=WmLimits(total_tokens=400, section_tokens=120))  # type: ignore[arg-type]
+    assert abstract_of(merged.document, bodies=merged.sections) == abstract_of(merged.document)
+    bounded = bound_document(document, WmLimits(total_tokens=300, section_tokens=80))
+    assert abstract_of(bounded.document, bodies=bounded.sections) == abstract_of(bounded.document)
