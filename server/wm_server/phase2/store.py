@@ -149,7 +149,7 @@ class JobStore:
         Where a statement is a round trip, that is three of them: the job found; the lease
         (queued) with the session, the commit's last event number and the failed archives
         it covers, read together; the commit's state (queued) with the event and COMMIT
-        (``EventLog.append_and_commit``). Before, each statement was a round trip of its own (8 in all)."""
+        (``EventLog.append_and_commit``). Each statement was a round trip of its own (8)."""
         async with self._db.unit_of_work(pipelined=True) as uow:
             found = await uow.jobs.next_claimable()
             if found is None:
@@ -360,7 +360,8 @@ class JobStore:
         when it is retrievable, and a run that loses its lease here applies nothing.
 
         Pipelined (``Database.unit_of_work``): its many writes, which read nothing back,
-        travel with the read of the commit record, not a round trip each."""
+        travel with the read of the commit record, not a round trip each, and the events
+        with the COMMIT (``EventLog.append_and_commit``): three round trips in all."""
         async with self._db.unit_of_work(pipelined=True) as uow:
             holder, found = await uow.read(
                 uow.jobs.holding(job.commit_id),
