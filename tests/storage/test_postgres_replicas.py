@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import time
 from collections.abc import AsyncIterator
 
 import psycopg
@@ -130,6 +131,7 @@ async def test_claims_across_replicas_run_each_job_once_in_session_order(
     async def worker(side: Services) -> None:
         idle = 0
         while idle < 20:
+            claimed_at = time.time()
             job = await side.jobs.claim(30)
             if job is None:
                 idle += 1
@@ -138,9 +140,12 @@ async def test_claims_across_replicas_run_each_job_once_in_session_order(
             idle = 0
             if job.session_id in running:
                 # Its worker has not resumed since its completion committed (the claim that
-                # followed took three round trips): the job must be completed in the store.
+                # followed took three round trips): the job must have been completed in the
+                # store before this claim began (its completion time is taken before COMMIT).
                 earlier = await side.commits.get(job.session_id, running[job.session_id])
                 assert earlier.state is CommitState.COMPLETED, "two jobs of one session at once"
+                assert earlier.complete_time is not None
+                assert earlier.complete_time <= claimed_at, "claimed before the last completed"
             running[job.session_id] = job.commit_id
             await asyncio.sleep(0.005)
             data = await side.jobs.read_input(job)
