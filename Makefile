@@ -78,11 +78,12 @@ run: install-runtime
 # a child process: replicas, restarts, request ids across servers, log formats, the ready
 # line, tracing, event loops) or `postgres_service` (the service tests' PostgreSQL cases: the
 # storage suite already runs every statement on PostgreSQL; these cost about 52 CPU s, most of
-# it in the PostgreSQL server), on QUICK_WORKERS xdist workers: about 210 CPU s with a warm
-# mypy cache. Four workers on two cores, because alone a test spends much of its time waiting
-# (a server starting, a stream, a timeout): measured here on 2 quiet (slow) cores, 1,701
-# tests, 2 workers 248 s wall, 4 workers 157 s, 6 workers 160 s (more CPU in their
-# collections). Under `make test` the other tiers fill that waiting, so its fast tier keeps
+# it in the PostgreSQL server), on QUICK_WORKERS xdist workers: about 165 CPU s with a warm
+# mypy cache (2026-12-07, 1,720 tests: 112 s wall on this quiet machine; the extractor's two
+# linear-time checks, 20-40 CPU s of 100 KB inputs, are in the slow tier). Four workers on two
+# cores, because alone a test spends much of its time waiting (a server starting, a stream, a
+# timeout): measured on 2 quiet (slow) cores, 1,701 tests, 2 workers 248 s wall, 4 workers
+# 157 s, 6 workers 160 s (more CPU in their collections). Under `make test` the other tiers fill that waiting, so its fast tier keeps
 # PYTEST_WORKERS=2 (with 4: 1,175 CPU s instead of 1,075 and no shorter). Why not the whole
 # fast tier: it needs about 480 CPU s, so no less than 4 minutes on 2 cores. Left to `make
 # test` (and `make pytest-fast`): the server-process tests, the service tests on PostgreSQL, tests/clients (the CLI, the client

@@ -8,6 +8,8 @@ phrasings here are not those of the bench splits: each test reads a mechanism.""
 
 from __future__ import annotations
 
+import pytest
+
 from support.extraction_talk import said as _said
 from wm_core import MemoryOp, MemoryType
 from wm_core._memory.speech import with_subject
@@ -154,6 +156,7 @@ def test_an_assistants_it_is_that_echoes_no_decision_is_none() -> None:
     ]
 
 
+@pytest.mark.slow  # about 100 KB through the extractor dozens of times: 10-30 CPU s
 def test_long_inputs_read_in_linear_time() -> None:
     # quadratic backtracking on these would take hours; linear reading is well under a second
     for text in (

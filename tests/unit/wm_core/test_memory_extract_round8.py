@@ -9,6 +9,8 @@ the bench splits: each test reads a mechanism."""
 
 from __future__ import annotations
 
+import pytest
+
 from support.extraction_talk import said as _said
 from wm_core import MemoryOp, MemoryType
 from wm_core._memory.choices import numbered_options, numbered_pick
@@ -204,6 +206,7 @@ def test_a_statement_before_a_lower_case_question_still_states() -> None:
     assert "Hanoi" in event.text and event.event_time == "2026-03-04"
 
 
+@pytest.mark.slow  # about 100 KB through the extractor dozens of times: 10-30 CPU s
 def test_long_inputs_read_in_linear_time() -> None:
     # quadratic backtracking (or a whole-sentence search per clause) on these would take
     # minutes to hours; linear reading is a few seconds at most
