@@ -4,14 +4,17 @@ support.port_coverage, across xdist workers)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from psycopg import pq
 
 from support.port_coverage import EXERCISED, register_expected
 from wm_server.api.commit_event_encoder import encode_event
@@ -146,3 +149,22 @@ def make_database(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -
     if engine == "postgresql":
         return PostgresDatabase(request.getfixturevalue("postgres_url"))
     raise ValueError(engine)  # pragma: no cover - engines are added to ENGINES with a factory
+
+
+@contextlib.contextmanager
+def frontend_messages(conn: Any) -> Iterator[list[str]]:
+    """The messages libpq sends on ``conn`` (a psycopg connection) inside the block, each as
+    its trace names it ("Sync 4", "Execute 9 ..."): libpq's own trace, read when the block
+    ends, so the list is filled then. A Sync closes a round trip."""
+    sent: list[str] = []
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "trace"
+        with log.open("w") as out:
+            conn.pgconn.trace(out.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                yield sent
+            finally:
+                conn.pgconn.untrace()
+        fields = [line.split("\t") for line in log.read_text().splitlines()]
+    sent.extend(f[2] for f in fields if f[0] == "F")

@@ -7,14 +7,11 @@ one fails the unit, which keeps nothing."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from psycopg import pq
-from storage_support import Services, build_services
+from storage_support import Services, build_services, frontend_messages
 
 from wm_core import CommitState, Message, Role, TextPart, message_tokens
 from wm_proto.v1 import resources_pb2 as pb
@@ -43,17 +40,9 @@ async def _round_trips(services: Services, call: Callable[[], Awaitable[T]]) -> 
     """What ``call`` returns, and the Syncs it sent on the pool's one connection."""
     async with services.database.reader() as uow:
         conn = uow._conn.conn  # type: ignore[attr-defined]
-    with tempfile.TemporaryDirectory() as folder:
-        log = Path(folder) / "trace"
-        with log.open("w") as out:
-            conn.pgconn.trace(out.fileno())
-            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-            try:
-                found = await call()
-            finally:
-                conn.pgconn.untrace()
-        sent = [line.split("\t") for line in log.read_text().splitlines()]
-    return found, sum(1 for f in sent if f[0] == "F" and f[2].startswith("Sync"))
+    with frontend_messages(conn) as sent:
+        found = await call()
+    return found, sum(1 for m in sent if m.startswith("Sync"))
 
 
 async def _archive(services: Services, session: str) -> str:

@@ -6,13 +6,10 @@ the connection usable; and on PostgreSQL they cost one round trip (one Sync on t
 from __future__ import annotations
 
 import sqlite3
-import tempfile
-from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import pq
-from storage_support import Services
+from storage_support import Services, frontend_messages
 
 from wm_core import Message, Role, TextPart, message_tokens
 from wm_server.services.sessions import find_session
@@ -110,16 +107,10 @@ async def test_postgresql_sends_reads_together_in_one_round_trip(postgres_url: s
             async with unit as uow:
                 reads = [uow.sessions.finding("t", f"s{n}") for n in range(4)]
                 conn = uow._conn.conn  # type: ignore[attr-defined]
-                with tempfile.TemporaryDirectory() as folder:
-                    log = Path(folder) / "trace"
-                    with log.open("w") as out:
-                        conn.pgconn.trace(out.fileno())
-                        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-                        assert await uow.read_each(reads) == [None] * 4
-                        conn.pgconn.untrace()
-                    sent = [line.split("\t") for line in log.read_text().splitlines()]
-                syncs = [f for f in sent if f[0] == "F" and f[2].startswith("Sync")]
-                executes = [f for f in sent if f[0] == "F" and f[2].startswith("Execute")]
+                with frontend_messages(conn) as sent:
+                    assert await uow.read_each(reads) == [None] * 4
+                syncs = [m for m in sent if m.startswith("Sync")]
+                executes = [m for m in sent if m.startswith("Execute")]
                 assert len(executes) == 4 and len(syncs) == 1
                 if pipelined:
                     await uow.commit()
