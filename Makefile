@@ -32,24 +32,32 @@ unexport PYTHONDONTWRITEBYTECODE
 # list may still name a file that has moved to the client since (older servers carried the
 # `wm` script), so the client's new copy would be deleted. PIP_OPTIONS: extra options for
 # both pip installs (tests/ci/test_make_install.py passes --no-index).
-$(RUNTIME_STAMP): pyproject.toml clients/python/pyproject.toml
+define prepare_venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip uninstall -qq --yes --disable-pip-version-check \
 		working-memory-service wm-client
+endef
+
+$(RUNTIME_STAMP): pyproject.toml clients/python/pyproject.toml
+	$(prepare_venv)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile $(PIP_OPTIONS) \
 		-e './clients/python[cli]' -e .
 	touch $(RUNTIME_STAMP)
 
-# The dev tools come through uv (Astral's installer, from PyPI like the rest): the same
-# requirements, resolved and installed in parallel. Measured on a fresh clone of this
-# repository on 2 busy cores with nothing cached: pip 68 s wall / 60 CPU s for this step, uv
-# about 15 s / 10 CPU s — a minute of every CI run. The runtime above stays on pip, the
-# installer every Python has, for `make run` on any machine.
-$(STAMP): $(RUNTIME_STAMP)
+# `make install` (the dev tools: `make test` and the rest) installs the runtime too, all of it
+# through uv (Astral's installer, from PyPI like the rest): the same requirements, resolved and
+# installed in parallel, and like pip --no-compile it writes no bytecode. Measured on a fresh
+# clone on 2 busy cores: the dev tools alone, pip 68 s wall / 60 CPU s against uv about 15 s /
+# 10 CPU s; the runtime first through pip, as `make run` installs it, cost 111 s wall / 52 CPU s
+# more (2026-12-07), serial before every CI run's tests. The runtime stamp is set too, so
+# `make run` after it installs nothing; `make run` alone stays on pip, the installer every
+# Python has.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
+	$(prepare_venv)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip 'uv>=0.9,<1'
 	$(BIN)/uv pip install --quiet --python $(BIN)/python $(PIP_OPTIONS) \
 		-e './clients/python[cli]' -e '.[dev]'
-	touch $(STAMP)
+	touch $(RUNTIME_STAMP) $(STAMP)
 
 install-runtime: $(RUNTIME_STAMP)
 
