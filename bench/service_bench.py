@@ -78,16 +78,20 @@ def row(name: str, value: str, target: str = "") -> None:
     print(f"  {name:<58} {value:>16}   {target}", flush=True)
 
 
+def message_text(i: int, size: int = 200) -> str:
+    return f"message {i}: " + ("lorem ipsum " * (size // 12))
+
+
 def message(i: int, size: int = 200) -> pb.Message:
-    text = f"message {i}: " + ("lorem ipsum " * (size // 12))
     return pb.Message(
-        role=pb.ROLE_USER if i % 2 == 0 else pb.ROLE_ASSISTANT, parts=[pb.Part(text=text)]
+        role=pb.ROLE_USER if i % 2 == 0 else pb.ROLE_ASSISTANT,
+        parts=[pb.Part(text=message_text(i, size))],
     )
 
 
-def overhead_env(folder: Path) -> dict[str, str]:
-    """A server's settings for ``overhead_round``: a scripted model whose answer makes the
-    guards work (a Files UPDATE that drops paths, a new fact), written into ``folder``."""
+def overhead_update() -> dict[str, Any]:
+    """The scripted model's update of ``overhead_round``: it makes the guards work (a Files
+    UPDATE that drops paths, a new fact)."""
     update: dict[str, Any] = {"sections": {name: {"op": "KEEP"} for name in SECTIONS}}
     update["sections"]["Current State"] = {"op": "UPDATE", "content": "Benchmarking."}
     update["sections"]["Key Facts & Decisions"] = {
@@ -98,8 +102,15 @@ def overhead_env(folder: Path) -> dict[str, str]:
         "op": "UPDATE",
         "content": "- `src/new_module.py`: the only file that matters now",
     }
+    return update
+
+
+def overhead_env(folder: Path) -> dict[str, str]:
+    """A server's settings for ``overhead_round``: the scripted model answering
+    ``overhead_update``, written into ``folder``."""
     script = folder / "overhead.json"
-    script.write_text(json.dumps({"loop": True, "responses": [{"tool_input": update}]}))
+    responses = [{"tool_input": overhead_update()}]
+    script.write_text(json.dumps({"loop": True, "responses": responses}))
     return {"WM_LLM_PROVIDER": "scripted", "WM_SCRIPTED_RESPONSES": str(script)}
 
 
