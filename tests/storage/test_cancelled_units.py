@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import pytest
 from psycopg import pq
@@ -81,7 +82,7 @@ async def _pipelined(database: PostgresDatabase, step: int) -> None:
         assert await uow.commit_with(_secret(f"piped-last-{step}")) == 1
 
 
-UNITS: dict[str, Callable[[PostgresDatabase, int], Awaitable[None]]] = {
+UNITS: dict[str, Callable[[PostgresDatabase, int], Coroutine[Any, Any, None]]] = {
     "reader": _reader,
     "scanner": _scanner,
     "writer": _writer,

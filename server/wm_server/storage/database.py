@@ -161,9 +161,11 @@ class _Unit:
         if self._pipelined:
             try:
                 await conn.pipeline()
-            except Exception as error:
+            except BaseException as error:  # a cancellation too: the connection goes back
                 await self._db._release(self._kind, conn)
-                raise self._db._translate(error) from error
+                if isinstance(error, Exception):
+                    raise self._db._translate(error) from error
+                raise
         commit = self._db._commit if self._kind is Kind.WRITE else None
         self._uow = UnitOfWork(conn, self._db._repositories(conn), commit)
         return self._uow
