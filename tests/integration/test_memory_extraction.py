@@ -242,7 +242,7 @@ async def test_a_run_that_lost_its_lease_after_extracting_creates_no_duplicates(
     async def steal(call: int, request: MemoryRequest) -> None:
         if call == 1:  # another worker takes the job between extraction and completion
             async with app.database.unit_of_work() as uow:
-                await uow.jobs.lease(commit_ids[0], 1, "stolen", 0.3)
+                await uow.write(uow.jobs.leasing(commit_ids[0], 1, "stolen", 0.3))
                 await uow.commit()
 
     flaky.before_answer = steal

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import time
 from collections.abc import AsyncIterator
 
 import psycopg
@@ -124,20 +125,28 @@ async def test_claims_across_replicas_run_each_job_once_in_session_order(
                 name, [_text(3, f"{name}-{n}")], create_if_missing=True, request_id=""
             )
             await a.commits.phase1(name, 0, None)
-    running: dict[str, int] = {}
+    running: dict[str, str] = {}  # session → the commit of its job between claim and return
     finished: list[tuple[str, int]] = []
 
     async def worker(side: Services) -> None:
         idle = 0
         while idle < 20:
+            claimed_at = time.time()
             job = await side.jobs.claim(30)
             if job is None:
                 idle += 1
                 await asyncio.sleep(0.01)
                 continue
             idle = 0
-            assert job.session_id not in running, "two jobs of one session at once"
-            running[job.session_id] = job.archive_seq
+            if job.session_id in running:
+                # Its worker has not resumed since its completion committed (the claim that
+                # followed took three round trips): the job must have been completed in the
+                # store before this claim began (its completion time is taken before COMMIT).
+                earlier = await side.commits.get(job.session_id, running[job.session_id])
+                assert earlier.state is CommitState.COMPLETED, "two jobs of one session at once"
+                assert earlier.complete_time is not None
+                assert earlier.complete_time <= claimed_at, "claimed before the last completed"
+            running[job.session_id] = job.commit_id
             await asyncio.sleep(0.005)
             data = await side.jobs.read_input(job)
             assert job.previous_version == (data.previous.version if data.previous else 0)
@@ -148,7 +157,8 @@ async def test_claims_across_replicas_run_each_job_once_in_session_order(
                 ),
             )
             assert done is not None
-            del running[job.session_id]
+            if running.get(job.session_id) == job.commit_id:
+                del running[job.session_id]
             finished.append((job.session_id, job.archive_seq))
 
     await asyncio.gather(*(worker(side) for side in (a, b, a, b, a, b)))

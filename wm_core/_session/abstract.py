@@ -7,6 +7,7 @@ every v2 document; ours reads the title and the first sentence of the current st
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from wm_core._document.markdown import parse_document
 
@@ -23,10 +24,13 @@ def _first_line(body: str) -> str:
     return ""
 
 
-def abstract_of(document: str) -> str:
+def abstract_of(document: str, *, bodies: Mapping[str, str] | None = None) -> str:
     """One line for archive listings and search hits: the title says which session, the
-    first sentence of the current state says where it stands; bounded to MAX_ABSTRACT."""
-    bodies = parse_document(document)
+    first sentence of the current state says where it stands; bounded to MAX_ABSTRACT.
+    ``bodies``: the document's sections when the caller has them (a merge's), which spares
+    reading a 12K-token document again (about 0.1 ms)."""
+    if bodies is None:
+        bodies = parse_document(document)
     title = _first_line(bodies.get("Session Title", ""))
     state = _first_line(bodies.get("Current State", ""))
     state = _SENTENCE_END.split(state, maxsplit=1)[0] if state else ""

@@ -8,6 +8,7 @@ format is the reference's, so prompts written for it keep working.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from wm_core._document.items import bullet_items
@@ -26,10 +27,11 @@ _INSTRUCTION: Final = (
 )
 
 
-def section_reminders(document: str | None) -> str:
-    """The ``<section_size_warnings>`` block for ``document``, or "" when nothing is too big."""
+def section_reminders(document: str | None, *, bodies: Mapping[str, str] | None = None) -> str:
+    """The ``<section_size_warnings>`` block for ``document``, or "" when nothing is too big.
+    ``bodies``: the caller's ``parse_document(document)``, when it has it."""
     warnings: list[str] = []
-    for name, body in parse_document(document).items():
+    for name, body in (parse_document(document) if bodies is None else bodies).items():
         if name in APPEND_ONLY_SECTIONS:
             continue
         count = len(bullet_items(body))

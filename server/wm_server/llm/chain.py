@@ -48,17 +48,18 @@ from wm_core import (
     Guard,
     Message,
     OpKind,
+    ParsedDocument,
     PendingItem,
     SectionOp,
     WmLimits,
     bound_document,
     bullet_items,
     canonical_name,
-    is_working_memory,
     item_key,
     merge,
     normalize_creation,
     parse_document,
+    parse_document_detailed,
     parse_tool_arguments,
     pending_reminder,
     section_reminders,
@@ -139,6 +140,8 @@ class Generation:
     problems: list[str] = field(default_factory=list)
     ops: dict[str, SectionOp] | None = None
     calls: tuple[Purpose, ...] = ()
+    # The document's section bodies as the merge or the bound made them (None: not known).
+    sections: Mapping[str, str] | None = None
 
 
 class GenerationFailed(Exception):
@@ -392,6 +395,7 @@ class _Run:
         mode: Mode,
         decisions: Sequence[Decision] = (),
         ops: dict[str, SectionOp] | None = None,
+        sections: Mapping[str, str] | None = None,
     ) -> Generation:
         return Generation(
             document=document,
@@ -401,6 +405,7 @@ class _Run:
             problems=list(self.problems),
             ops=ops,
             calls=tuple(self.calls),
+            sections=sections,
         )
 
     async def create(
@@ -426,10 +431,16 @@ class _Run:
         self.problems.extend(created.problems)
         return created.document, parse_document(created.document)
 
-    def merge(self, previous: str, ops: Mapping[str, SectionOp], mode: Mode) -> Generation:
-        merged = merge(previous, ops, self.limits)
+    def merge(
+        self,
+        previous: str,
+        ops: Mapping[str, SectionOp],
+        mode: Mode,
+        parsed: ParsedDocument | None = None,
+    ) -> Generation:
+        merged = merge(previous, ops, self.limits, parsed=parsed)
         decisions = (*self.backfilled, *merged.decisions)
-        return self.result(merged.document, mode, decisions, dict(ops))
+        return self.result(merged.document, mode, decisions, dict(ops), merged.sections)
 
 
 async def generate_working_memory(
@@ -449,7 +460,10 @@ async def generate_working_memory(
     untouched), and lets :class:`LlmError` from the provider propagate.
     """
     run = _Run(provider, on_event, limits)
-    previous_is_wm = previous_document is not None and is_working_memory(previous_document)
+    # The previous document read once, for the reminders and the merge: it has a section
+    # exactly when it is a working memory (``is_working_memory``, held to it by a test).
+    parsed = parse_document_detailed(previous_document)
+    previous_is_wm = previous_document is not None and bool(parsed.bodies)
 
     if not messages:
         if previous_document is not None and previous_is_wm:
@@ -462,14 +476,17 @@ async def generate_working_memory(
             run.problems.append("previous document has none of the seven sections; recreated")
         document, _ = await run.create(messages, previous_document)
         bounded = bound_document(document, limits)
-        return run.result(bounded.document, "create", bounded.decisions)
+        return run.result(bounded.document, "create", bounded.decisions, None, bounded.sections)
 
     request = UpdateRequest(
         previous_document=previous_document,
         messages=tuple(messages),
         reminders="\n\n".join(
             text
-            for text in (section_reminders(previous_document), pending_reminder(pending))
+            for text in (
+                section_reminders(previous_document, bodies=parsed.bodies),
+                pending_reminder(pending),
+            )
             if text.strip()
         ),
     )
@@ -508,7 +525,7 @@ async def generate_working_memory(
 
     if reading.usable:
         await run.emit(OpsParsed(reading.ops, reading.problems))
-        return run.merge(previous_document, reading.ops, "update")
+        return run.merge(previous_document, reading.ops, "update", parsed)
 
     run.problems.append("update and repair gave nothing usable; recreating with the previous one")
     _, bodies = await run.create(messages, previous_document)
@@ -516,4 +533,4 @@ async def generate_working_memory(
     # the previous document held (paths, errors, open issues, the title).
     ops = {name: SectionOp.update(bodies[name]) if bodies.get(name) else KEEP for name in SECTIONS}
     await run.emit(OpsParsed(ops, ("derived from a creation answer",)))
-    return run.merge(previous_document, ops, "create")
+    return run.merge(previous_document, ops, "create", parsed)

@@ -101,6 +101,7 @@ def _combined(parts: Sequence[Generation]) -> Generation:
         problems=problems,
         ops=last.ops,
         calls=tuple(c for part in parts for c in part.calls),
+        sections=last.sections,
     )
 
 

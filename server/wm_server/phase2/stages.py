@@ -4,10 +4,12 @@
    and earlier failed, uncovered ones) and the session's pending items;
 2. ``update_working_memory``: the model's tool call through the recovery chain and the
    guards, in turn-aligned chunks within the provider's input budget
-   (``phase2/chunked.py``), then the pending items settled against their bound;
-3. ``extract_memories``: the owner's most similar memories read, the provider's memory ops
-   judged by the guards into a plan (``services.extraction``); the plan is applied by the
-   completion, so a crash before it applied nothing, and the re-run reads the memories
+   (``phase2/chunked.py``), then the pending items settled against their bound; meanwhile
+   the reads of the next stage's memory context run beside it (``_memory_context``), so
+   their round trips wait with the model call instead of after it;
+3. ``extract_memories``: with the owner's most similar memories read, the provider's memory
+   ops judged by the guards into a plan (``services.extraction``); the plan is applied by
+   the completion, so a crash before it applied nothing, and the re-run reads the memories
    afresh;
 4. ``embed_and_index``: the archive's full-text rows and message vectors, so "completed"
    means retrievable (an embedder fault leaves the vectors to the backfill; it never fails
@@ -23,6 +25,7 @@ attempt that did not complete becomes (retry, wait, fail).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +41,7 @@ from wm_core import (
     settle_pending,
     unfold_pending,
 )
+from wm_server.cancellation import cancel_and_wait
 from wm_server.embedding.port import EmbedderUnavailable
 from wm_server.llm.chain import Backfill, EventSink
 from wm_server.llm.port import LlmProvider, usage_json
@@ -47,7 +51,7 @@ from wm_server.phase2.state import ArchiveIndex, Phase2Completion, State
 from wm_server.phase2.store import INDEX_CHUNK, JobStore
 from wm_server.services.commit_event_log import CommitEvent, GuardDecided
 from wm_server.services.embedding_index import EmbeddingIndexer, VectorRow
-from wm_server.services.extraction import MemoryState, extract
+from wm_server.services.extraction import MemoryContext, MemoryState, extract
 from wm_server.storage import codec
 from wm_server.storage.records import CommitRecord, WorkingMemoryRecord
 
@@ -78,17 +82,26 @@ async def bound_input(state: State, tools: Tools) -> State:
 
 async def update_working_memory(state: State, tools: Tools) -> State:
     data, settings = state.data, tools.settings
-    generation = await generate_in_chunks(
-        tools.provider,
-        previous_document=data.previous.document if data.previous else None,
-        messages=data.messages,
-        input_tokens=tools.input_tokens,
-        on_event=tools.on_event,
-        limits=settings.limits,
-        backfill=tools.backfill,
-        pending=data.pending,
-        max_chunks=settings.max_chunks,
-    )
+    # Extraction's reads depend on nothing this stage makes: on PostgreSQL their round trip
+    # (about a millisecond of waiting) goes beside the model call and the merge.
+    reading = asyncio.create_task(_memory_context(state, tools))
+    try:
+        generation = await generate_in_chunks(
+            tools.provider,
+            previous_document=data.previous.document if data.previous else None,
+            messages=data.messages,
+            input_tokens=tools.input_tokens,
+            on_event=tools.on_event,
+            limits=settings.limits,
+            backfill=tools.backfill,
+            pending=data.pending,
+            max_chunks=settings.max_chunks,
+        )
+    except BaseException:
+        with contextlib.suppress(BaseException):  # the update's error is the one to raise
+            await cancel_and_wait(reading)
+        raise
+    memories = await reading
     # What leaves the pending items (their bound) is written to long-term memory by this
     # commit's extraction (wm_core.safekeeping_ops), so it is computed first.
     pending, dropped = settle_pending(
@@ -98,17 +111,25 @@ async def update_working_memory(state: State, tools: Tools) -> State:
         settings.max_pending_items,
         settings.max_pending_tokens,
     )
-    return replace(state, generation=generation, pending=pending, dropped=dropped)
+    return replace(
+        state, generation=generation, pending=pending, dropped=dropped, memories=memories
+    )
+
+
+async def _memory_context(state: State, tools: Tools) -> MemoryContext:
+    """What memory extraction reads before its model call (``JobStore.memory_context``)."""
+    job, data = state.job, state.data
+    return await tools.store.memory_context(
+        job, data.messages, enabled_by_server=tools.settings.memory_extraction, owner=data.owner
+    )
 
 
 async def extract_memories(state: State, tools: Tools) -> State:
     job, data, settings = state.job, state.data, tools.settings
-    context = await tools.store.memory_context(
-        job, data.messages, enabled_by_server=settings.memory_extraction, owner=data.owner
-    )
+    assert state.memories is not None, "update_working_memory reads them"
     extraction = await extract(
         tools.provider,
-        context,
+        state.memories,
         messages=data.messages,
         pending=unfold_pending(data.pending),  # each refused item on its own
         archive_id=archive_name(job.archive_seq),
@@ -199,13 +220,24 @@ def _completion(state: State) -> Phase2Completion:
     return Phase2Completion(
         document=generation.document,
         estimated_tokens=estimate_tokens(generation.document),
-        abstract=abstract_of(generation.document),
+        abstract=abstract_of(generation.document, bodies=generation.sections),
         decisions_json=codec.decisions_json(generation.decisions),
         usage_json=usage_json(generation.usage),
         covered_seqs=state.data.covered_seqs,
         pending=state.pending,
         pending_dropped=len(state.lost),
     )
+
+
+def leaves_rows_unembedded(state: State, empty_reason: str) -> bool:
+    """Whether the completed attempt left rows without a vector for the embedding loop: the
+    memories its extraction wrote (it wrote some unless it says why not), or its archive's
+    messages when the embedder failed. A round of that loop reads its backlogs (four
+    statements, about a millisecond of the loop on PostgreSQL), so a commit that wrote no
+    memory and embedded its archive does not start one."""
+    wrote = state.extracted.state is MemoryState.EXTRACTED and not empty_reason
+    index = state.index
+    return wrote or (index is not None and bool(state.data.archive) and not index.vectors)
 
 
 def empty_reason(done: tuple[CommitRecord, WorkingMemoryRecord]) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from wm_core import Message, PendingItem
 from wm_server.llm.chain import Generation
 from wm_server.services.embedding_index import VectorRow
-from wm_server.services.extraction import Extraction
+from wm_server.services.extraction import Extraction, MemoryContext
 from wm_server.services.memories import MemoryOwner
 from wm_server.storage.records import SearchRow, StoredMessage, WorkingMemoryRecord
 
@@ -90,6 +90,7 @@ class State:
     generation: Generation | None = None  # update_working_memory
     pending: tuple[PendingItem, ...] = ()  # the session's pending items after this commit
     dropped: tuple[PendingItem, ...] = ()  # taken off the list by its bound
+    memories: MemoryContext | None = None  # extraction's reads, beside update_working_memory
     extraction: Extraction | None = None  # extract_memories
     lost: tuple[PendingItem, ...] = ()  # dropped with nowhere to go (counted, logged)
     index: ArchiveIndex | None = None  # embed_and_index

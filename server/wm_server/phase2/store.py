@@ -98,6 +98,15 @@ async def _archived(
     return dict(zip(placed, found, strict=True))
 
 
+def _starting(
+    job: ClaimedJob, wm_version: int, failed: Sequence[int]
+) -> tuple[ClaimedJob, Phase2Started]:
+    """The attempt of ``job`` over working memory ``wm_version``, covering the ``failed``
+    archives before its own, and the event that says so."""
+    job = replace(job, previous_version=wm_version, covered_seqs=(*failed, job.archive_seq))
+    return job, Phase2Started(job.attempts, wm_version == 0, wm_version, job.covered_seqs)
+
+
 class LeaseLost(Exception):
     """This worker no longer holds the job's lease (it expired and another took it)."""
 
@@ -127,39 +136,53 @@ class JobStore:
     def __init__(self, database: Database, log: EventLog) -> None:
         self._db = database
         self._log = log
+        # Where a statement is a round trip, a unit's last events go with its COMMIT.
+        self._together = database.dialect.round_trips
 
     # -- the lease -------------------------------------------------------------------------
 
     @retry_conflicts
     async def claim(self, lease_seconds: float) -> ClaimedJob | None:
         """The oldest runnable job whose session has no earlier unfinished archive, leased,
-        its commit RUNNING and ``Phase2Started`` stored: one transaction, pipelined."""
+        its commit RUNNING and ``Phase2Started`` stored: one transaction, pipelined.
+
+        Where a statement is a round trip, that is three of them: the job found; the lease
+        (queued) with the session, the commit's last event number and the failed archives
+        it covers, read together; the commit's state (queued) with the event and COMMIT
+        (``EventLog.append_and_commit``). Each statement was a round trip of its own (8)."""
         async with self._db.unit_of_work(pipelined=True) as uow:
             found = await uow.jobs.next_claimable()
             if found is None:
                 return None
-            session = await uow.sessions.by_sid(found.sid)
-            assert session is not None
             token = uuid.uuid4().hex
             attempts = found.attempts + 1
-            await uow.jobs.lease(found.commit_id, attempts, token, lease_seconds)
+            await uow.write(uow.jobs.leasing(found.commit_id, attempts, token, lease_seconds))
+            session, holder, seqs = await uow.read(
+                uow.sessions.by_sid_reading(found.sid),
+                uow.jobs.holding(found.commit_id),
+                uow.commits.failed_uncovered(found.sid, found.seq),
+            )
+            assert session is not None
             record = session.record
             job = ClaimedJob(
                 found.commit_id, record.tenant, record.session_id, found.seq, attempts, token,
                 found.create_time, sid=found.sid, others_claimable=found.others,
             )  # fmt: skip
-            job = await self._started(uow, job, found.sid, record.wm_version)
-            await uow.commit()
-        return job
+            after = _held(job, holder)
+            job, started = _starting(job, record.wm_version, seqs)
+            await uow.write(uow.commits.setting_state(job.commit_id, CommitState.RUNNING, attempts))
+            last = await self._log.append_and_commit(
+                uow, job.session_id, job.commit_id, after, (started,), together=self._together
+            )
+        return replace(job, last_sequence=last)
 
     async def _started(
-        self, uow: UnitOfWork, job: ClaimedJob, sid: int, wm_version: int
+        self, uow: UnitOfWork, job: ClaimedJob, sid: int, wm_version: int, after: int
     ) -> ClaimedJob:
-        """Mark the commit running and say what this attempt covers (in ``uow``)."""
-        after = await _hold(uow, job)
-        seqs = await uow.commits.failed_uncovered_before(sid, job.archive_seq)
-        job = replace(job, previous_version=wm_version, covered_seqs=(*seqs, job.archive_seq))
-        started = Phase2Started(job.attempts, wm_version == 0, wm_version, job.covered_seqs)
+        """Mark the commit running and say what this attempt covers (in ``uow``), the
+        commit's events numbered after ``after``."""
+        [seqs] = await uow.read_each([uow.commits.failed_uncovered(sid, job.archive_seq)])
+        job, started = _starting(job, wm_version, seqs)
         await uow.commits.set_state(job.commit_id, CommitState.RUNNING, job.attempts)
         last = await self._log.append(uow, job.session_id, job.commit_id, after, started)
         return replace(job, last_sequence=last)
@@ -173,8 +196,8 @@ class JobStore:
             if row is None:
                 raise LeaseLost(job.commit_id)
             after = await _hold(uow, job)
-            await self._log.append(uow, job.session_id, job.commit_id, after, *events)
-            job = await self._started(uow, job, row.sid, row.record.wm_version)
+            after = await self._log.append(uow, job.session_id, job.commit_id, after, *events)
+            job = await self._started(uow, job, row.sid, row.record.wm_version, after)
             await uow.commit()
         return job
 
@@ -337,7 +360,8 @@ class JobStore:
         when it is retrievable, and a run that loses its lease here applies nothing.
 
         Pipelined (``Database.unit_of_work``): its many writes, which read nothing back,
-        travel with the read of the commit record, not a round trip each."""
+        travel with the read of the commit record, not a round trip each, and the events
+        with the COMMIT (``EventLog.append_and_commit``): three round trips in all."""
         async with self._db.unit_of_work(pipelined=True) as uow:
             holder, found = await uow.read(
                 uow.jobs.holding(job.commit_id),
@@ -403,17 +427,10 @@ class JobStore:
                 version, wm.estimated_tokens, record.abstract,
                 len(completion.pending or ()), completion.pending_dropped,
             )  # fmt: skip
-            last = await self._log.append(
-                uow,
-                job.session_id,
-                job.commit_id,
-                after,
-                *events,
-                stored,
-                *memory_events,
-                Completed(record),
+            closing = (*events, stored, *memory_events, Completed(record))
+            last = await self._log.append_and_commit(
+                uow, job.session_id, job.commit_id, after, closing, together=self._together
             )
-            await uow.commit()
         return _with_last(record, last), wm
 
     @retry_conflicts

@@ -365,10 +365,12 @@ class Phase2Worker:
             with span("wm.phase2.complete"):
                 done = await stages.complete(state, tools, journal.take())
             if done is not None:
+                empty = stages.empty_reason(done)
                 if self._indexer is not None and state.index is not None:
                     self._indexer.stored(state.index.vectors)
-                    self._indexer.wake()  # the memories this commit wrote get their vectors
-                if empty := stages.empty_reason(done):
+                    if stages.leaves_rows_unembedded(state, empty):
+                        self._indexer.wake()
+                if empty:
                     self._observer.memory_extraction_empty(empty)
                 log.info(
                     "phase2_completed",

@@ -160,6 +160,42 @@ class EventLog:
         write = uow.commits.extending_if(commit_id, after, rows, condition, params)
         return write, rows[-1][0]
 
+    async def append_and_commit(
+        self,
+        uow: UnitOfWork,
+        session_id: str,
+        commit_id: str,
+        after: int,
+        events: Sequence[CommitEvent],
+        *,
+        together: bool,
+    ) -> int:
+        """``append``, then commit ``uow``; the new last sequence. ``together`` (where a
+        statement is a round trip): the events go with the COMMIT (``appending``), one round
+        trip fewer."""
+        if together and events:
+            write, last = self.appending(uow, session_id, commit_id, after, events)
+            await uow.commit_with(write)
+            return last
+        last = await self.append(uow, session_id, commit_id, after, *events)
+        await uow.commit()
+        return last
+
+    def appending(
+        self,
+        uow: UnitOfWork,
+        session_id: str,
+        commit_id: str,
+        after: int,
+        events: Sequence[CommitEvent],
+    ) -> tuple[Write, int]:
+        """``append`` as one statement that a unit may send with its COMMIT, for a writer
+        that read ``after`` under the lock every writer of the commit takes: should it be
+        stale all the same, the statement fails and nothing is kept (``StorageConflict``,
+        ``CommitRepository.extending``; PostgreSQL). The write and the new last sequence."""
+        rows = self._rows(session_id, commit_id, after, events)
+        return uow.commits.extending(commit_id, after, rows), rows[-1][0]
+
     def _rows(
         self, session_id: str, commit_id: str, after: int, events: Sequence[CommitEvent]
     ) -> list[tuple[int, bytes, bool]]:

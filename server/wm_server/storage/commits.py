@@ -106,13 +106,15 @@ class CommitRepository(Repository):
         )
         return [_commit(r) for r in rows]
 
-    async def failed_uncovered_before(self, sid: int, seq: int) -> list[int]:
-        rows = await self._conn.all(
+    def failed_uncovered(self, sid: int, seq: int) -> Read[list[int]]:
+        """The archives before ``seq`` whose commits failed and that no later Phase 2
+        covered, in order."""
+        return Read(
             "SELECT archive_seq FROM commits WHERE sid = :sid AND state = :failed"
             " AND covered_by_seq IS NULL AND archive_seq < :seq ORDER BY archive_seq",
             {"sid": sid, "failed": CommitState.FAILED.value, "seq": seq},
+            lambda rows: [int(s) for (s,) in rows],
         )
-        return [int(s) for (s,) in rows]
 
     async def set_state(
         self,
@@ -125,7 +127,20 @@ class CommitRepository(Repository):
     ) -> None:
         """Move to ``state``; ``error`` (reason, message) is kept, else cleared; ``now`` is
         the completion time of a terminal state."""
-        await self._conn.run(
+        write = self.setting_state(commit_id, state, attempts, error=error, now=now)
+        await self._conn.run(write.sql, write.params or {})
+
+    def setting_state(
+        self,
+        commit_id: str,
+        state: CommitState,
+        attempts: int,
+        *,
+        error: tuple[str, str] | None = None,
+        now: float | None = None,
+    ) -> Write:
+        """``set_state`` as a write."""
+        return Write(
             "UPDATE commits SET state = :state, attempt_count = :attempts, error_reason = :reason,"
             " error_message = :message, complete_time = :now WHERE commit_id = :id",
             {
@@ -229,23 +244,49 @@ class CommitRepository(Repository):
         """``extend_events`` and the events' rows as one statement, only while the commit's
         last event number is ``after`` and ``condition`` (SQL, with ``params``) holds: it
         changes one row per event, or none. A data-modifying CTE: PostgreSQL only."""
-        return Write(
-            "WITH moved AS (UPDATE commits SET last_sequence = :last WHERE commit_id = :id"
-            f" AND last_sequence = :after AND {condition} RETURNING commit_id)"
-            " INSERT INTO commit_events (commit_id, sequence, terminal, payload)"
-            " SELECT moved.commit_id, u.sequence, u.terminal, u.payload FROM moved,"
-            " unnest(:sequences::bigint[], :terminals::boolean[], :payloads::bytea[])"
-            " AS u(sequence, terminal, payload)",
-            {
-                **params,
-                "id": commit_id,
-                "after": after,
-                "last": events[-1][0],
-                "sequences": [s for s, _, _ in events],
-                "terminals": [t for _, _, t in events],
-                "payloads": [p for _, p, _ in events],
-            },
-        )
+        return _extending(commit_id, after, events, condition, params)
+
+    def extending(
+        self, commit_id: str, after: int, events: Sequence[tuple[int, bytes, bool]]
+    ) -> Write:
+        """``extend_events`` as one statement that fails rather than store nothing, for a
+        writer that read ``after`` in its unit and may send this with its COMMIT: the rows
+        go in numbered after ``after`` whatever the commit's number is, so once it moved on
+        they meet the numbers stored since (a unique violation: a conflict, the unit runs
+        again), and numbers never go back. PostgreSQL only."""
+        return _extending(commit_id, after, events, None, {})
+
+
+def _extending(
+    commit_id: str,
+    after: int,
+    events: Sequence[tuple[int, bytes, bool]],
+    condition: str | None,
+    params: Params,
+) -> Write:
+    """The commit's last event number moved from ``after`` and its events stored, in one
+    statement: with ``condition``, only where the number is ``after`` and it holds (the
+    events' rows come from the moved row); without, the rows whatever the number is."""
+    source = "moved.commit_id" if condition else ":id"
+    return Write(
+        "WITH moved AS (UPDATE commits SET last_sequence = :last WHERE commit_id = :id"
+        f" AND last_sequence = :after{f' AND {condition}' if condition else ''}"
+        " RETURNING commit_id)"
+        " INSERT INTO commit_events (commit_id, sequence, terminal, payload)"
+        f" SELECT {source}, u.sequence, u.terminal, u.payload FROM"
+        f"{' moved,' if condition else ''}"
+        " unnest(:sequences::bigint[], :terminals::boolean[], :payloads::bytea[])"
+        " AS u(sequence, terminal, payload)",
+        {
+            **params,
+            "id": commit_id,
+            "after": after,
+            "last": events[-1][0],
+            "sequences": [s for s, _, _ in events],
+            "terminals": [t for _, _, t in events],
+            "payloads": [p for _, p, _ in events],
+        },
+    )
 
 
 class EventRepository(Repository):

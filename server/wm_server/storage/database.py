@@ -80,8 +80,9 @@ class Database(ABC):
 
     # What an engine implements: hand out a connection of each kind and take it back.
     @abstractmethod
-    async def _acquire(self, kind: Kind) -> Connection:
-        """A connection; for WRITE, inside a begun transaction."""
+    async def _acquire(self, kind: Kind, pipelined: bool = False) -> Connection:
+        """A connection; for WRITE, inside a begun transaction, unless ``pipelined``: then
+        ``Connection.pipeline`` begins it."""
 
     @abstractmethod
     async def _release(self, kind: Kind, conn: Connection) -> None: ...
@@ -153,16 +154,18 @@ class _Unit:
 
     async def __aenter__(self) -> UnitOfWork:
         try:
-            conn = await self._db._acquire(self._kind)
+            conn = await self._db._acquire(self._kind, self._pipelined)
         except Exception as error:
             raise self._db._translate(error) from error
         self._conn = conn
         if self._pipelined:
             try:
                 await conn.pipeline()
-            except Exception as error:
+            except BaseException as error:  # a cancellation too: the connection goes back
                 await self._db._release(self._kind, conn)
-                raise self._db._translate(error) from error
+                if isinstance(error, Exception):
+                    raise self._db._translate(error) from error
+                raise
         commit = self._db._commit if self._kind is Kind.WRITE else None
         self._uow = UnitOfWork(conn, self._db._repositories(conn), commit)
         return self._uow

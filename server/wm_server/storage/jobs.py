@@ -65,8 +65,9 @@ class JobRepository(Repository):
             bool(row[5]),
         )  # fmt: skip
 
-    async def lease(self, commit_id: str, attempts: int, token: str, seconds: float) -> None:
-        await self._conn.run(
+    def leasing(self, commit_id: str, attempts: int, token: str, seconds: float) -> Write:
+        """The job running under the lease ``token`` for ``seconds``, its attempt counted."""
+        return Write(
             "UPDATE phase2_jobs SET state = 'running', attempts = :attempts, lease_token = :token,"
             f" lease_expires = {self._dialect.now} + :seconds WHERE commit_id = :id",
             {"attempts": attempts, "token": token, "seconds": seconds, "id": commit_id},

@@ -37,7 +37,7 @@ from typing import Any
 import psycopg
 import structlog
 from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline, errors, sql
-from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.pq import ExecStatus, PipelineStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from wm_server.cancellation import cancel_and_wait
@@ -77,6 +77,8 @@ DIALECT = Dialect(
 Conn = AsyncConnection[Row]
 TUPLES_OK = ExecStatus.TUPLES_OK
 IN_TRANSACTION = TransactionStatus.INTRANS
+IDLE = TransactionStatus.IDLE
+PIPELINE_OFF = PipelineStatus.OFF
 
 
 _VALUES = re.compile(r"\bVALUES\s*(\([^()]*\))", re.IGNORECASE)
@@ -217,6 +219,24 @@ async def _check(conn: Conn) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
+def _lendable(conn: Conn) -> bool:
+    """Whether the next unit may have ``conn`` as it is: open, idle, in autocommit and out of
+    pipeline mode. The pool itself looks only at the transaction status, and a unit
+    cancelled as psycopg entered pipeline mode (its ``wait_async`` yields to a loop busy for
+    5 ms even at a step that completes at once) leaves the connection IDLE in pipeline mode
+    for good: psycopg's pipeline context never exits, so the next unit's statements are
+    only queued and ``one`` answers None (a session row "missing" under its lock, a fresh
+    name "taken"). Phase 2 cancels its memory reads when the model call beside them fails,
+    gRPC a handler whose deadline passed."""
+    pgconn = conn.pgconn
+    return (
+        not conn.closed
+        and conn.autocommit
+        and pgconn.pipeline_status == PIPELINE_OFF
+        and pgconn.transaction_status == IDLE
+    )
+
+
 class _Pg(Connection):
     __slots__ = ("conn", "piped", "piping", "wrote")
 
@@ -235,7 +255,8 @@ class _Pg(Connection):
         transaction of its own making psycopg would sync right after it), and COMMIT leaves
         the pipeline with the same sync (``PostgresDatabase._commit``)."""
         if self.piping is None:
-            await self.conn.set_autocommit(True)  # no round trip: the connection is idle
+            if not self.conn.autocommit:  # a pipelined unit's connection stays in it
+                await self.conn.set_autocommit(True)  # no round trip: the connection is idle
             self.piping = self.conn.pipeline()
             self.piped = await self.piping.__aenter__()
             await self.conn.execute("BEGIN", prepare=False)
@@ -467,24 +488,40 @@ class PostgresDatabase(Database):
             except Exception:
                 log.exception("event_subscriber_failed")
 
-    async def _acquire(self, kind: Kind) -> Connection:
-        conn = await self._pool.getconn()
-        if kind is Kind.WRITE:
+    async def _acquire(self, kind: Kind, pipelined: bool = False) -> Connection:
+        conn = _Pg(await self._pool.getconn())
+        if kind is Kind.WRITE and not pipelined:
             # psycopg then sends BEGIN itself before the first statement, and COMMIT or
-            # ROLLBACK as bare commands: cheaper than statements of our own.
-            await conn.set_autocommit(False)
-        return _Pg(conn)
+            # ROLLBACK as bare commands: cheaper than statements of our own. A pipelined
+            # unit stays in autocommit, its BEGIN a statement of ours (``_Pg.pipeline``):
+            # each switch costs about 50 µs of the loop (psycopg's lock and wait).
+            try:
+                await conn.conn.set_autocommit(False)
+            except BaseException:  # a cancellation too: the pool gets it back
+                await self._release(kind, conn)
+                raise
+        return conn
 
     async def _release(self, kind: Kind, conn: Connection) -> None:
+        """Give the connection back out of pipeline mode and in autocommit, or closed (the
+        pool opens another) when that fails, is cancelled half-way, or leaves it unfit for
+        the next unit (``_lendable``): whatever happened, the pool gets it back."""
         assert isinstance(conn, _Pg)
         raw = conn.conn
-        if kind is Kind.WRITE:
-            try:
-                await conn.unpipe()
+        lendable = False
+        try:
+            await conn.unpipe()
+            if not raw.autocommit:
                 await raw.set_autocommit(True)
-            except psycopg.Error:  # still in a transaction (a lost connection): never lend it
+            lendable = _lendable(raw)
+        except psycopg.Error:  # still in a transaction, a lost connection: never lend it
+            pass
+        finally:
+            if not lendable:
+                if not raw.closed:
+                    log.info("connection_not_lent_again", state=str(raw.pgconn))
                 await raw.close()
-        await self._pool.putconn(raw)  # the pool discards a broken or closed connection
+            await self._pool.putconn(raw)  # the pool discards a closed connection
 
     async def _commit(self, conn: Connection) -> None:
         assert isinstance(conn, _Pg)

@@ -151,10 +151,13 @@ class SessionRepository(Repository):
         return await self._read(self.finding(tenant, session_id, lock=True))
 
     async def by_sid(self, sid: int) -> SessionRow | None:
-        row = await self._conn.one(
-            f"SELECT {_SESSION} FROM sessions WHERE sid = :sid", {"sid": sid}
+        return await self._read(self.by_sid_reading(sid))
+
+    def by_sid_reading(self, sid: int) -> Read[SessionRow | None]:
+        """``by_sid`` as a read."""
+        return Read(
+            f"SELECT {_SESSION} FROM sessions WHERE sid = :sid", {"sid": sid}, _first_session
         )
-        return _session(row) if row else None
 
     async def page(self, tenant: str, before_sid: int | None, limit: int) -> list[SessionRow]:
         rows = await self._conn.all(

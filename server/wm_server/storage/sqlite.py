@@ -290,7 +290,7 @@ class SqliteDatabase(Database):
             raise RuntimeError("database is not open")
         return self._writer
 
-    async def _acquire(self, kind: Kind) -> Connection:
+    async def _acquire(self, kind: Kind, pipelined: bool = False) -> Connection:
         if kind is Kind.READ:
             # No transaction: no write can run between these statements on this connection.
             return self._connection()

@@ -14,12 +14,17 @@ from wm_core import (
     SECTIONS,
     CreationRejected,
     SectionOp,
+    WmLimits,
+    abstract_of,
+    bound_document,
+    is_working_memory,
     merge,
     normalize_creation,
     parse_document,
     parse_document_detailed,
     parse_tool_arguments,
     render_document,
+    section_reminders,
 )
 from wm_core._document.items import bullet_items, count_items
 from wm_core._document.paths import references
@@ -300,3 +305,30 @@ def test_creation_normalization_either_succeeds_canonically_or_rejects(output: o
 @given(st.one_of(texts, free_documents, st.text(max_size=200)))
 def test_counting_items_agrees_with_reading_them(text: str) -> None:
     assert count_items(text) == len(bullet_items(text))
+
+
+@SETTINGS
+@given(st.one_of(documents, st.text(alphabet=st.sampled_from([*_CHARS, "\n", "#"]), max_size=200)))
+def test_a_document_has_a_section_exactly_when_it_is_a_working_memory(document: str) -> None:
+    """Phase 2 reads the previous document once and asks its sections instead of
+    ``is_working_memory`` (llm/chain.py): the two must agree on every text."""
+    assert bool(parse_document_detailed(document).bodies) is is_working_memory(document)
+
+
+@SETTINGS
+@given(documents, op_maps)
+def test_a_document_read_by_the_caller_merges_and_reminds_alike(document: str, ops: object) -> None:
+    parsed = parse_document_detailed(document)
+    assert merge(document, ops, parsed=parsed) == merge(document, ops)  # type: ignore[arg-type]
+    assert section_reminders(document, bodies=parsed.bodies) == section_reminders(document)
+
+
+@SETTINGS
+@given(documents, op_maps)
+def test_a_merges_sections_give_its_documents_abstract(document: str, ops: object) -> None:
+    """Phase 2's completion takes the abstract from the merge's sections, not from reading
+    the merged document again: the same line either way (also after a bound's cut)."""
+    merged = merge(document, ops, limits=WmLimits(total_tokens=400, section_tokens=120))  # type: ignore[arg-type]
+    assert abstract_of(merged.document, bodies=merged.sections) == abstract_of(merged.document)
+    bounded = bound_document(document, WmLimits(total_tokens=300, section_tokens=80))
+    assert abstract_of(bounded.document, bodies=bounded.sections) == abstract_of(bounded.document)
