@@ -1,8 +1,9 @@
 """The embedded embedder tokenizes as wordllama itself does, only faster (hypothesis).
 
 ``WordLlamaEmbedder`` has its model tokenize with ``encode_batch_fast``, which leaves out the
-character offsets; the vectors are made of the ids and the attention mask, so these must be
-wordllama's own, for any batch of texts.
+character offsets, and normalizes the texts itself for a copy of the tokenizer without its
+normalizer (unless a special token is spelled out in them); the vectors are made of the ids
+and the attention mask, so these must be wordllama's own, for any batch of texts.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wm_server.embedding.embedded import WordLlamaEmbedder
+from wm_server.embedding.embedded import WordLlamaEmbedder, _without_normalizer
 
 _texts = st.lists(
     st.one_of(
         st.text(max_size=300),
-        st.text(alphabet="abc xyz-_./`#\n\t\u00e9\u4e2d\U0001f600", max_size=200),
+        st.text(alphabet="abc xyz-_./`#\n\t\u00e9\u4e2d\U0001f600\u2581", max_size=200),
+        st.lists(st.sampled_from(["<s>", "</s>", "<unk>", " ", "a", "<", "/"]), max_size=12).map(
+            "".join
+        ),  # special tokens spelled out
         st.just(""),
+        st.just(" "),
     ),
     min_size=1,
     max_size=8,
@@ -48,3 +53,10 @@ def test_the_vectors_are_wordllamas_own() -> None:
         finally:
             model.tokenize = tokenize  # the model is shared by the whole process
     assert np.array_equal(fast, own, equal_nan=True)  # an empty text: 0/0 either way
+
+
+def test_the_texts_are_normalized_here_for_a_tokenizer_without_its_normalizer() -> None:
+    tokenizer = WordLlamaEmbedder()._model.tokenizer
+    plain = _without_normalizer(tokenizer)
+    assert plain is not None and plain.normalizer is None  # the faster path is taken
+    assert tokenizer.normalizer is not None  # the shared model's own is left alone
