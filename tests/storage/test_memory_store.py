@@ -25,6 +25,7 @@ from wm_server.errors import AlreadyExists, InvalidArgument, NotFound
 from wm_server.security.tenancy import current_tenant, set_tenant
 from wm_server.services.memories import (
     MemoryContent,
+    MemoryOwner,
     MemorySources,
     OwnerSpec,
     apply_plan,
@@ -32,6 +33,7 @@ from wm_server.services.memories import (
     similar_memories,
 )
 from wm_server.services.sessions import find_session
+from wm_server.storage.sqlite import SqliteDatabase
 
 USER = OwnerSpec(user_id="u1")
 _ids = itertools.count()
@@ -323,3 +325,39 @@ async def test_common_words_score_without_selecting_and_sparse_results_fall_back
     assert [h.view.row.memory_id for h in hits] == [both]
     wide = await services.memories.search(USER, "common rare", [], None, None, 5)
     assert wide[0].view.row.memory_id == both and len(wide) == 5  # fell back to every word
+
+
+async def test_a_ranked_search_no_memory_has_a_word_of_finds_none_without_ranking(
+    services: Services,
+) -> None:
+    """Where the engine counts rows per word (SQLite's FTS5), a search whose words are in
+    no memory at all asks for the counts only: the ranked statement would find nothing."""
+    owner = MemoryOwner("user:u1")
+    ranked: list[str] = []
+    database = services.database
+    if isinstance(database, SqliteDatabase):
+        database._connection().conn.set_trace_callback(
+            lambda sql: (
+                ranked.append(sql) if sql.startswith("SELECT") and " MATCH " in sql else None
+            )
+        )  # our ranked statements (FTS5's own inner ones start with "--")
+
+    async def similar(text: str) -> list[str]:
+        async with database.reader() as uow:
+            found = await similar_memories(uow, tenant="t", owner=owner, text=text)
+        return [m.text for m in found]
+
+    assert await similar("ledger billing postgres") == []  # an empty index
+    assert ranked == []
+    await _create(services, "The ledger moved to Postgres")
+    await services.memories.create(
+        OwnerSpec(user_id="u2"), MemoryContent(MemoryType.ENTITY, "Kiwi orchard"), "", ""
+    )
+    assert await similar("zebra stripes canary") == []  # words of no memory of anyone's
+    assert ranked == []
+    assert await similar("kiwi zebra") == []  # another owner's word: ranked, none of u1's
+    assert await similar("when did the ledger move") == ["The ledger moved to Postgres"]
+    assert await similar("kiwi ledger") == ["The ledger moved to Postgres"]
+    assert await similar("Äpfel und Birnen") == []  # not ASCII: ranked all the same
+    if isinstance(database, SqliteDatabase):
+        assert len(ranked) == 4

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from wm_core._document.items import bullet_items
+from wm_core._document.items import count_items
 from wm_core._document.markdown import parse_document
 from wm_core._document.sections import APPEND_ONLY_SECTIONS
 from wm_core._tokens.estimate import estimate_tokens, exceeds_tokens
@@ -34,7 +34,7 @@ def section_reminders(document: str | None, *, bodies: Mapping[str, str] | None 
     for name, body in (parse_document(document) if bodies is None else bodies).items():
         if name in APPEND_ONLY_SECTIONS:
             continue
-        count = len(bullet_items(body))
+        count = count_items(body)
         if count <= BULLET_THRESHOLD and not exceeds_tokens(body, TOKEN_THRESHOLD):
             continue
         warnings.append(

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import threading
 from pathlib import Path
@@ -47,11 +48,11 @@ INLINE_CHARS = 5_000
 
 
 @functools.cache
-def _wordllama(dimensions: int) -> tuple[Any, threading.Lock]:
-    """The model, loaded once per process, and the lock its calls take (one at a time, as
-    before). Loading reads the tokenizer and the weights again each time (about 0.09 CPU s,
-    three quarters of an in-process server's start); the model is read-only, so the servers of
-    one process (a test process starts hundreds) share it.
+def _wordllama(dimensions: int) -> tuple[Any, threading.Lock, _Pooling | None]:
+    """The model, loaded once per process, the lock its calls take (one at a time, as
+    before) and its ``_Pooling``. Loading reads the tokenizer and the weights again each
+    time (about 0.09 CPU s, three quarters of an in-process server's start); the model is
+    read-only, so the servers of one process (a test process starts hundreds) share it.
 
     Its tokenizer encodes a batch on a thread pool of its own unless told not to (the
     ``tokenizers`` library reads TOKENIZERS_PARALLELISM at each call). Waking that pool costs
@@ -65,32 +66,126 @@ def _wordllama(dimensions: int) -> tuple[Any, threading.Lock]:
 
     folder = Path(wordllama.__file__).parent
     model = WordLlama.load(dim=dimensions, cache_dir=folder, disable_download=True)
-    _tokenize_fast(model)
-    return model, threading.Lock()
+    return model, threading.Lock(), _Pooling.of(model)
 
 
-def _tokenize_fast(model: Any) -> None:
-    """Have ``model`` tokenize with ``encode_batch_fast``: the same ids and attention masks as
-    the ``encode_batch`` wordllama calls (``tests/unit/server/test_wordllama_tokens.py``),
-    without the character offsets nobody reads; a fifth less time on a commit's 20 short
-    messages (1.36 against 1.66 ms here), every commit and every query. A tokenizers
-    release without it keeps wordllama's own."""
-    tokenizer = model.tokenizer
-    if not hasattr(tokenizer, "encode_batch_fast"):
-        return
+class _Pooling:
+    """wordllama's ``embed(texts, norm=False)`` for its dense model, the same float32 vectors
+    bit for bit (``tests/unit/server/test_wordllama_tokens.py``), with its tokenizer's work
+    cut three ways, every commit: a commit's 20 bench messages embedded in 1.52 against
+    1.81 ms, 20 of prose (of three lengths) in 1.57 against 2.07 ms, a query's one text as
+    before (medians of 1,500 alternated, against wordllama's ``embed`` already on
+    ``encode_batch_fast``).
 
-    def tokenize(texts: str | list[str]) -> list[Any]:
-        batch = [texts] if isinstance(texts, str) else texts
-        return list(tokenizer.encode_batch_fast(batch, add_special_tokens=False))
+    - ``encode_batch_fast``: wordllama's ``encode_batch`` without the character offsets
+      nobody reads;
+    - the texts normalized here, by the two string operations the tokenizer's normalizer
+      stands for (``_PLAIN_NORMALIZER``), for a copy of it without one: that normalizer
+      keeps each character's alignment to the input, a fifth of the encoding (the 20 bench
+      messages 0.99 -> 0.79 ms, 20 of prose 1.58 -> 1.24 ms). A batch that
+      spells out a special token (``</s>``) goes through the normalizer: the tokenizer splits
+      those off before normalizing;
+    - no padding by the tokenizer: the ids are padded here, with the attention mask, as it
+      pads them (to the longest of each batch of ``_BATCH``, at the right, with its pad id).
 
-    model.tokenize = tokenize
+    Then, as wordllama does (0.4.0.post1, the version pinned): ids clipped to the
+    vocabulary, their embeddings averaged under the mask (its own ``avg_pool``)."""
+
+    _BATCH = 64  # wordllama's batch_size: padding is to the longest text of each batch
+
+    def __init__(self, model: Any, tokenizer: Any, plain: Any | None) -> None:
+        self._model = model
+        self._tokenizer = tokenizer  # a copy of the model's, padding nothing
+        self._plain = plain  # the same without its normalizer (None: another normalizer)
+        added = tokenizer.get_added_tokens_decoder().values()
+        self._specials = tuple(t.content for t in added)
+        self._pad_id = int(model.tokenizer.padding["pad_id"])
+
+    @classmethod
+    def of(cls, model: Any) -> _Pooling | None:
+        """The pooling of ``model``, when it is what this was written for: a dense model
+        whose tokenizer has ``encode_batch_fast`` and pads each batch to its longest text at
+        the right, truncating nothing (else None: wordllama's own ``embed`` runs)."""
+        tokenizer = model.tokenizer
+        padding = tokenizer.padding
+        if (
+            model.binary
+            or not hasattr(tokenizer, "encode_batch_fast")
+            or tokenizer.truncation is not None
+            or padding is None
+            or padding.get("length") is not None
+            or padding.get("pad_to_multiple_of") is not None
+            or padding.get("direction") != "right"
+        ):
+            return None
+        unpadded = type(tokenizer).from_str(tokenizer.to_str())
+        unpadded.no_padding()
+        return cls(model, unpadded, _without_normalizer(unpadded))
+
+    def ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's token ids, unpadded, as the model's tokenizer makes them."""
+        if self._plain is not None and not any(s in t for t in texts for s in self._specials):
+            normalized = [_PLAIN_SPACE + t.replace(" ", _PLAIN_SPACE) if t else t for t in texts]
+            encoded = self._plain.encode_batch_fast(normalized, add_special_tokens=False)
+        else:
+            encoded = self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+        return [e.ids for e in encoded]
+
+    def padded(self, ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """``ids`` padded to the longest (int32), and the attention mask (float32): what the
+        tokenizer's padding gives wordllama."""
+        lengths = [len(row) for row in ids]
+        width = max(lengths)
+        if min(lengths) == width:  # nothing to pad (a query): fewer steps
+            shape = (len(ids), width)
+            return np.array(ids, dtype=np.int32).reshape(shape), np.ones(shape, np.float32)
+        kept = np.arange(width) < np.array(lengths)[:, np.newaxis]
+        padded = np.full(kept.shape, self._pad_id, dtype=np.int32)
+        padded[kept] = np.fromiter(
+            (i for row in ids for i in row), dtype=np.int32, count=sum(lengths)
+        )
+        return padded, kept.astype(np.float32)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        model = self._model
+        table = model.embedding
+        pooled = np.empty((len(texts), table.shape[1]), dtype=np.float32)
+        for start in range(0, len(texts), self._BATCH):
+            chunk = texts[start : start + self._BATCH]
+            ids, mask = self.padded(self.ids(chunk))
+            np.clip(ids, 0, table.shape[0] - 1, out=ids)
+            pooled[start : start + len(chunk)] = model.avg_pool(table[ids], mask)
+        return pooled
+
+
+# The normalizer of wordllama's (Llama 2) tokenizer: "\u2581" before a text that is not
+# empty, each space replaced by "\u2581". ``_Pooling`` does it with ``str.replace``.
+_PLAIN_SPACE = "\u2581"
+_PLAIN_NORMALIZER = {
+    "type": "Sequence",
+    "normalizers": [
+        {"type": "Prepend", "prepend": _PLAIN_SPACE},
+        {"type": "Replace", "pattern": {"String": " "}, "content": _PLAIN_SPACE},
+    ],
+}
+
+
+def _without_normalizer(tokenizer: Any) -> Any | None:
+    """A copy of ``tokenizer`` without its normalizer, when that is ``_PLAIN_NORMALIZER``
+    (else None: another tokenizer normalizes as it does)."""
+    spec = tokenizer.to_str()
+    if json.loads(spec).get("normalizer") != _PLAIN_NORMALIZER:
+        return None
+    plain = type(tokenizer).from_str(spec)
+    plain.normalizer = None
+    return plain
 
 
 class WordLlamaEmbedder:
     """wordllama's 256-d "l2_supercat" model (16 MB of weights in the wheel)."""
 
     def __init__(self, dimensions: int = 256) -> None:
-        self._model, self._lock = _wordllama(dimensions)
+        self._model, self._lock, self._pooling = _wordllama(dimensions)
         self._dimensions = dimensions
 
     @property
@@ -109,7 +204,11 @@ class WordLlamaEmbedder:
 
     def _run(self, texts: list[str]) -> Vectors:
         with self._lock:
-            vectors = self._model.embed(texts, norm=False)  # normalized(): an empty text 0, not NaN
+            # normalized(): an empty text 0, not NaN
+            if self._pooling is not None:
+                vectors = self._pooling.embed(texts)
+            else:
+                vectors = self._model.embed(texts, norm=False)
         return normalized(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
 
     async def embed(self, texts: list[str], role: TextRole) -> Vectors:

@@ -59,7 +59,13 @@ class MemoryRepository(Repository):
         """The match parameters of a ranked query, cheapest first: where the engine counts
         rows per word, the rarest words that select at most CANDIDATES rows (the common rest
         only scoring), then all words; else all words. A caller tries the next one when the
-        cheaper one found fewer rows than it wants."""
+        cheaper one found fewer rows than it wants.
+
+        None when the counts say no row has any of the words, which are all ASCII: FTS5's
+        unicode61 tokenizer keeps such a word as the one token its count is looked up by
+        (a word of another script it might split or fold otherwise). An owner's first
+        commits rank an empty index: the ranked statement that finds nothing is not asked
+        (0.38 of 0.59 ms of loop CPU per Phase 2 on the bench)."""
         text = self._dialect.text_index
         whole = text.query(words)
         counting = text.frequencies(index)
@@ -73,6 +79,8 @@ class MemoryRepository(Repository):
                 for w, n in await self._conn.all(counting.format(members=members), values)
             }
         )
+        if not any(counts.values()) and all(w.isascii() for w in words):
+            return []
         ordered = sorted(words, key=lambda w: counts[w])
         chosen: list[str] = []
         rows = 0

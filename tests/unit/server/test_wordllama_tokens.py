@@ -1,50 +1,69 @@
-"""The embedded embedder tokenizes as wordllama itself does, only faster (hypothesis).
+"""The embedded embedder makes wordllama's own vectors, only faster (hypothesis).
 
-``WordLlamaEmbedder`` has its model tokenize with ``encode_batch_fast``, which leaves out the
-character offsets; the vectors are made of the ids and the attention mask, so these must be
-wordllama's own, for any batch of texts.
+``WordLlamaEmbedder`` pools its model's embeddings itself (``_Pooling``): the texts are
+normalized here for a copy of the tokenizer without its normalizer (unless a special token is
+spelled out in them), encoded with ``encode_batch_fast`` without padding, and padded here.
+The vectors are made of the ids and the attention mask, so these must be what wordllama's own
+tokenizer gives, and the vectors wordllama's own, bit for bit, for any batch of texts.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wm_server.embedding.embedded import WordLlamaEmbedder
+from wm_server.embedding.embedded import WordLlamaEmbedder, _Pooling
 
 _texts = st.lists(
     st.one_of(
         st.text(max_size=300),
-        st.text(alphabet="abc xyz-_./`#\n\t\u00e9\u4e2d\U0001f600", max_size=200),
+        st.text(alphabet="abc xyz-_./`#\n\t\u00e9\u4e2d\U0001f600\u2581", max_size=200),
+        st.lists(st.sampled_from(["<s>", "</s>", "<unk>", " ", "a", "<", "/"]), max_size=12).map(
+            "".join
+        ),  # special tokens spelled out
         st.just(""),
+        st.just(" "),
     ),
     min_size=1,
     max_size=8,
 )
 
 
+def _pooling() -> tuple[Any, _Pooling]:
+    embedder = WordLlamaEmbedder()
+    assert embedder._pooling is not None  # the faster path is taken
+    return embedder._model, embedder._pooling
+
+
 @settings(max_examples=200, deadline=None)
 @given(_texts)
 def test_the_same_ids_and_masks_as_wordllamas_own_tokenizer(texts: list[str]) -> None:
-    model = WordLlamaEmbedder()._model
-    fast = model.tokenize(texts)
-    own = type(model).tokenize(model, texts)  # wordllama's method: ``encode_batch``
-    assert [e.ids for e in fast] == [e.ids for e in own]
-    assert [e.attention_mask for e in fast] == [e.attention_mask for e in own]
+    model, pooling = _pooling()
+    ids, mask = pooling.padded(pooling.ids(texts))
+    own = model.tokenize(texts)  # wordllama's: ``encode_batch``, padded by the tokenizer
+    assert ids.tolist() == [e.ids for e in own]
+    assert mask.tolist() == [e.attention_mask for e in own]
+    assert ids.dtype == np.int32 and mask.dtype == np.float32
 
 
-def test_the_vectors_are_wordllamas_own() -> None:
-    embedder = WordLlamaEmbedder()
-    model = embedder._model
-    assert "tokenize" in vars(model)  # the fast one is in use
-    texts = ["message 1: lorem ipsum dolor", "`src/a.py` owned by Dana Ito", "", "中文 😀"]
-    with np.errstate(invalid="ignore"):  # the empty text's 0/0, which the embedder skips
-        fast = model.embed(texts, norm=True)
-        tokenize = model.tokenize
-        del model.tokenize  # wordllama's own method again, for this one call
-        try:
-            own = model.embed(texts, norm=True)
-        finally:
-            model.tokenize = tokenize  # the model is shared by the whole process
-    assert np.array_equal(fast, own, equal_nan=True)  # an empty text: 0/0 either way
+@settings(max_examples=200, deadline=None)
+@given(_texts)
+def test_the_vectors_are_wordllamas_own_bit_for_bit(texts: list[str]) -> None:
+    model, pooling = _pooling()
+    assert pooling.embed(texts).tobytes() == model.embed(texts, norm=False).tobytes()
+
+
+def test_a_batch_of_more_than_wordllamas_64_texts_gives_its_vectors() -> None:
+    model, pooling = _pooling()
+    texts = [f"message {n}: " + "lorem ipsum " * (n % 7) for n in range(150)]
+    texts[70] = "a much longer message in the second batch of 64 " * 5
+    assert pooling.embed(texts).tobytes() == model.embed(texts, norm=False).tobytes()
+
+
+def test_the_shared_models_own_tokenizer_is_left_alone() -> None:
+    model, _ = _pooling()
+    assert "tokenize" not in vars(model)  # wordllama's method, untouched
+    assert model.tokenizer.normalizer is not None and model.tokenizer.padding is not None

@@ -301,8 +301,15 @@ def test_creation_normalization_either_succeeds_canonically_or_rejects(output: o
     assert result.sections
 
 
-@SETTINGS
-@given(st.one_of(texts, free_documents, st.text(max_size=200)))
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        texts,
+        free_documents,
+        st.text(max_size=200),
+        st.text(alphabet=" \t\r\x0b\x0c\x1c\x85\xa0\u2028\u3000#-*1.)a\n", max_size=80),
+    )
+)
 def test_counting_items_agrees_with_reading_them(text: str) -> None:
     assert count_items(text) == len(bullet_items(text))
 
