@@ -481,6 +481,45 @@ async def test_memory_context_reads_the_similar_memories_of_the_sessions_owner(
     assert not off.enabled and off.existing == ()
 
 
+async def test_memory_context_takes_the_session_row_the_input_read(services: Services) -> None:
+    """Given the session's row ``read_input`` read, extraction's context is read without
+    reading the session again (on SQLite: the statements asked), and a session whose
+    extraction is off asks nothing at all; the answers are those of a fresh read."""
+    await services.sessions.create("s", "", user_id="u1")
+    await services.sessions.create("off", "", config=SessionSettings(memory_extraction=False))
+    await services.memories.create(
+        OwnerSpec(user_id="u1"), MemoryContent(MemoryType.ENTITY, "Kiwi pie recipe"), "", ""
+    )
+    asked: list[str] = []
+    database = services.database
+    if isinstance(database, SqliteDatabase):
+        database._connection().conn.set_trace_callback(
+            lambda sql: asked.append(sql) if not sql.startswith("--") else None
+        )  # our statements (FTS5's own inner ones start with "--")
+    parts = (TextPart("bake the kiwi pie tonight"),)
+    for name in ("s", "off"):
+        await _add(services, name, Message("m", Role.USER, parts, message_tokens(parts)))
+        await services.commits.phase1(name, 0, None)
+    contexts = []
+    for name in ("s", "off"):
+        job = await _claim(services)
+        assert job.session_id == name
+        data = await services.jobs.read_input(job)
+        asked.clear()
+        contexts.append(
+            await services.jobs.memory_context(
+                job, data.messages, enabled_by_server=True, owner=data.owner, session=data.session
+            )
+        )
+        if isinstance(database, SqliteDatabase):
+            assert not [sql for sql in asked if "FROM sessions" in sql.split(" WHERE")[0]]
+            assert (asked == []) is (name == "off")
+    on, off = contexts
+    assert on.enabled and on.owner == MemoryOwner("user:u1")
+    assert [m.text for m in on.existing] == ["Kiwi pie recipe"]
+    assert not off.enabled and off.off_reason == "memory extraction is off for this session"
+
+
 async def test_wm_conflict_is_detected(services: Services) -> None:
     await _add(services, "s", _text(1))
     await services.commits.phase1("s", 0, None)

@@ -120,8 +120,9 @@ async def _memory_context(state: State, tools: Tools) -> MemoryContext:
     """What memory extraction reads before its model call (``JobStore.memory_context``)."""
     job, data = state.job, state.data
     return await tools.store.memory_context(
-        job, data.messages, enabled_by_server=tools.settings.memory_extraction, owner=data.owner
-    )
+        job, data.messages, enabled_by_server=tools.settings.memory_extraction,
+        owner=data.owner, session=data.session,
+    )  # fmt: skip
 
 
 async def extract_memories(state: State, tools: Tools) -> State:

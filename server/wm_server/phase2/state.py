@@ -12,6 +12,7 @@ from wm_server.services.embedding_index import VectorRow
 from wm_server.services.extraction import Extraction, MemoryContext
 from wm_server.services.memories import MemoryOwner
 from wm_server.storage.records import SearchRow, StoredMessage, WorkingMemoryRecord
+from wm_server.storage.sessions import SessionRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,9 @@ class Phase2Input:
     # Whose memories, as the session said when this was read: extraction reads the similar
     # ones with its own reads, and checks it then (``services.extraction.memory_subject``).
     owner: MemoryOwner | None = None
+    # The session's row as read with the input: extraction's reads take its owner and its
+    # settings from it instead of reading it again.
+    session: SessionRow | None = None
 
 
 @dataclass(frozen=True, slots=True)

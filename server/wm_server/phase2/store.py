@@ -255,7 +255,7 @@ class JobStore:
         archive_time = placed[job.archive_seq][2] if job.archive_seq in placed else 0.0
         return Phase2Input(
             previous, tuple(messages), job.covered_seqs, row.record.config.provider,
-            tuple(pending), dates, row.sid, tuple(archive), archive_time, owner_of(row),
+            tuple(pending), dates, row.sid, tuple(archive), archive_time, owner_of(row), row,
         )  # fmt: skip
 
     async def memory_context(
@@ -265,15 +265,17 @@ class JobStore:
         *,
         enabled_by_server: bool,
         owner: MemoryOwner | None = None,
+        session: SessionRow | None = None,
     ) -> MemoryContext:
         """What memory extraction reads before its model call (see services.extraction):
         short reads (with the memories similar to ``messages`` while ``owner`` is still the
-        session's), and a scan of its backlog archives when it has one."""
+        session's), and a scan of its backlog archives when it has one. With ``session``,
+        the row ``read_input`` read, the session is not read again (its owner is the one)."""
         async with self._db.reader() as uow:
             subject = await memory_subject(
                 uow, tenant=job.tenant, session_id=job.session_id, sid=job.sid,
                 archive_seq=job.archive_seq, enabled_by_server=enabled_by_server,
-                owner=owner, messages=messages,
+                owner=owner, messages=messages, session=session,
             )  # fmt: skip
             if isinstance(subject, MemorySubject) and not subject.backlog_seqs:
                 return await memory_context(uow, subject, tenant=job.tenant, messages=messages)

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from wm_core import (
     MemoryDecision,
@@ -52,6 +52,8 @@ from wm_server.services.memories import (
     similar_reading,
 )
 from wm_server.storage.records import StoredMessage
+from wm_server.storage.sessions import SessionRow
+from wm_server.storage.statements import Read
 from wm_server.storage.unit_of_work import UnitOfWork
 
 # Existing memories shown to the model (and the only ones it may change).
@@ -151,6 +153,7 @@ async def memory_subject(
     enabled_by_server: bool,
     owner: MemoryOwner | None = None,
     messages: Sequence[Message] = (),
+    session: SessionRow | None = None,
 ) -> MemorySubject | MemoryContext | None:
     """The step's subject, read in ``uow`` (short reads, together); the context itself when
     extraction is off; None when the session ``sid`` is gone (no longer found by name).
@@ -158,8 +161,17 @@ async def memory_subject(
     With ``owner``, the session's owner when the commit's input was read, the memories
     similar to ``messages`` are read with them (where that is one read: one round trip
     instead of two on PostgreSQL), and the context is returned when that is still the
-    owner and there is no backlog (whose messages would join the query)."""
+    owner and there is no backlog (whose messages would join the query).
+
+    ``session``, the session's row as the commit's input read it a moment before, is used
+    as it is (its owner for ``owner``): no second read of it."""
     enabled = enabled_by_server
+    if session is not None:
+        if session.sid != sid:
+            return None
+        if (off := _off(session, enabled)) is not None:
+            return off  # nothing to read
+        owner = owner_of(session)
     similar = (
         similar_reading(
             uow,
@@ -171,23 +183,31 @@ async def memory_subject(
         if owner is not None and enabled
         else None
     )
-    session = uow.sessions.finding(tenant, session_id)
     failed = uow.commits.reading_memory_failed(sid, archive_seq, MAX_BACKLOG_ARCHIVES)
-    if similar is None:
-        row, backlog_seqs = await uow.read(session, failed)
-        found = None
-    else:
-        row, backlog_seqs, found = await uow.read(session, failed, similar)
+    reads: list[Read[Any]] = [failed] if similar is None else [failed, similar]
+    if session is None:
+        reads.insert(0, uow.sessions.finding(tenant, session_id))
+    answers = await uow.read_each(reads)
+    row: SessionRow | None = session if session is not None else answers.pop(0)
+    backlog_seqs: list[int] = answers[0]
+    found: list[MemoryRecord] | None = answers[1] if similar is not None else None
     if row is None or row.sid != sid:
         return None
-    if not enabled:
-        return MemoryContext(False, "memory extraction is off on this server")
-    if row.record.config.memory_extraction is False:
-        return MemoryContext(False, "memory extraction is off for this session")
+    if (off := _off(row, enabled)) is not None:
+        return off
     subject = MemorySubject(row.sid, owner_of(row), tuple(backlog_seqs))
     if found is not None and subject.owner == owner and not subject.backlog_seqs:
         return _context(subject, found)
     return subject
+
+
+def _off(session: SessionRow, enabled_by_server: bool) -> MemoryContext | None:
+    """The context of a session whose extraction is off, by the server or its own config."""
+    if not enabled_by_server:
+        return MemoryContext(False, "memory extraction is off on this server")
+    if session.record.config.memory_extraction is False:
+        return MemoryContext(False, "memory extraction is off for this session")
+    return None
 
 
 async def backlog_messages(uow: UnitOfWork, subject: MemorySubject) -> list[StoredMessage]:
