@@ -429,14 +429,22 @@ async def test_expired_lease_is_claimed_again(services: Services) -> None:
 
 async def test_progress_events_go_after_the_commits_last_event(services: Services) -> None:
     """A progress write trusts the attempt's own last event number (one statement where a
-    statement is a round trip); with a stale one it stores nothing and the events go after
+    statement is a round trip; on SQLite the statement that moves the number checks the
+    lease, with no read first); with a stale one it stores nothing and the events go after
     the commit's real last event, numbered without a gap."""
     await _add(services, "s", _text(1))
     commit, _ = await services.commits.phase1("s", 0, None)
     job = await _claim(services)
     assert job.last_sequence == 2  # Phase 1, the claim's Phase2Started
+    asked: list[str] = []
+    database = services.database
+    if isinstance(database, SqliteDatabase):
+        database._connection().conn.set_trace_callback(asked.append)
     job = await services.jobs.record(job, Phase2Started(1, True, 0, (1,)))
     assert job.last_sequence == 3
+    if isinstance(database, SqliteDatabase):
+        database._connection().conn.set_trace_callback(None)
+        assert [sql.split(" ")[0] for sql in asked] == ["BEGIN", "UPDATE", "INSERT", "COMMIT"]
     events = (Phase2Started(1, True, 0, (1,)), Phase2Started(1, True, 0, (1,)))
     stale = await services.jobs.record(replace(job, last_sequence=1), *events)
     assert stale.last_sequence == 5

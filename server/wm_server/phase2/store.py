@@ -302,22 +302,33 @@ class JobStore:
         """Store progress events of a job this worker holds; the job with its new last
         event number.
 
-        Where a statement is a round trip, the events go numbered after the attempt's own
-        last one (``ClaimedJob.last_sequence``) in one statement that stores them only while
-        the lease is held and that number is still the commit's (``EventLog.appending_if``),
-        sent with BEGIN and COMMIT: one round trip. If it stored nothing, the lease is
-        checked and the events appended as every other write does (``LeaseLost``, or the
-        commit's real last number)."""
+        The events go numbered after the attempt's own last one
+        (``ClaimedJob.last_sequence``), stored only while the lease is held and that number
+        is still the commit's: where a statement is a round trip in one statement sent with
+        BEGIN and COMMIT (``EventLog.appending_if``, one round trip), elsewhere by the
+        statement that moves the number, the events' rows after it (``EventLog.append_if``:
+        no read of the lease first). If that stored nothing, the lease is checked and the
+        events appended as every other write does (``LeaseLost``, or the commit's real last
+        number)."""
         if not events:
             return job
-        if self._db.dialect.round_trips:
-            async with self._db.unit_of_work(pipelined=True) as uow:
-                write, last = self._log.appending_if(
+        log, token = self._log, {"token": job.lease_token}
+        async with self._db.unit_of_work(pipelined=True) as uow:
+            if self._db.dialect.round_trips:
+                write, last = log.appending_if(
                     uow, job.session_id, job.commit_id, job.last_sequence, events,
-                    uow.jobs.held(), {"token": job.lease_token},
+                    uow.jobs.held(), token,
                 )  # fmt: skip
                 if await uow.commit_with(write) == len(events):
                     return replace(job, last_sequence=last)
+            else:
+                moved = await log.append_if(
+                    uow, job.session_id, job.commit_id, job.last_sequence, events,
+                    uow.jobs.held(), token,
+                )  # fmt: skip
+                if moved is not None:
+                    await uow.commit()
+                    return replace(job, last_sequence=moved)
         async with self._db.unit_of_work(pipelined=True) as uow:
             after = await _hold(uow, job)
             last = await self._log.append(uow, job.session_id, job.commit_id, after, *events)

@@ -142,6 +142,29 @@ class EventLog:
             raise StorageConflict(f"events of commit {commit_id} were appended concurrently")
         return last
 
+    async def append_if(
+        self,
+        uow: UnitOfWork,
+        session_id: str,
+        commit_id: str,
+        after: int,
+        events: Sequence[CommitEvent],
+        condition: str,
+        params: Params,
+    ) -> int | None:
+        """``append`` only while the commit's last event is still ``after`` and
+        ``condition`` holds, checked by the statement that moves the number
+        (``CommitRepository.extend_events_if``): the new last sequence, or None with
+        nothing written. For a writer that knows ``after`` without reading it (the lease
+        holder) where a statement is no round trip (``appending_if`` where it is)."""
+        rows = self._rows(session_id, commit_id, after, events)
+        last = rows[-1][0]
+        stored = await uow.commits.extend_events_if(
+            commit_id, after, last, condition, params,
+            storing=[uow.events.inserting(commit_id, rows)],
+        )  # fmt: skip
+        return last if stored else None
+
     def appending_if(
         self,
         uow: UnitOfWork,

@@ -223,15 +223,27 @@ class CommitRepository(Repository):
         """Move the commit's last event number from ``after`` to ``last`` with ``storing``,
         the writes that store those events; False (and nothing to commit) when it was not
         ``after`` any more."""
-        row = await self._conn.chain(
-            storing,
-            Write(
-                "UPDATE commits SET last_sequence = :last WHERE commit_id = :id"
-                " AND last_sequence = :after RETURNING last_sequence",
-                {"last": last, "id": commit_id, "after": after},
-            ),
-        )
+        row = await self._conn.chain(storing, _moving(commit_id, after, last, None, {}))
         return row is not None
+
+    async def extend_events_if(
+        self,
+        commit_id: str,
+        after: int,
+        last: int,
+        condition: str,
+        params: Params,
+        *,
+        storing: Sequence[Write],
+    ) -> bool:
+        """``extend_events`` only while ``condition`` (SQL, with ``params``) holds too: the
+        number is moved first and ``storing`` run only if it moved, so a False leaves
+        nothing written (for a writer that knows ``after`` without reading it)."""
+        moving = _moving(commit_id, after, last, condition, params)
+        if await self._conn.one(moving.sql, moving.params or {}) is None:
+            return False
+        await self._conn.write(storing)
+        return True
 
     def extending_if(
         self,
@@ -255,6 +267,17 @@ class CommitRepository(Repository):
         they meet the numbers stored since (a unique violation: a conflict, the unit runs
         again), and numbers never go back. PostgreSQL only."""
         return _extending(commit_id, after, events, None, {})
+
+
+def _moving(commit_id: str, after: int, last: int, condition: str | None, params: Params) -> Write:
+    """The commit's last event number moved from ``after`` to ``last`` (and, with
+    ``condition``, only while it holds), returning a row when it moved."""
+    return Write(
+        "UPDATE commits SET last_sequence = :last WHERE commit_id = :id"
+        f" AND last_sequence = :after{f' AND {condition}' if condition else ''}"
+        " RETURNING last_sequence",
+        {**params, "last": last, "id": commit_id, "after": after},
+    )
 
 
 def _extending(
