@@ -489,10 +489,10 @@ async def test_memory_context_reads_the_similar_memories_of_the_sessions_owner(
     assert not off.enabled and off.existing == ()
 
 
-async def test_memory_context_takes_the_session_row_the_input_read(services: Services) -> None:
-    """Given the session's row ``read_input`` read, extraction's context is read without
-    reading the session again (on SQLite: the statements asked), and a session whose
-    extraction is off asks nothing at all; the answers are those of a fresh read."""
+async def test_phase2_reads_take_the_session_row_the_claim_read(services: Services) -> None:
+    """The input is read with the session's row as the claim read it, and extraction's
+    context with that row too: neither reads the session again (on SQLite: the statements
+    asked), and a session whose extraction is off asks nothing for its context at all."""
     await services.sessions.create("s", "", user_id="u1")
     await services.sessions.create("off", "", config=SessionSettings(memory_extraction=False))
     await services.memories.create(
@@ -512,15 +512,18 @@ async def test_memory_context_takes_the_session_row_the_input_read(services: Ser
     for name in ("s", "off"):
         job = await _claim(services)
         assert job.session_id == name
-        data = await services.jobs.read_input(job)
         asked.clear()
+        data = await services.jobs.read_input(job)
+        assert data.session is not None and data.session.record.session_id == name
+        read_input, asked[:] = list(asked), []
         contexts.append(
             await services.jobs.memory_context(
                 job, data.messages, enabled_by_server=True, owner=data.owner, session=data.session
             )
         )
         if isinstance(database, SqliteDatabase):
-            assert not [sql for sql in asked if "FROM sessions" in sql.split(" WHERE")[0]]
+            sessions = [q for q in read_input + asked if "FROM sessions" in q.split(" WHERE")[0]]
+            assert sessions == [] and len(read_input) == 4
             assert (asked == []) is (name == "off")
     on, off = contexts
     assert on.enabled and on.owner == MemoryOwner("user:u1")

@@ -36,6 +36,9 @@ class ClaimedJob:
     # Whether another job was claimable when the claim found this one: only then does the
     # worker wake another claiming loop (an empty claim is a transaction beside the job's).
     others_claimable: bool = True
+    # The session's row as the claim (or a restart) read it: the attempt's input is read
+    # without reading it again; the completion checks it afresh, under its lock.
+    session: SessionRow | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +55,10 @@ class Phase2Input:
     sid: int = 0  # the session's key
     archive: tuple[StoredMessage, ...] = ()  # the job's own archive (what is indexed)
     archive_time: float = 0.0  # when that archive was made (its search rows carry it)
-    # Whose memories, as the session said when this was read: extraction reads the similar
-    # ones with its own reads, and checks it then (``services.extraction.memory_subject``).
+    # Whose memories, as the session said when this was read (``session``).
     owner: MemoryOwner | None = None
-    # The session's row as read with the input: extraction's reads take its owner and its
-    # settings from it instead of reading it again.
+    # The session's row as the claim read it (``ClaimedJob.session``): extraction takes its
+    # owner and settings from it instead of reading it again (``memory_subject``).
     session: SessionRow | None = None
 
 

@@ -167,6 +167,7 @@ class JobStore:
             job = ClaimedJob(
                 found.commit_id, record.tenant, record.session_id, found.seq, attempts, token,
                 found.create_time, sid=found.sid, others_claimable=found.others,
+                session=session,
             )  # fmt: skip
             after = _held(job, holder)
             job, started = _starting(job, record.wm_version, seqs)
@@ -199,7 +200,7 @@ class JobStore:
             after = await self._log.append(uow, job.session_id, job.commit_id, after, *events)
             job = await self._started(uow, job, row.sid, row.record.wm_version, after)
             await uow.commit()
-        return job
+        return replace(job, session=row)
 
     @retry_conflicts
     async def renew(self, job: ClaimedJob, lease_seconds: float) -> bool:
@@ -225,13 +226,13 @@ class JobStore:
 
     async def read_input(self, job: ClaimedJob) -> Phase2Input:
         """The working memory the claim named and the messages to cover: this archive and
-        the earlier failed, uncovered ones, in order, all read together. They are a short
+        the earlier failed, uncovered ones, in order, all read together, with the session
+        as the claim read it (``ClaimedJob.session``: not read again). They are a short
         read unless they are over ``SHORT_READ`` messages; then the messages are scanned,
         apart (an archived message never changes: only its session's deletion removes it,
         and the completion finds that out)."""
         async with self._db.reader() as uow:
-            found, previous, pending, placed, prefetched = await uow.read(
-                uow.sessions.finding(job.tenant, job.session_id),
+            previous, pending, placed, prefetched = await uow.read(
                 uow.working_memories.getting(
                     job.sid, job.tenant, job.session_id, job.previous_version
                 ),
@@ -239,6 +240,7 @@ class JobStore:
                 uow.archives.placements(job.sid, job.covered_seqs),
                 uow.messages.reading_archives(job.sid, job.covered_seqs, SHORT_READ),
             )
+            found = job.session or await uow.sessions.find(job.tenant, job.session_id)
         row = _same(job, found)
         count = sum(last - first + 1 for first, last, _ in placed.values())
         short = count <= SHORT_READ  # then ``prefetched`` holds them all
