@@ -188,7 +188,9 @@ async def test_the_default_ranking_follows_new_and_re_indexed_archives(
     assert total == many  # the chunk written is not counted twice
     completion = Phase2Completion("# Working Memory\n", 3, "a", "[]", "{}", (job.archive_seq,))
     index = ArchiveIndex(tuple(rows[INDEX_CHUNK:]))
-    assert await services.jobs.complete(job, completion, index=index) is not None
+    done = await services.jobs.complete(job, completion, index=index)
+    assert done is not None and done[0].abstract == "a"  # set with the archive's index mark
+    assert (await services.commits.get("big", job.commit_id)).abstract == "a"
     assert await _ranked(services, "big", "zeppelin") == ["zeppelin"]
     _, total = await services.archive_search.ranked("big", "filler", "", 10, False)
     assert total == many  # each row once: the written ones, no longer the messages read

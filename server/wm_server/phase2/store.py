@@ -76,15 +76,22 @@ INDEX_CHUNK = 500
 
 
 async def _index(
-    uow: UnitOfWork, sid: int, seq: int, rows: Sequence[SearchRow], *, whole: bool
+    uow: UnitOfWork,
+    sid: int,
+    seq: int,
+    rows: Sequence[SearchRow],
+    *,
+    whole: bool,
+    abstract: str | None = None,
 ) -> None:
     """Write ``rows`` of archive ``seq`` (in place of an earlier attempt's), and with the
-    last of them (``whole``) mark the archive indexed. Statements of their own: one
-    statement may not write a row twice (PostgreSQL runs a chain as one)."""
+    last of them (``whole``) mark the archive indexed (and set its ``abstract``, if
+    given). Statements of their own: one statement may not write a row twice (PostgreSQL
+    runs a chain as one)."""
     if rows:
         await uow.write(*uow.archives.indexing(sid, seq, rows))
     if whole:
-        await uow.write(uow.archives.indexed(sid, seq))
+        await uow.write(uow.archives.indexed(sid, seq, abstract=abstract))
 
 
 async def _archived(
@@ -403,8 +410,11 @@ class JobStore:
                         )
                 diff_text, memory_state = diff_json(extraction, applied), extraction.state.value
                 memory_events = (MemoriesExtracted(diff_text),)
+            abstract = completion.abstract
             if index is not None:
-                await _index(uow, row.sid, job.archive_seq, index.text, whole=True)
+                await _index(
+                    uow, row.sid, job.archive_seq, index.text, whole=True, abstract=abstract
+                )
                 if index.vectors:
                     await store_message_vectors(uow, index.model, index.vectors)
             version = job.previous_version + 1
@@ -417,7 +427,11 @@ class JobStore:
                     decisions_json=completion.decisions_json,
                 ),
                 uow.sessions.setting_wm_version(row.sid, version, now),
-                uow.archives.setting_abstract(row.sid, job.archive_seq, completion.abstract),
+                *(
+                    [uow.archives.setting_abstract(row.sid, job.archive_seq, abstract)]
+                    if index is None
+                    else []
+                ),
                 *([uow.commits.covering(row.sid, earlier, job.archive_seq)] if earlier else []),
                 *(
                     uow.pending_items.replacing(row.sid, job.archive_seq, completion.pending)

@@ -125,13 +125,21 @@ class ArchiveRepository(Repository):
             ),
         ]
 
-    def indexed(self, sid: int, seq: int) -> Write:
+    def indexed(self, sid: int, seq: int, *, abstract: str | None = None) -> Write:
         """Mark archive ``seq``'s full-text rows written: its ``text_version`` leaves 0 (not
         indexed: the search reads its messages) and changes, so the in-process BM25 index
-        reads the archive again (services/lexical_index.py)."""
+        reads the archive again (services/lexical_index.py); with ``abstract``, that is set
+        by the same statement (``setting_abstract``: the completion's one write of the row)."""
+        if abstract is None:
+            return Write(
+                "UPDATE archives SET text_version = text_version + 1"
+                " WHERE sid = :sid AND seq = :seq",
+                {"sid": sid, "seq": seq},
+            )
         return Write(
-            "UPDATE archives SET text_version = text_version + 1 WHERE sid = :sid AND seq = :seq",
-            {"sid": sid, "seq": seq},
+            "UPDATE archives SET text_version = text_version + 1, abstract = :abstract"
+            " WHERE sid = :sid AND seq = :seq",
+            {"sid": sid, "seq": seq, "abstract": abstract},
         )
 
     async def bm25_ranked(
