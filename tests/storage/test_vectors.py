@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import itertools
 import socket
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
-from storage_support import Services
+from storage_support import Services, build_services
 
 from wm_core import MemoryType, Message, Role, TextPart, message_tokens
 from wm_server.config import ConfigurationError
@@ -20,12 +22,15 @@ from wm_server.embedding.fusion import to_blob
 from wm_server.embedding.openai_embeddings import OpenAIEmbedder
 from wm_server.embedding.port import TextRole, Vectors
 from wm_server.errors import InvalidArgument
+from wm_server.security.tenancy import set_tenant
 from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.embedding_index import EmbeddingIndexer, store_message_vectors
 from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec
 from wm_server.services.paging import PageTokens
 from wm_server.services.recall import HybridRecall, Semantic
 from wm_server.services.sessions import find_session
+from wm_server.storage.schema_sqlite import MIGRATIONS
+from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.storage.vectors import VectorRepository
 
 USER = OwnerSpec(user_id="u1")
@@ -325,3 +330,48 @@ async def test_an_embedder_that_fails_degrades_to_lexical_with_the_flag(
     )
     assert off.status is Semantic.OFF and off.hits
     await down.close()
+
+
+async def test_sqlite_keeps_message_vectors_in_a_rowid_table_across_the_migration(
+    tmp_path: Path,
+) -> None:
+    """A database whose message vectors are in the earlier WITHOUT ROWID table is migrated
+    to the rowid table with a unique key (1 KB rows: three to a page there), its vectors
+    kept; they are replaced on their key as before."""
+    path = tmp_path / "wm.sqlite3"
+    database = SqliteDatabase(path)
+    await database.open()
+    services = build_services(database)
+    set_tenant("t")
+    await services.sessions.create("s", "")
+    await database.close()
+    raw = sqlite3.connect(path, isolation_level=None)
+    [old] = [sql for version, sql in MIGRATIONS if version == 12]
+    raw.execute("DROP TABLE message_vectors")
+    raw.execute(old[0])  # as version 12 made it
+    raw.execute("DELETE FROM schema_migrations WHERE version = 19")
+    rows = [(1, p, 1, "m", 2, bytes([p]) * 8) for p in range(5)]
+    raw.executemany("INSERT INTO message_vectors VALUES (?, ?, ?, ?, ?, ?)", rows)
+    assert "WITHOUT ROWID" in _table_sql(raw)
+    raw.close()
+
+    database = SqliteDatabase(path)
+    await database.open()
+    try:
+        async with database.unit_of_work() as uow:
+            await uow.vectors.store_messages([(1, 4, 1, "m", 2, b"new")])
+            await uow.commit()
+    finally:
+        await database.close()
+    raw = sqlite3.connect(path)
+    assert "WITHOUT ROWID" not in _table_sql(raw) and "UNIQUE (sid, position)" in _table_sql(raw)
+    stored = raw.execute("SELECT * FROM message_vectors ORDER BY sid, position").fetchall()
+    assert stored == [*rows[:4], (1, 4, 1, "m", 2, b"new")]
+    raw.close()
+
+
+def _table_sql(conn: sqlite3.Connection) -> str:
+    [(sql,)] = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'message_vectors'"
+    ).fetchall()
+    return str(sql)
