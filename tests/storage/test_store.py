@@ -427,6 +427,33 @@ async def test_expired_lease_is_claimed_again(services: Services) -> None:
         await services.jobs.complete(first, _completion("doc", (1,)))
 
 
+async def test_events_go_in_only_while_the_number_and_the_condition_hold(
+    services: Services,
+) -> None:
+    """``EventLog.append_if`` (a progress write on SQLite): the events are stored only while
+    the commit's last event number is the one given and the condition (here the lease)
+    holds; otherwise nothing is written and it says so."""
+    await _add(services, "s", _text(1))
+    await services.commits.phase1("s", 0, None)
+    job = await _claim(services)
+
+    async def append(after: int, token: str) -> int | None:
+        async with services.database.unit_of_work() as uow:
+            last = await services.log.append_if(
+                uow, "s", job.commit_id, after, [Phase2Started(1, True, 0, (1,))],
+                uow.jobs.held(), {"token": token},
+            )  # fmt: skip
+            if last is not None:
+                await uow.commit()
+        return last
+
+    assert await append(job.last_sequence, "another lease") is None
+    assert await append(job.last_sequence - 1, job.lease_token) is None
+    assert await _sequences(services, job.commit_id) == [1, 2]
+    assert await append(job.last_sequence, job.lease_token) == job.last_sequence + 1 == 3
+    assert await _sequences(services, job.commit_id) == [1, 2, 3]
+
+
 async def test_progress_events_go_after_the_commits_last_event(services: Services) -> None:
     """A progress write trusts the attempt's own last event number (one statement where a
     statement is a round trip; on SQLite the statement that moves the number checks the
