@@ -131,8 +131,8 @@ async def test_claims_across_replicas_run_each_job_once_in_session_order(
     async def worker(side: Services) -> None:
         idle = 0
         while idle < 20:
-            claimed_at = time.time()
             job = await side.jobs.claim(30)
+            claimed_at = time.time()
             if job is None:
                 idle += 1
                 await asyncio.sleep(0.01)
@@ -141,7 +141,9 @@ async def test_claims_across_replicas_run_each_job_once_in_session_order(
             if job.session_id in running:
                 # Its worker has not resumed since its completion committed (the claim that
                 # followed took three round trips): the job must have been completed in the
-                # store before this claim began (its completion time is taken before COMMIT).
+                # store by the time this claim returned (its completion time is taken before
+                # its COMMIT). Not before the claim began: a claim that starts, then waits for
+                # the loop or a connection while the completion commits, rightly sees it done.
                 earlier = await side.commits.get(job.session_id, running[job.session_id])
                 assert earlier.state is CommitState.COMPLETED, "two jobs of one session at once"
                 assert earlier.complete_time is not None
