@@ -121,7 +121,7 @@ async def _memory_context(state: State, tools: Tools) -> MemoryContext:
     job, data = state.job, state.data
     return await tools.store.memory_context(
         job, data.messages, enabled_by_server=tools.settings.memory_extraction,
-        owner=data.owner, session=data.session,
+        session=data.session,
     )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from wm_core import Message, PendingItem
 from wm_server.llm.chain import Generation
 from wm_server.services.embedding_index import VectorRow
 from wm_server.services.extraction import Extraction, MemoryContext
-from wm_server.services.memories import MemoryOwner
+from wm_server.services.memories import MemoryOwner, owner_of
 from wm_server.storage.records import SearchRow, StoredMessage, WorkingMemoryRecord
 from wm_server.storage.sessions import SessionRow
 
@@ -55,11 +55,15 @@ class Phase2Input:
     sid: int = 0  # the session's key
     archive: tuple[StoredMessage, ...] = ()  # the job's own archive (what is indexed)
     archive_time: float = 0.0  # when that archive was made (its search rows carry it)
-    # Whose memories, as the session said when this was read (``session``).
-    owner: MemoryOwner | None = None
     # The session's row as the claim read it (``ClaimedJob.session``): extraction takes its
-    # owner and settings from it instead of reading it again (``memory_subject``).
+    # owner (whose memories) and settings from it instead of reading it again
+    # (``memory_subject``).
     session: SessionRow | None = None
+
+    @property
+    def owner(self) -> MemoryOwner | None:
+        """Whose memories, as the session said when this was read."""
+        return owner_of(self.session) if self.session is not None else None
 
 
 @dataclass(frozen=True, slots=True)

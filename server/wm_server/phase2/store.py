@@ -54,7 +54,7 @@ from wm_server.services.extraction import (
     memory_subject,
     message_dates,
 )
-from wm_server.services.memories import MemoryOwner, MemorySources, apply_plan, owner_of
+from wm_server.services.memories import MemoryOwner, MemorySources, apply_plan
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.archives import search_rows_of
 from wm_server.storage.database import Database
@@ -264,7 +264,7 @@ class JobStore:
         archive_time = placed[job.archive_seq][2] if job.archive_seq in placed else 0.0
         return Phase2Input(
             previous, tuple(messages), job.covered_seqs, row.record.config.provider,
-            tuple(pending), dates, row.sid, tuple(archive), archive_time, owner_of(row), row,
+            tuple(pending), dates, row.sid, tuple(archive), archive_time, row,
         )  # fmt: skip
 
     async def memory_context(
