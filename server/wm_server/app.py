@@ -326,9 +326,9 @@ def _build_services(
     """Build every service over the storage and the providers; nothing runs yet."""
     database, tokens, embedder = storage.database, storage.tokens, storage.embedder
     recall, indexer, provider = storage.recall, storage.indexer, providers.default
-    bus = EventBus(relayed=database.relays_events)
+    bus = EventBus()
     database.subscribe_events(bus.publish)  # other replicas' events wake this one's streams
-    log_ = EventLog(encode_event)
+    log_ = EventLog(encode_event, bus)  # this process's are handed to its streams
     check_model = _model_check(providers, settings)
     try:
         default_config = session_config.settings_from_json(
@@ -358,7 +358,6 @@ def _build_services(
     worker = Phase2Worker(
         jobs,
         provider,
-        bus,
         WorkerSettings(
             concurrency=settings.phase2_concurrency,
             max_attempts=settings.phase2_max_attempts,

@@ -44,7 +44,8 @@ class _Rig:
     def __init__(self, tmp_path: Path) -> None:
         set_tenant("t")
         self.database = SqliteDatabase(tmp_path / "wm.sqlite3")
-        self.bus, self.log = EventBus(), EventLog(encode_event)
+        self.bus = EventBus()
+        self.log = EventLog(encode_event, self.bus)
         tokens = PageTokens.random()
         self.sessions = SessionService(self.database, log=self.log, tokens=tokens)
         self.commits = CommitService(
@@ -64,7 +65,7 @@ class _Rig:
 
         store.claim = counted  # type: ignore[method-assign]
         settings = WorkerSettings(concurrency=4, poll_seconds=3600.0)
-        worker = Phase2Worker(store, provider, self.bus, settings)
+        worker = Phase2Worker(store, provider, settings)
         await worker.start()
         await _until(self.looked)  # each loop looks once at start, finds nothing, waits
         return worker

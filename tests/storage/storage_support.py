@@ -48,7 +48,7 @@ REPOSITORIES = sorted(
     key=lambda cls: cls.__name__,
 )
 ENGINE_METHODS = (
-    "open", "close", "unit_of_work", "reader", "scanner", "subscribe_events", "relays_events",
+    "open", "close", "unit_of_work", "reader", "scanner", "subscribe_events",
 )  # fmt: skip
 
 
@@ -121,7 +121,7 @@ def build_services(
     over ``database``; without ``tokens``, a key of this test process, chosen explicitly."""
     tokens = PageTokens.random() if tokens is None else tokens
     bus = EventBus()
-    log = EventLog(encode_event)
+    log = EventLog(encode_event, bus)
     recall = HybridRecall(None)
     maintenance = Maintenance(database, retention_seconds=retention)
     database.subscribe_events(bus.publish)

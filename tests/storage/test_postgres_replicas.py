@@ -4,6 +4,7 @@ on one database, racing on the operations that SQLite serializes by having one w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import random
 import time
@@ -19,6 +20,7 @@ from wm_server.phase2.store import LeaseLost
 from wm_server.security.tenancy import set_tenant
 from wm_server.services.commit_event_log import Phase2Started
 from wm_server.storage.postgres import PostgresDatabase
+from wm_server.storage.records import StoredEvent
 
 pytestmark = pytest.mark.postgres
 
@@ -196,38 +198,72 @@ async def test_a_lease_taken_by_another_replica_fences_the_first(
 async def test_stored_events_notify_every_replica(
     replicas: tuple[Services, Services],
 ) -> None:
+    """Each statement that stores events tells every replica the commit and its last
+    sequence."""
     a, b = replicas
-    seen: asyncio.Queue[str] = asyncio.Queue()
-    b.database.subscribe_events(seen.put_nowait)
+    seen: asyncio.Queue[tuple[str, int | None]] = asyncio.Queue()
+    b.database.subscribe_events(lambda commit_id, last: seen.put_nowait((commit_id, last)))
     await a.sessions.add_messages("s", [_text(3, "m")], create_if_missing=True, request_id="")
     commit, _ = await a.commits.phase1("s", 0, None)
-    assert await asyncio.wait_for(seen.get(), 10) == commit.commit_id
+    assert await asyncio.wait_for(seen.get(), 10) == (commit.commit_id, 1)
     job = await a.jobs.claim(30)
     assert job is not None
     await a.jobs.record(job, Phase2Started(1, True, 0, (1,)))
-    assert await asyncio.wait_for(seen.get(), 10) == commit.commit_id
+    assert [await asyncio.wait_for(seen.get(), 10) for _ in range(2)] == [
+        (commit.commit_id, 2),
+        (commit.commit_id, 3),
+    ]
 
 
-async def test_a_lost_listener_stops_relaying_until_it_is_back(
+async def test_a_stream_reads_the_events_another_replica_stored(
+    replicas: tuple[Services, Services],
+) -> None:
+    """A stream on one replica is handed nothing of what another stores: told by the
+    notification how far the events go, it reads them from the log, and only them."""
+    a, b = replicas
+    await a.sessions.add_messages("s", [_text(3, "m")], create_if_missing=True, request_id="")
+    commit, _ = await a.commits.phase1("s", 0, None)
+    read_from: list[int] = []
+    read = b.commits._events_after
+
+    async def counted(commit_id: str, after: int) -> list[StoredEvent]:
+        read_from.append(after)
+        return await read(commit_id, after)
+
+    b.commits._events_after = counted  # type: ignore[method-assign]
+    stream = b.commits.watch("s", commit.commit_id, 0)
+    await asyncio.wait_for(anext(stream), 10)  # Phase 1's event, read as the stream starts
+    job = await a.jobs.claim(30)
+    assert job is not None
+    await a.jobs.record(job, Phase2Started(1, True, 0, (1,)))
+    for _ in range(2):  # the claim's Phase2Started and the record's
+        await asyncio.wait_for(anext(stream), 10)
+    assert read_from[0] == 0 and 1 in read_from[1:] and set(read_from) <= {0, 1, 2}
+    await stream.aclose()
+
+
+async def test_a_lost_listener_reconnects_and_notifications_come_again(
     replicas: tuple[Services, Services], postgres_url: str
 ) -> None:
-    """While the LISTEN connection is gone, the engine does not claim to relay its own
-    events (the worker then wakes its streams itself); it does again once reconnected."""
-    a, _ = replicas
-    database = a.database
-    assert database.relays_events()
+    """After its LISTEN connection is lost, a replica hears other replicas' events again
+    once it has reconnected (until then its streams read on their heartbeat)."""
+    a, b = replicas
+    heard: asyncio.Queue[tuple[str, int | None]] = asyncio.Queue()
+    a.database.subscribe_events(lambda commit_id, last: heard.put_nowait((commit_id, last)))
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
         await admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE query LIKE 'LISTEN%' AND datname = current_database()"
         )
-    for _ in range(500):
-        if not database.relays_events():
-            break
-        await asyncio.sleep(0.01)
-    assert not database.relays_events()
-    for _ in range(1000):
-        if database.relays_events():
-            break
-        await asyncio.sleep(0.01)
-    assert database.relays_events()
+    for attempt in range(100):  # the listener retries after 0.5 s, then 1 s, ...
+        session = f"s{attempt}"
+        await b.sessions.add_messages(
+            session, [_text(3, "m")], create_if_missing=True, request_id=""
+        )
+        commit, _ = await b.commits.phase1(session, 0, None)
+        with contextlib.suppress(TimeoutError):
+            while (found := await asyncio.wait_for(heard.get(), 0.2))[0] != commit.commit_id:
+                pass
+            assert found == (commit.commit_id, 1)
+            return
+    pytest.fail("the listener never came back")

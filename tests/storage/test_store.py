@@ -50,9 +50,11 @@ from wm_server.phase2.store import JobStore, LeaseLost
 from wm_server.security.tenancy import set_tenant
 from wm_server.services import paging
 from wm_server.services.commit_event_log import EventLog, Phase2Started
+from wm_server.services.commits import CommitService
 from wm_server.services.context_formats import ContextFormat
 from wm_server.services.memories import MemoryContent, MemoryOwner, OwnerSpec
 from wm_server.storage.database import Database
+from wm_server.storage.records import StoredEvent
 from wm_server.storage.sqlite import SqliteDatabase
 from wm_server.storage.statements import Write
 
@@ -358,25 +360,69 @@ async def test_jobs_run_in_archive_order_per_session(services: Services) -> None
     assert await services.jobs.renew(nxt, 60)
 
 
-async def test_an_engine_that_relays_its_own_events_calls_back_for_them(
+async def test_an_engine_shared_by_replicas_tells_how_far_stored_events_go(
     services: Services,
 ) -> None:
-    """What lets the Phase 2 worker leave a stream's wake-up to the engine
-    (``EventBus.stored``): while the engine says it relays events, the ones this very
-    process stores come back through ``subscribe_events``; one that does not say so (one
-    process: SQLite) needs the worker's own wake-up."""
+    """What lets a stream skip the read of events it already holds
+    (``services.commit_wakeups``): an engine shared by replicas calls back, for this
+    process's stored events too, with the commit and the last sequence each statement
+    stored (one call for two events); one process alone (SQLite) calls back for nothing."""
     database = services.database
-    heard: asyncio.Queue[str] = asyncio.Queue()
-    database.subscribe_events(heard.put_nowait)
+    heard: asyncio.Queue[tuple[str, int | None]] = asyncio.Queue()
+    database.subscribe_events(lambda commit_id, last: heard.put_nowait((commit_id, last)))
     await _add(services, "s", _text(1))
     commit, _ = await services.commits.phase1("s", 0, None)
-    if not database.relays_events():
-        assert isinstance(database, SqliteDatabase)
+    if isinstance(database, SqliteDatabase):
+        await asyncio.sleep(0.2)
+        assert heard.empty()
         return
-    assert await asyncio.wait_for(heard.get(), 10) == commit.commit_id
+    name = commit.commit_id
+    assert await asyncio.wait_for(heard.get(), 10) == (name, 1)
+    job = await _claim(services)  # its Phase2Started
+    assert await asyncio.wait_for(heard.get(), 10) == (name, 2)
+    started = Phase2Started(1, True, 0, (1,))
+    await services.jobs.record(job, started, started)  # the worker's progress: one statement
+    assert await asyncio.wait_for(heard.get(), 10) == (name, 4)
+    await asyncio.sleep(0.2)
+    assert heard.empty()
+
+
+async def test_a_stream_sends_the_events_this_process_stored_without_reading_them(
+    services: Services,
+) -> None:
+    """The events a unit of work stored reach this process's streams once it committed
+    (``EventLog`` hands them to the bus): the stream reads the log once, when it starts,
+    and sends the job's events after that from what it was handed, the engine's own
+    notifications of them (PostgreSQL) making it read nothing more."""
+    commits = CommitService(
+        services.database, services.bus, services.log, heartbeat_seconds=3600,
+        tokens=paging.PageTokens.random(),
+    )  # fmt: skip
+    read_from: list[int] = []
+    read = commits._events_after
+
+    async def counted(commit_id: str, after: int) -> list[StoredEvent]:
+        read_from.append(after)
+        return await read(commit_id, after)
+
+    commits._events_after = counted  # type: ignore[method-assign]
+    await _add(services, "s", _text(1))
+    commit, _ = await services.commits.phase1("s", 0, None)
+    stream = commits.watch("s", commit.commit_id, 0)
+    first = await asyncio.wait_for(anext(stream), 10)
+    assert read_from == [0] and not first[1]
     job = await _claim(services)
-    await services.jobs.record(job, Phase2Started(1, True, 0, (1,)))  # the worker's writes
-    assert [await asyncio.wait_for(heard.get(), 10) for _ in range(2)] == [commit.commit_id] * 2
+    started = Phase2Started(1, True, 0, (1,))
+    job = await services.jobs.record(job, started)
+    sent = [await asyncio.wait_for(anext(stream), 10) for _ in range(2)]
+    assert [terminal for _, terminal in sent] == [False, False]
+    assert await services.jobs.complete(job, _completion("doc", (1,))) is not None
+    rest = [event async for event in stream]
+    assert rest[-1][1] and not any(terminal for _, terminal in rest[:-1])
+    assert read_from == [0]  # nothing read after the start
+    async with services.database.reader() as uow:  # what was sent is what was stored
+        stored = await uow.events.after(commit.commit_id, 0)
+    assert [payload for payload, _ in [first, *sent, *rest]] == [e.payload for e in stored]
 
 
 async def test_a_claim_says_whether_another_job_is_claimable(services: Services) -> None:

@@ -314,7 +314,7 @@ class JobStore:
         The events go numbered after the attempt's own last one
         (``ClaimedJob.last_sequence``), stored only while the lease is held and that number
         is still the commit's: where a statement is a round trip in one statement sent with
-        BEGIN and COMMIT (``EventLog.appending_if``, one round trip), elsewhere by the
+        BEGIN and COMMIT (``EventLog.append_if_and_commit``, one round trip), elsewhere by the
         statement that moves the number, the events' rows after it (``EventLog.append_if``:
         no read of the lease first). If that stored nothing, the lease is checked and the
         events appended as every other write does (``LeaseLost``, or the commit's real last
@@ -324,12 +324,12 @@ class JobStore:
         log, token = self._log, {"token": job.lease_token}
         async with self._db.unit_of_work(pipelined=True) as uow:
             if self._db.dialect.round_trips:
-                write, last = log.appending_if(
+                moved = await log.append_if_and_commit(
                     uow, job.session_id, job.commit_id, job.last_sequence, events,
                     uow.jobs.held(), token,
                 )  # fmt: skip
-                if await uow.commit_with(write) == len(events):
-                    return replace(job, last_sequence=last)
+                if moved is not None:
+                    return replace(job, last_sequence=moved)
             else:
                 moved = await log.append_if(
                     uow, job.session_id, job.commit_id, job.last_sequence, events,

@@ -57,7 +57,6 @@ from wm_server.phase2.settings import WorkerSettings
 from wm_server.phase2.state import ClaimedJob, State
 from wm_server.phase2.store import JobStore, LeaseLost
 from wm_server.services.commit_event_log import CommitEvent
-from wm_server.services.commit_wakeups import EventBus
 from wm_server.services.embedding_index import EmbeddingIndexer
 from wm_server.services.extraction import MemoryState
 from wm_server.telemetry.tracing import NO_TRACING, ModelCall, Tracing
@@ -156,17 +155,17 @@ class _Journal:
         self._events: list[CommitEvent] = []
         self._written: float | None = None  # monotonic time of the last write
 
-    async def add(self, event: CommitEvent) -> bool:
-        """Keep ``event``; True when the events were written now."""
+    async def add(self, event: CommitEvent) -> None:
+        """Keep ``event``; write what is kept when a model call starts, at most once per
+        ``every`` seconds."""
         self._events.append(event)
         if not isinstance(event, LlmCallStarted):
-            return False
+            return
         now = time.monotonic()
         if self._written is not None and now - self._written < self._every:
-            return False
+            return
         self.job = await self._store.record(self.job, *self.take())
         self._written = now
-        return True
 
     def take(self) -> tuple[CommitEvent, ...]:
         events, self._events = tuple(self._events), []
@@ -178,7 +177,6 @@ class Phase2Worker:
         self,
         store: JobStore,
         provider: LlmProvider,
-        bus: EventBus,
         settings: WorkerSettings,
         *,
         indexer: EmbeddingIndexer | None = None,
@@ -192,7 +190,6 @@ class Phase2Worker:
         self._provider = provider
         # The provider a session chose in its config (None: ``provider``, the default).
         self._provider_for = provider_for or (lambda name: provider)
-        self._bus = bus
         self._settings = settings
         self._indexer = indexer  # the archive's vectors (None: no embedder)
         self._backfill = backfill  # fills sections a model left unread (chain.py)
@@ -253,7 +250,6 @@ class Phase2Worker:
                 continue
             if job.others_claimable:
                 self._wake.ring()  # another loop finds more work
-            self._bus.stored(job.commit_id)  # its Phase2Started is stored
             try:
                 await self._run_with_lease(job)
             finally:
@@ -287,7 +283,6 @@ class Phase2Worker:
             log.exception("phase2_crashed", commit_id=job.commit_id)
         finally:
             await cancel_and_wait(renewer)
-            self._bus.stored(job.commit_id)
 
     async def _renew(self, journal: _Journal, runner: asyncio.Task[None]) -> None:
         interval = self._settings.lease_seconds / 3
@@ -383,7 +378,6 @@ class Phase2Worker:
                 return
             log.info("phase2_rerun_on_newer_wm", commit_id=job.commit_id)
             journal.job = await self._store.restart(job, journal.take())
-            self._bus.stored(job.commit_id)
         await self._fail_or_retry(journal, "INTERNAL", "working memory kept changing", True)
 
     async def _stage(
@@ -410,8 +404,7 @@ class Phase2Worker:
                 calls.pop().finish(event)
             if isinstance(event, LlmCallFinished) and not event.error:
                 breaker.succeeded()  # the provider answers: no outage
-            if await journal.add(event):
-                self._bus.stored(journal.job.commit_id)
+            await journal.add(event)
 
         return stages.Tools(
             self._store, provider, self._settings, on_event, self._backfill, self._indexer

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from wm_core import CommitState, Decision
 from wm_server.errors import StorageConflict
 from wm_server.llm.chain import LlmCallFinished, LlmCallStarted, OpsParsed
+from wm_server.services.commit_wakeups import EventBus
 from wm_server.storage.records import CommitRecord
 from wm_server.storage.statements import Params, Write
 from wm_server.storage.unit_of_work import UnitOfWork
@@ -106,6 +107,8 @@ CommitEvent = (
 )
 # (session id, commit id, sequence, event) → the bytes a client receives.
 Encoder = Callable[[str, str, int, CommitEvent], bytes]
+# An event as stored: (sequence, wire bytes, terminal).
+StoredRow = tuple[int, bytes, bool]
 
 RETRY_REQUESTED = "RetryCommit requested"
 
@@ -118,8 +121,11 @@ def is_terminal(event: CommitEvent) -> bool:
 
 
 class EventLog:
-    def __init__(self, encode: Encoder) -> None:
+    def __init__(self, encode: Encoder, bus: EventBus | None = None) -> None:
         self.encode = encode
+        # This process's streams: handed the events a unit stored once it commits, so they
+        # send them without reading them back (``EventBus.handed``).
+        self._bus = bus
 
     async def append(
         self, uow: UnitOfWork, session_id: str, commit_id: str, after: int, *events: CommitEvent
@@ -140,6 +146,7 @@ class EventLog:
         )
         if not stored:
             raise StorageConflict(f"events of commit {commit_id} were appended concurrently")
+        self._hand_over(uow, commit_id, rows)
         return last
 
     async def append_if(
@@ -156,16 +163,19 @@ class EventLog:
         ``condition`` holds, checked by the statement that moves the number
         (``CommitRepository.extend_events_if``): the new last sequence, or None with
         nothing written. For a writer that knows ``after`` without reading it (the lease
-        holder) where a statement is no round trip (``appending_if`` where it is)."""
+        holder) where a statement is no round trip (``append_if_and_commit`` where it is)."""
         rows = self._rows(session_id, commit_id, after, events)
         last = rows[-1][0]
         stored = await uow.commits.extend_events_if(
             commit_id, after, last, condition, params,
             storing=[uow.events.inserting(commit_id, rows)],
         )  # fmt: skip
-        return last if stored else None
+        if not stored:
+            return None
+        self._hand_over(uow, commit_id, rows)
+        return last
 
-    def appending_if(
+    async def append_if_and_commit(
         self,
         uow: UnitOfWork,
         session_id: str,
@@ -174,14 +184,18 @@ class EventLog:
         events: Sequence[CommitEvent],
         condition: str,
         params: Params,
-    ) -> tuple[Write, int]:
-        """``append`` as one statement that stores ``events`` only while the commit's last
-        event is still ``after`` and ``condition`` holds (``CommitRepository.extending_if``;
-        PostgreSQL): the write, which changes ``len(events)`` rows or none, and the new last
-        sequence. For a writer that knows ``after`` without reading it (the lease holder)."""
+    ) -> int | None:
+        """``append_if`` as one statement sent with the COMMIT (``CommitRepository.
+        extending_if``; where a statement is a round trip), then the COMMIT: the new last
+        sequence, or None with nothing stored. For a writer that knows ``after`` without
+        reading it (the lease holder)."""
         rows = self._rows(session_id, commit_id, after, events)
         write = uow.commits.extending_if(commit_id, after, rows, condition, params)
-        return write, rows[-1][0]
+        if await uow.commit_with(write) != len(rows):
+            return None
+        if self._bus is not None:  # committed already: no unit left to wait for
+            self._bus.handed(commit_id, rows)
+        return rows[-1][0]
 
     async def append_and_commit(
         self,
@@ -217,11 +231,19 @@ class EventLog:
         stale all the same, the statement fails and nothing is kept (``StorageConflict``,
         ``CommitRepository.extending``; PostgreSQL). The write and the new last sequence."""
         rows = self._rows(session_id, commit_id, after, events)
-        return uow.commits.extending(commit_id, after, rows), rows[-1][0]
+        write = uow.commits.extending(commit_id, after, rows)
+        self._hand_over(uow, commit_id, rows)  # a stale ``after`` fails the COMMIT
+        return write, rows[-1][0]
+
+    def _hand_over(self, uow: UnitOfWork, commit_id: str, rows: list[StoredRow]) -> None:
+        """Hand ``rows`` to this process's streams once ``uow`` has committed them."""
+        bus = self._bus
+        if bus is not None:
+            uow.on_commit(lambda: bus.handed(commit_id, rows))
 
     def _rows(
         self, session_id: str, commit_id: str, after: int, events: Sequence[CommitEvent]
-    ) -> list[tuple[int, bytes, bool]]:
+    ) -> list[StoredRow]:
         """Each event numbered after ``after``: (sequence, wire bytes, terminal)."""
         return [
             (seq, self.encode(session_id, commit_id, seq, event), is_terminal(event))

@@ -172,10 +172,14 @@ class CommitService:
         # Only a resume point beyond the log needs the commit's state: no stored event after
         # it would tell that the commit has ended.
         beyond = record.last_sequence < last
-        with self._bus.subscribe(commit_id) as wake:
+        with self._bus.subscribe(commit_id) as news:
             while True:
-                wake.clear()
-                stored = await self._events_after(commit_id, last)
+                # What this process stored comes handed over; the log is read only for
+                # what it did not (the first round, other replicas' events, a gap).
+                stored, read = news.news(last)
+                if read:
+                    after = stored[-1].sequence if stored else last
+                    stored += await self._events_after(commit_id, after)
                 for index, event in enumerate(stored):
                     # A FAILED event a RetryCommit followed ended a run, not the commit.
                     yield event.payload, event.terminal and index == len(stored) - 1
@@ -194,8 +198,14 @@ class CommitService:
                     # else caught up: what follows the resume point is tailed as usual
                 if self._bus.closed:
                     raise shutting_down(session_id, commit_id, last)
-                woken = await wait_set(wake, self._heartbeat)
-                if not woken and not await self._events_after(commit_id, last):
+                if await wait_set(news.woken, self._heartbeat):
+                    continue
+                # A heartbeat's tick reads the log (a lost wake-up costs latency, not data)
+                # and, finding nothing, tells the client the commit's state.
+                found = await self._events_after(commit_id, last)
+                if found:
+                    news.receive(found)  # exact rows: the next round sends them
+                else:
                     record = await self.get(session_id, commit_id)
                     if beyond and record.state.terminal:
                         continue  # the next round answers OUT_OF_RANGE

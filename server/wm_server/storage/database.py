@@ -61,18 +61,15 @@ class Database(ABC):
         """After deletions: make deleted data unreadable in the engine's files too, as far as
         the engine allows a running service to."""
 
-    def subscribe_events(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(commit_id)`` when another process stores events of a commit.
+    def subscribe_events(self, callback: Callable[[str, int | None], None]) -> None:
+        """Call ``callback(commit_id, last_sequence)`` when another process stores events of
+        a commit (this process's own may come too), with the last sequence stored, or None
+        when the engine cannot tell.
 
         Only an engine shared by several replicas has something to report; with one process
-        its own services already wake the streams, so the default does nothing.
+        its own services already tell the streams, so the default does nothing.
         """
         del callback
-
-    def relays_events(self) -> bool:
-        """Whether ``subscribe_events``' callback now hears of this process's own stored
-        events too (so a stream it wakes needs no other wake-up); no by default."""
-        return False
 
     @abstractmethod
     def classify(self, error: Exception) -> ServiceError | None:

@@ -14,10 +14,11 @@ anyway). What SQLite gets from having a single writer, this engine gets from loc
   clock; a job holder's writes re-read its token under a row lock (``FOR UPDATE``). A job is
   claimable only when every earlier job of its session is ``done`` in the claim's snapshot,
   and ``done`` is final, so two replicas never run consecutive jobs of one session at once;
-- a trigger on stored events sends ``NOTIFY wm_commit_events, '<commit id>'`` (delivered at
-  commit, one per commit and transaction; schema version 3); each
-  replica LISTENs on a dedicated connection, reconnecting after a loss, and relays the id to
-  its streams (which also re-read on every heartbeat: a lost notification costs latency).
+- a trigger on stored events sends ``NOTIFY wm_commit_events, '<commit id> <last sequence>'``
+  (delivered at commit, one per commit and statement; schema version 19); each replica
+  LISTENs on a dedicated connection, reconnecting after a loss, and relays the commit and
+  sequence to its streams (which also re-read on every heartbeat: a lost notification costs
+  latency).
 
 The pool checks a connection before lending it, so after a PostgreSQL restart or failover the
 next call reconnects; until then calls answer UNAVAILABLE.
@@ -405,7 +406,7 @@ class PostgresDatabase(Database):
             reconnect_timeout=0,  # keep trying to refill the pool while the server is away
             name="wm-store",
         )
-        self._subscribers: list[Callable[[str], None]] = []
+        self._subscribers: list[Callable[[str, int | None], None]] = []
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
 
@@ -447,13 +448,8 @@ class PostgresDatabase(Database):
             self._listener = None
         await self._pool.close()
 
-    def subscribe_events(self, callback: Callable[[str], None]) -> None:
+    def subscribe_events(self, callback: Callable[[str, int | None], None]) -> None:
         self._subscribers.append(callback)
-
-    def relays_events(self) -> bool:
-        """While LISTEN runs, the NOTIFY of every transaction that stores events comes back,
-        this process's own too."""
-        return self._listening.is_set()
 
     async def _listen(self) -> None:
         """Relay NOTIFY payloads to the subscribers, reconnecting after a lost connection."""
@@ -471,7 +467,7 @@ class PostgresDatabase(Database):
                         async for note in conn.notifies():
                             self._relay(note.payload)
                     finally:
-                        self._listening.clear()  # this process's writes wake locally again
+                        self._listening.clear()
             except asyncio.CancelledError:
                 raise
             except (psycopg.Error, OSError) as exc:
@@ -481,10 +477,15 @@ class PostgresDatabase(Database):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
-    def _relay(self, commit_id: str) -> None:
+    def _relay(self, payload: str) -> None:
+        """'<commit id> <last sequence stored>' (migration 19), or a bare commit id."""
+        commit_id, _, last = payload.rpartition(" ")
+        through = int(last) if commit_id and last.isdigit() else None
+        if through is None:
+            commit_id = payload
         for callback in list(self._subscribers):
             try:
-                callback(commit_id)
+                callback(commit_id, through)
             except Exception:
                 log.exception("event_subscriber_failed")
 

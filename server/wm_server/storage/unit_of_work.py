@@ -68,6 +68,7 @@ class UnitOfWork:
     ) -> None:
         self._conn = conn
         self._commit = commit
+        self._committed_calls: list[Callable[[], None]] = []
         self.committed = False
         self.sessions = repositories.sessions
         self.messages = repositories.messages
@@ -135,8 +136,16 @@ class UnitOfWork:
         await self.commit()
         return changed()
 
+    def on_commit(self, call: Callable[[], None]) -> None:
+        """Call ``call`` once this unit has committed, never if it does not: news of what it
+        wrote for others in this process (``EventLog`` hands the stored events to the
+        streams), which must not run ahead of the COMMIT."""
+        self._committed_calls.append(call)
+
     async def commit(self) -> None:
         if self._commit is None:
             raise RuntimeError("a read-only unit of work has nothing to commit")
         await self._commit(self._conn)
         self.committed = True
+        for call in self._committed_calls:
+            call()
