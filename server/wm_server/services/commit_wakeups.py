@@ -6,14 +6,14 @@ holds them. Two kinds of news reach a stream (``Subscription``):
 - the events this process stored and committed (``EventBus.handed``: ``EventLog`` passes
   them on once their unit of work committed), exact copies of the stored rows, so a stream
   sends them without a read;
-- a wake-up from elsewhere (``EventBus.publish``): another replica's events, relayed by
-  PostgreSQL's NOTIFY with the last sequence the transaction stored (this process's own
-  come back too, and then tell the stream nothing new), or a bare "look again".
+- "look again" (``EventBus.publish``): another replica stored events (PostgreSQL's NOTIFY
+  relays it; the engine drops the notifications of this process's own), or the server is
+  shutting down.
 
-On PostgreSQL a Phase 2 job stores its events in three transactions, and each woke every
-stream for a read of the log (a pooled connection and a round trip on the event loop beside
-the job): about 1 ms of the loop's CPU per job of ``bench/phase2_ab.py``'s round. Streams
-also re-read on every heartbeat tick, so a lost wake-up costs latency, not data.
+A Phase 2 job stores its events in three transactions, and each woke every stream for a
+read of the log (on PostgreSQL a pooled connection and a round trip, on the event loop
+beside the job). Streams also re-read on every heartbeat tick, so a lost wake-up costs
+latency, not data.
 """
 
 from __future__ import annotations
@@ -33,18 +33,17 @@ MAX_HANDED = 256
 class Subscription:
     """One stream's news of one commit."""
 
-    __slots__ = ("_announced", "_handed", "_unknown", "woken")
+    __slots__ = ("_handed", "_unknown", "woken")
 
     def __init__(self) -> None:
         self.woken = asyncio.Event()
         self._handed: dict[int, StoredEvent] = {}
-        self._announced = 0  # the highest sequence the database said is stored
-        self._unknown = True  # a read is due (nothing read yet, or a bare wake-up)
+        self._unknown = True  # a read is due (nothing read yet, or told to look again)
 
     def news(self, last: int) -> tuple[list[StoredEvent], bool]:
         """The handed events that follow ``last`` without a gap, and whether the stream must
-        still read the log after them: a bare wake-up, a stored sequence announced beyond
-        them, or a gap before other handed events."""
+        still read the log after them: told to look again, or a gap before other handed
+        events."""
         self.woken.clear()
         handed = self._handed
         events: list[StoredEvent] = []
@@ -53,7 +52,7 @@ class Subscription:
             last = event.sequence
         for sequence in [s for s in handed if s <= last]:
             del handed[sequence]
-        read = self._unknown or self._announced > last or bool(handed)
+        read = self._unknown or bool(handed)
         self._unknown = False
         return events, read
 
@@ -66,11 +65,8 @@ class Subscription:
                 self._handed[event.sequence] = event
         self.woken.set()
 
-    def announce(self, through: int | None) -> None:
-        if through is None:
-            self._unknown = True
-        else:
-            self._announced = max(self._announced, through)
+    def look_again(self) -> None:
+        self._unknown = True
         self.woken.set()
 
 
@@ -79,11 +75,10 @@ class EventBus:
         self._subscriptions: dict[str, set[Subscription]] = defaultdict(set)
         self.closed = False
 
-    def publish(self, commit_id: str, through: int | None = None) -> None:
-        """Events of ``commit_id`` were stored, through sequence ``through`` (None: not
-        known; every stream reads the log)."""
+    def publish(self, commit_id: str) -> None:
+        """Events of ``commit_id`` were stored elsewhere: its streams read the log."""
         for subscription in self._subscriptions.get(commit_id, ()):
-            subscription.announce(through)
+            subscription.look_again()
 
     def handed(self, commit_id: str, rows: Sequence[tuple[int, bytes, bool]]) -> None:
         """Events of ``commit_id``, as (sequence, payload, terminal) in order, were stored
@@ -100,7 +95,7 @@ class EventBus:
         self.closed = True
         for subscriptions in self._subscriptions.values():
             for subscription in subscriptions:
-                subscription.announce(None)
+                subscription.look_again()
 
     @contextmanager
     def subscribe(self, commit_id: str) -> Iterator[Subscription]:

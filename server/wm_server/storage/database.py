@@ -61,13 +61,12 @@ class Database(ABC):
         """After deletions: make deleted data unreadable in the engine's files too, as far as
         the engine allows a running service to."""
 
-    def subscribe_events(self, callback: Callable[[str, int | None], None]) -> None:
-        """Call ``callback(commit_id, last_sequence)`` when another process stores events of
-        a commit (this process's own may come too), with the last sequence stored, or None
-        when the engine cannot tell.
+    def subscribe_events(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(commit_id)`` when another process stores events of a commit.
 
-        Only an engine shared by several replicas has something to report; with one process
-        its own services already tell the streams, so the default does nothing.
+        Only an engine shared by several replicas has something to report. This process's
+        own stored events are not reported: the unit of work that stored them hands them to
+        its streams (``EventLog``), so the default does nothing.
         """
         del callback
 

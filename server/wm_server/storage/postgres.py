@@ -14,11 +14,13 @@ anyway). What SQLite gets from having a single writer, this engine gets from loc
   clock; a job holder's writes re-read its token under a row lock (``FOR UPDATE``). A job is
   claimable only when every earlier job of its session is ``done`` in the claim's snapshot,
   and ``done`` is final, so two replicas never run consecutive jobs of one session at once;
-- a trigger on stored events sends ``NOTIFY wm_commit_events, '<commit id> <last sequence>'``
-  (delivered at commit, one per commit and statement; schema version 19); each replica
-  LISTENs on a dedicated connection, reconnecting after a loss, and relays the commit and
-  sequence to its streams (which also re-read on every heartbeat: a lost notification costs
-  latency).
+- a trigger on stored events sends ``NOTIFY wm_commit_events, '<commit id>'`` (delivered at
+  commit, one per commit and transaction; schema version 3); each replica LISTENs on a
+  dedicated connection, reconnecting after a loss, and relays the id of another replica's
+  events to its streams (which also re-read on every heartbeat: a lost notification costs
+  latency). Its own come back too, from a backend of its own pool: those it drops, for the
+  unit of work that stored them has handed them to its streams already
+  (``services.commit_wakeups``).
 
 The pool checks a connection before lending it, so after a PostgreSQL restart or failover the
 next call reconnects; until then calls answer UNAVAILABLE.
@@ -32,6 +34,7 @@ import dataclasses
 import functools
 import re
 import select
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -402,11 +405,15 @@ class PostgresDatabase(Database):
             open=False,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(wait_seconds))},
             check=_check,
+            configure=self._configure,
             timeout=wait_seconds,
             reconnect_timeout=0,  # keep trying to refill the pool while the server is away
             name="wm-store",
         )
-        self._subscribers: list[Callable[[str, int | None], None]] = []
+        self._subscribers: list[Callable[[str], None]] = []
+        # The backends of this process's pooled connections, by process id: a notification
+        # one of them sent is news of this process's own events (``_relay``).
+        self._backends: weakref.WeakValueDictionary[int, Conn] = weakref.WeakValueDictionary()
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
 
@@ -448,8 +455,12 @@ class PostgresDatabase(Database):
             self._listener = None
         await self._pool.close()
 
-    def subscribe_events(self, callback: Callable[[str, int | None], None]) -> None:
+    def subscribe_events(self, callback: Callable[[str], None]) -> None:
         self._subscribers.append(callback)
+
+    async def _configure(self, conn: Conn) -> None:
+        """A new pooled connection: remember its backend (``_backends``)."""
+        self._backends[conn.info.backend_pid] = conn
 
     async def _listen(self) -> None:
         """Relay NOTIFY payloads to the subscribers, reconnecting after a lost connection."""
@@ -465,7 +476,9 @@ class PostgresDatabase(Database):
                     first, delay = False, 0.5
                     try:
                         async for note in conn.notifies():
-                            self._relay(note.payload)
+                            own = self._backends.get(note.pid)
+                            if own is None or own.closed:  # a process id may be reused
+                                self._relay(note.payload)
                     finally:
                         self._listening.clear()
             except asyncio.CancelledError:
@@ -477,15 +490,10 @@ class PostgresDatabase(Database):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
-    def _relay(self, payload: str) -> None:
-        """'<commit id> <last sequence stored>' (migration 19), or a bare commit id."""
-        commit_id, _, last = payload.rpartition(" ")
-        through = int(last) if commit_id and last.isdigit() else None
-        if through is None:
-            commit_id = payload
+    def _relay(self, commit_id: str) -> None:
         for callback in list(self._subscribers):
             try:
-                callback(commit_id, through)
+                callback(commit_id)
             except Exception:
                 log.exception("event_subscriber_failed")
 

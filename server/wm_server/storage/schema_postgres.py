@@ -452,24 +452,4 @@ MIGRATIONS: tuple[tuple[int, str | tuple[str, ...]], ...] = (
             " END $$",
         ),
     ),
-    (
-        19,
-        # The notification of stored events says how far they go: '<commit id> <last
-        # sequence stored>', once per statement. A stream that already holds those events
-        # (this process stored them and handed them over: services.commit_wakeups) then
-        # reads nothing; row by row, each event of a batch would notify apart (identical
-        # notifications are folded, these differ). A replica still on the old code takes
-        # the payload for an unknown commit id and wakes none of its streams, which then
-        # read on their next heartbeat tick.
-        (
-            "DROP TRIGGER commit_event_stored ON commit_events",
-            "DROP FUNCTION wm_commit_event_stored()",
-            "CREATE FUNCTION wm_commit_events_stored() RETURNS trigger LANGUAGE plpgsql AS $$"
-            " BEGIN PERFORM pg_notify('wm_commit_events', commit_id || ' ' || MAX(sequence))"
-            " FROM stored GROUP BY commit_id; RETURN NULL; END $$",
-            "CREATE TRIGGER commit_events_stored AFTER INSERT ON commit_events"
-            " REFERENCING NEW TABLE AS stored"
-            " FOR EACH STATEMENT EXECUTE FUNCTION wm_commit_events_stored()",
-        ),
-    ),
 )
