@@ -1,17 +1,22 @@
 """The embedded embedder makes wordllama's own vectors, only faster (hypothesis).
 
 ``WordLlamaEmbedder`` pools its model's embeddings itself (``_Pooling``): the texts are
-normalized here for a copy of the tokenizer without its normalizer (unless a special token is
-spelled out in them), encoded with ``encode_batch_fast`` without padding, and padded here.
-The vectors are made of the ids and the attention mask, so these must be what wordllama's own
-tokenizer gives, and the vectors wordllama's own, bit for bit, for any batch of texts.
+normalized here for the model's tokenizer with its normalizer taken off (unless a special
+token is spelled out in them), encoded with ``encode_batch_fast`` without padding, and padded
+here. The vectors are made of the ids and the attention mask, so these must be what
+wordllama's own tokenizer gives, and the vectors wordllama's own, bit for bit, for any batch
+of texts: compared with a model loaded apart, as wordllama loads it.
 """
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import wordllama
+from wordllama import WordLlama
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,10 +37,17 @@ _texts = st.lists(
 )
 
 
+@functools.cache
+def _reference() -> Any:
+    """wordllama's model as it loads it, its tokenizer untouched."""
+    folder = Path(wordllama.__file__).parent
+    return WordLlama.load(dim=256, cache_dir=folder, disable_download=True)
+
+
 def _pooling() -> tuple[Any, _Pooling]:
     embedder = WordLlamaEmbedder()
     assert embedder._pooling is not None  # the faster path is taken
-    return embedder._model, embedder._pooling
+    return _reference(), embedder._pooling
 
 
 @settings(max_examples=200, deadline=None)
@@ -63,7 +75,13 @@ def test_a_batch_of_more_than_wordllamas_64_texts_gives_its_vectors() -> None:
     assert pooling.embed(texts).tobytes() == model.embed(texts, norm=False).tobytes()
 
 
-def test_the_shared_models_own_tokenizer_is_left_alone() -> None:
-    model, _ = _pooling()
-    assert "tokenize" not in vars(model)  # wordllama's method, untouched
-    assert model.tokenizer.normalizer is not None and model.tokenizer.padding is not None
+def test_the_pooling_takes_the_normalizer_off_and_puts_it_back_after_a_special_token() -> None:
+    """The tokenizer is the model's own, not a copy: padding off, and the normalizer off
+    except while a batch that spells out a special token is encoded."""
+    model, pooling = _pooling()
+    tokenizer = WordLlamaEmbedder()._model.tokenizer
+    assert tokenizer.padding is None and tokenizer.normalizer is None
+    texts = ["a </s> b", "plain words"]
+    own = model.tokenize(texts)  # padded: cut at the mask
+    assert pooling.ids(texts) == [e.ids[: sum(e.attention_mask)] for e in own]
+    assert tokenizer.normalizer is None
