@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 from storage_support import ENGINES, Services, build_services, make_database
 
-from support.postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from support.postgres import (  # noqa: F401 (fixtures)
+    empty_postgres_url,
+    postgres_server,
+    postgres_url,
+)
 from wm_server.security.tenancy import set_tenant
 from wm_server.storage.database import Database
 

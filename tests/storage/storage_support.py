@@ -143,11 +143,17 @@ def build_services(
     )
 
 
-def make_database(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> Database:
+def make_database(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path, *, empty: bool = False
+) -> Database:
+    """``engine``'s database for one test: at this checkout's schema once opened, and on
+    PostgreSQL already before (``postgres_url``), unless ``empty`` (a test of the
+    migrations: ``empty_postgres_url``)."""
     if engine == "sqlite":
         return SqliteDatabase(tmp_path / "wm.sqlite3", lock_timeout=0.5)
     if engine == "postgresql":
-        return PostgresDatabase(request.getfixturevalue("postgres_url"))
+        url = request.getfixturevalue("empty_postgres_url" if empty else "postgres_url")
+        return PostgresDatabase(url)
     raise ValueError(engine)  # pragma: no cover - engines are added to ENGINES with a factory
 
 

@@ -250,7 +250,7 @@ async def test_archives_made_before_the_index_are_indexed_by_the_upgrade(
     and its archived messages are found by ranked search."""
     from wm_server.storage import schema_postgres, schema_sqlite
 
-    database = make_database(engine, request, tmp_path)
+    database = make_database(engine, request, tmp_path, empty=True)
     last_old = 6 if engine == "sqlite" else 7
     migrations = schema_sqlite.MIGRATIONS if engine == "sqlite" else schema_postgres.MIGRATIONS
     whole = type(database).__module__
@@ -286,7 +286,7 @@ async def test_archives_made_before_the_index_are_indexed_by_the_upgrade(
         await database.close()
     finally:
         module.MIGRATIONS = saved  # type: ignore[attr-defined]
-    database = make_database(engine, request, tmp_path)
+    database = make_database(engine, request, tmp_path, empty=True)
     await database.open()
     try:
         set_tenant("t")

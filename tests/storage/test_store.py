@@ -914,14 +914,14 @@ async def test_a_database_of_the_first_schema_upgrades_in_place(
     else:
         import psycopg
 
-        conn = psycopg.connect(request.getfixturevalue("postgres_url"), autocommit=True)
+        conn = psycopg.connect(request.getfixturevalue("empty_postgres_url"), autocommit=True)
         version1 = str(schema_postgres.MIGRATIONS[0][1])
         run = conn.execute  # type: ignore[assignment]
     setup += [s for s in version1.split(";") if s.strip()]
     for statement in [*setup, "INSERT INTO schema_migrations VALUES (1)", old]:
         run(statement)
     conn.close()
-    database = make_database(engine, request, tmp_path)
+    database = make_database(engine, request, tmp_path, empty=True)
     await database.open()
     try:
         set_tenant("t")

@@ -248,7 +248,7 @@ async def test_rows_indexed_before_the_analyzer_are_re_indexed_by_the_upgrade(
 
     last_old = 9 if engine == "sqlite" else 10
     old = schema_sqlite.MIGRATIONS if engine == "sqlite" else schema_postgres.MIGRATIONS
-    database = make_database(engine, request, tmp_path)
+    database = make_database(engine, request, tmp_path, empty=True)
     module = importlib.import_module(type(database).__module__)
     saved = module.MIGRATIONS  # type: ignore[attr-defined]
     module.MIGRATIONS = tuple(m for m in old if m[0] <= last_old)  # type: ignore[attr-defined]
@@ -288,7 +288,7 @@ async def test_rows_indexed_before_the_analyzer_are_re_indexed_by_the_upgrade(
         await database.close()
     finally:
         module.MIGRATIONS = saved  # type: ignore[attr-defined]
-    database = make_database(engine, request, tmp_path)
+    database = make_database(engine, request, tmp_path, empty=True)
     await database.open()
     try:
         services = build_services(database)

@@ -32,7 +32,7 @@ async def test_versions_stored_before_the_upgrade_get_their_commits_decisions(
 ) -> None:
     from wm_server.storage import schema_postgres, schema_sqlite
 
-    database = make_database(engine, request, tmp_path)
+    database = make_database(engine, request, tmp_path, empty=True)
     last_old = 8 if engine == "sqlite" else 9
     migrations = schema_sqlite.MIGRATIONS if engine == "sqlite" else schema_postgres.MIGRATIONS
     module = importlib.import_module(type(database).__module__)
@@ -66,7 +66,7 @@ async def test_versions_stored_before_the_upgrade_get_their_commits_decisions(
         await database.close()
     finally:
         module.MIGRATIONS = saved  # type: ignore[attr-defined]
-    database = make_database(engine, request, tmp_path)
+    database = make_database(engine, request, tmp_path, empty=True)
     await database.open()
     try:
         set_tenant("t")

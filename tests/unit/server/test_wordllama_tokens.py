@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 import wordllama
-from wordllama import WordLlama
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wordllama import WordLlama
 
 from wm_server.embedding.embedded import WordLlamaEmbedder, _Pooling
 
