@@ -48,7 +48,7 @@ REPOSITORIES = sorted(
     key=lambda cls: cls.__name__,
 )
 ENGINE_METHODS = (
-    "open", "close", "unit_of_work", "reader", "scanner", "subscribe_events",
+    "open", "close", "unit_of_work", "statement", "reader", "scanner", "subscribe_events",
 )  # fmt: skip
 
 

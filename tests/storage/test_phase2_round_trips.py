@@ -36,12 +36,18 @@ async def single(postgres_url: str) -> AsyncIterator[Services]:
     await database.close()
 
 
-async def _round_trips(services: Services, call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
-    """What ``call`` returns, and the Syncs it sent on the pool's one connection."""
+async def _sent(services: Services, call: Callable[[], Awaitable[T]]) -> tuple[T, list[str]]:
+    """What ``call`` returns, and the messages it sent on the pool's one connection."""
     async with services.database.reader() as uow:
         conn = uow._conn.conn  # type: ignore[attr-defined]
     with frontend_messages(conn) as sent:
         found = await call()
+    return found, sent
+
+
+async def _round_trips(services: Services, call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+    """What ``call`` returns, and the Syncs it sent on the pool's one connection."""
+    found, sent = await _sent(services, call)
     return found, sum(1 for m in sent if m.startswith("Sync"))
 
 
@@ -70,11 +76,15 @@ async def test_a_claim_is_three_round_trips(single: Services) -> None:
     event = pb.CommitEvent.FromString(stored[0].payload)
     assert event.stage == pb.COMMIT_STAGE_PHASE2_STARTED
     assert list(event.phase2_started.covered_archives) == ["sessions/s/archives/archive_001"]
-    # A progress write after it is one round trip: the claim's last number is the commit's.
+    # A progress write after it is one round trip, one statement in autocommit (no BEGIN or
+    # COMMIT): the claim's last number is the commit's.
     started = Phase2Started(1, True, 0, (1,))
     claimed = job
-    after, syncs = await _round_trips(single, lambda: single.jobs.record(claimed, started))
-    assert syncs == 1 and after.last_sequence == 3
+    after, sent = await _sent(single, lambda: single.jobs.record(claimed, started))
+    assert sum(1 for m in sent if m.startswith("Sync")) == 1 and after.last_sequence == 3
+    assert [m for m in sent if m.startswith(("Execute", "Query"))] == ["Execute"]
+    async with single.database.reader() as uow:
+        assert [e.sequence for e in await uow.events.after(commit_id, 0)] == [1, 2, 3]
 
 
 async def test_a_completion_is_three_round_trips(single: Services) -> None:

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -358,6 +359,36 @@ async def test_jobs_run_in_archive_order_per_session(services: Services) -> None
     data = await services.jobs.read_input(nxt)
     assert data.previous is not None and data.previous.version == 1
     assert await services.jobs.renew(nxt, 60)
+
+
+async def test_a_unit_of_one_statement_commits_it_and_reports_what_it_changed(
+    services: Services,
+) -> None:
+    """``Database.statement``: one data-modifying statement, sent by ``commit_with``, atomic
+    by itself (PostgreSQL runs it in autocommit, SQLite in a transaction of its own); one
+    that fails keeps nothing."""
+    await _add(services, "s", _text(1))
+    commit, _ = await services.commits.phase1("s", 0, None)
+    database = services.database
+    async with database.statement() as uow:
+        write = uow.commits.setting_state(commit.commit_id, CommitState.FAILED, 1)
+        assert await uow.commit_with(write) == 1
+    assert (await services.commits.get("s", commit.commit_id)).state is CommitState.FAILED
+    async with database.reader() as uow:
+        row = await uow.sessions.find("t", "s")
+    assert row is not None
+    with pytest.raises((sqlite3.IntegrityError, psycopg.errors.NotNullViolation)):
+        async with database.statement() as uow:
+            unfit = uow.working_memories.inserting(
+                row.sid, 1, "doc", archive_seq=None, covered_seq=None, commit_id=None,
+                tokens=1, now=1.0, decisions_json="[]",
+            )  # fmt: skip
+            await uow.commit_with(unfit)
+    async with database.reader() as uow:
+        kept = await uow._conn.one(
+            "SELECT COUNT(*) FROM working_memories WHERE sid = :sid", {"sid": row.sid}
+        )
+    assert kept is not None and kept[0] == 0
 
 
 async def test_an_engine_reports_no_event_this_process_stored(services: Services) -> None:

@@ -313,8 +313,9 @@ class JobStore:
 
         The events go numbered after the attempt's own last one
         (``ClaimedJob.last_sequence``), stored only while the lease is held and that number
-        is still the commit's: where a statement is a round trip in one statement sent with
-        BEGIN and COMMIT (``EventLog.append_if_and_commit``, one round trip), elsewhere by the
+        is still the commit's: where a statement is a round trip by one statement that
+        commits as it runs (``Database.statement``, ``EventLog.append_if_and_commit``: one
+        round trip, no BEGIN or COMMIT), elsewhere by the
         statement that moves the number, the events' rows after it (``EventLog.append_if``:
         no read of the lease first). If that stored nothing, the lease is checked and the
         events appended as every other write does (``LeaseLost``, or the commit's real last
@@ -322,15 +323,16 @@ class JobStore:
         if not events:
             return job
         log, token = self._log, {"token": job.lease_token}
-        async with self._db.unit_of_work(pipelined=True) as uow:
-            if self._db.dialect.round_trips:
+        if self._db.dialect.round_trips:
+            async with self._db.statement() as uow:
                 moved = await log.append_if_and_commit(
                     uow, job.session_id, job.commit_id, job.last_sequence, events,
                     uow.jobs.held(), token,
                 )  # fmt: skip
-                if moved is not None:
-                    return replace(job, last_sequence=moved)
-            else:
+            if moved is not None:
+                return replace(job, last_sequence=moved)
+        else:
+            async with self._db.unit_of_work(pipelined=True) as uow:
                 moved = await log.append_if(
                     uow, job.session_id, job.commit_id, job.last_sequence, events,
                     uow.jobs.held(), token,

@@ -185,10 +185,11 @@ class EventLog:
         condition: str,
         params: Params,
     ) -> int | None:
-        """``append_if`` as one statement sent with the COMMIT (``CommitRepository.
-        extending_if``; where a statement is a round trip), then the COMMIT: the new last
-        sequence, or None with nothing stored. For a writer that knows ``after`` without
-        reading it (the lease holder)."""
+        """``append_if`` as one statement (``CommitRepository.extending_if``; where a
+        statement is a round trip), run last in ``uow``, which then commits (a
+        ``Database.statement`` unit committed as it ran): the new last sequence, or None
+        with nothing stored. For a writer that knows ``after`` without reading it (the lease
+        holder)."""
         rows = self._rows(session_id, commit_id, after, events)
         write = uow.commits.extending_if(commit_id, after, rows, condition, params)
         if await uow.commit_with(write) != len(rows):

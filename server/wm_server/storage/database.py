@@ -40,6 +40,7 @@ def positional(sql: str, mark: str) -> str:
 
 class Kind(Enum):
     WRITE = "write"
+    STATEMENT = "statement"  # a write of one statement, atomic by itself (``statement``)
     READ = "read"
     SCAN = "scan"
 
@@ -95,6 +96,14 @@ class Database(ABC):
         for a unit of many writes between few reads."""
         return _Unit(self, Kind.WRITE, pipelined)
 
+    def statement(self) -> _Unit:
+        """A write of one data-modifying statement, sent by ``UnitOfWork.commit_with``
+        (and nothing before it): atomic by itself, so an engine whose statements are round
+        trips (``Dialect.round_trips``) runs it in autocommit, without BEGIN and COMMIT: one
+        round trip, where a pipelined unit also sends those two. Elsewhere a
+        ``unit_of_work``."""
+        return _Unit(self, Kind.STATEMENT) if self.dialect.round_trips else self.unit_of_work()
+
     def reader(self) -> _Unit:
         """Short reads; nothing to commit."""
         return _Unit(self, Kind.READ)
@@ -137,6 +146,9 @@ class Database(ABC):
             log(version)
 
 
+_WRITES = (Kind.WRITE, Kind.STATEMENT)
+
+
 class _Unit:
     """``async with database.unit_of_work() as uow``: a plain class rather than a generator
     context manager, because AddMessages pays for every layer on its hot path."""
@@ -162,7 +174,7 @@ class _Unit:
                 if isinstance(error, Exception):
                     raise self._db._translate(error) from error
                 raise
-        commit = self._db._commit if self._kind is Kind.WRITE else None
+        commit = self._db._commit if self._kind in _WRITES else None
         self._uow = UnitOfWork(conn, self._db._repositories(conn), commit)
         return self._uow
 
@@ -170,7 +182,7 @@ class _Unit:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
         try:
-            if self._kind is Kind.WRITE and not self._uow.committed:
+            if self._kind in _WRITES and not self._uow.committed:
                 with contextlib.suppress(Exception):
                     await self._db._rollback(self._conn)
         finally:
