@@ -534,8 +534,8 @@ class PostgresDatabase(Database):
 
     async def _commit(self, conn: Connection) -> None:
         assert isinstance(conn, _Pg)
-        if conn.conn.autocommit and conn.piped is None:
-            return  # ``statement``: committed as it ran
+        if conn.piped is None and conn.conn.pgconn.transaction_status == IDLE:
+            return  # no transaction (``statement``: committed as it ran)
         if conn.piped is not None:  # the COMMIT, then the sync that leaves the pipeline
             await conn.conn.execute("COMMIT", prepare=False)
             await conn.unpipe()
