@@ -14,8 +14,10 @@ in 100 sessions; huge tool outputs (issue 18): AddMessages of a 1 MiB tool outpu
 AssembleContext over 2,000 messages with 50 externalized outputs at a 200,000-token budget,
 pending tokens and the Phase 2 input with and without externalization (``--only agent`` runs
 just these). With --database, also batched ingest through two replicas sharing the
-database. It writes bench/results.md unless --no-write. Figures are printed, never
-asserted: targets are shown next to them.
+database. On PostgreSQL the parts share the one database, except that with --postgres the
+Phase 2 overhead and the RSS figures each get a new database of the private cluster
+(``Bench.own_database``). It writes bench/results.md unless --no-write. Figures are
+printed, never asserted: targets are shown next to them.
 """
 
 from __future__ import annotations
