@@ -247,10 +247,11 @@ async def test_a_lost_listener_reconnects_and_notifications_come_again(
     heard: asyncio.Queue[str] = asyncio.Queue()
     a.database.subscribe_events(heard.put_nowait)
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
-        await admin.execute(
+        cut = await admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE query LIKE 'LISTEN%' AND datname = current_database()"
         )
+        assert [ended for (ended,) in await cut.fetchall()] == [True, True]  # both replicas'
     for attempt in range(100):  # the listener retries after 0.5 s, then 1 s, ...
         session = f"s{attempt}"
         await b.sessions.add_messages(

@@ -62,9 +62,23 @@ export class ServerProcess {
     return path;
   }
 
-  /** Starts the server on `port` (default: a free one) and waits until it answers. */
+  /** Starts the server on `port` (default: a free one) and waits until it answers. A free
+   * port can be taken between the probe and the server's bind (the other tiers open
+   * connections meanwhile): one of our choosing is chosen again, up to five times. */
   async start(port?: number): Promise<this> {
-    this.port = port ?? (await freePort());
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.launch(port ?? (await freePort()));
+      } catch (error) {
+        const taken = String(error).includes("WM_ADDRESS: cannot listen");
+        if (port !== undefined || !taken || attempt >= 5) throw error;
+        this.log = "";
+      }
+    }
+  }
+
+  private async launch(port: number): Promise<this> {
+    this.port = port;
     const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("WM_")));
     const child = spawn(python(), ["-m", "wm_server"], {
       cwd: REPO,
