@@ -68,7 +68,7 @@ class UnitOfWork:
     ) -> None:
         self._conn = conn
         self._commit = commit
-        self._committed_calls: list[Callable[[], None]] = []
+        self._committed_calls: list[Callable[[], None]] | None = None  # most units: none
         self.committed = False
         self.sessions = repositories.sessions
         self.messages = repositories.messages
@@ -140,6 +140,8 @@ class UnitOfWork:
         """Call ``call`` once this unit has committed, never if it does not: news of what it
         wrote for others in this process (``EventLog`` hands the stored events to the
         streams), which must not run ahead of the COMMIT."""
+        if self._committed_calls is None:
+            self._committed_calls = []
         self._committed_calls.append(call)
 
     async def commit(self) -> None:
@@ -147,5 +149,5 @@ class UnitOfWork:
             raise RuntimeError("a read-only unit of work has nothing to commit")
         await self._commit(self._conn)
         self.committed = True
-        for call in self._committed_calls:
+        for call in self._committed_calls or ():
             call()
