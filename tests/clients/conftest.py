@@ -14,12 +14,17 @@ from client_support import Run, run_cli
 
 from support.providers import ProgrammableProvider
 from support.server_process import ServerProcess
+from support.sqlite_template import migrated_data_dir
 from wm_client import WmClient
 from wm_server.app import Application, start_application
 from wm_server.config import Settings
 
 
 def settings(data_dir: Path, **overrides: object) -> Settings:
+    """A server's settings on ``data_dir``: its SQLite database at this checkout's schema
+    (``migrated_data_dir``) unless another database is given."""
+    if "database_url" not in overrides:
+        migrated_data_dir(data_dir)
     values: dict[str, object] = {
         "address": "127.0.0.1:0",
         "data_dir": data_dir,

@@ -12,6 +12,7 @@ from llm_backends import BACKENDS, Backend
 from reliability_support import LlmServer
 
 from support.fake_http import FakeApi
+from support.sqlite_template import migrated_data_dir
 from wm_server.app import Application, start_application
 from wm_server.config import load_settings
 
@@ -57,6 +58,8 @@ async def llm_server(
     async def start(**overrides: str) -> Application:
         for name, value in server_env(tmp_path, backend, fake.base_url, **overrides).items():
             monkeypatch.setenv(name, value)
+        if "WM_DATABASE_URL" not in overrides:
+            migrated_data_dir(tmp_path)  # at this checkout's schema, not migrated again
         app = await start_application(load_settings())
         assert app.provider.name == backend.name
         started.append(app)

@@ -17,6 +17,7 @@ import pytest
 from psycopg import pq
 
 from support.port_coverage import EXERCISED, register_expected
+from support.sqlite_template import migrated_sqlite
 from wm_server.api.commit_event_encoder import encode_event
 from wm_server.phase2.store import JobStore
 from wm_server.services.archive_search import ArchiveSearchService
@@ -146,11 +147,12 @@ def build_services(
 def make_database(
     engine: str, request: pytest.FixtureRequest, tmp_path: Path, *, empty: bool = False
 ) -> Database:
-    """``engine``'s database for one test: at this checkout's schema once opened, and on
-    PostgreSQL already before (``postgres_url``), unless ``empty`` (a test of the
-    migrations: ``empty_postgres_url``)."""
+    """``engine``'s database for one test: at this checkout's schema, already before it is
+    opened (a copy of a migrated template: ``postgres_url``, ``migrated_sqlite``), unless
+    ``empty`` (a test of the migrations: ``empty_postgres_url``, a new SQLite file)."""
     if engine == "sqlite":
-        return SqliteDatabase(tmp_path / "wm.sqlite3", lock_timeout=0.5)
+        path = tmp_path / "wm.sqlite3"
+        return SqliteDatabase(path if empty else migrated_sqlite(path), lock_timeout=0.5)
     if engine == "postgresql":
         url = request.getfixturevalue("empty_postgres_url" if empty else "postgres_url")
         return PostgresDatabase(url)
