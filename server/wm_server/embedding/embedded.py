@@ -150,7 +150,8 @@ class _Pooling:
       pads them (to the longest of each batch of ``_BATCH``, at the right, with its pad id).
 
     Then, as wordllama does (0.4.0.post1, the version pinned): ids clipped to the
-    vocabulary, their embeddings averaged under the mask (its own ``avg_pool``)."""
+    vocabulary, their embeddings averaged under the mask (the model's ``avg_pool``:
+    ``_WheelModel``'s, the same arithmetic as wordllama's)."""
 
     _BATCH = 64  # wordllama's batch_size: padding is to the longest text of each batch
 
