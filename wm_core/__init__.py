@@ -91,6 +91,8 @@ Tool outputs
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from wm_core._decisions import Decision, DecisionDict, Guard
 from wm_core._document.items import bullet_items, item_key
 from wm_core._document.markdown import (
@@ -125,11 +127,7 @@ from wm_core._guards.pending import (
     unfold_pending,
 )
 from wm_core._guards.pending import OVERFLOW as PENDING_OVERFLOW
-from wm_core._memory.disclosure import NONE as DISCLOSURE_NONE
-from wm_core._memory.disclosure import features as disclosure_features
-from wm_core._memory.disclosure import units as disclosure_units
-from wm_core._memory.extract import archive_text, extract_memories
-from wm_core._memory.guard import guard_memory_ops, retire_supported
+from wm_core._memory.guard import archive_text, guard_memory_ops, retire_supported
 from wm_core._memory.model import (
     MEMORY_TYPES,
     MemoryDecision,
@@ -235,6 +233,34 @@ from wm_core._summary.spellings import PathSpellings
 from wm_core._summary.text import summary_title
 from wm_core._tokens.estimate import estimate_tokens
 from wm_core._tokens.reminders import section_reminders
+
+# The deterministic extractor loads on first use: its rules compile about 250 regular
+# expressions at import, 0.3 CPU s of every process that imports wm_core (a server's start
+# was 1.8 CPU s), and a server whose provider is a model never runs it.
+_DISCLOSURE = {"DISCLOSURE_NONE": "NONE", "disclosure_features": "features",
+               "disclosure_units": "units"}  # fmt: skip
+if TYPE_CHECKING:
+    from wm_core._memory.disclosure import NONE as DISCLOSURE_NONE
+    from wm_core._memory.disclosure import features as disclosure_features
+    from wm_core._memory.disclosure import units as disclosure_units
+    from wm_core._memory.extract import extract_memories
+
+
+def __getattr__(name: str) -> object:
+    """``extract_memories`` and the disclosure classifier's names, imported on first use and
+    kept (PEP 562)."""
+    value: object
+    if name == "extract_memories":
+        from wm_core._memory.extract import extract_memories as value
+    elif name in _DISCLOSURE:
+        from wm_core._memory import disclosure
+
+        value = getattr(disclosure, _DISCLOSURE[name])
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AGENT_TOOL_NAMES",

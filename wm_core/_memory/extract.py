@@ -31,7 +31,7 @@ from wm_core._guards.key_facts import missing_anchors
 from wm_core._guards.pending import PendingItem
 from wm_core._memory.conversation import conversation_facts
 from wm_core._memory.disclosure import Weights
-from wm_core._memory.guard import retire_supported
+from wm_core._memory.guard import archive_text, retire_supported
 from wm_core._memory.model import MemoryOp, MemoryOpKind, MemoryRecord, MemoryType, memory_key
 from wm_core._memory.rules import Fact, pending_facts
 from wm_core._memory.subjects import replaces, replaces_memory, single_valued
@@ -123,14 +123,6 @@ def _matching(candidate: _Candidate, existing: Sequence[MemoryRecord]) -> Memory
         if replaces_memory(candidate.type, candidate.subject, candidate.fields, memory):
             return memory
     return None
-
-
-def archive_text(messages: Sequence[Message], pending: Sequence[PendingItem] = ()) -> str:
-    """The text memory ops are judged against (a RETIRE must be backed by it): the text of
-    every message and of every pending item offered to extraction."""
-    texts = [message.text() for message in messages]
-    texts.extend(item.text for item in pending)
-    return "\n".join(text for text in texts if text.strip())
 
 
 def extract_memories(

@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Final
 
 from wm_core._guards.key_facts import ANCHOR_STOPWORDS, missing_anchors
+from wm_core._guards.pending import PendingItem
 from wm_core._memory.model import (
     MemoryDecision,
     MemoryOp,
@@ -39,6 +40,7 @@ from wm_core._memory.model import (
     MemoryVerdict,
     memory_key,
 )
+from wm_core._messages import Message
 
 _WORD: Final = re.compile(r"\w{3,}")
 _STEM_CHARS: Final = 6
@@ -65,6 +67,14 @@ def _covered(keys: set[str], archive: str) -> bool:
         return False
     found = sum(1 for key in keys if key in archive)
     return found >= max(1, math.ceil(len(keys) / 2))
+
+
+def archive_text(messages: Sequence[Message], pending: Sequence[PendingItem] = ()) -> str:
+    """The text memory ops are judged against (a RETIRE must be backed by it): the text of
+    every message and of every pending item offered to extraction."""
+    texts = [message.text() for message in messages]
+    texts.extend(item.text for item in pending)
+    return "\n".join(text for text in texts if text.strip())
 
 
 def retire_supported(memory: MemoryRecord, reason: str, archive_text: str) -> str | None:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from functools import partial
 
+import wm_core
 from wm_core import (
     CREATE_TOOL,
-    extract_memories,
+    MemoryOp,
     memory_tool_arguments,
     summary_bodies,
     summary_update_ops,
@@ -74,15 +74,18 @@ class OfflineProvider:
         )
 
     async def extract_memories(self, request: MemoryRequest) -> ModelReply:
-        ops = await asyncio.to_thread(
-            partial(extract_memories, message_dates=request.message_dates),
-            request.messages,
-            request.existing,
-            request.pending,
-        )
+        ops = await asyncio.to_thread(_extracted, request)
         return ModelReply(
             memory_tool_arguments(ops), "tool_use", Usage(llm_calls=1), model=self.model
         )
 
     async def aclose(self) -> None:
         return None
+
+
+def _extracted(request: MemoryRequest) -> list[MemoryOp]:
+    """The extractor's ops, on the worker thread, where its first call also imports its rules
+    (wm_core loads them on first use: 0.3 CPU s a process, not the event loop's)."""
+    return wm_core.extract_memories(
+        request.messages, request.existing, request.pending, message_dates=request.message_dates
+    )
