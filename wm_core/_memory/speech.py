@@ -88,6 +88,7 @@ _ELIDED: Final = re.compile(
     re.IGNORECASE,
 )
 
+
 # Informal spellings read as the words they stand for ("gonna go w/ postgres bc …"). Each one
 # is a whole run of word characters, slashes and apostrophes, so one pass of one alternation
 # replaces them all: a replacement is made of other runs (or none), so it never makes or
@@ -95,9 +96,13 @@ _ELIDED: Final = re.compile(
 # in turn gave (tests/unit/wm_core/test_memory_speech_spellings.py holds it to that). Measured
 # (2026-12-07): a 170-character chat message 287 → 69 µs, 100 KB of words 124-165 → 32-53 ms;
 # the 30 passes were a quarter of the offline extractor's time.
-_INFORMAL_WORDS: Final = {
-    spelling: full
-    for spellings, full in (
+def _written_out(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Each spelling of each pair ("a|b", full) → its full form, in the pairs' order."""
+    return {spelling: full for spellings, full in pairs for spelling in spellings.split("|")}
+
+
+_INFORMAL_WORDS: Final = _written_out(
+    (
         ("gonna", "going to"),
         ("wanna", "want to"),
         ("gotta", "have to"),
@@ -126,8 +131,7 @@ _INFORMAL_WORDS: Final = {
         ("thats", "that's"),
         ("tmrw|tmr|tomoz", "tomorrow"),
     )
-    for spelling in spellings.split("|")
-}
+)
 _INFORMAL: Final = re.compile(
     rf"(?<![\w/'])(?:{'|'.join(map(re.escape, _INFORMAL_WORDS))})(?![\w/'])", re.IGNORECASE
 )
@@ -141,9 +145,8 @@ _INFORMAL_IN_CONTEXT: Final = (
 )  # fmt: skip
 # A weekday written short after the word that dates it ("next thu", "on fri", "by weds"); alone
 # "sat" and "sun" are other words.
-_SHORT_DAYS: Final = {
-    short: full
-    for shorts, full in (
+_SHORT_DAYS: Final = _written_out(
+    (
         ("mon", "monday"),
         ("tue|tues", "tuesday"),
         ("wed|weds", "wednesday"),
@@ -152,8 +155,7 @@ _SHORT_DAYS: Final = {
         ("sat", "saturday"),
         ("sun", "sunday"),
     )
-    for short in shorts.split("|")
-}
+)
 _SHORT_DAY: Final = re.compile(
     r"\b(?P<when>next|last|this|on|by|until|till|coming|from)\s+"
     rf"(?P<day>{'|'.join(_SHORT_DAYS)})\b",
