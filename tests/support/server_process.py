@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -77,11 +78,41 @@ class ServerProcess:
         raise TimeoutError(f"server did not start:\n{self.log_path.read_text()}")
 
     def _accepting(self) -> bool:
+        """Whether this server accepts connections on its port: one connects, and the socket
+        listening there is this process's. Two tests can both find a port free and give it
+        to their servers: the second server cannot bind it, but a connection alone would
+        reach the first one and take it for the second (seen once: the test then waited for
+        a server that had exited)."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                return True
+                pass
         except OSError:
             return False
+        return self._listens_here()
+
+    def _listens_here(self) -> bool:
+        """Whether one of this process's sockets listens on the port (Linux's /proc: the
+        listening sockets of /proc/net/tcp and tcp6 by inode, against the process's open
+        sockets); True where /proc cannot tell (another system)."""
+        assert self.proc is not None
+        try:
+            fds = os.listdir(f"/proc/{self.proc.pid}/fd")
+            tables = [Path(f"/proc/net/{t}").read_text() for t in ("tcp", "tcp6")]
+        except OSError:
+            return not Path("/proc/self/fd").exists()  # /proc: the process has gone
+        own: set[str] = set()
+        for fd in fds:
+            with contextlib.suppress(OSError):  # closed meanwhile
+                target = os.readlink(f"/proc/{self.proc.pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    own.add(target[len("socket:[") : -1])
+        for table in tables:
+            for row in table.splitlines()[1:]:
+                fields = row.split()
+                port = int(fields[1].rsplit(":", 1)[1], 16)
+                if fields[3] == "0A" and port == self.port and fields[9] in own:  # 0A: LISTEN
+                    return True
+        return False
 
     def __enter__(self) -> ServerProcess:
         return self
