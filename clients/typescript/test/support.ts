@@ -1,7 +1,7 @@
 // The real Python server on a free loopback port, and a TCP proxy in front of it that a test
 // can make drop connections: the tools of the end-to-end tests.
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -15,6 +15,38 @@ export function python(): string {
   if (process.env.WM_PYTHON) return process.env.WM_PYTHON;
   const venv = join(REPO, ".venv", "bin", "python");
   return existsSync(venv) ? venv : "python3";
+}
+
+/** Whether one of process `pid`'s sockets listens on `port` (Linux's /proc: the LISTEN rows of
+ * /proc/net/tcp and tcp6 by inode, against the process's open sockets); true where /proc
+ * cannot tell. Two tests can both find a port free: the second server cannot bind it, and
+ * the first, a wm server too, would answer the second's probe. */
+export function listensHere(pid: number, port: number): boolean {
+  if (!existsSync("/proc/self/fd")) return true;
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return false; // the process has gone
+  }
+  const own = new Set<string>();
+  for (const fd of fds) {
+    try {
+      const target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      if (target.startsWith("socket:[")) own.add(target.slice("socket:[".length, -1));
+    } catch {
+      // closed meanwhile
+    }
+  }
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    const rows = existsSync(table) ? readFileSync(table, "utf8").split("\n").slice(1) : [];
+    for (const row of rows) {
+      const [, local, , state, , , , , , inode] = row.trim().split(/\s+/);
+      const listening = state === "0A" && parseInt(local?.split(":").pop() ?? "", 16) === port;
+      if (listening && inode !== undefined && own.has(inode)) return true;
+    }
+  }
+  return false;
 }
 
 export function freePort(): Promise<number> {
@@ -98,14 +130,18 @@ export class ServerProcess {
     try {
       for (let waited = 0; ; waited += 100) {
         if (child.exitCode !== null) throw new Error(`the server exited:\n${this.log}`);
+        let failure: unknown = "no answer";
         try {
           await probe.listSessions({ pageSize: 1 });
-          return this;
+          failure = undefined;
         } catch (error) {
-          if (error instanceof WmError && error.fromService) return this; // it answered
-          if (waited > 30_000) throw new Error(`the server did not start: ${String(error)}\n${this.log}`);
-          await sleep(100);
+          if (error instanceof WmError && error.fromService) failure = undefined; // it answered
+          else failure = error;
         }
+        // An answer may come from another test's server given the same free port first.
+        if (failure === undefined && listensHere(child.pid ?? -1, port)) return this;
+        if (waited > 30_000) throw new Error(`the server did not start: ${String(failure)}\n${this.log}`);
+        await sleep(100);
       }
     } finally {
       probe.close();
