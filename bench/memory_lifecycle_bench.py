@@ -35,8 +35,9 @@ from memory_search_bench import bulk_fill, vocabulary, zipf_pick  # noqa: E402
 
 from wm_core import MemoryType  # noqa: E402
 from wm_server.security.tenancy import set_tenant  # noqa: E402
-from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec  # noqa: E402
+from wm_server.services.memories import MemoryService, OwnerSpec  # noqa: E402
 from wm_server.services.memory_consolidation import VectorConsolidation  # noqa: E402
+from wm_server.services.memory_content import MemoryContent  # noqa: E402
 from wm_server.services.memory_lifecycle import MemoryUpkeep  # noqa: E402
 from wm_server.services.paging import PageTokens  # noqa: E402
 from wm_server.services.recall import HybridRecall  # noqa: E402

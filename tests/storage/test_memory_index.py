@@ -16,7 +16,8 @@ from storage_support import Services
 from wm_core import MemoryType, Message, Role, TextPart
 from wm_server.embedding.fusion import to_blob
 from wm_server.security.tenancy import set_tenant
-from wm_server.services.memories import MemoryContent, OwnerSpec
+from wm_server.services.memories import OwnerSpec
+from wm_server.services.memory_content import MemoryContent
 from wm_server.services.memory_index import MemoryIndex
 from wm_server.services.recall import HybridRecall, no_vector
 from wm_server.services.recall_warmup import RecallWarmup

@@ -23,15 +23,9 @@ from wm_core import (
 )
 from wm_server.errors import AlreadyExists, InvalidArgument, NotFound
 from wm_server.security.tenancy import current_tenant, set_tenant
-from wm_server.services.memories import (
-    MemoryContent,
-    MemoryOwner,
-    MemorySources,
-    OwnerSpec,
-    apply_plan,
-    owner_of,
-    similar_memories,
-)
+from wm_server.services.memories import OwnerSpec
+from wm_server.services.memory_content import MemoryContent, MemoryOwner, owner_of, similar_memories
+from wm_server.services.memory_writes import MemorySources, apply_plan
 from wm_server.services.sessions import find_session
 from wm_server.storage.sqlite import SqliteDatabase
 

@@ -53,7 +53,8 @@ from wm_server.services import paging
 from wm_server.services.commit_event_log import EventLog, Phase2Started
 from wm_server.services.commits import CommitService
 from wm_server.services.context_formats import ContextFormat
-from wm_server.services.memories import MemoryContent, MemoryOwner, OwnerSpec
+from wm_server.services.memories import OwnerSpec
+from wm_server.services.memory_content import MemoryContent, MemoryOwner
 from wm_server.storage.database import Database
 from wm_server.storage.records import StoredEvent
 from wm_server.storage.sqlite import SqliteDatabase

@@ -25,7 +25,8 @@ from wm_server.errors import InvalidArgument
 from wm_server.security.tenancy import set_tenant
 from wm_server.services.archive_search import ArchiveSearchService
 from wm_server.services.embedding_index import EmbeddingIndexer, store_message_vectors
-from wm_server.services.memories import MemoryContent, MemoryService, OwnerSpec
+from wm_server.services.memories import MemoryService, OwnerSpec
+from wm_server.services.memory_content import MemoryContent
 from wm_server.services.paging import PageTokens
 from wm_server.services.recall import HybridRecall, Semantic
 from wm_server.services.sessions import find_session

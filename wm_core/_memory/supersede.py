@@ -19,7 +19,7 @@ of a plan say so:
   (``existing``: the owner's memories the caller knows of, e.g. the most similar ones): the
   CREATE supersedes it.
 
-Pure: the caller applies the answer (``services.memories.apply_plan``).
+Pure: the caller applies the answer (``services.memory_writes.apply_plan``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from wm_proto.v1 import working_memory_service_pb2 as api
 from wm_server.api import commit_wire, names, stored_wire
 from wm_server.services.extraction import MemoryState
 from wm_server.services.extraction_preview import Preview
-from wm_server.services.memories import iso_to_epoch
+from wm_server.services.memory_content import iso_to_epoch
 
 _KINDS = {
     MemoryOpKind.CREATE: pb.MEMORY_OP_KIND_CREATE,

@@ -18,7 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from wm_core import Message, Role, SessionSettings, TextPart, ToolUsePart, output_ids
 from wm_proto.v1 import resources_pb2 as pb
 from wm_server.api import names
-from wm_server.services.memories import MemoryView
+from wm_server.services.memory_content import MemoryView
 from wm_server.services.validation import clamped, in_timestamp_range
 from wm_server.storage.records import SessionRecord, ToolOutputRecord
 

@@ -10,7 +10,7 @@ from wm_core import Message, PendingItem
 from wm_server.llm.chain import Generation
 from wm_server.services.embedding_index import VectorRow
 from wm_server.services.extraction import Extraction, MemoryContext
-from wm_server.services.memories import MemoryOwner, owner_of
+from wm_server.services.memory_content import MemoryOwner, owner_of
 from wm_server.storage.records import SearchRow, StoredMessage, WorkingMemoryRecord
 from wm_server.storage.sessions import SessionRow
 

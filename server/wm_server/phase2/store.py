@@ -54,7 +54,8 @@ from wm_server.services.extraction import (
     memory_subject,
     message_dates,
 )
-from wm_server.services.memories import MemoryOwner, MemorySources, apply_plan
+from wm_server.services.memory_content import MemoryOwner
+from wm_server.services.memory_writes import MemorySources, apply_plan
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.archives import search_rows_of
 from wm_server.storage.database import Database

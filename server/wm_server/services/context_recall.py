@@ -21,7 +21,7 @@ from wm_core import (
 )
 from wm_server import contract
 from wm_server.errors import invalid
-from wm_server.services.memories import epoch_to_iso
+from wm_server.services.memory_content import epoch_to_iso
 from wm_server.services.recall import Semantic
 from wm_server.storage.records import MemoryRow
 

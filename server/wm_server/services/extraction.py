@@ -12,7 +12,7 @@ The step has three parts, split by what they touch:
   into one plan. A provider outage propagates (Phase 2 waits it out like the working-memory
   call); any other failure, or an answer with nothing readable, is an extraction that FAILED,
   with its reason: the working memory is stored all the same;
-- the plan is applied by ``services.memories.apply_plan`` inside the completion's unit of
+- the plan is applied by ``services.memory_writes.apply_plan`` inside the completion's unit of
   work (``phase2.store.JobStore.complete``), so the memories, their index and the completed commit are
   one transaction: a retried or re-claimed Phase 2 never applies a plan twice, and a commit
   seen terminal has its memories searchable.
@@ -44,13 +44,13 @@ from wm_core import (
 )
 from wm_server.llm.chain import ChainEvent, LlmCallFinished, LlmCallStarted
 from wm_server.llm.port import LlmError, LlmProvider, MemoryRequest, Purpose, Usage, usage_record
-from wm_server.services.memories import (
-    MemoryDiff,
+from wm_server.services.memory_content import (
     MemoryOwner,
     owner_of,
     similar_memories,
     similar_reading,
 )
+from wm_server.services.memory_writes import MemoryDiff
 from wm_server.storage.records import StoredMessage
 from wm_server.storage.sessions import SessionRow
 from wm_server.storage.statements import Read

@@ -33,7 +33,7 @@ from wm_server.services.extraction import (
     extract,
     message_dates,
 )
-from wm_server.services.memories import MemoryOwner, owner_of, similar_memories
+from wm_server.services.memory_content import MemoryOwner, owner_of, similar_memories
 from wm_server.services.memory_lifecycle import plan_supersessions
 from wm_server.services.sessions import find_session
 from wm_server.storage.database import Database

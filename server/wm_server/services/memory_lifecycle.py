@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from wm_core import MemoryOp, MemoryOpKind, MemoryRecord, supersession_query, supersessions
 from wm_server import contract
 from wm_server.errors import StorageConflict, invalid
+from wm_server.services.memory_content import MemoryOwner, memory_id, record_of, similar_memories
 from wm_server.services.transactions import retry_conflicts
 from wm_server.storage.database import Database
 from wm_server.storage.memory_expiry import Retention, expires_at, retention_of
@@ -43,7 +44,6 @@ from wm_server.storage.text_index import words_of
 from wm_server.storage.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
-    from wm_server.services.memories import MemoryOwner
     from wm_server.services.memory_consolidation import VectorConsolidation
 
 MAX_SUPERSEDES = contract.MAX_SUPERSEDES
@@ -69,8 +69,6 @@ def token_set_similarity(a: Candidate, b: Candidate) -> float:
 
 def supersedes_in(values: Sequence[str], field: str = "memory.supersedes") -> list[str]:
     """The ids a new memory replaces, checked (format, at most 16), duplicates dropped."""
-    from wm_server.services.memories import memory_id  # one rule of the id's format
-
     if len(values) > MAX_SUPERSEDES:
         raise invalid(field, f"at most {MAX_SUPERSEDES} memory ids", "TOO_MANY")
     ids = [memory_id(v, field) for v in values]
@@ -122,8 +120,6 @@ async def plan_supersessions(
     (``wm_core.supersessions``), judged against the plan's targets and, for each CREATE that
     names a subject, the owner's memories most similar to it (its subject, the value it
     replaces and its text: ``wm_core.supersession_query``)."""
-    from wm_server.services.memories import record_of, similar_memories  # (imports this)
-
     ids = list(dict.fromkeys(t for op in ops for t in op.target_ids))
     rows = await uow.memories.of_owner(tenant, owner.key, ids) if ids else []
     known: dict[str, MemoryRecord] = {r.memory_id: record_of(r) for r in rows if r.active}

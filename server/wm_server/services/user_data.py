@@ -37,7 +37,7 @@ class Purged:
 
 
 def user_key(user_id: str) -> str:
-    """The memory owner key of a user (as ``memories.owner_of`` writes it)."""
+    """The memory owner key of a user (as ``memory_content.owner_of`` writes it)."""
     return f"user:{user_id}"
 
 

@@ -12,7 +12,7 @@ from wm_proto.v1 import resources_pb2 as pb
 from wm_server.api.commit_wire import decision_out, memory_diff_out, usage_out
 from wm_server.llm.port import Usage, usage_json, usage_of
 from wm_server.services.extraction import EmptyReason, Extraction, MemoryState, diff_json
-from wm_server.services.memories import MemoryDiff
+from wm_server.services.memory_writes import MemoryDiff
 from wm_server.storage.codec import decisions_json, read_decisions
 
 USAGE = Usage(input_tokens=120, output_tokens=30, cache_read_input_tokens=7,
