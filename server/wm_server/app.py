@@ -1,5 +1,11 @@
 """The composition root: builds the store, the services, the Phase 2 worker and the gRPC
-server from the settings, and runs them until a signal asks to stop."""
+server from the settings, and runs them until a signal asks to stop.
+
+It is long (about 700 lines) because it is the one place where the parts meet: every step
+of a start is a named function here (the providers, the storage, the services, the gRPC
+server, serving, the web doors, the ready line), so what is built from which setting, and
+in what order, is read in one module rather than followed across several.
+"""
 
 from __future__ import annotations
 
