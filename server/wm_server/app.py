@@ -302,7 +302,9 @@ async def _open_storage(database: Database, settings: Settings, metrics: Metrics
     # Recall by meaning: the embedder loads now (no download: a missing model stops the
     # start), and stored vectors of another length than it makes are refused.
     embedder = build_embedder(settings)
-    recall = HybridRecall(embedder, observer=metrics)
+    recall = HybridRecall(
+        embedder, observer=metrics, max_bytes=settings.recall_cache_mb * 1024 * 1024
+    )
     indexer = EmbeddingIndexer(database, embedder, observer=metrics) if embedder else None
     if indexer is not None:
         await indexer.check_dimensions()

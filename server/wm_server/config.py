@@ -216,6 +216,10 @@ class Settings(BaseSettings):
     embedder_api_key: SecretStr | None = None
     embedder_timeout_seconds: Seconds = 2.0
     embedder_max_retries: Annotated[int, Field(ge=0, le=10)] = 1
+    # What recall's in-process indexes may hold, in MiB, shared as HybridRecall.shares says
+    # (archived rows' BM25 1/6, their vectors 1/3, owners' memories 1/2); a start warms them
+    # to three quarters of it (services/recall_warmup.py), so this bounds that memory too.
+    recall_cache_mb: Annotated[int, Field(ge=16, le=1_048_576)] = 768
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
     # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves

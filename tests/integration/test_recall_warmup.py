@@ -93,3 +93,22 @@ async def test_a_restart_warms_the_recall_indexes(
             assert found.hits[0].memory.text == "Started a pottery class"
     finally:
         await app.stop(grace=0.5)
+
+
+async def test_the_recall_indexes_hold_what_wm_recall_cache_mb_gives_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WM_RECALL_CACHE_MB", "48")
+    app = await _serve(tmp_path, {})
+    try:
+        assert app.warmup is not None
+        recall = app.warmup.recall
+        mib = 1024 * 1024
+        # A sixth, a third and a half of 48 MiB; the default is 768 MiB in the same shares.
+        assert (
+            recall.lexical.max_bytes,
+            recall.cache.max_bytes,
+            recall.memory_index.max_bytes,
+        ) == (8 * mib, 16 * mib, 24 * mib)
+    finally:
+        await app.stop(grace=0.5)

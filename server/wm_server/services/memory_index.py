@@ -228,6 +228,11 @@ class MemoryIndex:
         return len(self._items)
 
     @property
+    def max_bytes(self) -> int:
+        """What it holds at most; past it the least recently used goes."""
+        return self._max
+
+    @property
     def filled(self) -> bool:
         """Three quarters of ``max_bytes`` held: warming more would evict what it warmed."""
         return self._weight * 4 >= self._max * 3

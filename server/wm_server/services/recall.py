@@ -152,6 +152,11 @@ class VectorCache:
         self._max = max_bytes
 
     @property
+    def max_bytes(self) -> int:
+        """What it holds at most; past it the least recently used goes."""
+        return self._max
+
+    @property
     def filled(self) -> bool:
         """Three quarters of ``max_bytes`` held: warming more would evict what it warmed."""
         return self._weight * 4 >= self._max * 3
@@ -228,6 +233,9 @@ class MemoryFound:
     fused: Fused[int]
 
 
+DEFAULT_MAX_BYTES = 768 * 1024 * 1024  # WM_RECALL_CACHE_MB's default, in bytes
+
+
 class HybridRecall:
     def __init__(
         self,
@@ -238,24 +246,34 @@ class HybridRecall:
         cache: VectorCache | None = None,
         lexical: LexicalIndex | None = None,
         memory_index: MemoryIndex | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self._embedder = embedder
         self._observer = observer or _NoObserver()
         self._timeout = timeout
-        self.cache = cache or VectorCache()
+        lexical_bytes, cache_bytes, memory_bytes = self.shares(max_bytes)
+        self.cache = cache or VectorCache(cache_bytes)
         # The lexical ranking of archived messages (in-process BM25 per searched sessions).
-        self.lexical = lexical or LexicalIndex()
+        self.lexical = lexical or LexicalIndex(lexical_bytes)
         # Owners' memories: in-process BM25 per owner and their vectors.
         self.memory_index = memory_index or (
-            MemoryIndex(embedder.model_id, embedder.dimensions)
+            MemoryIndex(embedder.model_id, embedder.dimensions, max_bytes=memory_bytes)
             if embedder is not None
-            else MemoryIndex()
+            else MemoryIndex(max_bytes=memory_bytes)
         )
         if embedder is not None:
             # The cosine runs on the event loop between other requests: OpenBLAS's own
             # threads only fight the loop for the cores (5,000 x 256 product: 13.5 ms with
             # them on this busy 2-core machine, 0.7-2 ms with one thread).
             threadpool_limits(limits=1, user_api="blas")
+
+    @staticmethod
+    def shares(max_bytes: int) -> tuple[int, int, int]:
+        """``max_bytes`` (``WM_RECALL_CACHE_MB``) as the three indexes' budgets: archived
+        rows' BM25, their vectors, owners' memories, in the proportions 1 : 2 : 3 that the
+        defaults had as constants (128, 256 and 384 MiB of 768)."""
+        sixth = max_bytes // 6
+        return sixth, 2 * sixth, max_bytes - 3 * sixth
 
     @property
     def model(self) -> str | None:

@@ -61,6 +61,8 @@ def test_openai_key_selects_openai_when_there_is_no_anthropic_key(
         ("WM_TENANT_MUTATIONS_PER_SECOND", "-5"),
         ("WM_TENANT_MUTATION_BURST", "0"),
         ("WM_PAGE_TOKEN_KEY", "short"),
+        ("WM_RECALL_CACHE_MB", "8"),
+        ("WM_RECALL_CACHE_MB", "lots"),
     ],
 )
 def test_bad_value_names_the_variable(
