@@ -12,7 +12,7 @@ What is timed is the transaction shape of AddMessages on the real tables (create
 engines' own MIGRATIONS; SQLAlchemy's Table objects are reflected from them): BEGIN (SQLite:
 BEGIN IMMEDIATE), SELECT the session row (PostgreSQL: FOR NO KEY UPDATE), SELECT the batch's
 ids already stored, INSERT the batch (executemany), UPDATE the session counters, INSERT an
-idempotency row, COMMIT — for batches of 1 and of 100 messages of ~200 bytes; and the
+requests row (the idempotency record), COMMIT — for batches of 1 and of 100 messages of ~200 bytes; and the
 GetSession read (one session row by tenant and session id). Every variant is an awaited call
 inside one asyncio loop, as in the server:
 
@@ -60,7 +60,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from wm_server.storage import schema_postgres, schema_sqlite
-from wm_server.storage.rows import SESSION_COLUMNS
+from wm_server.storage.database import migration_statements
+from wm_server.storage.sessions import SESSION_COLUMNS
 
 try:
     import sqlalchemy as sa
@@ -87,7 +88,7 @@ SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=10000",
     "PRAGMA cache_size=-65536",
 )
-TABLES = ("sessions", "messages", "tool_calls", "idempotency")
+TABLES = ("sessions", "messages", "tool_calls", "requests")
 SESSION_COLUMN_NAMES = tuple(c.strip() for c in SESSION_COLUMNS.split(","))
 # One message as the use case receives it: id, role, parts_json, tokens.
 Msg = tuple[str, str, str, int]
@@ -100,7 +101,9 @@ class Plan:
 
     rows: list[tuple[int, int, str, str, str, int, float, str]]
     update: tuple[int, int, int, int, int, float, int]  # next, n, n, tokens, tokens, now, sid
-    idempotency: tuple[str, str, str, str, float]
+    idempotency: tuple[
+        str, int, str, str, float
+    ]  # the requests row: key, sid, fingerprint, outcome, time
 
 
 def plan(
@@ -125,7 +128,7 @@ def plan(
     return Plan(
         rows,
         (next_pos + len(fresh), len(fresh), len(fresh), tokens, tokens, now, sid),
-        (tenant, f"AddMessages/{session_id}", request_id, outcome, now),
+        (f"{tenant}/AddMessages/{session_id}/{request_id}", sid, request_id, outcome, now),
     )
 
 
@@ -167,7 +170,7 @@ def _raw_sql(mark: str, lock: str, any_ids: bool) -> RawSql:
         update=f"UPDATE sessions SET next_position = {mark}, message_count = message_count + {mark},"
         f" total_message_count = total_message_count + {mark}, live_tokens = live_tokens + {mark},"
         f" pending_tokens = pending_tokens + {mark}, update_time = {mark} WHERE sid = {mark}",
-        idempotency=f"INSERT INTO idempotency VALUES ({', '.join([mark] * 5)})",
+        idempotency=f"INSERT INTO requests VALUES ({', '.join([mark] * 5)})",
         get=f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = {mark} AND session_id = {mark}",
     )
 
@@ -197,7 +200,8 @@ def _sqlite_schema(path: Path, tenant: str) -> None:
     for pragma in SQLITE_PRAGMAS:
         conn.execute(pragma)
     for _, sql in schema_sqlite.MIGRATIONS:
-        conn.executescript(sql)
+        for statement in migration_statements(sql):
+            conn.execute(statement)
     now = time.time()
     conn.executemany(
         "INSERT INTO sessions (tenant, session_id, create_time, update_time) VALUES (?, ?, ?, ?)",
@@ -263,7 +267,7 @@ class CoreStatements:
 
 
 def core_statements(meta: Any, postgres: bool) -> CoreStatements:
-    s, m, i = meta.tables["sessions"], meta.tables["messages"], meta.tables["idempotency"]
+    s, m, i = meta.tables["sessions"], meta.tables["messages"], meta.tables["requests"]
     by_key = (s.c.tenant == sa.bindparam("tenant")) & (s.c.session_id == sa.bindparam("sid_"))
     lookup = sa.select(
         s.c.sid, s.c.first_live_position, s.c.next_position, s.c.keep_recent_count
@@ -293,7 +297,7 @@ def core_statements(meta: Any, postgres: bool) -> CoreStatements:
         insert_keys=MESSAGE_KEYS,
         update=update,
         idempotency=sa.insert(i),
-        idempotency_keys=("tenant", "method", "request_id", "result_json", "create_time"),
+        idempotency_keys=("request_key", "sid", "fingerprint", "outcome", "create_time"),
         get=sa.select(*(s.c[name] for name in SESSION_COLUMN_NAMES)).where(by_key),
     )
 
@@ -489,9 +493,8 @@ async def postgres_schema(url: str) -> None:
         for table in ("commit_events", "phase2_jobs", "working_memories", "archives", "commits"):
             await conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
         for _, sql in schema_postgres.MIGRATIONS:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    await conn.execute(statement)
+            for statement in migration_statements(sql):
+                await conn.execute(statement)
         now = time.time()
         async with conn.cursor() as cur:
             await cur.executemany(

@@ -138,12 +138,16 @@ class Database(ABC):
         for version, sql in migrations:
             if version in applied:
                 continue
-            # A script is split on ";"; a statement with a ";" of its own comes in a tuple.
-            for statement in sql.split(";") if isinstance(sql, str) else sql:
-                if statement.strip():
-                    await conn.run(statement, {})
+            for statement in migration_statements(sql):
+                await conn.run(statement, {})
             await conn.run("INSERT INTO schema_migrations VALUES (:v)", {"v": version})
             log(version)
+
+
+def migration_statements(sql: str | tuple[str, ...]) -> list[str]:
+    """A migration's statements: a script is split on ";"; a statement with a ";" of its own
+    (a trigger's body) comes in a tuple."""
+    return [s for s in (sql.split(";") if isinstance(sql, str) else sql) if s.strip()]
 
 
 _WRITES = (Kind.WRITE, Kind.STATEMENT)

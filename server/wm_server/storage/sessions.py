@@ -31,7 +31,7 @@ _CROSSED = (
 )
 
 
-_SESSION = (
+SESSION_COLUMNS = (
     "sid, first_live_position, next_position, last_add_time, last_commit_time, tenant,"
     " session_id, create_time, update_time, message_count, total_message_count,"
     " pending_tokens, live_tokens, keep_recent_count, archive_count, wm_version, config_json,"
@@ -91,7 +91,7 @@ class SessionRepository(Repository):
             "INSERT INTO sessions (tenant, session_id, create_time, update_time, config_json,"
             " auto_idle_seconds, keep_recent_count, user_id, agent_id) VALUES (:tenant,"
             " :session_id, :now, :now, :config, :idle, :keep, :user_id, :agent_id)"
-            f" ON CONFLICT (tenant, session_id) DO NOTHING RETURNING {_SESSION}",
+            f" ON CONFLICT (tenant, session_id) DO NOTHING RETURNING {SESSION_COLUMNS}",
             {
                 "tenant": tenant,
                 "session_id": session_id,
@@ -140,7 +140,7 @@ class SessionRepository(Repository):
     ) -> Read[SessionRow | None]:
         """``find`` as a read; ``lock``: ``lock``'s."""
         return Read(
-            f"SELECT {_SESSION} FROM sessions WHERE tenant = :tenant AND session_id = :session_id"
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = :tenant AND session_id = :session_id"
             + (self._dialect.lock_row if lock else ""),
             {"tenant": tenant, "session_id": session_id},
             _first_session,
@@ -156,12 +156,12 @@ class SessionRepository(Repository):
     def by_sid_reading(self, sid: int) -> Read[SessionRow | None]:
         """``by_sid`` as a read."""
         return Read(
-            f"SELECT {_SESSION} FROM sessions WHERE sid = :sid", {"sid": sid}, _first_session
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE sid = :sid", {"sid": sid}, _first_session
         )
 
     async def page(self, tenant: str, before_sid: int | None, limit: int) -> list[SessionRow]:
         rows = await self._conn.all(
-            f"SELECT {_SESSION} FROM sessions WHERE tenant = :tenant AND sid < :before"
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE tenant = :tenant AND sid < :before"
             " ORDER BY sid DESC LIMIT :limit",
             {
                 "tenant": tenant,
