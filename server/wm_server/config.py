@@ -33,6 +33,10 @@ def _text_language(value: str) -> str:
     return value
 
 
+# What recall's in-process indexes hold by default, in MiB (WM_RECALL_CACHE_MB).
+RECALL_CACHE_MB = 768
+
+
 class LlmProviderName(StrEnum):
     """Which model answers Phase 2."""
 
@@ -219,7 +223,7 @@ class Settings(BaseSettings):
     # What recall's in-process indexes may hold, in MiB, shared as HybridRecall.shares says
     # (archived rows' BM25 1/6, their vectors 1/3, owners' memories 1/2); a start warms them
     # to three quarters of it (services/recall_warmup.py), so this bounds that memory too.
-    recall_cache_mb: Annotated[int, Field(ge=16, le=1_048_576)] = 768
+    recall_cache_mb: Annotated[int, Field(ge=16, le=1_048_576)] = RECALL_CACHE_MB
     # How long a request_id is remembered (idempotent retries); pruned in the background.
     request_id_retention_seconds: Seconds = 86_400.0
     # The SessionConfig (proto JSON) a session gets for every field its CreateSession leaves

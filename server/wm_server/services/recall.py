@@ -26,6 +26,7 @@ import numpy as np
 import structlog
 from threadpoolctl import threadpool_limits
 
+from wm_server.config import RECALL_CACHE_MB
 from wm_server.embedding import quantized
 from wm_server.embedding.fusion import Fused, candidates, from_blobs, fuse, nearest_scores
 from wm_server.embedding.port import Embedder, EmbedderUnavailable, TextRole, Vectors
@@ -233,7 +234,7 @@ class MemoryFound:
     fused: Fused[int]
 
 
-DEFAULT_MAX_BYTES = 768 * 1024 * 1024  # WM_RECALL_CACHE_MB's default, in bytes
+DEFAULT_MAX_BYTES = RECALL_CACHE_MB * 1024 * 1024  # WM_RECALL_CACHE_MB's default, in bytes
 
 
 class HybridRecall:
