@@ -33,6 +33,8 @@ def _text_language(value: str) -> str:
     return value
 
 
+# The embedded database's file in the data folder.
+SQLITE_FILE = "wm.sqlite3"
 # What recall's in-process indexes hold by default, in MiB (WM_RECALL_CACHE_MB).
 RECALL_CACHE_MB = 768
 
@@ -336,7 +338,7 @@ class Settings(BaseSettings):
         """The SQLite file used when no PostgreSQL URL is configured."""
         if self.database_url and self.database_url.startswith("sqlite:///"):
             return Path(self.database_url.removeprefix("sqlite:///"))
-        return self.data_dir / "wm.sqlite3"
+        return self.data_dir / SQLITE_FILE
 
 
 # Settings read under the SDKs' own variable names rather than WM_<NAME>.

@@ -12,29 +12,23 @@ from pathlib import Path
 import pytest
 from client_support import Run, run_cli
 
+from support.production import migrated_settings
 from support.providers import ProgrammableProvider
 from support.server_process import ServerProcess
-from support.sqlite_template import migrated_data_dir
 from wm_client import WmClient
 from wm_server.app import Application, start_application
 from wm_server.config import Settings
 
 
 def settings(data_dir: Path, **overrides: object) -> Settings:
-    """A server's settings on ``data_dir``: its SQLite database at this checkout's schema
-    (``migrated_data_dir``) unless another database is given."""
-    if "database_url" not in overrides:
-        migrated_data_dir(data_dir)
-    values: dict[str, object] = {
-        "address": "127.0.0.1:0",
-        "data_dir": data_dir,
-        "llm_provider": "offline",
+    """A server's settings on ``data_dir`` (``support.production.migrated_settings``), with the
+    short grace, retry delay and heartbeat of the clients' tests."""
+    quick: dict[str, object] = {
         "shutdown_grace_seconds": 0.5,
         "phase2_retry_base_delay": 0.05,
         "heartbeat_seconds": 0.5,
     }
-    values.update(overrides)
-    return Settings(**values)  # type: ignore[arg-type]
+    return migrated_settings(data_dir, **{**quick, **overrides})
 
 
 @pytest.fixture

@@ -8,26 +8,16 @@ from pathlib import Path
 import grpc
 import pytest
 
+from support.production import migrated_settings
 from support.providers import ProgrammableProvider
-from support.sqlite_template import migrated_data_dir
 from wm_proto.v1 import working_memory_service_pb2_grpc as service_grpc
 from wm_server.app import Application, start_application
 from wm_server.config import Settings
 
 
 def make_settings(data_dir: Path, **overrides: object) -> Settings:
-    """A server's settings on ``data_dir``: its SQLite database at this checkout's schema
-    (``migrated_data_dir``) unless another database is given."""
-    if "database_url" not in overrides:
-        migrated_data_dir(data_dir)
-    values: dict[str, object] = {
-        "address": "127.0.0.1:0",
-        "data_dir": data_dir,
-        "llm_provider": "offline",
-        "shutdown_grace_seconds": 1.0,
-    }
-    values.update(overrides)
-    return Settings(**values)  # type: ignore[arg-type]
+    """A server's settings on ``data_dir`` (``support.production.migrated_settings``)."""
+    return migrated_settings(data_dir, **overrides)
 
 
 @pytest.fixture

@@ -12,11 +12,13 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
+from support.sqlite_template import migrated_data_dir
 from wm_server.config import Settings
 
 
 def settings_for(data_dir: Path, **overrides: object) -> Settings:
-    """Settings of an in-process server on a free loopback port (as the integration conftest)."""
+    """Settings of an in-process server on a free loopback port; its folder is left as it is
+    (a test of a refused start finds no database made)."""
     values: dict[str, object] = {
         "address": "127.0.0.1:0",
         "data_dir": data_dir,
@@ -25,6 +27,14 @@ def settings_for(data_dir: Path, **overrides: object) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def migrated_settings(data_dir: Path, **overrides: object) -> Settings:
+    """``settings_for`` with the SQLite database at this checkout's schema already in
+    ``data_dir`` (``migrated_data_dir``), unless another database is given."""
+    if "database_url" not in overrides:
+        migrated_data_dir(data_dir)
+    return settings_for(data_dir, **overrides)
 
 
 async def code_of(call: Awaitable[Any] | AsyncIterator[Any]) -> grpc.StatusCode:

@@ -18,9 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from wm_server.config import SQLITE_FILE
 from wm_server.storage.sqlite import SqliteDatabase
-
-FILE = "wm.sqlite3"  # the name a server gives its database in its data folder
 
 _lock = threading.Lock()
 _template: Path | None = None
@@ -34,7 +33,7 @@ def _migrated() -> Path:
         if _template is None:
             folder = Path(tempfile.mkdtemp(prefix="wm-sqlite-template-"))
             atexit.register(shutil.rmtree, folder, True)
-            database = SqliteDatabase(folder / FILE)
+            database = SqliteDatabase(folder / SQLITE_FILE)
 
             async def migrate() -> None:
                 await database.open()
@@ -55,8 +54,8 @@ def _migrated() -> Path:
             if done[0] is not None:
                 raise done[0]
             # Closing the last connection checkpointed the log into the file and removed it.
-            assert not (folder / f"{FILE}-wal").exists()
-            _template = folder / FILE
+            assert not (folder / f"{SQLITE_FILE}-wal").exists()
+            _template = folder / SQLITE_FILE
         return _template
 
 
@@ -73,6 +72,6 @@ def migrated_sqlite(path: Path) -> Path:
 def migrated_data_dir(data_dir: Path) -> Path:
     """``data_dir`` with a migrated database in it, unless it holds one already (a restart
     on the same folder keeps its data); returned for chaining."""
-    if not (data_dir / FILE).exists():
-        migrated_sqlite(data_dir / FILE)
+    if not (data_dir / SQLITE_FILE).exists():
+        migrated_sqlite(data_dir / SQLITE_FILE)
     return data_dir
